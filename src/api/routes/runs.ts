@@ -1,0 +1,172 @@
+/** The run API: start and end runs, create and finish steps, list and read them. */
+import { Type } from 'typebox';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { ApiError } from '../../errors.js';
+import type { GuardService } from '../../service/guard-service.js';
+import type { Db } from '../../store/db.js';
+import { fingerprint, type IdempotencyClaim } from '../../store/idempotency.js';
+import { getRunDetail, listRuns, type RunStatus } from '../../store/runs.js';
+import type { Clock } from '../../service/guard-service.js';
+import {
+  Count, DecisionSchema, EndStatus, JsonObject, Nullable, RunDetail, RunStatus as RunStatusSchema, RunSummary,
+  StepStatus, StepType, Uuid, errorResponses,
+} from '../schemas.js';
+
+const UserId = Type.String({ minLength: 1, maxLength: 256 });
+const Name = Type.String({ minLength: 1, maxLength: 256 });
+const RunParams = Type.Object({ run_id: Uuid });
+const StepParams = Type.Object({ run_id: Uuid, step_id: Uuid });
+
+/** The Idempotency-Key of a POST, bound to the caller's workspace and this exact request. */
+function idempotencyClaim(request: FastifyRequest): IdempotencyClaim | undefined {
+  const key = request.headers['idempotency-key'];
+  if (key === undefined) return undefined;
+  if (typeof key !== 'string' || key.length < 1 || key.length > 255) {
+    throw new ApiError('VALIDATION_FAILED', 'Idempotency-Key must be 1 to 255 characters.');
+  }
+  return {
+    workspaceId: request.principal.workspaceId,
+    key,
+    fingerprint: fingerprint(request.method, request.url.replace(/\/$/, ''), request.body),
+  };
+}
+
+export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock: Clock }> = async (base, { guard, db, clock }) => {
+  const app = base.withTypeProvider<TypeBoxTypeProvider>();
+
+  app.post('/v1/runs', {
+    config: { auth: 'key' },
+    schema: {
+      tags: ['runs'],
+      summary: 'Start a run (evaluates all six rules; a denial is a 201 with status BLOCKED)',
+      body: Type.Object(
+        { user_id: UserId, metadata: Type.Optional(Nullable(JsonObject)) },
+        { additionalProperties: false },
+      ),
+      response: {
+        201: Type.Object({ id: Uuid, user_id: Type.String(), status: RunStatusSchema, decision: DecisionSchema }),
+        ...errorResponses(400, 401, 413, 422),
+      },
+    },
+  }, async (request, reply) => {
+    const answer = await guard.startRun(request.principal.workspaceId, request.body, idempotencyClaim(request));
+    return reply.status(201).send(answer.body);
+  });
+
+  app.post('/v1/runs/:run_id/end', {
+    config: { auth: 'key' },
+    schema: {
+      tags: ['runs'],
+      summary: 'End a RUNNING run',
+      params: RunParams,
+      body: Type.Object({ status: EndStatus }, { additionalProperties: false }),
+      response: {
+        200: Type.Object({ id: Uuid, status: RunStatusSchema, ended_at: Type.String({ format: 'date-time' }) }),
+        ...errorResponses(400, 401, 404, 409, 422),
+      },
+    },
+  }, async (request) => guard.endRun(request.principal.workspaceId, request.params.run_id, request.body.status));
+
+  app.post('/v1/runs/:run_id/steps', {
+    config: { auth: 'key' },
+    schema: {
+      tags: ['runs'],
+      summary: 'Create a step (evaluates rules 1 to 4; a denial is a 201 with status BLOCKED)',
+      params: RunParams,
+      body: Type.Object(
+        {
+          type: StepType,
+          sequence: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }),
+          model: Type.Optional(Nullable(Name)),
+          tool_name: Type.Optional(Nullable(Name)),
+          input_data: Type.Optional(Nullable(JsonObject)),
+        },
+        { additionalProperties: false },
+      ),
+      response: {
+        201: Type.Object({ id: Uuid, run_id: Uuid, sequence: Type.Integer(), status: StepStatus, decision: DecisionSchema }),
+        ...errorResponses(400, 401, 404, 409, 413, 422),
+      },
+    },
+  }, async (request, reply) => {
+    const answer = await guard.createStep(request.principal.workspaceId, request.params.run_id, request.body,
+      idempotencyClaim(request));
+    return reply.status(201).send(answer.body);
+  });
+
+  app.patch('/v1/runs/:run_id/steps/:step_id', {
+    config: { auth: 'key' },
+    schema: {
+      tags: ['runs'],
+      summary: "Report a step's result; token counts price it",
+      params: StepParams,
+      body: Type.Object(
+        {
+          status: EndStatus,
+          duration_ms: Type.Optional(Nullable(Count)),
+          prompt_tokens: Type.Optional(Nullable(Count)),
+          completion_tokens: Type.Optional(Nullable(Count)),
+          cached_prompt_tokens: Type.Optional(Nullable(Count)),
+          output_data: Type.Optional(Nullable(JsonObject)),
+        },
+        { additionalProperties: false },
+      ),
+      response: {
+        200: Type.Object({ id: Uuid, status: StepStatus }),
+        ...errorResponses(400, 401, 404, 409, 422),
+      },
+    },
+  }, async (request) => {
+    const b = request.body;
+    const finished = await guard.finishStep(request.principal.workspaceId, request.params.run_id, request.params.step_id, {
+      status: b.status,
+      durationMs: b.duration_ms ?? null,
+      promptTokens: b.prompt_tokens ?? null,
+      completionTokens: b.completion_tokens ?? null,
+      cachedPromptTokens: b.cached_prompt_tokens ?? null,
+      outputData: b.output_data ?? null,
+    });
+    return { id: finished.id, status: finished.status };
+  });
+
+  app.get('/v1/runs', {
+    config: { auth: 'any' },
+    schema: {
+      tags: ['runs'],
+      summary: 'List runs, newest first',
+      querystring: Type.Object({
+        status: Type.Optional(RunStatusSchema),
+        user_id: Type.Optional(UserId),
+        page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
+        per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+      }),
+      response: {
+        200: Type.Object({ items: Type.Array(RunSummary), total: Type.Integer(), page: Type.Integer(), per_page: Type.Integer() }),
+        ...errorResponses(401, 422),
+      },
+    },
+  }, async (request) => {
+    const q = request.query;
+    return listRuns(db, request.principal.workspaceId, {
+      status: (q.status as RunStatus | undefined) ?? null,
+      userId: q.user_id ?? null,
+      page: q.page,
+      perPage: q.per_page,
+    });
+  });
+
+  app.get('/v1/runs/:run_id', {
+    config: { auth: 'any' },
+    schema: {
+      tags: ['runs'],
+      summary: 'A run with its steps and their decisions',
+      params: RunParams,
+      response: { 200: RunDetail, ...errorResponses(401, 404, 422) },
+    },
+  }, async (request) => {
+    const run = await getRunDetail(db, request.principal.workspaceId, request.params.run_id, clock.now());
+    if (!run) throw new ApiError('RUN_NOT_FOUND');
+    return run;
+  });
+};

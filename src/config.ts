@@ -1,0 +1,105 @@
+/**
+ * Configuration: `config/default.json`, then an optional JSON file named by RUNGUARD_CONFIG, then
+ * environment variables, then command-line flags. Validated once at start; a bad value stops
+ * the daemon with a message that names the key. Only this module and the entry point read
+ * `process.env`.
+ */
+import { readFileSync } from 'node:fs';
+import { PLAN_NAMES, type Plan } from './store/workspaces.js';
+
+export interface Config {
+  host: string;
+  port: number;
+  databaseUrl: string | null;
+  redisUrl: string | null;
+  dataDir: string;
+  defaultPlan: Plan;
+  bodyLimitBytes: number;
+  logLevel: string;
+  dbPoolSize: number;
+  redisCommandTimeoutMs: number;
+  redisKeyPrefix: string;
+}
+
+type Parser<T> = (raw: unknown) => T;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const text: Parser<string> = (raw) => {
+  if (typeof raw !== 'string' || raw.length === 0) throw new Error('must be a non-empty string');
+  return raw;
+};
+const optionalText: Parser<string | null> = (raw) => (raw === null || raw === '' ? null : text(raw));
+const integer = (min: number, max: number): Parser<number> => (raw) => {
+  const n = typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) {
+    throw new Error(`must be an integer from ${min} to ${max}`);
+  }
+  return n;
+};
+const oneOf = <T extends string>(values: readonly T[]): Parser<T> => (raw) => {
+  if (!values.includes(raw as T)) throw new Error(`must be one of ${values.join(', ')}`);
+  return raw as T;
+};
+const url = (protocols: string[]): Parser<string | null> => (raw) => {
+  const value = optionalText(raw);
+  if (value === null) return null;
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new Error('must be a URL');
+  }
+  if (!protocols.includes(parsed.protocol)) throw new Error(`must be a ${protocols.join(' or ')} URL`);
+  return value;
+};
+
+/** Every key: its parser and the environment variable that overrides it. */
+const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } } = {
+  host: { env: 'HOST', parse: text },
+  port: { env: 'PORT', parse: integer(0, 65_535) },
+  databaseUrl: { env: 'DATABASE_URL', parse: url(['postgres:', 'postgresql:']) },
+  redisUrl: { env: 'REDIS_URL', parse: url(['redis:', 'rediss:']) },
+  dataDir: { env: 'RUNGUARD_DATA_DIR', parse: text },
+  defaultPlan: { env: 'RUNGUARD_DEFAULT_PLAN', parse: oneOf(PLAN_NAMES) },
+  bodyLimitBytes: { env: 'RUNGUARD_BODY_LIMIT_BYTES', parse: integer(1_024, 64 * 1024 * 1024) },
+  logLevel: { env: 'RUNGUARD_LOG_LEVEL', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
+  dbPoolSize: { env: 'RUNGUARD_DB_POOL_SIZE', parse: integer(1, 200) },
+  redisCommandTimeoutMs: { env: 'RUNGUARD_REDIS_COMMAND_TIMEOUT_MS', parse: integer(10, 60_000) },
+  redisKeyPrefix: { env: 'RUNGUARD_REDIS_KEY_PREFIX', parse: text },
+};
+
+function readJson(path: string | URL, label: string): Record<string, unknown> {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  } catch (error) {
+    throw new ConfigError(`Cannot read ${label}: ${(error as Error).message}`);
+  }
+}
+
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  flags: Partial<Record<keyof Config, unknown>> = {},
+): Config {
+  const defaults = readJson(new URL('../config/default.json', import.meta.url), 'config/default.json');
+  const file = env.RUNGUARD_CONFIG ? readJson(env.RUNGUARD_CONFIG, env.RUNGUARD_CONFIG) : {};
+  for (const key of Object.keys(file)) {
+    if (!(key in SCHEMA)) throw new ConfigError(`Unknown configuration key "${key}" in ${env.RUNGUARD_CONFIG}`);
+  }
+  const config = {} as Record<string, unknown>;
+  for (const [key, { env: name, parse }] of Object.entries(SCHEMA) as [keyof Config, (typeof SCHEMA)[keyof Config]][]) {
+    let raw: unknown = defaults[key];
+    let source = `"${key}" in config/default.json`;
+    if (key in file) [raw, source] = [file[key], `"${key}" in ${env.RUNGUARD_CONFIG}`];
+    if (env[name] !== undefined) [raw, source] = [env[name], `environment variable ${name}`];
+    if (flags[key] !== undefined) [raw, source] = [flags[key], `option --${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`];
+    try {
+      config[key] = parse(raw);
+    } catch (error) {
+      throw new ConfigError(`Invalid configuration: ${source} ${(error as Error).message} (got ${JSON.stringify(raw)})`);
+    }
+  }
+  return Object.freeze(config) as unknown as Config;
+}

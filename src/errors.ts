@@ -1,0 +1,53 @@
+/**
+ * One table of the errors the API answers with: a stable code, a status and a default sentence.
+ * Code branches on `code`; the error handler turns an ApiError into the contract's `{detail, code}`.
+ */
+
+const TABLE = {
+  BAD_REQUEST: [400, 'The request is malformed.'],
+  INVALID_JSON: [400, 'The request body is not valid JSON.'],
+  UNAUTHORIZED: [401, 'Missing or invalid credentials.'],
+  PLAN_REQUIRED: [403, 'This feature is not available on the current plan.'],
+  FORBIDDEN: [403, 'This credential may not perform this operation.'],
+  NOT_FOUND: [404, 'Not found.'],
+  RUN_NOT_FOUND: [404, 'Run not found.'],
+  STEP_NOT_FOUND: [404, 'Step not found.'],
+  RUN_NOT_RUNNING: [409, 'The run is not RUNNING.'],
+  STEP_ALREADY_FINISHED: [409, 'The step is already finished.'],
+  DUPLICATE_SEQUENCE: [409, 'A step with this sequence already exists in the run.'],
+  IDEMPOTENCY_KEY_IN_USE: [409, 'A request with this Idempotency-Key is still being processed.'],
+  CONFLICT: [409, 'The request conflicts with the current state.'],
+  PAYLOAD_TOO_LARGE: [413, 'The request body is too large.'],
+  UNSUPPORTED_MEDIA_TYPE: [415, 'The request body must be application/json.'],
+  VALIDATION_FAILED: [422, 'The request is not valid.'],
+  IDEMPOTENCY_KEY_REUSED: [422, 'This Idempotency-Key was used with a different request.'],
+  RATE_LIMITED: [429, 'Too many requests.'],
+  INTERNAL: [500, 'Internal server error.'],
+  SERVICE_UNAVAILABLE: [503, 'A backing service is unavailable.'],
+} as const satisfies Record<string, readonly [number, string]>;
+
+export type ErrorCode = keyof typeof TABLE;
+
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly statusCode: number;
+  readonly errors: FieldError[] | undefined;
+
+  constructor(code: ErrorCode, detail?: string, options?: { errors?: FieldError[]; cause?: unknown }) {
+    const [status, sentence] = TABLE[code];
+    super(detail ?? sentence, { cause: options?.cause });
+    this.name = 'ApiError';
+    this.code = code;
+    this.statusCode = status;
+    this.errors = options?.errors;
+  }
+}
+
+export function isApiError(error: unknown): error is ApiError {
+  return error instanceof ApiError;
+}

@@ -1,0 +1,102 @@
+/**
+ * The one SQL surface the stores use, with two engines behind it: a `pg` pool against a real
+ * Postgres, or an embedded Postgres (PGlite) in this process when no DATABASE_URL is configured.
+ */
+import { mkdir } from 'node:fs/promises';
+import pg from 'pg';
+import type { PGlite, Transaction } from '@electric-sql/pglite';
+
+export interface QueryResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+export interface Queryable {
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+  /** Runs a script of several statements, without parameters (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+export interface Db extends Queryable {
+  readonly kind: 'postgres' | 'embedded';
+  /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Postgres error code of a unique violation. */
+export const UNIQUE_VIOLATION = '23505';
+
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  const e = error as { code?: string; constraint?: string; message?: string };
+  if (e?.code !== UNIQUE_VIOLATION) return false;
+  return !constraint || e.constraint === constraint || (e.message ?? '').includes(constraint);
+}
+
+export interface PostgresOptions {
+  connectionString: string;
+  max?: number;
+  statementTimeoutMs?: number;
+  connectionTimeoutMs?: number;
+}
+
+export function postgresDb(options: PostgresOptions): Db {
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.max ?? 10,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
+    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    application_name: 'runguard',
+  });
+  // An idle client losing its server emits 'error' on the pool; without a listener Node would crash.
+  pool.on('error', () => {});
+  const wrap = (client: pg.Pool | pg.PoolClient): Queryable => ({
+    async query<R>(sql: string, params?: readonly unknown[]) {
+      const result = await client.query(sql, params as unknown[] | undefined);
+      return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
+    },
+    async exec(sql: string) {
+      await client.query(sql);
+    },
+  });
+  return {
+    kind: 'postgres',
+    ...wrap(pool),
+    async transaction(fn) {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        const result = await fn(wrap(client));
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+    close: () => pool.end(),
+  };
+}
+
+export async function embeddedDb(dataDir: string | null): Promise<Db> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  if (dataDir) await mkdir(dataDir, { recursive: true });
+  const lite: PGlite = dataDir ? await PGlite.create(dataDir) : await PGlite.create();
+  const wrap = (client: PGlite | Transaction): Queryable => ({
+    async query<R>(sql: string, params?: readonly unknown[]) {
+      const result = await client.query<R>(sql, params as unknown[] | undefined);
+      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+    },
+    async exec(sql: string) {
+      await client.exec(sql);
+    },
+  });
+  return {
+    kind: 'embedded',
+    ...wrap(lite),
+    transaction: (fn) => lite.transaction((tx) => fn(wrap(tx))),
+    close: () => lite.close(),
+  };
+}

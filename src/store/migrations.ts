@@ -1,0 +1,164 @@
+/**
+ * Versioned schema migrations, applied in order at start. Kept as code (not .sql files) so the
+ * built package carries them. Never edit a released migration: add the next one.
+ */
+import type { Db } from './db.js';
+
+interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'core',
+    sql: `
+CREATE TABLE workspaces (
+  id uuid PRIMARY KEY,
+  name text NOT NULL,
+  plan text NOT NULL,
+  kill_switch_active boolean NOT NULL DEFAULT false,
+  daily_budget_micros bigint,
+  user_daily_budget_micros bigint,
+  monthly_run_limit integer,
+  max_concurrent_runs integer,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE api_keys (
+  id uuid PRIMARY KEY,
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  prefix text NOT NULL UNIQUE,
+  secret_sha256 bytea NOT NULL,
+  name text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  last_used_at timestamptz,
+  revoked_at timestamptz
+);
+CREATE INDEX api_keys_workspace ON api_keys (workspace_id);
+
+-- SDK users: created on first sight, or ahead of time to block them before their first run.
+CREATE TABLE sdk_users (
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  user_id text NOT NULL,
+  blocked boolean NOT NULL DEFAULT false,
+  daily_budget_micros bigint,
+  run_count bigint NOT NULL DEFAULT 0,
+  first_seen_at timestamptz NOT NULL DEFAULT now(),
+  last_seen_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (workspace_id, user_id)
+);
+
+CREATE TABLE runs (
+  id uuid PRIMARY KEY,
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  user_id text NOT NULL,
+  status text NOT NULL,
+  metadata jsonb,
+  -- json, not jsonb: evaluated_rules keeps its keys in evaluation order.
+  decision json NOT NULL,
+  started_at timestamptz NOT NULL,
+  ended_at timestamptz,
+  last_activity_at timestamptz NOT NULL,
+  -- Totals kept with each step write, so listings never aggregate over steps.
+  step_count integer NOT NULL DEFAULT 0,
+  max_sequence integer NOT NULL DEFAULT 0,
+  total_tokens bigint NOT NULL DEFAULT 0,
+  total_cost_usd numeric NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_listing ON runs (workspace_id, started_at DESC, id DESC);
+CREATE INDEX runs_listing_by_status ON runs (workspace_id, status, started_at DESC, id DESC);
+CREATE INDEX runs_listing_by_user ON runs (workspace_id, user_id, started_at DESC, id DESC);
+CREATE INDEX runs_running ON runs (workspace_id, last_activity_at) WHERE status = 'RUNNING';
+
+CREATE TABLE steps (
+  id uuid PRIMARY KEY,
+  run_id uuid NOT NULL REFERENCES runs (id),
+  workspace_id uuid NOT NULL,
+  sequence integer NOT NULL,
+  type text NOT NULL,
+  status text NOT NULL,
+  model text,
+  tool_name text,
+  prompt_tokens bigint,
+  completion_tokens bigint,
+  cached_prompt_tokens bigint,
+  cost_usd numeric,
+  duration_ms bigint,
+  input_data jsonb,
+  output_data jsonb,
+  -- json, not jsonb: evaluated_rules keeps its keys in evaluation order.
+  decision json NOT NULL,
+  created_at timestamptz NOT NULL,
+  finished_at timestamptz,
+  CONSTRAINT steps_run_sequence UNIQUE (run_id, sequence)
+);
+
+CREATE TABLE model_pricing (
+  id uuid PRIMARY KEY,
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  model text NOT NULL,
+  input_cost_per_token numeric NOT NULL,
+  output_cost_per_token numeric NOT NULL,
+  is_active boolean NOT NULL DEFAULT true,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (workspace_id, model)
+);
+
+-- Durable counters, written in the same transaction as the records they count. They are the
+-- truth the counter store reads (SQL mode) or rebuilds from (Redis mode).
+CREATE TABLE usage_daily (
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  day date NOT NULL,
+  spend_micros bigint NOT NULL DEFAULT 0,
+  runs integer NOT NULL DEFAULT 0,
+  PRIMARY KEY (workspace_id, day)
+);
+CREATE TABLE user_usage_daily (
+  workspace_id uuid NOT NULL,
+  user_id text NOT NULL,
+  day date NOT NULL,
+  spend_micros bigint NOT NULL DEFAULT 0,
+  runs integer NOT NULL DEFAULT 0,
+  PRIMARY KEY (workspace_id, user_id, day)
+);
+
+-- The first answer to a POST carrying an Idempotency-Key, replayed on a retry.
+CREATE TABLE idempotency_keys (
+  workspace_id uuid NOT NULL,
+  key text NOT NULL,
+  fingerprint text NOT NULL,
+  status_code integer NOT NULL,
+  response jsonb NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (workspace_id, key)
+);
+CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
+`,
+  },
+];
+
+/** A fixed advisory lock id, so daemons starting together apply migrations one at a time. */
+const MIGRATION_LOCK = 7_318_842_001;
+
+export async function migrate(db: Db): Promise<number[]> {
+  return db.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const { rows } = await tx.query<{ version: number }>('SELECT version FROM schema_migrations');
+    const applied = new Set(rows.map((r) => Number(r.version)));
+    const done: number[] = [];
+    for (const m of MIGRATIONS) {
+      if (applied.has(m.version)) continue;
+      await tx.exec(m.sql);
+      await tx.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+      done.push(m.version);
+    }
+    return done;
+  });
+}

@@ -1,0 +1,283 @@
+/** Run and step records, and the durable usage counters written with them. */
+import type { Decision } from '../rules/engine.js';
+import { numericToUsd } from '../money/decimal.js';
+import type { Queryable } from './db.js';
+
+export type RunStatus = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
+export type StepStatus = 'ALLOWED' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
+export type StepType = 'INPUT' | 'MODEL_CALL' | 'TOOL_CALL' | 'OUTPUT' | 'REASONING' | 'SYSTEM';
+
+export interface NewRun {
+  id: string;
+  workspaceId: string;
+  userId: string;
+  status: 'RUNNING' | 'BLOCKED';
+  metadata: unknown;
+  decision: Decision;
+  now: Date;
+  day: string;
+}
+
+/** Records a run start; an allowed one also counts in the day's usage (and so the month's). */
+export async function insertRun(tx: Queryable, run: NewRun): Promise<void> {
+  const allowed = run.status === 'RUNNING' ? 1 : 0;
+  await tx.query(
+    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, last_activity_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7)`,
+    [run.id, run.workspaceId, run.userId, run.status, json(run.metadata), json(run.decision), run.now,
+      run.status === 'BLOCKED' ? run.now : null],
+  );
+  await tx.query(
+    `INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
+     VALUES ($1, $2, $3, $4, $4)
+     ON CONFLICT (workspace_id, user_id) DO UPDATE SET run_count = u.run_count + $3, last_seen_at = $4`,
+    [run.workspaceId, run.userId, allowed, run.now],
+  );
+  if (!allowed) return;
+  await tx.query(
+    `INSERT INTO usage_daily AS d (workspace_id, day, runs) VALUES ($1, $2, 1)
+     ON CONFLICT (workspace_id, day) DO UPDATE SET runs = d.runs + 1`,
+    [run.workspaceId, run.day],
+  );
+  await tx.query(
+    `INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, runs) VALUES ($1, $2, $3, 1)
+     ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET runs = d.runs + 1`,
+    [run.workspaceId, run.userId, run.day],
+  );
+}
+
+/** JSON for a jsonb parameter: pg would send arrays as Postgres arrays, so always stringify. */
+function json(value: unknown): string | null {
+  return value === null || value === undefined ? null : JSON.stringify(value);
+}
+
+export interface EndedRun {
+  id: string;
+  status: RunStatus;
+  ended_at: Date;
+  user_id: string;
+}
+
+/** Ends a RUNNING run; null when there is no RUNNING run of that id in the workspace. */
+export async function endRun(
+  db: Queryable,
+  workspaceId: string,
+  runId: string,
+  status: 'COMPLETED' | 'FAILED',
+  now: Date,
+): Promise<EndedRun | null> {
+  const { rows } = await db.query<EndedRun>(
+    `UPDATE runs SET status = $3, ended_at = $4
+     WHERE id = $1 AND workspace_id = $2 AND status = 'RUNNING'
+     RETURNING id, status, ended_at, user_id`,
+    [runId, workspaceId, status, now],
+  );
+  return rows[0] ?? null;
+}
+
+export async function runExists(db: Queryable, workspaceId: string, runId: string): Promise<boolean> {
+  const { rows } = await db.query('SELECT 1 FROM runs WHERE id = $1 AND workspace_id = $2', [runId, workspaceId]);
+  return rows.length > 0;
+}
+
+export interface NewStep {
+  id: string;
+  runId: string;
+  workspaceId: string;
+  /** Null: the server assigns the next sequence of the run. */
+  sequence: number | null;
+  type: StepType;
+  status: 'ALLOWED' | 'BLOCKED';
+  model: string | null;
+  toolName: string | null;
+  inputData: unknown;
+  decision: Decision;
+  now: Date;
+}
+
+/**
+ * Records a step and bumps its run's counters in one statement, so a step exists only in a run
+ * that was RUNNING when it was written. Null when the run is no longer RUNNING. A used sequence
+ * raises the unique violation of `steps_run_sequence`.
+ */
+export async function insertStep(db: Queryable, step: NewStep): Promise<{ sequence: number } | null> {
+  const { rows } = await db.query<{ sequence: number }>(
+    `WITH r AS (
+       UPDATE runs SET step_count = step_count + 1, last_activity_at = $10,
+         max_sequence = CASE WHEN $4::int IS NULL THEN max_sequence + 1 ELSE greatest(max_sequence, $4::int) END
+       WHERE id = $2 AND workspace_id = $3 AND status = 'RUNNING'
+       RETURNING id, coalesce($4::int, max_sequence) AS sequence
+     )
+     INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at)
+     SELECT $1, r.id, $3, r.sequence, $5, $6, $7, $8, $9, $11, $10 FROM r
+     RETURNING sequence`,
+    [step.id, step.runId, step.workspaceId, step.sequence, step.type, step.status, step.model, step.toolName,
+      json(step.inputData), step.now, json(step.decision)],
+  );
+  return rows[0] ?? null;
+}
+
+export interface StepResult {
+  status: 'COMPLETED' | 'FAILED';
+  durationMs: number | null;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  cachedPromptTokens?: number | null;
+  outputData?: unknown;
+}
+
+export interface FinishedStep {
+  id: string;
+  status: StepStatus;
+  user_id: string;
+  /** The cost rounded half-up to microdollars, added to the day's spend. */
+  cost_micros: number;
+}
+
+/**
+ * Finishes an ALLOWED step: stores the result, prices it from the model's active pricing entry
+ * in exact NUMERIC arithmetic, and adds the cost to the run totals and the day's spend.
+ * Null when there is no ALLOWED step of that id in the run.
+ */
+export async function finishStep(
+  tx: Queryable,
+  workspaceId: string,
+  runId: string,
+  stepId: string,
+  result: StepResult,
+  now: Date,
+  day: string,
+): Promise<FinishedStep | null> {
+  const hasTokens = result.promptTokens !== null || result.completionTokens !== null;
+  const { rows } = await tx.query<{
+    id: string;
+    status: StepStatus;
+    cost_usd: string | null;
+    cost_micros: string | number | null;
+    tokens: string | number;
+  }>(
+    `UPDATE steps s SET status = $4, duration_ms = $5, prompt_tokens = $6, completion_tokens = $7,
+       cached_prompt_tokens = $8, output_data = $9, finished_at = $10,
+       cost_usd = CASE WHEN $11::boolean THEN (
+         SELECT coalesce($6::bigint, 0) * p.input_cost_per_token + coalesce($7::bigint, 0) * p.output_cost_per_token
+         FROM model_pricing p WHERE p.workspace_id = s.workspace_id AND p.model = s.model AND p.is_active) END
+     WHERE s.id = $3 AND s.run_id = $2 AND s.workspace_id = $1 AND s.status = 'ALLOWED'
+     RETURNING s.id, s.status, s.cost_usd, round(s.cost_usd * 1000000) AS cost_micros,
+       coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens`,
+    [workspaceId, runId, stepId, result.status, result.durationMs, result.promptTokens, result.completionTokens,
+      result.cachedPromptTokens ?? null, json(result.outputData), now, hasTokens],
+  );
+  const step = rows[0];
+  if (!step) return null;
+  const costMicros = Number(step.cost_micros ?? 0);
+  const { rows: runRows } = await tx.query<{ user_id: string }>(
+    `UPDATE runs SET total_tokens = total_tokens + $2,
+       total_cost_usd = total_cost_usd + coalesce($3::numeric, 0)
+     WHERE id = $1 RETURNING user_id`,
+    [runId, Number(step.tokens), step.cost_usd],
+  );
+  const userId = runRows[0]!.user_id;
+  if (costMicros > 0) {
+    await tx.query(
+      `INSERT INTO usage_daily AS d (workspace_id, day, spend_micros) VALUES ($1, $2, $3)
+       ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = d.spend_micros + $3`,
+      [workspaceId, day, costMicros],
+    );
+    await tx.query(
+      `INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = d.spend_micros + $4`,
+      [workspaceId, userId, day, costMicros],
+    );
+  }
+  return { id: step.id, status: step.status, user_id: userId, cost_micros: costMicros };
+}
+
+export async function stepExists(db: Queryable, workspaceId: string, runId: string, stepId: string): Promise<boolean> {
+  const { rows } = await db.query('SELECT 1 FROM steps WHERE id = $1 AND run_id = $2 AND workspace_id = $3', [
+    stepId, runId, workspaceId,
+  ]);
+  return rows.length > 0;
+}
+
+// --- Reads ---------------------------------------------------------------------------------
+
+export interface RunListQuery {
+  status: RunStatus | null;
+  userId: string | null;
+  page: number;
+  perPage: number;
+}
+
+const iso = (d: unknown): string | null => (d === null || d === undefined ? null : new Date(d as Date).toISOString());
+
+function runSummary(row: Record<string, unknown>) {
+  return {
+    id: String(row.id),
+    user_id: String(row.user_id),
+    status: row.status as RunStatus,
+    started_at: iso(row.started_at)!,
+    ended_at: iso(row.ended_at),
+    step_count: Number(row.step_count),
+    total_tokens: Number(row.total_tokens),
+    total_cost_usd: numericToUsd(row.total_cost_usd as string)!,
+  };
+}
+
+export type RunSummary = ReturnType<typeof runSummary>;
+
+export async function listRuns(db: Queryable, workspaceId: string, q: RunListQuery) {
+  const where = ['workspace_id = $1'];
+  const params: unknown[] = [workspaceId];
+  if (q.status) where.push(`status = $${params.push(q.status)}`);
+  if (q.userId !== null) where.push(`user_id = $${params.push(q.userId)}`);
+  const filter = where.join(' AND ');
+  const [{ rows }, { rows: countRows }] = await Promise.all([
+    db.query(
+      `SELECT id, user_id, status, started_at, ended_at, step_count, total_tokens, total_cost_usd
+       FROM runs WHERE ${filter} ORDER BY started_at DESC, id DESC
+       LIMIT ${q.perPage} OFFSET ${(q.page - 1) * q.perPage}`,
+      params,
+    ),
+    db.query<{ total: string | number }>(`SELECT count(*) AS total FROM runs WHERE ${filter}`, params),
+  ]);
+  return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: q.page, per_page: q.perPage };
+}
+
+function stepView(row: Record<string, unknown>) {
+  const decision = row.decision as Decision;
+  return {
+    id: String(row.id),
+    type: row.type as StepType,
+    status: row.status as StepStatus,
+    sequence: Number(row.sequence),
+    model: (row.model as string | null) ?? null,
+    tool_name: (row.tool_name as string | null) ?? null,
+    prompt_tokens: row.prompt_tokens === null ? null : Number(row.prompt_tokens),
+    completion_tokens: row.completion_tokens === null ? null : Number(row.completion_tokens),
+    cached_prompt_tokens: row.cached_prompt_tokens === null ? null : Number(row.cached_prompt_tokens),
+    cost_usd: numericToUsd(row.cost_usd as string | null),
+    duration_ms: row.duration_ms === null ? null : Number(row.duration_ms),
+    input_data: row.input_data ?? null,
+    output_data: row.output_data ?? null,
+    decision: { outcome: decision.outcome, reason: decision.reason, evaluated_rules: decision.evaluated_rules },
+    created_at: iso(row.created_at)!,
+  };
+}
+
+export async function getRunDetail(db: Queryable, workspaceId: string, runId: string, now: Date) {
+  const [{ rows }, { rows: stepRows }] = await Promise.all([
+    db.query('SELECT * FROM runs WHERE id = $1 AND workspace_id = $2', [runId, workspaceId]),
+    db.query('SELECT * FROM steps WHERE run_id = $1 AND workspace_id = $2 ORDER BY sequence', [runId, workspaceId]),
+  ]);
+  const row = rows[0];
+  if (!row) return null;
+  const started = new Date(row.started_at as Date).getTime();
+  const ended = row.ended_at ? new Date(row.ended_at as Date).getTime() : now.getTime();
+  return {
+    ...runSummary(row),
+    metadata: row.metadata ?? null,
+    decision: row.decision as Decision,
+    duration_ms: Math.max(0, ended - started),
+    steps: stepRows.map(stepView),
+  };
+}

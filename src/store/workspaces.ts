@@ -1,0 +1,178 @@
+/** Workspaces, their API keys, and the SDK users the rules read. */
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Queryable } from './db.js';
+
+export type Plan = 'basic' | 'pro' | 'scale' | 'enterprise';
+
+export interface PlanLimits {
+  monthly_run_limit: number | null;
+  max_concurrent_runs: number | null;
+  kill_switch: boolean;
+}
+
+/** Plan ceilings, which are also the defaults of a new workspace (null = unlimited). */
+export const PLANS: Record<Plan, PlanLimits> = {
+  basic: { monthly_run_limit: 1_000, max_concurrent_runs: 5, kill_switch: false },
+  pro: { monthly_run_limit: 25_000, max_concurrent_runs: 25, kill_switch: false },
+  scale: { monthly_run_limit: 250_000, max_concurrent_runs: 100, kill_switch: true },
+  enterprise: { monthly_run_limit: null, max_concurrent_runs: null, kill_switch: true },
+};
+
+export const PLAN_NAMES = Object.keys(PLANS) as Plan[];
+
+export interface WorkspaceRow {
+  id: string;
+  name: string;
+  plan: Plan;
+  kill_switch_active: boolean;
+  daily_budget_micros: number | null;
+  user_daily_budget_micros: number | null;
+  monthly_run_limit: number | null;
+  max_concurrent_runs: number | null;
+  updated_at: Date;
+}
+
+const nullableNumber = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
+export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
+  return {
+    id: String(row.id),
+    name: String(row.name),
+    plan: row.plan as Plan,
+    kill_switch_active: Boolean(row.kill_switch_active),
+    daily_budget_micros: nullableNumber(row.daily_budget_micros),
+    user_daily_budget_micros: nullableNumber(row.user_daily_budget_micros),
+    monthly_run_limit: nullableNumber(row.monthly_run_limit),
+    max_concurrent_runs: nullableNumber(row.max_concurrent_runs),
+    updated_at: row.updated_at as Date,
+  };
+}
+
+export async function createWorkspace(db: Queryable, name: string, plan: Plan): Promise<WorkspaceRow> {
+  const limits = PLANS[plan];
+  const { rows } = await db.query(
+    `INSERT INTO workspaces (id, name, plan, monthly_run_limit, max_concurrent_runs)
+     VALUES ($1, $2, $3, $4, $5) RETURNING *`,
+    [randomUUID(), name, plan, limits.monthly_run_limit, limits.max_concurrent_runs],
+  );
+  return toWorkspace(rows[0]!);
+}
+
+export async function getWorkspace(db: Queryable, id: string): Promise<WorkspaceRow | null> {
+  const { rows } = await db.query('SELECT * FROM workspaces WHERE id = $1', [id]);
+  return rows[0] ? toWorkspace(rows[0]) : null;
+}
+
+export async function setKillSwitch(db: Queryable, id: string, active: boolean, now: Date): Promise<WorkspaceRow> {
+  const { rows } = await db.query(
+    'UPDATE workspaces SET kill_switch_active = $2, updated_at = $3 WHERE id = $1 RETURNING *',
+    [id, active, now],
+  );
+  return toWorkspace(rows[0]!);
+}
+
+// --- API keys -------------------------------------------------------------------------------
+
+export const API_KEY_PATTERN = /^lg_([a-z0-9]{12})_([A-Za-z0-9_-]{32,256})$/;
+const PREFIX_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
+
+export function sha256(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+function randomPrefix(): string {
+  // 36^12 ≈ 2^62; rejection-free modulo bias is irrelevant for a lookup prefix.
+  return Array.from(randomBytes(12), (b) => PREFIX_ALPHABET[b % PREFIX_ALPHABET.length]).join('');
+}
+
+export interface IssuedKey {
+  id: string;
+  prefix: string;
+  apiKey: string;
+}
+
+/** Issues a key: `lg_<prefix>_<secret>`, 256 random bits of secret, of which only SHA-256 is kept. */
+export async function createApiKey(db: Queryable, workspaceId: string, name: string | null = null): Promise<IssuedKey> {
+  const id = randomUUID();
+  const prefix = randomPrefix();
+  const secret = randomBytes(32).toString('base64url');
+  await db.query(
+    'INSERT INTO api_keys (id, workspace_id, prefix, secret_sha256, name) VALUES ($1, $2, $3, $4, $5)',
+    [id, workspaceId, prefix, sha256(secret), name],
+  );
+  return { id, prefix, apiKey: `lg_${prefix}_${secret}` };
+}
+
+export interface ApiKeyRow {
+  id: string;
+  workspace_id: string;
+  secret_sha256: Buffer;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+}
+
+export async function findApiKey(db: Queryable, prefix: string): Promise<ApiKeyRow | null> {
+  const { rows } = await db.query<ApiKeyRow>(
+    'SELECT id, workspace_id, secret_sha256, revoked_at, last_used_at FROM api_keys WHERE prefix = $1',
+    [prefix],
+  );
+  const row = rows[0];
+  if (!row) return null;
+  // PGlite hands bytea back as a Uint8Array, pg as a Buffer.
+  return { ...row, secret_sha256: Buffer.from(row.secret_sha256) };
+}
+
+export async function touchApiKey(db: Queryable, id: string, now: Date): Promise<void> {
+  await db.query('UPDATE api_keys SET last_used_at = $2 WHERE id = $1', [id, now]);
+}
+
+// --- State the rules read --------------------------------------------------------------------
+
+export interface GuardState {
+  workspace: WorkspaceRow;
+  userBlocked: boolean;
+  /** The user's own daily budget, else the workspace's per-user budget. */
+  userDailyBudgetMicros: number | null;
+}
+
+function toGuardState(row: Record<string, unknown>): GuardState {
+  const workspace = toWorkspace(row);
+  const override = nullableNumber(row.user_budget_override);
+  return {
+    workspace,
+    userBlocked: row.user_blocked === true,
+    userDailyBudgetMicros: override ?? workspace.user_daily_budget_micros,
+  };
+}
+
+const GUARD_STATE_COLUMNS = `w.*, u.blocked AS user_blocked, u.daily_budget_micros AS user_budget_override`;
+
+export async function loadGuardState(db: Queryable, workspaceId: string, userId: string): Promise<GuardState> {
+  const { rows } = await db.query(
+    `SELECT ${GUARD_STATE_COLUMNS} FROM workspaces w
+     LEFT JOIN sdk_users u ON u.workspace_id = w.id AND u.user_id = $2
+     WHERE w.id = $1`,
+    [workspaceId, userId],
+  );
+  if (!rows[0]) throw new Error(`workspace ${workspaceId} vanished`);
+  return toGuardState(rows[0]);
+}
+
+/** The state for a step check, with the run's status and user, in one round trip. */
+export async function loadStepGuardState(
+  db: Queryable,
+  workspaceId: string,
+  runId: string,
+): Promise<(GuardState & { runStatus: string; userId: string }) | null> {
+  const { rows } = await db.query(
+    `SELECT ${GUARD_STATE_COLUMNS}, r.status AS run_status, r.user_id AS run_user_id
+     FROM runs r
+     JOIN workspaces w ON w.id = r.workspace_id
+     LEFT JOIN sdk_users u ON u.workspace_id = r.workspace_id AND u.user_id = r.user_id
+     WHERE r.id = $1 AND r.workspace_id = $2`,
+    [runId, workspaceId],
+  );
+  const row = rows[0];
+  if (!row) return null;
+  return { ...toGuardState(row), runStatus: String(row.run_status), userId: String(row.run_user_id) };
+}
