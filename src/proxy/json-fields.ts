@@ -1,0 +1,31 @@
+/** Narrow readers for untrusted JSON: provider bodies are never trusted to match their docs. */
+
+export type JsonObject = Record<string, unknown>;
+
+export function asObject(value: unknown): JsonObject | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as JsonObject)
+    : undefined;
+}
+
+/** A token count: a non-negative integer, else `null`. */
+export function tokenCount(value: unknown): number | null {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null;
+}
+
+/** Parses JSON, `undefined` when it is not JSON. */
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The request path without its query string or trailing slash, for matching endpoints by suffix. */
+export function endpointPath(path: string): string {
+  const end = path.search(/[?#]/);
+  let bare = end === -1 ? path : path.slice(0, end);
+  if (bare.endsWith('/')) bare = bare.slice(0, -1);
+  return bare.startsWith('/') ? bare : `/${bare}`;
+}

@@ -1,0 +1,104 @@
+import { asObject, endpointPath, parseJson, tokenCount } from '../json-fields.js';
+import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
+import type { InspectedRequest, ProviderAdapter, Usage } from './types.js';
+
+/**
+ * Anthropic's counters as reported. Its `input_tokens` excludes cache reads and cache writes, both
+ * billed as input, so the normalised `promptTokens` is their sum (OpenAI's meaning) and
+ * `cachedPromptTokens` the cache reads. Cache writes cost more than plain input; pricing that
+ * needs them apart can read `cache_creation_input_tokens` itself.
+ */
+interface Counters {
+  input: number | null;
+  cacheCreation: number | null;
+  cacheRead: number | null;
+  output: number | null;
+}
+
+/** Counters are whole-message totals, omitted when they do not apply: overwrite, never add. */
+function merge(counters: Counters, value: unknown): Counters {
+  const usage = asObject(value);
+  if (!usage) return counters;
+  return {
+    input: tokenCount(usage.input_tokens) ?? counters.input,
+    cacheCreation: tokenCount(usage.cache_creation_input_tokens) ?? counters.cacheCreation,
+    cacheRead: tokenCount(usage.cache_read_input_tokens) ?? counters.cacheRead,
+    output: tokenCount(usage.output_tokens) ?? counters.output,
+  };
+}
+
+function toUsage(c: Counters): Usage {
+  return {
+    promptTokens: c.input === null ? null : c.input + (c.cacheCreation ?? 0) + (c.cacheRead ?? 0),
+    completionTokens: c.output,
+    cachedPromptTokens: c.cacheRead,
+  };
+}
+
+const EMPTY: Counters = { input: null, cacheCreation: null, cacheRead: null, output: null };
+
+const messagesUsage: UsageExtractor = {
+  fromJson: (body) => toUsage(merge(EMPTY, asObject(body)?.usage)),
+  streamReader() {
+    let counters = EMPTY;
+    return {
+      onEvent(event) {
+        if (!event.data.includes('"usage"')) return; // skips parsing the many deltas
+        const data = asObject(parseJson(event.data));
+        // `message_start` carries input (and a first output count), `message_delta` the running output.
+        if (data?.type === 'message_start') counters = merge(counters, asObject(data.message)?.usage);
+        else if (data?.type === 'message_delta') counters = merge(counters, data.usage);
+      },
+      usage: () => toUsage(counters),
+    };
+  },
+};
+
+/** Only message creation bills tokens; `/v1/messages/count_tokens` and batches do not. */
+function isMessages(path: string): boolean {
+  return endpointPath(path).endsWith('/messages');
+}
+
+/** Anthropic's error `type` for a status, as its API answers. */
+function errorType(status: number): string {
+  switch (status) {
+    case 401: return 'authentication_error';
+    case 402: return 'billing_error';
+    case 403: return 'permission_error';
+    case 404: return 'not_found_error';
+    case 413: return 'request_too_large';
+    case 429: return 'rate_limit_error';
+    case 504: return 'timeout_error';
+    case 529: return 'overloaded_error';
+    default: return status >= 500 ? 'api_error' : 'invalid_request_error';
+  }
+}
+
+/** `details.error_code` is where the SDK reads a machine-readable cause (`err.errorCode`). */
+function errorEnvelope(type: string, message: string, code: string): unknown {
+  return { type: 'error', error: { type, message, details: { error_code: code } } };
+}
+
+export const anthropicAdapter: ProviderAdapter = Object.freeze({
+  type: 'anthropic' as const,
+
+  inspectRequest(_path: string, body: unknown): InspectedRequest {
+    const request = asObject(body);
+    return {
+      model: typeof request?.model === 'string' ? request.model : null,
+      stream: request?.stream === true,
+    };
+  },
+
+  usageTracker(path: string, contentType: string | undefined) {
+    return createUsageTracker(isMessages(path) ? messagesUsage : null, contentType);
+  },
+
+  denialBody(reason: string, message: string) {
+    return errorEnvelope('permission_error', `${message} (${reason})`, reason);
+  },
+
+  errorBody(status: number, message: string, code: string) {
+    return errorEnvelope(errorType(status), message, code);
+  },
+});

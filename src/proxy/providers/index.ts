@@ -1,0 +1,22 @@
+import { anthropicAdapter } from './anthropic.js';
+import { openaiAdapter } from './openai.js';
+import type { ProviderAdapter, ProviderType } from './types.js';
+
+export { NO_USAGE } from './types.js';
+export type { InspectedRequest, ProviderAdapter, ProviderType, Usage, UsageTracker } from './types.js';
+
+const adapters: Readonly<Record<ProviderType, ProviderAdapter>> = Object.freeze({
+  openai: openaiAdapter,
+  anthropic: anthropicAdapter,
+});
+
+export const PROVIDER_TYPES: readonly ProviderType[] = Object.freeze(['openai', 'anthropic']);
+
+/** For validating configuration: a provider's `type` must be one of these. */
+export function isProviderType(value: unknown): value is ProviderType {
+  return (PROVIDER_TYPES as readonly unknown[]).includes(value);
+}
+
+export function adapterFor(type: ProviderType): ProviderAdapter {
+  return adapters[type];
+}

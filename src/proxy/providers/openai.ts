@@ -1,0 +1,137 @@
+import { asObject, endpointPath, parseJson, tokenCount, type JsonObject } from '../json-fields.js';
+import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
+import { NO_USAGE, type InspectedRequest, type ProviderAdapter, type Usage } from './types.js';
+
+/**
+ * OpenAI-compatible APIs: OpenAI, Azure-style gateways, vLLM, Ollama. Endpoints are matched by path
+ * suffix, as bases differ (`/v1/chat/completions`, `/chat/completions`, `/openai/deployments/x/...`).
+ */
+type Endpoint = 'chat' | 'completions' | 'responses' | 'embeddings';
+
+function endpointOf(path: string): Endpoint | null {
+  const p = endpointPath(path);
+  if (p.endsWith('/chat/completions')) return 'chat';
+  if (p.endsWith('/completions')) return 'completions';
+  // Only creation: `/responses/{id}` retrieves a response already counted.
+  if (p.endsWith('/responses')) return 'responses';
+  if (p.endsWith('/embeddings')) return 'embeddings';
+  return null;
+}
+
+/** Chat and legacy completions; `prompt_tokens` already includes the cached ones. */
+function completionUsage(value: unknown): Usage | undefined {
+  const usage = asObject(value);
+  if (!usage) return undefined;
+  return {
+    promptTokens: tokenCount(usage.prompt_tokens),
+    completionTokens: tokenCount(usage.completion_tokens),
+    cachedPromptTokens: tokenCount(asObject(usage.prompt_tokens_details)?.cached_tokens),
+  };
+}
+
+function responsesUsage(value: unknown): Usage | undefined {
+  const usage = asObject(value);
+  if (!usage) return undefined;
+  return {
+    promptTokens: tokenCount(usage.input_tokens),
+    completionTokens: tokenCount(usage.output_tokens),
+    cachedPromptTokens: tokenCount(asObject(usage.input_tokens_details)?.cached_tokens),
+  };
+}
+
+function embeddingsUsage(value: unknown): Usage | undefined {
+  const usage = asObject(value);
+  if (!usage) return undefined;
+  return { promptTokens: tokenCount(usage.prompt_tokens), completionTokens: 0, cachedPromptTokens: null };
+}
+
+/**
+ * @param usageOf where an SSE event's parsed data carries usage: chat chunks at `usage` (non-null on
+ *   the final chunk with `include_usage`), Responses events at `response.usage` (set on
+ *   `response.completed`, `.incomplete` and `.failed`). Usage is cumulative: the latest wins.
+ */
+function extractor(
+  read: (usage: unknown) => Usage | undefined,
+  usageOf: (data: JsonObject) => unknown,
+): UsageExtractor {
+  return {
+    fromJson: (body) => read(asObject(body)?.usage) ?? NO_USAGE,
+    streamReader() {
+      let latest: Usage = NO_USAGE;
+      return {
+        onEvent(event) {
+          // Skips parsing the many deltas; `[DONE]` fails this test too.
+          if (!event.data.includes('"usage"')) return;
+          const data = asObject(parseJson(event.data));
+          if (data) latest = read(usageOf(data)) ?? latest;
+        },
+        usage: () => latest,
+      };
+    },
+  };
+}
+
+const extractors: Record<Endpoint, UsageExtractor> = {
+  chat: extractor(completionUsage, (data) => data.usage),
+  completions: extractor(completionUsage, (data) => data.usage),
+  responses: extractor(responsesUsage, (data) => asObject(data.response)?.usage),
+  embeddings: extractor(embeddingsUsage, (data) => data.usage),
+};
+
+/** Azure-style paths name the model's deployment instead of the body. */
+function deploymentOf(path: string): string | null {
+  const parts = endpointPath(path).split('/');
+  const at = parts.indexOf('deployments');
+  const name = at === -1 ? undefined : parts[at + 1];
+  if (!name) return null;
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    return name;
+  }
+}
+
+/**
+ * A streamed chat reports usage only when asked: ask for it unless the client said no. Keeps the
+ * client's other `stream_options`; an invalid value is left for the upstream to reject.
+ */
+function withIncludeUsage(request: JsonObject): JsonObject | undefined {
+  const options = request.stream_options;
+  if (options === undefined || options === null) {
+    return { ...request, stream_options: { include_usage: true } };
+  }
+  const given = asObject(options);
+  if (!given || (given.include_usage !== undefined && given.include_usage !== null)) return undefined;
+  return { ...request, stream_options: { ...given, include_usage: true } };
+}
+
+export const openaiAdapter: ProviderAdapter = Object.freeze({
+  type: 'openai' as const,
+
+  inspectRequest(path: string, body: unknown): InspectedRequest {
+    const request = asObject(body);
+    const model = typeof request?.model === 'string' ? request.model : deploymentOf(path);
+    if (!request) return { model, stream: false };
+    const stream = request.stream === true;
+    const endpoint = endpointOf(path);
+    if (stream && (endpoint === 'chat' || endpoint === 'completions')) {
+      const rewrittenBody = withIncludeUsage(request);
+      if (rewrittenBody) return { model, stream, rewrittenBody };
+    }
+    return { model, stream };
+  },
+
+  usageTracker(path: string, contentType: string | undefined) {
+    const endpoint = endpointOf(path);
+    return createUsageTracker(endpoint ? extractors[endpoint] : null, contentType);
+  },
+
+  denialBody(reason: string, message: string) {
+    return { error: { type: 'guardrail_denied', code: reason, message, param: null } };
+  },
+
+  errorBody(status: number, message: string, code: string) {
+    const type = status >= 500 ? 'server_error' : 'invalid_request_error';
+    return { error: { type, code, message, param: null } };
+  },
+});

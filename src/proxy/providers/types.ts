@@ -1,0 +1,59 @@
+/** Token counts of one model call, normalised across providers. `null`: not reported. */
+export interface Usage {
+  /** Every input token billed, cached ones included (OpenAI's `prompt_tokens` meaning). */
+  promptTokens: number | null;
+  completionTokens: number | null;
+  /** The part of `promptTokens` read from the provider's prompt cache. */
+  cachedPromptTokens: number | null;
+}
+
+export type ProviderType = 'openai' | 'anthropic';
+
+/** What the guard needs from a request before anything is sent upstream. */
+export interface InspectedRequest {
+  /** The model named by the request, `null` when it names none (or is not JSON). */
+  model: string | null;
+  /** The client asked for an SSE stream. */
+  stream: boolean;
+  /**
+   * The body to send upstream instead of the client's, to be re-serialised as JSON.
+   * `undefined`: forward the client's bytes untouched.
+   */
+  rewrittenBody?: unknown;
+}
+
+/**
+ * Reads usage from one upstream response while the caller forwards it. It only reads a copy,
+ * never throws, and holds at most a bounded amount of memory.
+ */
+export interface UsageTracker {
+  /** Feeds the next chunk of the response body, as forwarded to the client. */
+  push(chunk: Uint8Array): void;
+  /** Usage seen so far; for a cut stream, what arrived before the cut (a JSON body gives nulls). */
+  current(): Usage;
+  /** Ends the body and returns the final usage. Idempotent. */
+  end(): Usage;
+}
+
+/** One provider type's view of requests and responses. Stateless, safe to share. */
+export interface ProviderAdapter {
+  readonly type: ProviderType;
+  /**
+   * @param path the upstream-relative path, e.g. `/v1/chat/completions`, query string allowed
+   * @param body the parsed JSON request body (`undefined` when there is none)
+   */
+  inspectRequest(path: string, body: unknown): InspectedRequest;
+  /** A fresh tracker for one response to a request on `path`. */
+  usageTracker(path: string, contentType: string | undefined): UsageTracker;
+  /** Body of a 403 guardrail denial, in the provider's error format so SDKs raise a permission error. */
+  denialBody(reason: string, message: string): unknown;
+  /** Body of an error the proxy itself answers (upstream unreachable: 502, ...), in the provider's format. */
+  errorBody(status: number, message: string, code: string): unknown;
+}
+
+/** Usage when nothing was reported. */
+export const NO_USAGE: Readonly<Usage> = Object.freeze({
+  promptTokens: null,
+  completionTokens: null,
+  cachedPromptTokens: null,
+});

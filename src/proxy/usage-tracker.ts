@@ -1,0 +1,140 @@
+import { asObject, parseJson } from './json-fields.js';
+import { NO_USAGE, type Usage, type UsageTracker } from './providers/types.js';
+import { SseDecoder, type SseEvent } from './sse-decoder.js';
+
+/** Folds the events of one SSE response into its usage. */
+export interface StreamUsageReader {
+  onEvent(event: SseEvent): void;
+  usage(): Usage;
+}
+
+/** How one endpoint reports usage. Every provider puts it under a top-level `usage` in JSON. */
+export interface UsageExtractor {
+  fromJson(body: unknown): Usage;
+  streamReader(): StreamUsageReader;
+}
+
+export interface UsageTrackerLimits {
+  /**
+   * Largest JSON body parsed whole. Past it only the last `tailBytes` are kept, and usage is read
+   * from the last `"usage"` object there: providers write it last, and big bodies (embeddings) exist.
+   * @default 4 MiB
+   */
+  maxJsonBytes?: number;
+  /** @default 64 KiB */
+  tailBytes?: number;
+  /**
+   * Largest SSE event read. Large because a Responses API `response.completed` event carries the
+   * whole response next to its usage.
+   * @default 4 MiB
+   */
+  maxEventLength?: number;
+}
+
+const MiB = 1024 * 1024;
+
+export function isEventStream(contentType: string | undefined): boolean {
+  return contentType?.split(';')[0]?.trim().toLowerCase() === 'text/event-stream';
+}
+
+/** A tracker for one response; `extractor: null` for endpoints that report no usage. */
+export function createUsageTracker(
+  extractor: UsageExtractor | null,
+  contentType: string | undefined,
+  limits: UsageTrackerLimits = {},
+): UsageTracker {
+  if (extractor === null) return { push() {}, current: () => NO_USAGE, end: () => NO_USAGE };
+  return isEventStream(contentType)
+    ? sseTracker(extractor.streamReader(), limits.maxEventLength ?? 4 * MiB)
+    : jsonTracker(extractor, limits.maxJsonBytes ?? 4 * MiB, limits.tailBytes ?? 64 * 1024);
+}
+
+function sseTracker(reader: StreamUsageReader, maxEventLength: number): UsageTracker {
+  const decoder = new SseDecoder({ maxEventLength });
+  let ended = false;
+  const read = (events: SseEvent[]): void => {
+    for (const event of events) {
+      try {
+        reader.onEvent(event);
+      } catch {
+        // A reader bug must never break the forwarding it watches.
+      }
+    }
+  };
+  return {
+    push(chunk) {
+      if (!ended) read(decoder.push(chunk));
+    },
+    current: () => reader.usage(),
+    end() {
+      if (!ended) {
+        ended = true;
+        read(decoder.end());
+      }
+      return reader.usage();
+    },
+  };
+}
+
+function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: number): UsageTracker {
+  let chunks: Uint8Array[] = [];
+  let size = 0;
+  let overflow = false;
+  let result: Usage | undefined;
+  return {
+    push(chunk) {
+      if (result !== undefined) return;
+      chunks.push(new Uint8Array(chunk)); // a copy: the caller owns and may reuse its buffer
+      size += chunk.length;
+      if (size > maxBytes) overflow = true;
+      if (!overflow) return;
+      while (chunks.length > 1 && size - (chunks[0]?.length ?? 0) >= tailBytes) {
+        size -= chunks.shift()?.length ?? 0;
+      }
+      const excess = size - tailBytes;
+      const first = chunks[0];
+      if (excess > 0 && first) {
+        chunks[0] = first.slice(excess);
+        size -= excess;
+      }
+    },
+    // A JSON body cannot be read before it is whole.
+    current: () => result ?? NO_USAGE,
+    end() {
+      if (result !== undefined) return result;
+      const text = Buffer.concat(chunks).toString('utf8');
+      chunks = [];
+      const body = overflow ? { usage: lastObjectOfKey(text, 'usage') } : parseJson(text);
+      try {
+        result = extractor.fromJson(body);
+      } catch {
+        result = NO_USAGE;
+      }
+      return result;
+    },
+  };
+}
+
+/** The JSON object value of the last `"key":` in `text`, or `undefined`. */
+export function lastObjectOfKey(text: string, key: string): unknown {
+  let i = text.lastIndexOf(JSON.stringify(key));
+  if (i === -1) return undefined;
+  i += key.length + 2;
+  while (/\s/.test(text[i] ?? '')) i++;
+  if (text[i++] !== ':') return undefined;
+  while (/\s/.test(text[i] ?? '')) i++;
+  const start = i;
+  if (text[i] !== '{') return undefined;
+  let depth = 0;
+  let inString = false;
+  for (; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === '\\') i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === '{') depth++;
+    else if (c === '}' && --depth === 0) return asObject(parseJson(text.slice(start, i + 1)));
+  }
+  return undefined;
+}

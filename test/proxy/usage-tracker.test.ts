@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { asObject, tokenCount } from '../../src/proxy/json-fields.js';
+import { NO_USAGE } from '../../src/proxy/providers/types.js';
+import { createUsageTracker, lastObjectOfKey, type UsageExtractor } from '../../src/proxy/usage-tracker.js';
+import { bytes, pieces } from './chunks.js';
+
+/** Reads `usage.n` as prompt tokens; counts events seen. */
+function counter(): UsageExtractor & { events: string[] } {
+  const events: string[] = [];
+  return {
+    events,
+    fromJson: (body) => ({ ...NO_USAGE, promptTokens: tokenCount(asObject(asObject(body)?.usage)?.n) }),
+    streamReader: () => ({
+      onEvent(event) {
+        events.push(event.data);
+        if (event.data === 'boom') throw new Error('reader bug');
+      },
+      usage: () => ({ ...NO_USAGE, completionTokens: events.length }),
+    }),
+  };
+}
+
+describe('usage tracker', () => {
+  it('when a JSON body is larger than the cap, then usage is still read from its tail', () => {
+    const vectors = Array.from({ length: 4000 }, (_, i) => ({ index: i, embedding: Array(40).fill(0.123456789) }));
+    const text = JSON.stringify({ data: vectors, note: '{"usage": {"n": 1}}', usage: { n: 42, extra: { x: '}' } } });
+    expect(text.length).toBeGreaterThan(1024 * 1024);
+    for (const chunks of [pieces(text, 16 * 1024), [bytes(text)]]) {
+      const tracker = createUsageTracker(counter(), 'application/json', { maxJsonBytes: 1024 * 1024, tailBytes: 1024 });
+      for (const chunk of chunks) tracker.push(chunk);
+      expect(tracker.end().promptTokens).toBe(42);
+    }
+  });
+
+  it('when the JSON body is not JSON, then usage is unknown; end is idempotent and later pushes ignored', () => {
+    const tracker = createUsageTracker(counter(), undefined);
+    tracker.push(bytes('<html>Bad gateway</html>'));
+    expect(tracker.end()).toEqual(NO_USAGE);
+    tracker.push(bytes('{"usage":{"n":3}}'));
+    expect(tracker.end()).toEqual(NO_USAGE);
+  });
+
+  it('when the caller reuses its buffer after a push, then the tracker read its own copy', () => {
+    const tracker = createUsageTracker(counter(), 'application/json');
+    const buffer = Buffer.from('{"usage":{"n":7}}');
+    tracker.push(buffer);
+    buffer.fill(0x20);
+    expect(tracker.end().promptTokens).toBe(7);
+  });
+
+  it('when a stream reader throws, then the tracker swallows it and goes on', () => {
+    const extractor = counter();
+    const tracker = createUsageTracker(extractor, 'Text/Event-Stream; charset=UTF-8');
+    expect(() => tracker.push(bytes('data: boom\n\ndata: fine\n\n'))).not.toThrow();
+    expect(tracker.end().completionTokens).toBe(2);
+  });
+
+  it('when the endpoint reports no usage, then the tracker is inert', () => {
+    const tracker = createUsageTracker(null, 'application/json');
+    tracker.push(bytes('{"usage":{"n":7}}'));
+    expect(tracker.end()).toEqual(NO_USAGE);
+  });
+
+  it('when looking for the last object of a key, then strings holding braces and quotes do not confuse it', () => {
+    expect(lastObjectOfKey('…"x":1,"usage" : {"a":"}\\"{","b":{"c":2}}}', 'usage')).toEqual({ a: '}"{', b: { c: 2 } });
+    expect(lastObjectOfKey('"usage": null}', 'usage')).toBeUndefined();
+    expect(lastObjectOfKey('"usage": {"a": 1', 'usage')).toBeUndefined();
+  });
+});

@@ -1,0 +1,393 @@
+/**
+ * A fake model provider on a real port (127.0.0.1, port 0) for tests and benches. It answers like
+ * OpenAI (`/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`) and Anthropic (`/v1/messages`),
+ * JSON or SSE, with deterministic token counts, and records every request it receives.
+ * Endpoints are matched by path suffix, so a base path without `/v1` works too.
+ */
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface FakeUpstreamOptions {
+  /** Milliseconds before the response starts. Per request: header `x-fake-delay-ms`. @default 0 */
+  delayMs?: number;
+  /** Milliseconds between SSE events. Per request: header `x-fake-chunk-delay-ms`. @default 0 */
+  chunkDelayMs?: number;
+  /**
+   * Answer every request with this status and an error body in the provider's format.
+   * Per request: header `x-fake-status`.
+   */
+  status?: number;
+  /**
+   * Close the connection, unfinished, after this many SSE events (a broken upstream).
+   * Per request: header `x-fake-abort-after-events`.
+   */
+  abortAfterEvents?: number;
+  /** The assistant's reply; streamed one word per delta. @default 'Hello from the fake upstream.' */
+  reply?: string;
+  /** Prompt tokens reported (cache reads and writes included). @default promptTokensFor(body) */
+  promptTokens?: number;
+  /** @default completionTokensFor(reply) */
+  completionTokens?: number;
+  /** The part of the prompt reported as read from cache. @default 0 */
+  cachedTokens?: number;
+  /** Anthropic only: the part of the prompt reported as written to cache. @default 0 */
+  cacheCreationTokens?: number;
+  /** @default 8 */
+  embeddingDimensions?: number;
+}
+
+export interface RecordedRequest {
+  method: string;
+  /** Path with its query string, as received. */
+  path: string;
+  headers: IncomingHttpHeaders;
+  /** The parsed JSON body, else the raw text, `undefined` when empty. */
+  body: unknown;
+  rawBody: string;
+}
+
+export interface FakeUpstream {
+  /** `http://127.0.0.1:<port>`, no trailing slash. */
+  url: string;
+  /** Every request received, in arrival order. */
+  requests: RecordedRequest[];
+  close(): Promise<void>;
+}
+
+export const DEFAULT_REPLY = 'Hello from the fake upstream.';
+
+/** Characters of every string under `messages`, `input`, `prompt` and `system`, divided by 4, rounded up, at least 1. */
+export function promptTokensFor(body: unknown): number {
+  const request = isObject(body) ? body : {};
+  const chars = [request.messages, request.input, request.prompt, request.system]
+    .map(textLength)
+    .reduce((a, b) => a + b, 0);
+  return Math.max(1, Math.ceil(chars / 4));
+}
+
+export function completionTokensFor(reply: string): number {
+  return Math.max(1, Math.ceil(reply.length / 4));
+}
+
+type Json = Record<string, unknown>;
+type Provider = 'openai' | 'anthropic';
+interface SseMessage { event?: string; data: unknown }
+
+interface Call {
+  body: Json;
+  model: string;
+  reply: string;
+  prompt: number;
+  completion: number;
+  cached: number;
+  cacheCreation: number;
+  id: string;
+  created: number;
+}
+
+export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Promise<FakeUpstream> {
+  const requests: RecordedRequest[] = [];
+  let sequence = 0;
+
+  const server = createServer((req, res) => {
+    res.on('error', () => {}); // a client hanging up mid-stream is expected in tests
+    handle(req, res).catch(() => res.destroy());
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const rawBody = await readBody(req);
+    const body = parseBody(rawBody);
+    const path = req.url ?? '/';
+    requests.push({ method: req.method ?? 'GET', path, headers: req.headers, body, rawBody });
+
+    const pathname = path.split('?')[0] ?? '/';
+    const provider: Provider = pathname.endsWith('/messages') ? 'anthropic' : 'openai';
+    const requestId = `req_fake${++sequence}`;
+    res.setHeader(provider === 'anthropic' ? 'request-id' : 'x-request-id', requestId);
+
+    const delay = headerNumber(req, 'x-fake-delay-ms') ?? options.delayMs ?? 0;
+    if (delay > 0) await sleep(delay);
+
+    const status = headerNumber(req, 'x-fake-status') ?? options.status;
+    if (status !== undefined) {
+      return sendJson(res, status, errorBody(provider, status, `Fake upstream error ${status}`, requestId));
+    }
+    const handler = routeOf(req.method, pathname);
+    if (!handler) return sendJson(res, 404, errorBody(provider, 404, `No route ${req.method} ${pathname}`, requestId));
+    if (!isObject(body)) return sendJson(res, 400, errorBody(provider, 400, 'Body must be a JSON object', requestId));
+
+    const reply = options.reply ?? DEFAULT_REPLY;
+    const call: Call = {
+      body,
+      model: typeof body.model === 'string' ? body.model : 'fake-model',
+      reply,
+      prompt: options.promptTokens ?? promptTokensFor(body),
+      completion: options.completionTokens ?? completionTokensFor(reply),
+      cached: options.cachedTokens ?? 0,
+      cacheCreation: options.cacheCreationTokens ?? 0,
+      id: String(sequence),
+      created: Math.floor(Date.now() / 1000),
+    };
+    const result = handler(call);
+    if (!Array.isArray(result)) return sendJson(res, 200, result);
+    await sendEvents(res, result, {
+      chunkDelayMs: headerNumber(req, 'x-fake-chunk-delay-ms') ?? options.chunkDelayMs ?? 0,
+      abortAfterEvents: headerNumber(req, 'x-fake-abort-after-events') ?? options.abortAfterEvents,
+    });
+  }
+
+  function routeOf(method: string | undefined, pathname: string): ((call: Call) => Json | SseMessage[]) | undefined {
+    if (method !== 'POST') return undefined;
+    if (pathname.endsWith('/chat/completions')) return chatCompletion;
+    if (pathname.endsWith('/responses')) return response;
+    if (pathname.endsWith('/embeddings')) return (call) => embeddings(call, options.embeddingDimensions ?? 8);
+    if (pathname.endsWith('/messages')) return message;
+    return undefined;
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((err) => (err ? reject(err) : resolve()));
+      }),
+  };
+}
+
+// --- OpenAI ---------------------------------------------------------------------------------
+
+function chatCompletion(call: Call): Json | SseMessage[] {
+  const usage = {
+    prompt_tokens: call.prompt,
+    completion_tokens: call.completion,
+    total_tokens: call.prompt + call.completion,
+    prompt_tokens_details: { cached_tokens: call.cached, audio_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: 0,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
+  };
+  const head = { id: `chatcmpl-fake${call.id}`, created: call.created, model: call.model, system_fingerprint: 'fp_fake' };
+  if (call.body.stream !== true) {
+    return {
+      ...head,
+      object: 'chat.completion',
+      choices: [{
+        index: 0,
+        message: { role: 'assistant', content: call.reply, refusal: null, annotations: [] },
+        logprobs: null,
+        finish_reason: 'stop',
+      }],
+      usage,
+      service_tier: 'default',
+    };
+  }
+  const streamOptions = isObject(call.body.stream_options) ? call.body.stream_options : {};
+  const includeUsage = streamOptions.include_usage === true;
+  const chunk = (delta: Json, finishReason: string | null): SseMessage => ({
+    data: {
+      ...head,
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+      ...(includeUsage ? { usage: null } : {}),
+    },
+  });
+  return [
+    chunk({ role: 'assistant', content: '', refusal: null }, null),
+    ...words(call.reply).map((content) => chunk({ content }, null)),
+    chunk({}, 'stop'),
+    ...(includeUsage ? [{ data: { ...head, object: 'chat.completion.chunk', choices: [], usage } }] : []),
+    { data: '[DONE]' },
+  ];
+}
+
+function response(call: Call): Json | SseMessage[] {
+  const itemId = `msg_fake${call.id}`;
+  const part = { type: 'output_text', text: call.reply, annotations: [], logprobs: [] };
+  const item = { type: 'message', id: itemId, status: 'completed', role: 'assistant', content: [part] };
+  const base = {
+    id: `resp_fake${call.id}`,
+    object: 'response',
+    created_at: call.created,
+    error: null,
+    incomplete_details: null,
+    instructions: null,
+    max_output_tokens: null,
+    model: call.model,
+    parallel_tool_calls: true,
+    previous_response_id: null,
+    reasoning: { effort: null, summary: null },
+    store: true,
+    temperature: 1,
+    text: { format: { type: 'text' } },
+    tool_choice: 'auto',
+    tools: [],
+    top_p: 1,
+    truncation: 'disabled',
+    user: null,
+    metadata: {},
+  };
+  const completed = {
+    ...base,
+    status: 'completed',
+    output: [item],
+    usage: {
+      input_tokens: call.prompt,
+      input_tokens_details: { cached_tokens: call.cached },
+      output_tokens: call.completion,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: call.prompt + call.completion,
+    },
+  };
+  if (call.body.stream !== true) return completed;
+
+  const inProgress = { ...base, status: 'in_progress', output: [], usage: null };
+  const at = { item_id: itemId, output_index: 0, content_index: 0 };
+  const events: Json[] = [
+    { type: 'response.created', response: inProgress },
+    { type: 'response.in_progress', response: inProgress },
+    { type: 'response.output_item.added', output_index: 0, item: { ...item, status: 'in_progress', content: [] } },
+    { type: 'response.content_part.added', ...at, part: { ...part, text: '' } },
+    ...words(call.reply).map((delta) => ({ type: 'response.output_text.delta', ...at, delta, logprobs: [] })),
+    { type: 'response.output_text.done', ...at, text: call.reply, logprobs: [] },
+    { type: 'response.content_part.done', ...at, part },
+    { type: 'response.output_item.done', output_index: 0, item },
+    { type: 'response.completed', response: completed },
+  ];
+  return events.map((data, sequence_number) => ({ event: String(data.type), data: { ...data, sequence_number } }));
+}
+
+function embeddings(call: Call, dimensions: number): Json {
+  const inputs = Array.isArray(call.body.input) ? call.body.input : [call.body.input];
+  const base64 = call.body.encoding_format === 'base64';
+  return {
+    object: 'list',
+    data: inputs.map((_, index) => {
+      const vector = Array.from({ length: dimensions }, (_, i) => (index + 1) / (i + 2));
+      const embedding = base64 ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector;
+      return { object: 'embedding', index, embedding };
+    }),
+    model: call.model,
+    usage: { prompt_tokens: call.prompt, total_tokens: call.prompt },
+  };
+}
+
+// --- Anthropic ------------------------------------------------------------------------------
+
+function message(call: Call): Json | SseMessage[] {
+  // Anthropic's input_tokens excludes cache reads and writes.
+  const input = Math.max(0, call.prompt - call.cached - call.cacheCreation);
+  const usage = {
+    input_tokens: input,
+    cache_creation_input_tokens: call.cacheCreation,
+    cache_read_input_tokens: call.cached,
+    output_tokens: call.completion,
+    service_tier: 'standard',
+  };
+  const head = { id: `msg_fake${call.id}`, type: 'message', role: 'assistant', model: call.model };
+  if (call.body.stream !== true) {
+    return { ...head, content: [{ type: 'text', text: call.reply }], stop_reason: 'end_turn', stop_sequence: null, usage };
+  }
+  const events: Json[] = [
+    {
+      type: 'message_start',
+      message: { ...head, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
+    },
+    { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+    { type: 'ping' },
+    ...words(call.reply).map((text) => ({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } })),
+    { type: 'content_block_stop', index: 0 },
+    {
+      type: 'message_delta',
+      delta: { stop_reason: 'end_turn', stop_sequence: null },
+      usage: { output_tokens: call.completion },
+    },
+    { type: 'message_stop' },
+  ];
+  return events.map((data) => ({ event: String(data.type), data }));
+}
+
+// --- Shared ---------------------------------------------------------------------------------
+
+function errorBody(provider: Provider, status: number, message: string, requestId: string): Json {
+  if (provider === 'anthropic') {
+    const type =
+      status === 429 ? 'rate_limit_error'
+      : status === 529 ? 'overloaded_error'
+      : status >= 500 ? 'api_error'
+      : status === 404 ? 'not_found_error'
+      : 'invalid_request_error';
+    return { type: 'error', error: { type, message }, request_id: requestId };
+  }
+  const type = status >= 500 ? 'server_error' : 'invalid_request_error';
+  return { error: { message, type, param: null, code: `fake_${status}` } };
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+async function sendEvents(
+  res: ServerResponse,
+  messages: SseMessage[],
+  { chunkDelayMs, abortAfterEvents }: { chunkDelayMs: number; abortAfterEvents: number | undefined },
+): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  for (const [i, message] of messages.entries()) {
+    if (res.destroyed) return;
+    if (i === abortAfterEvents) {
+      // Flush what was written, then close without the final chunk: the client sees a cut body.
+      res.socket?.end();
+      return;
+    }
+    if (i > 0 && chunkDelayMs > 0) await sleep(chunkDelayMs);
+    const data = typeof message.data === 'string' ? message.data : JSON.stringify(message.data);
+    res.write(`${message.event === undefined ? '' : `event: ${message.event}\n`}data: ${data}\n\n`);
+  }
+  res.end();
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function parseBody(raw: string): unknown {
+  if (raw === '') return undefined;
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch {
+    return raw;
+  }
+}
+
+function headerNumber(req: IncomingMessage, name: string): number | undefined {
+  const value = req.headers[name];
+  const n = typeof value === 'string' ? Number(value) : NaN;
+  return Number.isFinite(n) ? n : undefined;
+}
+
+/** Words with their trailing space, so the deltas join back into the reply. */
+function words(text: string): string[] {
+  return text.match(/\S+\s*/g) ?? [text];
+}
+
+function textLength(value: unknown): number {
+  if (typeof value === 'string') return value.length;
+  if (Array.isArray(value)) return value.reduce((n: number, v) => n + textLength(v), 0);
+  if (isObject(value)) return Object.values(value).reduce((n: number, v) => n + textLength(v), 0);
+  return 0;
+}
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
