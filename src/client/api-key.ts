@@ -1,0 +1,29 @@
+import { GuardConfigError } from './errors.js';
+
+const API_KEY_PATTERN = /^lg_[a-z0-9]{12}_[A-Za-z0-9_-]{32,}$/;
+
+/** True when `value` has the shape `lg_<12 lowercase alphanumerics>_<32+ URL-safe characters>`. */
+export function isApiKeyFormat(value: unknown): value is string {
+  return typeof value === 'string' && API_KEY_PATTERN.test(value);
+}
+
+/**
+ * Throws {@link GuardConfigError} when `value` is not a well-formed API key.
+ * The message says which part is wrong but never echoes the key: it ends up in logs.
+ */
+export function assertApiKey(value: unknown): asserts value is string {
+  if (isApiKeyFormat(value)) return;
+  throw new GuardConfigError(`Invalid runguard API key: ${describeProblem(value)} Expected lg_<prefix>_<secret>.`);
+}
+
+function describeProblem(value: unknown): string {
+  if (value === undefined || value === null || value === '') return 'no apiKey was given.';
+  if (typeof value !== 'string') return `apiKey must be a string, got ${typeof value}.`;
+  if (/\s/.test(value)) return 'the key contains whitespace (a trailing newline from a file or env var?).';
+  if (!value.startsWith('lg_')) return 'the key must start with "lg_".';
+  const prefix = value.slice(3, 15);
+  if (!/^[a-z0-9]{12}$/.test(prefix) || value[15] !== '_') {
+    return 'the prefix must be exactly 12 lowercase letters or digits, followed by "_".';
+  }
+  return 'the secret must be at least 32 characters from A-Z, a-z, 0-9, "_" and "-".';
+}

@@ -1,0 +1,178 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { extractors, GuardClient } from '../../src/client/index.js';
+import { API_KEY, FakeRunguard } from './fake-server.js';
+
+// Shapes as returned by the provider SDKs (openai 6.x, @anthropic-ai/sdk), trimmed of nothing that matters.
+const chatCompletion = {
+  id: 'chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT',
+  object: 'chat.completion',
+  created: 1741569952,
+  model: 'gpt-4o-mini-2024-07-18',
+  choices: [
+    {
+      index: 0,
+      message: { role: 'assistant', content: 'Hello! How can I help?', refusal: null, annotations: [] },
+      logprobs: null,
+      finish_reason: 'stop',
+    },
+  ],
+  usage: {
+    prompt_tokens: 19,
+    completion_tokens: 10,
+    total_tokens: 29,
+    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+  },
+  service_tier: 'default',
+  system_fingerprint: 'fp_06737a9306',
+};
+
+const response = {
+  id: 'resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b',
+  object: 'response',
+  created_at: 1741476542,
+  status: 'completed',
+  model: 'gpt-4.1-2025-04-14',
+  output: [
+    {
+      type: 'message',
+      id: 'msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b',
+      status: 'completed',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: 'In a peaceful grove...', annotations: [] }],
+    },
+  ],
+  usage: {
+    input_tokens: 36,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: 87,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 123,
+  },
+};
+
+const anthropicMessage = {
+  id: 'msg_013Zva2CMHLNnXjNJJKqJ2EF',
+  type: 'message',
+  role: 'assistant',
+  model: 'claude-sonnet-4-20250514',
+  content: [{ type: 'text', text: 'Hi! My name is Claude.' }],
+  stop_reason: 'end_turn',
+  stop_sequence: null,
+  usage: {
+    input_tokens: 2095,
+    output_tokens: 503,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 0,
+    service_tier: 'standard',
+  },
+};
+
+describe('extractors (pure)', () => {
+  it('when given an OpenAI chat completion, then prompt and completion tokens are read', () => {
+    expect(extractors.openaiChatCompletions(chatCompletion)).toEqual([19, 10]);
+    expect(extractors.openai).toBe(extractors.openaiChatCompletions);
+  });
+
+  it('when given an OpenAI Responses object, then input and output tokens are read', () => {
+    expect(extractors.openaiResponses(response)).toEqual([36, 87]);
+  });
+
+  it('when given an Anthropic message, then input and output tokens are read', () => {
+    expect(extractors.anthropicMessages(anthropicMessage)).toEqual([2095, 503]);
+    expect(extractors.anthropic).toBe(extractors.anthropicMessages);
+  });
+
+  it.each([
+    ['undefined', undefined],
+    ['null', null],
+    ['a string', 'text'],
+    ['no usage', { id: 'x' }],
+    ['usage null', { usage: null }],
+    ['a partial usage', { usage: { prompt_tokens: 3 } }],
+    ['negative counts', { usage: { prompt_tokens: -1, completion_tokens: 2, input_tokens: -1, output_tokens: 2 } }],
+    ['string counts', { usage: { prompt_tokens: '3', completion_tokens: '2', input_tokens: '3', output_tokens: '2' } }],
+  ])('when given %s, then every extractor returns undefined', (_label, value) => {
+    expect(extractors.openai(value)).toBeUndefined();
+    expect(extractors.openaiResponses(value)).toBeUndefined();
+    expect(extractors.anthropic(value)).toBeUndefined();
+  });
+
+  it('when given the wrong provider shape, then it returns undefined rather than guessing', () => {
+    expect(extractors.openai(anthropicMessage)).toBeUndefined();
+    expect(extractors.anthropic(chatCompletion)).toBeUndefined();
+  });
+});
+
+describe('token counts on model call steps', () => {
+  let server: FakeRunguard;
+  let guard: GuardClient;
+
+  beforeEach(async () => {
+    server = await new FakeRunguard().start();
+    guard = new GuardClient({ apiKey: API_KEY, baseUrl: server.url });
+  });
+
+  afterEach(async () => {
+    await guard.close();
+    await server.stop();
+  });
+
+  async function patchBodyFor(result: unknown, tokenExtractor?: (r: unknown) => unknown): Promise<unknown> {
+    const returned = await guard.run('user-1', (run) =>
+      run.modelCall(async () => result, { model: 'gpt-4o-mini', tokenExtractor: tokenExtractor as never }));
+    expect(returned).toBe(result);
+    return server.requestsTo('PATCH', /\/steps\//)[0]?.body;
+  }
+
+  it.each([
+    ['OpenAI chat', chatCompletion, extractors.openai, [19, 10]],
+    ['OpenAI Responses', response, extractors.openaiResponses, [36, 87]],
+    ['Anthropic', anthropicMessage, extractors.anthropic, [2095, 503]],
+  ])('when the %s extractor is given, then the step is updated with its token counts', async (_label, result, extractor, [p, c]) => {
+    expect(await patchBodyFor(result, extractor)).toEqual({
+      status: 'COMPLETED',
+      duration_ms: expect.any(Number),
+      prompt_tokens: p,
+      completion_tokens: c,
+    });
+    expect(server.onlyRun().steps[0]).toMatchObject({ prompt_tokens: p, completion_tokens: c });
+  });
+
+  it('when no extractor is given, then no token counts are sent even if the response has usage', async () => {
+    expect(await patchBodyFor(chatCompletion)).toEqual({ status: 'COMPLETED', duration_ms: expect.any(Number) });
+  });
+
+  it.each([
+    ['throws', () => {
+      throw new Error('extractor bug');
+    }],
+    ['returns undefined', () => undefined],
+    ['returns null', () => null],
+    ['returns garbage', () => 'lots'],
+    ['returns negative numbers', () => [-1, -2]],
+    ['returns fractions', () => [1.5, 2.5]],
+  ])('when the extractor %s, then the call still succeeds without token counts', async (_label, extractor) => {
+    expect(await patchBodyFor(chatCompletion, extractor)).toEqual({ status: 'COMPLETED', duration_ms: expect.any(Number) });
+  });
+
+  it('when a custom extractor returns a tuple, then it is used', async () => {
+    expect(await patchBodyFor({ tokens: { in: 5, out: 6 } }, (r) => {
+      const { tokens } = r as { tokens: { in: number; out: number } };
+      return [tokens.in, tokens.out];
+    })).toMatchObject({ prompt_tokens: 5, completion_tokens: 6 });
+  });
+
+  it('when the model call fails, then the extractor is not consulted and the step is FAILED', async () => {
+    let consulted = false;
+    const boom = new Error('provider down');
+    await expect(guard.run('user-1', (run) => run.modelCall(async () => {
+      throw boom;
+    }, { model: 'gpt-4o-mini', tokenExtractor: () => {
+      consulted = true;
+      return [1, 1];
+    } }))).rejects.toBe(boom);
+    expect(consulted).toBe(false);
+    expect(server.requestsTo('PATCH', /\/steps\//)[0]?.body).toEqual({ status: 'FAILED', duration_ms: expect.any(Number) });
+  });
+});
