@@ -44,6 +44,17 @@ export interface CreatedStep {
   decision: DecisionView;
 }
 
+export interface EndedRunView {
+  id: string;
+  status: runs.RunStatus;
+  ended_at: string;
+}
+
+export interface FinishedStepView {
+  id: string;
+  status: runs.StepStatus;
+}
+
 export interface StepInput {
   type: runs.StepType;
   /** Omitted: the server assigns the run's next sequence (proxy mode). */
@@ -125,7 +136,14 @@ export class GuardService {
     }
   }
 
-  async endRun(workspaceId: string, runId: string, status: 'COMPLETED' | 'FAILED') {
+  async endRun(
+    workspaceId: string,
+    runId: string,
+    status: 'COMPLETED' | 'FAILED',
+    idempotency?: IdempotencyClaim,
+  ): Promise<Answer<EndedRunView>> {
+    const replay = await this.replay<EndedRunView>(idempotency);
+    if (replay) return replay;
     const now = this.clock.now();
     const ended = await runs.endRun(this.db, workspaceId, runId, status, now);
     if (!ended) {
@@ -135,7 +153,10 @@ export class GuardService {
     await this.counters
       .runEnded(scopeAt(now, workspaceId, ended.user_id))
       .catch((e) => this.counterDrift(e, 'runEnded'));
-    return { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() };
+    const answer = { statusCode: 200, body: { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() } };
+    // Remembered after the fact: a retry whose first attempt's answer was lost gets that answer.
+    await this.remember(this.db, idempotency, answer, now).catch(() => {});
+    return answer;
   }
 
   async createStep(
@@ -174,13 +195,25 @@ export class GuardService {
         return answer;
       });
     } catch (error) {
+      // A concurrent twin of an idempotent request took the sequence first: answer as it did.
+      const twin = error instanceof IdempotencyRace || isUniqueViolation(error, 'steps_run_sequence')
+        ? await this.replay<CreatedStep>(idempotency)
+        : null;
+      if (twin) return twin;
       if (isUniqueViolation(error, 'steps_run_sequence')) throw new ApiError('DUPLICATE_SEQUENCE', undefined, { cause: error });
-      if (error instanceof IdempotencyRace) return (await this.replay<CreatedStep>(idempotency))!;
       throw error;
     }
   }
 
-  async finishStep(workspaceId: string, runId: string, stepId: string, result: runs.StepResult) {
+  async finishStep(
+    workspaceId: string,
+    runId: string,
+    stepId: string,
+    result: runs.StepResult,
+    idempotency?: IdempotencyClaim,
+  ): Promise<Answer<FinishedStepView>> {
+    const replay = await this.replay<FinishedStepView>(idempotency);
+    if (replay) return replay;
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, '');
     const finished = await this.db.transaction((tx) =>
@@ -193,7 +226,9 @@ export class GuardService {
     await this.counters
       .spendAdded({ ...scope, userId: finished.user_id }, finished.cost_micros)
       .catch((e) => this.counterDrift(e, 'spendAdded'));
-    return finished;
+    const answer = { statusCode: 200, body: { id: finished.id, status: finished.status } };
+    await this.remember(this.db, idempotency, answer, now).catch(() => {});
+    return answer;
   }
 
   private async replay<T>(claim: IdempotencyClaim | undefined): Promise<Answer<T> | null> {

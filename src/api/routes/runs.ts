@@ -18,7 +18,7 @@ const Name = Type.String({ minLength: 1, maxLength: 256 });
 const RunParams = Type.Object({ run_id: Uuid });
 const StepParams = Type.Object({ run_id: Uuid, step_id: Uuid });
 
-/** The Idempotency-Key of a POST, bound to the caller's workspace and this exact request. */
+/** The Idempotency-Key of a write, bound to the caller's workspace and this exact request. */
 function idempotencyClaim(request: FastifyRequest): IdempotencyClaim | undefined {
   const key = request.headers['idempotency-key'];
   if (key === undefined) return undefined;
@@ -66,7 +66,11 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
         ...errorResponses(400, 401, 404, 409, 422),
       },
     },
-  }, async (request) => guard.endRun(request.principal.workspaceId, request.params.run_id, request.body.status));
+  }, async (request) => {
+    const answer = await guard.endRun(request.principal.workspaceId, request.params.run_id, request.body.status,
+      idempotencyClaim(request));
+    return answer.body;
+  });
 
   app.post('/v1/runs/:run_id/steps', {
     config: { auth: 'key' },
@@ -126,8 +130,8 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       completionTokens: b.completion_tokens ?? null,
       cachedPromptTokens: b.cached_prompt_tokens ?? null,
       outputData: b.output_data ?? null,
-    });
-    return { id: finished.id, status: finished.status };
+    }, idempotencyClaim(request));
+    return finished.body;
   });
 
   app.get('/v1/runs', {

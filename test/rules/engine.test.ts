@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { evaluate, type Boundary, type GuardSnapshot } from '../../src/rules/engine.js';
+
+const open: GuardSnapshot = {
+  killSwitchActive: false,
+  userBlocked: false,
+  workspaceDailyBudgetMicros: null,
+  workspaceDailySpendMicros: 0,
+  userDailyBudgetMicros: null,
+  userDailySpendMicros: 0,
+  monthlyRunLimit: null,
+  monthlyRuns: 0,
+  maxConcurrentRuns: null,
+  concurrentRuns: 0,
+};
+
+const ALL = ['kill_switch', 'user_blocked', 'workspace_daily_budget', 'user_daily_budget', 'monthly_run_limit', 'max_concurrent_runs'];
+
+describe('rule engine', () => {
+  it('when nothing denies a run start, then all six rules pass in priority order', () => {
+    const d = evaluate('run_start', open);
+    expect(d).toEqual({ outcome: 'ALLOW', reason: null, evaluated_rules: Object.fromEntries(ALL.map((k) => [k, 'PASS'])) });
+    expect(Object.keys(d.evaluated_rules)).toEqual(ALL);
+  });
+
+  it('when nothing denies a step, then only rules 1 to 4 are evaluated', () => {
+    const d = evaluate('step', { ...open, monthlyRunLimit: 0, maxConcurrentRuns: 0 });
+    expect(d.outcome).toBe('ALLOW');
+    expect(Object.keys(d.evaluated_rules)).toEqual(ALL.slice(0, 4));
+  });
+
+  // Each rule alone, at each boundary: [name, state, reason, index in the order, applies at step]
+  const cases: [string, Partial<GuardSnapshot>, string, number, boolean][] = [
+    ['kill switch', { killSwitchActive: true }, 'KILL_SWITCH_ACTIVE', 0, true],
+    ['user blocked', { userBlocked: true }, 'USER_BLOCKED', 1, true],
+    ['workspace budget reached', { workspaceDailyBudgetMicros: 100, workspaceDailySpendMicros: 100 }, 'WORKSPACE_DAILY_BUDGET_EXCEEDED', 2, true],
+    ['workspace budget zero', { workspaceDailyBudgetMicros: 0 }, 'WORKSPACE_DAILY_BUDGET_EXCEEDED', 2, true],
+    ['user budget exceeded', { userDailyBudgetMicros: 100, userDailySpendMicros: 150 }, 'USER_DAILY_BUDGET_EXCEEDED', 3, true],
+    ['monthly limit reached', { monthlyRunLimit: 10, monthlyRuns: 10 }, 'MONTHLY_RUN_LIMIT_EXCEEDED', 4, false],
+    ['concurrency reached', { maxConcurrentRuns: 5, concurrentRuns: 5 }, 'MAX_CONCURRENT_RUNS_EXCEEDED', 5, false],
+  ];
+
+  for (const [name, state, reason, index, atStep] of cases) {
+    for (const boundary of ['run_start', 'step'] as Boundary[]) {
+      const denies = boundary === 'run_start' || atStep;
+      it(`when ${name}, then a ${boundary} is ${denies ? `denied with ${reason}` : 'allowed'}`, () => {
+        const d = evaluate(boundary, { ...open, ...state });
+        if (!denies) {
+          expect(d.outcome).toBe('ALLOW');
+          return;
+        }
+        expect(d.outcome).toBe('DENY');
+        expect(d.reason).toBe(reason);
+        // Rules before the denying one passed; nothing after it was evaluated.
+        expect(d.evaluated_rules).toEqual({
+          ...Object.fromEntries(ALL.slice(0, index).map((k) => [k, 'PASS'])),
+          [ALL[index]!]: 'DENY',
+        });
+      });
+    }
+  }
+
+  it('when a budget is one microdollar short, then it passes', () => {
+    expect(evaluate('step', { ...open, workspaceDailyBudgetMicros: 100, workspaceDailySpendMicros: 99 }).outcome).toBe('ALLOW');
+    expect(evaluate('run_start', { ...open, maxConcurrentRuns: 5, concurrentRuns: 4 }).outcome).toBe('ALLOW');
+  });
+
+  it('when every rule would deny, then the first one wins and stops evaluation', () => {
+    const everything: GuardSnapshot = {
+      killSwitchActive: true, userBlocked: true, workspaceDailyBudgetMicros: 0, workspaceDailySpendMicros: 1,
+      userDailyBudgetMicros: 0, userDailySpendMicros: 1, monthlyRunLimit: 0, monthlyRuns: 1, maxConcurrentRuns: 0, concurrentRuns: 1,
+    };
+    expect(evaluate('run_start', everything)).toEqual({ outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE', evaluated_rules: { kill_switch: 'DENY' } });
+    expect(evaluate('run_start', { ...everything, killSwitchActive: false }).reason).toBe('USER_BLOCKED');
+    expect(evaluate('run_start', { ...everything, killSwitchActive: false, userBlocked: false }).evaluated_rules).toEqual({
+      kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'DENY',
+    });
+  });
+});

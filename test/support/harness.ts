@@ -1,0 +1,151 @@
+/**
+ * Starts the real app on a real socket against real stores, with a workspace and an API key,
+ * and talks to it over HTTP.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/api/app.js';
+import { createLogger } from '../../src/logger.js';
+import type { Clock } from '../../src/service/guard-service.js';
+import type { CounterStore } from '../../src/store/counters.js';
+import { embeddedDb, postgresDb, type Db } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrations.js';
+import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
+import { SqlCounters } from '../../src/store/sql-counters.js';
+import { createApiKey, createWorkspace, type Plan } from '../../src/store/workspaces.js';
+import { createTestDatabase, REDIS_URL, testKeyPrefix } from './services.js';
+
+export type Backend = 'postgres+redis' | 'postgres+sql' | 'embedded';
+export const BACKENDS: Backend[] = ['postgres+redis', 'postgres+sql', 'embedded'];
+
+export interface TestStores {
+  db: Db;
+  counters: CounterStore;
+  backend: Backend;
+  databaseUrl: string | null;
+  redisKeyPrefix: string | null;
+  close(): Promise<void>;
+}
+
+export async function openTestStores(backend: Backend, options: { redisDb?: number } = {}): Promise<TestStores> {
+  const cleanups: (() => Promise<void>)[] = [];
+  let db: Db;
+  let databaseUrl: string | null = null;
+  if (backend === 'embedded') {
+    const dir = await mkdtemp(join(tmpdir(), 'rg-embedded-'));
+    db = await embeddedDb(dir);
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  } else {
+    const database = await createTestDatabase();
+    databaseUrl = database.url;
+    db = postgresDb({ connectionString: database.url, max: 20 });
+    cleanups.push(database.drop);
+  }
+  cleanups.unshift(() => db.close());
+  await migrate(db);
+  const sql = new SqlCounters(db);
+  let counters: CounterStore = sql;
+  let redisKeyPrefix: string | null = null;
+  if (backend === 'postgres+redis') {
+    redisKeyPrefix = testKeyPrefix();
+    const url = options.redisDb === undefined ? REDIS_URL : `${REDIS_URL}/${options.redisDb}`;
+    const redis = redisClient({ url, keyPrefix: redisKeyPrefix });
+    await redis.connect();
+    counters = new RedisCounters(redis, sql);
+    cleanups.unshift(() => counters.close());
+  }
+  return {
+    db, counters, backend, databaseUrl, redisKeyPrefix,
+    async close() {
+      for (const cleanup of cleanups) await cleanup();
+    },
+  };
+}
+
+export interface Response<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export interface Caller {
+  request<T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Response<T>>;
+}
+
+export function caller(baseUrl: string, apiKey: string | null): Caller {
+  return {
+    async request(method, path, body, headers = {}) {
+      const init: RequestInit = { method, headers: { ...headers } };
+      if (apiKey) (init.headers as Record<string, string>).authorization = `Bearer ${apiKey}`;
+      if (body !== undefined) {
+        (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
+        init.body = typeof body === 'string' ? body : JSON.stringify(body);
+      }
+      const res = await fetch(baseUrl + path, init);
+      const text = await res.text();
+      let parsed: unknown = text;
+      try {
+        parsed = text ? JSON.parse(text) : null;
+      } catch {
+        /* not JSON: keep the text */
+      }
+      return { status: res.status, body: parsed, headers: res.headers };
+    },
+  };
+}
+
+export interface TestApi extends Caller {
+  url: string;
+  app: FastifyInstance;
+  stores: TestStores;
+  workspaceId: string;
+  apiKey: string;
+  /** Another workspace with its own key, for isolation checks. */
+  newWorkspace(plan?: Plan): Promise<{ workspaceId: string; apiKey: string; api: Caller }>;
+  /** Sets workspace columns directly (budgets in microdollars). */
+  setWorkspace(values: Record<string, unknown>, workspaceId?: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startTestApi(
+  backend: Backend,
+  options: { clock?: Clock; plan?: Plan; bodyLimitBytes?: number } = {},
+): Promise<TestApi> {
+  const stores = await openTestStores(backend);
+  const clock = options.clock ?? { now: () => new Date() };
+  const app = await buildApp({
+    db: stores.db,
+    counters: stores.counters,
+    clock,
+    logger: createLogger('silent'),
+    version: 'test',
+    bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
+  });
+  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  const newWorkspace = async (plan: Plan = options.plan ?? 'scale') => {
+    const ws = await createWorkspace(stores.db, 'test', plan);
+    const key = await createApiKey(stores.db, ws.id);
+    return { workspaceId: ws.id, apiKey: key.apiKey, api: caller(url, key.apiKey) };
+  };
+  const first = await newWorkspace();
+  return {
+    ...first.api,
+    url,
+    app,
+    stores,
+    workspaceId: first.workspaceId,
+    apiKey: first.apiKey,
+    newWorkspace,
+    async setWorkspace(values, workspaceId = first.workspaceId) {
+      const entries = Object.entries(values);
+      const sets = entries.map(([k], i) => `${k} = $${i + 2}`).join(', ');
+      await stores.db.query(`UPDATE workspaces SET ${sets} WHERE id = $1`, [workspaceId, ...entries.map(([, v]) => v)]);
+    },
+    async close() {
+      await app.close();
+      await stores.close();
+    },
+  };
+}
