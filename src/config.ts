@@ -19,6 +19,10 @@ export interface Config {
   dbPoolSize: number;
   redisCommandTimeoutMs: number;
   redisKeyPrefix: string;
+  jwtSecret: string | null;
+  jwtTtlSeconds: number;
+  scryptCost: number;
+  authRateLimitPerMinute: number;
 }
 
 type Parser<T> = (raw: unknown) => T;
@@ -69,6 +73,24 @@ const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } }
   dbPoolSize: { env: 'RUNGUARD_DB_POOL_SIZE', parse: integer(1, 200) },
   redisCommandTimeoutMs: { env: 'RUNGUARD_REDIS_COMMAND_TIMEOUT_MS', parse: integer(10, 60_000) },
   redisKeyPrefix: { env: 'RUNGUARD_REDIS_KEY_PREFIX', parse: text },
+  jwtSecret: {
+    env: 'RUNGUARD_JWT_SECRET',
+    parse: (raw) => {
+      const value = optionalText(raw);
+      if (value !== null && value.length < 32) throw new Error('must be at least 32 characters');
+      return value;
+    },
+  },
+  jwtTtlSeconds: { env: 'RUNGUARD_JWT_TTL_SECONDS', parse: integer(60, 30 * 24 * 3600) },
+  scryptCost: {
+    env: 'RUNGUARD_SCRYPT_COST',
+    parse: (raw) => {
+      const n = integer(1_024, 2 ** 20)(raw);
+      if ((n & (n - 1)) !== 0) throw new Error('must be a power of two');
+      return n;
+    },
+  },
+  authRateLimitPerMinute: { env: 'RUNGUARD_AUTH_RATE_LIMIT_PER_MINUTE', parse: integer(1, 100_000) },
 };
 
 function readJson(path: string | URL, label: string): Record<string, unknown> {

@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './api/app.js';
 import { bootstrapWorkspace } from './bootstrap.js';
+import { sharedSecret } from './store/accounts.js';
 import type { Config } from './config.js';
 import { systemClock } from './service/guard-service.js';
 import type { CounterStore } from './store/counters.js';
@@ -77,6 +78,13 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     logger,
     version: VERSION,
     bodyLimitBytes: config.bodyLimitBytes,
+    auth: {
+      // Configured, or generated once and shared by every daemon on the database.
+      jwtSecret: config.jwtSecret ?? (await sharedSecret(stores.db, 'jwt_secret')),
+      jwtTtlSeconds: config.jwtTtlSeconds,
+      scryptCost: config.scryptCost,
+      rateLimitPerMinute: config.authRateLimitPerMinute,
+    },
   });
   const address = await app.listen({ host: config.host, port: config.port });
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');

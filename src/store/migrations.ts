@@ -140,6 +140,31 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
 `,
   },
+  {
+    version: 2,
+    name: 'accounts',
+    sql: `
+-- Dashboard accounts. token_version is in every JWT; a password change bumps it, which
+-- invalidates every token issued before.
+CREATE TABLE accounts (
+  id uuid PRIMARY KEY,
+  email text NOT NULL UNIQUE,
+  password_hash text NOT NULL,
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  token_version integer NOT NULL DEFAULT 1,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX accounts_workspace ON accounts (workspace_id);
+
+-- Daemon-wide settings shared by every process on the database (the JWT signing secret).
+CREATE TABLE settings (
+  key text PRIMARY KEY,
+  value text NOT NULL
+);
+
+CREATE INDEX sdk_users_listing ON sdk_users (workspace_id, last_seen_at DESC, user_id);
+`,
+  },
 ];
 
 /** A fixed advisory lock id, so daemons starting together apply migrations one at a time. */

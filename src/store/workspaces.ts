@@ -176,3 +176,50 @@ export async function loadStepGuardState(
   if (!row) return null;
   return { ...toGuardState(row), runStatus: String(row.run_status), userId: String(row.run_user_id) };
 }
+
+// --- Administration --------------------------------------------------------------------------
+
+export interface WorkspaceChanges {
+  name?: string;
+  daily_budget_micros?: number | null;
+  user_daily_budget_micros?: number | null;
+  monthly_run_limit?: number | null;
+  max_concurrent_runs?: number | null;
+  plan?: Plan;
+}
+
+const CHANGEABLE = ['name', 'daily_budget_micros', 'user_daily_budget_micros', 'monthly_run_limit', 'max_concurrent_runs', 'plan'] as const;
+
+export async function updateWorkspace(db: Queryable, id: string, changes: WorkspaceChanges, now: Date): Promise<WorkspaceRow> {
+  const columns = CHANGEABLE.filter((c) => changes[c] !== undefined);
+  const sets = columns.map((c, i) => `${c} = $${i + 3}`);
+  const { rows } = await db.query(
+    `UPDATE workspaces SET ${[...sets, 'updated_at = $2'].join(', ')} WHERE id = $1 RETURNING *`,
+    [id, now, ...columns.map((c) => changes[c])],
+  );
+  return toWorkspace(rows[0]!);
+}
+
+export interface ApiKeyView {
+  id: string;
+  prefix: string;
+  name: string | null;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+export async function listApiKeys(db: Queryable, workspaceId: string): Promise<ApiKeyView[]> {
+  const { rows } = await db.query<ApiKeyView>(
+    `SELECT id, prefix, name, created_at, last_used_at, revoked_at FROM api_keys
+     WHERE workspace_id = $1 ORDER BY created_at DESC, id`,
+    [workspaceId],
+  );
+  return rows;
+}
+
+/** Revokes every key of the workspace and issues a new one, in one transaction. */
+export async function regenerateApiKey(tx: Queryable, workspaceId: string, now: Date): Promise<IssuedKey> {
+  await tx.query('UPDATE api_keys SET revoked_at = $2 WHERE workspace_id = $1 AND revoked_at IS NULL', [workspaceId, now]);
+  return createApiKey(tx, workspaceId, 'regenerated');
+}

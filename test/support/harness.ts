@@ -6,6 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import { buildApp } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/service/guard-service.js';
@@ -111,7 +112,14 @@ export interface TestApi extends Caller {
 
 export async function startTestApi(
   backend: Backend,
-  options: { clock?: Clock; plan?: Plan; bodyLimitBytes?: number } = {},
+  options: {
+    clock?: Clock;
+    plan?: Plan;
+    bodyLimitBytes?: number;
+    jwtTtlSeconds?: number;
+    rateLimitPerMinute?: number;
+    logger?: Logger;
+  } = {},
 ): Promise<TestApi> {
   const stores = await openTestStores(backend);
   const clock = options.clock ?? { now: () => new Date() };
@@ -119,9 +127,15 @@ export async function startTestApi(
     db: stores.db,
     counters: stores.counters,
     clock,
-    logger: createLogger('silent'),
+    logger: options.logger ?? createLogger('silent'),
     version: 'test',
     bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
+    auth: {
+      jwtSecret: 'test-secret-test-secret-test-secret-0123',
+      jwtTtlSeconds: options.jwtTtlSeconds ?? 3600,
+      scryptCost: 1024,
+      rateLimitPerMinute: options.rateLimitPerMinute ?? 1000,
+    },
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   const newWorkspace = async (plan: Plan = options.plan ?? 'scale') => {

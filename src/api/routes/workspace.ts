@@ -1,15 +1,90 @@
-/** Workspace state the rules read. */
+/** Workspace configuration: the state the rules read. */
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
+import { microsToUsd, usdToMicros } from '../../money/decimal.js';
 import type { Clock } from '../../service/guard-service.js';
+import { assertWithinPlan } from '../../service/plans.js';
 import type { Db } from '../../store/db.js';
-import { getWorkspace, PLANS, setKillSwitch } from '../../store/workspaces.js';
-import { errorResponses } from '../schemas.js';
+import { getWorkspace, PLANS, setKillSwitch, updateWorkspace, type WorkspaceRow } from '../../store/workspaces.js';
+import { errorResponses, Nullable, Usd, Uuid } from '../schemas.js';
+
+const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });
+
+export const WorkspaceSchema = Type.Object({
+  id: Uuid,
+  name: Type.String(),
+  plan: Type.String(),
+  kill_switch_active: Type.Boolean(),
+  daily_budget_usd: Nullable(Type.Number()),
+  user_daily_budget_usd: Nullable(Type.Number()),
+  monthly_run_limit: Nullable(Type.Integer()),
+  max_concurrent_runs: Nullable(Type.Integer()),
+  updated_at: Type.String({ format: 'date-time' }),
+});
+
+const usd = (micros: number | null) => (micros === null ? null : microsToUsd(micros));
+const micros = (value: number | null | undefined) => (value === undefined ? undefined : value === null ? null : usdToMicros(value));
+
+export function workspaceView(w: WorkspaceRow) {
+  return {
+    id: w.id,
+    name: w.name,
+    plan: w.plan,
+    kill_switch_active: w.kill_switch_active,
+    daily_budget_usd: usd(w.daily_budget_micros),
+    user_daily_budget_usd: usd(w.user_daily_budget_micros),
+    monthly_run_limit: w.monthly_run_limit,
+    max_concurrent_runs: w.max_concurrent_runs,
+    updated_at: new Date(w.updated_at).toISOString(),
+  };
+}
+
+export async function requireWorkspace(db: Db, id: string): Promise<WorkspaceRow> {
+  const workspace = await getWorkspace(db, id);
+  if (!workspace) throw new ApiError('UNAUTHORIZED');
+  return workspace;
+}
 
 export const workspaceRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (base, { db, clock }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
+
+  app.get('/v1/workspace', {
+    config: { auth: 'any' },
+    schema: { tags: ['workspace'], summary: 'Workspace configuration', response: { 200: WorkspaceSchema, ...errorResponses(401) } },
+  }, async (request) => workspaceView(await requireWorkspace(db, request.principal.workspaceId)));
+
+  app.patch('/v1/workspace', {
+    config: { auth: 'any' },
+    schema: {
+      tags: ['workspace'],
+      summary: 'Change budgets (USD, null = unlimited) and limits (within the plan)',
+      body: Type.Object(
+        {
+          name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+          daily_budget_usd: Type.Optional(Nullable(Usd)),
+          user_daily_budget_usd: Type.Optional(Nullable(Usd)),
+          monthly_run_limit: Type.Optional(Nullable(Limit)),
+          max_concurrent_runs: Type.Optional(Nullable(Limit)),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 200: WorkspaceSchema, ...errorResponses(400, 401, 403, 422) },
+    },
+  }, async (request) => {
+    const workspace = await requireWorkspace(db, request.principal.workspaceId);
+    const b = request.body;
+    const changes = {
+      name: b.name,
+      daily_budget_micros: micros(b.daily_budget_usd),
+      user_daily_budget_micros: micros(b.user_daily_budget_usd),
+      monthly_run_limit: b.monthly_run_limit,
+      max_concurrent_runs: b.max_concurrent_runs,
+    };
+    assertWithinPlan(workspace.plan, changes);
+    return workspaceView(await updateWorkspace(db, workspace.id, changes, clock.now()));
+  });
 
   app.post('/v1/workspace/kill-switch', {
     config: { auth: 'any' },
@@ -23,8 +98,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = asy
       },
     },
   }, async (request) => {
-    const workspace = await getWorkspace(db, request.principal.workspaceId);
-    if (!workspace) throw new ApiError('UNAUTHORIZED');
+    const workspace = await requireWorkspace(db, request.principal.workspaceId);
     if (!PLANS[workspace.plan].kill_switch) {
       throw new ApiError('PLAN_REQUIRED', `The kill switch needs the scale plan or higher; this workspace is on ${workspace.plan}.`);
     }

@@ -1,0 +1,46 @@
+/** API keys: listed without secrets; regeneration revokes every earlier key at once. */
+import { Type } from 'typebox';
+import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Clock } from '../../service/guard-service.js';
+import type { Db } from '../../store/db.js';
+import { listApiKeys, regenerateApiKey } from '../../store/workspaces.js';
+import { errorResponses, Nullable, Uuid } from '../schemas.js';
+
+const Timestamp = Type.String({ format: 'date-time' });
+const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+
+export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (base, { db, clock }) => {
+  const app = base.withTypeProvider<TypeBoxTypeProvider>();
+
+  app.get('/v1/api-keys', {
+    config: { auth: 'any' },
+    schema: {
+      tags: ['api-keys'],
+      summary: "The workspace's API keys (never a secret or hash)",
+      response: {
+        200: Type.Array(Type.Object({
+          id: Uuid, prefix: Type.String(), name: Nullable(Type.String()), created_at: Timestamp,
+          last_used_at: Nullable(Timestamp), revoked_at: Nullable(Timestamp),
+        })),
+        ...errorResponses(401),
+      },
+    },
+  }, async (request) =>
+    (await listApiKeys(db, request.principal.workspaceId)).map((k) => ({
+      id: k.id, prefix: k.prefix, name: k.name, created_at: iso(k.created_at)!, last_used_at: iso(k.last_used_at),
+      revoked_at: iso(k.revoked_at),
+    })));
+
+  app.post('/v1/api-keys/regenerate', {
+    config: { auth: 'any' },
+    schema: {
+      tags: ['api-keys'],
+      summary: 'Issue a new key (shown once) and revoke every earlier key of the workspace',
+      response: { 201: Type.Object({ id: Uuid, prefix: Type.String(), api_key: Type.String() }), ...errorResponses(401) },
+    },
+  }, async (request, reply) => {
+    const key = await db.transaction((tx) => regenerateApiKey(tx, request.principal.workspaceId, clock.now()));
+    return reply.status(201).send({ id: key.id, prefix: key.prefix, api_key: key.apiKey });
+  });
+};
