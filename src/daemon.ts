@@ -22,14 +22,13 @@ export interface Stores {
   close(): Promise<void>;
 }
 
-export async function openStores(config: Config): Promise<Stores> {
+export async function openStores(config: Config, logger?: Logger): Promise<Stores> {
   const db = config.databaseUrl
     ? postgresDb({ connectionString: config.databaseUrl, max: config.dbPoolSize })
     : await embeddedDb(join(resolve(config.dataDir), 'pgdata'));
   try {
     await migrate(db);
-    const sql = new SqlCounters(db);
-    let counters: CounterStore = sql;
+    let counters: CounterStore = new SqlCounters(db);
     if (config.redisUrl) {
       const redis = redisClient({
         url: config.redisUrl,
@@ -38,7 +37,7 @@ export async function openStores(config: Config): Promise<Stores> {
       });
       redis.on('error', () => {}); // Reported through /health and failed commands, not as a crash.
       await redis.connect();
-      counters = new RedisCounters(redis, sql);
+      counters = new RedisCounters(redis, db, logger);
     }
     return {
       db,
@@ -62,7 +61,7 @@ export interface Daemon {
 }
 
 export async function startDaemon(config: Config, logger: Logger, out: NodeJS.WritableStream = process.stdout): Promise<Daemon> {
-  const stores = await openStores(config);
+  const stores = await openStores(config, logger);
   const created = await bootstrapWorkspace(stores.db, config.defaultPlan, resolve(config.dataDir));
   if (created) {
     // Shown once, on the terminal only: never through the logger.

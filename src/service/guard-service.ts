@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
 import { isUniqueViolation, type Db, type Queryable } from '../store/db.js';
-import { scopeAt, type Counters, type CounterStore } from '../store/counters.js';
+import { lockAdmissions, runCounts, scopeAt, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
 import { findAnswer, saveAnswer, type IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
@@ -64,7 +64,10 @@ export interface StepInput {
   input_data?: unknown;
 }
 
-export function toSnapshot(state: GuardState, counters: Counters): GuardSnapshot {
+/** Run counts are read at run start only; a step check evaluates no rule that uses them. */
+const NOT_READ_AT_STEPS: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
+
+export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts): GuardSnapshot {
   const w = state.workspace;
   return {
     killSwitchActive: w.kill_switch_active,
@@ -102,26 +105,17 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
-    const [state, counters] = await Promise.all([
+    const [state, spend] = await Promise.all([
       loadGuardState(this.db, workspaceId, input.user_id),
-      this.counters.read(scope),
+      this.counters.readSpend(scope),
     ]);
-    const snapshot = toSnapshot(state, counters);
-    let admitted = false;
     try {
       return await this.db.transaction(async (tx) => {
-        let decision = evaluate('run_start', snapshot);
-        if (decision.outcome === 'ALLOW') {
-          const limits = {
-            monthlyRunLimit: state.workspace.monthly_run_limit,
-            maxConcurrentRuns: state.workspace.max_concurrent_runs,
-          };
-          const admission = await this.counters.admitRun(tx, scope, limits);
-          admitted = admission.admitted;
-          // Another start took the last slot since the snapshot: decide again on the fresh counts.
-          if (!admitted) decision = evaluate('run_start', { ...snapshot, ...admission });
-        }
-        const status: StartedRun['status'] = admitted ? 'RUNNING' : 'BLOCKED';
+        // Under the workspace's admission lock, the run counts are exact and stay so until commit.
+        await lockAdmissions(tx, workspaceId);
+        const counts = await runCounts(tx, scope);
+        const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }));
+        const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
         const id = randomUUID();
         await runs.insertRun(tx, { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null,
           decision, now, day: scope.day });
@@ -130,7 +124,6 @@ export class GuardService {
         return answer;
       });
     } catch (error) {
-      if (admitted) await this.counters.cancelAdmission(scope).catch((e) => this.counterDrift(e, 'cancelAdmission'));
       if (error instanceof IdempotencyRace) return (await this.replay<StartedRun>(idempotency))!;
       throw error;
     }
@@ -150,9 +143,6 @@ export class GuardService {
       if (await runs.runExists(this.db, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
       throw new ApiError('RUN_NOT_FOUND');
     }
-    await this.counters
-      .runEnded(scopeAt(now, workspaceId, ended.user_id))
-      .catch((e) => this.counterDrift(e, 'runEnded'));
     const answer = { statusCode: 200, body: { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() } };
     // Remembered after the fact: a retry whose first attempt's answer was lost gets that answer.
     await this.remember(this.db, idempotency, answer, now).catch(() => {});
@@ -171,8 +161,8 @@ export class GuardService {
     if (!state) throw new ApiError('RUN_NOT_FOUND');
     if (state.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
     const now = this.clock.now();
-    const counters = await this.counters.read(scopeAt(now, workspaceId, state.userId));
-    const decision = evaluate('step', toSnapshot(state, counters));
+    const spend = await this.counters.readSpend(scopeAt(now, workspaceId, state.userId));
+    const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_READ_AT_STEPS }));
     const id = randomUUID();
     const record = async (db: Queryable): Promise<Answer<CreatedStep>> => {
       const inserted = await runs.insertStep(db, {
@@ -223,9 +213,7 @@ export class GuardService {
       if (await runs.stepExists(this.db, workspaceId, runId, stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
       throw new ApiError('STEP_NOT_FOUND');
     }
-    await this.counters
-      .spendAdded({ ...scope, userId: finished.user_id }, finished.cost_micros)
-      .catch((e) => this.counterDrift(e, 'spendAdded'));
+    if (finished.totals) await this.counters.spendRecorded({ ...scope, userId: finished.user_id }, finished.totals);
     const answer = { statusCode: 200, body: { id: finished.id, status: finished.status } };
     await this.remember(this.db, idempotency, answer, now).catch(() => {});
     return answer;
@@ -241,11 +229,6 @@ export class GuardService {
 
   private async remember(tx: Queryable, claim: IdempotencyClaim | undefined, answer: Answer<unknown>, now: Date) {
     if (claim && !(await saveAnswer(tx, claim, answer.statusCode, answer.body, now))) throw new IdempotencyRace();
-  }
-
-  /** The record committed but the hot copy missed the change; the durable counters stay right. */
-  private counterDrift(error: unknown, operation: string) {
-    this.log.warn({ err: error, operation }, 'counter store update failed; it will be rebuilt from Postgres');
   }
 }
 

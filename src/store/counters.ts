@@ -1,8 +1,8 @@
 /**
- * Hot counters the rules read: daily spend (workspace and user), allowed runs this month, and
- * RUNNING runs. Postgres keeps the durable truth (usage tables and run records, written in the
- * same transaction as the records they count); a counter store answers from it (SQL) or from a
- * fast atomic copy of it (Redis).
+ * Counters the rules read. Daily spend (workspace and user) is read on every decision: a
+ * counter store answers it from the records (SQL) or from a fast copy of them (Redis). Run
+ * counts (allowed this month, RUNNING now) are read only at run start, from the records, under
+ * a per-workspace lock that makes admissions linearizable across every daemon.
  */
 import type { Queryable } from './db.js';
 
@@ -15,39 +15,26 @@ export interface CounterScope {
   month: string;
 }
 
-export interface Counters {
+export interface DailySpend {
   workspaceDailySpendMicros: number;
   userDailySpendMicros: number;
+}
+
+export interface RunCounts {
   monthlyRuns: number;
   concurrentRuns: number;
 }
 
-export interface RunLimits {
-  monthlyRunLimit: number | null;
-  maxConcurrentRuns: number | null;
-}
-
-export interface Admission {
-  admitted: boolean;
-  /** The counters the admission was decided on (after the increment when admitted). */
-  monthlyRuns: number;
-  concurrentRuns: number;
-}
+export type Counters = DailySpend & RunCounts;
 
 export interface CounterStore {
   readonly kind: 'redis' | 'sql';
-  read(scope: CounterScope): Promise<Counters>;
+  readSpend(scope: CounterScope): Promise<DailySpend>;
   /**
-   * Checks the monthly and concurrency limits and takes a run slot, atomically with every other
-   * admission of the workspace in any daemon. Called inside the transaction that records the run.
+   * A step's cost committed. `totals` are the day's totals right after it, read back from the
+   * records in the same statement, so a copy can take the larger of what it has and these.
    */
-  admitRun(tx: Queryable, scope: CounterScope, limits: RunLimits): Promise<Admission>;
-  /** Gives back an admission whose transaction rolled back. */
-  cancelAdmission(scope: CounterScope): Promise<void>;
-  /** A RUNNING run ended (after its record committed). */
-  runEnded(scope: CounterScope): Promise<void>;
-  /** A step's cost was recorded (after its record committed). */
-  spendAdded(scope: CounterScope, micros: number): Promise<void>;
+  spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void>;
   health(): Promise<void>;
   close(): Promise<void>;
 }
@@ -55,4 +42,34 @@ export interface CounterStore {
 export function scopeAt(now: Date, workspaceId: string, userId: string): CounterScope {
   const iso = now.toISOString();
   return { workspaceId, userId, day: iso.slice(0, 10), month: iso.slice(0, 7) };
+}
+
+/** Today's spend from the records: the truth every copy is rebuilt from. */
+export async function recordedSpend(db: Queryable, scope: CounterScope): Promise<DailySpend> {
+  const { rows } = await db.query<{ ws: string | number | null; usr: string | number | null }>(
+    `SELECT (SELECT spend_micros FROM usage_daily WHERE workspace_id = $1 AND day = $2) AS ws,
+       (SELECT spend_micros FROM user_usage_daily WHERE workspace_id = $1 AND user_id = $3 AND day = $2) AS usr`,
+    [scope.workspaceId, scope.day, scope.userId],
+  );
+  return { workspaceDailySpendMicros: Number(rows[0]!.ws ?? 0), userDailySpendMicros: Number(rows[0]!.usr ?? 0) };
+}
+
+/**
+ * Serializes the run starts of one workspace until the transaction ends, in every daemon: the
+ * next start counts this one's run record.
+ */
+export async function lockAdmissions(tx: Queryable, workspaceId: string): Promise<void> {
+  await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('admit:' || $1, 0))`, [workspaceId]);
+}
+
+/** Allowed runs this month (at most 31 usage rows) and RUNNING runs (a partial index). */
+export async function runCounts(db: Queryable, scope: CounterScope): Promise<RunCounts> {
+  const { rows } = await db.query<{ monthly: string | number; running: string | number }>(
+    `SELECT
+       (SELECT coalesce(sum(runs), 0) FROM usage_daily
+         WHERE workspace_id = $1 AND day >= $2::date AND day < ($2::date + interval '1 month')) AS monthly,
+       (SELECT count(*) FROM runs WHERE workspace_id = $1 AND status = 'RUNNING') AS running`,
+    [scope.workspaceId, `${scope.month}-01`],
+  );
+  return { monthlyRuns: Number(rows[0]!.monthly), concurrentRuns: Number(rows[0]!.running) };
 }

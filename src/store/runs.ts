@@ -1,6 +1,7 @@
 /** Run and step records, and the durable usage counters written with them. */
 import type { Decision } from '../rules/engine.js';
 import { numericToUsd } from '../money/decimal.js';
+import type { DailySpend } from './counters.js';
 import type { Queryable } from './db.js';
 
 export type RunStatus = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
@@ -132,6 +133,8 @@ export interface FinishedStep {
   user_id: string;
   /** The cost rounded half-up to microdollars, added to the day's spend. */
   cost_micros: number;
+  /** The day's spend totals right after this cost; null when it cost nothing. */
+  totals: DailySpend | null;
 }
 
 /**
@@ -177,19 +180,23 @@ export async function finishStep(
     [runId, Number(step.tokens), step.cost_usd],
   );
   const userId = runRows[0]!.user_id;
-  if (costMicros > 0) {
-    await tx.query(
-      `INSERT INTO usage_daily AS d (workspace_id, day, spend_micros) VALUES ($1, $2, $3)
-       ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = d.spend_micros + $3`,
-      [workspaceId, day, costMicros],
-    );
-    await tx.query(
-      `INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = d.spend_micros + $4`,
-      [workspaceId, userId, day, costMicros],
-    );
-  }
-  return { id: step.id, status: step.status, user_id: userId, cost_micros: costMicros };
+  if (costMicros === 0) return { id: step.id, status: step.status, user_id: userId, cost_micros: 0, totals: null };
+  // The day's totals after this cost, read back under the row locks: what a counter copy needs.
+  const { rows: ws } = await tx.query<{ spend_micros: string | number }>(
+    `INSERT INTO usage_daily AS d (workspace_id, day, spend_micros) VALUES ($1, $2, $3)
+     ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = d.spend_micros + $3 RETURNING spend_micros`,
+    [workspaceId, day, costMicros],
+  );
+  const { rows: user } = await tx.query<{ spend_micros: string | number }>(
+    `INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = d.spend_micros + $4 RETURNING spend_micros`,
+    [workspaceId, userId, day, costMicros],
+  );
+  const totals = {
+    workspaceDailySpendMicros: Number(ws[0]!.spend_micros),
+    userDailySpendMicros: Number(user[0]!.spend_micros),
+  };
+  return { id: step.id, status: step.status, user_id: userId, cost_micros: costMicros, totals };
 }
 
 export async function stepExists(db: Queryable, workspaceId: string, runId: string, stepId: string): Promise<boolean> {

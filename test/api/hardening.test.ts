@@ -60,7 +60,7 @@ describe('hardening', () => {
     const auth = { jwtSecret: 'x'.repeat(32), jwtTtlSeconds: 60, scryptCost: 1024, rateLimitPerMinute: 10 };
     const common = { clock: { now: () => new Date() }, logger: createLogger('silent'), version: 't', bodyLimitBytes: 1024, auth };
 
-    const noRedis = await buildApp({ ...common, db: api.stores.db, counters: new RedisCounters(deadRedis, new SqlCounters(api.stores.db)) });
+    const noRedis = await buildApp({ ...common, db: api.stores.db, counters: new RedisCounters(deadRedis, api.stores.db) });
     const a = await noRedis.inject({ method: 'GET', url: '/health' });
     expect(a.statusCode).toBe(503);
     expect(a.json()).toMatchObject({ status: 'unavailable', checks: { database: 'ok', counters: 'unavailable' }, code: 'SERVICE_UNAVAILABLE' });

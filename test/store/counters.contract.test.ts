@@ -1,13 +1,14 @@
 /**
- * One contract for the counter store, run against every implementation: Redis (with Postgres
- * as the truth), SQL on real Postgres, and SQL on the embedded database. The counters are
- * driven through the service, so the suite also checks that they always equal the records.
+ * One contract for the counters, run against every implementation: Redis (with Postgres as the
+ * truth), SQL on real Postgres, and SQL on the embedded database. The counters are driven
+ * through the service, so the suite also checks that they always equal the records.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { GuardService } from '../../src/service/guard-service.js';
-import { scopeAt } from '../../src/store/counters.js';
+import { runCounts, scopeAt } from '../../src/store/counters.js';
+import { RedisCounters } from '../../src/store/redis-counters.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
 import { REDIS_URL } from '../support/services.js';
@@ -45,7 +46,10 @@ describe.each(BACKENDS)('counter store contract on %s', (backend) => {
     );
     return ws.id;
   };
-  const read = (ws: string, user = 'u') => stores.counters.read(scopeAt(clock.now(), ws, user));
+  const read = async (ws: string, user = 'u') => {
+    const scope = scopeAt(clock.now(), ws, user);
+    return { ...(await stores.counters.readSpend(scope)), ...(await runCounts(stores.db, scope)) };
+  };
   const start = async (ws: string, user = 'u') => (await guard.startRun(ws, { user_id: user })).body;
   /** A step of `tokens` prompt tokens at $0.0000015 each. */
   const spend = async (ws: string, runId: string, sequence: number, tokens: number) => {
@@ -111,21 +115,6 @@ describe.each(BACKENDS)('counter store contract on %s', (backend) => {
     expect(await read(ws)).toMatchObject({ workspaceDailySpendMicros: 1500, monthlyRuns: 1 });
     clock.set('2026-03-31T23:00:00Z');
   });
-
-  it('when an admission rolls back, then it is given back', async () => {
-    const ws = await workspace({ concurrent: 1 });
-    const scope = scopeAt(clock.now(), ws, 'u');
-    await expect(
-      stores.db.transaction(async (tx) => {
-        const admission = await stores.counters.admitRun(tx, scope, { monthlyRunLimit: null, maxConcurrentRuns: 1 });
-        expect(admission.admitted).toBe(true);
-        throw new Error('the run record failed');
-      }),
-    ).rejects.toThrow('the run record failed');
-    await stores.counters.cancelAdmission(scope);
-    expect(await read(ws)).toMatchObject({ monthlyRuns: 0, concurrentRuns: 0 });
-    expect((await start(ws)).status).toBe('RUNNING');
-  });
 });
 
 describe('Redis counters rebuilt from Postgres', () => {
@@ -143,7 +132,7 @@ describe('Redis counters rebuilt from Postgres', () => {
     await stores?.close();
   });
 
-  it('when Redis is flushed, then every counter is rebuilt from the records and limits still hold exactly', async () => {
+  it('when Redis is flushed, then spend is rebuilt from the records and never counted twice', async () => {
     const ws = await createWorkspace(stores.db, 'flush', 'scale');
     await stores.db.query('UPDATE workspaces SET max_concurrent_runs = 5 WHERE id = $1', [ws.id]);
     await stores.db.query(
@@ -156,21 +145,60 @@ describe('Redis counters rebuilt from Postgres', () => {
     await guard.finishStep(ws.id, runs[0]!.id, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 7, completionTokens: 0 });
     await guard.endRun(ws.id, runs[1]!.id, 'COMPLETED');
     const scope = scopeAt(clock.now(), ws.id, 'u');
-    const before = await stores.counters.read(scope);
-    expect(before).toEqual({ workspaceDailySpendMicros: 70_000, userDailySpendMicros: 70_000, monthlyRuns: 3, concurrentRuns: 2 });
+    const before = await stores.counters.readSpend(scope);
+    expect(before).toEqual({ workspaceDailySpendMicros: 70_000, userDailySpendMicros: 70_000 });
 
     const redis = new Redis(`${REDIS_URL}/${REDIS_DB}`);
     expect(await redis.dbsize()).toBeGreaterThan(0);
     await redis.flushdb();
     expect(await redis.dbsize()).toBe(0);
-    expect(await stores.counters.read(scope)).toEqual(before);
+    expect(await stores.counters.readSpend(scope)).toEqual(before);
     expect(await redis.dbsize()).toBeGreaterThan(0);
 
-    // Admission after a flush (keys missing again) rebuilds before it decides.
+    // Flushed again while steps are priced in parallel: the copy ends equal to the records, never above.
     await redis.flushdb();
-    const results = await Promise.all(Array.from({ length: 10 }, () => guard.startRun(ws.id, { user_id: 'u' })));
-    expect(results.filter((r) => r.body.status === 'RUNNING')).toHaveLength(3);
-    expect(await stores.counters.read(scope)).toMatchObject({ concurrentRuns: 5, monthlyRuns: 6 });
+    const run = runs[0]!;
+    await Promise.all(Array.from({ length: 12 }, async (_, i) => {
+      const s = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 10 + i, model: 'm' })).body;
+      if (i === 6) await redis.flushdb();
+      await guard.finishStep(ws.id, run.id, s.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 1, completionTokens: 0 });
+    }));
+    const truth = { workspaceDailySpendMicros: 70_000 + 12 * 10_000, userDailySpendMicros: 70_000 + 12 * 10_000 };
+    expect(await stores.counters.readSpend(scope)).toEqual(truth);
     redis.disconnect();
+  });
+});
+
+describe('Redis counters when Redis is down', () => {
+  let stores: TestStores;
+  beforeAll(async () => {
+    stores = await openTestStores('postgres+sql');
+  });
+  afterAll(async () => {
+    await stores?.close();
+  });
+
+  it('when Redis cannot be reached, then spend is read from the records and writes do not fail', async () => {
+    const dead = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    dead.on('error', () => {});
+    const counters = new RedisCounters(dead, stores.db);
+    const guard = new GuardService(stores.db, counters, { now: () => new Date() }, createLogger('silent'));
+    const ws = await createWorkspace(stores.db, 'down', 'scale');
+    await stores.db.query(
+      `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token) VALUES (gen_random_uuid(), $1, 'm', 0.5, 0)`,
+      [ws.id],
+    );
+    await stores.db.query('UPDATE workspaces SET daily_budget_micros = 1000000 WHERE id = $1', [ws.id]);
+    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    for (const sequence of [1, 2]) {
+      const s = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' })).body;
+      expect(s.status).toBe('ALLOWED');
+      await guard.finishStep(ws.id, run.id, s.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 1, completionTokens: 0 });
+    }
+    expect(await counters.readSpend(scopeAt(new Date(), ws.id, 'u'))).toEqual({ workspaceDailySpendMicros: 1_000_000, userDailySpendMicros: 1_000_000 });
+    const third = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 3, model: 'm' })).body;
+    expect(third.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
+    await expect(counters.health()).rejects.toThrow();
+    dead.disconnect();
   });
 });

@@ -46,15 +46,14 @@ export async function openTestStores(backend: Backend, options: { redisDb?: numb
   }
   cleanups.unshift(() => db.close());
   await migrate(db);
-  const sql = new SqlCounters(db);
-  let counters: CounterStore = sql;
+  let counters: CounterStore = new SqlCounters(db);
   let redisKeyPrefix: string | null = null;
   if (backend === 'postgres+redis') {
     redisKeyPrefix = testKeyPrefix();
     const url = options.redisDb === undefined ? REDIS_URL : `${REDIS_URL}/${options.redisDb}`;
     const redis = redisClient({ url, keyPrefix: redisKeyPrefix });
     await redis.connect();
-    counters = new RedisCounters(redis, sql);
+    counters = new RedisCounters(redis, db);
     cleanups.unshift(() => counters.close());
   }
   return {

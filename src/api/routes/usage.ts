@@ -5,7 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd } from '../../money/decimal.js';
 import type { Clock } from '../../service/guard-service.js';
 import { planChange, planView } from '../../service/plans.js';
-import { scopeAt, type CounterStore } from '../../store/counters.js';
+import { runCounts, scopeAt, type CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';
 import { dailyUsage } from '../../store/users.js';
 import { PLAN_NAMES, updateWorkspace, type Plan, type WorkspaceRow } from '../../store/workspaces.js';
@@ -61,18 +61,19 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; c
   }, async (request) => {
     const now = clock.now();
     const scope = scopeAt(now, request.principal.workspaceId, '');
-    const [workspace, current, daily] = await Promise.all([
+    const [workspace, spend, counts, daily] = await Promise.all([
       requireWorkspace(db, scope.workspaceId),
-      counters.read(scope),
+      counters.readSpend(scope),
+      runCounts(db, scope),
       dailyUsage(db, scope.workspaceId, scope.day, request.query.days),
     ]);
     return {
       date: scope.day,
-      workspace_daily_spend_usd: microsToUsd(current.workspaceDailySpendMicros),
+      workspace_daily_spend_usd: microsToUsd(spend.workspaceDailySpendMicros),
       workspace_daily_budget_usd: workspace.daily_budget_micros === null ? null : microsToUsd(workspace.daily_budget_micros),
-      monthly_runs: current.monthlyRuns,
+      monthly_runs: counts.monthlyRuns,
       monthly_run_limit: workspace.monthly_run_limit,
-      concurrent_runs: current.concurrentRuns,
+      concurrent_runs: counts.concurrentRuns,
       max_concurrent_runs: workspace.max_concurrent_runs,
       daily: daily.map((d) => ({ date: d.day, spend_usd: microsToUsd(d.spendMicros), runs: d.runs })),
     };
