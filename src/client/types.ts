@@ -186,8 +186,12 @@ export type StepFn<T> = () => T | PromiseLike<T>;
 
 /** Options of {@link GuardClient}. */
 export interface ClientOptions {
-  /** Workspace API key, `lg_<prefix>_<secret>`. Required; checked when the client is built. */
-  apiKey: string;
+  /**
+   * Workspace API key, `lg_<prefix>_<secret>`. Required; checked when the client is built.
+   * Typed to accept `undefined` so that `apiKey: process.env.RUNGUARD_API_KEY` compiles under
+   * `strict`: an unset variable throws `GuardConfigError` at construction, not a type error.
+   */
+  apiKey: string | undefined;
   /**
    * Address of the runguard daemon.
    * @default 'http://127.0.0.1:8787'
