@@ -58,6 +58,7 @@ interface Workspace {
   apiKey: string;
 }
 
+/** `full`: also the SDK-side behaviours that do not depend on the store. */
 const BEHAVIOUR_BACKENDS: { backend: Backend; full: boolean }[] = [
   { backend: 'postgres+redis', full: true },
   { backend: 'embedded', full: false },
@@ -278,95 +279,98 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     await expect(ws.guard.run('erin', () => 42)).resolves.toBe(42);
   });
 
-  it.runIf(full)('when guard.modelCall is used deep inside two concurrent runs, then each step lands in its own run', async () => {
-    const ws = await freshWorkspace();
-    const guard = ws.guard;
-    // Library code that has no run handle: it finds the current run through AsyncLocalStorage.
-    const askModel = async (question: string) => {
-      await sleep(question.length % 5);
-      return guard.modelCall(() => chatCompletion(question.length, 2), {
-        model: 'm', inputData: { question }, tokenExtractor: extractors.openai,
+  // The embedded backend runs the core above; these SDK-side behaviours do not depend on the store.
+  if (full) {
+    it('when guard.modelCall is used deep inside two concurrent runs, then each step lands in its own run', async () => {
+      const ws = await freshWorkspace();
+      const guard = ws.guard;
+      // Library code that has no run handle: it finds the current run through AsyncLocalStorage.
+      const askModel = async (question: string) => {
+        await sleep(question.length % 5);
+        return guard.modelCall(() => chatCompletion(question.length, 2), {
+          model: 'm', inputData: { question }, tokenExtractor: extractors.openai,
+        });
+      };
+      const lookUp = (q: string) => guard.toolCall(() => `result for ${q}`, { toolName: 'lookup', inputData: { q } });
+      const agent = (user: string) => guard.run(user, async (run: RunHandle) => {
+        expect(guard.currentRun).toBe(run);
+        await askModel(`${user}: first`);
+        await Promise.all([lookUp(`${user}-a`), lookUp(`${user}-b`)]);
+        await askModel(`${user}: second`);
+        return run.id;
       });
-    };
-    const lookUp = (q: string) => guard.toolCall(() => `result for ${q}`, { toolName: 'lookup', inputData: { q } });
-    const agent = (user: string) => guard.run(user, async (run: RunHandle) => {
-      expect(guard.currentRun).toBe(run);
-      await askModel(`${user}: first`);
-      await Promise.all([lookUp(`${user}-a`), lookUp(`${user}-b`)]);
-      await askModel(`${user}: second`);
-      return run.id;
-    });
 
-    const [frankRun, graceRun] = await Promise.all([agent('frank'), agent('grace')]);
-    for (const [user, runId] of [['frank', frankRun], ['grace', graceRun]] as const) {
-      const run = await detailOf(ws, runId);
-      expect(run).toMatchObject({ user_id: user, status: 'COMPLETED' });
-      expect(run.steps.map((s) => s.sequence)).toEqual([1, 2, 3, 4]);
-      expect(run.steps.map((s) => JSON.stringify(s.input_data))).toEqual([
-        JSON.stringify({ question: `${user}: first` }),
-        expect.stringContaining(`"${user}-`),
-        expect.stringContaining(`"${user}-`),
-        JSON.stringify({ question: `${user}: second` }),
-      ]);
-    }
-    expect(guard.currentRun).toBeUndefined();
-    await expect(guard.modelCall(() => 1, { model: 'm' })).rejects.toBeInstanceOf(NoActiveRunError);
-  });
-
-  it.runIf(full)('when a blocked step is caught inside fn, then the run goes on and ends COMPLETED', async () => {
-    const ws = await freshWorkspace();
-    let runId = '';
-    const outcome = await ws.guard.run('heidi', async (run) => {
-      runId = run.id;
-      await ws.api.request('POST', '/v1/workspace/kill-switch', { active: true });
-      try {
-        await run.modelCall(() => 'never', { model: 'm' });
-      } catch (error) {
-        if (error instanceof GuardBlockedError) return `fallback (${error.denyReason})`;
-        throw error;
+      const [frankRun, graceRun] = await Promise.all([agent('frank'), agent('grace')]);
+      for (const [user, runId] of [['frank', frankRun], ['grace', graceRun]] as const) {
+        const run = await detailOf(ws, runId);
+        expect(run).toMatchObject({ user_id: user, status: 'COMPLETED' });
+        expect(run.steps.map((s) => s.sequence)).toEqual([1, 2, 3, 4]);
+        expect(run.steps.map((s) => JSON.stringify(s.input_data))).toEqual([
+          JSON.stringify({ question: `${user}: first` }),
+          expect.stringContaining(`"${user}-`),
+          expect.stringContaining(`"${user}-`),
+          JSON.stringify({ question: `${user}: second` }),
+        ]);
       }
-      return 'model answered';
+      expect(guard.currentRun).toBeUndefined();
+      await expect(guard.modelCall(() => 1, { model: 'm' })).rejects.toBeInstanceOf(NoActiveRunError);
     });
 
-    expect(outcome).toBe('fallback (KILL_SWITCH_ACTIVE)');
-    const run = await detailOf(ws, runId);
-    expect(run.status).toBe('COMPLETED');
-    expect(run.steps.map((s) => s.status)).toEqual(['BLOCKED']);
-  });
+    it('when a blocked step is caught inside fn, then the run goes on and ends COMPLETED', async () => {
+      const ws = await freshWorkspace();
+      let runId = '';
+      const outcome = await ws.guard.run('heidi', async (run) => {
+        runId = run.id;
+        await ws.api.request('POST', '/v1/workspace/kill-switch', { active: true });
+        try {
+          await run.modelCall(() => 'never', { model: 'm' });
+        } catch (error) {
+          if (error instanceof GuardBlockedError) return `fallback (${error.denyReason})`;
+          throw error;
+        }
+        return 'model answered';
+      });
 
-  it.runIf(full)('when a step is recorded after the run ended, then the SDK refuses it and the server still has the ended run', async () => {
-    const ws = await freshWorkspace();
-    let handle: RunHandle | undefined;
-    await ws.guard.run('ivan', (run) => {
-      handle = run;
+      expect(outcome).toBe('fallback (KILL_SWITCH_ACTIVE)');
+      const run = await detailOf(ws, runId);
+      expect(run.status).toBe('COMPLETED');
+      expect(run.steps.map((s) => s.status)).toEqual(['BLOCKED']);
     });
-    await expect(handle!.toolCall(() => 1, { toolName: 'late' })).rejects.toThrow(/has ended/);
-    expect((await detailOf(ws, handle!.id)).steps).toEqual([]);
-    // The server says the same when asked directly.
-    const late = await ws.api.request('POST', `/v1/runs/${handle!.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 'late' });
-    expect(late.body.code).toBe('RUN_NOT_RUNNING');
-  });
 
-  it.runIf(full)('when the same user starts identical runs, then each is its own run: idempotency keys are per call, not per body', async () => {
-    const ws = await freshWorkspace();
-    const ids = await Promise.all(Array.from({ length: 3 }, () => ws.guard.run('judy', (run) => run.id, { metadata: { same: true } })));
-    expect(new Set(ids).size).toBe(3);
-    expect((await runsOf(ws, 'judy')).map((r) => r.status)).toEqual(['COMPLETED', 'COMPLETED', 'COMPLETED']);
-  });
+    it('when a step is recorded after the run ended, then the SDK refuses it and the server still has the ended run', async () => {
+      const ws = await freshWorkspace();
+      let handle: RunHandle | undefined;
+      await ws.guard.run('ivan', (run) => {
+        handle = run;
+      });
+      await expect(handle!.toolCall(() => 1, { toolName: 'late' })).rejects.toThrow(/has ended/);
+      expect((await detailOf(ws, handle!.id)).steps).toEqual([]);
+      // The server says the same when asked directly.
+      const late = await ws.api.request('POST', `/v1/runs/${handle!.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 'late' });
+      expect(late.body.code).toBe('RUN_NOT_RUNNING');
+    });
 
-  it.runIf(full)('when the server answers a conflict, then the SDK throws ConflictError with the code of the server', async () => {
-    const ws = await freshWorkspace();
-    let runId = '';
-    // The run is ended behind the SDK's back: its own end then gets 409 RUN_NOT_RUNNING.
-    const caught = await ws.guard.run('ken', async (run) => {
-      runId = run.id;
-      await ws.api.request('POST', `/v1/runs/${run.id}/end`, { status: 'FAILED' });
-      return 'done';
-    }).catch((error: unknown) => error);
-    expect(caught).toBeInstanceOf(ConflictError);
-    expect(caught).toMatchObject({ status: 409, code: 'RUN_NOT_RUNNING', requestId: expect.any(String) });
-    expect((await detailOf(ws, runId)).status).toBe('FAILED');
-  });
+    it('when the same user starts identical runs, then each is its own run: idempotency keys are per call, not per body', async () => {
+      const ws = await freshWorkspace();
+      const ids = await Promise.all(Array.from({ length: 3 }, () => ws.guard.run('judy', (run) => run.id, { metadata: { same: true } })));
+      expect(new Set(ids).size).toBe(3);
+      expect((await runsOf(ws, 'judy')).map((r) => r.status)).toEqual(['COMPLETED', 'COMPLETED', 'COMPLETED']);
+    });
+
+    it('when the server answers a conflict, then the SDK throws ConflictError with the code of the server', async () => {
+      const ws = await freshWorkspace();
+      let runId = '';
+      // The run is ended behind the SDK's back: its own end then gets 409 RUN_NOT_RUNNING.
+      const caught = await ws.guard.run('ken', async (run) => {
+        runId = run.id;
+        await ws.api.request('POST', `/v1/runs/${run.id}/end`, { status: 'FAILED' });
+        return 'done';
+      }).catch((error: unknown) => error);
+      expect(caught).toBeInstanceOf(ConflictError);
+      expect(caught).toMatchObject({ status: 409, code: 'RUN_NOT_RUNNING', requestId: expect.any(String) });
+      expect((await detailOf(ws, runId)).status).toBe('FAILED');
+    });
+  }
 });
 
 describe('token extractors on responses of the real provider SDKs, recorded by the daemon', () => {
