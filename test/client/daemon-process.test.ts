@@ -211,7 +211,11 @@ describe('the README example, run unchanged by node against the daemon', () => {
     const db = new pg.Client({ connectionString: daemon.databaseUrl });
     await db.connect();
     try {
-      await db.query(`UPDATE sdk_users SET blocked = true WHERE user_id = 'user-123'`);
+      // The daemon's database has one workspace: the one it created on its first start.
+      await db.query(
+        `INSERT INTO sdk_users (workspace_id, user_id, blocked) SELECT id, 'user-123', true FROM workspaces
+         ON CONFLICT (workspace_id, user_id) DO UPDATE SET blocked = true`,
+      );
       const calls = upstream.requests.length;
       const result = await runAgent(consumer, 'agent.mjs');
       expect(result.code).toBe(3);

@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   ConflictError,
   extractors,
+  type Decision,
   GuardBlockedError,
   GuardClient,
   NoActiveRunError,
@@ -107,9 +108,11 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     const price = await ws.api.request('PUT', '/v1/model-pricing/gpt-4o-mini', { input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7 });
     expect(price.status).toBe(200);
     let runId = '';
+    let decision: Decision | undefined;
 
     const answer = await ws.guard.run('alice', async (run) => {
       runId = run.id;
+      decision = run.decision;
       const reply = await run.modelCall(async () => chatCompletion(1234, 567), {
         model: 'gpt-4o-mini', inputData: { prompt: 'Capital of France?' }, tokenExtractor: extractors.openai,
       });
@@ -119,6 +122,14 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     }, { metadata: { ticket: 42 } });
 
     expect(answer).toEqual({ hits: ['Paris.'] });
+    // The handle carries the daemon's decision as it was sent: all six rules evaluated at run start.
+    expect(decision).toEqual({
+      outcome: 'ALLOW', reason: null,
+      evaluated_rules: {
+        kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS',
+        monthly_run_limit: 'PASS', max_concurrent_runs: 'PASS',
+      },
+    });
     const run = await detailOf(ws, runId);
     expect(run).toMatchObject({
       id: runId, user_id: 'alice', status: 'COMPLETED', metadata: { ticket: 42 },
