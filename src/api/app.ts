@@ -6,11 +6,14 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
+import { createMetrics, type Metrics } from '../metrics.js';
 import { GuardService, type Clock } from '../service/guard-service.js';
 import type { CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
+import { observeCounters, observeDb } from '../store/observed.js';
 import { registerAuth } from './auth.js';
 import { registerErrorHandler } from './error-handler.js';
+import { registerMetrics } from './metrics.js';
 import { registerValidation } from './validation.js';
 import { healthRoutes } from './routes/health.js';
 import { pricingRoutes } from './routes/pricing.js';
@@ -24,12 +27,26 @@ export interface AppDeps {
   logger: Logger;
   version: string;
   bodyLimitBytes: number;
+  /**
+   * The app's metrics, served on `/metrics`. Omitted: a fresh registry of its own; `false`: no
+   * metrics and no `/metrics` route.
+   */
+  metrics?: Metrics | false;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const metrics = deps.metrics === false ? null : (deps.metrics ?? createMetrics());
+  const db = metrics ? observeDb(deps.db, (operation, code) => metrics.databaseErrors.inc({ operation, code })) : deps.db;
+  const counters = metrics
+    ? observeCounters(deps.counters, (operation) => metrics.counterStoreErrors.inc({ operation }))
+    : deps.counters;
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: deps.bodyLimitBytes,
+    // On close: stop accepting, drop idle keep-alive sockets, answer 503 to requests arriving on
+    // busy ones, and let in-flight requests finish (the daemon bounds that with its grace period).
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -42,7 +59,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   registerValidation(app);
   registerErrorHandler(app);
-  registerAuth(app, { db: deps.db, clock: deps.clock });
+  if (metrics) registerMetrics(app, metrics);
+  registerAuth(app, { db, clock: deps.clock });
 
   await app.register(swagger, {
     openapi: {
@@ -54,11 +72,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
-  const guard = new GuardService(deps.db, deps.counters, deps.clock, deps.logger);
-  await app.register(healthRoutes, { db: deps.db, counters: deps.counters, version: deps.version });
-  await app.register(runRoutes, { guard, db: deps.db, clock: deps.clock });
-  await app.register(pricingRoutes, { db: deps.db, clock: deps.clock });
-  await app.register(workspaceRoutes, { db: deps.db, clock: deps.clock });
+  const guard = new GuardService(db, counters, deps.clock, deps.logger, metrics?.guardObserver ?? null);
+  await app.register(healthRoutes, { db, counters, version: deps.version });
+  await app.register(runRoutes, { guard, db, clock: deps.clock });
+  await app.register(pricingRoutes, { db, clock: deps.clock });
+  await app.register(workspaceRoutes, { db, clock: deps.clock });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }
