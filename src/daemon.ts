@@ -1,5 +1,4 @@
 /** Wires configuration to stores, the app and a listening socket. */
-import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -15,7 +14,9 @@ import { migrate } from './store/migrations.js';
 import { RedisCounters, redisClient } from './store/redis-counters.js';
 import { SqlCounters } from './store/sql-counters.js';
 
-export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+import { VERSION } from './version.js';
+
+export { VERSION };
 
 export interface Stores {
   db: Db;
@@ -130,6 +131,10 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
 /** `app.close()`, but connections still open after `graceMs` are cut. */
 async function closeWithin(app: FastifyInstance, graceMs: number, logger: Logger): Promise<void> {
   const closed = app.close();
+  // A keep-alive connection whose last request finished after close began is idle now: close it
+  // rather than wait for the client to (Node only closes the ones idle when close was called).
+  const sweepIdle = setInterval(() => app.server.closeIdleConnections(), 50);
+  void closed.finally(() => clearInterval(sweepIdle)).catch(() => {});
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<'expired'>((resolve) => {
     timer = setTimeout(() => resolve('expired'), graceMs);

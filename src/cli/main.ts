@@ -1,7 +1,7 @@
 /** The `runguard` command line. */
 import { Command } from 'commander';
 import { ConfigError } from '../config.js';
-import { VERSION } from '../daemon.js';
+import { VERSION } from '../version.js';
 import { COMMANDS } from './commands/index.js';
 import { describeError } from './errors.js';
 

@@ -1,8 +1,6 @@
 /** `runguard migrate`: brings the configured database's schema up to date, then exits. */
 import { Command, Option } from 'commander';
 import { loadConfig } from '../../config.js';
-import { openDb } from '../../daemon.js';
-import { migrate } from '../../store/migrations.js';
 import { createOutput } from '../output.js';
 
 export function migrateCommand(): Command {
@@ -13,6 +11,7 @@ export function migrateCommand(): Command {
     .action(async (options: { dataDir?: string; json?: boolean }) => {
       const config = loadConfig(process.env, { dataDir: options.dataDir });
       const out = createOutput(options.json === true);
+      const [{ openDb }, { migrate }] = await Promise.all([import('../../daemon.js'), import('../../store/migrations.js')]);
       const db = await openDb(config);
       try {
         const applied = await migrate(db);

@@ -1,8 +1,6 @@
 /** `runguard start`: the daemon, until SIGTERM or SIGINT. */
 import { Command, Option } from 'commander';
 import { loadConfig } from '../../config.js';
-import { startDaemon } from '../../daemon.js';
-import { createLogger } from '../../logger.js';
 
 export function startCommand(): Command {
   return new Command('start')
@@ -12,6 +10,8 @@ export function startCommand(): Command {
     .addOption(new Option('--data-dir <dir>', 'where the embedded database and the API key live (env RUNGUARD_DATA_DIR)'))
     .action(async (options: { port?: string; host?: string; dataDir?: string }) => {
       const config = loadConfig(process.env, { port: options.port, host: options.host, dataDir: options.dataDir });
+      // Loaded here, not at the top: the client commands need none of the server.
+      const [{ startDaemon }, { createLogger }] = await Promise.all([import('../../daemon.js'), import('../../logger.js')]);
       const logger = createLogger(config.logLevel, { format: config.logFormat });
       const daemon = await startDaemon(config, logger);
       let stopping = false;
