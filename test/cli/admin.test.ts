@@ -2,11 +2,12 @@
  * The operator's commands for the workspace, as a user runs them: status, users, budget,
  * limits and keys, against a spawned daemon, checked through the API and through the rules.
  */
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { caller, type Caller } from '../support/harness.js';
-import { runCli, spawnDaemonOnPostgres, type SpawnedDaemon } from '../support/daemon.js';
+import { runCli, spawnDaemonOnPostgres } from '../support/daemon.js';
 
-let daemon: SpawnedDaemon & { close(): Promise<void> };
+let daemon: Awaited<ReturnType<typeof spawnDaemonOnPostgres>>;
 let api: Caller;
 let env: Record<string, string>;
 
@@ -83,5 +84,25 @@ describe('operator commands', () => {
     const fresh = JSON.parse(regenerated.stdout).api_key as string;
     expect((await api.request('GET', '/v1/runs')).status).toBe(401);
     expect((await runCli(['keys', 'list'], { ...env, RUNGUARD_API_KEY: fresh })).stdout).toMatch(/revoked/);
+  });
+
+  it('when the counters drift from the records, then reconcile reports it, repairs it, and finds none after', async () => {
+    const db = new pg.Client({ connectionString: daemon.database.url });
+    await db.connect();
+    try {
+      await db.query('UPDATE usage_daily SET runs = runs + 40');
+      const dbEnv = { ...env, DATABASE_URL: daemon.database.url };
+      const dry = await runCli(['reconcile', '--dry-run'], dbEnv);
+      expect(dry.code).toBe(4);
+      expect(dry.stdout).toMatch(/workspace_usage\s+\S+\s+spend=\d+ runs=\d+\s+spend=\d+ runs=\d+/);
+      expect(dry.stdout).toContain('nothing changed (--dry-run)');
+      const fixed = await runCli(['reconcile', '--json'], dbEnv);
+      expect(fixed.code).toBe(0);
+      expect(JSON.parse(fixed.stdout)).toMatchObject({ repaired: true, drifts: [expect.objectContaining({ kind: 'workspace_usage' })] });
+      const clean = await runCli(['reconcile'], dbEnv);
+      expect(clean).toMatchObject({ code: 0, stdout: expect.stringContaining('No drift') });
+    } finally {
+      await db.end();
+    }
   });
 });

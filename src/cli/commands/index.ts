@@ -7,6 +7,7 @@ import { keysCommand } from './keys.js';
 import { killSwitchCommand } from './kill-switch.js';
 import { migrateCommand } from './migrate.js';
 import { pricingCommand } from './pricing.js';
+import { reconcileCommand } from './reconcile.js';
 import { runsCommand } from './runs.js';
 import { startCommand } from './start.js';
 import { statusCommand } from './status.js';
@@ -24,4 +25,5 @@ export const COMMANDS: (() => Command)[] = [
   budgetCommand,
   limitsCommand,
   keysCommand,
+  reconcileCommand,
 ];
