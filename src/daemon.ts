@@ -1,4 +1,5 @@
 /** Wires configuration to stores, the app and a listening socket. */
+import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -6,6 +7,7 @@ import type { Logger } from 'pino';
 import { buildApp } from './api/app.js';
 import { bootstrapWorkspace } from './bootstrap.js';
 import type { Config } from './config.js';
+import { createProviderRegistry, type ProviderDefinition, type ProviderRegistry } from './proxy/provider-registry.js';
 import { systemClock } from './service/guard-service.js';
 import type { CounterStore } from './store/counters.js';
 import { embeddedDb, postgresDb, type Db } from './store/db.js';
@@ -53,6 +55,31 @@ export async function openStores(config: Config): Promise<Stores> {
   }
 }
 
+/** The built-in providers, then the configured ones. */
+export function providerDefinitions(config: Config): ProviderDefinition[] {
+  return [
+    { name: 'openai', type: 'openai', upstream: config.openaiUpstream },
+    { name: 'anthropic', type: 'anthropic', upstream: config.anthropicUpstream },
+    ...Object.entries(config.providers).map(([name, p]) => ({ name, ...p })),
+  ];
+}
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost']);
+
+/**
+ * The key the proxy guards header-less calls with: only when nothing but this machine can reach
+ * the port. Configured, else the one bootstrap saved for the CLI.
+ */
+async function proxyDefaultKey(config: Config): Promise<string | null> {
+  if (!LOOPBACK_HOSTS.has(config.host)) return null;
+  if (config.proxyApiKey) return config.proxyApiKey;
+  try {
+    return (await readFile(join(resolve(config.dataDir), 'api-key'), 'utf8')).trim() || null;
+  } catch {
+    return null;
+  }
+}
+
 export interface Daemon {
   app: FastifyInstance;
   url: string;
@@ -70,15 +97,36 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
         `runguard: API key: ${created.apiKey}\nrunguard: saved to ${created.keyFile} (mode 0600); it is not shown again.\n`,
     );
   }
-  const app = await buildApp({
-    db: stores.db,
-    counters: stores.counters,
-    clock: systemClock,
-    logger,
-    version: VERSION,
-    bodyLimitBytes: config.bodyLimitBytes,
+  const providers: ProviderRegistry = createProviderRegistry(providerDefinitions(config), {
+    connectTimeoutMs: config.proxyConnectTimeoutMs,
+    headersTimeoutMs: config.proxyHeadersTimeoutMs,
+    bodyTimeoutMs: config.proxyBodyTimeoutMs,
+    connectionsPerUpstream: config.proxyConnectionsPerUpstream,
   });
-  const address = await app.listen({ host: config.host, port: config.port });
+  let app: FastifyInstance;
+  let address: string;
+  try {
+    app = await buildApp({
+      db: stores.db,
+      counters: stores.counters,
+      clock: systemClock,
+      logger,
+      version: VERSION,
+      bodyLimitBytes: config.bodyLimitBytes,
+      proxy: {
+        providers,
+        defaultApiKey: await proxyDefaultKey(config),
+        defaultUserId: config.proxyDefaultUserId,
+        bodyLimitBytes: config.proxyBodyLimitBytes,
+        audit: { maxBytes: config.proxyAuditMaxBytes, includePrompt: config.proxyAuditPrompts },
+      },
+    });
+    address = await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    await providers.close().catch(() => {});
+    await stores.close().catch(() => {});
+    throw error;
+  }
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
   return {
     app,
@@ -86,6 +134,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     stores,
     async close() {
       await app.close();
+      await providers.close();
       await stores.close();
     },
   };

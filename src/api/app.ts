@@ -16,6 +16,8 @@ import { healthRoutes } from './routes/health.js';
 import { pricingRoutes } from './routes/pricing.js';
 import { runRoutes } from './routes/runs.js';
 import { workspaceRoutes } from './routes/workspace.js';
+import { proxyTokenRoutes } from './routes/proxy-tokens.js';
+import { proxyRequestSerializer, proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
 
 export interface AppDeps {
   db: Db;
@@ -24,6 +26,8 @@ export interface AppDeps {
   logger: Logger;
   version: string;
   bodyLimitBytes: number;
+  /** Proxy mode: forwarding model calls to the configured providers. Absent: no proxy routes. */
+  proxy?: ProxyOptions;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -59,6 +63,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(runRoutes, { guard, db: deps.db, clock: deps.clock });
   await app.register(pricingRoutes, { db: deps.db, clock: deps.clock });
   await app.register(workspaceRoutes, { db: deps.db, clock: deps.clock });
+  if (deps.proxy) {
+    await app.register(proxyTokenRoutes, { db: deps.db, clock: deps.clock, providers: deps.proxy.providers });
+    await app.register(proxyRoutes, {
+      guard, db: deps.db, clock: deps.clock, options: deps.proxy,
+      // Proxy URLs can carry a run's token (and a gateway's key in the query): neither is logged.
+      logSerializers: { req: proxyRequestSerializer },
+    });
+  }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }
