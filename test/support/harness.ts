@@ -6,6 +6,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { AuditOptions } from '../../src/proxy/audit-summary.js';
+import { createProviderRegistry, type ProviderDefinition } from '../../src/proxy/provider-registry.js';
 import { buildApp } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/service/guard-service.js';
@@ -109,19 +112,50 @@ export interface TestApi extends Caller {
   close(): Promise<void>;
 }
 
+export interface TestProxyOptions {
+  /** Upstream of both built-in providers (a fake upstream's URL). */
+  upstream: string;
+  /** More providers. */
+  providers?: ProviderDefinition[];
+  defaultApiKey?: string | null;
+  defaultUserId?: string | null;
+  bodyLimitBytes?: number;
+  headersTimeoutMs?: number;
+  audit?: AuditOptions;
+}
+
 export async function startTestApi(
   backend: Backend,
-  options: { clock?: Clock; plan?: Plan; bodyLimitBytes?: number } = {},
+  options: { clock?: Clock; plan?: Plan; bodyLimitBytes?: number; proxy?: TestProxyOptions; logger?: Logger } = {},
 ): Promise<TestApi> {
   const stores = await openTestStores(backend);
   const clock = options.clock ?? { now: () => new Date() };
+  const p = options.proxy;
+  const providers = p
+    ? createProviderRegistry([
+      { name: 'openai', type: 'openai', upstream: p.upstream },
+      { name: 'anthropic', type: 'anthropic', upstream: p.upstream },
+      ...(p.providers ?? []),
+    ], { headersTimeoutMs: p.headersTimeoutMs ?? 10_000, connectTimeoutMs: 2_000 })
+    : null;
   const app = await buildApp({
     db: stores.db,
     counters: stores.counters,
     clock,
-    logger: createLogger('silent'),
+    logger: options.logger ?? createLogger('silent'),
     version: 'test',
     bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
+    ...(p && providers
+      ? {
+        proxy: {
+          providers,
+          defaultApiKey: p.defaultApiKey ?? null,
+          defaultUserId: p.defaultUserId ?? null,
+          bodyLimitBytes: p.bodyLimitBytes ?? 1024 * 1024,
+          ...(p.audit ? { audit: p.audit } : {}),
+        },
+      }
+      : {}),
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   const newWorkspace = async (plan: Plan = options.plan ?? 'scale') => {
@@ -145,6 +179,7 @@ export async function startTestApi(
     },
     async close() {
       await app.close();
+      await providers?.close();
       await stores.close();
     },
   };
