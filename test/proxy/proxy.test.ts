@@ -368,3 +368,65 @@ describe('header hygiene', () => {
     }
   });
 });
+
+describe('proxy on the embedded store, with the daemon key as default', () => {
+  let local: TestApi;
+  beforeAll(async () => {
+    local = await startTestApi('embedded', {
+      proxy: {
+        upstream: upstream.url,
+        workspaceKeyAsDefault: true,
+        bodyLimitBytes: 4_096,
+        audit: { maxBytes: 400, includePrompt: true },
+        providers: [
+          { name: 'local', type: 'openai', upstream: `${upstream.url}/v1` },
+          { name: 'dead', type: 'openai', upstream: 'http://127.0.0.1:9' },
+        ],
+      },
+    });
+  });
+  afterAll(() => local?.close());
+
+  it('when a loopback call carries no guardrail key, then the daemon key guards it and the body crosses byte for byte', async () => {
+    const runId = await startRun(local);
+    const body = '{ "model": "gpt-4o-mini",\n  "messages": [{"role": "user", "content": "exact bytes"}] }';
+    const res = await fetch(`${local.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${PROVIDER_KEY}` }, body,
+    });
+    expect(res.status).toBe(200);
+    expect(upstream.requests.at(-1)!.rawBody).toBe(body);
+    const run = await settledRun(runId, local);
+    expect(run.steps[0]).toMatchObject({ status: 'COMPLETED', input_data: { prompt_excerpt: 'exact bytes' } });
+    expect(Buffer.byteLength(JSON.stringify(run.steps[0].input_data))).toBeLessThanOrEqual(400);
+  });
+
+  it('when a configured provider has a base path, then its SDK URL has no /v1 and calls reach that path', async () => {
+    const runId = await startRun(local);
+    const minted = (await local.request('POST', `/v1/runs/${runId}/proxy-token`)).body;
+    expect(minted.urls.local).toBe(`${local.url}/proxy/t/${minted.token}/local`);
+    const client = new OpenAI({ baseURL: minted.urls.local, apiKey: PROVIDER_KEY, maxRetries: 0 });
+    await client.chat.completions.create(chat);
+    expect(upstream.requests.at(-1)!.path).toBe('/v1/chat/completions');
+  });
+
+  it('when the upstream cannot be reached, then the SDK gets a 502 in its format and the step is FAILED', async () => {
+    const runId = await startRun(local);
+    const client = new OpenAI({ baseURL: `${local.url}/proxy/runs/${runId}/dead/v1`, apiKey: PROVIDER_KEY, maxRetries: 0 });
+    const error = await client.chat.completions.create(chat).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.InternalServerError);
+    expect(error).toMatchObject({ status: 502, code: 'UPSTREAM_UNAVAILABLE' });
+    const run = await settledRun(runId, local);
+    expect(run.steps[0]).toMatchObject({ status: 'FAILED', output_data: { http_status: 502, error: 'UPSTREAM_UNAVAILABLE' } });
+  });
+
+  it('when the body is over the proxy limit or the provider is unknown, then 413 in the provider format or 404', async () => {
+    const runId = await startRun(local);
+    const client = new OpenAI({ baseURL: `${local.url}/proxy/runs/${runId}/openai/v1`, apiKey: PROVIDER_KEY, maxRetries: 0 });
+    const big = await client.chat.completions.create({ ...chat, messages: [{ role: 'user', content: 'x'.repeat(5_000) }] })
+      .catch((e: unknown) => e);
+    expect(big).toMatchObject({ status: 413, code: 'PAYLOAD_TOO_LARGE' });
+    const unknown = await fetch(`${local.url}/proxy/runs/${runId}/nope/v1/chat/completions`, { method: 'POST' });
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ code: 'NOT_FOUND' });
+  });
+});

@@ -117,7 +117,8 @@ export interface TestProxyOptions {
   upstream: string;
   /** More providers. */
   providers?: ProviderDefinition[];
-  defaultApiKey?: string | null;
+  /** The first workspace's key as the daemon's own key (a loopback daemon's default). */
+  workspaceKeyAsDefault?: boolean;
   defaultUserId?: string | null;
   bodyLimitBytes?: number;
   headersTimeoutMs?: number;
@@ -130,6 +131,9 @@ export async function startTestApi(
 ): Promise<TestApi> {
   const stores = await openTestStores(backend);
   const clock = options.clock ?? { now: () => new Date() };
+  const plan = options.plan ?? 'scale';
+  const firstWorkspace = await createWorkspace(stores.db, 'test', plan);
+  const firstKey = await createApiKey(stores.db, firstWorkspace.id);
   const p = options.proxy;
   const providers = p
     ? createProviderRegistry([
@@ -149,7 +153,7 @@ export async function startTestApi(
       ? {
         proxy: {
           providers,
-          defaultApiKey: p.defaultApiKey ?? null,
+          defaultApiKey: p.workspaceKeyAsDefault ? firstKey.apiKey : null,
           defaultUserId: p.defaultUserId ?? null,
           bodyLimitBytes: p.bodyLimitBytes ?? 1024 * 1024,
           ...(p.audit ? { audit: p.audit } : {}),
@@ -158,12 +162,12 @@ export async function startTestApi(
       : {}),
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
-  const newWorkspace = async (plan: Plan = options.plan ?? 'scale') => {
-    const ws = await createWorkspace(stores.db, 'test', plan);
+  const newWorkspace = async (wsPlan: Plan = plan) => {
+    const ws = await createWorkspace(stores.db, 'test', wsPlan);
     const key = await createApiKey(stores.db, ws.id);
     return { workspaceId: ws.id, apiKey: key.apiKey, api: caller(url, key.apiKey) };
   };
-  const first = await newWorkspace();
+  const first = { workspaceId: firstWorkspace.id, apiKey: firstKey.apiKey, api: caller(url, firstKey.apiKey) };
   return {
     ...first.api,
     url,
