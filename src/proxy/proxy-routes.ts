@@ -265,6 +265,11 @@ export const proxyRoutes: FastifyPluginAsync<{
         .then(() => (step.endRun ? guard.endRun(step.workspaceId, step.runId, status) : undefined))
         .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'));
     };
+    if (res.destroyed || !res.socket || res.socket.destroyed) {
+      // The client left while the step was being checked: nothing is sent upstream.
+      record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
+      return;
+    }
     res.on('close', () => {
       if (res.writableFinished) return;
       // A broken upstream also closes the client's side; only a close we did not cause is the client's.
@@ -279,6 +284,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     }).then((upstream) => {
       if (res.destroyed) {
         upstream.body.destroy();
+        record('FAILED', NO_USAGE, { http_status: upstream.statusCode, error: 'CLIENT_ABORTED' });
         return;
       }
       relaying = true;
