@@ -100,10 +100,12 @@ async function runsOf(userId: string): Promise<any[]> {
 
 /** Steps are recorded right after each answer; give the last one a moment to land. */
 async function settledRunOf(userId: string): Promise<any> {
-  const deadline = Date.now() + 5_000;
+  const deadline = Date.now() + 10_000;
   for (;;) {
     const [run] = await runsOf(userId);
-    if (run && run.steps.every((s: any) => s.status !== 'ALLOWED')) return run;
+    // The run's totals and its steps are read by two queries: settled means they agree.
+    const counted = run?.steps.reduce((n: number, s: any) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0), 0);
+    if (run && run.steps.every((s: any) => s.status !== 'ALLOWED') && run.total_tokens === counted) return run;
     if (Date.now() > deadline) throw new Error(`run of ${userId} did not settle`);
     await new Promise((r) => setTimeout(r, 25));
   }

@@ -43,10 +43,13 @@ async function startRun(caller: Caller = api, userId = 'agent-1'): Promise<strin
 
 /** The proxy records after the answer is delivered: wait until no step is left ALLOWED. */
 async function settledRun(runId: string, caller: Caller = api, steps = 1): Promise<any> {
-  const deadline = Date.now() + 5_000;
+  const deadline = Date.now() + 10_000;
   for (;;) {
     const run = (await caller.request('GET', `/v1/runs/${runId}`)).body;
-    if (run.steps.length >= steps && run.steps.every((s: any) => s.status !== 'ALLOWED')) return run;
+    // GET /v1/runs/{id} reads the run and its steps in two parallel queries: a step can read
+    // committed before its run's totals do. Settled means both agree.
+    const counted = run.steps.reduce((n: number, s: any) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0), 0);
+    if (run.steps.length >= steps && run.steps.every((s: any) => s.status !== 'ALLOWED') && run.total_tokens === counted) return run;
     if (Date.now() > deadline) throw new Error(`run ${runId} did not settle: ${JSON.stringify(run.steps)}`);
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -184,7 +187,7 @@ describe('proxy with the OpenAI SDK', () => {
     });
     const { response } = await client.chat.completions.create(chat).withResponse();
     expect(response.status).toBe(200);
-    const deadline = Date.now() + 5_000;
+    const deadline = Date.now() + 10_000;
     let run: any;
     do {
       const list = (await api.request('GET', '/v1/runs?user_id=solo-user')).body;
