@@ -5,6 +5,7 @@
  * `process.env`.
  */
 import { readFileSync } from 'node:fs';
+import { isProviderType, type ProviderType } from './proxy/providers/index.js';
 import { PLAN_NAMES, type Plan } from './store/workspaces.js';
 
 export interface Config {
@@ -35,6 +36,32 @@ export interface Config {
   metricsEnabled: boolean;
   /** How often the daemon checks its counters against the records and repairs drift; 0 turns it off. */
   reconcileIntervalMs: number;
+  /** Upstream of the built-in `openai` provider. */
+  openaiUpstream: string;
+  /** Upstream of the built-in `anthropic` provider. */
+  anthropicUpstream: string;
+  /** More providers, by name: `{"ollama": {"type": "openai", "upstream": "http://127.0.0.1:11434/v1"}}`. */
+  providers: Record<string, ProviderEntry>;
+  /** The key the proxy uses when a call carries no `x-runguard-key` (loopback only); else `<dataDir>/api-key`. */
+  proxyApiKey: string | null;
+  /** The user of a run-less proxy call without `x-runguard-user-id`; null: the header is required. */
+  proxyDefaultUserId: string | null;
+  proxyBodyLimitBytes: number;
+  proxyConnectTimeoutMs: number;
+  /** Time to the upstream's response headers: model calls can think for minutes. */
+  proxyHeadersTimeoutMs: number;
+  /** Longest silence between two body chunks of the upstream. */
+  proxyBodyTimeoutMs: number;
+  proxyConnectionsPerUpstream: number;
+  /** Largest audit summary of a proxied request kept as the step's `input_data`. */
+  proxyAuditMaxBytes: number;
+  /** Keep an excerpt of the last message in the audit summary (off: prompts are not stored). */
+  proxyAuditPrompts: boolean;
+}
+
+export interface ProviderEntry {
+  type: ProviderType;
+  upstream: string;
 }
 
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
@@ -81,6 +108,35 @@ const url = (protocols: string[]): Parser<string | null> => (raw) => {
   return value;
 };
 
+const httpUrl: Parser<string> = (raw) => {
+  const value = url(['http:', 'https:'])(raw);
+  if (value === null) throw new Error('must be an http or https URL');
+  const parsed = new URL(value);
+  if (parsed.search || parsed.hash || parsed.username || parsed.password) {
+    throw new Error('must be a base URL without query, fragment or credentials');
+  }
+  return value.replace(/\/+$/, '');
+};
+/** Names that would collide with the proxy's own path segments (`/proxy/runs/...`, `/proxy/t/...`). */
+const RESERVED_PROVIDER_NAMES = new Set(['runs', 't', 'openai', 'anthropic']);
+const providers: Parser<Record<string, ProviderEntry>> = (raw) => {
+  const value = typeof raw === 'string' ? (JSON.parse(raw) as unknown) : (raw ?? {});
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('must be an object of providers');
+  const out: Record<string, ProviderEntry> = {};
+  for (const [name, entry] of Object.entries(value as Record<string, unknown>)) {
+    if (!/^[a-z0-9][a-z0-9_-]{0,62}$/.test(name)) throw new Error(`has a bad provider name "${name}" (lowercase, digits, - and _)`);
+    if (RESERVED_PROVIDER_NAMES.has(name)) throw new Error(`may not redefine "${name}" (reserved or built in)`);
+    const e = entry as Record<string, unknown> | null;
+    if (!e || !isProviderType(e.type)) throw new Error(`provider "${name}" needs a type: openai or anthropic`);
+    try {
+      out[name] = { type: e.type, upstream: httpUrl(e.upstream) };
+    } catch (error) {
+      throw new Error(`provider "${name}" upstream ${(error as Error).message}`);
+    }
+  }
+  return out;
+};
+
 /** Every key: its parser and the environment variable that overrides it. */
 const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } } = {
   host: { env: 'HOST', parse: text },
@@ -118,6 +174,18 @@ const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } }
   staleRunSweepIntervalMs: { env: 'RUNGUARD_STALE_RUN_SWEEP_INTERVAL_MS', parse: integer(0, 24 * 3_600_000) },
   reconcileIntervalMs: { env: 'RUNGUARD_RECONCILE_INTERVAL_MS', parse: integer(0, 24 * 3600_000) },
   metricsEnabled: { env: 'RUNGUARD_METRICS_ENABLED', parse: boolean },
+  openaiUpstream: { env: 'RUNGUARD_OPENAI_UPSTREAM', parse: httpUrl },
+  anthropicUpstream: { env: 'RUNGUARD_ANTHROPIC_UPSTREAM', parse: httpUrl },
+  providers: { env: 'RUNGUARD_PROVIDERS', parse: providers },
+  proxyApiKey: { env: 'RUNGUARD_API_KEY', parse: optionalText },
+  proxyDefaultUserId: { env: 'RUNGUARD_PROXY_DEFAULT_USER_ID', parse: optionalText },
+  proxyBodyLimitBytes: { env: 'RUNGUARD_PROXY_BODY_LIMIT_BYTES', parse: integer(1_024, 256 * 1024 * 1024) },
+  proxyConnectTimeoutMs: { env: 'RUNGUARD_PROXY_CONNECT_TIMEOUT_MS', parse: integer(100, 600_000) },
+  proxyHeadersTimeoutMs: { env: 'RUNGUARD_PROXY_HEADERS_TIMEOUT_MS', parse: integer(100, 3_600_000) },
+  proxyBodyTimeoutMs: { env: 'RUNGUARD_PROXY_BODY_TIMEOUT_MS', parse: integer(100, 3_600_000) },
+  proxyConnectionsPerUpstream: { env: 'RUNGUARD_PROXY_CONNECTIONS_PER_UPSTREAM', parse: integer(1, 10_000) },
+  proxyAuditMaxBytes: { env: 'RUNGUARD_PROXY_AUDIT_MAX_BYTES', parse: integer(256, 1024 * 1024) },
+  proxyAuditPrompts: { env: 'RUNGUARD_PROXY_AUDIT_PROMPTS', parse: boolean },
 };
 
 function readJson(path: string | URL, label: string): Record<string, unknown> {

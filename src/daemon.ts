@@ -1,4 +1,5 @@
 /** Wires configuration to stores, the app and a listening socket. */
+import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -7,6 +8,7 @@ import { bootstrapWorkspace } from './bootstrap.js';
 import { sharedSecret } from './store/accounts.js';
 import type { Config } from './config.js';
 import { createMetrics } from './metrics.js';
+import { createProviderRegistry, type ProviderDefinition } from './proxy/provider-registry.js';
 import { systemClock } from './service/guard-service.js';
 import { periodicReconcile } from './service/reconcile.js';
 import { createStaleRunSweeper } from './service/stale-run-sweeper.js';
@@ -62,6 +64,31 @@ export async function openStores(config: Config, logger?: Logger): Promise<Store
   }
 }
 
+/** The built-in providers, then the configured ones. */
+export function providerDefinitions(config: Config): ProviderDefinition[] {
+  return [
+    { name: 'openai', type: 'openai', upstream: config.openaiUpstream },
+    { name: 'anthropic', type: 'anthropic', upstream: config.anthropicUpstream },
+    ...Object.entries(config.providers).map(([name, p]) => ({ name, ...p })),
+  ];
+}
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost']);
+
+/**
+ * The key the proxy guards header-less calls with: only when nothing but this machine can reach
+ * the port. Configured, else the one bootstrap saved for the CLI.
+ */
+async function proxyDefaultKey(config: Config): Promise<string | null> {
+  if (!LOOPBACK_HOSTS.has(config.host)) return null;
+  if (config.proxyApiKey) return config.proxyApiKey;
+  try {
+    return (await readFile(join(resolve(config.dataDir), 'api-key'), 'utf8')).trim() || null;
+  } catch {
+    return null;
+  }
+}
+
 export interface Daemon {
   app: FastifyInstance;
   url: string;
@@ -85,6 +112,12 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     );
   }
   const metrics = config.metricsEnabled ? createMetrics() : false;
+  const providers = createProviderRegistry(providerDefinitions(config), {
+    connectTimeoutMs: config.proxyConnectTimeoutMs,
+    headersTimeoutMs: config.proxyHeadersTimeoutMs,
+    bodyTimeoutMs: config.proxyBodyTimeoutMs,
+    connectionsPerUpstream: config.proxyConnectionsPerUpstream,
+  });
   const app = await buildApp({
     db: stores.db,
     counters: stores.counters,
@@ -100,6 +133,13 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
       rateLimitPerMinute: config.authRateLimitPerMinute,
     },
     metrics,
+    proxy: {
+      providers,
+      defaultApiKey: await proxyDefaultKey(config),
+      defaultUserId: config.proxyDefaultUserId,
+      bodyLimitBytes: config.proxyBodyLimitBytes,
+      audit: { maxBytes: config.proxyAuditMaxBytes, includePrompt: config.proxyAuditPrompts },
+    },
   });
   const sweeper = createStaleRunSweeper({
     db: stores.db,
@@ -121,6 +161,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     address = await app.listen({ host: config.host, port: config.port });
   } catch (error) {
     await app.close().catch(() => {});
+    await providers.close().catch(() => {});
     await stores.close().catch(() => {});
     throw error;
   }
@@ -136,6 +177,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
       closing ??= (async () => {
         await Promise.all([sweeper.stop(), reconciler.stop()]);
         await closeWithin(app, config.shutdownGraceMs, logger);
+        await providers.close();
         await stores.close();
       })();
       return closing;

@@ -26,6 +26,8 @@ import { runRoutes } from './routes/runs.js';
 import { usageRoutes } from './routes/usage.js';
 import { userRoutes } from './routes/users.js';
 import { workspaceRoutes } from './routes/workspace.js';
+import { proxyTokenRoutes } from './routes/proxy-tokens.js';
+import { proxyRequestSerializer, proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
 
 export interface AppDeps {
   db: Db;
@@ -40,6 +42,8 @@ export interface AppDeps {
    * metrics and no `/metrics` route.
    */
   metrics?: Metrics | false;
+  /** Proxy mode: forwarding model calls to the configured providers. Absent: no proxy routes. */
+  proxy?: ProxyOptions;
 }
 
 export interface AuthSettings {
@@ -102,6 +106,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(apiKeyRoutes, { db, clock: deps.clock });
   await app.register(userRoutes, { db, clock: deps.clock });
   await app.register(usageRoutes, { db, counters, clock: deps.clock });
+  if (deps.proxy) {
+    await app.register(proxyTokenRoutes, { db, clock: deps.clock, providers: deps.proxy.providers });
+    await app.register(proxyRoutes, {
+      guard, db, clock: deps.clock, options: deps.proxy,
+      // Proxy URLs can carry a run's token (and a gateway's key in the query): neither is logged.
+      logSerializers: { req: proxyRequestSerializer },
+    });
+  }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

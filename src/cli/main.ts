@@ -6,7 +6,11 @@ import { COMMANDS } from './commands/index.js';
 import { describeError } from './errors.js';
 
 export function buildProgram(): Command {
-  const program = new Command('runguard').description('A guardrail sidecar for AI agents').version(VERSION);
+  const program = new Command('runguard')
+    .description('A guardrail sidecar for AI agents')
+    .version(VERSION)
+    // `exec` passes everything after its command's name to that command, options included.
+    .enablePositionalOptions();
   for (const command of COMMANDS) program.addCommand(command());
   return program;
 }

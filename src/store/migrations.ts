@@ -165,6 +165,21 @@ CREATE TABLE settings (
 CREATE INDEX sdk_users_listing ON sdk_users (workspace_id, last_seen_at DESC, user_id);
 `,
   },
+  {
+    version: 3,
+    name: 'proxy_tokens',
+    sql: `
+-- Run-scoped proxy tokens (runguard exec): only the SHA-256 of the token is kept. A token is
+-- valid while its run is RUNNING; the run's status is the only validity there is.
+CREATE TABLE proxy_tokens (
+  token_sha256 bytea PRIMARY KEY,
+  run_id uuid NOT NULL REFERENCES runs (id),
+  workspace_id uuid NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX proxy_tokens_run ON proxy_tokens (run_id);
+`,
+  },
 ];
 
 /** A fixed advisory lock id, so daemons starting together apply migrations one at a time. */

@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import type { AuditOptions } from '../../src/proxy/audit-summary.js';
+import { createProviderRegistry, type ProviderDefinition } from '../../src/proxy/provider-registry.js';
 import { buildApp, type AuthSettings } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/service/guard-service.js';
@@ -117,6 +119,19 @@ export interface TestApi extends Caller {
   close(): Promise<void>;
 }
 
+export interface TestProxyOptions {
+  /** Upstream of both built-in providers (a fake upstream's URL). */
+  upstream: string;
+  /** More providers. */
+  providers?: ProviderDefinition[];
+  /** The first workspace's key as the daemon's own key (a loopback daemon's default). */
+  workspaceKeyAsDefault?: boolean;
+  defaultUserId?: string | null;
+  bodyLimitBytes?: number;
+  headersTimeoutMs?: number;
+  audit?: AuditOptions;
+}
+
 export async function startTestApi(
   backend: Backend,
   options: {
@@ -126,10 +141,22 @@ export async function startTestApi(
     jwtTtlSeconds?: number;
     rateLimitPerMinute?: number;
     logger?: Logger;
+    proxy?: TestProxyOptions;
   } = {},
 ): Promise<TestApi> {
   const stores = await openTestStores(backend);
   const clock = options.clock ?? { now: () => new Date() };
+  const plan = options.plan ?? 'scale';
+  const firstWorkspace = await createWorkspace(stores.db, 'test', plan);
+  const firstKey = await createApiKey(stores.db, firstWorkspace.id);
+  const p = options.proxy;
+  const providers = p
+    ? createProviderRegistry([
+      { name: 'openai', type: 'openai', upstream: p.upstream },
+      { name: 'anthropic', type: 'anthropic', upstream: p.upstream },
+      ...(p.providers ?? []),
+    ], { headersTimeoutMs: p.headersTimeoutMs ?? 10_000, connectTimeoutMs: 2_000 })
+    : null;
   const app = await buildApp({
     db: stores.db,
     counters: stores.counters,
@@ -142,14 +169,25 @@ export async function startTestApi(
       jwtTtlSeconds: options.jwtTtlSeconds ?? TEST_AUTH.jwtTtlSeconds,
       rateLimitPerMinute: options.rateLimitPerMinute ?? TEST_AUTH.rateLimitPerMinute,
     },
+    ...(p && providers
+      ? {
+        proxy: {
+          providers,
+          defaultApiKey: p.workspaceKeyAsDefault ? firstKey.apiKey : null,
+          defaultUserId: p.defaultUserId ?? null,
+          bodyLimitBytes: p.bodyLimitBytes ?? 1024 * 1024,
+          ...(p.audit ? { audit: p.audit } : {}),
+        },
+      }
+      : {}),
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
-  const newWorkspace = async (plan: Plan = options.plan ?? 'scale') => {
-    const ws = await createWorkspace(stores.db, 'test', plan);
+  const newWorkspace = async (wsPlan: Plan = plan) => {
+    const ws = await createWorkspace(stores.db, 'test', wsPlan);
     const key = await createApiKey(stores.db, ws.id);
     return { workspaceId: ws.id, apiKey: key.apiKey, api: caller(url, key.apiKey) };
   };
-  const first = await newWorkspace();
+  const first = { workspaceId: firstWorkspace.id, apiKey: firstKey.apiKey, api: caller(url, firstKey.apiKey) };
   return {
     ...first.api,
     url,
@@ -165,6 +203,7 @@ export async function startTestApi(
     },
     async close() {
       await app.close();
+      await providers?.close();
       await stores.close();
     },
   };

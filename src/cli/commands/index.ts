@@ -3,6 +3,7 @@
  * folder (see `../command.ts` for the shared shape) and one line here.
  */
 import type { Command } from 'commander';
+import { execCommand } from './exec.js';
 import { keysCommand } from './keys.js';
 import { killSwitchCommand } from './kill-switch.js';
 import { migrateCommand } from './migrate.js';
@@ -16,6 +17,7 @@ import { budgetCommand, limitsCommand } from './workspace.js';
 
 export const COMMANDS: (() => Command)[] = [
   startCommand,
+  execCommand,
   migrateCommand,
   statusCommand,
   runsCommand,

@@ -1,0 +1,86 @@
+/**
+ * The providers the proxy forwards to, by name, each with its adapter and its own connection pool.
+ * Upstream URLs come only from here (configuration), never from a request.
+ */
+import { Pool } from 'undici';
+import { adapterFor, type ProviderAdapter, type ProviderType } from './providers/index.js';
+
+export interface ProviderDefinition {
+  name: string;
+  type: ProviderType;
+  /** Base URL, e.g. `https://api.openai.com` or `http://127.0.0.1:11434/v1`. */
+  upstream: string;
+}
+
+export interface UpstreamOptions {
+  /** @default 10_000 */
+  connectTimeoutMs?: number;
+  /** Time to the response headers. @default 600_000 */
+  headersTimeoutMs?: number;
+  /** Longest pause between two body chunks. @default 300_000 */
+  bodyTimeoutMs?: number;
+  /** @default 256 */
+  connectionsPerUpstream?: number;
+  /** @default 30_000 */
+  keepAliveTimeoutMs?: number;
+}
+
+export interface Provider {
+  readonly name: string;
+  readonly type: ProviderType;
+  readonly adapter: ProviderAdapter;
+  /** `scheme://host:port` of the upstream. */
+  readonly origin: string;
+  /** The upstream's base path without a trailing slash (`''` for a bare host). */
+  readonly basePath: string;
+  /** The pool every call to this upstream goes through: keep-alive, pipelining off, back-pressure. */
+  readonly pool: Pool;
+}
+
+export interface ProviderRegistry {
+  get(name: string): Provider | undefined;
+  names(): string[];
+  close(): Promise<void>;
+}
+
+export function createProviderRegistry(
+  definitions: readonly ProviderDefinition[],
+  options: UpstreamOptions = {},
+): ProviderRegistry {
+  const providers = new Map<string, Provider>();
+  for (const d of definitions) {
+    const url = new URL(d.upstream);
+    const pool = new Pool(url.origin, {
+      connections: options.connectionsPerUpstream ?? 256,
+      connect: { timeout: options.connectTimeoutMs ?? 10_000 },
+      headersTimeout: options.headersTimeoutMs ?? 600_000,
+      bodyTimeout: options.bodyTimeoutMs ?? 300_000,
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? 30_000,
+    });
+    providers.set(d.name, Object.freeze({
+      name: d.name,
+      type: d.type,
+      adapter: adapterFor(d.type),
+      origin: url.origin,
+      basePath: url.pathname.replace(/\/+$/, ''),
+      pool,
+    }));
+  }
+  return {
+    get: (name) => providers.get(name),
+    names: () => [...providers.keys()],
+    async close() {
+      await Promise.all([...providers.values()].map((p) => p.pool.close()));
+    },
+  };
+}
+
+/**
+ * The base URL an SDK of this provider's type should be given to reach it through `proxyBase`.
+ * OpenAI SDKs append `/chat/completions` to a base that conventionally ends in `/v1`; an upstream
+ * configured with a path (an Ollama `.../v1`) already has it. Anthropic SDKs append `/v1/messages`.
+ */
+export function sdkBaseUrl(provider: Provider, proxyBase: string): string {
+  const base = `${proxyBase}/${provider.name}`;
+  return provider.type === 'openai' && provider.basePath === '' ? `${base}/v1` : base;
+}

@@ -1,0 +1,340 @@
+/**
+ * The proxy: `/proxy/runs/{run_id}/{provider}/...`, `/proxy/t/{token}/{provider}/...` and
+ * `/proxy/{provider}/...`. Each call reads as: resolve the principal and the run, check the step
+ * (rules 1 to 4) and record it, forward, relay the answer while reading its usage, record the
+ * result. One step insert before forwarding and one update after, off the response's path.
+ */
+import { performance } from 'node:perf_hooks';
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import { verifyApiKey } from '../api/auth.js';
+import { toApiError } from '../api/error-handler.js';
+import { ApiError, isApiError } from '../errors.js';
+import type { Clock, CreatedStep, GuardService } from '../service/guard-service.js';
+import type { Db } from '../store/db.js';
+import { auditSummary, type AuditOptions } from './audit-summary.js';
+import { clientHeaders, forward, relay, upstreamFailure, upstreamHeaders } from './forwarder.js';
+import type { Provider, ProviderRegistry } from './provider-registry.js';
+import { NO_USAGE, type Usage } from './providers/index.js';
+import { proxyTokenStore, type ProxyTokenStore } from './proxy-tokens.js';
+
+export interface ProxyOptions {
+  providers: ProviderRegistry;
+  /**
+   * The key a call without `x-runguard-key` is guarded with. Set it only when the daemon listens
+   * on loopback: anyone who can reach the port acts with it.
+   */
+  defaultApiKey: string | null;
+  /** The user of a run-less call without `x-runguard-user-id`; null: the header is required. */
+  defaultUserId: string | null;
+  /** Largest request body; it is read whole, as the model must be known before forwarding. */
+  bodyLimitBytes: number;
+  audit?: AuditOptions;
+}
+
+/** An answer of the proxy's own, outside the API's error table (it speaks the provider's format). */
+class ProxyRefusal extends Error {
+  constructor(readonly statusCode: number, readonly code: string, message: string, readonly stepId?: string) {
+    super(message);
+  }
+}
+
+/** Where a call goes: a workspace, and a run (null: start one around the call). */
+interface Target {
+  workspaceId: string;
+  runId: string | null;
+  userId: string | null;
+  /** How the run was named: an ended run reads as a dead token, or as a refused run id. */
+  via: 'token' | 'run' | 'auto';
+}
+
+interface ProxyParams {
+  provider: string;
+  run_id?: string;
+  token?: string;
+  '*': string;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Request URLs in logs lose their query string and any proxy token. */
+export function redactProxyUrl(url: string): string {
+  return (url.split('?')[0] ?? '').replace(/^\/proxy\/t\/[^/]+/, '/proxy/t/[redacted]');
+}
+
+/**
+ * Fastify's request log line for proxy routes: no token, no query string, never a header.
+ * Typed as Fastify declares serializers (returning a string), though pino takes any value.
+ */
+export const proxyRequestSerializer = ((req: { method: string; url: string; ip?: string }) => ({
+  method: req.method,
+  url: redactProxyUrl(req.url),
+  remoteAddress: req.ip,
+})) as unknown as (value: unknown) => string;
+
+/** The upstream-relative path: the raw URL past its first `skip` segments, query string kept. */
+function upstreamPath(rawUrl: string, skip: number): string {
+  const q = rawUrl.indexOf('?');
+  const path = q === -1 ? rawUrl : rawUrl.slice(0, q);
+  const segments = path.split('/').slice(skip);
+  for (const segment of segments) {
+    let decoded = segment;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch {
+      /* left for the upstream to refuse */
+    }
+    // The upstream's base path is configuration: a dot segment must not climb out of it.
+    if (decoded === '.' || decoded === '..' || decoded.includes('/') || decoded.includes('\\')) {
+      throw new ProxyRefusal(400, 'BAD_PATH', 'The path may not contain dot segments or encoded slashes.');
+    }
+  }
+  return `/${segments.join('/')}${q === -1 ? '' : rawUrl.slice(q)}`;
+}
+
+function parseBody(body: Buffer | undefined, contentType: string | undefined): unknown {
+  if (!body || body.length === 0) return undefined;
+  if (contentType && !/json/i.test(contentType)) return undefined;
+  try {
+    return JSON.parse(body.toString('utf8')) as unknown;
+  } catch {
+    return undefined; // not ours to refuse: the upstream answers a malformed body
+  }
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return typeof value === 'string' && value.length > 0 ? value : undefined;
+}
+
+export const proxyRoutes: FastifyPluginAsync<{
+  guard: GuardService;
+  db: Db;
+  clock: Clock;
+  options: ProxyOptions;
+  tokens?: ProxyTokenStore;
+}> = async (app, deps) => {
+  const { guard, db, clock, options } = deps;
+  const registry = options.providers;
+  const tokens = deps.tokens ?? proxyTokenStore(db);
+  const audit = options.audit ?? {};
+
+  // The body is the client's bytes, forwarded as they are; JSON is parsed only to look inside.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimitBytes }, (_req, body, done) => {
+    done(null, body);
+  });
+
+  // Errors before forwarding answer in the provider's own format, so its SDK raises the right error.
+  app.setErrorHandler((error: FastifyError | ProxyRefusal, request, reply) => {
+    const provider = registry.get((request.params as Partial<ProxyParams> | undefined)?.provider ?? '');
+    let status: number;
+    let code: string;
+    let message: string;
+    if (error instanceof ProxyRefusal) {
+      [status, code, message] = [error.statusCode, error.code, error.message];
+      if (error.stepId) void reply.header('x-runguard-step-id', error.stepId);
+    } else {
+      const apiError = toApiError(error);
+      if (apiError.statusCode >= 500) request.log.error({ err: error }, 'proxy request failed');
+      [status, code, message] = [apiError.statusCode, apiError.code, apiError.message];
+    }
+    // A refusal by the guard does not get better by retrying; SDKs honour this header.
+    if (status < 500) void reply.header('x-should-retry', 'false');
+    const body = provider
+      ? status === 403 && error instanceof ProxyRefusal
+        ? provider.adapter.denialBody(code, message)
+        : provider.adapter.errorBody(status, message, code)
+      : { detail: message, code };
+    void reply.status(status).send(body);
+  });
+
+  async function principalWorkspace(request: FastifyRequest): Promise<string> {
+    const given = header(request, 'x-runguard-key');
+    // The daemon's own key stands in only for callers on this machine.
+    const key = given ?? (options.defaultApiKey && LOOPBACK.has(request.socket.remoteAddress ?? '') ? options.defaultApiKey : null);
+    if (!key) throw new ApiError('UNAUTHORIZED', 'Missing x-runguard-key header.');
+    const principal = await verifyApiKey(db, key, clock.now());
+    if (!principal) throw new ApiError('UNAUTHORIZED', 'Invalid x-runguard-key.');
+    return principal.workspaceId;
+  }
+
+  async function resolveTarget(request: FastifyRequest<{ Params: ProxyParams }>): Promise<Target> {
+    const { token, run_id: runId } = request.params;
+    if (token !== undefined) {
+      const target = await tokens.resolve(token);
+      if (!target) throw new ApiError('UNAUTHORIZED', 'Invalid proxy token.');
+      return { ...target, userId: null, via: 'token' };
+    }
+    const workspaceId = await principalWorkspace(request);
+    if (runId !== undefined) {
+      if (!UUID.test(runId)) throw new ApiError('RUN_NOT_FOUND');
+      return { workspaceId, runId, userId: null, via: 'run' };
+    }
+    const userId = header(request, 'x-runguard-user-id') ?? options.defaultUserId;
+    if (!userId || userId.length > 256) {
+      throw new ApiError('BAD_REQUEST', 'A call without a run needs the x-runguard-user-id header (1 to 256 characters).');
+    }
+    return { workspaceId, runId: null, userId, via: 'auto' };
+  }
+
+  const denial = (step: { id?: string; reason: string | null }, what: string) =>
+    new ProxyRefusal(403, step.reason ?? 'DENIED', `runguard denied this ${what}: ${step.reason ?? 'DENIED'}.`, step.id);
+
+  async function createStep(target: Target, runId: string, model: string | null, inputData: unknown): Promise<CreatedStep> {
+    try {
+      return (await guard.createStep(target.workspaceId, runId, {
+        type: 'MODEL_CALL', sequence: null, model: model === null ? null : model.slice(0, 256), input_data: inputData,
+      })).body;
+    } catch (error) {
+      if (isApiError(error) && error.code === 'RUN_NOT_RUNNING') {
+        // A token dies with its run. A run id names a run the caller may see, but not use any more.
+        if (target.via === 'token') throw new ApiError('UNAUTHORIZED', 'The proxy token has expired: its run is no longer RUNNING.');
+        throw new ProxyRefusal(403, 'RUN_NOT_RUNNING', 'The run is not RUNNING.');
+      }
+      if (isApiError(error) && error.code === 'RUN_NOT_FOUND' && target.via === 'token') {
+        throw new ApiError('UNAUTHORIZED', 'Invalid proxy token.');
+      }
+      throw error;
+    }
+  }
+
+  async function handle(request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply, skip: number) {
+    const provider = registry.get(request.params.provider);
+    if (!provider) throw new ApiError('NOT_FOUND', `No provider named "${request.params.provider}" is configured.`);
+    const path = upstreamPath(request.raw.url ?? '/', skip);
+    const target = await resolveTarget(request);
+
+    const raw = Buffer.isBuffer(request.body) ? request.body : undefined;
+    const parsed = parseBody(raw, request.headers['content-type']);
+    const inspected = provider.adapter.inspectRequest(path, parsed);
+    const inputData = auditSummary(
+      { provider: provider.name, method: request.method, path, inspected, body: parsed, bodyBytes: raw?.length ?? 0 },
+      audit,
+    );
+
+    let runId = target.runId;
+    if (runId === null) {
+      const run = (await guard.startRun(target.workspaceId, { user_id: target.userId!, metadata: { proxy: provider.name } })).body;
+      if (run.status === 'BLOCKED') throw denial({ reason: run.decision.reason }, 'run');
+      runId = run.id;
+    }
+    let step: CreatedStep;
+    try {
+      step = await createStep(target, runId, inspected.model, inputData);
+    } catch (error) {
+      if (target.via === 'auto') endRunQuietly(request.log, target.workspaceId, runId, 'FAILED');
+      throw error;
+    }
+    if (step.status === 'BLOCKED') {
+      if (target.via === 'auto') endRunQuietly(request.log, target.workspaceId, runId, 'FAILED');
+      throw denial({ id: step.id, reason: step.decision.reason }, 'model call');
+    }
+
+    const body = inspected.rewrittenBody === undefined ? (raw ?? null) : Buffer.from(JSON.stringify(inspected.rewrittenBody));
+    reply.hijack();
+    exchange(request, reply.raw, provider, path, body, {
+      workspaceId: target.workspaceId, runId, stepId: step.id, endRun: target.via === 'auto',
+    });
+  }
+
+  /** The forwarding proper: from here the answer is ours to write, and the step's result ours to record. */
+  function exchange(
+    request: FastifyRequest,
+    res: ServerResponse,
+    provider: Provider,
+    path: string,
+    body: Buffer | null,
+    step: { workspaceId: string; runId: string; stepId: string; endRun: boolean },
+  ) {
+    const started = performance.now();
+    const abort = new AbortController();
+    let relaying = false;
+    let upstreamBroke = false;
+    let clientLeft = false;
+    let recorded = false;
+    const record = (status: 'COMPLETED' | 'FAILED', usage: Usage, outcome: Record<string, unknown>) => {
+      if (recorded) return;
+      recorded = true;
+      const result = {
+        status, durationMs: Math.round(performance.now() - started), promptTokens: usage.promptTokens,
+        completionTokens: usage.completionTokens, cachedPromptTokens: usage.cachedPromptTokens, outputData: outcome,
+      };
+      guard.finishStep(step.workspaceId, step.runId, step.stepId, result)
+        .then(() => (step.endRun ? guard.endRun(step.workspaceId, step.runId, status) : undefined))
+        .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'));
+    };
+    if (res.destroyed || !res.socket || res.socket.destroyed) {
+      // The client left while the step was being checked: nothing is sent upstream.
+      record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
+      return;
+    }
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      // A broken upstream also closes the client's side; only a close we did not cause is the client's.
+      if (!upstreamBroke) clientLeft = true;
+      abort.abort();
+      // Before the upstream answered nothing else will record the call; after, the relay does.
+      if (!relaying) record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
+    });
+
+    forward(provider, {
+      method: request.method, path, headers: upstreamHeaders(request.headers), body, signal: abort.signal,
+    }).then((upstream) => {
+      if (res.destroyed) {
+        upstream.body.destroy();
+        record('FAILED', NO_USAGE, { http_status: upstream.statusCode, error: 'CLIENT_ABORTED' });
+        return;
+      }
+      relaying = true;
+      const headers = clientHeaders(upstream.headers);
+      headers['x-runguard-step-id'] = step.stepId;
+      headers['x-request-id'] = request.id;
+      res.writeHead(upstream.statusCode, headers);
+      // SSE: the client gets the headers when the upstream sends them, not with the first event.
+      res.flushHeaders();
+      const contentType = upstream.headers['content-type'];
+      const tracker = provider.adapter.usageTracker(path, Array.isArray(contentType) ? contentType[0] : contentType);
+      const requestId = upstream.headers['x-request-id'] ?? upstream.headers['request-id'];
+      const outcome: Record<string, unknown> = { http_status: upstream.statusCode };
+      if (typeof requestId === 'string') outcome.upstream_request_id = requestId.slice(0, 128);
+      upstream.body.once('error', () => {
+        if (!clientLeft) upstreamBroke = true;
+      });
+      relay(upstream.body, res, (chunk) => tracker.push(chunk), (error) => {
+        if (error === null) {
+          const ok = upstream.statusCode >= 200 && upstream.statusCode < 300;
+          record(ok ? 'COMPLETED' : 'FAILED', tracker.end(), outcome);
+          return;
+        }
+        outcome.error = clientLeft ? 'CLIENT_ABORTED' : 'UPSTREAM_BROKEN';
+        // A cut stream: what was read before the cut (an SSE stream's usage so far).
+        record('FAILED', tracker.current(), outcome);
+      });
+    }, (error: unknown) => {
+      if (clientLeft) return; // recorded on close
+      const failure = upstreamFailure(error);
+      request.log.warn({ err: error, provider: provider.name }, 'upstream request failed');
+      if (!res.headersSent) {
+        const payload = JSON.stringify(provider.adapter.errorBody(failure.status, failure.message, failure.code));
+        res.writeHead(failure.status, {
+          'content-type': 'application/json', 'content-length': Buffer.byteLength(payload),
+          'x-runguard-step-id': step.stepId, 'x-request-id': request.id,
+        });
+        res.end(payload);
+      }
+      record('FAILED', NO_USAGE, { http_status: failure.status, error: failure.code });
+    });
+  }
+
+  function endRunQuietly(log: FastifyRequest['log'], workspaceId: string, runId: string, status: 'COMPLETED' | 'FAILED') {
+    guard.endRun(workspaceId, runId, status).catch((error: unknown) => log.error({ err: error, runId }, 'ending a proxy run failed'));
+  }
+
+  const route = { config: { auth: 'none' as const }, schema: { hide: true } };
+  app.all<{ Params: ProxyParams }>('/proxy/runs/:run_id/:provider/*', route, (request, reply) => handle(request, reply, 5));
+  app.all<{ Params: ProxyParams }>('/proxy/t/:token/:provider/*', route, (request, reply) => handle(request, reply, 5));
+  app.all<{ Params: ProxyParams }>('/proxy/:provider/*', route, (request, reply) => handle(request, reply, 3));
+};
+
