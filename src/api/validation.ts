@@ -6,7 +6,7 @@
 import { Ajv, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
-import type { FieldError } from '../errors.js';
+import { ApiError, type FieldError } from '../errors.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -16,6 +16,36 @@ export function registerValidation(app: FastifyInstance) {
   const strict = addFormats(new Ajv({ ...common, coerceTypes: false }));
   const coercing = addFormats(new Ajv({ ...common, coerceTypes: true }));
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema));
+  app.addHook('preValidation', async (request) => {
+    if (request.body === undefined || Buffer.isBuffer(request.body)) return;
+    const problem = jsonBodyProblem(request.body);
+    if (problem) throw new ApiError('VALIDATION_FAILED', undefined, { errors: [problem] });
+  });
+}
+
+/** Deeper JSON than this is refused: nothing legitimate nests so deep, and storage would choke. */
+export const MAX_JSON_DEPTH = 32;
+
+/**
+ * The first problem in a parsed JSON body that no schema can see: nesting deeper than
+ * MAX_JSON_DEPTH, or text (keys included) that Postgres cannot store (NUL, lone surrogates).
+ */
+export function jsonBodyProblem(body: unknown): FieldError | null {
+  const stack: { value: unknown; path: string; depth: number }[] = [{ value: body, path: 'body', depth: 0 }];
+  while (stack.length > 0) {
+    const { value, path, depth } = stack.pop()!;
+    if (typeof value === 'string') {
+      if (value.includes('\u0000') || !value.isWellFormed()) return { path, message: 'must not contain NUL or unpaired surrogates' };
+      continue;
+    }
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= MAX_JSON_DEPTH) return { path, message: `nests deeper than ${MAX_JSON_DEPTH} levels` };
+    for (const [key, child] of Object.entries(value)) {
+      if (key.includes('\u0000') || !key.isWellFormed()) return { path, message: 'has a key with NUL or unpaired surrogates' };
+      stack.push({ value: child, path: Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`, depth: depth + 1 });
+    }
+  }
+  return null;
 }
 
 interface AjvIssue {

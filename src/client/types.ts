@@ -52,7 +52,10 @@ export interface Decision {
   outcome: DecisionOutcome;
   /** `null` when the outcome is `ALLOW`. */
   reason: DenyReason | null;
-  /** Rules actually evaluated, in order (present in run detail; not in create responses). */
+  /**
+   * Rules actually evaluated, in order. The daemon sends it in create answers and in run detail;
+   * optional so that a client tolerates a server that leaves it out.
+   */
   evaluated_rules?: Partial<Record<RuleKey, RuleResult>>;
 }
 
@@ -65,6 +68,7 @@ export interface RunCreateParams {
 /** Answer of `POST /v1/runs/` (always 201, also when denied). */
 export interface RunCreated {
   id: string;
+  user_id: string;
   status: 'RUNNING' | 'BLOCKED';
   decision: Decision;
 }
@@ -95,6 +99,8 @@ export interface StepCreateParams {
 /** Answer of `POST /v1/runs/{run_id}/steps` (always 201, also when denied). */
 export interface StepCreated {
   id: string;
+  run_id: string;
+  sequence: number;
   status: 'ALLOWED' | 'BLOCKED';
   decision: Decision;
 }
@@ -186,8 +192,12 @@ export type StepFn<T> = () => T | PromiseLike<T>;
 
 /** Options of {@link GuardClient}. */
 export interface ClientOptions {
-  /** Workspace API key, `lg_<prefix>_<secret>`. Required; checked when the client is built. */
-  apiKey: string;
+  /**
+   * Workspace API key, `lg_<prefix>_<secret>`. Required; checked when the client is built.
+   * Typed to accept `undefined` so that `apiKey: process.env.RUNGUARD_API_KEY` compiles under
+   * `strict`: an unset variable throws `GuardConfigError` at construction, not a type error.
+   */
+  apiKey: string | undefined;
   /**
    * Address of the runguard daemon.
    * @default 'http://127.0.0.1:8787'

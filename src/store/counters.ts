@@ -35,6 +35,8 @@ export interface CounterStore {
    * records in the same statement, so a copy can take the larger of what it has and these.
    */
   spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void>;
+  /** Sets a copy to the records' totals exactly, down as well as up (reconciliation only). */
+  resyncSpend(scope: CounterScope, totals: DailySpend): Promise<void>;
   health(): Promise<void>;
   close(): Promise<void>;
 }

@@ -102,6 +102,15 @@ export class RedisCounters implements CounterStore {
     await this.guarded(() => this.raise(this.keys(scope), totals), async () => {});
   }
 
+  async resyncSpend(scope: CounterScope, totals: DailySpend): Promise<void> {
+    const [ws, user] = this.keys(scope);
+    await this.redis
+      .multi()
+      .set(ws, totals.workspaceDailySpendMicros, 'EX', DAY_TTL_SECONDS)
+      .set(user, totals.userDailySpendMicros, 'EX', DAY_TTL_SECONDS)
+      .exec();
+  }
+
   private async raise(keys: [string, string], totals: DailySpend): Promise<void> {
     await this.redis.rgRaiseTo(2, ...keys, totals.workspaceDailySpendMicros, totals.userDailySpendMicros, DAY_TTL_SECONDS);
   }

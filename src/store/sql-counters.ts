@@ -13,6 +13,7 @@ export class SqlCounters implements CounterStore {
 
   /** The records are the counters. */
   async spendRecorded(): Promise<void> {}
+  async resyncSpend(): Promise<void> {}
 
   async health(): Promise<void> {
     await this.db.query('SELECT 1');

@@ -1,0 +1,145 @@
+/**
+ * Reconciliation: recounts what the durable counters and the run totals should be from the run
+ * and step records, reports every difference, and repairs it. The counters are written in the
+ * same transactions as the records, so a difference means a bug or a hand edit; the Redis copy
+ * of spend can lag behind (a write lost in a crash) and is raised to the records.
+ */
+import type { CounterStore } from '../store/counters.js';
+import type { Db } from '../store/db.js';
+
+export interface Drift {
+  kind: 'workspace_usage' | 'user_usage' | 'run_totals' | 'spend_copy';
+  key: string;
+  expected: string;
+  found: string;
+}
+
+export interface ReconcileReport {
+  checkedFrom: string;
+  drifts: Drift[];
+  repaired: boolean;
+}
+
+/** UTC day of a timestamp column, whatever the session's time zone. */
+const utcDay = (column: string) => `(${column} AT TIME ZONE 'UTC')::date`;
+
+const USAGE_DRIFT = `
+  WITH expected AS (
+    SELECT workspace_id, day, sum(spend) AS spend_micros, sum(runs) AS runs FROM (
+      SELECT workspace_id, ${utcDay('finished_at')} AS day, round(cost_usd * 1000000)::bigint AS spend, 0 AS runs
+        FROM steps WHERE cost_usd IS NOT NULL AND finished_at >= $1::date
+      UNION ALL
+      SELECT workspace_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= $1::date
+    ) x GROUP BY workspace_id, day
+  )
+  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.day, d.day)::text AS day,
+    coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
+    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
+  FROM expected e FULL JOIN (SELECT * FROM usage_daily WHERE day >= $1::date) d
+    ON d.workspace_id = e.workspace_id AND d.day = e.day
+  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
+
+const USER_USAGE_DRIFT = `
+  WITH expected AS (
+    SELECT workspace_id, user_id, day, sum(spend) AS spend_micros, sum(runs) AS runs FROM (
+      SELECT s.workspace_id, r.user_id, ${utcDay('s.finished_at')} AS day, round(s.cost_usd * 1000000)::bigint AS spend, 0 AS runs
+        FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.cost_usd IS NOT NULL AND s.finished_at >= $1::date
+      UNION ALL
+      SELECT workspace_id, user_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= $1::date
+    ) x GROUP BY workspace_id, user_id, day
+  )
+  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.user_id, d.user_id) AS user_id,
+    coalesce(e.day, d.day)::text AS day, coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
+    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
+  FROM expected e FULL JOIN (SELECT * FROM user_usage_daily WHERE day >= $1::date) d
+    ON d.workspace_id = e.workspace_id AND d.user_id = e.user_id AND d.day = e.day
+  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
+
+const RUN_TOTALS_DRIFT = `
+  SELECT r.id, r.step_count AS found_steps, r.total_tokens AS found_tokens, r.total_cost_usd::text AS found_cost,
+    count(s.id) AS expected_steps, coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS expected_tokens,
+    coalesce(sum(s.cost_usd), 0)::text AS expected_cost
+  FROM runs r LEFT JOIN steps s ON s.run_id = r.id
+  WHERE r.started_at >= $1::date OR r.status = 'RUNNING'
+  GROUP BY r.id
+  HAVING r.step_count <> count(s.id)
+    OR r.total_tokens <> coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0)
+    OR r.total_cost_usd <> coalesce(sum(s.cost_usd), 0)`;
+
+export async function reconcile(
+  db: Db,
+  counters: CounterStore,
+  options: { now: Date; days: number; repair: boolean },
+): Promise<ReconcileReport> {
+  const from = new Date(options.now.getTime() - (options.days - 1) * 86_400_000).toISOString().slice(0, 10);
+  const drifts: Drift[] = [];
+  const [usage, userUsage, totals] = await Promise.all([
+    db.query<Record<string, string>>(USAGE_DRIFT, [from]),
+    db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
+    db.query<Record<string, string>>(RUN_TOTALS_DRIFT, [from]),
+  ]);
+  for (const r of usage.rows) {
+    drifts.push({ kind: 'workspace_usage', key: `${r.workspace_id}/${r.day}`,
+      expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
+  }
+  for (const r of userUsage.rows) {
+    drifts.push({ kind: 'user_usage', key: `${r.workspace_id}/${r.user_id}/${r.day}`,
+      expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
+  }
+  for (const r of totals.rows) {
+    drifts.push({ kind: 'run_totals', key: String(r.id),
+      expected: `steps=${r.expected_steps} tokens=${r.expected_tokens} cost=${r.expected_cost}`,
+      found: `steps=${r.found_steps} tokens=${r.found_tokens} cost=${r.found_cost}` });
+  }
+  if (options.repair && drifts.length > 0) await repair(db, usage.rows, userUsage.rows, totals.rows);
+  // The Redis copy: set to the records for every workspace and user who spent today.
+  if (counters.kind === 'redis') drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
+  return { checkedFrom: from, drifts, repaired: options.repair };
+}
+
+async function repair(db: Db, usage: Record<string, string>[], userUsage: Record<string, string>[], totals: Record<string, string>[]) {
+  await db.transaction(async (tx) => {
+    for (const r of usage) {
+      await tx.query(
+        `INSERT INTO usage_daily (workspace_id, day, spend_micros, runs) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = $3, runs = $4`,
+        [r.workspace_id, r.day, r.expected_spend, r.expected_runs],
+      );
+    }
+    for (const r of userUsage) {
+      await tx.query(
+        `INSERT INTO user_usage_daily (workspace_id, user_id, day, spend_micros, runs) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = $4, runs = $5`,
+        [r.workspace_id, r.user_id, r.day, r.expected_spend, r.expected_runs],
+      );
+    }
+    for (const r of totals) {
+      await tx.query('UPDATE runs SET step_count = $2, total_tokens = $3, total_cost_usd = $4::numeric WHERE id = $1', [
+        r.id, r.expected_steps, r.expected_tokens, r.expected_cost,
+      ]);
+    }
+  });
+}
+
+async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repair: boolean): Promise<Drift[]> {
+  const day = now.toISOString().slice(0, 10);
+  const { rows } = await db.query<{ workspace_id: string; user_id: string; ws_spend: string; user_spend: string }>(
+    `SELECT u.workspace_id, u.user_id, coalesce(w.spend_micros, 0) AS ws_spend, u.spend_micros AS user_spend
+     FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
+     WHERE u.day = $1 AND u.spend_micros > 0`,
+    [day],
+  );
+  const drifts: Drift[] = [];
+  for (const r of rows) {
+    const scope = { workspaceId: r.workspace_id, userId: r.user_id, day, month: day.slice(0, 7) };
+    const truth = { workspaceDailySpendMicros: Number(r.ws_spend), userDailySpendMicros: Number(r.user_spend) };
+    const copy = await counters.readSpend(scope);
+    if (copy.workspaceDailySpendMicros !== truth.workspaceDailySpendMicros || copy.userDailySpendMicros !== truth.userDailySpendMicros) {
+      drifts.push({ kind: 'spend_copy', key: `${r.workspace_id}/${r.user_id}/${day}`,
+        expected: `${truth.workspaceDailySpendMicros}/${truth.userDailySpendMicros}`,
+        found: `${copy.workspaceDailySpendMicros}/${copy.userDailySpendMicros}` });
+      if (repair) await counters.resyncSpend(scope, truth);
+    }
+  }
+  return drifts;
+}

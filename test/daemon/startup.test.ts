@@ -1,0 +1,81 @@
+/** Configuration, migrations, first-start bootstrap and the embedded database across restarts. */
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { bootstrapWorkspace } from '../../src/bootstrap.js';
+import { ConfigError, loadConfig } from '../../src/config.js';
+import { embeddedDb, postgresDb } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrations.js';
+import { verifyApiKey } from '../../src/api/auth.js';
+import { createTestDatabase } from '../support/services.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+describe('configuration', () => {
+  it('when nothing is set, then the defaults: loopback, port 8787, embedded database, SQL counters', () => {
+    expect(loadConfig({})).toMatchObject({ host: '127.0.0.1', port: 8787, databaseUrl: null, redisUrl: null, dataDir: '.runguard', defaultPlan: 'scale' });
+  });
+
+  it('when environment variables and flags are set, then flags win over the environment', () => {
+    const config = loadConfig({ PORT: '9000', HOST: '0.0.0.0', REDIS_URL: 'redis://x:6379' }, { port: '9100' });
+    expect(config).toMatchObject({ port: 9100, host: '0.0.0.0', redisUrl: 'redis://x:6379' });
+  });
+
+  it.each([
+    [{ PORT: 'abc' }, /environment variable PORT must be an integer/],
+    [{ PORT: '70000' }, /PORT must be an integer from 0 to 65535/],
+    [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL must be a postgres: or postgresql: URL/],
+    [{ RUNGUARD_DEFAULT_PLAN: 'gold' }, /RUNGUARD_DEFAULT_PLAN must be one of basic, pro, scale, enterprise/],
+    [{ RUNGUARD_JWT_SECRET: 'short' }, /RUNGUARD_JWT_SECRET must be at least 32 characters/],
+    [{ RUNGUARD_SCRYPT_COST: '3000' }, /must be a power of two/],
+  ])('when %o is invalid, then start-up stops with a message naming the key', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  it('when a flag is invalid, then the message names the option', () => {
+    expect(() => loadConfig({}, { port: '-1' })).toThrow(/option --port must be an integer/);
+  });
+});
+
+describe('migrations', () => {
+  it('when three daemons migrate one empty database at once, then each migration is applied exactly once', async () => {
+    const database = await createTestDatabase();
+    cleanups.push(database.drop);
+    const dbs = [0, 1, 2].map(() => postgresDb({ connectionString: database.url, max: 2 }));
+    const applied = (await Promise.all(dbs.map((db) => migrate(db)))).flat().sort((a, b) => a - b);
+    expect(await migrate(dbs[0]!)).toEqual([]);
+    const { rows } = await dbs[0]!.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
+    expect(rows.map((r) => r.version)).toEqual(applied);
+    expect(applied.slice(0, 2)).toEqual([1, 2]);
+    await Promise.all(dbs.map((db) => db.close()));
+  });
+});
+
+describe('first start and the embedded database', () => {
+  it('when the database is empty, then one workspace and key are created, saved 0600, and survive a restart', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const first = await embeddedDb(join(dir, 'pgdata'));
+    await migrate(first);
+    const created = await bootstrapWorkspace(first, 'scale', dir);
+    expect(created).not.toBeNull();
+    const keyFile = await readFile(join(dir, 'api-key'), 'utf8');
+    expect(keyFile.trim()).toBe(created!.apiKey);
+    expect((await stat(join(dir, 'api-key'))).mode & 0o777).toBe(0o600);
+    expect(await bootstrapWorkspace(first, 'scale', dir)).toBeNull(); // an existing database is left alone
+    await first.close();
+
+    const second = await embeddedDb(join(dir, 'pgdata'));
+    expect(await migrate(second)).toEqual([]);
+    const principal = await verifyApiKey(second, created!.apiKey, new Date());
+    expect(principal).toMatchObject({ workspaceId: created!.workspaceId, kind: 'key' });
+    const { rows } = await second.query<{ plan: string }>('SELECT plan FROM workspaces');
+    expect(rows).toEqual([{ plan: 'scale' }]);
+    await second.close();
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * The real daemon as a child process (`node bin/runguard start`), on a fixed port so that it can be
+ * killed and started again where its clients expect it, against a Postgres database and a Redis key
+ * prefix of its own. Runs the built `dist/`: build first (`npx tsc -p tsconfig.json`, `npm test`).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { caller, type Caller } from './harness.js';
+import { createTestDatabase, REDIS_URL, testKeyPrefix, type TestDatabase } from './services.js';
+
+export const PACKAGE_ROOT = resolve(import.meta.dirname, '../..');
+const BIN = join(PACKAGE_ROOT, 'bin', 'runguard');
+const BUILT_CLI = join(PACKAGE_ROOT, 'dist', 'cli', 'main.js');
+
+export interface DaemonProcess extends Caller {
+  /** `http://127.0.0.1:<port>`. */
+  url: string;
+  port: number;
+  /** The key the daemon created on its first start, read from `<data dir>/api-key`. */
+  apiKey: string;
+  dataDir: string;
+  databaseUrl: string;
+  /** True while a process is running. */
+  readonly running: boolean;
+  /** Stops the process (SIGKILL: no graceful shutdown, like a crash) and waits until it is gone. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts a process again on the same port, data dir, database and Redis prefix; waits for /health. */
+  start(): Promise<void>;
+  /** Stops the process and drops the database and the data dir. */
+  close(): Promise<void>;
+}
+
+/** A port that was free a moment ago: the daemon must come back on the same one after a restart. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((done) => server.close(() => done()));
+  return port;
+}
+
+export async function startDaemonProcess(): Promise<DaemonProcess> {
+  if (!existsSync(BUILT_CLI)) {
+    throw new Error(`${BUILT_CLI} is missing: build first (npx tsc -p tsconfig.json, or npm test).`);
+  }
+  const database: TestDatabase = await createTestDatabase();
+  const dataDir = await mkdtemp(join(tmpdir(), 'rg-daemon-'));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: database.url,
+    REDIS_URL,
+    RUNGUARD_REDIS_KEY_PREFIX: testKeyPrefix(),
+    RUNGUARD_DATA_DIR: dataDir,
+    RUNGUARD_LOG_LEVEL: 'warn',
+  };
+  let child: ChildProcess | null = null;
+  let output = '';
+
+  async function start(): Promise<void> {
+    if (child) throw new Error('The daemon is already running.');
+    output = '';
+    const proc = spawn(process.execPath, [BIN, 'start', '--port', String(port), '--host', '127.0.0.1'], {
+      cwd: PACKAGE_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child = proc;
+    proc.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    proc.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    proc.once('exit', () => {
+      if (child === proc) child = null;
+    });
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      if (child !== proc) throw new Error(`The daemon exited during start:\n${output}`);
+      try {
+        if ((await fetch(`${url}/health`)).status === 200) return;
+      } catch {
+        /* not listening yet */
+      }
+      if (Date.now() > deadline) throw new Error(`The daemon did not answer /health within 15 s:\n${output}`);
+      await sleep(25);
+    }
+  }
+
+  async function kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const proc = child;
+    if (!proc) return;
+    const exited = new Promise<void>((done) => proc.once('exit', () => done()));
+    proc.kill(signal);
+    await exited;
+  }
+
+  try {
+    await start();
+  } catch (error) {
+    await kill();
+    await database.drop();
+    await rm(dataDir, { recursive: true, force: true });
+    throw error;
+  }
+  const apiKey = (await readFile(join(dataDir, 'api-key'), 'utf8')).trim();
+  return {
+    ...caller(url, apiKey),
+    url,
+    port,
+    apiKey,
+    dataDir,
+    databaseUrl: database.url,
+    get running() {
+      return child !== null;
+    },
+    kill,
+    start,
+    async close() {
+      await kill();
+      await database.drop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
