@@ -138,15 +138,18 @@ export class GuardService {
     const replay = await this.replay<EndedRunView>(idempotency);
     if (replay) return replay;
     const now = this.clock.now();
-    const ended = await runs.endRun(this.db, workspaceId, runId, status, now);
-    if (!ended) {
-      if (await runs.runExists(this.db, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
-      throw new ApiError('RUN_NOT_FOUND');
-    }
-    const answer = { statusCode: 200, body: { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() } };
-    // Remembered after the fact: a retry whose first attempt's answer was lost gets that answer.
-    await this.remember(this.db, idempotency, answer, now).catch(() => {});
-    return answer;
+    return this.replayOnConflict(idempotency, () =>
+      this.db.transaction(async (tx) => {
+        const ended = await runs.endRun(tx, workspaceId, runId, status, now);
+        if (!ended) {
+          if (await runs.runExists(tx, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
+          throw new ApiError('RUN_NOT_FOUND');
+        }
+        const answer = { statusCode: 200, body: { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() } };
+        await this.remember(tx, idempotency, answer, now);
+        return answer;
+      }),
+    );
   }
 
   async createStep(
@@ -206,17 +209,35 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, '');
-    const finished = await this.db.transaction((tx) =>
-      runs.finishStep(tx, workspaceId, runId, stepId, result, now, scope.day),
-    );
-    if (!finished) {
-      if (await runs.stepExists(this.db, workspaceId, runId, stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
-      throw new ApiError('STEP_NOT_FOUND');
+    return this.replayOnConflict(idempotency, async () => {
+      const finished = await this.db.transaction(async (tx) => {
+        const step = await runs.finishStep(tx, workspaceId, runId, stepId, result, now, scope.day);
+        if (!step) {
+          if (await runs.stepExists(tx, workspaceId, runId, stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
+          throw new ApiError('STEP_NOT_FOUND');
+        }
+        await this.remember(tx, idempotency, { statusCode: 200, body: { id: step.id, status: step.status } }, now);
+        return step;
+      });
+      if (finished.totals) await this.counters.spendRecorded({ ...scope, userId: finished.user_id }, finished.totals);
+      return { statusCode: 200, body: { id: finished.id, status: finished.status } };
+    });
+  }
+
+  /**
+   * Runs a state change whose answer is remembered in its own transaction. When it conflicts
+   * (409) and the request carries a key, a twin of it may have done the work first, or the first
+   * attempt committed before its answer was lost: answer as that one did.
+   */
+  private async replayOnConflict<T>(claim: IdempotencyClaim | undefined, change: () => Promise<Answer<T>>): Promise<Answer<T>> {
+    try {
+      return await change();
+    } catch (error) {
+      const conflict = error instanceof IdempotencyRace || (error instanceof ApiError && error.statusCode === 409);
+      const twin = conflict ? await this.replay<T>(claim) : null;
+      if (twin) return twin;
+      throw error;
     }
-    if (finished.totals) await this.counters.spendRecorded({ ...scope, userId: finished.user_id }, finished.totals);
-    const answer = { statusCode: 200, body: { id: finished.id, status: finished.status } };
-    await this.remember(this.db, idempotency, answer, now).catch(() => {});
-    return answer;
   }
 
   private async replay<T>(claim: IdempotencyClaim | undefined): Promise<Answer<T> | null> {

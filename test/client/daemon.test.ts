@@ -3,6 +3,7 @@
  * (and the embedded database), no stand-in server. What the SDK promises is checked in what the
  * daemon stored (GET /v1/runs/{id}), not in what the SDK says it sent.
  */
+import { runCounts } from '../../src/store/counters.js';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -469,8 +470,10 @@ describe('retries through a connection that drops the answer (the daemon process
   const runsOf = async (userId: string) =>
     (await daemon.request<{ items: RunSummary[] }>('GET', `/v1/runs?user_id=${userId}`)).body.items;
   const today = () => new Date().toISOString().slice(0, 10);
-  const countersFor = (userId: string) =>
-    daemon.stores.counters.read({ workspaceId: daemon.workspaceId, userId, day: today(), month: today().slice(0, 7) });
+  const countersFor = async (userId: string) => {
+    const scope = { workspaceId: daemon.workspaceId, userId, day: today(), month: today().slice(0, 7) };
+    return { ...(await daemon.stores.counters.readSpend(scope)), ...(await runCounts(daemon.stores.db, scope)) };
+  };
 
   /** The two attempts of one logical call: the first lost its answer, the retry carried the same key. */
   const expectRetriedOnce = (method: string, path: RegExp) => {
