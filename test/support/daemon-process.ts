@@ -25,6 +25,7 @@ export interface DaemonProcess extends Caller {
   apiKey: string;
   dataDir: string;
   databaseUrl: string;
+  redisKeyPrefix: string;
   /** True while a process is running. */
   readonly running: boolean;
   /** Stops the process (SIGKILL: no graceful shutdown, like a crash) and waits until it is gone. */
@@ -44,21 +45,33 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startDaemonProcess(): Promise<DaemonProcess> {
+export interface DaemonProcessOptions {
+  /** Another daemon whose Postgres database and Redis keys this one shares (a fleet of sidecars). */
+  sharing?: DaemonProcess;
+  env?: NodeJS.ProcessEnv;
+}
+
+export async function startDaemonProcess(options: DaemonProcessOptions = {}): Promise<DaemonProcess> {
   if (!existsSync(BUILT_CLI)) {
     throw new Error(`${BUILT_CLI} is missing: build first (npx tsc -p tsconfig.json, or npm test).`);
   }
-  const database: TestDatabase = await createTestDatabase();
+  const shared = options.sharing;
+  // A daemon sharing another's database leaves dropping it to that one.
+  const database: Pick<TestDatabase, 'url' | 'drop'> = shared
+    ? { url: shared.databaseUrl, drop: async () => {} }
+    : await createTestDatabase();
   const dataDir = await mkdtemp(join(tmpdir(), 'rg-daemon-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
+  const redisKeyPrefix = shared?.redisKeyPrefix ?? testKeyPrefix();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: database.url,
     REDIS_URL,
-    RUNGUARD_REDIS_KEY_PREFIX: testKeyPrefix(),
+    RUNGUARD_REDIS_KEY_PREFIX: redisKeyPrefix,
     RUNGUARD_DATA_DIR: dataDir,
     RUNGUARD_LOG_LEVEL: 'warn',
+    ...options.env,
   };
   let child: ChildProcess | null = null;
   let output = '';
@@ -104,7 +117,8 @@ export async function startDaemonProcess(): Promise<DaemonProcess> {
     await rm(dataDir, { recursive: true, force: true });
     throw error;
   }
-  const apiKey = (await readFile(join(dataDir, 'api-key'), 'utf8')).trim();
+  // Only the first daemon on a database creates the workspace and writes the key.
+  const apiKey = shared?.apiKey ?? (await readFile(join(dataDir, 'api-key'), 'utf8')).trim();
   return {
     ...caller(url, apiKey),
     url,
@@ -112,6 +126,7 @@ export async function startDaemonProcess(): Promise<DaemonProcess> {
     apiKey,
     dataDir,
     databaseUrl: database.url,
+    redisKeyPrefix,
     get running() {
       return child !== null;
     },
