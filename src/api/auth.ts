@@ -6,7 +6,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import { ApiKeyCache } from '../store/api-key-cache.js';
 import type { Db } from '../store/db.js';
 import { API_KEY_PATTERN, findApiKey, sha256, touchApiKey } from '../store/workspaces.js';
 import type { Clock } from '../service/guard-service.js';
@@ -29,10 +28,6 @@ declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal;
   }
-  interface FastifyInstance {
-    /** Found API keys, for at most a second; routes that change keys forget them. */
-    apiKeyCache: ApiKeyCache;
-  }
 }
 
 /** Verifies a dashboard token; the accounts module provides it. */
@@ -48,29 +43,21 @@ export function bearerToken(request: FastifyRequest): string | null {
   return match ? match[1]! : null;
 }
 
-export async function verifyApiKey(db: Db, apiKey: string, now: Date, cache?: ApiKeyCache): Promise<Principal | null> {
+export async function verifyApiKey(db: Db, apiKey: string, now: Date): Promise<Principal | null> {
   const match = API_KEY_PATTERN.exec(apiKey);
   if (!match) return null;
-  const prefix = match[1]!;
-  let row = cache?.get(prefix) ?? null;
-  if (!row) {
-    row = await findApiKey(db, prefix);
-    if (row) cache?.set(prefix, row);
-  }
+  const row = await findApiKey(db, match[1]!);
   // Hash even when the prefix is unknown, so timing does not tell which prefixes exist.
   const presented = sha256(match[2]!);
   if (!row || row.revoked_at || !timingSafeEqual(presented, row.secret_sha256)) return null;
   if (!row.last_used_at || now.getTime() - row.last_used_at.getTime() > TOUCH_INTERVAL_MS) {
     await touchApiKey(db, row.id, now);
-    row.last_used_at = now; // the cached copy too, or every request in the next second would touch it
   }
   return { workspaceId: row.workspace_id, kind: 'key', subjectId: row.id };
 }
 
 export function registerAuth(app: FastifyInstance, deps: { db: Db; clock: Clock; verifyJwt?: JwtVerifier }) {
   app.decorateRequest('principal', null as unknown as Principal);
-  const apiKeyCache = new ApiKeyCache();
-  app.decorate('apiKeyCache', apiKeyCache);
   app.addHook('onRequest', async (request) => {
     const policy = request.routeOptions.config.auth ?? 'none';
     if (policy === 'none') return;
@@ -81,7 +68,7 @@ export function registerAuth(app: FastifyInstance, deps: { db: Db; clock: Clock;
       throw new ApiError('UNAUTHORIZED', kind === 'key' ? 'This endpoint needs a dashboard token, not an API key.' : 'This endpoint needs an API key.');
     }
     const principal =
-      kind === 'key' ? await verifyApiKey(deps.db, token, deps.clock.now(), apiKeyCache) : ((await deps.verifyJwt?.(token)) ?? null);
+      kind === 'key' ? await verifyApiKey(deps.db, token, deps.clock.now()) : ((await deps.verifyJwt?.(token)) ?? null);
     if (!principal) throw new ApiError('UNAUTHORIZED', 'Invalid credential.');
     request.principal = principal;
   });

@@ -41,8 +41,6 @@ export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async 
     },
   }, async (request, reply) => {
     const key = await db.transaction((tx) => regenerateApiKey(tx, request.principal.workspaceId, clock.now()));
-    // Earlier keys stop at once here; other daemons drop them within the cache's second.
-    request.server.apiKeyCache.forgetWorkspace(request.principal.workspaceId);
     return reply.status(201).send({ id: key.id, prefix: key.prefix, api_key: key.apiKey });
   });
 };
