@@ -23,7 +23,20 @@ export interface Config {
   jwtTtlSeconds: number;
   scryptCost: number;
   authRateLimitPerMinute: number;
+  /** `auto`: pretty on a terminal, JSON otherwise. */
+  logFormat: LogFormat;
+  /** How long a stopping daemon lets in-flight requests and streams finish before cutting them. */
+  shutdownGraceMs: number;
+  /** A RUNNING run with no new step for this long is ended FAILED by the stale-run sweep. */
+  staleRunIdleMs: number;
+  /** How often the stale-run sweep runs; 0 turns it off. */
+  staleRunSweepIntervalMs: number;
+  /** Serve Prometheus metrics on `/metrics`. */
+  metricsEnabled: boolean;
 }
+
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 type Parser<T> = (raw: unknown) => T;
 
@@ -46,6 +59,12 @@ const integer = (min: number, max: number): Parser<number> => (raw) => {
 const oneOf = <T extends string>(values: readonly T[]): Parser<T> => (raw) => {
   if (!values.includes(raw as T)) throw new Error(`must be one of ${values.join(', ')}`);
   return raw as T;
+};
+const boolean: Parser<boolean> = (raw) => {
+  if (typeof raw === 'boolean') return raw;
+  if (typeof raw === 'string' && /^(true|1|yes|on)$/i.test(raw.trim())) return true;
+  if (typeof raw === 'string' && /^(false|0|no|off)$/i.test(raw.trim())) return false;
+  throw new Error('must be true or false');
 };
 const url = (protocols: string[]): Parser<string | null> => (raw) => {
   const value = optionalText(raw);
@@ -91,6 +110,11 @@ const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } }
     },
   },
   authRateLimitPerMinute: { env: 'RUNGUARD_AUTH_RATE_LIMIT_PER_MINUTE', parse: integer(1, 100_000) },
+  logFormat: { env: 'RUNGUARD_LOG_FORMAT', parse: oneOf(LOG_FORMATS) },
+  shutdownGraceMs: { env: 'RUNGUARD_SHUTDOWN_GRACE_MS', parse: integer(0, 10 * 60_000) },
+  staleRunIdleMs: { env: 'RUNGUARD_STALE_RUN_IDLE_MS', parse: integer(1_000, 30 * 24 * 3_600_000) },
+  staleRunSweepIntervalMs: { env: 'RUNGUARD_STALE_RUN_SWEEP_INTERVAL_MS', parse: integer(0, 24 * 3_600_000) },
+  metricsEnabled: { env: 'RUNGUARD_METRICS_ENABLED', parse: boolean },
 };
 
 function readJson(path: string | URL, label: string): Record<string, unknown> {

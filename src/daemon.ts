@@ -1,5 +1,4 @@
 /** Wires configuration to stores, the app and a listening socket. */
-import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -7,14 +6,18 @@ import { buildApp } from './api/app.js';
 import { bootstrapWorkspace } from './bootstrap.js';
 import { sharedSecret } from './store/accounts.js';
 import type { Config } from './config.js';
+import { createMetrics } from './metrics.js';
 import { systemClock } from './service/guard-service.js';
+import { createStaleRunSweeper } from './service/stale-run-sweeper.js';
 import type { CounterStore } from './store/counters.js';
 import { embeddedDb, postgresDb, type Db } from './store/db.js';
 import { migrate } from './store/migrations.js';
 import { RedisCounters, redisClient } from './store/redis-counters.js';
 import { SqlCounters } from './store/sql-counters.js';
 
-export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+import { VERSION } from './version.js';
+
+export { VERSION };
 
 export interface Stores {
   db: Db;
@@ -22,10 +25,15 @@ export interface Stores {
   close(): Promise<void>;
 }
 
-export async function openStores(config: Config, logger?: Logger): Promise<Stores> {
-  const db = config.databaseUrl
+/** The configured database: Postgres at DATABASE_URL, else the embedded one in the data dir. */
+export async function openDb(config: Pick<Config, 'databaseUrl' | 'dbPoolSize' | 'dataDir'>): Promise<Db> {
+  return config.databaseUrl
     ? postgresDb({ connectionString: config.databaseUrl, max: config.dbPoolSize })
-    : await embeddedDb(join(resolve(config.dataDir), 'pgdata'));
+    : embeddedDb(join(resolve(config.dataDir), 'pgdata'));
+}
+
+export async function openStores(config: Config, logger?: Logger): Promise<Stores> {
+  const db = await openDb(config);
   try {
     await migrate(db);
     let counters: CounterStore = new SqlCounters(db);
@@ -57,6 +65,11 @@ export interface Daemon {
   app: FastifyInstance;
   url: string;
   stores: Stores;
+  /**
+   * Stops accepting connections, lets in-flight requests and streams finish for up to
+   * `shutdownGraceMs`, cuts what is still open, then closes the stores. Records are written in
+   * transactions and the pools wait for their checked-out clients, so nothing is half-written.
+   */
   close(): Promise<void>;
 }
 
@@ -70,6 +83,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
         `runguard: API key: ${created.apiKey}\nrunguard: saved to ${created.keyFile} (mode 0600); it is not shown again.\n`,
     );
   }
+  const metrics = config.metricsEnabled ? createMetrics() : false;
   const app = await buildApp({
     db: stores.db,
     counters: stores.counters,
@@ -84,16 +98,58 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
       scryptCost: config.scryptCost,
       rateLimitPerMinute: config.authRateLimitPerMinute,
     },
+    metrics,
   });
-  const address = await app.listen({ host: config.host, port: config.port });
+  const sweeper = createStaleRunSweeper({
+    db: stores.db,
+    clock: systemClock,
+    logger: logger.child({ component: 'stale-run-sweeper' }),
+    idleMs: config.staleRunIdleMs,
+    intervalMs: config.staleRunSweepIntervalMs,
+    onEnded: metrics ? (count) => metrics.staleRunsEnded.inc(count) : undefined,
+  });
+  let address: string;
+  try {
+    address = await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    await app.close().catch(() => {});
+    await stores.close().catch(() => {});
+    throw error;
+  }
+  sweeper.start();
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
+  let closing: Promise<void> | null = null;
   return {
     app,
     url: address,
     stores,
-    async close() {
-      await app.close();
-      await stores.close();
+    close() {
+      closing ??= (async () => {
+        await sweeper.stop();
+        await closeWithin(app, config.shutdownGraceMs, logger);
+        await stores.close();
+      })();
+      return closing;
     },
   };
+}
+
+/** `app.close()`, but connections still open after `graceMs` are cut. */
+async function closeWithin(app: FastifyInstance, graceMs: number, logger: Logger): Promise<void> {
+  const closed = app.close();
+  // A keep-alive connection whose last request finished after close began is idle now: close it
+  // rather than wait for the client to (Node only closes the ones idle when close was called).
+  const sweepIdle = setInterval(() => app.server.closeIdleConnections(), 50);
+  void closed.finally(() => clearInterval(sweepIdle)).catch(() => {});
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'expired'>((resolve) => {
+    timer = setTimeout(() => resolve('expired'), graceMs);
+  });
+  const outcome = await Promise.race([closed.then(() => 'closed' as const), expired]);
+  clearTimeout(timer);
+  if (outcome === 'expired') {
+    logger.warn({ graceMs }, 'shutdown grace period over; closing the connections still open');
+    app.server.closeAllConnections();
+    await closed;
+  }
 }

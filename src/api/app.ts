@@ -8,12 +8,15 @@ import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
 import { Accounts } from '../service/accounts.js';
+import { createMetrics, type Metrics } from '../metrics.js';
 import { GuardService, type Clock } from '../service/guard-service.js';
 import { TokenIssuer } from '../service/tokens.js';
 import type { CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
+import { observeCounters, observeDb } from '../store/observed.js';
 import { registerAuth } from './auth.js';
 import { registerErrorHandler } from './error-handler.js';
+import { registerMetrics } from './metrics.js';
 import { registerValidation } from './validation.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { authRoutes } from './routes/auth.js';
@@ -32,6 +35,11 @@ export interface AppDeps {
   version: string;
   bodyLimitBytes: number;
   auth: AuthSettings;
+  /**
+   * The app's metrics, served on `/metrics`. Omitted: a fresh registry of its own; `false`: no
+   * metrics and no `/metrics` route.
+   */
+  metrics?: Metrics | false;
 }
 
 export interface AuthSettings {
@@ -45,9 +53,18 @@ export interface AuthSettings {
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const metrics = deps.metrics === false ? null : (deps.metrics ?? createMetrics());
+  const db = metrics ? observeDb(deps.db, (operation, code) => metrics.databaseErrors.inc({ operation, code })) : deps.db;
+  const counters = metrics
+    ? observeCounters(deps.counters, (operation) => metrics.counterStoreErrors.inc({ operation }))
+    : deps.counters;
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: deps.bodyLimitBytes,
+    // On close: stop accepting, drop idle keep-alive sockets, answer 503 to requests arriving on
+    // busy ones, and let in-flight requests finish (the daemon bounds that with its grace period).
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -60,8 +77,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   registerValidation(app);
   registerErrorHandler(app);
-  const accounts = new Accounts(deps.db, new TokenIssuer(deps.auth.jwtSecret, deps.auth.jwtTtlSeconds), deps.auth.scryptCost);
-  registerAuth(app, { db: deps.db, clock: deps.clock, verifyJwt: (token) => accounts.verifyToken(token) });
+  const accounts = new Accounts(db, new TokenIssuer(deps.auth.jwtSecret, deps.auth.jwtTtlSeconds), deps.auth.scryptCost);
+  if (metrics) registerMetrics(app, metrics);
+  registerAuth(app, { db, clock: deps.clock, verifyJwt: (token) => accounts.verifyToken(token) });
   // Only routes that ask for it (login, register) are limited.
   await app.register(rateLimit, { global: false });
 
@@ -75,15 +93,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
-  const guard = new GuardService(deps.db, deps.counters, deps.clock, deps.logger);
-  await app.register(healthRoutes, { db: deps.db, counters: deps.counters, version: deps.version });
-  await app.register(runRoutes, { guard, db: deps.db, clock: deps.clock });
-  await app.register(pricingRoutes, { db: deps.db, clock: deps.clock });
-  await app.register(workspaceRoutes, { db: deps.db, clock: deps.clock });
+  const guard = new GuardService(db, counters, deps.clock, deps.logger, metrics?.guardObserver ?? null);
+  await app.register(healthRoutes, { db, counters, version: deps.version });
+  await app.register(runRoutes, { guard, db, clock: deps.clock });
+  await app.register(pricingRoutes, { db, clock: deps.clock });
+  await app.register(workspaceRoutes, { db, clock: deps.clock });
   await app.register(authRoutes, { accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute });
-  await app.register(apiKeyRoutes, { db: deps.db, clock: deps.clock });
-  await app.register(userRoutes, { db: deps.db, clock: deps.clock });
-  await app.register(usageRoutes, { db: deps.db, counters: deps.counters, clock: deps.clock });
+  await app.register(apiKeyRoutes, { db, clock: deps.clock });
+  await app.register(userRoutes, { db, clock: deps.clock });
+  await app.register(usageRoutes, { db, counters, clock: deps.clock });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

@@ -18,6 +18,16 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => new Date() };
 
+export type Boundary = 'run_start' | 'step';
+
+/**
+ * Told about what the service decides, after the decision's record committed (an idempotent
+ * replay is not a new decision). Metrics implement it; the service imports no metrics library.
+ */
+export interface GuardObserver {
+  decision(boundary: Boundary, decision: Pick<Decision, 'outcome' | 'reason'>): void;
+}
+
 export interface Answer<T> {
   statusCode: number;
   body: T;
@@ -94,7 +104,17 @@ export class GuardService {
     private readonly counters: CounterStore,
     private readonly clock: Clock,
     private readonly log: Logger,
+    private readonly observer: GuardObserver | null = null,
   ) {}
+
+  /** An observer failing must never fail the request it observes. */
+  private observe(boundary: Boundary, decision: DecisionView): void {
+    try {
+      this.observer?.decision(boundary, decision);
+    } catch (error) {
+      this.log.warn({ err: error }, 'guard observer failed');
+    }
+  }
 
   async startRun(
     workspaceId: string,
@@ -110,7 +130,7 @@ export class GuardService {
       this.counters.readSpend(scope),
     ]);
     try {
-      return await this.db.transaction(async (tx) => {
+      const answer = await this.db.transaction(async (tx) => {
         // Under the workspace's admission lock, the run counts are exact and stay so until commit.
         await lockAdmissions(tx, workspaceId);
         const counts = await runCounts(tx, scope);
@@ -123,6 +143,8 @@ export class GuardService {
         await this.remember(tx, idempotency, answer, now);
         return answer;
       });
+      this.observe('run_start', answer.body.decision);
+      return answer;
     } catch (error) {
       if (error instanceof IdempotencyRace) return (await this.replay<StartedRun>(idempotency))!;
       throw error;
@@ -181,12 +203,15 @@ export class GuardService {
       };
     };
     try {
-      if (!idempotency) return await record(this.db);
-      return await this.db.transaction(async (tx) => {
-        const answer = await record(tx);
-        await this.remember(tx, idempotency, answer, now);
-        return answer;
-      });
+      const answer = idempotency
+        ? await this.db.transaction(async (tx) => {
+            const recorded = await record(tx);
+            await this.remember(tx, idempotency, recorded, now);
+            return recorded;
+          })
+        : await record(this.db);
+      this.observe('step', answer.body.decision);
+      return answer;
     } catch (error) {
       // A concurrent twin of an idempotent request took the sequence first: answer as it did.
       const twin = error instanceof IdempotencyRace || isUniqueViolation(error, 'steps_run_sequence')

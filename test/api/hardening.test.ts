@@ -7,7 +7,7 @@ import { createLogger } from '../../src/logger.js';
 import { RedisCounters } from '../../src/store/redis-counters.js';
 import { SqlCounters } from '../../src/store/sql-counters.js';
 import { postgresDb } from '../../src/store/db.js';
-import { caller, startTestApi, type TestApi } from '../support/harness.js';
+import { caller, startTestApi, TEST_AUTH, type TestApi } from '../support/harness.js';
 
 const apps: TestApi[] = [];
 afterAll(async () => {
@@ -57,8 +57,7 @@ describe('hardening', () => {
     const deadRedis = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
     deadRedis.on('error', () => {});
     const deadDb = postgresDb({ connectionString: 'postgres://postgres@127.0.0.1:1/none', connectionTimeoutMs: 500 });
-    const auth = { jwtSecret: 'x'.repeat(32), jwtTtlSeconds: 60, scryptCost: 1024, rateLimitPerMinute: 10 };
-    const common = { clock: { now: () => new Date() }, logger: createLogger('silent'), version: 't', bodyLimitBytes: 1024, auth };
+    const common = { clock: { now: () => new Date() }, logger: createLogger('silent'), version: 't', bodyLimitBytes: 1024, auth: TEST_AUTH };
 
     const noRedis = await buildApp({ ...common, db: api.stores.db, counters: new RedisCounters(deadRedis, api.stores.db) });
     const a = await noRedis.inject({ method: 'GET', url: '/health' });

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { buildApp } from '../../src/api/app.js';
+import { buildApp, type AuthSettings } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/service/guard-service.js';
 import type { CounterStore } from '../../src/store/counters.js';
@@ -17,6 +17,14 @@ import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
 import { SqlCounters } from '../../src/store/sql-counters.js';
 import { createApiKey, createWorkspace, type Plan } from '../../src/store/workspaces.js';
 import { createTestDatabase, REDIS_URL, testKeyPrefix } from './services.js';
+
+/** Dashboard-token settings for apps built in tests: a cheap scrypt cost, a known secret. */
+export const TEST_AUTH: AuthSettings = {
+  jwtSecret: 'test-secret-test-secret-test-secret-0123',
+  jwtTtlSeconds: 3600,
+  scryptCost: 1024,
+  rateLimitPerMinute: 1000,
+};
 
 export type Backend = 'postgres+redis' | 'postgres+sql' | 'embedded';
 export const BACKENDS: Backend[] = ['postgres+redis', 'postgres+sql', 'embedded'];
@@ -130,10 +138,9 @@ export async function startTestApi(
     version: 'test',
     bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
     auth: {
-      jwtSecret: 'test-secret-test-secret-test-secret-0123',
-      jwtTtlSeconds: options.jwtTtlSeconds ?? 3600,
-      scryptCost: 1024,
-      rateLimitPerMinute: options.rateLimitPerMinute ?? 1000,
+      ...TEST_AUTH,
+      jwtTtlSeconds: options.jwtTtlSeconds ?? TEST_AUTH.jwtTtlSeconds,
+      rateLimitPerMinute: options.rateLimitPerMinute ?? TEST_AUTH.rateLimitPerMinute,
     },
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });

@@ -1,0 +1,21 @@
+/**
+ * HTTP metrics: request latency per route pattern, and the `/metrics` exposition. The route label
+ * is Fastify's route pattern (`/v1/runs/:run_id`), never the raw URL: one series per route, and
+ * no ids or proxy tokens in label values.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Metrics } from '../metrics.js';
+
+export function registerMetrics(app: FastifyInstance, metrics: Metrics) {
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.httpRequestSeconds.observe(
+      { method: request.method, route: request.routeOptions.url ?? 'unmatched', status_code: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+  });
+
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+    const { contentType, body } = await metrics.scrape();
+    return reply.type(contentType).send(body);
+  });
+}

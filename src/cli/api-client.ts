@@ -1,0 +1,154 @@
+/**
+ * The CLI's client of the daemon's HTTP API: global fetch, a bearer key, errors mapped to the
+ * server's `detail`. It imports nothing from the server, so it sees the API as any client would.
+ */
+import { ApiRequestError, DaemonUnreachableError } from './errors.js';
+
+export interface ApiClientOptions {
+  /** The daemon's base URL, e.g. `http://127.0.0.1:8787`. */
+  url: string;
+  /** `lg_...`; sent as `Authorization: Bearer`. */
+  apiKey: string;
+  /** Per request. @default 30000 */
+  timeoutMs?: number;
+}
+
+export interface Page<T> {
+  items: T[];
+  total: number;
+  page: number;
+  per_page: number;
+}
+
+export interface Decision {
+  outcome: 'ALLOW' | 'DENY';
+  reason: string | null;
+  evaluated_rules?: Record<string, 'PASS' | 'DENY'>;
+}
+
+export interface RunSummary {
+  id: string;
+  user_id: string;
+  status: 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
+  started_at: string;
+  ended_at: string | null;
+  step_count: number;
+  total_tokens: number;
+  total_cost_usd: number;
+}
+
+export interface Step {
+  id: string;
+  type: string;
+  status: 'ALLOWED' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
+  sequence: number;
+  model: string | null;
+  tool_name: string | null;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  cost_usd: number | null;
+  duration_ms: number | null;
+  decision: Decision;
+  created_at: string;
+}
+
+export interface RunDetail extends RunSummary {
+  metadata: Record<string, unknown> | null;
+  decision: Decision;
+  duration_ms: number;
+  steps: Step[];
+}
+
+export interface ModelPricing {
+  id: string;
+  model: string;
+  input_cost_per_token: number;
+  output_cost_per_token: number;
+  is_active: boolean;
+}
+
+export interface RunListQuery {
+  status?: string;
+  user_id?: string;
+  page?: number;
+  per_page?: number;
+}
+
+export class ApiClient {
+  readonly url: string;
+  private readonly apiKey: string;
+  private readonly timeoutMs: number;
+
+  constructor(options: ApiClientOptions) {
+    this.url = options.url.replace(/\/+$/, '');
+    this.apiKey = options.apiKey;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+  }
+
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.apiKey}`, accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await fetch(this.url + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (error) {
+      throw new DaemonUnreachableError(this.url, connectionReason(error));
+    }
+    const text = await res.text();
+    let parsed: unknown = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      parsed = null;
+    }
+    if (!res.ok) {
+      const e = (parsed ?? {}) as { detail?: unknown; code?: unknown; errors?: unknown };
+      throw new ApiRequestError(
+        res.status,
+        typeof e.code === 'string' ? e.code : null,
+        typeof e.detail === 'string' ? e.detail : `HTTP ${res.status} ${res.statusText}`.trim(),
+        Array.isArray(e.errors) ? (e.errors as { path: string; message: string }[]) : [],
+      );
+    }
+    return parsed as T;
+  }
+
+  // --- Endpoints the CLI uses; add more here as commands need them. ---------------------------
+
+  setKillSwitch(active: boolean) {
+    return this.request<{ active: boolean; updated_at: string }>('POST', '/v1/workspace/kill-switch', { active });
+  }
+
+  listPricing() {
+    return this.request<ModelPricing[]>('GET', '/v1/model-pricing');
+  }
+
+  putPricing(model: string, price: { input_cost_per_token: number; output_cost_per_token: number; is_active?: boolean }) {
+    const body = { input_cost_per_token: price.input_cost_per_token, output_cost_per_token: price.output_cost_per_token,
+      ...(price.is_active === undefined ? {} : { is_active: price.is_active }) };
+    return this.request<ModelPricing>('PUT', `/v1/model-pricing/${encodeURIComponent(model)}`, body);
+  }
+
+  listRuns(query: RunListQuery = {}) {
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(query)) if (value !== undefined) params.set(key, String(value));
+    const qs = params.toString();
+    return this.request<Page<RunSummary>>('GET', `/v1/runs${qs ? `?${qs}` : ''}`);
+  }
+
+  getRun(id: string) {
+    return this.request<RunDetail>('GET', `/v1/runs/${encodeURIComponent(id)}`);
+  }
+}
+
+/** `ECONNREFUSED`, `ENOTFOUND`, `timed out`, ...: why fetch could not get an answer. */
+function connectionReason(error: unknown): string {
+  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'no answer in time';
+  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? 'unknown error';
+}

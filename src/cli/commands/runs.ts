@@ -1,0 +1,226 @@
+/** `runguard runs list|show|tail`: the audit record of runs, steps and decisions. */
+import { Command, Option } from 'commander';
+import type { ApiClient, RunDetail, RunSummary, Step } from '../api-client.js';
+import { apiCommand, withApi, type ApiOptions } from '../command.js';
+import { CliError, DaemonUnreachableError, describeError } from '../errors.js';
+import { duration, timestamp, usd, type Output } from '../output.js';
+
+const STATUSES = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
+
+function positiveInt(name: string, max: number) {
+  return (text: string): number => {
+    const n = Number(text);
+    if (!/^\d+$/.test(text) || n < 1 || n > max) throw new CliError(`${name} must be an integer from 1 to ${max} (got ${JSON.stringify(text)}).`);
+    return n;
+  };
+}
+
+const decisionText = (d: { outcome: string; reason: string | null }) => (d.outcome === 'DENY' ? `DENY ${d.reason ?? ''}`.trim() : d.outcome);
+const tokens = (s: Pick<Step, 'prompt_tokens' | 'completion_tokens'>) =>
+  s.prompt_tokens === null && s.completion_tokens === null ? '-' : `${s.prompt_tokens ?? 0}+${s.completion_tokens ?? 0}`;
+
+function listCommand() {
+  return apiCommand('list', 'list runs, newest first')
+    .addOption(new Option('--status <status>', 'only runs in this status').choices(STATUSES))
+    .addOption(new Option('--user <user_id>', 'only runs of this SDK user'))
+    .addOption(new Option('--page <n>', 'page, from 1').argParser(positiveInt('--page', 1_000_000)).default(1))
+    .addOption(new Option('--per-page <n>', 'runs per page, at most 100').argParser(positiveInt('--per-page', 100)).default(50))
+    .action(
+      withApi(async ({ client, out }, options: ApiOptions & { status?: string; user?: string; page: number; perPage: number }) => {
+        const page = await client.listRuns({ status: options.status, user_id: options.user, page: options.page, per_page: options.perPage });
+        if (out.json) return out.data(page);
+        if (page.total === 0) return out.line('No runs.');
+        out.table(
+          ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST'],
+          page.items.map((r) => [r.id, r.user_id, r.status, timestamp(r.started_at), timestamp(r.ended_at), r.step_count,
+            r.total_tokens, usd(r.total_cost_usd)]),
+        );
+        const pages = Math.max(1, Math.ceil(page.total / page.per_page));
+        out.line(`\nPage ${page.page} of ${pages} (${page.total} run${page.total === 1 ? '' : 's'}).`);
+      }),
+    );
+}
+
+export function printRun(out: Output, run: RunDetail) {
+  out.line(`Run       ${run.id}`);
+  out.line(`User      ${run.user_id}`);
+  out.line(`Status    ${run.status}`);
+  out.line(`Decision  ${decisionText(run.decision)}`);
+  out.line(`Started   ${timestamp(run.started_at)}`);
+  out.line(`Ended     ${timestamp(run.ended_at)}`);
+  out.line(`Duration  ${duration(run.duration_ms)}`);
+  out.line(`Tokens    ${run.total_tokens}`);
+  out.line(`Cost      ${usd(run.total_cost_usd)}`);
+  if (run.metadata) out.line(`Metadata  ${JSON.stringify(run.metadata)}`);
+  out.line();
+  if (run.steps.length === 0) return out.line('No steps.');
+  out.table(
+    ['SEQ', 'TYPE', 'MODEL/TOOL', 'STATUS', 'DECISION', 'TOKENS', 'COST', 'DURATION', 'CREATED'],
+    run.steps.map((s) => [s.sequence, s.type, s.model ?? s.tool_name, s.status, decisionText(s.decision), tokens(s),
+      usd(s.cost_usd), duration(s.duration_ms), timestamp(s.created_at)]),
+  );
+}
+
+function showCommand() {
+  return apiCommand('show', 'a run with its step timeline: decisions, tokens, cost')
+    .argument('<run_id>', 'the run id')
+    .action(
+      withApi(async ({ client, out }, _options, runId: string) => {
+        const run = await client.getRun(runId);
+        if (out.json) return out.data(run);
+        printRun(out, run);
+      }),
+    );
+}
+
+// --- tail ---------------------------------------------------------------------------------
+
+export type TailEvent =
+  | { event: 'run_started'; run: RunSummary }
+  | { event: 'step_created'; run_id: string; step: Step }
+  | { event: 'step_finished'; run_id: string; step: Step }
+  | { event: 'run_ended'; run: RunSummary };
+
+interface Tracked {
+  status: RunSummary['status'];
+  stepCount: number;
+  /** Step id to the status it was last printed with. */
+  steps: Map<string, Step['status']>;
+  /** Steps not finished yet: the run is read again until they are. */
+  open: boolean;
+}
+
+/**
+ * Follows the run listing: new runs, their steps as they are created and finished, and their
+ * end. Runs that existed before the tail started are followed but not announced.
+ */
+export class RunFollower {
+  private readonly runs = new Map<string, Tracked>();
+  private primed = false;
+
+  constructor(
+    private readonly client: ApiClient,
+    private readonly filter: { user_id?: string },
+  ) {}
+
+  async poll(): Promise<TailEvent[]> {
+    const page = await this.client.listRuns({ ...this.filter, per_page: 100 });
+    const events: TailEvent[] = [];
+    // Oldest first, so events come out in the order they happened.
+    for (const run of [...page.items].reverse()) {
+      const known = this.runs.get(run.id);
+      if (!known) {
+        const tracked: Tracked = { status: run.status, stepCount: 0, steps: new Map(), open: false };
+        this.runs.set(run.id, tracked);
+        if (!this.primed) {
+          // Already there: remember its steps silently; follow it only while it runs.
+          tracked.stepCount = run.step_count;
+          if (run.status === 'RUNNING' && run.step_count > 0) await this.readSteps(run, tracked, null);
+          continue;
+        }
+        events.push({ event: 'run_started', run });
+        if (run.step_count > 0) await this.readSteps(run, tracked, events);
+        if (run.status !== 'RUNNING' && run.status !== 'BLOCKED') events.push({ event: 'run_ended', run });
+        continue;
+      }
+      if (run.step_count !== known.stepCount || known.open || (run.status !== known.status && run.status !== 'RUNNING')) {
+        await this.readSteps(run, known, events);
+      }
+      if (known.status === 'RUNNING' && run.status !== 'RUNNING') events.push({ event: 'run_ended', run });
+      known.status = run.status;
+    }
+    this.primed = true;
+    return events;
+  }
+
+  private async readSteps(run: RunSummary, tracked: Tracked, events: TailEvent[] | null) {
+    let detail: RunDetail;
+    try {
+      detail = await this.client.getRun(run.id);
+    } catch (error) {
+      if (error instanceof DaemonUnreachableError) throw error;
+      return; // Gone or unreadable: the listing will say more on the next poll.
+    }
+    tracked.stepCount = detail.steps.length;
+    tracked.open = false;
+    for (const step of detail.steps) {
+      const seen = tracked.steps.get(step.id);
+      if (step.status === 'ALLOWED') tracked.open = true;
+      if (seen === step.status) continue;
+      tracked.steps.set(step.id, step.status);
+      if (!events) continue;
+      if (seen === undefined) events.push({ event: 'step_created', run_id: run.id, step });
+      if (step.status === 'COMPLETED' || step.status === 'FAILED') events.push({ event: 'step_finished', run_id: run.id, step });
+    }
+  }
+}
+
+function printEvent(out: Output, e: TailEvent) {
+  if (out.json) return out.event(e);
+  const time = new Date().toISOString().slice(11, 19);
+  switch (e.event) {
+    case 'run_started':
+      return out.line(`${time}  run ${e.run.id}  user ${e.run.user_id}  ${e.run.status === 'BLOCKED' ? 'BLOCKED at start' : 'started'}`);
+    case 'step_created': {
+      const s = e.step;
+      return out.line(`${time}  run ${e.run_id}  step ${s.sequence} ${s.type}${s.model ?? s.tool_name ? ` ${s.model ?? s.tool_name}` : ''}  ${s.status === 'BLOCKED' ? `BLOCKED ${s.decision.reason ?? ''}`.trim() : 'allowed'}`);
+    }
+    case 'step_finished': {
+      const s = e.step;
+      return out.line(`${time}  run ${e.run_id}  step ${s.sequence} ${s.status}  tokens ${tokens(s)}  cost ${usd(s.cost_usd)}  ${duration(s.duration_ms)}`);
+    }
+    case 'run_ended':
+      return out.line(`${time}  run ${e.run.id}  ${e.run.status}  steps ${e.run.step_count}  tokens ${e.run.total_tokens}  cost ${usd(e.run.total_cost_usd)}`);
+  }
+}
+
+function tailCommand() {
+  return apiCommand('tail', 'follow new runs and steps as they happen (Ctrl-C to stop)')
+    .addOption(new Option('--interval <ms>', 'poll interval in milliseconds').argParser(positiveInt('--interval', 3_600_000)).default(2_000))
+    .addOption(new Option('--user <user_id>', 'only runs of this SDK user'))
+    .action(
+      withApi(async ({ client, out }, options: ApiOptions & { interval: number; user?: string }) => {
+        const follower = new RunFollower(client, { user_id: options.user });
+        await follower.poll(); // Fails loudly when the daemon is not there at all.
+        if (!out.json) out.line(`Following runs at ${client.url} every ${options.interval}ms (Ctrl-C to stop).`);
+        let stopped = false;
+        let wake: () => void = () => {};
+        const stop = () => {
+          stopped = true;
+          wake();
+        };
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+        let unreachable = false;
+        while (!stopped) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, options.interval);
+            wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+          if (stopped) break;
+          try {
+            for (const event of await follower.poll()) printEvent(out, event);
+            if (unreachable) out.warn('the daemon answers again.');
+            unreachable = false;
+          } catch (error) {
+            // A daemon restart should not end the tail: say so once and keep polling.
+            if (!unreachable) out.warn(`${describeError(error).message} Retrying every ${options.interval}ms.`);
+            unreachable = true;
+          }
+        }
+        process.off('SIGINT', stop);
+        process.off('SIGTERM', stop);
+      }),
+    );
+}
+
+export function runsCommand(): Command {
+  return new Command('runs')
+    .description('runs, their steps and guardrail decisions')
+    .addCommand(listCommand())
+    .addCommand(showCommand())
+    .addCommand(tailCommand());
+}

@@ -1,0 +1,40 @@
+/** `runguard start`: the daemon, until SIGTERM or SIGINT. */
+import { Command, Option } from 'commander';
+import { loadConfig } from '../../config.js';
+
+export function startCommand(): Command {
+  return new Command('start')
+    .description('start the daemon (embedded database unless DATABASE_URL is set)')
+    .addOption(new Option('--port <port>', 'port to listen on (env PORT)'))
+    .addOption(new Option('--host <host>', 'address to bind (env HOST)'))
+    .addOption(new Option('--data-dir <dir>', 'where the embedded database and the API key live (env RUNGUARD_DATA_DIR)'))
+    .action(async (options: { port?: string; host?: string; dataDir?: string }) => {
+      const config = loadConfig(process.env, { port: options.port, host: options.host, dataDir: options.dataDir });
+      // Loaded here, not at the top: the client commands need none of the server.
+      const [{ startDaemon }, { createLogger }] = await Promise.all([import('../../daemon.js'), import('../../logger.js')]);
+      const logger = createLogger(config.logLevel, { format: config.logFormat });
+      const daemon = await startDaemon(config, logger);
+      let stopping = false;
+      const stop = (signal: string) => {
+        if (stopping) {
+          // A second signal: the operator does not want to wait for the grace period.
+          logger.warn({ signal }, 'second signal during shutdown; exiting now');
+          process.exit(1);
+        }
+        stopping = true;
+        logger.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: finishing in-flight requests');
+        daemon.close().then(
+          () => {
+            logger.info('stopped');
+            process.exit(0);
+          },
+          (error: unknown) => {
+            logger.error({ err: error }, 'shutdown failed');
+            process.exit(1);
+          },
+        );
+      };
+      process.on('SIGTERM', () => stop('SIGTERM'));
+      process.on('SIGINT', () => stop('SIGINT'));
+    });
+}

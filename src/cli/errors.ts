@@ -1,0 +1,52 @@
+/** What a CLI command can fail with, and the exit status each maps to. */
+
+export const EXIT = {
+  /** The server refused the request, or the input was wrong. */
+  FAILURE: 1,
+  /** Nothing answered at the daemon's URL. */
+  UNREACHABLE: 3,
+} as const;
+
+export class CliError extends Error {
+  override name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode: number = EXIT.FAILURE,
+  ) {
+    super(message);
+  }
+}
+
+/** The daemon answered with an error status; `detail` is its sentence for people. */
+export class ApiRequestError extends CliError {
+  override name = 'ApiRequestError';
+  constructor(
+    readonly status: number,
+    readonly code: string | null,
+    readonly detail: string,
+    readonly errors: { path: string; message: string }[] = [],
+  ) {
+    super(detail, EXIT.FAILURE);
+  }
+}
+
+export class DaemonUnreachableError extends CliError {
+  override name = 'DaemonUnreachableError';
+  constructor(url: string, reason: string) {
+    super(
+      `cannot reach the runguard daemon at ${url} (${reason}). Is it running? Start it with \`runguard start\`, ` +
+        'or point the CLI at it with --url or RUNGUARD_URL.',
+      EXIT.UNREACHABLE,
+    );
+  }
+}
+
+/** The message for a failed command, with a 422's field errors on their own lines. */
+export function describeError(error: unknown): { message: string; exitCode: number } {
+  if (error instanceof ApiRequestError) {
+    const fields = error.errors.map((e) => `\n  ${e.path}: ${e.message}`).join('');
+    return { message: `${error.detail}${fields}`, exitCode: error.exitCode };
+  }
+  if (error instanceof CliError) return { message: error.message, exitCode: error.exitCode };
+  return { message: (error as Error)?.message ?? String(error), exitCode: EXIT.FAILURE };
+}

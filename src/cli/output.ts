@@ -1,0 +1,74 @@
+/** What commands print: aligned tables for people, JSON for scripts. */
+
+export interface Output {
+  /** `--json` was given. */
+  readonly json: boolean;
+  /** A line to stdout. */
+  line(text?: string): void;
+  /** A value as JSON on stdout (pretty-printed: one document per command). */
+  data(value: unknown): void;
+  /** A JSON value on one line (streams of events, e.g. `runs tail --json`). */
+  event(value: unknown): void;
+  /** A warning to stderr; never mixed into the data on stdout. */
+  warn(text: string): void;
+  table(headers: string[], rows: (string | number | null | undefined)[][]): void;
+}
+
+export function createOutput(
+  json: boolean,
+  stdout: NodeJS.WritableStream = process.stdout,
+  stderr: NodeJS.WritableStream = process.stderr,
+): Output {
+  return {
+    json,
+    line: (text = '') => void stdout.write(`${text}\n`),
+    data: (value) => void stdout.write(`${JSON.stringify(value, null, 2)}\n`),
+    event: (value) => void stdout.write(`${JSON.stringify(value)}\n`),
+    warn: (text) => void stderr.write(`runguard: warning: ${text}\n`),
+    table: (headers, rows) => void stdout.write(renderTable(headers, rows)),
+  };
+}
+
+export function renderTable(headers: string[], rows: (string | number | null | undefined)[][]): string {
+  const cells = rows.map((row) => row.map((c) => (c === null || c === undefined || c === '' ? '-' : String(c))));
+  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
+  const format = (row: string[]) => row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+  return [format(headers), ...cells.map(format)].map((l) => `${l.trimEnd()}\n`).join('');
+}
+
+/** USD with enough digits for per-call costs: `$0.000123`, `$12.50`. */
+export function usd(value: number | null | undefined): string {
+  if (value === null || value === undefined) return '-';
+  if (value === 0) return '$0';
+  const abs = Math.abs(value);
+  const digits = abs >= 1 ? 2 : Math.min(10, Math.max(2, -Math.floor(Math.log10(abs)) + 3));
+  return `$${value.toFixed(digits).replace(/(\.\d*?[1-9])0+$/, '$1')}`;
+}
+
+/** A number in plain decimal notation, digit for digit as JavaScript prints it: `8e-7` is `0.0000008`. */
+export function plainDecimal(n: number): string {
+  const match = /^(-?)(\d)(?:\.(\d+))?e-(\d+)$/.exec(String(n));
+  if (!match) return String(n);
+  const [, sign, digit, fraction = '', exponent] = match;
+  return `${sign}0.${'0'.repeat(Number(exponent) - 1)}${digit}${fraction}`;
+}
+
+/** Per-token price in USD per million tokens, the unit providers publish. */
+export function perMillion(perToken: number): string {
+  return `$${Number((perToken * 1e6).toPrecision(12))}`;
+}
+
+export function duration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return '-';
+  if (ms < 1_000) return `${ms}ms`;
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(1)}s`;
+  const minutes = Math.floor(ms / 60_000);
+  if (minutes < 60) return `${minutes}m${Math.floor((ms % 60_000) / 1_000)}s`;
+  return `${Math.floor(minutes / 60)}h${minutes % 60}m`;
+}
+
+/** `2025-01-31 12:34:56Z`: an ISO timestamp, readable in a table. */
+export function timestamp(iso: string | null | undefined): string {
+  if (!iso) return '-';
+  return iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+}

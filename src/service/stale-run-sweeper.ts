@@ -1,0 +1,96 @@
+/**
+ * Ends as FAILED the RUNNING runs whose client went away: no new step for `idleMs`. That frees
+ * their concurrency slots. Safe with any number of daemons sweeping one database: a run is
+ * claimed with `FOR UPDATE SKIP LOCKED` and ended by a conditional UPDATE, so exactly one
+ * sweeper (or the client's own end call) ends it; the concurrency count, read from the records,
+ * drops at once.
+ */
+import type { Logger } from 'pino';
+import type { Queryable } from '../store/db.js';
+import type { Clock } from './guard-service.js';
+
+export interface StaleRunSweeperOptions {
+  db: Queryable;
+  clock: Clock;
+  logger: Logger;
+  /** A RUNNING run idle (no new step) for this long is stale. */
+  idleMs: number;
+  /** Time between sweeps; 0: never on a timer (call `sweep()`). */
+  intervalMs: number;
+  /** Runs ended per statement, so one sweep never holds many row locks. @default 500 */
+  batchSize?: number;
+  /** Told how many runs a sweep ended (metrics). */
+  onEnded?: (count: number) => void;
+}
+
+export interface EndedStaleRun {
+  id: string;
+  workspace_id: string;
+  user_id: string;
+}
+
+export interface StaleRunSweeper {
+  /** Ends every run stale at the clock's now; resolves with the runs this call ended. */
+  sweep(): Promise<EndedStaleRun[]>;
+  /** Sweeps now and then every `intervalMs`. */
+  start(): void;
+  /** Stops the timer and waits for a sweep in progress. */
+  stop(): Promise<void>;
+}
+
+const END_STALE = `
+UPDATE runs SET status = 'FAILED', ended_at = $2
+WHERE status = 'RUNNING' AND id IN (
+  SELECT id FROM runs WHERE status = 'RUNNING' AND last_activity_at < $1
+  ORDER BY last_activity_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+RETURNING id, workspace_id, user_id`;
+
+export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRunSweeper {
+  const { db, clock, logger, idleMs, intervalMs } = options;
+  const batchSize = options.batchSize ?? 500;
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<unknown> | null = null;
+  let stopped = false;
+
+  async function sweep(): Promise<EndedStaleRun[]> {
+    const ended: EndedStaleRun[] = [];
+    for (;;) {
+      const now = clock.now();
+      const cutoff = new Date(now.getTime() - idleMs);
+      const { rows } = await db.query<EndedStaleRun>(END_STALE, [cutoff, now, batchSize]);
+      ended.push(...rows);
+      if (rows.length < batchSize || stopped) break;
+    }
+    if (ended.length > 0) {
+      logger.info({ count: ended.length, idleMs, runIds: ended.slice(0, 20).map((r) => r.id) }, 'ended stale runs as FAILED');
+      options.onEnded?.(ended.length);
+    }
+    return ended;
+  }
+
+  function tick() {
+    if (running || stopped) return;
+    running = sweep()
+      .catch((error: unknown) => logger.error({ err: error }, 'stale-run sweep failed'))
+      .finally(() => {
+        running = null;
+      });
+  }
+
+  return {
+    sweep,
+    start() {
+      if (intervalMs <= 0 || timer) return;
+      stopped = false;
+      tick();
+      timer = setInterval(tick, intervalMs);
+      timer.unref();
+    },
+    async stop() {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      timer = null;
+      await running;
+    },
+  };
+}

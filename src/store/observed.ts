@@ -1,0 +1,97 @@
+/**
+ * Store wrappers that report failures to an observer (metrics) and change nothing else: every
+ * call, result and error passes through untouched.
+ */
+import type { CounterStore } from './counters.js';
+import type { Db, Queryable } from './db.js';
+
+export type DbOperation = 'query' | 'exec' | 'transaction';
+
+/** A short, bounded label for a database error; null when the error is not the database's fault. */
+export function databaseErrorCode(error: unknown): string | null {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  if (!e || typeof e !== 'object') return 'unknown';
+  const code = typeof e.code === 'string' ? e.code : '';
+  if (/^[0-9A-Z]{5}$/.test(code)) {
+    // Class 23 (constraint violations) is how the service detects duplicates; class 22 is
+    // invalid input (NUL in text, bad JSON escapes) answered as a 422: neither is an outage.
+    if (code.startsWith('23') || code.startsWith('22')) return null;
+    return code;
+  }
+  if (/^E[A-Z]+$/.test(code)) return code;
+  const message = typeof e.message === 'string' ? e.message : '';
+  if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)) {
+    return 'connection';
+  }
+  return null;
+}
+
+/**
+ * Errors already reported by a query inside a transaction, so the transaction that rethrows
+ * them does not report them twice.
+ */
+const reported = new WeakSet<object>();
+
+export function observeDb(db: Db, onError: (operation: DbOperation, code: string) => void): Db {
+  const report = (operation: DbOperation, error: unknown) => {
+    if (typeof error === 'object' && error !== null) {
+      if (reported.has(error)) return;
+      reported.add(error);
+    }
+    const code = databaseErrorCode(error);
+    if (code !== null) onError(operation, code);
+  };
+  const wrap = (target: Queryable): Queryable => ({
+    async query(sql, params) {
+      try {
+        return await target.query(sql, params);
+      } catch (error) {
+        report('query', error);
+        throw error;
+      }
+    },
+    async exec(sql) {
+      try {
+        await target.exec(sql);
+      } catch (error) {
+        report('exec', error);
+        throw error;
+      }
+    },
+  }) as Queryable;
+  return {
+    kind: db.kind,
+    ...wrap(db),
+    async transaction(fn) {
+      try {
+        return await db.transaction((tx) => fn(wrap(tx)));
+      } catch (error) {
+        report('transaction', error);
+        throw error;
+      }
+    },
+    close: () => db.close(),
+  };
+}
+
+type CounterOperation = Exclude<keyof CounterStore, 'kind'>;
+
+export function observeCounters(counters: CounterStore, onError: (operation: CounterOperation) => void): CounterStore {
+  const wrapped = <A extends unknown[], R>(operation: CounterOperation, fn: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      try {
+        return await fn(...args);
+      } catch (error) {
+        onError(operation);
+        throw error;
+      }
+    };
+  return {
+    kind: counters.kind,
+    readSpend: wrapped('readSpend', (scope) => counters.readSpend(scope)),
+    spendRecorded: wrapped('spendRecorded', (scope, totals) => counters.spendRecorded(scope, totals)),
+    resyncSpend: wrapped('resyncSpend', (scope, totals) => counters.resyncSpend(scope, totals)),
+    health: wrapped('health', () => counters.health()),
+    close: () => counters.close(),
+  };
+}

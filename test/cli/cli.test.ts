@@ -1,0 +1,259 @@
+/**
+ * The CLI as a user runs it: `bin/runguard <command>` against a daemon spawned on a fresh
+ * Postgres database, checking what it prints (tables and --json), its exit status, and the
+ * state it leaves, read back through the API.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { caller, type Caller } from '../support/harness.js';
+import { BIN, freePort, runCli, spawnDaemonOnPostgres, type SpawnedDaemon } from '../support/daemon.js';
+import { createTestDatabase } from '../support/services.js';
+
+let daemon: SpawnedDaemon & { close(): Promise<void> };
+let api: Caller;
+let env: Record<string, string>;
+let scratch: string;
+
+beforeAll(async () => {
+  daemon = await spawnDaemonOnPostgres();
+  api = caller(daemon.url, daemon.apiKey);
+  // The key comes from <data dir>/api-key, as for a user on the daemon's machine.
+  env = { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: daemon.dataDir };
+  scratch = await mkdtemp(join(tmpdir(), 'rg-cli-'));
+});
+afterAll(async () => {
+  await daemon?.close();
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+const cli = (...args: string[]) => runCli(args, env);
+
+async function startRunWithStep(userId: string) {
+  const run = (await api.request('POST', '/v1/runs', { user_id: userId, metadata: { ticket: 7 } })).body;
+  const step = (await api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'cli-model' })).body;
+  await api.request('PATCH', `/v1/runs/${run.id}/steps/${step.id}`, {
+    status: 'COMPLETED', prompt_tokens: 1000, completion_tokens: 500, duration_ms: 1234,
+  });
+  return run.id as string;
+}
+
+describe('pricing', () => {
+  it('when a price is set, then the table shows it per token and per million, and the API has it', async () => {
+    const res = await cli('pricing', 'set', 'cli-model', '--input', '0.000002', '--output', '0.000008');
+    expect(res.code).toBe(0);
+    expect(res.stderr).toBe('');
+    expect(res.stdout).toMatch(/^MODEL\s+INPUT\/TOKEN\s+OUTPUT\/TOKEN\s+INPUT\/1M\s+OUTPUT\/1M\s+ACTIVE/);
+    expect(res.stdout).toMatch(/cli-model\s+0\.000002\s+0\.000008\s+\$2\s+\$8\s+yes/);
+    const prices = (await api.request('GET', '/v1/model-pricing')).body;
+    expect(prices.find((p: any) => p.model === 'cli-model')).toMatchObject({ input_cost_per_token: 0.000002, output_cost_per_token: 0.000008 });
+  });
+
+  it('when prices are given per million, then they are stored per token, with --json answering the entry', async () => {
+    const res = await cli('pricing', 'set', 'per-million-model', '--input', '0.15', '--output', '0.6', '--per-million', '--json');
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout)).toMatchObject({ model: 'per-million-model', input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7, is_active: true });
+  });
+
+  it('when a per-million figure is typed as per-token, then it warns on stderr (and still saves what was asked)', async () => {
+    const res = await cli('pricing', 'set', 'typo-model', '--input', '2.5', '--output', '10', '--json');
+    expect(res.code).toBe(0);
+    expect(res.stderr).toContain('typo-model: input price 2.5 USD per token looks like a per-million price');
+    expect(res.stderr).toContain('0.0000025');
+    expect(JSON.parse(res.stdout).input_cost_per_token).toBe(2.5);
+  });
+
+  it('when the catalog is imported with one command, then every catalog model is priced', async () => {
+    const res = await cli('pricing', 'import');
+    expect(res.code).toBe(0);
+    expect(res.stderr).toBe('');
+    expect(res.stdout).toMatch(/Imported \d+ prices from the shipped catalog \(prices as of \d{4}-\d{2}-\d{2}\)\./);
+    const prices: any[] = (await api.request('GET', '/v1/model-pricing')).body;
+    const byModel = new Map(prices.map((p) => [p.model, p]));
+    expect(byModel.get('gpt-4o-mini')).toMatchObject({ input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7 });
+    for (const model of ['gpt-4o', 'claude-sonnet-4-5', 'gemini-2.5-pro']) expect(byModel.has(model)).toBe(true);
+    const again = await cli('pricing', 'import', '--catalog', '--json');
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout).length).toBe(Number(/Imported (\d+)/.exec(res.stdout)?.[1]));
+  });
+
+  it('when a file is imported, then its prices are saved; a bad file names the bad entry', async () => {
+    const file = join(scratch, 'prices.json');
+    await writeFile(file, JSON.stringify([{ model: 'file-model', input_cost_per_token: 1e-6, output_cost_per_token: 2e-6 }]));
+    const res = await cli('pricing', 'import', file, '--json');
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout)).toEqual([expect.objectContaining({ model: 'file-model', output_cost_per_token: 2e-6 })]);
+    const list = await cli('pricing', 'list', '--json');
+    expect(JSON.parse(list.stdout).map((p: any) => p.model)).toContain('file-model');
+
+    await writeFile(file, JSON.stringify({ models: [{ model: 'x', input_cost_per_token: '1', output_cost_per_token: 1 }] }));
+    const bad = await cli('pricing', 'import', file);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('models[0] (x): "input_cost_per_token" must be a non-negative number');
+  });
+});
+
+describe('kill-switch', () => {
+  it('when turned on, then run starts are BLOCKED; when off, they run again', async () => {
+    const on = await cli('kill-switch', 'on');
+    expect(on.code).toBe(0);
+    expect(on.stdout).toMatch(/^Kill switch is ON/);
+    const blocked = await api.request('POST', '/v1/runs', { user_id: 'ks' });
+    expect(blocked.body).toMatchObject({ status: 'BLOCKED', decision: { reason: 'KILL_SWITCH_ACTIVE' } });
+    const off = await cli('kill-switch', 'off', '--json');
+    expect(off.code).toBe(0);
+    expect(JSON.parse(off.stdout)).toEqual({ active: false, updated_at: expect.stringMatching(/Z$/) });
+    expect((await api.request('POST', '/v1/runs', { user_id: 'ks' })).body.status).toBe('RUNNING');
+  });
+
+  it('when the plan does not allow it, then the exit status is 1 with the server\'s detail', async () => {
+    const database = await createTestDatabase();
+    const { spawnDaemon } = await import('../support/daemon.js');
+    const basic = await spawnDaemon({ databaseUrl: database.url, env: { RUNGUARD_DEFAULT_PLAN: 'basic' } });
+    try {
+      const res = await runCli(['kill-switch', 'on', '--url', basic.url, '--api-key', basic.apiKey!]);
+      expect(res.code).toBe(1);
+      expect(res.stderr).toBe('runguard: The kill switch needs the scale plan or higher; this workspace is on basic.\n');
+    } finally {
+      await basic.stop();
+      await database.drop();
+      await rm(basic.dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('runs', () => {
+  let runId: string;
+  beforeAll(async () => {
+    runId = await startRunWithStep('cli-user');
+  });
+
+  it('when runs are listed, then the table and --json agree with the API, and filters apply', async () => {
+    const table = await cli('runs', 'list', '--user', 'cli-user');
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/^ID\s+USER\s+STATUS\s+STARTED\s+ENDED\s+STEPS\s+TOKENS\s+COST/);
+    expect(table.stdout).toMatch(new RegExp(`${runId}\\s+cli-user\\s+RUNNING\\s+\\S+ \\S+\\s+-\\s+1\\s+1500\\s+\\$0\\.006`));
+    expect(table.stdout).toContain('Page 1 of 1 (1 run).');
+    const json = JSON.parse((await cli('runs', 'list', '--user', 'cli-user', '--json')).stdout);
+    expect(json).toEqual((await api.request('GET', '/v1/runs?user_id=cli-user')).body);
+    const none = await cli('runs', 'list', '--user', 'cli-user', '--status', 'FAILED');
+    expect(none.stdout).toBe('No runs.\n');
+    const paged = JSON.parse((await cli('runs', 'list', '--per-page', '1', '--page', '2', '--json')).stdout);
+    expect(paged).toMatchObject({ page: 2, per_page: 1 });
+  });
+
+  it('when a run is shown, then its step timeline has decision, tokens, cost and duration', async () => {
+    const res = await cli('runs', 'show', runId);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toContain(`Run       ${runId}`);
+    expect(res.stdout).toContain('Status    RUNNING');
+    expect(res.stdout).toContain('Cost      $0.006');
+    expect(res.stdout).toContain('Metadata  {"ticket":7}');
+    expect(res.stdout).toMatch(/SEQ\s+TYPE\s+MODEL\/TOOL\s+STATUS\s+DECISION\s+TOKENS\s+COST\s+DURATION\s+CREATED/);
+    expect(res.stdout).toMatch(/1\s+MODEL_CALL\s+cli-model\s+COMPLETED\s+ALLOW\s+1000\+500\s+\$0\.006\s+1\.2s/);
+    const json = JSON.parse((await cli('runs', 'show', runId, '--json')).stdout);
+    expect(json).toMatchObject({ id: runId, steps: [{ sequence: 1, cost_usd: 0.006 }] });
+  });
+
+  it('when a run does not exist or the input is bad, then exit 1 with the server\'s detail', async () => {
+    const missing = await cli('runs', 'show', '00000000-0000-4000-8000-000000000000');
+    expect(missing).toMatchObject({ code: 1, stdout: '', stderr: 'runguard: Run not found.\n' });
+    const invalid = await cli('runs', 'show', 'nope');
+    expect(invalid.code).toBe(1);
+    expect(invalid.stderr).toContain('params.run_id');
+  });
+
+  it('when runs start, take steps and end during a tail, then each shows up once, in order, until SIGINT', async () => {
+    const tail = spawn(process.execPath, [BIN, 'runs', 'tail', '--interval', '100', '--json'], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    tail.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    tail.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const exited = new Promise<number | null>((resolve) => tail.once('exit', (code) => resolve(code)));
+    const events = () => out.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const waitFor = async (predicate: () => boolean) => {
+      const deadline = Date.now() + 10_000;
+      while (!predicate()) {
+        if (Date.now() > deadline) throw new Error(`timed out; tail printed:\n${out}\n${err}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    try {
+      // Its first poll (what exists then is not news) shows in the daemon's route metrics.
+      const listings = async () => {
+        const text = (await api.request('GET', '/metrics')).body as string;
+        return Number(/runguard_http_request_duration_seconds_count\{method="GET",route="\/v1\/runs",status_code="200"\} (\d+)/.exec(text)?.[1] ?? 0);
+      };
+      const before = await listings();
+      const deadline = Date.now() + 10_000;
+      while ((await listings()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      const id = await startRunWithStep('tailed');
+      await waitFor(() => events().some((e) => e.event === 'step_finished'));
+      await api.request('POST', `/v1/runs/${id}/end`, { status: 'COMPLETED' });
+      await waitFor(() => events().some((e) => e.event === 'run_ended'));
+      const mine = events().filter((e) => (e.run?.id ?? e.run_id) === id);
+      expect(mine.map((e) => e.event)).toEqual(['run_started', 'step_created', 'step_finished', 'run_ended']);
+      expect(mine[0]).toMatchObject({ event: 'run_started', run: { user_id: 'tailed' } });
+      expect(mine.at(-1)).toMatchObject({ event: 'run_ended', run: { status: 'COMPLETED', total_tokens: 1500 } });
+      expect(events().some((e) => (e.run?.id ?? e.run_id) === runId && e.event === 'run_started')).toBe(false);
+    } finally {
+      tail.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+    expect(err).toBe('');
+  });
+});
+
+describe('connection', () => {
+  it('when the key is wrong, then exit 1 with the server\'s detail', async () => {
+    const res = await runCli(['runs', 'list', '--url', daemon.url, '--api-key', 'lg_aaaaaaaaaaaa_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb']);
+    expect(res).toMatchObject({ code: 1, stdout: '', stderr: 'runguard: Invalid credential.\n' });
+  });
+
+  it('when the API key comes from RUNGUARD_API_KEY, then the key file is not needed', async () => {
+    const res = await runCli(['pricing', 'list', '--json'], { RUNGUARD_URL: daemon.url, RUNGUARD_API_KEY: daemon.apiKey!, RUNGUARD_DATA_DIR: scratch });
+    expect(res.code).toBe(0);
+  });
+
+  it('when no daemon listens, then a clear message and exit 3', async () => {
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const res = await runCli(['runs', 'list', '--url', url, '--api-key', daemon.apiKey!]);
+    expect(res.code).toBe(3);
+    expect(res.stderr).toContain(`cannot reach the runguard daemon at ${url} (ECONNREFUSED). Is it running?`);
+  });
+
+  it('when no key can be found, then it says where it looked', async () => {
+    const res = await runCli(['runs', 'list'], { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: scratch });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain(`no API key: pass --api-key, set RUNGUARD_API_KEY`);
+    expect(res.stderr).toContain(join(scratch, 'api-key'));
+  });
+});
+
+describe('migrate', () => {
+  it('when run on a fresh database, then it applies the migrations once, and reports up to date after', async () => {
+    const database = await createTestDatabase();
+    try {
+      const first = await runCli(['migrate', '--json'], { DATABASE_URL: database.url });
+      expect(first.code).toBe(0);
+      const report = JSON.parse(first.stdout);
+      expect(report).toMatchObject({ database: 'postgres', applied: expect.arrayContaining([1, 2]) });
+      expect(report.version).toBe(report.applied.at(-1));
+      const second = await runCli(['migrate'], { DATABASE_URL: database.url });
+      expect(second).toMatchObject({ code: 0, stdout: `The postgres database is up to date (schema version ${report.version}).\n` });
+    } finally {
+      await database.drop();
+    }
+  });
+
+  it('when the database URL is invalid, then the message names the setting', async () => {
+    const res = await runCli(['migrate'], { DATABASE_URL: 'mysql://x' });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('DATABASE_URL');
+  });
+});

@@ -1,0 +1,85 @@
+/**
+ * The stale-run sweep against real stores: two sweepers on one database end each stale run
+ * exactly once and free each concurrency slot once; fresh and finished runs are left alone.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
+import { GuardService, type Clock } from '../../src/service/guard-service.js';
+import { createStaleRunSweeper } from '../../src/service/stale-run-sweeper.js';
+import { runCounts, scopeAt } from '../../src/store/counters.js';
+import { createWorkspace } from '../../src/store/workspaces.js';
+import { openTestStores, type Backend, type TestStores } from '../support/harness.js';
+
+const HOUR = 3_600_000;
+const log = createLogger('silent');
+
+describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('stale-run sweep on %s', (backend) => {
+  let stores: TestStores;
+  beforeAll(async () => {
+    stores = await openTestStores(backend);
+  });
+  afterAll(async () => {
+    await stores?.close();
+  });
+
+  it('when two sweepers race over stale runs, then each run is ended FAILED once and its slot freed once', async () => {
+    const start = new Date();
+    const clock: Clock = { now: () => start };
+    const guard = new GuardService(stores.db, stores.counters, clock, log);
+    const ws = await createWorkspace(stores.db, 'sweep', 'enterprise');
+    const total = 24;
+    const ids: string[] = [];
+    for (let i = 0; i < total; i++) ids.push((await guard.startRun(ws.id, { user_id: `u${i}` })).body.id);
+    // Not stale: a recent step, and a run that ended normally.
+    const fresh = (await guard.startRun(ws.id, { user_id: 'fresh' })).body.id;
+    const done = (await guard.startRun(ws.id, { user_id: 'done' })).body.id;
+    await guard.endRun(ws.id, done, 'COMPLETED');
+    const later = new Date(start.getTime() + 2 * HOUR);
+    await stores.db.query('UPDATE runs SET last_activity_at = $2 WHERE id = $1', [fresh, new Date(later.getTime() - 60_000)]);
+    const running = async () => (await runCounts(stores.db, scopeAt(later, ws.id, 'x'))).concurrentRuns;
+    expect(await running()).toBe(total + 1);
+
+    const sweepClock: Clock = { now: () => later };
+    const sweepers = [0, 1].map(() =>
+      createStaleRunSweeper({ db: stores.db, clock: sweepClock, logger: log, idleMs: HOUR, intervalMs: 0, batchSize: 5 }));
+    const results = await Promise.all([...sweepers.map((s) => s.sweep()), ...sweepers.map((s) => s.sweep())]);
+    const endedIds = results.flat().map((r) => r.id);
+    expect(endedIds).toHaveLength(total);
+    expect(new Set(endedIds)).toEqual(new Set(ids));
+
+    const { rows } = await stores.db.query<{ id: string; status: string; ended_at: Date }>(
+      'SELECT id, status, ended_at FROM runs WHERE workspace_id = $1', [ws.id]);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    for (const id of ids) {
+      expect(byId.get(id)!.status).toBe('FAILED');
+      expect(new Date(byId.get(id)!.ended_at).getTime()).toBe(later.getTime());
+    }
+    expect(byId.get(fresh)!.status).toBe('RUNNING');
+    expect(byId.get(done)!.status).toBe('COMPLETED');
+    expect(await running()).toBe(1);
+
+    // Nothing left: a further sweep ends nothing; the client's own late end is a 409.
+    expect(await sweepers[0]!.sweep()).toEqual([]);
+    await expect(guard.endRun(ws.id, ids[0]!, 'COMPLETED')).rejects.toMatchObject({ code: 'RUN_NOT_RUNNING' });
+    expect(await running()).toBe(1);
+  });
+
+  it('when started and stopped, then it sweeps on its timer and stop waits for the sweep', async () => {
+    const ws = await createWorkspace(stores.db, 'timer', 'enterprise');
+    const start = new Date();
+    const guard = new GuardService(stores.db, stores.counters, { now: () => start }, log);
+    const id = (await guard.startRun(ws.id, { user_id: 't' })).body.id;
+    let swept = 0;
+    const sweeper = createStaleRunSweeper({
+      db: stores.db, clock: { now: () => new Date(start.getTime() + HOUR + 1) }, logger: log,
+      idleMs: HOUR, intervalMs: 20, onEnded: (n) => (swept += n),
+    });
+    sweeper.start();
+    const deadline = Date.now() + 5_000;
+    while (swept === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await sweeper.stop();
+    expect(swept).toBeGreaterThanOrEqual(1);
+    const { rows } = await stores.db.query<{ status: string }>('SELECT status FROM runs WHERE id = $1', [id]);
+    expect(rows[0]!.status).toBe('FAILED');
+  });
+});
