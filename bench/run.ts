@@ -8,10 +8,11 @@
  *   --only <list>           any of api, proxy, sse, history (default: all four)
  *   --soak <minutes>        add a soak: RSS sampled under steady load for that long
  *   --upstream-delay <ms>   the fake upstream's fixed delay before answering (default 10)
- *   --history-runs <n>      runs seeded for the history check (default 50000, ~1M steps)
+ *   --history-runs <n>      runs seeded for the history check (default 50500: ~1,000,000 steps)
  *   --rounds <n>            alternating rounds of the history check (default 4)
  *   --cpu-prof              profile the daemon (node --cpu-prof) into bench/profiles/
  *   --no-build              do not compile src/ first (the daemon runs from dist/)
+ *   --daemon-root <dir>     run the daemon of another (built) checkout, for before/after runs
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -40,11 +41,12 @@ const { values: flags } = parseArgs({
     only: { type: 'string', default: SCENARIOS.join(',') },
     soak: { type: 'string' },
     'upstream-delay': { type: 'string', default: '10' },
-    'history-runs': { type: 'string', default: '50000' },
+    'history-runs': { type: 'string', default: '50500' },
     'history-users': { type: 'string', default: '500' },
     rounds: { type: 'string', default: '4' },
     'cpu-prof': { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
+    'daemon-root': { type: 'string' },
   },
 });
 
@@ -83,6 +85,7 @@ async function daemonWithDatabase(upstream: string, profileDir?: string): Promis
     dataDir,
     openaiUpstream: `${upstream}/v1`,
     ...(profileDir ? { cpuProfDir: profileDir } : {}),
+    ...(flags['daemon-root'] ? { root: flags['daemon-root'] } : {}),
   });
   cleanups.push(() => daemon.stop());
   return { daemon, services };
@@ -97,7 +100,8 @@ async function main(): Promise<void> {
   const report: BenchReport = {
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, node: process.version, loadavgAtStart: loadavg() },
-    options: { durationS, connections, only: [...only], soakMinutes, upstreamDelayMs, historyRuns, rounds, cpuProf: flags['cpu-prof'] },
+    options: { durationS, connections, only: [...only], soakMinutes, upstreamDelayMs, historyRuns, rounds, cpuProf: flags['cpu-prof'],
+      ...(flags['daemon-root'] ? { daemonRoot: flags['daemon-root'] } : {}) },
     targets: [],
   };
   const upstream: Child = await startHelper('upstream-server.ts', [String(upstreamDelayMs), '1']);

@@ -66,6 +66,8 @@ export interface DaemonOptions {
   openaiUpstream: string;
   /** Directory for a V8 CPU profile written when the daemon exits. */
   cpuProfDir?: string;
+  /** Another build of runguard to run (a before/after comparison); default: this one. */
+  root?: string;
 }
 
 export interface DaemonProcess extends Child {
@@ -75,8 +77,9 @@ export interface DaemonProcess extends Child {
 export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess> {
   const port = await freePort();
   const nodeFlags = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
-  const proc = spawn(process.execPath, [...nodeFlags, join(ROOT, 'bin', 'runguard'), 'start'], {
-    cwd: ROOT,
+  const root = options.root ?? ROOT;
+  const proc = spawn(process.execPath, [...nodeFlags, join(root, 'bin', 'runguard'), 'start'], {
+    cwd: root,
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
