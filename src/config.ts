@@ -33,6 +33,8 @@ export interface Config {
   staleRunSweepIntervalMs: number;
   /** Serve Prometheus metrics on `/metrics`. */
   metricsEnabled: boolean;
+  /** How often the daemon checks its counters against the records and repairs drift; 0 turns it off. */
+  reconcileIntervalMs: number;
 }
 
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
@@ -114,6 +116,7 @@ const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } }
   shutdownGraceMs: { env: 'RUNGUARD_SHUTDOWN_GRACE_MS', parse: integer(0, 10 * 60_000) },
   staleRunIdleMs: { env: 'RUNGUARD_STALE_RUN_IDLE_MS', parse: integer(1_000, 30 * 24 * 3_600_000) },
   staleRunSweepIntervalMs: { env: 'RUNGUARD_STALE_RUN_SWEEP_INTERVAL_MS', parse: integer(0, 24 * 3_600_000) },
+  reconcileIntervalMs: { env: 'RUNGUARD_RECONCILE_INTERVAL_MS', parse: integer(0, 24 * 3600_000) },
   metricsEnabled: { env: 'RUNGUARD_METRICS_ENABLED', parse: boolean },
 };
 

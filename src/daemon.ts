@@ -8,6 +8,7 @@ import { sharedSecret } from './store/accounts.js';
 import type { Config } from './config.js';
 import { createMetrics } from './metrics.js';
 import { systemClock } from './service/guard-service.js';
+import { periodicReconcile } from './service/reconcile.js';
 import { createStaleRunSweeper } from './service/stale-run-sweeper.js';
 import type { CounterStore } from './store/counters.js';
 import { embeddedDb, postgresDb, type Db } from './store/db.js';
@@ -108,6 +109,13 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     intervalMs: config.staleRunSweepIntervalMs,
     onEnded: metrics ? (count) => metrics.staleRunsEnded.inc(count) : undefined,
   });
+  const reconciler = periodicReconcile({
+    db: stores.db,
+    counters: stores.counters,
+    clock: systemClock,
+    logger: logger.child({ component: 'reconcile' }),
+    intervalMs: config.reconcileIntervalMs,
+  });
   let address: string;
   try {
     address = await app.listen({ host: config.host, port: config.port });
@@ -117,6 +125,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     throw error;
   }
   sweeper.start();
+  reconciler.start();
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
   let closing: Promise<void> | null = null;
   return {
@@ -125,7 +134,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     stores,
     close() {
       closing ??= (async () => {
-        await sweeper.stop();
+        await Promise.all([sweeper.stop(), reconciler.stop()]);
         await closeWithin(app, config.shutdownGraceMs, logger);
         await stores.close();
       })();

@@ -33,7 +33,9 @@ export function renderTable(headers: string[], rows: (string | number | null | u
   const cells = rows.map((row) => row.map((c) => (c === null || c === undefined || c === '' ? '-' : String(c))));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
   const format = (row: string[]) => row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
-  return [format(headers), ...cells.map(format)].map((l) => `${l.trimEnd()}\n`).join('');
+  // Blank headers: a list of name and value pairs, printed without a header line.
+  const lines = headers.every((h) => h === '') ? cells.map(format) : [format(headers), ...cells.map(format)];
+  return lines.map((l) => `${l.trimEnd()}\n`).join('');
 }
 
 /** USD with enough digits for per-call costs: `$0.000123`, `$12.50`. */

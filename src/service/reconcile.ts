@@ -4,6 +4,7 @@
  * same transactions as the records, so a difference means a bug or a hand edit; the Redis copy
  * of spend can lag behind (a write lost in a crash) and is raised to the records.
  */
+import type { Logger } from 'pino';
 import type { CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
 
@@ -142,4 +143,47 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
     }
   }
   return drifts;
+}
+
+export interface PeriodicReconcile {
+  start(): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * Checks and repairs today's and yesterday's counters every `intervalMs` (0: never), logging what
+ * it found. Several daemons may run it at once: a repair sets values recounted from the
+ * records, so running it twice gives the same result.
+ */
+export function periodicReconcile(options: {
+  db: Db;
+  counters: CounterStore;
+  clock: { now(): Date };
+  logger: Logger;
+  intervalMs: number;
+}): PeriodicReconcile {
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<void> | null = null;
+  const once = async () => {
+    try {
+      const report = await reconcile(options.db, options.counters, { now: options.clock.now(), days: 2, repair: true });
+      if (report.drifts.length > 0) options.logger.warn({ drifts: report.drifts.slice(0, 50), count: report.drifts.length }, 'counters drifted from the records; repaired');
+    } catch (error) {
+      options.logger.warn({ err: error }, 'reconciliation failed; it will be tried again');
+    }
+  };
+  return {
+    start() {
+      if (options.intervalMs <= 0 || timer) return;
+      timer = setInterval(() => {
+        running ??= once().finally(() => (running = null));
+      }, options.intervalMs);
+      timer.unref();
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      timer = null;
+      await running;
+    },
+  };
 }

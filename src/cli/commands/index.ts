@@ -3,17 +3,27 @@
  * folder (see `../command.ts` for the shared shape) and one line here.
  */
 import type { Command } from 'commander';
+import { keysCommand } from './keys.js';
 import { killSwitchCommand } from './kill-switch.js';
 import { migrateCommand } from './migrate.js';
 import { pricingCommand } from './pricing.js';
+import { reconcileCommand } from './reconcile.js';
 import { runsCommand } from './runs.js';
 import { startCommand } from './start.js';
+import { statusCommand } from './status.js';
+import { usersCommand } from './users.js';
+import { budgetCommand, limitsCommand } from './workspace.js';
 
 export const COMMANDS: (() => Command)[] = [
   startCommand,
   migrateCommand,
+  statusCommand,
   runsCommand,
   pricingCommand,
   killSwitchCommand,
-  // The lead adds: statusCommand, usersCommand, budgetCommand, limitsCommand, keysCommand.
+  usersCommand,
+  budgetCommand,
+  limitsCommand,
+  keysCommand,
+  reconcileCommand,
 ];

@@ -1,0 +1,34 @@
+/**
+ * `runguard reconcile`: recounts the usage counters and run totals from the run and step records
+ * of the configured database, reports every difference, and repairs it (unless --dry-run).
+ */
+import { Command, Option } from 'commander';
+import { loadConfig } from '../../config.js';
+import { createOutput } from '../output.js';
+
+export function reconcileCommand(): Command {
+  return new Command('reconcile')
+    .description('check the counters against the records (DATABASE_URL, else the embedded database), report and repair drift')
+    .addOption(new Option('--days <n>', 'how many UTC days back to check').default('2'))
+    .addOption(new Option('--dry-run', 'report only; change nothing'))
+    .addOption(new Option('--data-dir <dir>', "the embedded database's data directory (env RUNGUARD_DATA_DIR)"))
+    .addOption(new Option('--json', 'print JSON for scripts'))
+    .action(async (options: { days: string; dryRun?: boolean; dataDir?: string; json?: boolean }) => {
+      const days = Number(options.days);
+      if (!Number.isInteger(days) || days < 1 || days > 366) throw new Error('--days must be a whole number from 1 to 366');
+      const config = loadConfig(process.env, { dataDir: options.dataDir });
+      const out = createOutput(options.json === true);
+      const [{ openStores }, { reconcile }] = await Promise.all([import('../../daemon.js'), import('../../service/reconcile.js')]);
+      const stores = await openStores(config);
+      try {
+        const report = await reconcile(stores.db, stores.counters, { now: new Date(), days, repair: !options.dryRun });
+        if (out.json) return out.data(report);
+        if (report.drifts.length === 0) return out.line(`No drift since ${report.checkedFrom}: the counters equal the records.`);
+        out.table(['KIND', 'KEY', 'EXPECTED (RECORDS)', 'FOUND'], report.drifts.map((d) => [d.kind, d.key, d.expected, d.found]));
+        out.line(`${report.drifts.length} difference${report.drifts.length > 1 ? 's' : ''} since ${report.checkedFrom}; ${report.repaired ? 'repaired.' : 'nothing changed (--dry-run).'}`);
+        if (!report.repaired) process.exitCode = 4;
+      } finally {
+        await stores.close();
+      }
+    });
+}

@@ -1,0 +1,51 @@
+/** `runguard status`: the daemon's health, the kill switch, and today's usage against the limits. */
+import { apiCommand, withApi } from '../command.js';
+import { usd } from '../output.js';
+
+interface Health {
+  status: string;
+  version: string;
+  checks: Record<string, string>;
+  counter_store: string;
+}
+interface Workspace {
+  name: string;
+  plan: string;
+  kill_switch_active: boolean;
+  user_daily_budget_usd: number | null;
+}
+interface Usage {
+  date: string;
+  workspace_daily_spend_usd: number;
+  workspace_daily_budget_usd: number | null;
+  monthly_runs: number;
+  monthly_run_limit: number | null;
+  concurrent_runs: number;
+  max_concurrent_runs: number | null;
+}
+
+const of = (value: number | string, limit: number | string | null) => `${value} of ${limit ?? 'unlimited'}`;
+
+export function statusCommand() {
+  return apiCommand('status', "health, kill switch, today's spend against budgets, runs this month, concurrent runs").action(
+    withApi(async ({ client, out }) => {
+      // /health answers 503 with the same body when something is down: read it either way.
+      const healthResponse = await fetch(`${client.url}/health`).catch(() => null);
+      const health = (healthResponse ? await healthResponse.json().catch(() => null) : null) as Health | null;
+      const [workspace, usage] = await Promise.all([
+        client.request<Workspace>('GET', '/v1/workspace'),
+        client.request<Usage>('GET', '/v1/usage?days=1'),
+      ]);
+      if (out.json) return out.data({ health, workspace, usage });
+      out.table(['', ''], [
+        ['daemon', health ? `${health.status} (v${health.version}; database ${health.checks.database}, counters ${health.checks.counters} [${health.counter_store}])` : 'unreachable'],
+        ['workspace', `${workspace.name} (${workspace.plan} plan)`],
+        ['kill switch', workspace.kill_switch_active ? 'ON: everything is denied' : 'off'],
+        [`spend ${usage.date}`, of(usd(usage.workspace_daily_spend_usd), usage.workspace_daily_budget_usd === null ? null : usd(usage.workspace_daily_budget_usd))],
+        ['per-user budget', workspace.user_daily_budget_usd === null ? 'unlimited' : usd(workspace.user_daily_budget_usd)],
+        ['runs this month', of(usage.monthly_runs, usage.monthly_run_limit)],
+        ['concurrent runs', of(usage.concurrent_runs, usage.max_concurrent_runs)],
+      ]);
+    }),
+  );
+}

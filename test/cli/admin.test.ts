@@ -1,0 +1,108 @@
+/**
+ * The operator's commands for the workspace, as a user runs them: status, users, budget,
+ * limits and keys, against a spawned daemon, checked through the API and through the rules.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { caller, type Caller } from '../support/harness.js';
+import { runCli, spawnDaemonOnPostgres } from '../support/daemon.js';
+
+let daemon: Awaited<ReturnType<typeof spawnDaemonOnPostgres>>;
+let api: Caller;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  daemon = await spawnDaemonOnPostgres();
+  api = caller(daemon.url, daemon.apiKey);
+  env = { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: daemon.dataDir };
+});
+afterAll(async () => {
+  await daemon?.close();
+});
+
+const cli = (...args: string[]) => runCli(args, env);
+
+describe('operator commands', () => {
+  it('when budgets and limits are set from the CLI, then the workspace and the next decisions follow them', async () => {
+    const budget = await cli('budget', 'set', '--workspace-daily', '12.5', '--user-daily', 'none');
+    expect(budget.code).toBe(0);
+    expect(budget.stdout).toMatch(/workspace daily budget\s+\$12\.5\n/);
+    expect(budget.stdout).toMatch(/per-user daily budget\s+unlimited/);
+    const limits = await cli('limits', 'set', '--concurrent-runs', '1', '--monthly-runs', '2', '--json');
+    expect(limits.code).toBe(0);
+    expect(JSON.parse(limits.stdout)).toMatchObject({ max_concurrent_runs: 1, monthly_run_limit: 2 });
+    expect((await api.request('GET', '/v1/workspace')).body).toMatchObject({
+      daily_budget_usd: 12.5, user_daily_budget_usd: null, max_concurrent_runs: 1, monthly_run_limit: 2,
+    });
+    const first = await api.request('POST', '/v1/runs', { user_id: 'u' });
+    expect((await api.request('POST', '/v1/runs', { user_id: 'u' })).body.decision.reason).toBe('MAX_CONCURRENT_RUNS_EXCEEDED');
+    await api.request('POST', `/v1/runs/${first.body.id}/end`, { status: 'COMPLETED' });
+    // The default workspace is on scale: these are above its ceilings, and the server says so.
+    for (const args of [['--concurrent-runs', '500'], ['--monthly-runs', 'none']]) {
+      const refused = await cli('limits', 'set', ...args);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/may not exceed \d+ on the scale plan/);
+    }
+  });
+
+  it('when users are blocked, unblocked and budgeted, then the list shows it and the rules apply it', async () => {
+    await cli('limits', 'set', '--concurrent-runs', '100', '--monthly-runs', '1000');
+    expect((await cli('users', 'block', 'mallory')).stdout).toBe('mallory is blocked.\n');
+    expect((await api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.decision.reason).toBe('USER_BLOCKED');
+    expect((await cli('users', 'budget', 'alice', '0')).code).toBe(0);
+    expect((await api.request('POST', '/v1/runs', { user_id: 'alice' })).body.decision.reason).toBe('USER_DAILY_BUDGET_EXCEEDED');
+    const list = await cli('users', 'list', '--blocked', '--json');
+    expect(JSON.parse(list.stdout).items.map((u: { user_id: string }) => u.user_id)).toEqual(['mallory']);
+    const table = await cli('users', 'list');
+    expect(table.stdout).toMatch(/^USER\s+BLOCKED\s+SPEND TODAY/);
+    expect(table.stdout).toMatch(/alice\s+no\s+\$0\s+\$0/);
+    await cli('users', 'unblock', 'mallory');
+    await cli('users', 'budget', 'alice', 'none');
+    expect((await api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.status).toBe('RUNNING');
+    expect((await api.request('POST', '/v1/runs', { user_id: 'alice' })).body.status).toBe('RUNNING');
+    expect((await cli('users', 'budget', 'alice', 'lots')).code).toBe(1);
+  });
+
+  it("when status is asked, then it shows health, the kill switch and today's usage", async () => {
+    await cli('kill-switch', 'on');
+    const status = await cli('status');
+    expect(status.code).toBe(0);
+    expect(status.stdout).toMatch(/^daemon\s+ok/);
+    expect(status.stdout).toMatch(/kill switch\s+ON/);
+    expect(status.stdout).toMatch(/runs this month\s+\d+ of 1000/);
+    const json = JSON.parse((await cli('status', '--json')).stdout);
+    expect(json).toMatchObject({ health: { status: 'ok' }, workspace: { kill_switch_active: true }, usage: { monthly_run_limit: 1000 } });
+    await cli('kill-switch', 'off');
+  });
+
+  it('when keys are listed and regenerated, then the old key stops working and the new one is printed once', async () => {
+    const list = await cli('keys', 'list', '--json');
+    expect(JSON.parse(list.stdout)).toHaveLength(1);
+    expect(list.stdout).not.toContain(daemon.apiKey.split('_')[2]);
+    expect((await cli('keys', 'regenerate')).code).toBe(1); // needs --yes
+    const regenerated = await cli('keys', 'regenerate', '--yes', '--json');
+    const fresh = JSON.parse(regenerated.stdout).api_key as string;
+    expect((await api.request('GET', '/v1/runs')).status).toBe(401);
+    expect((await runCli(['keys', 'list'], { ...env, RUNGUARD_API_KEY: fresh })).stdout).toMatch(/revoked/);
+  });
+
+  it('when the counters drift from the records, then reconcile reports it, repairs it, and finds none after', async () => {
+    const db = new pg.Client({ connectionString: daemon.database.url });
+    await db.connect();
+    try {
+      await db.query('UPDATE usage_daily SET runs = runs + 40');
+      const dbEnv = { ...env, DATABASE_URL: daemon.database.url };
+      const dry = await runCli(['reconcile', '--dry-run'], dbEnv);
+      expect(dry.code).toBe(4);
+      expect(dry.stdout).toMatch(/workspace_usage\s+\S+\s+spend=\d+ runs=\d+\s+spend=\d+ runs=\d+/);
+      expect(dry.stdout).toContain('nothing changed (--dry-run)');
+      const fixed = await runCli(['reconcile', '--json'], dbEnv);
+      expect(fixed.code).toBe(0);
+      expect(JSON.parse(fixed.stdout)).toMatchObject({ repaired: true, drifts: [expect.objectContaining({ kind: 'workspace_usage' })] });
+      const clean = await runCli(['reconcile'], dbEnv);
+      expect(clean).toMatchObject({ code: 0, stdout: expect.stringContaining('No drift') });
+    } finally {
+      await db.end();
+    }
+  });
+});
