@@ -19,31 +19,29 @@ export interface NewRun {
   day: string;
 }
 
-/** Records a run start; an allowed one also counts in the day's usage (and so the month's). */
+/**
+ * Records a run start; an allowed one also counts in the day's usage (and so the month's).
+ * One statement (data-modifying CTEs) rather than four: a run start holds the workspace's
+ * admission lock until it commits, so every round trip saved here shortens the queue behind it.
+ */
 export async function insertRun(tx: Queryable, run: NewRun): Promise<void> {
   const allowed = run.status === 'RUNNING' ? 1 : 0;
   await tx.query(
-    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, last_activity_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7)`,
-    [run.id, run.workspaceId, run.userId, run.status, json(run.metadata), json(run.decision), run.now,
-      run.status === 'BLOCKED' ? run.now : null],
-  );
-  await tx.query(
-    `INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
-     VALUES ($1, $2, $3, $4, $4)
-     ON CONFLICT (workspace_id, user_id) DO UPDATE SET run_count = u.run_count + $3, last_seen_at = $4`,
-    [run.workspaceId, run.userId, allowed, run.now],
-  );
-  if (!allowed) return;
-  await tx.query(
-    `INSERT INTO usage_daily AS d (workspace_id, day, runs) VALUES ($1, $2, 1)
-     ON CONFLICT (workspace_id, day) DO UPDATE SET runs = d.runs + 1`,
-    [run.workspaceId, run.day],
-  );
-  await tx.query(
-    `INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, runs) VALUES ($1, $2, $3, 1)
+    `WITH run AS (
+       INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, last_activity_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7)
+     ), sdk_user AS (
+       INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
+       VALUES ($2, $3, $9, $7, $7)
+       ON CONFLICT (workspace_id, user_id) DO UPDATE SET run_count = u.run_count + $9, last_seen_at = $7
+     ), workspace_day AS (
+       INSERT INTO usage_daily AS d (workspace_id, day, runs) SELECT $2, $10::date, 1 WHERE $9::int = 1
+       ON CONFLICT (workspace_id, day) DO UPDATE SET runs = d.runs + 1
+     )
+     INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, runs) SELECT $2, $3, $10::date, 1 WHERE $9::int = 1
      ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET runs = d.runs + 1`,
-    [run.workspaceId, run.userId, run.day],
+    [run.id, run.workspaceId, run.userId, run.status, json(run.metadata), json(run.decision), run.now,
+      run.status === 'BLOCKED' ? run.now : null, allowed, run.day],
   );
 }
 
@@ -152,51 +150,58 @@ export async function finishStep(
   day: string,
 ): Promise<FinishedStep | null> {
   const hasTokens = result.promptTokens !== null || result.completionTokens !== null;
+  // One statement instead of four: fewer round trips while the row locks are held. The daily
+  // upserts run only for a priced step, and return the day's totals right after this cost, read
+  // under their row locks: what a counter copy needs. The select list evaluates workspace_day
+  // before user_day, so every finish takes the usage row locks in one order.
   const { rows } = await tx.query<{
     id: string;
     status: StepStatus;
-    cost_usd: string | null;
     cost_micros: string | number | null;
-    tokens: string | number;
+    user_id: string;
+    workspace_total: string | number | null;
+    user_total: string | number | null;
   }>(
-    `UPDATE steps s SET status = $4, duration_ms = $5, prompt_tokens = $6, completion_tokens = $7,
-       cached_prompt_tokens = $8, output_data = $9, finished_at = $10,
-       cost_usd = CASE WHEN $11::boolean THEN (
-         SELECT coalesce($6::bigint, 0) * p.input_cost_per_token + coalesce($7::bigint, 0) * p.output_cost_per_token
-         FROM model_pricing p WHERE p.workspace_id = s.workspace_id AND p.model = s.model AND p.is_active) END
-     WHERE s.id = $3 AND s.run_id = $2 AND s.workspace_id = $1 AND s.status = 'ALLOWED'
-     RETURNING s.id, s.status, s.cost_usd, round(s.cost_usd * 1000000) AS cost_micros,
-       coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens`,
+    `WITH step AS (
+       UPDATE steps s SET status = $4, duration_ms = $5, prompt_tokens = $6, completion_tokens = $7,
+         cached_prompt_tokens = $8, output_data = $9, finished_at = $10,
+         cost_usd = CASE WHEN $11::boolean THEN (
+           SELECT coalesce($6::bigint, 0) * p.input_cost_per_token + coalesce($7::bigint, 0) * p.output_cost_per_token
+           FROM model_pricing p WHERE p.workspace_id = s.workspace_id AND p.model = s.model AND p.is_active) END
+       WHERE s.id = $3 AND s.run_id = $2 AND s.workspace_id = $1 AND s.status = 'ALLOWED'
+       RETURNING s.id, s.status, s.cost_usd, round(s.cost_usd * 1000000) AS cost_micros,
+         coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens
+     ), run AS (
+       UPDATE runs SET total_tokens = total_tokens + step.tokens,
+         total_cost_usd = total_cost_usd + coalesce(step.cost_usd, 0)
+       FROM step WHERE runs.id = $2 RETURNING runs.user_id
+     ), workspace_day AS (
+       INSERT INTO usage_daily AS d (workspace_id, day, spend_micros)
+       SELECT $1, $12::date, step.cost_micros FROM step WHERE step.cost_micros > 0
+       ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros
+       RETURNING spend_micros
+     ), user_day AS (
+       INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros)
+       SELECT $1, run.user_id, $12::date, step.cost_micros FROM step, run WHERE step.cost_micros > 0
+       ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros
+       RETURNING spend_micros
+     )
+     SELECT step.id, step.status, step.cost_micros, run.user_id,
+       (SELECT spend_micros FROM workspace_day) AS workspace_total,
+       (SELECT spend_micros FROM user_day) AS user_total
+     FROM step, run`,
     [workspaceId, runId, stepId, result.status, result.durationMs, result.promptTokens, result.completionTokens,
-      result.cachedPromptTokens ?? null, json(result.outputData), now, hasTokens],
+      result.cachedPromptTokens ?? null, json(result.outputData), now, hasTokens, day],
   );
   const step = rows[0];
   if (!step) return null;
   const costMicros = Number(step.cost_micros ?? 0);
-  const { rows: runRows } = await tx.query<{ user_id: string }>(
-    `UPDATE runs SET total_tokens = total_tokens + $2,
-       total_cost_usd = total_cost_usd + coalesce($3::numeric, 0)
-     WHERE id = $1 RETURNING user_id`,
-    [runId, Number(step.tokens), step.cost_usd],
-  );
-  const userId = runRows[0]!.user_id;
-  if (costMicros === 0) return { id: step.id, status: step.status, user_id: userId, cost_micros: 0, totals: null };
-  // The day's totals after this cost, read back under the row locks: what a counter copy needs.
-  const { rows: ws } = await tx.query<{ spend_micros: string | number }>(
-    `INSERT INTO usage_daily AS d (workspace_id, day, spend_micros) VALUES ($1, $2, $3)
-     ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = d.spend_micros + $3 RETURNING spend_micros`,
-    [workspaceId, day, costMicros],
-  );
-  const { rows: user } = await tx.query<{ spend_micros: string | number }>(
-    `INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros) VALUES ($1, $2, $3, $4)
-     ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = d.spend_micros + $4 RETURNING spend_micros`,
-    [workspaceId, userId, day, costMicros],
-  );
+  if (costMicros === 0) return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: 0, totals: null };
   const totals = {
-    workspaceDailySpendMicros: Number(ws[0]!.spend_micros),
-    userDailySpendMicros: Number(user[0]!.spend_micros),
+    workspaceDailySpendMicros: Number(step.workspace_total),
+    userDailySpendMicros: Number(step.user_total),
   };
-  return { id: step.id, status: step.status, user_id: userId, cost_micros: costMicros, totals };
+  return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: costMicros, totals };
 }
 
 export async function stepExists(db: Queryable, workspaceId: string, runId: string, stepId: string): Promise<boolean> {

@@ -1,0 +1,245 @@
+/**
+ * History: do decisions and reads slow down as records pile up? Two databases, each with its own
+ * daemon: one empty, one seeded with about a million steps in the same workspace. Both get the
+ * same 1,000-step run for the detail read. Measurements alternate between them in rounds, so
+ * machine noise hits both alike, and the seeded figures are reported as ratios of the empty ones.
+ */
+import type pg from 'pg';
+import { connect } from './database.js';
+import { json, loop, pool } from './loops.js';
+import type { DaemonProcess } from './processes.js';
+import { MODEL, apiHeaders, setPricing, startRuns } from './scenarios.js';
+import { ratio, round, summarize, type LatencySummary } from './stats.js';
+
+const DECISION_ALLOW = JSON.stringify({
+  outcome: 'ALLOW',
+  reason: null,
+  evaluated_rules: { kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS' },
+});
+const RUN_DECISION_ALLOW = JSON.stringify({
+  outcome: 'ALLOW',
+  reason: null,
+  evaluated_rules: {
+    kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS',
+    monthly_run_limit: 'PASS', max_concurrent_runs: 'PASS',
+  },
+});
+const RUN_DECISION_BLOCKED = JSON.stringify({
+  outcome: 'DENY',
+  reason: 'USER_DAILY_BUDGET_EXCEEDED',
+  evaluated_rules: { kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'DENY' },
+});
+
+export interface SeedOptions {
+  runs: number;
+  users: number;
+}
+
+/** Steps of run number g: 5 to 35, about 20 on average; a blocked run has none. */
+const STEPS_OF = (g: string) => `CASE WHEN ${g} % 97 = 0 THEN 0 ELSE 5 + (${g} * 7) % 31 END`;
+
+/**
+ * Runs of many users over the last few weeks, with model and tool steps, tokens, costs priced
+ * like the pricing table, a few failures and blocked runs; then the totals and the daily usage
+ * rows the daemon keeps with them. Set-based SQL: a million steps in well under a minute.
+ */
+export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOptions): Promise<{ runs: number; steps: number; seconds: number }> {
+  const t0 = performance.now();
+  await db.query('BEGIN');
+  await db.query(
+    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, last_activity_at,
+                       step_count, max_sequence)
+     SELECT gen_random_uuid(), $1, 'user-' || (g % $3),
+       CASE WHEN g % 97 = 0 THEN 'BLOCKED' WHEN g % 23 = 0 THEN 'FAILED' ELSE 'COMPLETED' END,
+       jsonb_build_object('agent', 'support-bot', 'ticket', 'T-' || g, 'env', 'prod'),
+       CASE WHEN g % 97 = 0 THEN $4::json ELSE $5::json END,
+       t, t + CASE WHEN g % 97 = 0 THEN interval '0' ELSE interval '1 second' * (20 + g % 300) END,
+       t + interval '1 second' * (20 + g % 300),
+       ${STEPS_OF('g')}, ${STEPS_OF('g')}
+     FROM generate_series(1, $2::int) g, LATERAL (SELECT now() - interval '2 hours' - g * interval '37 seconds' AS t) x`,
+    [workspaceId, o.runs, o.users, RUN_DECISION_BLOCKED, RUN_DECISION_ALLOW],
+  );
+  await db.query(
+    `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens,
+                        completion_tokens, cached_prompt_tokens, cost_usd, duration_ms, input_data, output_data,
+                        decision, created_at, finished_at)
+     SELECT gen_random_uuid(), r.id, r.workspace_id, s,
+       CASE WHEN s % 3 = 0 THEN 'TOOL_CALL' ELSE 'MODEL_CALL' END,
+       CASE WHEN r.status = 'FAILED' AND s = r.step_count THEN 'FAILED' ELSE 'COMPLETED' END,
+       CASE WHEN s % 3 = 0 THEN NULL ELSE $2 END,
+       CASE WHEN s % 3 = 0 THEN 'search_tickets' END,
+       CASE WHEN s % 3 = 0 THEN NULL ELSE 200 + (s * 131) % 1800 END,
+       CASE WHEN s % 3 = 0 THEN NULL ELSE 20 + (s * 53) % 400 END,
+       CASE WHEN s % 3 = 0 THEN NULL ELSE 0 END,
+       CASE WHEN s % 3 = 0 THEN NULL
+            ELSE (200 + (s * 131) % 1800) * 0.00000015 + (20 + (s * 53) % 400) * 0.0000006 END,
+       300 + (s * 97) % 2500,
+       jsonb_build_object('prompt', 'Summarize ticket ' || s),
+       jsonb_build_object('finish_reason', 'stop'),
+       $3::json, r.started_at + s * interval '1 second', r.started_at + s * interval '1 second' + interval '800 ms'
+     FROM runs r, generate_series(1, r.step_count) s
+     WHERE r.workspace_id = $1 AND r.step_count > 0 AND r.user_id LIKE 'user-%'`,
+    [workspaceId, MODEL, DECISION_ALLOW],
+  );
+  await db.query(
+    `UPDATE runs r SET total_tokens = a.tokens, total_cost_usd = a.cost
+     FROM (SELECT run_id, sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) AS tokens,
+             coalesce(sum(cost_usd), 0) AS cost FROM steps WHERE workspace_id = $1 GROUP BY run_id) a
+     WHERE r.id = a.run_id`,
+    [workspaceId],
+  );
+  await db.query(
+    `INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
+     SELECT workspace_id, user_id, count(*) FILTER (WHERE status <> 'BLOCKED'), min(started_at), max(started_at)
+     FROM runs WHERE workspace_id = $1 AND user_id LIKE 'user-%' GROUP BY workspace_id, user_id
+     ON CONFLICT (workspace_id, user_id) DO UPDATE SET run_count = u.run_count + EXCLUDED.run_count`,
+    [workspaceId],
+  );
+  for (const [table, key] of [['usage_daily', ''], ['user_usage_daily', 'user_id,']] as const) {
+    await db.query(
+      `INSERT INTO ${table} AS d (workspace_id, ${key} day, spend_micros, runs)
+       SELECT r.workspace_id, ${key ? 'r.user_id,' : ''} (r.started_at AT TIME ZONE 'UTC')::date,
+         round(sum(r.total_cost_usd) * 1000000), count(*) FILTER (WHERE r.status <> 'BLOCKED')
+       FROM runs r WHERE r.workspace_id = $1 AND r.user_id LIKE 'user-%'
+       GROUP BY r.workspace_id, ${key ? 'r.user_id,' : ''} (r.started_at AT TIME ZONE 'UTC')::date
+       ON CONFLICT (workspace_id, ${key} day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros,
+         runs = d.runs + EXCLUDED.runs`,
+      [workspaceId],
+    );
+  }
+  await db.query('COMMIT');
+  await db.query('VACUUM ANALYZE');
+  const { rows } = await db.query<{ runs: string; steps: string }>(
+    'SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM steps) AS steps');
+  return { runs: Number(rows[0]!.runs), steps: Number(rows[0]!.steps), seconds: round((performance.now() - t0) / 1000, 1) };
+}
+
+/** One COMPLETED run with `steps` steps, for the run detail read; its id. */
+export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: number): Promise<string> {
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at, last_activity_at, step_count, max_sequence)
+     VALUES (gen_random_uuid(), $1, 'detail-user', 'COMPLETED', $3::json, now() - interval '1 hour', now() - interval '30 minutes',
+       now() - interval '30 minutes', $2, $2) RETURNING id`,
+    [workspaceId, steps, RUN_DECISION_ALLOW],
+  );
+  const id = rows[0]!.id;
+  await db.query(
+    `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, prompt_tokens, completion_tokens, cost_usd,
+                        duration_ms, input_data, output_data, decision, created_at, finished_at)
+     SELECT gen_random_uuid(), $1, $2, s, 'MODEL_CALL', 'COMPLETED', $3, 500, 100, 500 * 0.00000015 + 100 * 0.0000006,
+       700, jsonb_build_object('prompt', 'Step ' || s), jsonb_build_object('finish_reason', 'stop'), $4::json,
+       now() - interval '1 hour' + s * interval '1 second', now() - interval '1 hour' + s * interval '1 second'
+     FROM generate_series(1, $5::int) s`,
+    [id, workspaceId, MODEL, DECISION_ALLOW, steps],
+  );
+  await db.query(
+    `UPDATE runs SET total_tokens = 600 * $2::int, total_cost_usd = (500 * 0.00000015 + 100 * 0.0000006) * $2::int WHERE id = $1`,
+    [id, steps]);
+  return id;
+}
+
+export async function workspaceOf(db: pg.Client): Promise<string> {
+  const { rows } = await db.query<{ id: string }>('SELECT id FROM workspaces ORDER BY created_at LIMIT 1');
+  return rows[0]!.id;
+}
+
+export interface HistorySide {
+  stepCreate: LatencySummary;
+  runList: LatencySummary;
+  runDetail: LatencySummary;
+  stepCreateOps: number;
+}
+
+export interface HistoryResult {
+  seeded: { runs: number; steps: number; seconds: number };
+  rounds: number;
+  empty: HistorySide;
+  full: HistorySide;
+  /** full ÷ empty: 1.00 means no slower with the history. */
+  ratios: { stepCreateP50: number; stepCreateP99: number; runListP99: number; runDetailP99: number };
+}
+
+export interface HistoryTarget {
+  daemon: DaemonProcess;
+  databaseUrl: string;
+  detailRunId: string;
+}
+
+export async function prepareHistory(daemon: DaemonProcess, databaseUrl: string, seed: SeedOptions | null,
+  log: (line: string) => void): Promise<{ target: HistoryTarget; seeded: { runs: number; steps: number; seconds: number } }> {
+  const db = await connect(databaseUrl);
+  try {
+    const ws = await workspaceOf(db);
+    await setPricing(daemon);
+    const detailRunId = await seedDetailRun(db, ws, 1_000);
+    let seeded = { runs: 1, steps: 1_000, seconds: 0 };
+    if (seed) {
+      log(`history: seeding ${seed.runs} runs of ${seed.users} users...`);
+      seeded = await seedHistory(db, ws, seed);
+      log(`history: ${seeded.runs} runs, ${seeded.steps} steps stored in ${seeded.seconds} s`);
+    } else {
+      await db.query('VACUUM ANALYZE');
+    }
+    return { target: { daemon, databaseUrl, detailRunId }, seeded };
+  } finally {
+    await db.end();
+  }
+}
+
+/** Alternates short cells between the empty and the seeded daemon; pools each side's samples. */
+export async function historyScenario(empty: HistoryTarget, full: HistoryTarget, seeded: HistoryResult['seeded'],
+  rounds: number, cellS: number, log: (line: string) => void): Promise<HistoryResult> {
+  const sides = new Map<HistoryTarget, { step: number[]; list: number[]; detail: number[]; ops: number[] }>([
+    [empty, { step: [], list: [], detail: [], ops: [] }],
+    [full, { step: [], list: [], detail: [], ops: [] }],
+  ]);
+  const runIds = new Map<HistoryTarget, string>();
+  for (const t of [empty, full]) {
+    const api = pool(t.daemon.url, 1);
+    runIds.set(t, (await startRuns(api, apiHeaders(t.daemon), 1, 'history-steps'))[0]!);
+    await api.close();
+  }
+  const sequence = new Map<HistoryTarget, number>([[empty, 0], [full, 0]]);
+  for (let r = 0; r < rounds; r++) {
+    for (const t of r % 2 === 0 ? [empty, full] : [full, empty]) {
+      const side = sides.get(t)!;
+      const headers = apiHeaders(t.daemon);
+      const api = pool(t.daemon.url, 1);
+      const runId = runIds.get(t)!;
+      const step = await loop(1, cellS, async () => {
+        const n = sequence.get(t)! + 1;
+        sequence.set(t, n);
+        await json(api, 'POST', `/v1/runs/${runId}/steps`, headers, { type: 'MODEL_CALL', sequence: n, model: MODEL }, 201);
+      }, side.step);
+      side.ops.push(step.ops);
+      await loop(1, cellS, async () => { await json(api, 'GET', '/v1/runs?page=1&per_page=50', headers, undefined, 200); }, side.list);
+      await loop(1, cellS, async () => { await json(api, 'GET', `/v1/runs/${t.detailRunId}`, headers, undefined, 200); }, side.detail);
+      await api.close();
+    }
+    log(`history: round ${r + 1}/${rounds} done`);
+  }
+  const view = (s: { step: number[]; list: number[]; detail: number[]; ops: number[] }): HistorySide => ({
+    stepCreate: summarize(s.step),
+    runList: summarize(s.list),
+    runDetail: summarize(s.detail),
+    stepCreateOps: round(s.ops.reduce((a, b) => a + b, 0) / s.ops.length, 1),
+  });
+  const e = view(sides.get(empty)!);
+  const f = view(sides.get(full)!);
+  const result: HistoryResult = {
+    seeded,
+    rounds,
+    empty: e,
+    full: f,
+    ratios: {
+      stepCreateP50: ratio(f.stepCreate.p50, e.stepCreate.p50),
+      stepCreateP99: ratio(f.stepCreate.p99, e.stepCreate.p99),
+      runListP99: ratio(f.runList.p99, e.runList.p99),
+      runDetailP99: ratio(f.runDetail.p99, e.runDetail.p99),
+    },
+  };
+  log(`history: step create p50 ${e.stepCreate.p50.toFixed(2)} -> ${f.stepCreate.p50.toFixed(2)} ms (x${result.ratios.stepCreateP50}), ` +
+    `p99 ${e.stepCreate.p99.toFixed(2)} -> ${f.stepCreate.p99.toFixed(2)} ms (x${result.ratios.stepCreateP99}); ` +
+    `run list p99 ${e.runList.p99.toFixed(2)} -> ${f.runList.p99.toFixed(2)} ms; run detail (1,000 steps) p99 ${e.runDetail.p99.toFixed(2)} -> ${f.runDetail.p99.toFixed(2)} ms`);
+  return result;
+}

@@ -1,0 +1,113 @@
+/**
+ * Closed-loop workers on undici: C workers each repeat one operation (a request, or a pair of
+ * requests) for D seconds; every operation's wall time is one sample. Used where autocannon
+ * cannot express the work: pairs whose second request needs the first's answer, and streams
+ * whose first and last byte are timed separately.
+ */
+import { Pool, type Dispatcher } from 'undici';
+import { summarize, type LatencySummary } from './stats.js';
+
+export interface LoopResult {
+  connections: number;
+  durationS: number;
+  /** Operations per second. */
+  ops: number;
+  latency: LatencySummary;
+  errors: number;
+  firstError?: string;
+}
+
+export type Operation = (worker: number, iteration: number) => Promise<void>;
+
+/** `samples` collects every operation's time in ms; pass an array to pool samples over several loops. */
+export async function loop(connections: number, durationS: number, operation: Operation, samples: number[] = []): Promise<LoopResult> {
+  const before = samples.length;
+  let errors = 0;
+  let firstError: string | undefined;
+  const started = performance.now();
+  const deadline = started + durationS * 1000;
+  await Promise.all(
+    Array.from({ length: connections }, async (_, worker) => {
+      for (let i = 0; performance.now() < deadline; i++) {
+        const t0 = performance.now();
+        try {
+          await operation(worker, i);
+          samples.push(performance.now() - t0);
+        } catch (error) {
+          errors++;
+          firstError ??= (error as Error).message;
+          if (errors > 1000) throw new Error(`too many errors; first: ${firstError}`);
+        }
+      }
+    }),
+  );
+  const elapsedS = (performance.now() - started) / 1000;
+  const mine = samples.slice(before);
+  return { connections, durationS: elapsedS, ops: mine.length / elapsedS, latency: summarize(mine), errors, ...(firstError ? { firstError } : {}) };
+}
+
+export function pool(origin: string, connections: number): Pool {
+  return new Pool(origin, { connections, pipelining: 1 });
+}
+
+export class HttpError extends Error {}
+
+/** A JSON request that must answer `expect`; the parsed answer. */
+export async function json<T = Record<string, unknown>>(
+  dispatcher: Dispatcher,
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT',
+  path: string,
+  headers: Record<string, string>,
+  body: unknown,
+  expect: number,
+): Promise<T> {
+  const res = await dispatcher.request({
+    method,
+    path,
+    headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== expect) throw new HttpError(`${method} ${path}: ${res.statusCode} ${text.slice(0, 200)}`);
+  return (text ? JSON.parse(text) : null) as T;
+}
+
+export interface StreamTimes {
+  ttfb: LatencySummary;
+  ttlb: LatencySummary;
+  streams: number;
+  errors: number;
+  firstError?: string;
+}
+
+/**
+ * C workers streaming for D seconds: time to the first body byte and to the last, from the
+ * moment the request is handed to undici.
+ */
+export async function streamLoop(
+  dispatcher: Dispatcher,
+  request: () => Dispatcher.RequestOptions,
+  connections: number,
+  durationS: number,
+): Promise<StreamTimes> {
+  const ttfb: number[] = [];
+  const ttlb: number[] = [];
+  const result = await loop(connections, durationS, async () => {
+    const t0 = performance.now();
+    const res = await dispatcher.request(request());
+    let first = NaN;
+    for await (const _chunk of res.body) {
+      if (Number.isNaN(first)) first = performance.now() - t0;
+    }
+    if (res.statusCode !== 200) throw new HttpError(`stream answered ${res.statusCode}`);
+    ttfb.push(first);
+    ttlb.push(performance.now() - t0);
+  });
+  return {
+    ttfb: summarize(ttfb),
+    ttlb: summarize(ttlb),
+    streams: ttfb.length,
+    errors: result.errors,
+    ...(result.firstError ? { firstError: result.firstError } : {}),
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * The processes a bench run starts: helpers written in TypeScript (run through tsx) that print
+ * `READY <url>` when listening, and the real daemon (`node bin/runguard start`).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+export interface Child {
+  pid: number;
+  url: string;
+  stop(): Promise<void>;
+}
+
+function stopper(proc: ChildProcess, graceMs = 10_000): () => Promise<void> {
+  return async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(timer);
+  };
+}
+
+/** Starts `bench/<script>` under tsx; resolves with the URL it announces on stdout. */
+export async function startHelper(script: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<Child> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', script), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let buffered = '';
+    proc.stdout!.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const match = /READY (\S+)/.exec(buffered);
+      if (match) resolve(match[1]!);
+    });
+    proc.once('exit', (code) => reject(new Error(`${script} exited with ${code} before it was ready`)));
+  });
+  return { pid: proc.pid!, url, stop: stopper(proc) };
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface DaemonOptions {
+  databaseUrl: string;
+  redisUrl: string;
+  redisKeyPrefix: string;
+  dataDir: string;
+  openaiUpstream: string;
+  /** Directory for a V8 CPU profile written when the daemon exits. */
+  cpuProfDir?: string;
+  /** Another build of runguard to run (a before/after comparison); default: this one. */
+  root?: string;
+}
+
+export interface DaemonProcess extends Child {
+  apiKey: string;
+}
+
+export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess> {
+  const port = await freePort();
+  const nodeFlags = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
+  const root = options.root ?? ROOT;
+  const proc = spawn(process.execPath, [...nodeFlags, join(root, 'bin', 'runguard'), 'start'], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      DATABASE_URL: options.databaseUrl,
+      REDIS_URL: options.redisUrl,
+      RUNGUARD_REDIS_KEY_PREFIX: options.redisKeyPrefix,
+      RUNGUARD_DATA_DIR: options.dataDir,
+      RUNGUARD_LOG_LEVEL: 'warn',
+      RUNGUARD_OPENAI_UPSTREAM: options.openaiUpstream,
+      // Unlimited runs: the bench measures speed, not plan ceilings.
+      RUNGUARD_DEFAULT_PLAN: 'enterprise',
+    },
+    // The daemon prints its first API key on stdout: read it from the key file instead.
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  let exited: number | null = null;
+  proc.once('exit', (code) => (exited = code ?? -1));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (exited !== null) throw new Error(`the daemon exited with ${exited} during start`);
+    try {
+      const res = await fetch(`${url}/health`);
+      if (res.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stopper(proc)();
+      throw new Error('the daemon did not answer /health within 60 s');
+    }
+    await sleep(100);
+  }
+  const apiKey = (await readFile(join(options.dataDir, 'api-key'), 'utf8')).trim();
+  return { pid: proc.pid!, url, apiKey, stop: stopper(proc, 30_000) };
+}
+
+/** Resident set size of a process, in MB (VmRSS of /proc/<pid>/status). */
+export async function rssMb(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? NaN);
+  return kb / 1024;
+}
+
+/** Samples a process's RSS until stopped; the peak and the samples. */
+export function rssSampler(pid: number, everyMs = 250) {
+  const samples: number[] = [];
+  const timer = setInterval(() => {
+    rssMb(pid).then((mb) => samples.push(mb), () => {});
+  }, everyMs);
+  return {
+    samples,
+    stop(): { peak: number; samples: number[] } {
+      clearInterval(timer);
+      return { peak: samples.length ? Math.max(...samples) : NaN, samples };
+    },
+  };
+}

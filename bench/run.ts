@@ -1,0 +1,197 @@
+/**
+ * `npm run bench`: starts what it needs on this machine (a fresh Postgres database and Redis key
+ * prefix, a fake OpenAI upstream, a bare pass-through proxy, the real daemon), drives load, and
+ * writes bench/results/<date>.json and the tables in bench/README.md.
+ *
+ *   --duration <s>          seconds per measured cell (default 5; each cell also warms up 1 s)
+ *   --connections <list>    concurrent connections (default 1,16,64)
+ *   --only <list>           any of api, proxy, sse, history (default: all four)
+ *   --soak <minutes>        add a soak: RSS sampled under steady load for that long
+ *   --upstream-delay <ms>   the fake upstream's fixed delay before answering (default 10)
+ *   --history-runs <n>      runs seeded for the history check (default 50500: ~1,000,000 steps)
+ *   --rounds <n>            alternating rounds of the history check (default 4)
+ *   --cpu-prof              profile the daemon (node --cpu-prof) into bench/profiles/
+ *   --no-build              do not compile src/ first (the daemon runs from dist/)
+ *   --daemon-root <dir>     run the daemon of another (built) checkout, for before/after runs
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createServices, type BenchServices } from './lib/database.js';
+import { historyScenario, prepareHistory } from './lib/history.js';
+import { loop, pool } from './lib/loops.js';
+import { runCell } from './lib/load.js';
+import { ROOT, rssMb, rssSampler, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
+import { checkTargets, writeReport, type BenchReport, type SoakResult } from './lib/report.js';
+import {
+  apiHeaders, apiScenario, probeProxy, proxyScenario, setPricing, sseScenario, startRuns, stepPairLoop, type Endpoints,
+} from './lib/scenarios.js';
+import { round } from './lib/stats.js';
+
+const SCENARIOS = ['api', 'proxy', 'sse', 'history'] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+const { values: flags } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '5' },
+    connections: { type: 'string', default: '1,16,64' },
+    only: { type: 'string', default: SCENARIOS.join(',') },
+    soak: { type: 'string' },
+    'upstream-delay': { type: 'string', default: '10' },
+    'history-runs': { type: 'string', default: '50500' },
+    'history-users': { type: 'string', default: '500' },
+    rounds: { type: 'string', default: '4' },
+    'cpu-prof': { type: 'boolean', default: false },
+    'no-build': { type: 'boolean', default: false },
+    'daemon-root': { type: 'string' },
+  },
+});
+
+const positive = (name: string, raw: string | undefined): number => {
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number (got ${raw})`);
+  return n;
+};
+const durationS = positive('duration', flags.duration);
+const connections = flags.connections!.split(',').map((c) => Math.round(positive('connections', c)));
+const only = new Set(flags.only!.split(',').map((s) => s.trim()) as Scenario[]);
+for (const s of only) if (!SCENARIOS.includes(s)) throw new Error(`--only takes ${SCENARIOS.join('|')} (got ${s})`);
+const soakMinutes = flags.soak === undefined ? 0 : positive('soak', flags.soak);
+const upstreamDelayMs = Number(flags['upstream-delay']);
+const historyRuns = Math.round(positive('history-runs', flags['history-runs']));
+const historyUsers = Math.round(positive('history-users', flags['history-users']));
+const rounds = Math.round(positive('rounds', flags.rounds));
+
+const log = (line: string) => process.stdout.write(`${line}\n`);
+const cleanups: (() => Promise<unknown>)[] = [];
+const cleanup = async () => {
+  for (const fn of cleanups.reverse()) await fn().catch((e: unknown) => log(`cleanup: ${(e as Error).message}`));
+  cleanups.length = 0;
+};
+process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
+
+async function daemonWithDatabase(upstream: string, profileDir?: string): Promise<{ daemon: DaemonProcess; services: BenchServices }> {
+  const services = await createServices();
+  cleanups.push(() => services.drop());
+  const dataDir = await mkdtemp(join(tmpdir(), 'runguard-bench-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const daemon = await startDaemon({
+    databaseUrl: services.databaseUrl,
+    redisUrl: services.redisUrl,
+    redisKeyPrefix: services.redisKeyPrefix,
+    dataDir,
+    openaiUpstream: `${upstream}/v1`,
+    ...(profileDir ? { cpuProfDir: profileDir } : {}),
+    ...(flags['daemon-root'] ? { root: flags['daemon-root'] } : {}),
+  });
+  cleanups.push(() => daemon.stop());
+  return { daemon, services };
+}
+
+async function main(): Promise<void> {
+  if (!flags['no-build']) {
+    log('building src/ (tsc)...');
+    const built = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: ROOT, stdio: 'inherit' });
+    if (built.status !== 0) throw new Error('tsc failed');
+  }
+  const report: BenchReport = {
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, node: process.version, loadavgAtStart: loadavg() },
+    options: { durationS, connections, only: [...only], soakMinutes, upstreamDelayMs, historyRuns, rounds, cpuProf: flags['cpu-prof'],
+      ...(flags['daemon-root'] ? { daemonRoot: flags['daemon-root'] } : {}) },
+    targets: [],
+  };
+  const upstream: Child = await startHelper('upstream-server.ts', [String(upstreamDelayMs), '1']);
+  cleanups.push(() => upstream.stop());
+  const needsMain = only.has('api') || only.has('proxy') || only.has('sse') || soakMinutes > 0;
+  if (needsMain) {
+    const floor = await startHelper('floor-proxy.ts', [upstream.url]);
+    cleanups.push(() => floor.stop());
+    const profileDir = flags['cpu-prof'] ? join(ROOT, 'bench', 'profiles') : undefined;
+    const { daemon } = await daemonWithDatabase(upstream.url, profileDir);
+    log(`daemon pid ${daemon.pid} at ${daemon.url}; upstream ${upstream.url} (delay ${upstreamDelayMs} ms); floor ${floor.url}`);
+    await setPricing(daemon);
+    const probe = await probeProxy(daemon);
+    report.proxyProbe = probe;
+    if (!probe.available) log(`\n*** ${probe.note} ***\n`);
+    const runId = (await startRuns(pool(daemon.url, 1), apiHeaders(daemon), 1, 'bench-proxy-run'))[0]!;
+    const endpoints: Endpoints = { upstream: upstream.url, floor: floor.url, daemon, runId };
+
+    await sleep(2_000);
+    const idleMb = await rssMb(daemon.pid);
+    log(`daemon RSS idle: ${idleMb.toFixed(1)} MB`);
+    const sampler = rssSampler(daemon.pid);
+    if (only.has('api')) report.api = await apiScenario(endpoints, connections, durationS, log);
+    if (only.has('proxy')) report.proxy = await proxyScenario(endpoints, probe.available, connections, durationS, log);
+    if (only.has('sse')) report.sse = await sseScenario(endpoints, probe.available, connections, durationS, log);
+    const { peak } = sampler.stop();
+    await sleep(3_000);
+    report.rss = { idleMb: round(idleMb, 1), underLoadPeakMb: round(peak, 1), idleAfterLoadMb: round(await rssMb(daemon.pid), 1) };
+    log(`daemon RSS: idle ${report.rss.idleMb} MB, peak under load ${report.rss.underLoadPeakMb} MB, idle after ${report.rss.idleAfterLoadMb} MB`);
+
+    if (soakMinutes > 0) report.soak = await soak(endpoints, probe.available, soakMinutes);
+    await daemon.stop();
+    if (profileDir) log(`CPU profile written to ${profileDir} (summarize: npx tsx bench/profile-summary.ts <file>)`);
+  }
+  if (only.has('history')) {
+    const empty = await daemonWithDatabase(upstream.url);
+    const full = await daemonWithDatabase(upstream.url);
+    const e = await prepareHistory(empty.daemon, empty.services.databaseUrl, null, log);
+    const f = await prepareHistory(full.daemon, full.services.databaseUrl, { runs: historyRuns, users: historyUsers }, log);
+    report.history = await historyScenario(e.target, f.target, f.seeded, rounds, Math.max(2, durationS / 2), log);
+  }
+  report.targets = checkTargets(report);
+  for (const t of report.targets) log(`${t.pass === null ? 'n/a ' : t.pass ? 'pass' : 'FAIL'}  ${t.target}: ${t.measured} (${t.limit})`);
+  const file = await writeReport(join(ROOT, 'bench'), report);
+  log(`results: ${file} and bench/README.md`);
+}
+
+/** Steady load (sidecar at 16 connections, else step pairs) while RSS is sampled every 5 s. */
+async function soak(e: Endpoints, proxy: boolean, minutes: number): Promise<SoakResult> {
+  const scenario = proxy ? 'sidecar chat completions, 16 connections' : 'step create+patch pairs, 16 connections (no proxy route in this build)';
+  log(`soak: ${minutes} min of ${scenario}`);
+  const samples: { at: number; mb: number }[] = [];
+  const t0 = Date.now();
+  const timer = setInterval(() => void rssMb(e.daemon.pid).then((mb) => samples.push({ at: Date.now() - t0, mb })), 5_000);
+  let ops: number;
+  try {
+    if (proxy) {
+      const cell = await runCell({
+        url: `${e.daemon.url}/proxy/runs/${e.runId}/openai/chat/completions`,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench', 'x-runguard-key': e.daemon.apiKey },
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+      }, 16, minutes * 60, 0);
+      ops = cell.rps;
+    } else {
+      const api = pool(e.daemon.url, 16);
+      const runIds = await startRuns(api, apiHeaders(e.daemon), 16, 'soak');
+      const result = await loop(16, minutes * 60, stepPairLoop(api, apiHeaders(e.daemon), runIds, runIds.map(() => 0)));
+      ops = result.ops;
+      await api.close();
+    }
+  } finally {
+    clearInterval(timer);
+  }
+  const perMinuteMb: number[] = [];
+  for (let m = 0; m < Math.ceil(minutes); m++) {
+    const inMinute = samples.filter((s) => s.at >= m * 60_000 && s.at < (m + 1) * 60_000).map((s) => s.mb);
+    if (inMinute.length) perMinuteMb.push(round(inMinute.reduce((a, b) => a + b, 0) / inMinute.length, 1));
+  }
+  const reference = perMinuteMb[1] ?? perMinuteMb[0]!;
+  const growthRatio = round(perMinuteMb[perMinuteMb.length - 1]! / reference, 3);
+  log(`soak: RSS per minute ${perMinuteMb.join(', ')} MB; last / second minute ${growthRatio}`);
+  return { minutes, scenario, perMinuteMb, growthRatio, ops: round(ops, 1) };
+}
+
+try {
+  await main();
+} catch (error) {
+  log(`bench failed: ${(error as Error).stack ?? error}`);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+}
