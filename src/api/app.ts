@@ -14,7 +14,7 @@ import { TokenIssuer } from '../service/tokens.js';
 import type { CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
 import { observeCounters, observeDb } from '../store/observed.js';
-import { registerAuth } from './auth.js';
+import { ApiKeyVerifier, registerAuth } from './auth.js';
 import { registerErrorHandler } from './error-handler.js';
 import { registerMetrics } from './metrics.js';
 import { registerValidation } from './validation.js';
@@ -83,7 +83,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerErrorHandler(app);
   const accounts = new Accounts(db, new TokenIssuer(deps.auth.jwtSecret, deps.auth.jwtTtlSeconds), deps.auth.scryptCost);
   if (metrics) registerMetrics(app, metrics);
-  registerAuth(app, { db, clock: deps.clock, verifyJwt: (token) => accounts.verifyToken(token) });
+  const keys = new ApiKeyVerifier(db);
+  registerAuth(app, { keys, clock: deps.clock, verifyJwt: (token) => accounts.verifyToken(token) });
   // Only routes that ask for it (login, register) are limited.
   await app.register(rateLimit, { global: false });
 
@@ -103,13 +104,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(pricingRoutes, { db, clock: deps.clock });
   await app.register(workspaceRoutes, { db, clock: deps.clock });
   await app.register(authRoutes, { accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute });
-  await app.register(apiKeyRoutes, { db, clock: deps.clock });
+  await app.register(apiKeyRoutes, { db, clock: deps.clock, keys });
   await app.register(userRoutes, { db, clock: deps.clock });
   await app.register(usageRoutes, { db, counters, clock: deps.clock });
   if (deps.proxy) {
     await app.register(proxyTokenRoutes, { db, clock: deps.clock, providers: deps.proxy.providers });
     await app.register(proxyRoutes, {
-      guard, db, clock: deps.clock, options: deps.proxy,
+      guard, db, keys, clock: deps.clock, options: deps.proxy,
       // Proxy URLs can carry a run's token (and a gateway's key in the query): neither is logged.
       logSerializers: { req: proxyRequestSerializer },
     });

@@ -7,7 +7,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import type { Db } from '../store/db.js';
-import { API_KEY_PATTERN, findApiKey, sha256, touchApiKey } from '../store/workspaces.js';
+import { API_KEY_PATTERN, findApiKey, sha256, touchApiKey, type ApiKeyRow } from '../store/workspaces.js';
 import type { Clock } from '../service/guard-service.js';
 
 export type CredentialKind = 'key' | 'jwt';
@@ -43,20 +43,57 @@ export function bearerToken(request: FastifyRequest): string | null {
   return match ? match[1]! : null;
 }
 
-export async function verifyApiKey(db: Db, apiKey: string, now: Date): Promise<Principal | null> {
-  const match = API_KEY_PATTERN.exec(apiKey);
-  if (!match) return null;
-  const row = await findApiKey(db, match[1]!);
-  // Hash even when the prefix is unknown, so timing does not tell which prefixes exist.
-  const presented = sha256(match[2]!);
-  if (!row || row.revoked_at || !timingSafeEqual(presented, row.secret_sha256)) return null;
-  if (!row.last_used_at || now.getTime() - row.last_used_at.getTime() > TOUCH_INTERVAL_MS) {
-    await touchApiKey(db, row.id, now);
+/**
+ * Verifies API keys. Key records are remembered for at most `cacheMs` (1 s by default): a key
+ * revoked through another daemon stops working there within that second, and at once in the
+ * daemon that revoked it (`forget`). The secret is checked on every call, in constant time.
+ */
+export class ApiKeyVerifier {
+  private readonly cache = new Map<string, { row: ApiKeyRow | null; until: number }>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly cacheMs = 1_000,
+  ) {}
+
+  async verify(apiKey: string, now: Date): Promise<Principal | null> {
+    const match = API_KEY_PATTERN.exec(apiKey);
+    if (!match) return null;
+    const prefix = match[1]!;
+    let entry = this.cache.get(prefix);
+    if (!entry || entry.until <= now.getTime()) {
+      entry = { row: await findApiKey(this.db, prefix), until: now.getTime() + this.cacheMs };
+      if (this.cacheMs > 0) this.remember(prefix, entry);
+    }
+    const row = entry.row;
+    // Hash even when the prefix is unknown, so timing does not tell which prefixes exist.
+    const presented = sha256(match[2]!);
+    if (!row || row.revoked_at || !timingSafeEqual(presented, row.secret_sha256)) return null;
+    if (!row.last_used_at || now.getTime() - row.last_used_at.getTime() > TOUCH_INTERVAL_MS) {
+      row.last_used_at = now;
+      await touchApiKey(this.db, row.id, now);
+    }
+    return { workspaceId: row.workspace_id, kind: 'key', subjectId: row.id };
   }
-  return { workspaceId: row.workspace_id, kind: 'key', subjectId: row.id };
+
+  /** Drops every remembered key (after this daemon revoked some). */
+  forget(): void {
+    this.cache.clear();
+  }
+
+  private remember(prefix: string, entry: { row: ApiKeyRow | null; until: number }) {
+    // Bounded: unknown prefixes are remembered too, so a flood of made-up keys cannot grow it forever.
+    if (this.cache.size >= 10_000) this.cache.clear();
+    this.cache.set(prefix, entry);
+  }
 }
 
-export function registerAuth(app: FastifyInstance, deps: { db: Db; clock: Clock; verifyJwt?: JwtVerifier }) {
+/** One uncached verification (start-up checks, tests). */
+export function verifyApiKey(db: Db, apiKey: string, now: Date): Promise<Principal | null> {
+  return new ApiKeyVerifier(db, 0).verify(apiKey, now);
+}
+
+export function registerAuth(app: FastifyInstance, deps: { keys: ApiKeyVerifier; clock: Clock; verifyJwt?: JwtVerifier }) {
   app.decorateRequest('principal', null as unknown as Principal);
   app.addHook('onRequest', async (request) => {
     const policy = request.routeOptions.config.auth ?? 'none';
@@ -68,7 +105,7 @@ export function registerAuth(app: FastifyInstance, deps: { db: Db; clock: Clock;
       throw new ApiError('UNAUTHORIZED', kind === 'key' ? 'This endpoint needs a dashboard token, not an API key.' : 'This endpoint needs an API key.');
     }
     const principal =
-      kind === 'key' ? await verifyApiKey(deps.db, token, deps.clock.now()) : ((await deps.verifyJwt?.(token)) ?? null);
+      kind === 'key' ? await deps.keys.verify(token, deps.clock.now()) : ((await deps.verifyJwt?.(token)) ?? null);
     if (!principal) throw new ApiError('UNAUTHORIZED', 'Invalid credential.');
     request.principal = principal;
   });

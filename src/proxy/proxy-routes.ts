@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
-import { verifyApiKey } from '../api/auth.js';
+import type { ApiKeyVerifier } from '../api/auth.js';
 import { toApiError } from '../api/error-handler.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Clock, CreatedStep, GuardService } from '../service/guard-service.js';
@@ -111,11 +111,12 @@ function header(request: FastifyRequest, name: string): string | undefined {
 export const proxyRoutes: FastifyPluginAsync<{
   guard: GuardService;
   db: Db;
+  keys: ApiKeyVerifier;
   clock: Clock;
   options: ProxyOptions;
   tokens?: ProxyTokenStore;
 }> = async (app, deps) => {
-  const { guard, db, clock, options } = deps;
+  const { guard, db, keys, clock, options } = deps;
   const registry = options.providers;
   const tokens = deps.tokens ?? proxyTokenStore(db);
   const audit = options.audit ?? {};
@@ -155,7 +156,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     // The daemon's own key stands in only for callers on this machine.
     const key = given ?? (options.defaultApiKey && LOOPBACK.has(request.socket.remoteAddress ?? '') ? options.defaultApiKey : null);
     if (!key) throw new ApiError('UNAUTHORIZED', 'Missing x-runguard-key header.');
-    const principal = await verifyApiKey(db, key, clock.now());
+    const principal = await keys.verify(key, clock.now());
     if (!principal) throw new ApiError('UNAUTHORIZED', 'Invalid x-runguard-key.');
     return principal.workspaceId;
   }

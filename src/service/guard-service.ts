@@ -98,7 +98,23 @@ const view = (d: Decision): DecisionView => ({ outcome: d.outcome, reason: d.rea
 /** A concurrent twin of an idempotent request committed first. */
 class IdempotencyRace extends Error {}
 
+/** A bounded map that forgets its oldest entries first. */
+class RecentMap<V> {
+  private readonly map = new Map<string, V>();
+  constructor(private readonly capacity: number) {}
+  get(key: string): V | undefined {
+    return this.map.get(key);
+  }
+  remember(key: string, value: V): void {
+    if (this.map.has(key)) return;
+    if (this.map.size >= this.capacity) this.map.delete(this.map.keys().next().value!);
+    this.map.set(key, value);
+  }
+}
+
 export class GuardService {
+  private readonly runUsers = new RecentMap<string>(10_000);
+
   constructor(
     private readonly db: Db,
     private readonly counters: CounterStore,
@@ -160,18 +176,18 @@ export class GuardService {
     const replay = await this.replay<EndedRunView>(idempotency);
     if (replay) return replay;
     const now = this.clock.now();
-    return this.replayOnConflict(idempotency, () =>
-      this.db.transaction(async (tx) => {
-        const ended = await runs.endRun(tx, workspaceId, runId, status, now);
-        if (!ended) {
-          if (await runs.runExists(tx, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
-          throw new ApiError('RUN_NOT_FOUND');
-        }
-        const answer = { statusCode: 200, body: { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() } };
-        await this.remember(tx, idempotency, answer, now);
-        return answer;
-      }),
-    );
+    const end = async (db: Queryable): Promise<Answer<EndedRunView>> => {
+      const ended = await runs.endRun(db, workspaceId, runId, status, now);
+      if (!ended) {
+        if (await runs.runExists(db, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
+        throw new ApiError('RUN_NOT_FOUND');
+      }
+      const answer = { statusCode: 200, body: { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() } };
+      await this.remember(db, idempotency, answer, now);
+      return answer;
+    };
+    // One statement commits on its own; a remembered answer must commit with it.
+    return this.replayOnConflict(idempotency, () => (idempotency ? this.db.transaction(end) : end(this.db)));
   }
 
   async createStep(
@@ -182,11 +198,20 @@ export class GuardService {
   ): Promise<Answer<CreatedStep>> {
     const replay = await this.replay<CreatedStep>(idempotency);
     if (replay) return replay;
-    const state = await loadStepGuardState(this.db, workspaceId, runId);
+    const now = this.clock.now();
+    // A run's user never changes: when this daemon has seen the run, its spend is read in
+    // parallel with the state (and read again if the run turned out to be someone else's).
+    const knownUser = this.runUsers.get(runId);
+    const [state, prefetched] = await Promise.all([
+      loadStepGuardState(this.db, workspaceId, runId),
+      knownUser === undefined ? null : this.counters.readSpend(scopeAt(now, workspaceId, knownUser)),
+    ]);
     if (!state) throw new ApiError('RUN_NOT_FOUND');
     if (state.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
-    const now = this.clock.now();
-    const spend = await this.counters.readSpend(scopeAt(now, workspaceId, state.userId));
+    this.runUsers.remember(runId, state.userId);
+    const spend = knownUser === state.userId && prefetched
+      ? prefetched
+      : await this.counters.readSpend(scopeAt(now, workspaceId, state.userId));
     const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_READ_AT_STEPS }));
     const id = randomUUID();
     const record = async (db: Queryable): Promise<Answer<CreatedStep>> => {
@@ -235,15 +260,17 @@ export class GuardService {
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, '');
     return this.replayOnConflict(idempotency, async () => {
-      const finished = await this.db.transaction(async (tx) => {
-        const step = await runs.finishStep(tx, workspaceId, runId, stepId, result, now, scope.day);
+      const finish = async (db: Queryable) => {
+        const step = await runs.finishStep(db, workspaceId, runId, stepId, result, now, scope.day);
         if (!step) {
-          if (await runs.stepExists(tx, workspaceId, runId, stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
+          if (await runs.stepExists(db, workspaceId, runId, stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
           throw new ApiError('STEP_NOT_FOUND');
         }
-        await this.remember(tx, idempotency, { statusCode: 200, body: { id: step.id, status: step.status } }, now);
+        await this.remember(db, idempotency, { statusCode: 200, body: { id: step.id, status: step.status } }, now);
         return step;
-      });
+      };
+      // One statement commits on its own; a remembered answer must commit with it.
+      const finished = idempotency ? await this.db.transaction(finish) : await finish(this.db);
       if (finished.totals) await this.counters.spendRecorded({ ...scope, userId: finished.user_id }, finished.totals);
       return { statusCode: 200, body: { id: finished.id, status: finished.status } };
     });

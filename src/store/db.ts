@@ -24,6 +24,9 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
+/** Deadlock victim, serialization failure. */
+const RETRYABLE = new Set(['40P01', '40001']);
+
 /** Postgres error code of a unique violation. */
 export const UNIQUE_VIOLATION = '23505';
 
@@ -63,17 +66,21 @@ export function postgresDb(options: PostgresOptions): Db {
     kind: 'postgres',
     ...wrap(pool),
     async transaction(fn) {
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
-        const result = await fn(wrap(client));
-        await client.query('COMMIT');
-        return result;
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw error;
-      } finally {
-        client.release();
+      for (let attempt = 1; ; attempt++) {
+        const client = await pool.connect();
+        try {
+          await client.query('BEGIN');
+          const result = await fn(wrap(client));
+          await client.query('COMMIT');
+          return result;
+        } catch (error) {
+          await client.query('ROLLBACK').catch(() => {});
+          // Postgres chose this transaction as a deadlock victim (or a serialization loser): nothing
+          // of it committed, so running it again is safe.
+          if (!RETRYABLE.has((error as { code?: string }).code ?? '') || attempt >= 3) throw error;
+        } finally {
+          client.release();
+        }
       }
     },
     close: () => pool.end(),

@@ -27,6 +27,8 @@ export interface NewRun {
 export async function insertRun(tx: Queryable, run: NewRun): Promise<void> {
   const allowed = run.status === 'RUNNING' ? 1 : 0;
   await tx.query(
+    // The daily rows are locked in one order everywhere (workspace, then user): user_day reads
+    // workspace_day, so it cannot run first. Unordered CTEs deadlocked against finishStep.
     `WITH run AS (
        INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, last_activity_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7)
@@ -37,8 +39,9 @@ export async function insertRun(tx: Queryable, run: NewRun): Promise<void> {
      ), workspace_day AS (
        INSERT INTO usage_daily AS d (workspace_id, day, runs) SELECT $2, $10::date, 1 WHERE $9::int = 1
        ON CONFLICT (workspace_id, day) DO UPDATE SET runs = d.runs + 1
+       RETURNING 1
      )
-     INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, runs) SELECT $2, $3, $10::date, 1 WHERE $9::int = 1
+     INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, runs) SELECT $2, $3, $10::date, 1 FROM workspace_day
      ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET runs = d.runs + 1`,
     [run.id, run.workspaceId, run.userId, run.status, json(run.metadata), json(run.decision), run.now,
       run.status === 'BLOCKED' ? run.now : null, allowed, run.day],
@@ -152,8 +155,8 @@ export async function finishStep(
   const hasTokens = result.promptTokens !== null || result.completionTokens !== null;
   // One statement instead of four: fewer round trips while the row locks are held. The daily
   // upserts run only for a priced step, and return the day's totals right after this cost, read
-  // under their row locks: what a counter copy needs. The select list evaluates workspace_day
-  // before user_day, so every finish takes the usage row locks in one order.
+  // under their row locks: what a counter copy needs. user_day reads workspace_day, so the daily
+  // rows are locked in one order everywhere (workspace, then user).
   const { rows } = await tx.query<{
     id: string;
     status: StepStatus;
@@ -182,7 +185,7 @@ export async function finishStep(
        RETURNING spend_micros
      ), user_day AS (
        INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros)
-       SELECT $1, run.user_id, $12::date, step.cost_micros FROM step, run WHERE step.cost_micros > 0
+       SELECT $1, run.user_id, $12::date, step.cost_micros FROM step, run, workspace_day
        ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros
        RETURNING spend_micros
      )

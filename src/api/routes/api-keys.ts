@@ -2,6 +2,7 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { ApiKeyVerifier } from '../auth.js';
 import type { Clock } from '../../service/guard-service.js';
 import type { Db } from '../../store/db.js';
 import { listApiKeys, regenerateApiKey } from '../../store/workspaces.js';
@@ -10,7 +11,7 @@ import { errorResponses, Nullable, Uuid } from '../schemas.js';
 const Timestamp = Type.String({ format: 'date-time' });
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
-export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (base, { db, clock }) => {
+export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; keys: ApiKeyVerifier }> = async (base, { db, clock, keys }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/v1/api-keys', {
@@ -41,6 +42,7 @@ export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async 
     },
   }, async (request, reply) => {
     const key = await db.transaction((tx) => regenerateApiKey(tx, request.principal.workspaceId, clock.now()));
+    keys.forget();
     return reply.status(201).send({ id: key.id, prefix: key.prefix, api_key: key.apiKey });
   });
 };
