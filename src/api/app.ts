@@ -110,7 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (deps.proxy) {
     await app.register(proxyTokenRoutes, { db, clock: deps.clock, providers: deps.proxy.providers });
     await app.register(proxyRoutes, {
-      guard, db, keys, clock: deps.clock, options: deps.proxy,
+      guard, db, keys, clock: deps.clock, options: deps.proxy, metrics,
       // Proxy URLs can carry a run's token (and a gateway's key in the query): neither is logged.
       logSerializers: { req: proxyRequestSerializer },
     });

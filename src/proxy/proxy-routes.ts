@@ -7,6 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
+import { formatOverheadMs, OVERHEAD_HEADER, ProxyCallTimer, type Metrics } from '../metrics.js';
 import type { ApiKeyVerifier } from '../api/auth.js';
 import { toApiError } from '../api/error-handler.js';
 import { ApiError, isApiError } from '../errors.js';
@@ -114,9 +115,11 @@ export const proxyRoutes: FastifyPluginAsync<{
   keys: ApiKeyVerifier;
   clock: Clock;
   options: ProxyOptions;
+  /** Upstream time and the daemon's own overhead per call; null: not measured. */
+  metrics: Metrics | null;
   tokens?: ProxyTokenStore;
 }> = async (app, deps) => {
-  const { guard, db, keys, clock, options } = deps;
+  const { guard, db, keys, clock, options, metrics } = deps;
   const registry = options.providers;
   const tokens = deps.tokens ?? proxyTokenStore(db);
   const audit = options.audit ?? {};
@@ -202,6 +205,7 @@ export const proxyRoutes: FastifyPluginAsync<{
   }
 
   async function handle(request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply, skip: number) {
+    const arrived = process.hrtime.bigint();
     const provider = registry.get(request.params.provider);
     if (!provider) throw new ApiError('NOT_FOUND', `No provider named "${request.params.provider}" is configured.`);
     const path = upstreamPath(request.raw.url ?? '/', skip);
@@ -237,7 +241,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     reply.hijack();
     exchange(request, reply.raw, provider, path, body, {
       workspaceId: target.workspaceId, runId, stepId: step.id, endRun: target.via === 'auto',
-    });
+    }, new ProxyCallTimer(metrics, provider.name, arrived));
   }
 
   /** The forwarding proper: from here the answer is ours to write, and the step's result ours to record. */
@@ -248,6 +252,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     path: string,
     body: Buffer | null,
     step: { workspaceId: string; runId: string; stepId: string; endRun: boolean },
+    timer: ProxyCallTimer,
   ) {
     const started = performance.now();
     const abort = new AbortController();
@@ -258,6 +263,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     const record = (status: 'COMPLETED' | 'FAILED', usage: Usage, outcome: Record<string, unknown>) => {
       if (recorded) return;
       recorded = true;
+      timer.finish(status === 'COMPLETED' ? 'ok' : outcome.error === 'CLIENT_ABORTED' ? 'aborted' : 'error');
       const result = {
         status, durationMs: Math.round(performance.now() - started), promptTokens: usage.promptTokens,
         completionTokens: usage.completionTokens, cachedPromptTokens: usage.cachedPromptTokens, outputData: outcome,
@@ -280,6 +286,7 @@ export const proxyRoutes: FastifyPluginAsync<{
       if (!relaying) record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
     });
 
+    timer.upstreamStarted();
     forward(provider, {
       method: request.method, path, headers: upstreamHeaders(request.headers), body, signal: abort.signal,
     }).then((upstream) => {
@@ -292,6 +299,8 @@ export const proxyRoutes: FastifyPluginAsync<{
       const headers = clientHeaders(upstream.headers);
       headers['x-runguard-step-id'] = step.stepId;
       headers['x-request-id'] = request.id;
+      // The sidecar's own time on this call until the upstream answered: guard checks and records.
+      headers[OVERHEAD_HEADER] = formatOverheadMs(timer.overheadMs());
       res.writeHead(upstream.statusCode, headers);
       // SSE: the client gets the headers when the upstream sends them, not with the first event.
       res.flushHeaders();

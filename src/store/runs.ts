@@ -270,7 +270,7 @@ function stepView(row: Record<string, unknown>) {
     prompt_tokens: row.prompt_tokens === null ? null : Number(row.prompt_tokens),
     completion_tokens: row.completion_tokens === null ? null : Number(row.completion_tokens),
     cached_prompt_tokens: row.cached_prompt_tokens === null ? null : Number(row.cached_prompt_tokens),
-    cost_usd: numericToUsd(row.cost_usd as string | null),
+    cost_usd: row.cost_usd === null ? null : Number(row.cost_usd),
     duration_ms: row.duration_ms === null ? null : Number(row.duration_ms),
     input_data: row.input_data ?? null,
     output_data: row.output_data ?? null,
@@ -279,11 +279,16 @@ function stepView(row: Record<string, unknown>) {
   };
 }
 
+/**
+ * A run with its steps, read in one statement: one snapshot, so the run's totals always agree
+ * with its steps (two queries could see a step committed between them).
+ */
 export async function getRunDetail(db: Queryable, workspaceId: string, runId: string, now: Date) {
-  const [{ rows }, { rows: stepRows }] = await Promise.all([
-    db.query('SELECT * FROM runs WHERE id = $1 AND workspace_id = $2', [runId, workspaceId]),
-    db.query('SELECT * FROM steps WHERE run_id = $1 AND workspace_id = $2 ORDER BY sequence', [runId, workspaceId]),
-  ]);
+  const { rows } = await db.query<Record<string, unknown> & { steps_json: Record<string, unknown>[] }>(
+    `SELECT r.*, coalesce((SELECT json_agg(s ORDER BY s.sequence) FROM steps s WHERE s.run_id = r.id), '[]') AS steps_json
+     FROM runs r WHERE r.id = $1 AND r.workspace_id = $2`,
+    [runId, workspaceId],
+  );
   const row = rows[0];
   if (!row) return null;
   const started = new Date(row.started_at as Date).getTime();
@@ -293,6 +298,6 @@ export async function getRunDetail(db: Queryable, workspaceId: string, runId: st
     metadata: row.metadata ?? null,
     decision: row.decision as Decision,
     duration_ms: Math.max(0, ended - started),
-    steps: stepRows.map(stepView),
+    steps: row.steps_json.map(stepView),
   };
 }

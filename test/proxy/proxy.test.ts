@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { completionTokensFor, DEFAULT_REPLY, promptTokensFor, startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
 import { startTestApi, type Caller, type TestApi } from '../support/harness.js';
+import { metricValue, parseMetrics } from '../support/prometheus.js';
 
 const PROVIDER_KEY = 'sk-provider-secret-0123456789abcdef';
 const ANTHROPIC_KEY = 'sk-ant-provider-secret-0123456789';
@@ -110,6 +111,18 @@ describe('proxy with the OpenAI SDK', () => {
       body_bytes: Buffer.byteLength(sent.rawBody), messages: 1,
     });
     expect(run).toMatchObject({ status: 'RUNNING', total_tokens: prompt + completion, total_cost_usd: cost(prompt, completion) });
+  });
+
+  it("when a call goes through, then its answer says the sidecar's overhead and the metrics time both sides", async () => {
+    const runId = await startRun();
+    const { response } = await openaiFor(runId).chat.completions.create(chat).withResponse();
+    const overhead = Number(response.headers.get('x-runguard-overhead-ms'));
+    expect(response.headers.get('x-runguard-overhead-ms')).toMatch(/^\d+\.\d{2}$/);
+    expect(overhead).toBeGreaterThanOrEqual(0);
+    await settledRun(runId);
+    const samples = parseMetrics((await api.request('GET', '/metrics')).body as string);
+    expect(metricValue(samples, 'runguard_proxy_overhead_seconds_count', { provider: 'openai' })).toBeGreaterThanOrEqual(1);
+    expect(metricValue(samples, 'runguard_proxy_upstream_duration_seconds_count', { provider: 'openai', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
   });
 
   it('when a chat completion streams with delays, then chunks arrive one by one and usage is recorded', async () => {
