@@ -6,10 +6,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './daemon.js';
 import { caller, type Caller } from './harness.js';
 import { createTestDatabase, REDIS_URL, testKeyPrefix, type TestDatabase } from './services.js';
 
@@ -34,15 +34,6 @@ export interface DaemonProcess extends Caller {
   start(): Promise<void>;
   /** Stops the process and drops the database and the data dir. */
   close(): Promise<void>;
-}
-
-/** A port that was free a moment ago: the daemon must come back on the same one after a restart. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((done) => server.close(() => done()));
-  return port;
 }
 
 export interface DaemonProcessOptions {
