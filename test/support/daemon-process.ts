@@ -26,6 +26,8 @@ export interface DaemonProcess extends Caller {
   dataDir: string;
   databaseUrl: string;
   redisKeyPrefix: string;
+  /** What the current (or last) process wrote to stdout and stderr. */
+  output(): string;
   /** True while a process is running. */
   readonly running: boolean;
   /** Stops the process (SIGKILL: no graceful shutdown, like a crash) and waits until it is gone. */
@@ -48,6 +50,10 @@ export async function freePort(): Promise<number> {
 export interface DaemonProcessOptions {
   /** Another daemon whose Postgres database and Redis keys this one shares (a fleet of sidecars). */
   sharing?: DaemonProcess;
+  /** A Postgres database the caller owns (e.g. on a private cluster): used as is, never dropped. */
+  databaseUrl?: string;
+  /** Redis for the counters. @default the shared test Redis */
+  redisUrl?: string;
   env?: NodeJS.ProcessEnv;
 }
 
@@ -59,7 +65,9 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
   // A daemon sharing another's database leaves dropping it to that one.
   const database: Pick<TestDatabase, 'url' | 'drop'> = shared
     ? { url: shared.databaseUrl, drop: async () => {} }
-    : await createTestDatabase();
+    : options.databaseUrl
+      ? { url: options.databaseUrl, drop: async () => {} }
+      : await createTestDatabase();
   const dataDir = await mkdtemp(join(tmpdir(), 'rg-daemon-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -67,7 +75,7 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: database.url,
-    REDIS_URL,
+    REDIS_URL: options.redisUrl ?? REDIS_URL,
     RUNGUARD_REDIS_KEY_PREFIX: redisKeyPrefix,
     RUNGUARD_DATA_DIR: dataDir,
     RUNGUARD_LOG_LEVEL: 'warn',
@@ -127,6 +135,7 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
     dataDir,
     databaseUrl: database.url,
     redisKeyPrefix,
+    output: () => output,
     get running() {
       return child !== null;
     },
