@@ -32,8 +32,11 @@ export interface DaemonProcess extends Caller {
   readonly running: boolean;
   /** Stops the process (SIGKILL: no graceful shutdown, like a crash) and waits until it is gone. */
   kill(signal?: NodeJS.Signals): Promise<void>;
-  /** Starts a process again on the same port, data dir, database and Redis prefix; waits for /health. */
-  start(): Promise<void>;
+  /**
+   * Starts a process again on the same port, data dir, database and Redis prefix; waits for
+   * /health to answer 200 (or 503 as well, with `unhealthy: true`: a dependency is down).
+   */
+  start(options?: { unhealthy?: boolean }): Promise<void>;
   /** Stops the process and drops the database and the data dir. */
   close(): Promise<void>;
 }
@@ -84,7 +87,7 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
   let child: ChildProcess | null = null;
   let output = '';
 
-  async function start(): Promise<void> {
+  async function start(startOptions: { unhealthy?: boolean } = {}): Promise<void> {
     if (child) throw new Error('The daemon is already running.');
     output = '';
     const proc = spawn(process.execPath, [BIN, 'start', '--port', String(port), '--host', '127.0.0.1'], {
@@ -100,7 +103,8 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
     for (;;) {
       if (child !== proc) throw new Error(`The daemon exited during start:\n${output}`);
       try {
-        if ((await fetch(`${url}/health`)).status === 200) return;
+        const status = (await fetch(`${url}/health`)).status;
+        if (status === 200 || (startOptions.unhealthy && status === 503)) return;
       } catch {
         /* not listening yet */
       }
