@@ -30,6 +30,8 @@ export interface DaemonProcess extends Caller {
   output(): string;
   /** True while a process is running. */
   readonly running: boolean;
+  /** The running process's id (null when none runs). */
+  readonly pid: number | null;
   /** Stops the process (SIGKILL: no graceful shutdown, like a crash) and waits until it is gone. */
   kill(signal?: NodeJS.Signals): Promise<void>;
   /**
@@ -142,6 +144,9 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
     output: () => output,
     get running() {
       return child !== null;
+    },
+    get pid() {
+      return child?.pid ?? null;
     },
     kill,
     start,
