@@ -47,8 +47,12 @@ export async function openStores(config: Config, logger?: Logger): Promise<Store
         commandTimeoutMs: config.redisCommandTimeoutMs,
       });
       redis.on('error', () => {}); // Reported through /health and failed commands, not as a crash.
-      await redis.connect();
       counters = new RedisCounters(redis, db, logger);
+      // Redis is a copy: a daemon starts without it, decides from Postgres, and ioredis keeps
+      // reconnecting in the background.
+      await redis.connect().catch((error: unknown) => {
+        logger?.warn({ err: error }, 'Redis unavailable at start: decisions read spend from Postgres until it answers');
+      });
     }
     return {
       db,

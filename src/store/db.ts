@@ -68,6 +68,11 @@ export function postgresDb(options: PostgresOptions): Db {
     async transaction(fn) {
       for (let attempt = 1; ; attempt++) {
         const client = await pool.connect();
+        // A checked-out client whose server goes away between two statements emits 'error', and the
+        // pool listens only to idle ones: without this, Node would crash the daemon. The statement
+        // that runs next fails instead, and the pool drops the broken client on release.
+        const onError = () => {};
+        client.on('error', onError);
         try {
           await client.query('BEGIN');
           const result = await fn(wrap(client));
@@ -79,6 +84,7 @@ export function postgresDb(options: PostgresOptions): Db {
           // of it committed, so running it again is safe.
           if (!RETRYABLE.has((error as { code?: string }).code ?? '') || attempt >= 3) throw error;
         } finally {
+          client.off('error', onError);
           client.release();
         }
       }

@@ -8,7 +8,9 @@
  * expired) is rebuilt from Postgres the same way.
  *
  * When Redis fails, decisions read the records instead (a warning in the log, and /health says
- * so) and Redis is tried again after a pause.
+ * so) and Redis is tried again after a pause. Writes skipped meanwhile are missing from keys that
+ * survived the outage (a network cut, a timeout): before the copy is read again, every key of
+ * today and yesterday is raised to the records, while decisions go on reading the records.
  */
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
@@ -50,11 +52,19 @@ export function redisClient(options: RedisCountersOptions): Redis {
   return new Redis(options.url, redisOptions);
 }
 
+/** Keys raised per round trip when the copy is rebuilt. */
+const REBUILD_BATCH = 500;
+
 export class RedisCounters implements CounterStore {
   readonly kind = 'redis';
   private readonly redis: Redis & CounterCommands;
   /** While set, Redis failed recently: read the records until then. */
   private bypassUntil = 0;
+  /** Counts failures; a rebuild that saw another failure start after it began proves nothing. */
+  private failures = 0;
+  /** A write may have been lost since the copy was last known whole: it is not read until rebuilt. */
+  private stale = false;
+  private rebuilding: Promise<void> | null = null;
 
   constructor(
     redis: Redis,
@@ -77,14 +87,61 @@ export class RedisCounters implements CounterStore {
     try {
       return await op();
     } catch (error) {
-      this.bypassUntil = Date.now() + this.retryAfterMs;
-      this.log?.warn({ err: error }, 'Redis unavailable: decisions read spend from Postgres until it answers again');
+      this.failed(error);
       return fallback();
     }
   }
 
+  private failed(error: unknown): void {
+    this.bypassUntil = Date.now() + this.retryAfterMs;
+    this.failures++;
+    this.stale = true;
+    this.log?.warn({ err: error }, 'Redis unavailable: decisions read spend from Postgres until it answers again');
+  }
+
+  /**
+   * Raises every key of today and yesterday (UTC) to the records. Writes are never skipped while
+   * it runs (they are max-merges of committed totals), so a cost committed after its read is
+   * carried by its own write.
+   */
+  private startRebuild(): void {
+    if (this.rebuilding) return;
+    const failures = this.failures;
+    this.rebuilding = (async () => {
+      const { rows } = await this.db.query<{ workspace_id: string; user_id: string; day: string; ws: string; usr: string }>(
+        `SELECT u.workspace_id, u.user_id, u.day::text AS day, coalesce(w.spend_micros, 0) AS ws, u.spend_micros AS usr
+         FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
+         WHERE u.day >= (now() AT TIME ZONE 'UTC')::date - 1`,
+      );
+      for (let i = 0; i < rows.length; i += REBUILD_BATCH) {
+        const pipeline = this.redis.pipeline() as ReturnType<Redis['pipeline']> & {
+          rgRaiseTo(numberOfKeys: number, ...args: (string | number)[]): unknown;
+        };
+        for (const r of rows.slice(i, i + REBUILD_BATCH)) {
+          const keys = this.keys({ workspaceId: r.workspace_id, userId: r.user_id, day: r.day, month: r.day.slice(0, 7) });
+          pipeline.rgRaiseTo(2, ...keys, r.ws, r.usr, DAY_TTL_SECONDS);
+        }
+        const results = (await pipeline.exec()) ?? [];
+        const error = results.find(([e]) => e)?.[0];
+        if (error) throw error;
+      }
+      if (this.failures === failures) {
+        this.stale = false;
+        this.log?.info({ keys: rows.length * 2 }, 'Redis answers again: its copy of spend was rebuilt from Postgres');
+      }
+    })()
+      .catch((error: unknown) => this.failed(error))
+      .finally(() => {
+        this.rebuilding = null;
+      });
+  }
+
   readSpend(scope: CounterScope): Promise<DailySpend> {
     const keys = this.keys(scope);
+    if (this.stale && Date.now() >= this.bypassUntil) {
+      this.startRebuild();
+      return recordedSpend(this.db, scope);
+    }
     return this.guarded(
       async () => {
         const [ws, user] = await this.redis.mget(...keys);

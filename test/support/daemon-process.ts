@@ -26,12 +26,19 @@ export interface DaemonProcess extends Caller {
   dataDir: string;
   databaseUrl: string;
   redisKeyPrefix: string;
+  /** What the current (or last) process wrote to stdout and stderr. */
+  output(): string;
   /** True while a process is running. */
   readonly running: boolean;
+  /** The running process's id (null when none runs). */
+  readonly pid: number | null;
   /** Stops the process (SIGKILL: no graceful shutdown, like a crash) and waits until it is gone. */
   kill(signal?: NodeJS.Signals): Promise<void>;
-  /** Starts a process again on the same port, data dir, database and Redis prefix; waits for /health. */
-  start(): Promise<void>;
+  /**
+   * Starts a process again on the same port, data dir, database and Redis prefix; waits for
+   * /health to answer 200 (or 503 as well, with `unhealthy: true`: a dependency is down).
+   */
+  start(options?: { unhealthy?: boolean }): Promise<void>;
   /** Stops the process and drops the database and the data dir. */
   close(): Promise<void>;
 }
@@ -39,6 +46,10 @@ export interface DaemonProcess extends Caller {
 export interface DaemonProcessOptions {
   /** Another daemon whose Postgres database and Redis keys this one shares (a fleet of sidecars). */
   sharing?: DaemonProcess;
+  /** A Postgres database the caller owns (e.g. on a private cluster): used as is, never dropped. */
+  databaseUrl?: string;
+  /** Redis for the counters. @default the shared test Redis */
+  redisUrl?: string;
   env?: NodeJS.ProcessEnv;
 }
 
@@ -50,7 +61,9 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
   // A daemon sharing another's database leaves dropping it to that one.
   const database: Pick<TestDatabase, 'url' | 'drop'> = shared
     ? { url: shared.databaseUrl, drop: async () => {} }
-    : await createTestDatabase();
+    : options.databaseUrl
+      ? { url: options.databaseUrl, drop: async () => {} }
+      : await createTestDatabase();
   const dataDir = await mkdtemp(join(tmpdir(), 'rg-daemon-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -58,7 +71,7 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: database.url,
-    REDIS_URL,
+    REDIS_URL: options.redisUrl ?? REDIS_URL,
     RUNGUARD_REDIS_KEY_PREFIX: redisKeyPrefix,
     RUNGUARD_DATA_DIR: dataDir,
     RUNGUARD_LOG_LEVEL: 'warn',
@@ -67,7 +80,7 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
   let child: ChildProcess | null = null;
   let output = '';
 
-  async function start(): Promise<void> {
+  async function start(startOptions: { unhealthy?: boolean } = {}): Promise<void> {
     if (child) throw new Error('The daemon is already running.');
     output = '';
     const proc = spawn(process.execPath, [BIN, 'start', '--port', String(port), '--host', '127.0.0.1'], {
@@ -83,7 +96,8 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
     for (;;) {
       if (child !== proc) throw new Error(`The daemon exited during start:\n${output}`);
       try {
-        if ((await fetch(`${url}/health`)).status === 200) return;
+        const status = (await fetch(`${url}/health`)).status;
+        if (status === 200 || (startOptions.unhealthy && status === 503)) return;
       } catch {
         /* not listening yet */
       }
@@ -118,8 +132,12 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
     dataDir,
     databaseUrl: database.url,
     redisKeyPrefix,
+    output: () => output,
     get running() {
       return child !== null;
+    },
+    get pid() {
+      return child?.pid ?? null;
     },
     kill,
     start,

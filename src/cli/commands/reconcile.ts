@@ -22,11 +22,12 @@ export function reconcileCommand(): Command {
       const stores = await openStores(config);
       try {
         const report = await reconcile(stores.db, stores.counters, { now: new Date(), days, repair: !options.dryRun });
+        // Drift left in place exits 4, for scripts reading JSON as for people reading the table.
+        if (!report.repaired && report.drifts.length > 0) process.exitCode = 4;
         if (out.json) return out.data(report);
         if (report.drifts.length === 0) return out.line(`No drift since ${report.checkedFrom}: the counters equal the records.`);
         out.table(['KIND', 'KEY', 'EXPECTED (RECORDS)', 'FOUND'], report.drifts.map((d) => [d.kind, d.key, d.expected, d.found]));
         out.line(`${report.drifts.length} difference${report.drifts.length > 1 ? 's' : ''} since ${report.checkedFrom}; ${report.repaired ? 'repaired.' : 'nothing changed (--dry-run).'}`);
-        if (!report.repaired) process.exitCode = 4;
       } finally {
         await stores.close();
       }

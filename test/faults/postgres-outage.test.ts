@@ -1,0 +1,116 @@
+/**
+ * Postgres stops for real under a running daemon: a private cluster is shut down (immediate mode,
+ * a crash) and started again. The daemon answers 503 with a clear detail while it is down, allows
+ * nothing it could not record, forwards nothing upstream, keeps running, and recovers by itself:
+ * the same process answers the next requests once Postgres is back (the pg pool replaces its dead
+ * connections).
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
+import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
+import { startPrivatePostgres, type PrivatePostgres } from '../support/private-services.js';
+
+const DOWN = { detail: 'The database is unavailable; try again shortly.', code: 'SERVICE_UNAVAILABLE' };
+
+describe('Postgres down under a running daemon', () => {
+  let cluster: PrivatePostgres;
+  let upstream: FakeUpstream;
+  let daemon: DaemonProcess;
+  let pid: number | null;
+
+  beforeAll(async () => {
+    [cluster, upstream] = await Promise.all([startPrivatePostgres(), startFakeUpstream()]);
+    daemon = await startDaemonProcess({
+      databaseUrl: cluster.url,
+      env: { RUNGUARD_OPENAI_UPSTREAM: upstream.url, RUNGUARD_DB_POOL_SIZE: '5' },
+    });
+    pid = daemon.pid;
+  });
+  afterAll(async () => {
+    await daemon?.close();
+    await upstream?.close();
+    await cluster?.close();
+  });
+
+  const query = async (sql: string, params: unknown[] = []) => {
+    const client = new pg.Client({ connectionString: cluster.url });
+    await client.connect();
+    try {
+      return (await client.query(sql, params)).rows;
+    } finally {
+      await client.end();
+    }
+  };
+  const proxyCall = () =>
+    fetch(`${daemon.url}/proxy/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-runguard-user-id': 'ada', authorization: 'Bearer sk-upstream' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+
+  it('when Postgres is down, then every decision answers 503 with a clear detail, nothing is allowed or forwarded, and the daemon recovers by itself', async () => {
+    const run = (await daemon.request('POST', '/v1/runs', { user_id: 'ada' })).body;
+    expect(run.status).toBe('RUNNING');
+    const step = (await daemon.request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 't' })).body;
+    expect((await proxyCall()).status).toBe(200);
+    expect(upstream.requests).toHaveLength(1);
+    upstream.requests.length = 0;
+    const before = await query('SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM steps)::int AS steps');
+
+    await cluster.stop('immediate');
+    const answers = [
+      await daemon.request('POST', '/v1/runs', { user_id: 'ada' }),
+      await daemon.request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 2, tool_name: 't' }),
+      await daemon.request('PATCH', `/v1/runs/${run.id}/steps/${step.id}`, { status: 'COMPLETED' }),
+      await daemon.request('POST', `/v1/runs/${run.id}/end`, { status: 'COMPLETED' }),
+      await daemon.request('GET', `/v1/runs/${run.id}`),
+    ];
+    for (const answer of answers) {
+      expect(answer.status).toBe(503);
+      expect(answer.body).toEqual(DOWN);
+    }
+    const proxied = await proxyCall();
+    expect(proxied.status).toBe(503);
+    expect(((await proxied.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'SERVICE_UNAVAILABLE', message: DOWN.detail,
+    });
+    expect(upstream.requests).toHaveLength(0);
+    const health = await fetch(`${daemon.url}/health`);
+    expect(health.status).toBe(503);
+    expect(await health.json()).toMatchObject({ checks: { database: 'unavailable' }, detail: 'Unavailable: database.' });
+    expect(daemon.running).toBe(true);
+
+    await cluster.start();
+    // The same process: no restart, and the next requests succeed, in parallel, on fresh connections.
+    expect((await fetch(`${daemon.url}/health`)).status).toBe(200);
+    const starts = await Promise.all(Array.from({ length: 12 }, (_, i) => daemon.request('POST', '/v1/runs', { user_id: `u${i}` })));
+    expect(starts.map((r) => r.status)).toEqual(Array(12).fill(201));
+    expect((await daemon.request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 2, tool_name: 't' })).body.status).toBe('ALLOWED');
+    expect((await proxyCall()).status).toBe(200);
+    expect(upstream.requests).toHaveLength(1);
+    expect(daemon.pid).toBe(pid);
+    // Nothing of the outage was recorded: 12 runs and 1 step since, plus the proxy call's run and step.
+    const after = await query('SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM steps)::int AS steps');
+    expect(after).toEqual([{ runs: before[0].runs + 13, steps: before[0].steps + 2 }]);
+  });
+
+  it('when Postgres stops under parallel load, then the daemon survives, every answered success has its record, and the rest are 503', async () => {
+    const load = Array.from({ length: 40 }, async (_, i) => {
+      await new Promise((r) => setTimeout(r, i * 5));
+      return daemon.request('POST', '/v1/runs', { user_id: `load${i}` });
+    });
+    expect((await load[0]!).status).toBe(201);
+    await cluster.stop('immediate');
+    const results = await Promise.all(load);
+    expect(daemon.running).toBe(true);
+    await cluster.start();
+    expect(results.every((r) => r.status === 201 || r.status === 503)).toBe(true);
+    expect(results.some((r) => r.status === 503)).toBe(true);
+    for (const r of results.filter((x) => x.status === 503)) expect(r.body).toEqual(DOWN);
+    const answered = results.filter((r) => r.status === 201).map((r) => r.body.id as string);
+    const stored = await query('SELECT id::text FROM runs WHERE id = ANY($1::uuid[])', [answered]);
+    expect(stored.map((r) => r.id).sort()).toEqual([...answered].sort());
+    expect((await daemon.request('POST', '/v1/runs', { user_id: 'after' })).status).toBe(201);
+  });
+});
