@@ -77,6 +77,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // What @fastify/helmet would set for a JSON API, without the dependency. Only answers the daemon
+    // writes itself get them: a proxied answer is hijacked past this hook and carries the provider's
+    // headers. No HSTS: the daemon speaks plain HTTP (TLS, where used, ends in front of it).
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('x-frame-options', 'DENY');
+    reply.header('referrer-policy', 'no-referrer');
+    // API answers hold workspace data and credentials (a new key, a token): never in a cache.
+    if ((request.routeOptions.url ?? request.url).startsWith('/v1/')) reply.header('cache-control', 'no-store');
   });
 
   registerValidation(app);

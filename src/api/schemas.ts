@@ -37,6 +37,12 @@ export const StepStatus = Type.Enum(['ALLOWED', 'COMPLETED', 'FAILED', 'BLOCKED'
 export const StepType = Type.Enum(['INPUT', 'MODEL_CALL', 'TOOL_CALL', 'OUTPUT', 'REASONING', 'SYSTEM']);
 export const EndStatus = Type.Enum(['COMPLETED', 'FAILED']);
 
+/**
+ * The body of a write that takes no input: none, or `{}`. Anything else is a 422, as on every
+ * write: a field the endpoint does not read (`workspace_id`, `name`) must not look accepted.
+ */
+export const NoBody = Nullable(Type.Object({}, { additionalProperties: false }));
+
 /** Arbitrary caller data (metadata, audit payloads). */
 export const JsonObject = Type.Object({}, { additionalProperties: true });
 

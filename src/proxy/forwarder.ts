@@ -46,12 +46,19 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders): Record<string, s
   return out;
 }
 
-/** The upstream's response headers for the client, minus hop-by-hop ones. */
+/**
+ * Provider headers that must not become the daemon's: a cookie the provider sets is scoped to the
+ * provider's site, and relayed it would land on the daemon's origin (where a browser would keep it
+ * and send it to every route of ours). SDKs keep no cookies, so nothing needs it.
+ */
+const NOT_RELAYED_TO_CLIENT = new Set(['set-cookie']);
+
+/** The upstream's response headers for the client, minus hop-by-hop ones and cookies. */
 export function clientHeaders(upstream: Dispatcher.ResponseData['headers']): Record<string, string | string[]> {
   const listed = connectionListed(upstream.connection);
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(upstream)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || listed.has(name)) continue;
+    if (value === undefined || HOP_BY_HOP.has(name) || NOT_RELAYED_TO_CLIENT.has(name) || listed.has(name)) continue;
     out[name] = value;
   }
   return out;

@@ -8,9 +8,15 @@ export function asObject(value: unknown): JsonObject | undefined {
     : undefined;
 }
 
-/** A token count: a non-negative integer, else `null`. */
+/**
+ * The largest token count believed: the API's own bound on a step's counts (`Count` in
+ * api/schemas.ts). Beyond it a provider's number is garbage, not usage.
+ */
+export const MAX_TOKEN_COUNT = 1_000_000_000_000;
+
+/** A token count: a non-negative integer up to MAX_TOKEN_COUNT, else `null` (not reported). */
 export function tokenCount(value: unknown): number | null {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null;
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_TOKEN_COUNT ? value : null;
 }
 
 /** Parses JSON, `undefined` when it is not JSON. */

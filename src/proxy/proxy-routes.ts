@@ -61,7 +61,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Request URLs in logs lose their query string and any proxy token. */
 export function redactProxyUrl(url: string): string {
-  return (url.split('?')[0] ?? '').replace(/^\/proxy\/t\/[^/]+/, '/proxy/t/[redacted]');
+  // Not anchored: an absolute-form target (`http://host/proxy/t/...`) carries the token too.
+  return (url.split('?')[0] ?? '').replace(/\/proxy\/t\/[^/]+/, '/proxy/t/[redacted]');
 }
 
 /**
@@ -76,6 +77,10 @@ export const proxyRequestSerializer = ((req: { method: string; url: string; ip?:
 
 /** The upstream-relative path: the raw URL past its first `skip` segments, query string kept. */
 function upstreamPath(rawUrl: string, skip: number): string {
+  // An absolute-form request target (`POST http://any.host/proxy/...`, RFC 9112 3.2.2) is routed
+  // by its path; its authority names nothing we forward to (upstreams are configuration), so only
+  // the path counts here too. Without this its segments would be miscounted.
+  rawUrl = rawUrl.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '');
   const q = rawUrl.indexOf('?');
   const path = q === -1 ? rawUrl : rawUrl.slice(0, q);
   const segments = path.split('/').slice(skip);

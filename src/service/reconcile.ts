@@ -5,7 +5,7 @@
  * of spend can lag behind (a write lost in a crash) and is raised to the records.
  */
 import type { Logger } from 'pino';
-import type { CounterStore } from '../store/counters.js';
+import { SPEND_CAP_MICROS, type CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
 
 export interface Drift {
@@ -26,8 +26,8 @@ const utcDay = (column: string) => `(${column} AT TIME ZONE 'UTC')::date`;
 
 const USAGE_DRIFT = `
   WITH expected AS (
-    SELECT workspace_id, day, sum(spend) AS spend_micros, sum(runs) AS runs FROM (
-      SELECT workspace_id, ${utcDay('finished_at')} AS day, round(cost_usd * 1000000)::bigint AS spend, 0 AS runs
+    SELECT workspace_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
+      SELECT workspace_id, ${utcDay('finished_at')} AS day, least(round(cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
         FROM steps WHERE cost_usd IS NOT NULL AND finished_at >= $1::date
       UNION ALL
       SELECT workspace_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= $1::date
@@ -42,8 +42,8 @@ const USAGE_DRIFT = `
 
 const USER_USAGE_DRIFT = `
   WITH expected AS (
-    SELECT workspace_id, user_id, day, sum(spend) AS spend_micros, sum(runs) AS runs FROM (
-      SELECT s.workspace_id, r.user_id, ${utcDay('s.finished_at')} AS day, round(s.cost_usd * 1000000)::bigint AS spend, 0 AS runs
+    SELECT workspace_id, user_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
+      SELECT s.workspace_id, r.user_id, ${utcDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
         FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.cost_usd IS NOT NULL AND s.finished_at >= $1::date
       UNION ALL
       SELECT workspace_id, user_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= $1::date

@@ -6,6 +6,14 @@
  */
 import type { Queryable } from './db.js';
 
+/**
+ * Where a day's spend counter stops: 10^15 microdollars, the largest budget the API accepts
+ * ($10^9). A spend at or above it denies under every budget, so saturating there changes no
+ * decision, and it keeps counters (and one step's share of them) exact in a bigint and in a JSON
+ * number: the largest token counts at the largest prices would otherwise overflow both.
+ */
+export const SPEND_CAP_MICROS = 1_000_000_000_000_000;
+
 export interface CounterScope {
   workspaceId: string;
   userId: string;

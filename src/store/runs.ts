@@ -1,7 +1,7 @@
 /** Run and step records, and the durable usage counters written with them. */
 import type { Decision } from '../rules/engine.js';
 import { numericToUsd } from '../money/decimal.js';
-import type { DailySpend } from './counters.js';
+import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
 import type { Queryable } from './db.js';
 
 export type RunStatus = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
@@ -172,7 +172,7 @@ export async function finishStep(
            SELECT coalesce($6::bigint, 0) * p.input_cost_per_token + coalesce($7::bigint, 0) * p.output_cost_per_token
            FROM model_pricing p WHERE p.workspace_id = s.workspace_id AND p.model = s.model AND p.is_active) END
        WHERE s.id = $3 AND s.run_id = $2 AND s.workspace_id = $1 AND s.status = 'ALLOWED'
-       RETURNING s.id, s.status, s.cost_usd, round(s.cost_usd * 1000000) AS cost_micros,
+       RETURNING s.id, s.status, s.cost_usd, CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros,
          coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens
      ), run AS (
        UPDATE runs SET total_tokens = total_tokens + step.tokens,
@@ -181,12 +181,12 @@ export async function finishStep(
      ), workspace_day AS (
        INSERT INTO usage_daily AS d (workspace_id, day, spend_micros)
        SELECT $1, $12::date, step.cost_micros FROM step WHERE step.cost_micros > 0
-       ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros
+       ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
        RETURNING spend_micros
      ), user_day AS (
        INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros)
        SELECT $1, run.user_id, $12::date, step.cost_micros FROM step, run, workspace_day
-       ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros
+       ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
        RETURNING spend_micros
      )
      SELECT step.id, step.status, step.cost_micros, run.user_id,

@@ -6,7 +6,7 @@ import type { ApiKeyVerifier } from '../auth.js';
 import type { Clock } from '../../service/guard-service.js';
 import type { Db } from '../../store/db.js';
 import { listApiKeys, regenerateApiKey } from '../../store/workspaces.js';
-import { errorResponses, Nullable, Uuid } from '../schemas.js';
+import { errorResponses, NoBody, Nullable, Uuid } from '../schemas.js';
 
 const Timestamp = Type.String({ format: 'date-time' });
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
@@ -38,7 +38,8 @@ export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; keys: ApiK
     schema: {
       tags: ['api-keys'],
       summary: 'Issue a new key (shown once) and revoke every earlier key of the workspace',
-      response: { 201: Type.Object({ id: Uuid, prefix: Type.String(), api_key: Type.String() }), ...errorResponses(401) },
+      body: NoBody,
+      response: { 201: Type.Object({ id: Uuid, prefix: Type.String(), api_key: Type.String() }), ...errorResponses(401, 422) },
     },
   }, async (request, reply) => {
     const key = await db.transaction((tx) => regenerateApiKey(tx, request.principal.workspaceId, clock.now()));

@@ -7,7 +7,7 @@ import type { Clock } from '../../service/guard-service.js';
 import type { Db } from '../../store/db.js';
 import { sdkBaseUrl, type ProviderRegistry } from '../../proxy/provider-registry.js';
 import { newProxyToken, saveProxyToken } from '../../proxy/proxy-tokens.js';
-import { Nullable, Uuid, errorResponses } from '../schemas.js';
+import { NoBody, Nullable, Uuid, errorResponses } from '../schemas.js';
 
 export const proxyTokenRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; providers: ProviderRegistry }> = async (
   base,
@@ -21,6 +21,7 @@ export const proxyTokenRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; provid
       tags: ['proxy'],
       summary: "Mint a token that proxies model calls into this run while it is RUNNING; answers the SDK base URLs",
       params: Type.Object({ run_id: Uuid }),
+      body: NoBody,
       response: {
         201: Type.Object({
           token: Type.String(),
