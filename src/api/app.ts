@@ -107,6 +107,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const guard = new GuardService(db, counters, deps.clock, deps.logger, metrics?.guardObserver ?? null);
+  // Answers already sent may have their records still queued for a shared commit: write them
+  // before whoever closes the app closes the stores.
+  app.addHook('onClose', () => guard.settled());
   await app.register(healthRoutes, { db, counters, version: deps.version });
   await app.register(runRoutes, { guard, db, clock: deps.clock });
   await app.register(pricingRoutes, { db, clock: deps.clock });

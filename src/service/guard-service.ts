@@ -6,11 +6,13 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
-import { isUniqueViolation, type Db, type Queryable } from '../store/db.js';
+import type { Db, Queryable } from '../store/db.js';
+import { GroupCommit } from '../store/group-commit.js';
 import { lockAdmissions, runCounts, scopeAt, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
 import { findAnswer, saveAnswer, type IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
+import { SequenceAllocator } from './sequence-allocator.js';
 
 export interface Clock {
   now(): Date;
@@ -95,8 +97,14 @@ export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts):
 
 const view = (d: Decision): DecisionView => ({ outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules });
 
+/** Tries at taking an allocated sequence before giving up (each collision resyncs first). */
+const SEQUENCE_ATTEMPTS = 10;
+
 /** A concurrent twin of an idempotent request committed first. */
 class IdempotencyRace extends Error {}
+
+/** Another step of the run holds the sequence. */
+class SequenceTaken extends Error {}
 
 /** A bounded map that forgets its oldest entries first. */
 class RecentMap<V> {
@@ -114,6 +122,9 @@ class RecentMap<V> {
 
 export class GuardService {
   private readonly runUsers = new RecentMap<string>(10_000);
+  private readonly sequences: SequenceAllocator;
+  private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
+  private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
 
   constructor(
     private readonly db: Db,
@@ -121,7 +132,11 @@ export class GuardService {
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly observer: GuardObserver | null = null,
-  ) {}
+  ) {
+    this.sequences = new SequenceAllocator((runId) => runs.maxSequence(db, runId));
+    this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps));
+    this.stepFinishes = new GroupCommit((finishes) => runs.finishSteps(db, finishes));
+  }
 
   /** An observer failing must never fail the request it observes. */
   private observe(boundary: Boundary, decision: DecisionView): void {
@@ -214,36 +229,41 @@ export class GuardService {
       : await this.counters.readSpend(scopeAt(now, workspaceId, state.userId));
     const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_READ_AT_STEPS }));
     const id = randomUUID();
-    const record = async (db: Queryable): Promise<Answer<CreatedStep>> => {
-      const inserted = await runs.insertStep(db, {
-        id, runId, workspaceId, sequence: input.sequence ?? null, type: input.type,
-        status: decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED',
-        model: input.model ?? null, toolName: input.tool_name ?? null, inputData: input.input_data ?? null, decision, now,
-      });
-      if (!inserted) throw new ApiError('RUN_NOT_RUNNING');
-      return {
-        statusCode: 201,
-        body: { id, run_id: runId, sequence: inserted.sequence, status: decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED',
-          decision: view(decision) },
-      };
+    const status: CreatedStep['status'] = decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED';
+    const step = (sequence: number): runs.NewStep => ({
+      id, runId, workspaceId, sequence, type: input.type, status,
+      model: input.model ?? null, toolName: input.tool_name ?? null, inputData: input.input_data ?? null, decision, now,
+    });
+    const answer = (sequence: number): Answer<CreatedStep> =>
+      ({ statusCode: 201, body: { id, run_id: runId, sequence, status, decision: view(decision) } });
+    // A remembered answer commits with its step, in a transaction of its own; any other step
+    // shares its statement and commit with the steps written at the same moment.
+    const insert = async (sequence: number): Promise<Answer<CreatedStep>> => {
+      const recorded = answer(sequence);
+      const outcome = idempotency
+        ? await this.db.transaction(async (tx) => {
+            const [inserted] = await runs.insertSteps(tx, [step(sequence)]);
+            if (inserted === 'inserted') await this.remember(tx, idempotency, recorded, now);
+            return inserted!;
+          })
+        : await this.stepInserts.submit(step(sequence));
+      if (outcome === 'run_not_running') throw new ApiError('RUN_NOT_RUNNING');
+      if (outcome === 'duplicate_sequence') throw new SequenceTaken();
+      return recorded;
     };
     try {
-      const answer = idempotency
-        ? await this.db.transaction(async (tx) => {
-            const recorded = await record(tx);
-            await this.remember(tx, idempotency, recorded, now);
-            return recorded;
-          })
-        : await record(this.db);
-      this.observe('step', answer.body.decision);
-      return answer;
+      const given = input.sequence ?? null;
+      const recorded = given === null ? await this.withAllocatedSequence(runId, insert) : await insert(given);
+      if (given !== null) await this.sequences.observe(runId, given);
+      this.observe('step', recorded.body.decision);
+      return recorded;
     } catch (error) {
       // A concurrent twin of an idempotent request took the sequence first: answer as it did.
-      const twin = error instanceof IdempotencyRace || isUniqueViolation(error, 'steps_run_sequence')
+      const twin = error instanceof IdempotencyRace || error instanceof SequenceTaken
         ? await this.replay<CreatedStep>(idempotency)
         : null;
       if (twin) return twin;
-      if (isUniqueViolation(error, 'steps_run_sequence')) throw new ApiError('DUPLICATE_SEQUENCE', undefined, { cause: error });
+      if (error instanceof SequenceTaken) throw new ApiError('DUPLICATE_SEQUENCE');
       throw error;
     }
   }
@@ -259,21 +279,42 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, '');
+    const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scope.day };
     return this.replayOnConflict(idempotency, async () => {
-      const finish = async (db: Queryable) => {
-        const step = await runs.finishStep(db, workspaceId, runId, stepId, result, now, scope.day);
-        if (!step) {
-          if (await runs.stepExists(db, workspaceId, runId, stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
-          throw new ApiError('STEP_NOT_FOUND');
-        }
-        await this.remember(db, idempotency, { statusCode: 200, body: { id: step.id, status: step.status } }, now);
-        return step;
-      };
-      // One statement commits on its own; a remembered answer must commit with it.
-      const finished = idempotency ? await this.db.transaction(finish) : await finish(this.db);
+      // A remembered answer commits with the result, in a transaction of its own; any other
+      // result shares its statement and commit with the results written at the same moment.
+      const finished = idempotency
+        ? await this.db.transaction(async (tx) => {
+            const [step] = await runs.finishSteps(tx, [finish]);
+            if (step) await this.remember(tx, idempotency, { statusCode: 200, body: { id: step.id, status: step.status } }, now);
+            return step ?? null;
+          })
+        : await this.stepFinishes.submit(finish);
+      if (!finished) {
+        if (await runs.stepExists(this.db, workspaceId, runId, stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
+        throw new ApiError('STEP_NOT_FOUND');
+      }
       if (finished.totals) await this.counters.spendRecorded({ ...scope, userId: finished.user_id }, finished.totals);
       return { statusCode: 200, body: { id: finished.id, status: finished.status } };
     });
+  }
+
+  /** Resolves once every step and result submitted so far is written (before the stores close). */
+  async settled(): Promise<void> {
+    await Promise.all([this.stepInserts.settled(), this.stepFinishes.settled()]);
+  }
+
+  /** Inserts with the run's next sequence; when another writer took that number, with the next. */
+  private async withAllocatedSequence<T>(runId: string, insert: (sequence: number) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const sequence = await this.sequences.allocate(runId);
+      try {
+        return await insert(sequence);
+      } catch (error) {
+        if (!(error instanceof SequenceTaken) || attempt >= SEQUENCE_ATTEMPTS) throw error;
+        await this.sequences.resync(runId);
+      }
+    }
   }
 
   /**

@@ -1,6 +1,7 @@
 /**
- * Reconciliation: recounts what the durable counters and the run totals should be from the run
- * and step records, reports every difference, and repairs it. The counters are written in the
+ * Reconciliation: recounts what the durable counters should be from the run and step records,
+ * reports every difference, and repairs it. (A run's totals need none: they are summed from its
+ * steps when read.) The counters are written in the
  * same transactions as the records, so a difference means a bug or a hand edit; the Redis copy
  * of spend can lag behind (a write lost in a crash) and is raised to the records.
  */
@@ -9,7 +10,7 @@ import { SPEND_CAP_MICROS, type CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
 
 export interface Drift {
-  kind: 'workspace_usage' | 'user_usage' | 'run_totals' | 'spend_copy';
+  kind: 'workspace_usage' | 'user_usage' | 'spend_copy';
   key: string;
   expected: string;
   found: string;
@@ -56,17 +57,6 @@ const USER_USAGE_DRIFT = `
     ON d.workspace_id = e.workspace_id AND d.user_id = e.user_id AND d.day = e.day
   WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
 
-const RUN_TOTALS_DRIFT = `
-  SELECT r.id, r.step_count AS found_steps, r.total_tokens AS found_tokens, r.total_cost_usd::text AS found_cost,
-    count(s.id) AS expected_steps, coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS expected_tokens,
-    coalesce(sum(s.cost_usd), 0)::text AS expected_cost
-  FROM runs r LEFT JOIN steps s ON s.run_id = r.id
-  WHERE r.started_at >= $1::date OR r.status = 'RUNNING'
-  GROUP BY r.id
-  HAVING r.step_count <> count(s.id)
-    OR r.total_tokens <> coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0)
-    OR r.total_cost_usd <> coalesce(sum(s.cost_usd), 0)`;
-
 export async function reconcile(
   db: Db,
   counters: CounterStore,
@@ -74,10 +64,9 @@ export async function reconcile(
 ): Promise<ReconcileReport> {
   const from = new Date(options.now.getTime() - (options.days - 1) * 86_400_000).toISOString().slice(0, 10);
   const drifts: Drift[] = [];
-  const [usage, userUsage, totals] = await Promise.all([
+  const [usage, userUsage] = await Promise.all([
     db.query<Record<string, string>>(USAGE_DRIFT, [from]),
     db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
-    db.query<Record<string, string>>(RUN_TOTALS_DRIFT, [from]),
   ]);
   for (const r of usage.rows) {
     drifts.push({ kind: 'workspace_usage', key: `${r.workspace_id}/${r.day}`,
@@ -87,18 +76,13 @@ export async function reconcile(
     drifts.push({ kind: 'user_usage', key: `${r.workspace_id}/${r.user_id}/${r.day}`,
       expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
   }
-  for (const r of totals.rows) {
-    drifts.push({ kind: 'run_totals', key: String(r.id),
-      expected: `steps=${r.expected_steps} tokens=${r.expected_tokens} cost=${r.expected_cost}`,
-      found: `steps=${r.found_steps} tokens=${r.found_tokens} cost=${r.found_cost}` });
-  }
-  if (options.repair && drifts.length > 0) await repair(db, usage.rows, userUsage.rows, totals.rows);
+  if (options.repair && drifts.length > 0) await repair(db, usage.rows, userUsage.rows);
   // The Redis copy: set to the records for every workspace and user who spent today.
   if (counters.kind === 'redis') drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
   return { checkedFrom: from, drifts, repaired: options.repair };
 }
 
-async function repair(db: Db, usage: Record<string, string>[], userUsage: Record<string, string>[], totals: Record<string, string>[]) {
+async function repair(db: Db, usage: Record<string, string>[], userUsage: Record<string, string>[]) {
   await db.transaction(async (tx) => {
     for (const r of usage) {
       await tx.query(
@@ -113,11 +97,6 @@ async function repair(db: Db, usage: Record<string, string>[], userUsage: Record
          ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = $4, runs = $5`,
         [r.workspace_id, r.user_id, r.day, r.expected_spend, r.expected_runs],
       );
-    }
-    for (const r of totals) {
-      await tx.query('UPDATE runs SET step_count = $2, total_tokens = $3, total_cost_usd = $4::numeric WHERE id = $1', [
-        r.id, r.expected_steps, r.expected_tokens, r.expected_cost,
-      ]);
     }
   });
 }

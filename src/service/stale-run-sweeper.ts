@@ -3,7 +3,8 @@
  * their concurrency slots. Safe with any number of daemons sweeping one database: a run is
  * claimed with `FOR UPDATE SKIP LOCKED` and ended by a conditional UPDATE, so exactly one
  * sweeper (or the client's own end call) ends it; the concurrency count, read from the records,
- * drops at once.
+ * drops at once. A run's activity is its latest step (`steps_run_activity`); a step being
+ * written holds a share lock on its run until it commits, so the sweep skips that run.
  */
 import type { Logger } from 'pino';
 import type { Queryable } from '../store/db.js';
@@ -41,8 +42,9 @@ export interface StaleRunSweeper {
 const END_STALE = `
 UPDATE runs SET status = 'FAILED', ended_at = $2
 WHERE status = 'RUNNING' AND id IN (
-  SELECT id FROM runs WHERE status = 'RUNNING' AND last_activity_at < $1
-  ORDER BY last_activity_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+  SELECT r.id FROM runs r WHERE r.status = 'RUNNING' AND r.started_at < $1
+    AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id AND s.created_at >= $1)
+  ORDER BY r.started_at LIMIT $3 FOR UPDATE SKIP LOCKED)
 RETURNING id, workspace_id, user_id`;
 
 export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRunSweeper {

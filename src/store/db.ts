@@ -2,6 +2,7 @@
  * The one SQL surface the stores use, with two engines behind it: a `pg` pool against a real
  * Postgres, or an embedded Postgres (PGlite) in this process when no DATABASE_URL is configured.
  */
+import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import pg from 'pg';
 import type { PGlite, Transaction } from '@electric-sql/pglite';
@@ -43,6 +44,23 @@ export interface PostgresOptions {
   connectionTimeoutMs?: number;
 }
 
+/**
+ * Every query runs as a named prepared statement: each connection parses and plans a statement
+ * once, then only binds and executes it (the hot path's CTEs cost more to plan than to run).
+ * Names are derived from the text, so the same SQL shares one name on every connection.
+ */
+const statementNames = new Map<string, string>();
+/** Past this many texts, new ones run unnamed: no connection holds unboundedly many statements. */
+const MAX_NAMED_STATEMENTS = 1_000;
+function statementName(sql: string): string | undefined {
+  let name = statementNames.get(sql);
+  if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS) {
+    name = `rg_${createHash('sha1').update(sql).digest('base64url')}`;
+    statementNames.set(sql, name);
+  }
+  return name;
+}
+
 export function postgresDb(options: PostgresOptions): Db {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
@@ -55,7 +73,7 @@ export function postgresDb(options: PostgresOptions): Db {
   pool.on('error', () => {});
   const wrap = (client: pg.Pool | pg.PoolClient): Queryable => ({
     async query<R>(sql: string, params?: readonly unknown[]) {
-      const result = await client.query(sql, params as unknown[] | undefined);
+      const result = await client.query({ name: statementName(sql), text: sql, values: params as unknown[] | undefined });
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
     async exec(sql: string) {

@@ -180,6 +180,21 @@ CREATE TABLE proxy_tokens (
 CREATE INDEX proxy_tokens_run ON proxy_tokens (run_id);
 `,
   },
+  {
+    version: 4,
+    name: 'steps_leave_the_run_row',
+    sql: `
+-- Every step insert and finish used to update its run's row (sequence, count, totals, activity),
+-- so parallel calls in one run queued on that row lock, a commit each. The totals are now read
+-- from the steps (one indexed aggregate per listed run), a run's activity is its latest step,
+-- and a proxied call's sequence is allocated by the daemon (the unique constraint arbitrates).
+ALTER TABLE runs DROP COLUMN step_count, DROP COLUMN max_sequence, DROP COLUMN total_tokens,
+  DROP COLUMN total_cost_usd, DROP COLUMN last_activity_at;
+DROP INDEX IF EXISTS runs_running;
+CREATE INDEX runs_running ON runs (started_at) WHERE status = 'RUNNING';
+CREATE INDEX steps_run_activity ON steps (run_id, created_at);
+`,
+  },
 ];
 
 /** A fixed advisory lock id, so daemons starting together apply migrations one at a time. */

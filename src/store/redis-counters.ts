@@ -48,6 +48,8 @@ export function redisClient(options: RedisCountersOptions): Redis {
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
     lazyConnect: true,
+    // Commands issued in one tick (the reads and raises of calls decided together) share a write.
+    enableAutoPipelining: true,
   };
   return new Redis(options.url, redisOptions);
 }

@@ -30,8 +30,8 @@ export async function insertRun(tx: Queryable, run: NewRun): Promise<void> {
     // The daily rows are locked in one order everywhere (workspace, then user): user_day reads
     // workspace_day, so it cannot run first. Unordered CTEs deadlocked against finishStep.
     `WITH run AS (
-       INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, last_activity_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7)
+       INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ), sdk_user AS (
        INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
        VALUES ($2, $3, $9, $7, $7)
@@ -86,8 +86,7 @@ export interface NewStep {
   id: string;
   runId: string;
   workspaceId: string;
-  /** Null: the server assigns the next sequence of the run. */
-  sequence: number | null;
+  sequence: number;
   type: StepType;
   status: 'ALLOWED' | 'BLOCKED';
   model: string | null;
@@ -97,26 +96,45 @@ export interface NewStep {
   now: Date;
 }
 
+/** Why a step was not written: its run is no longer RUNNING, or its sequence is taken. */
+export type StepInsertOutcome = 'inserted' | 'run_not_running' | 'duplicate_sequence';
+
 /**
- * Records a step and bumps its run's counters in one statement, so a step exists only in a run
- * that was RUNNING when it was written. Null when the run is no longer RUNNING. A used sequence
- * raises the unique violation of `steps_run_sequence`.
+ * Records steps (one statement for any number), each in a run that is RUNNING when it commits:
+ * the run row is share-locked, so an end of the run waits for the step (and then sees it), while
+ * steps of one run never wait for each other. Answers per step, in order.
  */
-export async function insertStep(db: Queryable, step: NewStep): Promise<{ sequence: number } | null> {
-  const { rows } = await db.query<{ sequence: number }>(
-    `WITH r AS (
-       UPDATE runs SET step_count = step_count + 1, last_activity_at = $10,
-         max_sequence = CASE WHEN $4::int IS NULL THEN max_sequence + 1 ELSE greatest(max_sequence, $4::int) END
-       WHERE id = $2 AND workspace_id = $3 AND status = 'RUNNING'
-       RETURNING id, coalesce($4::int, max_sequence) AS sequence
-     )
-     INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at)
-     SELECT $1, r.id, $3, r.sequence, $5, $6, $7, $8, $9, $11, $10 FROM r
-     RETURNING sequence`,
-    [step.id, step.runId, step.workspaceId, step.sequence, step.type, step.status, step.model, step.toolName,
-      json(step.inputData), step.now, json(step.decision)],
+export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Promise<StepInsertOutcome[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at)
+     SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_data, v.decision, v.created_at
+     FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[],
+       $10::json[], $11::timestamptz[])
+       AS v(id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at)
+     JOIN runs r ON r.id = v.run_id AND r.workspace_id = v.workspace_id AND r.status = 'RUNNING'
+     FOR SHARE OF r
+     ON CONFLICT (run_id, sequence) DO NOTHING
+     RETURNING id`,
+    [steps.map((s) => s.id), steps.map((s) => s.runId), steps.map((s) => s.workspaceId), steps.map((s) => s.sequence),
+      steps.map((s) => s.type), steps.map((s) => s.status), steps.map((s) => s.model), steps.map((s) => s.toolName),
+      steps.map((s) => json(s.inputData)), steps.map((s) => json(s.decision)), steps.map((s) => s.now)],
   );
-  return rows[0] ?? null;
+  const inserted = new Set(rows.map((r) => r.id));
+  if (inserted.size === steps.length) return steps.map(() => 'inserted');
+  // Not written: a run that is not RUNNING (any more), or else a sequence someone took first.
+  const missing = steps.filter((s) => !inserted.has(s.id));
+  const { rows: running } = await db.query<{ id: string }>(
+    `SELECT id FROM runs WHERE id = ANY($1::uuid[]) AND status = 'RUNNING'`,
+    [[...new Set(missing.map((s) => s.runId))]],
+  );
+  const runningRuns = new Set(running.map((r) => r.id));
+  return steps.map((s) => (inserted.has(s.id) ? 'inserted' : runningRuns.has(s.runId) ? 'duplicate_sequence' : 'run_not_running'));
+}
+
+/** The highest sequence used in a run so far (0: none). */
+export async function maxSequence(db: Queryable, runId: string): Promise<number> {
+  const { rows } = await db.query<{ max: number | null }>('SELECT max(sequence) AS max FROM steps WHERE run_id = $1', [runId]);
+  return Number(rows[0]?.max ?? 0);
 }
 
 export interface StepResult {
@@ -128,36 +146,43 @@ export interface StepResult {
   outputData?: unknown;
 }
 
+export interface StepFinish {
+  workspaceId: string;
+  runId: string;
+  stepId: string;
+  result: StepResult;
+  now: Date;
+  /** The UTC day whose spend the cost counts in. */
+  day: string;
+}
+
 export interface FinishedStep {
   id: string;
   status: StepStatus;
   user_id: string;
   /** The cost rounded half-up to microdollars, added to the day's spend. */
   cost_micros: number;
-  /** The day's spend totals right after this cost; null when it cost nothing. */
+  /** The day's spend totals right after this statement's costs; null when it cost nothing. */
   totals: DailySpend | null;
 }
 
 /**
- * Finishes an ALLOWED step: stores the result, prices it from the model's active pricing entry
- * in exact NUMERIC arithmetic, and adds the cost to the run totals and the day's spend.
- * Null when there is no ALLOWED step of that id in the run.
+ * Finishes ALLOWED steps (one statement for any number): stores each result, prices it from the
+ * model's active pricing entry in exact NUMERIC arithmetic, and adds the costs to the day's spend
+ * (a run's totals are summed from its steps when read). Answers per step, in order: null when
+ * there is no ALLOWED step of that id in the run. A step named twice is finished by its first
+ * mention only.
  */
-export async function finishStep(
-  tx: Queryable,
-  workspaceId: string,
-  runId: string,
-  stepId: string,
-  result: StepResult,
-  now: Date,
-  day: string,
-): Promise<FinishedStep | null> {
-  const hasTokens = result.promptTokens !== null || result.completionTokens !== null;
-  // One statement instead of four: fewer round trips while the row locks are held. The daily
-  // upserts run only for a priced step, and return the day's totals right after this cost, read
-  // under their row locks: what a counter copy needs. user_day reads workspace_day, so the daily
-  // rows are locked in one order everywhere (workspace, then user).
-  const { rows } = await tx.query<{
+export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]): Promise<(FinishedStep | null)[]> {
+  const first = new Map<string, number>();
+  finishes.forEach((f, i) => {
+    if (!first.has(f.stepId)) first.set(f.stepId, i);
+  });
+  const unique = [...first.values()].map((i) => finishes[i]!);
+  // The daily upserts add each workspace's and user's costs once, and return the day's totals
+  // read under their row locks: what a counter copy needs. Rows are locked in one order
+  // everywhere (workspaces, then users, each sorted), so concurrent writers cannot deadlock.
+  const { rows } = await db.query<{
     id: string;
     status: StepStatus;
     cost_micros: string | number | null;
@@ -165,46 +190,57 @@ export async function finishStep(
     workspace_total: string | number | null;
     user_total: string | number | null;
   }>(
-    `WITH step AS (
-       UPDATE steps s SET status = $4, duration_ms = $5, prompt_tokens = $6, completion_tokens = $7,
-         cached_prompt_tokens = $8, output_data = $9, finished_at = $10,
-         cost_usd = CASE WHEN $11::boolean THEN (
-           SELECT coalesce($6::bigint, 0) * p.input_cost_per_token + coalesce($7::bigint, 0) * p.output_cost_per_token
+    `WITH v AS (
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
+         $8::bigint[], $9::jsonb[], $10::timestamptz[], $11::date[])
+         AS v(workspace_id, run_id, step_id, status, duration_ms, prompt_tokens, completion_tokens, cached_prompt_tokens,
+           output_data, finished_at, day)
+     ), step AS (
+       UPDATE steps s SET status = v.status, duration_ms = v.duration_ms, prompt_tokens = v.prompt_tokens,
+         completion_tokens = v.completion_tokens, cached_prompt_tokens = v.cached_prompt_tokens, output_data = v.output_data,
+         finished_at = v.finished_at,
+         cost_usd = CASE WHEN v.prompt_tokens IS NOT NULL OR v.completion_tokens IS NOT NULL THEN (
+           SELECT coalesce(v.prompt_tokens, 0) * p.input_cost_per_token + coalesce(v.completion_tokens, 0) * p.output_cost_per_token
            FROM model_pricing p WHERE p.workspace_id = s.workspace_id AND p.model = s.model AND p.is_active) END
-       WHERE s.id = $3 AND s.run_id = $2 AND s.workspace_id = $1 AND s.status = 'ALLOWED'
-       RETURNING s.id, s.status, s.cost_usd, CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros,
-         coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens
-     ), run AS (
-       UPDATE runs SET total_tokens = total_tokens + step.tokens,
-         total_cost_usd = total_cost_usd + coalesce(step.cost_usd, 0)
-       FROM step WHERE runs.id = $2 RETURNING runs.user_id
+       FROM v
+       WHERE s.id = v.step_id AND s.run_id = v.run_id AND s.workspace_id = v.workspace_id AND s.status = 'ALLOWED'
+       RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day,
+         CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros
+     ), priced AS (
+       SELECT step.*, r.user_id FROM step JOIN runs r ON r.id = step.run_id
      ), workspace_day AS (
        INSERT INTO usage_daily AS d (workspace_id, day, spend_micros)
-       SELECT $1, $12::date, step.cost_micros FROM step WHERE step.cost_micros > 0
+       SELECT workspace_id, day, least(sum(cost_micros), ${SPEND_CAP_MICROS}) FROM priced WHERE cost_micros > 0
+       GROUP BY workspace_id, day ORDER BY workspace_id, day
        ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
-       RETURNING spend_micros
+       RETURNING workspace_id, day, spend_micros
      ), user_day AS (
        INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros)
-       SELECT $1, run.user_id, $12::date, step.cost_micros FROM step, run, workspace_day
+       SELECT p.workspace_id, p.user_id, p.day, least(sum(p.cost_micros), ${SPEND_CAP_MICROS})
+       FROM priced p JOIN workspace_day w ON w.workspace_id = p.workspace_id AND w.day = p.day
+       WHERE p.cost_micros > 0
+       GROUP BY p.workspace_id, p.user_id, p.day ORDER BY p.workspace_id, p.user_id, p.day
        ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
-       RETURNING spend_micros
+       RETURNING workspace_id, user_id, day, spend_micros
      )
-     SELECT step.id, step.status, step.cost_micros, run.user_id,
-       (SELECT spend_micros FROM workspace_day) AS workspace_total,
-       (SELECT spend_micros FROM user_day) AS user_total
-     FROM step, run`,
-    [workspaceId, runId, stepId, result.status, result.durationMs, result.promptTokens, result.completionTokens,
-      result.cachedPromptTokens ?? null, json(result.outputData), now, hasTokens, day],
+     SELECT p.id, p.status, p.cost_micros, p.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total
+     FROM priced p
+     LEFT JOIN workspace_day w ON w.workspace_id = p.workspace_id AND w.day = p.day
+     LEFT JOIN user_day u ON u.workspace_id = p.workspace_id AND u.user_id = p.user_id AND u.day = p.day`,
+    [unique.map((f) => f.workspaceId), unique.map((f) => f.runId), unique.map((f) => f.stepId), unique.map((f) => f.result.status),
+      unique.map((f) => f.result.durationMs), unique.map((f) => f.result.promptTokens), unique.map((f) => f.result.completionTokens),
+      unique.map((f) => f.result.cachedPromptTokens ?? null), unique.map((f) => json(f.result.outputData)),
+      unique.map((f) => f.now), unique.map((f) => f.day)],
   );
-  const step = rows[0];
-  if (!step) return null;
-  const costMicros = Number(step.cost_micros ?? 0);
-  if (costMicros === 0) return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: 0, totals: null };
-  const totals = {
-    workspaceDailySpendMicros: Number(step.workspace_total),
-    userDailySpendMicros: Number(step.user_total),
-  };
-  return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: costMicros, totals };
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return finishes.map((f, i) => {
+    const step = first.get(f.stepId) === i ? byId.get(f.stepId) : undefined;
+    if (!step) return null;
+    const costMicros = Number(step.cost_micros ?? 0);
+    if (costMicros === 0) return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: 0, totals: null };
+    const totals = { workspaceDailySpendMicros: Number(step.workspace_total), userDailySpendMicros: Number(step.user_total) };
+    return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: costMicros, totals };
+  });
 }
 
 export async function stepExists(db: Queryable, workspaceId: string, runId: string, stepId: string): Promise<boolean> {
@@ -240,6 +276,13 @@ function runSummary(row: Record<string, unknown>) {
 
 export type RunSummary = ReturnType<typeof runSummary>;
 
+/** A run's totals, summed from its steps (by `steps_run_sequence`) where the run is `r`. */
+const RUN_TOTALS = `CROSS JOIN LATERAL (
+  SELECT count(*) AS step_count,
+    coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS total_tokens,
+    coalesce(sum(s.cost_usd), 0) AS total_cost_usd
+  FROM steps s WHERE s.run_id = r.id) t`;
+
 export async function listRuns(db: Queryable, workspaceId: string, q: RunListQuery) {
   const where = ['workspace_id = $1'];
   const params: unknown[] = [workspaceId];
@@ -248,10 +291,12 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
   const filter = where.join(' AND ');
   const [{ rows }, { rows: countRows }] = await Promise.all([
     db.query(
-      `SELECT id, user_id, status, started_at, ended_at, step_count, total_tokens, total_cost_usd
-       FROM runs WHERE ${filter} ORDER BY started_at DESC, id DESC
-       LIMIT ${q.perPage} OFFSET ${(q.page - 1) * q.perPage}`,
-      params,
+      `SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, t.step_count, t.total_tokens, t.total_cost_usd
+       FROM (SELECT id, user_id, status, started_at, ended_at FROM runs WHERE ${filter}
+         ORDER BY started_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}) r
+       ${RUN_TOTALS}
+       ORDER BY r.started_at DESC, r.id DESC`,
+      [...params, q.perPage, (q.page - 1) * q.perPage],
     ),
     db.query<{ total: string | number }>(`SELECT count(*) AS total FROM runs WHERE ${filter}`, params),
   ]);
@@ -285,8 +330,8 @@ function stepView(row: Record<string, unknown>) {
  */
 export async function getRunDetail(db: Queryable, workspaceId: string, runId: string, now: Date) {
   const { rows } = await db.query<Record<string, unknown> & { steps_json: Record<string, unknown>[] }>(
-    `SELECT r.*, coalesce((SELECT json_agg(s ORDER BY s.sequence) FROM steps s WHERE s.run_id = r.id), '[]') AS steps_json
-     FROM runs r WHERE r.id = $1 AND r.workspace_id = $2`,
+    `SELECT r.*, t.*, coalesce((SELECT json_agg(s ORDER BY s.sequence) FROM steps s WHERE s.run_id = r.id), '[]') AS steps_json
+     FROM runs r ${RUN_TOTALS} WHERE r.id = $1 AND r.workspace_id = $2`,
     [runId, workspaceId],
   );
   const row = rows[0];

@@ -38,8 +38,8 @@ export async function listUsers(
     db.query(
       `SELECT ${COLUMNS} FROM sdk_users u ${SPEND_JOIN}
        WHERE u.workspace_id = $1 AND ($3::boolean IS NULL OR u.blocked = $3)
-       ORDER BY u.last_seen_at DESC, u.user_id LIMIT ${q.perPage} OFFSET ${(q.page - 1) * q.perPage}`,
-      [workspaceId, day, q.blocked],
+       ORDER BY u.last_seen_at DESC, u.user_id LIMIT $4 OFFSET $5`,
+      [workspaceId, day, q.blocked, q.perPage, (q.page - 1) * q.perPage],
     ),
     db.query<{ total: string | number }>(
       `SELECT count(*) AS total FROM sdk_users u WHERE u.workspace_id = $1 AND ($2::boolean IS NULL OR u.blocked = $2)`,

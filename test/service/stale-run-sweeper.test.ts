@@ -30,12 +30,15 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('stale-ru
     const total = 24;
     const ids: string[] = [];
     for (let i = 0; i < total; i++) ids.push((await guard.startRun(ws.id, { user_id: `u${i}` })).body.id);
+    // Stale too: its last step is as old as the runs.
+    await guard.createStep(ws.id, ids[0]!, { type: 'TOOL_CALL', sequence: 1, tool_name: 'search' });
     // Not stale: a recent step, and a run that ended normally.
     const fresh = (await guard.startRun(ws.id, { user_id: 'fresh' })).body.id;
     const done = (await guard.startRun(ws.id, { user_id: 'done' })).body.id;
     await guard.endRun(ws.id, done, 'COMPLETED');
     const later = new Date(start.getTime() + 2 * HOUR);
-    await stores.db.query('UPDATE runs SET last_activity_at = $2 WHERE id = $1', [fresh, new Date(later.getTime() - 60_000)]);
+    const recently = new GuardService(stores.db, stores.counters, { now: () => new Date(later.getTime() - 60_000) }, log);
+    await recently.createStep(ws.id, fresh, { type: 'TOOL_CALL', sequence: 1, tool_name: 'search' });
     const running = async () => (await runCounts(stores.db, scopeAt(later, ws.id, 'x'))).concurrentRuns;
     expect(await running()).toBe(total + 1);
 

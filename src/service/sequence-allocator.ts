@@ -1,0 +1,50 @@
+/**
+ * Sequences for the steps whose caller names none (proxied calls), allocated in this process:
+ * parallel calls in one run take numbers without queueing on a shared counter row. A run's
+ * highest sequence is read once, when this daemon first allocates in it. The steps' unique
+ * constraint arbitrates with other daemons and with sequences clients chose; after a collision
+ * the caller resyncs and takes the next number. Numbers of failed inserts are skipped, so
+ * allocated sequences are increasing but may have gaps.
+ */
+export class SequenceAllocator {
+  /** Per run, the last number handed out (a promise while the run's highest is being read). */
+  private readonly last = new Map<string, Promise<{ value: number }>>();
+
+  constructor(
+    private readonly readHighest: (runId: string) => Promise<number>,
+    /** Runs remembered; the oldest is forgotten first (and read again if it comes back). */
+    private readonly capacity = 10_000,
+  ) {}
+
+  async allocate(runId: string): Promise<number> {
+    const last = await this.entry(runId);
+    return ++last.value;
+  }
+
+  /** A sequence was used in the run by someone else: later allocations go past it. */
+  async observe(runId: string, sequence: number): Promise<void> {
+    const known = this.last.get(runId);
+    if (!known) return; // the first allocation will read it from the records
+    const last = await known;
+    last.value = Math.max(last.value, sequence);
+  }
+
+  /** An allocated number was taken: catch up with the run's highest sequence in the records. */
+  async resync(runId: string): Promise<void> {
+    const [last, highest] = await Promise.all([this.entry(runId), this.readHighest(runId)]);
+    last.value = Math.max(last.value, highest);
+  }
+
+  private entry(runId: string): Promise<{ value: number }> {
+    const known = this.last.get(runId);
+    if (known) return known;
+    if (this.last.size >= this.capacity) this.last.delete(this.last.keys().next().value!);
+    const reading = this.readHighest(runId).then((value) => ({ value }));
+    this.last.set(runId, reading);
+    // A failed read is not remembered: the next allocation reads again.
+    reading.catch(() => {
+      if (this.last.get(runId) === reading) this.last.delete(runId);
+    });
+    return reading;
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * Natural group commit: writes submitted while a batch is being written go together in the next
+ * one. A lone write goes at once (no timer, so no added latency at low load); under load, many
+ * writes share one statement and one commit, and each caller still waits for its own durability.
+ */
+export class GroupCommit<I, O> {
+  private queue: { item: I; resolve: (value: O) => void; reject: (error: unknown) => void }[] = [];
+  private writing: Promise<void> | null = null;
+
+  constructor(
+    /** Writes a batch in one statement; answers per item, in order (an Error fails that item only). */
+    private readonly write: (items: I[]) => Promise<(O | Error)[]>,
+    private readonly maxBatch = 128,
+  ) {}
+
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      this.writing ??= this.drain().finally(() => (this.writing = null));
+    });
+  }
+
+  /** Resolves once everything submitted so far is written (a graceful shutdown waits on it). */
+  async settled(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      const items = batch.map((b) => b.item);
+      let results: (O | Error)[];
+      try {
+        results = await this.write(items);
+      } catch (error) {
+        // One bad item (say, input the database refuses) must not fail the others: alone, each
+        // gets its own answer.
+        results = batch.length === 1 ? [asError(error)] : await Promise.all(items.map((item) => this.writeAlone(item)));
+      }
+      batch.forEach((b, i) => {
+        const result = results[i]!;
+        if (result instanceof Error) b.reject(result);
+        else b.resolve(result);
+      });
+    }
+  }
+
+  private async writeAlone(item: I): Promise<O | Error> {
+    try {
+      return (await this.write([item]))[0]!;
+    } catch (error) {
+      return asError(error);
+    }
+  }
+}
+
+const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));

@@ -1,0 +1,70 @@
+/**
+ * Server-assigned step sequences (proxied calls) against real stores: parallel calls in one run,
+ * from two services standing for two daemons, mixed with sequences a client chose, each get a
+ * distinct sequence and every step is recorded; an ended run takes no more steps.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
+import { GuardService, systemClock } from '../../src/service/guard-service.js';
+import { createWorkspace } from '../../src/store/workspaces.js';
+import { openTestStores, type Backend, type TestStores } from '../support/harness.js';
+
+const log = createLogger('silent');
+
+describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (backend) => {
+  let stores: TestStores;
+  beforeAll(async () => {
+    stores = await openTestStores(backend);
+  });
+  afterAll(async () => {
+    await stores?.close();
+  });
+
+  it('when two daemons and a client add steps to one run at once, then every step lands with its own sequence', async () => {
+    const ws = await createWorkspace(stores.db, 'seq', 'enterprise');
+    const [a, b] = [0, 1].map(() => new GuardService(stores.db, stores.counters, systemClock, log));
+    const run = (await a!.startRun(ws.id, { user_id: 'u' })).body;
+    const proxied = (guard: GuardService) => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' });
+    for (const sequence of [1, 2, 3]) await a!.createStep(ws.id, run.id, { type: 'TOOL_CALL', sequence, tool_name: 't' });
+    // A client's own sequence, written while the daemons allocate theirs.
+    const chosen = a!.createStep(ws.id, run.id, { type: 'TOOL_CALL', sequence: 1000, tool_name: 't' });
+    const answers = await Promise.all([chosen, ...Array.from({ length: 20 }, (_, i) => proxied(i % 2 ? a! : b!))]);
+
+    const sequences = answers.map((s) => s.body.sequence);
+    expect(sequences[0]).toBe(1000);
+    expect(new Set(sequences).size).toBe(21);
+    expect(sequences.slice(1).every((n) => n > 3)).toBe(true);
+    const { rows } = await stores.db.query<{ sequence: number }>('SELECT sequence FROM steps WHERE run_id = $1', [run.id]);
+    expect(rows.map((r) => Number(r.sequence)).sort((x, y) => x - y)).toEqual([1, 2, 3, ...sequences].sort((x, y) => x - y));
+
+    // The daemon that recorded the client's 1000 allocates past it.
+    const next = (await proxied(a!)).body.sequence;
+    expect(next).toBeGreaterThan(1000);
+    expect(sequences).not.toContain(next);
+  });
+
+  it('when the run has ended, then a proxied step is refused and nothing is recorded', async () => {
+    const ws = await createWorkspace(stores.db, 'seq-ended', 'enterprise');
+    const guard = new GuardService(stores.db, stores.counters, systemClock, log);
+    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' });
+    await guard.endRun(ws.id, run.id, 'COMPLETED');
+    await expect(guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })).rejects.toMatchObject({ code: 'RUN_NOT_RUNNING' });
+    const { rows } = await stores.db.query('SELECT 1 FROM steps WHERE run_id = $1', [run.id]);
+    expect(rows).toHaveLength(1);
+  });
+
+  it('when steps race the end of their run, then each either lands before the end or is refused', async () => {
+    const ws = await createWorkspace(stores.db, 'seq-race', 'enterprise');
+    const guard = new GuardService(stores.db, stores.counters, systemClock, log);
+    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    const steps = Array.from({ length: 20 }, () => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })
+      .then((s) => s.body.id, (error: { code?: string }) => error.code));
+    const ended = guard.endRun(ws.id, run.id, 'COMPLETED');
+    const outcomes = await Promise.all(steps);
+    expect((await ended).body.status).toBe('COMPLETED');
+    expect(outcomes.filter((o) => o !== undefined && o.length !== 36).every((o) => o === 'RUN_NOT_RUNNING')).toBe(true);
+    const { rows } = await stores.db.query<{ id: string }>('SELECT id FROM steps WHERE run_id = $1', [run.id]);
+    expect(rows.map((r) => r.id).sort()).toEqual(outcomes.filter((o) => o?.length === 36).sort());
+  });
+});
