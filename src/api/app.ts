@@ -113,10 +113,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { db, counters, version: deps.version });
   await app.register(runRoutes, { guard, db, clock: deps.clock });
   await app.register(pricingRoutes, { db, clock: deps.clock });
-  await app.register(workspaceRoutes, { db, clock: deps.clock });
+  await app.register(workspaceRoutes, { db, counters, clock: deps.clock });
   await app.register(authRoutes, { accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute });
   await app.register(apiKeyRoutes, { db, clock: deps.clock, keys });
-  await app.register(userRoutes, { db, clock: deps.clock });
+  await app.register(userRoutes, { db, counters, clock: deps.clock });
   await app.register(usageRoutes, { db, counters, clock: deps.clock });
   if (deps.proxy) {
     await app.register(proxyTokenRoutes, { db, clock: deps.clock, providers: deps.proxy.providers });

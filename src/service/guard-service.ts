@@ -12,6 +12,7 @@ import { lockAdmissions, runCounts, scopeAt, type CounterStore, type DailySpend,
 import { findAnswer, saveAnswer, type IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
+import { GuardStateCache } from './guard-state-cache.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 
 export interface Clock {
@@ -121,7 +122,9 @@ class RecentMap<V> {
 }
 
 export class GuardService {
+  /** Run (`workspace/run`) to its user, for runs this daemon has seen. */
   private readonly runUsers = new RecentMap<string>(10_000);
+  private readonly states = new GuardStateCache();
   private readonly sequences: SequenceAllocator;
   private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
   private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
@@ -156,10 +159,7 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
-    const [state, spend] = await Promise.all([
-      loadGuardState(this.db, workspaceId, input.user_id),
-      this.counters.readSpend(scope),
-    ]);
+    const [state, spend] = await Promise.all([this.guardState(workspaceId, input.user_id), this.counters.readSpend(scope)]);
     try {
       const answer = await this.db.transaction(async (tx) => {
         // Under the workspace's admission lock, the run counts are exact and stay so until commit.
@@ -214,19 +214,21 @@ export class GuardService {
     const replay = await this.replay<CreatedStep>(idempotency);
     if (replay) return replay;
     const now = this.clock.now();
-    // A run's user never changes: when this daemon has seen the run, its spend is read in
-    // parallel with the state (and read again if the run turned out to be someone else's).
-    const knownUser = this.runUsers.get(runId);
-    const [state, prefetched] = await Promise.all([
-      loadStepGuardState(this.db, workspaceId, runId),
-      knownUser === undefined ? null : this.counters.readSpend(scopeAt(now, workspaceId, knownUser)),
-    ]);
-    if (!state) throw new ApiError('RUN_NOT_FOUND');
-    if (state.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
-    this.runUsers.remember(runId, state.userId);
-    const spend = knownUser === state.userId && prefetched
-      ? prefetched
-      : await this.counters.readSpend(scopeAt(now, workspaceId, state.userId));
+    // A run's workspace and user never change: once this daemon has seen the run, its state and
+    // spend are read at once, and whether it still runs is checked by the step's insert.
+    const runKey = `${workspaceId}/${runId}`;
+    let userId = this.runUsers.get(runKey);
+    let state: GuardState;
+    let spend: DailySpend;
+    if (userId === undefined) {
+      const found = await loadStepGuardState(this.db, workspaceId, runId);
+      if (!found) throw new ApiError('RUN_NOT_FOUND');
+      if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
+      this.runUsers.remember(runKey, (userId = found.userId));
+      [state, spend] = [found, await this.counters.readSpend(scopeAt(now, workspaceId, userId))];
+    } else {
+      [state, spend] = await Promise.all([this.guardState(workspaceId, userId), this.counters.readSpend(scopeAt(now, workspaceId, userId))]);
+    }
     const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_READ_AT_STEPS }));
     const id = randomUUID();
     const status: CreatedStep['status'] = decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED';
@@ -297,6 +299,16 @@ export class GuardService {
       if (finished.totals) await this.counters.spendRecorded({ ...scope, userId: finished.user_id }, finished.totals);
       return { statusCode: 200, body: { id: finished.id, status: finished.status } };
     });
+  }
+
+  /** The rules' state of a workspace and user: remembered while the workspace's version holds. */
+  private async guardState(workspaceId: string, userId: string): Promise<GuardState> {
+    const version = await this.counters.stateVersion(workspaceId);
+    const known = this.states.get(workspaceId, userId, version);
+    if (known) return known;
+    const state = await loadGuardState(this.db, workspaceId, userId);
+    this.states.set(workspaceId, userId, version, state);
+    return state;
   }
 
   /** Resolves once every step and result submitted so far is written (before the stores close). */

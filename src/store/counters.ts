@@ -45,6 +45,14 @@ export interface CounterStore {
   spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void>;
   /** Sets a copy to the records' totals exactly, down as well as up (reconciliation only). */
   resyncSpend(scope: CounterScope, totals: DailySpend): Promise<void>;
+  /**
+   * The version of what the rules read from a workspace's records (its settings and kill switch,
+   * its users' blocks and budgets), shared by every daemon: state remembered at a version may be
+   * used while the version is current. Null: not known now, read the records.
+   */
+  stateVersion(workspaceId: string): Promise<string | null>;
+  /** A change to that state committed: every remembered copy of it is out of date. */
+  stateChanged(workspaceId: string): Promise<void>;
   health(): Promise<void>;
   close(): Promise<void>;
 }

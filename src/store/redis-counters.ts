@@ -12,6 +12,7 @@
  * survived the outage (a network cut, a timeout): before the copy is read again, every key of
  * today and yesterday is raised to the records, while decisions go on reading the records.
  */
+import { randomInt } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db } from './db.js';
@@ -168,6 +169,32 @@ export class RedisCounters implements CounterStore {
       .set(ws, totals.workspaceDailySpendMicros, 'EX', DAY_TTL_SECONDS)
       .set(user, totals.userDailySpendMicros, 'EX', DAY_TTL_SECONDS)
       .exec();
+  }
+
+  async stateVersion(workspaceId: string): Promise<string | null> {
+    // After a failure, a change may have gone unannounced: nothing remembered is trusted until
+    // Redis is known whole again.
+    if (this.stale || Date.now() < this.bypassUntil) return null;
+    const key = `{${workspaceId}}:state`;
+    try {
+      const version = await this.redis.get(key);
+      if (version !== null) return version;
+      // First use, or Redis lost it: a random start, so no version read before the loss recurs.
+      await this.redis.set(key, randomInt(2 ** 47), 'NX');
+      return null;
+    } catch (error) {
+      this.failed(error);
+      return null;
+    }
+  }
+
+  async stateChanged(workspaceId: string): Promise<void> {
+    try {
+      await this.redis.incr(`{${workspaceId}}:state`);
+    } catch (error) {
+      // Other daemons may go on with what they remember, for at most the cache's age limit.
+      this.failed(error);
+    }
   }
 
   private async raise(keys: [string, string], totals: DailySpend): Promise<void> {

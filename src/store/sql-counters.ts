@@ -15,6 +15,12 @@ export class SqlCounters implements CounterStore {
   async spendRecorded(): Promise<void> {}
   async resyncSpend(): Promise<void> {}
 
+  /** Nothing shares a version here: decisions read the state from the records. */
+  async stateVersion(): Promise<string | null> {
+    return null;
+  }
+  async stateChanged(): Promise<void> {}
+
   async health(): Promise<void> {
     await this.db.query('SELECT 1');
   }

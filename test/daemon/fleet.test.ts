@@ -47,8 +47,13 @@ describe('two daemons on one Postgres and one Redis', () => {
     await a.request('PATCH', '/v1/workspace', { max_concurrent_runs: 100 });
     const run = (await b.request('POST', '/v1/runs', { user_id: 'mallory' })).body;
     expect(run.status).toBe('RUNNING');
+    // b has decided for this run and these users already: it remembers their state.
+    for (const sequence of [1, 2]) {
+      expect((await b.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence })).body.status).toBe('ALLOWED');
+    }
+    expect((await b.request('POST', '/v1/runs', { user_id: 'someone' })).body.status).toBe('RUNNING');
     await a.request('PUT', '/v1/users/mallory', { blocked: true });
-    expect((await b.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 1 })).body.decision.reason).toBe('USER_BLOCKED');
+    expect((await b.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 3 })).body.decision.reason).toBe('USER_BLOCKED');
     await a.request('POST', '/v1/workspace/kill-switch', { active: true });
     expect((await b.request('POST', '/v1/runs', { user_id: 'someone' })).body.decision.reason).toBe('KILL_SWITCH_ACTIVE');
     await b.request('POST', '/v1/workspace/kill-switch', { active: false });

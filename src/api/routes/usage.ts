@@ -95,6 +95,8 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; c
   }, async (request) => {
     const workspace = await requireWorkspace(db, request.principal.workspaceId);
     const changes = planChange(workspace, request.body.plan as Plan);
-    return billingView(await updateWorkspace(db, workspace.id, changes, clock.now()));
+    const updated = await updateWorkspace(db, workspace.id, changes, clock.now());
+    await counters.stateChanged(workspace.id);
+    return billingView(updated);
   });
 };

@@ -4,6 +4,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
 import type { Clock } from '../../service/guard-service.js';
+import type { CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';
 import { listUsers, upsertUser, type SdkUserRow } from '../../store/users.js';
 import { errorResponses, Nullable, Usd } from '../schemas.js';
@@ -32,7 +33,7 @@ function view(u: SdkUserRow) {
 
 const today = (clock: Clock) => clock.now().toISOString().slice(0, 10);
 
-export const userRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (base, { db, clock }) => {
+export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; clock: Clock }> = async (base, { db, counters, clock }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/v1/users', {
@@ -75,6 +76,8 @@ export const userRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (b
     const budget = b.daily_budget_usd === undefined ? undefined : b.daily_budget_usd === null ? null : usdToMicros(b.daily_budget_usd);
     const user = await upsertUser(db, request.principal.workspaceId, request.params.user_id, today(clock),
       { blocked: b.blocked, daily_budget_micros: budget }, clock.now());
+    // Before the answer: a decision anywhere after it sees the change.
+    await counters.stateChanged(request.principal.workspaceId);
     return view(user);
   });
 };

@@ -6,6 +6,7 @@ import { ApiError } from '../../errors.js';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
 import type { Clock } from '../../service/guard-service.js';
 import { assertWithinPlan } from '../../service/plans.js';
+import type { CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';
 import { getWorkspace, PLANS, setKillSwitch, updateWorkspace, type WorkspaceRow } from '../../store/workspaces.js';
 import { errorResponses, Nullable, Usd, Uuid } from '../schemas.js';
@@ -47,7 +48,7 @@ export async function requireWorkspace(db: Db, id: string): Promise<WorkspaceRow
   return workspace;
 }
 
-export const workspaceRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (base, { db, clock }) => {
+export const workspaceRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; clock: Clock }> = async (base, { db, counters, clock }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/v1/workspace', {
@@ -83,7 +84,10 @@ export const workspaceRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = asy
       max_concurrent_runs: b.max_concurrent_runs,
     };
     assertWithinPlan(workspace.plan, changes);
-    return workspaceView(await updateWorkspace(db, workspace.id, changes, clock.now()));
+    const updated = await updateWorkspace(db, workspace.id, changes, clock.now());
+    // Before the answer: a decision anywhere after it sees the change.
+    await counters.stateChanged(workspace.id);
+    return workspaceView(updated);
   });
 
   app.post('/v1/workspace/kill-switch', {
@@ -103,6 +107,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = asy
       throw new ApiError('PLAN_REQUIRED', `The kill switch needs the scale plan or higher; this workspace is on ${workspace.plan}.`);
     }
     const updated = await setKillSwitch(db, workspace.id, request.body.active, clock.now());
+    await counters.stateChanged(workspace.id);
     return { active: updated.kill_switch_active, updated_at: updated.updated_at.toISOString() };
   });
 };
