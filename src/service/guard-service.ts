@@ -77,8 +77,8 @@ export interface StepInput {
   input_data?: unknown;
 }
 
-/** Run counts are read at run start only; a step check evaluates no rule that uses them. */
-const NOT_READ_AT_STEPS: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
+/** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
+const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
 
 export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts): GuardSnapshot {
   const w = state.workspace;
@@ -160,20 +160,28 @@ export class GuardService {
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
     const [state, spend] = await Promise.all([this.guardState(workspaceId, input.user_id), this.counters.readSpend(scope)]);
+    // Rules 5 and 6 count runs only where the workspace has a run limit: then under its admission
+    // lock, so the counts are exact and stay so until this start commits. Without one, no rule
+    // reads them, and starts do not queue behind each other.
+    const limited = state.workspace.monthly_run_limit !== null || state.workspace.max_concurrent_runs !== null;
+    const admit = async (db: Queryable): Promise<Answer<StartedRun>> => {
+      let counts = NOT_COUNTED;
+      if (limited) {
+        await lockAdmissions(db, workspaceId);
+        counts = await runCounts(db, scope);
+      }
+      const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }));
+      const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
+      const id = randomUUID();
+      await runs.insertRun(db, { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null,
+        decision, now, day: scope.day });
+      const answer = { statusCode: 201, body: { id, user_id: input.user_id, status, decision: view(decision) } };
+      await this.remember(db, idempotency, answer, now);
+      return answer;
+    };
     try {
-      const answer = await this.db.transaction(async (tx) => {
-        // Under the workspace's admission lock, the run counts are exact and stay so until commit.
-        await lockAdmissions(tx, workspaceId);
-        const counts = await runCounts(tx, scope);
-        const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }));
-        const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
-        const id = randomUUID();
-        await runs.insertRun(tx, { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null,
-          decision, now, day: scope.day });
-        const answer = { statusCode: 201, body: { id, user_id: input.user_id, status, decision: view(decision) } };
-        await this.remember(tx, idempotency, answer, now);
-        return answer;
-      });
+      // One statement commits on its own; a lock or a remembered answer needs a transaction.
+      const answer = limited || idempotency ? await this.db.transaction(admit) : await admit(this.db);
       this.observe('run_start', answer.body.decision);
       return answer;
     } catch (error) {
@@ -229,7 +237,7 @@ export class GuardService {
     } else {
       [state, spend] = await Promise.all([this.guardState(workspaceId, userId), this.counters.readSpend(scopeAt(now, workspaceId, userId))]);
     }
-    const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_READ_AT_STEPS }));
+    const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }));
     const id = randomUUID();
     const status: CreatedStep['status'] = decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED';
     const step = (sequence: number): runs.NewStep => ({
