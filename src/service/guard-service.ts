@@ -182,6 +182,8 @@ export class GuardService {
     try {
       // One statement commits on its own; a lock or a remembered answer needs a transaction.
       const answer = limited || idempotency ? await this.db.transaction(admit) : await admit(this.db);
+      // The steps that follow (a proxied call's, above all) need not read the run back.
+      if (answer.body.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${answer.body.id}`, input.user_id);
       this.observe('run_start', answer.body.decision);
       return answer;
     } catch (error) {
