@@ -303,34 +303,47 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
   return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: q.page, per_page: q.perPage };
 }
 
-function stepView(row: Record<string, unknown>) {
-  const decision = row.decision as Decision;
+/**
+ * The step columns a run detail shows, in the order `stepView` reads them. Each step travels as a
+ * JSON array, not `json_agg(s)` of the whole row: no key names, no columns the answer drops.
+ */
+const STEP_DETAIL_COLUMNS = `s.id, s.type, s.status, s.sequence, s.model, s.tool_name, s.prompt_tokens, s.completion_tokens,
+  s.cached_prompt_tokens, s.cost_usd, s.duration_ms, s.input_data, s.output_data, s.decision, s.created_at`;
+
+type StepDetailRow = [
+  id: string, type: StepType, status: StepStatus, sequence: number, model: string | null, tool_name: string | null,
+  prompt_tokens: number | null, completion_tokens: number | null, cached_prompt_tokens: number | null,
+  cost_usd: number | null, duration_ms: number | null, input_data: unknown, output_data: unknown,
+  decision: Decision, created_at: string,
+];
+
+/** One step of a run detail; its keys in the order of the `Step` response schema. */
+function stepView(row: StepDetailRow) {
+  const [id, type, status, sequence, model, toolName, promptTokens, completionTokens, cachedPromptTokens, costUsd,
+    durationMs, inputData, outputData, decision, createdAt] = row;
   return {
-    id: String(row.id),
-    type: row.type as StepType,
-    status: row.status as StepStatus,
-    sequence: Number(row.sequence),
-    model: (row.model as string | null) ?? null,
-    tool_name: (row.tool_name as string | null) ?? null,
-    prompt_tokens: row.prompt_tokens === null ? null : Number(row.prompt_tokens),
-    completion_tokens: row.completion_tokens === null ? null : Number(row.completion_tokens),
-    cached_prompt_tokens: row.cached_prompt_tokens === null ? null : Number(row.cached_prompt_tokens),
-    cost_usd: row.cost_usd === null ? null : Number(row.cost_usd),
-    duration_ms: row.duration_ms === null ? null : Number(row.duration_ms),
-    input_data: row.input_data ?? null,
-    output_data: row.output_data ?? null,
+    id: String(id),
+    type,
+    status,
+    sequence: Number(sequence),
+    model: model ?? null,
+    tool_name: toolName ?? null,
+    prompt_tokens: promptTokens === null ? null : Number(promptTokens),
+    completion_tokens: completionTokens === null ? null : Number(completionTokens),
+    cached_prompt_tokens: cachedPromptTokens === null ? null : Number(cachedPromptTokens),
+    cost_usd: costUsd === null ? null : Number(costUsd),
+    duration_ms: durationMs === null ? null : Number(durationMs),
+    input_data: inputData ?? null,
+    output_data: outputData ?? null,
     decision: { outcome: decision.outcome, reason: decision.reason, evaluated_rules: decision.evaluated_rules },
-    created_at: iso(row.created_at)!,
+    created_at: iso(createdAt)!,
   };
 }
 
-/**
- * A run with its steps, read in one statement: one snapshot, so the run's totals always agree
- * with its steps (two queries could see a step committed between them).
- */
 export async function getRunDetail(db: Queryable, workspaceId: string, runId: string, now: Date) {
-  const { rows } = await db.query<Record<string, unknown> & { steps_json: Record<string, unknown>[] }>(
-    `SELECT r.*, t.*, coalesce((SELECT json_agg(s ORDER BY s.sequence) FROM steps s WHERE s.run_id = r.id), '[]') AS steps_json
+  const { rows } = await db.query<Record<string, unknown> & { steps_json: StepDetailRow[] }>(
+    `SELECT r.*, t.*,
+       coalesce((SELECT json_agg(json_build_array(${STEP_DETAIL_COLUMNS}) ORDER BY s.sequence) FROM steps s WHERE s.run_id = r.id), '[]') AS steps_json
      FROM runs r ${RUN_TOTALS} WHERE r.id = $1 AND r.workspace_id = $2`,
     [runId, workspaceId],
   );
@@ -338,10 +351,11 @@ export async function getRunDetail(db: Queryable, workspaceId: string, runId: st
   if (!row) return null;
   const started = new Date(row.started_at as Date).getTime();
   const ended = row.ended_at ? new Date(row.ended_at as Date).getTime() : now.getTime();
+  const decision = row.decision as Decision;
   return {
     ...runSummary(row),
     metadata: row.metadata ?? null,
-    decision: row.decision as Decision,
+    decision: { outcome: decision.outcome, reason: decision.reason, evaluated_rules: decision.evaluated_rules },
     duration_ms: Math.max(0, ended - started),
     steps: row.steps_json.map(stepView),
   };

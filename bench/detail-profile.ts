@@ -1,0 +1,130 @@
+/**
+ * Where a run detail read spends its time: seeds one run of 1,000 steps (proxy-like audit data)
+ * in the database of DATABASE_URL, then times the statement alone (EXPLAIN ANALYZE and the wire
+ * without type parsing), pg's parsing, the store function, and the whole route through inject.
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/detaildb npx tsx bench/detail-profile.ts
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import fastJson from 'fast-json-stringify';
+import { buildApp } from '../src/api/app.js';
+import { RunDetail } from '../src/api/schemas.js';
+import { createLogger } from '../src/logger.js';
+import { postgresDb } from '../src/store/db.js';
+import { migrate } from '../src/store/migrations.js';
+import { getRunDetail } from '../src/store/runs.js';
+import { SqlCounters } from '../src/store/sql-counters.js';
+import { createApiKey, createWorkspace } from '../src/store/workspaces.js';
+
+const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/detaildb';
+const STEPS = Number(process.env.STEPS ?? 1000);
+const N = Number(process.env.N ?? 200);
+
+const DECISION = JSON.stringify({
+  outcome: 'ALLOW', reason: null,
+  evaluated_rules: { kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS' },
+});
+
+async function seed(db: pg.Client, workspaceId: string): Promise<string> {
+  const id = randomUUID();
+  await db.query(
+    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at)
+     VALUES ($1, $2, 'detail-user', 'COMPLETED', '{"agent":"support-bot","env":"prod"}', $3::json,
+       now() - interval '1 hour', now() - interval '30 minutes')`,
+    [id, workspaceId, DECISION.replace('}}', ',"monthly_run_limit":"PASS","max_concurrent_runs":"PASS"}}')],
+  );
+  // Proxy-like rows: an audit summary in, the call's outcome out; every third a tool call.
+  await db.query(
+    `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens, completion_tokens,
+                        cached_prompt_tokens, cost_usd, duration_ms, input_data, output_data, decision, created_at, finished_at)
+     SELECT gen_random_uuid(), $1, $2, s,
+       CASE WHEN s % 3 = 0 THEN 'TOOL_CALL' ELSE 'MODEL_CALL' END, 'COMPLETED',
+       CASE WHEN s % 3 = 0 THEN NULL ELSE 'gpt-4o-mini-2024-07-18' END,
+       CASE WHEN s % 3 = 0 THEN 'search_tickets' END,
+       CASE WHEN s % 3 = 0 THEN NULL ELSE 200 + (s * 131) % 1800 END,
+       CASE WHEN s % 3 = 0 THEN NULL ELSE 20 + (s * 53) % 400 END,
+       CASE WHEN s % 3 = 0 THEN NULL ELSE (s * 17) % 512 END,
+       CASE WHEN s % 3 = 0 THEN NULL ELSE (200 + (s * 131) % 1800) * 0.00000015 + (20 + (s * 53) % 400) * 0.0000006 END,
+       300 + (s * 97) % 2500,
+       CASE WHEN s % 3 = 0 THEN jsonb_build_object('query', 'tickets about refund #' || s, 'limit', 20)
+       ELSE jsonb_build_object('provider', 'openai', 'method', 'POST', 'path', '/v1/chat/completions',
+         'model', 'gpt-4o-mini', 'stream', s % 2 = 0, 'body_bytes', 1000 + s * 37, 'messages', 2 + s % 30,
+         'max_tokens', 1024, 'tools', 3, 'usage_requested', true,
+         'prompt_excerpt', 'Customer says: "my order #' || s || E' never arrived"\\nPlease summarize the ticket and propose a refund or a replacement.')
+       END,
+       CASE WHEN s % 3 = 0 THEN jsonb_build_object('results', 7, 'took_ms', 42)
+       ELSE jsonb_build_object('http_status', 200, 'finish_reason', 'stop', 'stream', s % 2 = 0, 'response_bytes', 2000 + s) END,
+       $3::json,
+       now() - interval '1 hour' + s * interval '1.234567 second', now() - interval '1 hour' + s * interval '1.5 second'
+     FROM generate_series(1, $4::int) s`,
+    [id, workspaceId, DECISION, STEPS],
+  );
+  await db.query('ANALYZE');
+  return id;
+}
+
+function pct(samples: number[]) {
+  const s = [...samples].sort((a, b) => a - b);
+  const at = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))]!;
+  return `p50 ${at(0.5).toFixed(2)} ms, p99 ${at(0.99).toFixed(2)} ms`;
+}
+
+async function time(label: string, fn: () => Promise<unknown> | unknown) {
+  for (let i = 0; i < 20; i++) await fn();
+  const samples: number[] = [];
+  for (let i = 0; i < N; i++) {
+    const t0 = performance.now();
+    await fn();
+    samples.push(performance.now() - t0);
+  }
+  console.log(`${label.padEnd(44)} ${pct(samples)}`);
+}
+
+const client = new pg.Client({ connectionString: url });
+await client.connect();
+const db = postgresDb({ connectionString: url, max: 4 });
+await migrate(db);
+// RUN_ID: read a run seeded earlier (to compare answers before and after a change).
+const existing = process.env.RUN_ID
+  ? (await client.query<{ workspace_id: string }>('SELECT workspace_id FROM runs WHERE id = $1', [process.env.RUN_ID])).rows[0]
+  : undefined;
+const ws = existing ? { id: existing.workspace_id } : await createWorkspace(db, 'profile', 'scale');
+const key = await createApiKey(db, ws.id);
+const runId = process.env.RUN_ID ?? await seed(client, ws.id);
+
+const detailSql = process.env.DETAIL_SQL;
+if (detailSql) {
+  const plan = await client.query(`EXPLAIN (ANALYZE, BUFFERS) ${detailSql}`, [runId, ws.id]);
+  console.log(plan.rows.map((r) => r['QUERY PLAN']).join('\n'));
+}
+
+const raw = { getTypeParser: () => (v: string) => v };
+const app = await buildApp({
+  db, counters: new SqlCounters(db), clock: { now: () => new Date() }, logger: createLogger('silent'), version: 'profile',
+  bodyLimitBytes: 1 << 20, auth: { jwtSecret: 'x'.repeat(40), jwtTtlSeconds: 3600, scryptCost: 1024, rateLimitPerMinute: 1000 },
+  metrics: false,
+});
+const serialize = fastJson(RunDetail as object);
+const detail = await getRunDetail(db, ws.id, runId, new Date());
+const body = serialize(detail);
+console.log(`steps ${detail!.steps.length}, response ${body.length} bytes`);
+
+if (detailSql) {
+  await time('statement, values left as text', () => client.query({ text: detailSql, values: [runId, ws.id], types: raw }));
+  await time('statement, pg parses the values', () => client.query({ text: detailSql, values: [runId, ws.id] }));
+}
+await time('getRunDetail (statement + parse + map)', () => getRunDetail(db, ws.id, runId, new Date()));
+await time('fast-json-stringify of the detail', () => serialize(detail));
+await time('JSON.stringify of the detail', () => JSON.stringify(detail));
+const headers = { authorization: `Bearer ${key.apiKey}` };
+await time('inject GET /v1/runs/:id (whole route)', () => app.inject({ method: 'GET', url: `/v1/runs/${runId}`, headers }));
+await app.listen({ host: '127.0.0.1', port: 0 });
+const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+await time('HTTP GET /v1/runs/:id (fetch, body read)', async () => (await fetch(`${base}/v1/runs/${runId}`, { headers })).text());
+const viaHttp = await (await fetch(`${base}/v1/runs/${runId}`, { headers })).text();
+if (process.env.DUMP) (await import('node:fs')).writeFileSync(process.env.DUMP, viaHttp.replace(/"duration_ms":\d+,"steps"/, '"duration_ms":0,"steps"'));
+console.log(`run id ${runId}`);
+await app.close();
+await db.close();
+await client.end();

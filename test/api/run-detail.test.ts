@@ -1,0 +1,79 @@
+/**
+ * The run detail is written with JSON.stringify rather than its response schema's serializer (see
+ * the route): these hold the bytes equal to what the schema would write, and pin the formats of
+ * values that could drift (sub-millisecond timestamps, costs of many digits or below a micro-dollar,
+ * caller JSON), on every backend.
+ */
+import fastJson from 'fast-json-stringify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RunDetail } from '../../src/api/schemas.js';
+import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
+
+const schemaSerializer = fastJson(RunDetail as object);
+
+describe.each(BACKENDS)('run detail on %s', (backend) => {
+  let api: TestApi;
+  beforeAll(async () => {
+    api = await startTestApi(backend);
+  });
+  afterAll(async () => {
+    await api?.close();
+  });
+
+  /** A run with steps written straight to the table: values the API would not produce on its own. */
+  async function seededRun(steps: { createdAt: string; cost: string | null; input: unknown; output: unknown; status?: string }[]) {
+    const started = await api.request('POST', '/v1/runs/', { user_id: 'detail', metadata: { b: 1, a: [1.5, 'x'] } });
+    expect(started.status).toBe(201);
+    const runId = started.body.id as string;
+    for (const [i, s] of steps.entries()) {
+      await api.stores.db.query(
+        `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens, completion_tokens,
+           cached_prompt_tokens, cost_usd, duration_ms, input_data, output_data, decision, created_at)
+         VALUES (gen_random_uuid(), $1, $2, $3, 'MODEL_CALL', $4, 'm', NULL, 1234567, 0, NULL, $5, 12, $6, $7, $8, $9)`,
+        [runId, api.workspaceId, i + 1, s.status ?? 'COMPLETED', s.cost, JSON.stringify(s.input), JSON.stringify(s.output),
+          JSON.stringify({ outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' } }),
+          s.createdAt],
+      );
+    }
+    return runId;
+  }
+
+  it('when steps carry odd timestamps, costs and caller JSON, then the bytes are what the response schema would write', async () => {
+    const runId = await seededRun([
+      { createdAt: '2026-03-01 12:00:00.999999+00', cost: '0.00000015', input: { z: 1, a: { n: 1e-7, big: 1e21, s: 'é"\\\n\u0001' } }, output: null },
+      { createdAt: '2026-03-01 12:00:01.000001+00', cost: '0.000123456789012345678901', input: null, output: { arr: [1, 2.50, true, null] } },
+      { createdAt: '1999-12-31 23:59:59.9995+00', cost: '0', input: {}, output: {} },
+      { createdAt: '2026-03-01 13:00:00+02', cost: null, input: { prompt: 'Step ' + 'x'.repeat(300) }, output: { finish_reason: 'stop' } },
+      { createdAt: '2026-03-01 12:00:02.12+00', cost: '12345.678900', input: { k: 0.1 }, output: { k: -0 }, status: 'BLOCKED' },
+    ]);
+    const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${api.apiKey}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    const text = await res.text();
+    const body = JSON.parse(text);
+    expect(text).toBe(schemaSerializer(body));
+
+    expect(body.steps.map((s: { created_at: string }) => s.created_at)).toEqual([
+      '2026-03-01T12:00:00.999Z', '2026-03-01T12:00:01.000Z', '1999-12-31T23:59:59.999Z', '2026-03-01T11:00:00.000Z',
+      '2026-03-01T12:00:02.120Z',
+    ]);
+    expect(body.steps.map((s: { cost_usd: number | null }) => s.cost_usd)).toEqual([1.5e-7, 0.00012345678901234568, 0, null, 12345.6789]);
+    expect(text).toContain('"cost_usd":1.5e-7,');
+    expect(body.steps[0].input_data).toEqual({ z: 1, a: { n: 1e-7, big: 1e21, s: 'é"\\\n\u0001' } });
+    expect(body.steps[1].output_data).toEqual({ arr: [1, 2.5, true, null] });
+    expect(body.steps[0].decision).toEqual({ outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' } });
+    expect(body.steps[0].prompt_tokens).toBe(1234567);
+    expect(body).toMatchObject({ step_count: 5, total_tokens: 5 * 1234567, metadata: { b: 1, a: [1.5, 'x'] } });
+    expect(Object.keys(body.steps[0])).toEqual(Object.keys(RunDetail.properties.steps.items.properties));
+    expect(Object.keys(body)).toEqual(Object.keys(RunDetail.properties));
+  });
+
+  it('when a run has no steps, then steps is [] and its decision keeps only the schema keys', async () => {
+    const runId = await seededRun([]);
+    const res = await api.request('GET', `/v1/runs/${runId}`);
+    expect(res.status).toBe(200);
+    expect(res.body.steps).toEqual([]);
+    expect(res.body).toMatchObject({ step_count: 0, total_tokens: 0, total_cost_usd: 0, status: 'RUNNING' });
+    expect(Object.keys(res.body.decision)).toEqual(['outcome', 'reason', 'evaluated_rules']);
+  });
+});
