@@ -40,22 +40,19 @@ const STEPS_OF = (g: string) => `CASE WHEN ${g} % 97 = 0 THEN 0 ELSE 5 + (${g} *
 
 /**
  * Runs of many users over the last few weeks, with model and tool steps, tokens, costs priced
- * like the pricing table, a few failures and blocked runs; then the totals and the daily usage
- * rows the daemon keeps with them. Set-based SQL: a million steps in well under a minute.
+ * like the pricing table, a few failures and blocked runs; then the daily usage rows the daemon
+ * keeps with them. Set-based SQL: a million steps in well under a minute.
  */
 export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOptions): Promise<{ runs: number; steps: number; seconds: number }> {
   const t0 = performance.now();
   await db.query('BEGIN');
   await db.query(
-    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, last_activity_at,
-                       step_count, max_sequence)
+    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at)
      SELECT gen_random_uuid(), $1, 'user-' || (g % $3),
        CASE WHEN g % 97 = 0 THEN 'BLOCKED' WHEN g % 23 = 0 THEN 'FAILED' ELSE 'COMPLETED' END,
        jsonb_build_object('agent', 'support-bot', 'ticket', 'T-' || g, 'env', 'prod'),
        CASE WHEN g % 97 = 0 THEN $4::json ELSE $5::json END,
-       t, t + CASE WHEN g % 97 = 0 THEN interval '0' ELSE interval '1 second' * (20 + g % 300) END,
-       t + interval '1 second' * (20 + g % 300),
-       ${STEPS_OF('g')}, ${STEPS_OF('g')}
+       t, t + CASE WHEN g % 97 = 0 THEN interval '0' ELSE interval '1 second' * (20 + g % 300) END
      FROM generate_series(1, $2::int) g, LATERAL (SELECT now() - interval '2 hours' - g * interval '37 seconds' AS t) x`,
     [workspaceId, o.runs, o.users, RUN_DECISION_BLOCKED, RUN_DECISION_ALLOW],
   );
@@ -65,7 +62,7 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
                         decision, created_at, finished_at)
      SELECT gen_random_uuid(), r.id, r.workspace_id, s,
        CASE WHEN s % 3 = 0 THEN 'TOOL_CALL' ELSE 'MODEL_CALL' END,
-       CASE WHEN r.status = 'FAILED' AND s = r.step_count THEN 'FAILED' ELSE 'COMPLETED' END,
+       CASE WHEN r.status = 'FAILED' AND s = r.steps THEN 'FAILED' ELSE 'COMPLETED' END,
        CASE WHEN s % 3 = 0 THEN NULL ELSE $2 END,
        CASE WHEN s % 3 = 0 THEN 'search_tickets' END,
        CASE WHEN s % 3 = 0 THEN NULL ELSE 200 + (s * 131) % 1800 END,
@@ -77,16 +74,11 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
        jsonb_build_object('prompt', 'Summarize ticket ' || s),
        jsonb_build_object('finish_reason', 'stop'),
        $3::json, r.started_at + s * interval '1 second', r.started_at + s * interval '1 second' + interval '800 ms'
-     FROM runs r, generate_series(1, r.step_count) s
-     WHERE r.workspace_id = $1 AND r.step_count > 0 AND r.user_id LIKE 'user-%'`,
+     FROM (SELECT runs.*, ${STEPS_OF("substr(metadata->>'ticket', 3)::int")} AS steps FROM runs
+           WHERE workspace_id = $1 AND user_id LIKE 'user-%') r,
+       generate_series(1, r.steps) s
+     WHERE r.steps > 0`,
     [workspaceId, MODEL, DECISION_ALLOW],
-  );
-  await db.query(
-    `UPDATE runs r SET total_tokens = a.tokens, total_cost_usd = a.cost
-     FROM (SELECT run_id, sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) AS tokens,
-             coalesce(sum(cost_usd), 0) AS cost FROM steps WHERE workspace_id = $1 GROUP BY run_id) a
-     WHERE r.id = a.run_id`,
-    [workspaceId],
   );
   await db.query(
     `INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
@@ -99,8 +91,10 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
     await db.query(
       `INSERT INTO ${table} AS d (workspace_id, ${key} day, spend_micros, runs)
        SELECT r.workspace_id, ${key ? 'r.user_id,' : ''} (r.started_at AT TIME ZONE 'UTC')::date,
-         round(sum(r.total_cost_usd) * 1000000), count(*) FILTER (WHERE r.status <> 'BLOCKED')
-       FROM runs r WHERE r.workspace_id = $1 AND r.user_id LIKE 'user-%'
+         round(sum(coalesce(c.cost, 0)) * 1000000), count(*) FILTER (WHERE r.status <> 'BLOCKED')
+       FROM runs r LEFT JOIN (SELECT run_id, sum(cost_usd) AS cost FROM steps WHERE workspace_id = $1 GROUP BY run_id) c
+         ON c.run_id = r.id
+       WHERE r.workspace_id = $1 AND r.user_id LIKE 'user-%'
        GROUP BY r.workspace_id, ${key ? 'r.user_id,' : ''} (r.started_at AT TIME ZONE 'UTC')::date
        ON CONFLICT (workspace_id, ${key} day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros,
          runs = d.runs + EXCLUDED.runs`,
@@ -117,10 +111,10 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
 /** One COMPLETED run with `steps` steps, for the run detail read; its id. */
 export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: number): Promise<string> {
   const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at, last_activity_at, step_count, max_sequence)
-     VALUES (gen_random_uuid(), $1, 'detail-user', 'COMPLETED', $3::json, now() - interval '1 hour', now() - interval '30 minutes',
-       now() - interval '30 minutes', $2, $2) RETURNING id`,
-    [workspaceId, steps, RUN_DECISION_ALLOW],
+    `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at)
+     VALUES (gen_random_uuid(), $1, 'detail-user', 'COMPLETED', $2::json, now() - interval '1 hour', now() - interval '30 minutes')
+     RETURNING id`,
+    [workspaceId, RUN_DECISION_ALLOW],
   );
   const id = rows[0]!.id;
   await db.query(
@@ -132,9 +126,6 @@ export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: n
      FROM generate_series(1, $5::int) s`,
     [id, workspaceId, MODEL, DECISION_ALLOW, steps],
   );
-  await db.query(
-    `UPDATE runs SET total_tokens = 600 * $2::int, total_cost_usd = (500 * 0.00000015 + 100 * 0.0000006) * $2::int WHERE id = $1`,
-    [id, steps]);
   return id;
 }
 
