@@ -172,4 +172,22 @@ describe('GroupCommit', () => {
     const group = new GroupCommit<number, number>(async (items) => items);
     await expect(within(group.settled(), 100)).resolves.toBeUndefined();
   });
+
+  it('when a caller submits again as soon as its last answer arrives, then the new item is still written', async () => {
+    // A sequential writer: each submit follows the previous answer in the very next microtask,
+    // while the batch that answered is winding down.
+    const batches: number[][] = [];
+    const group = new GroupCommit<number, number>(async (items) => {
+      batches.push(items);
+      return items;
+    });
+    const written: number[] = [];
+    const sequential = (async () => {
+      for (const n of [1, 2, 3]) written.push(await group.submit(n));
+    })();
+    await within(sequential);
+    expect(written).toEqual([1, 2, 3]);
+    expect(batches).toEqual([[1], [2], [3]]);
+    await within(group.settled(), 100);
+  });
 });
