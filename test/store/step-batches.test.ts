@@ -105,6 +105,15 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     expect((await stepsOf(ended)).map((s) => s.sequence)).toEqual([1]);
   });
 
+  it('when a step names a running run of another workspace, then it is refused as not running and not written', async () => {
+    const ws = await workspace();
+    const other = await workspace();
+    const theirs = await startRun(other);
+    const outcomes = await insertSteps(stores.db, [newStep(ws, theirs, 1), newStep(other, theirs, 2)]);
+    expect(outcomes).toEqual(['run_not_running', 'inserted']);
+    expect((await stepsOf(theirs)).map((s) => s.sequence)).toEqual([2]);
+  });
+
   it('when a batch finishes priced steps of two users in two workspaces, then the day gains exactly the per-step rounded costs and each answer carries the totals', async () => {
     const [wa, wb] = [await workspace('a'), await workspace('b')];
     const runs = { a1: await startRun(wa, 'u1'), a2: await startRun(wa, 'u2'), b1: await startRun(wb, 'u1') };
