@@ -129,7 +129,7 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       [wb, runs.b1, 'u1', 1, 1], [wb, runs.b1, 'u1', 2, 3], [wb, runs.b1, 'u1', 5, 0],
     ] as const;
     const sequences = new Map<string, number>([[runs.a1, 1]]);
-    const steps = [];
+    const steps: { ws: string; runId: string; user: string; p: number; c: number; id: string; micros: number }[] = [];
     for (const [ws, runId, user, p, c] of plan) {
       const sequence = (sequences.get(runId) ?? 0) + 1;
       sequences.set(runId, sequence);
@@ -232,7 +232,7 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       const { guard: watchedGuard, batches } = watched();
       const ws = await workspace();
       const runId = await startRun(ws);
-      const ids = [];
+      const ids: string[] = [];
       for (let i = 1; i <= 10; i++) ids.push(await allowedStep(ws, runId, i));
       const bad = 4;
 
