@@ -16,7 +16,7 @@ export class GroupCommit<I, O> {
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       this.queue.push({ item, resolve, reject });
-      this.writing ??= this.drain().finally(() => (this.writing = null));
+      this.writing ??= this.drain();
     });
   }
 
@@ -25,23 +25,34 @@ export class GroupCommit<I, O> {
     while (this.writing) await this.writing;
   }
 
+  /**
+   * Writes batches until the queue is empty. `writing` is cleared in the same synchronous step as
+   * the last look at the queue: cleared later (say, in a `.finally` callback a microtask on), a
+   * submit made in between by a caller whose answer just arrived would see a drain still running,
+   * start none, and wait forever. (drain always awaits a write before it can end, so it never ends
+   * before `submit` has stored its promise.)
+   */
   private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.maxBatch);
-      const items = batch.map((b) => b.item);
-      let results: (O | Error)[];
-      try {
-        results = await this.write(items);
-      } catch (error) {
-        // One bad item (say, input the database refuses) must not fail the others: alone, each
-        // gets its own answer.
-        results = batch.length === 1 ? [asError(error)] : await Promise.all(items.map((item) => this.writeAlone(item)));
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, this.maxBatch);
+        const items = batch.map((b) => b.item);
+        let results: (O | Error)[];
+        try {
+          results = await this.write(items);
+        } catch (error) {
+          // One bad item (say, input the database refuses) must not fail the others: alone, each
+          // gets its own answer.
+          results = batch.length === 1 ? [asError(error)] : await Promise.all(items.map((item) => this.writeAlone(item)));
+        }
+        batch.forEach((b, i) => {
+          const result = results[i]!;
+          if (result instanceof Error) b.reject(result);
+          else b.resolve(result);
+        });
       }
-      batch.forEach((b, i) => {
-        const result = results[i]!;
-        if (result instanceof Error) b.reject(result);
-        else b.resolve(result);
-      });
+    } finally {
+      this.writing = null;
     }
   }
 

@@ -121,14 +121,17 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
   );
   const inserted = new Set(rows.map((r) => r.id));
   if (inserted.size === steps.length) return steps.map(() => 'inserted');
-  // Not written: a run that is not RUNNING (any more), or else a sequence someone took first.
+  // Not written: no RUNNING run of that id in the step's workspace (any more), or else a sequence
+  // someone took first. The workspace counts, as in the insert: a run of another workspace is
+  // not this step's run, whatever its status.
   const missing = steps.filter((s) => !inserted.has(s.id));
-  const { rows: running } = await db.query<{ id: string }>(
-    `SELECT id FROM runs WHERE id = ANY($1::uuid[]) AND status = 'RUNNING'`,
+  const { rows: running } = await db.query<{ id: string; workspace_id: string }>(
+    `SELECT id, workspace_id FROM runs WHERE id = ANY($1::uuid[]) AND status = 'RUNNING'`,
     [[...new Set(missing.map((s) => s.runId))]],
   );
-  const runningRuns = new Set(running.map((r) => r.id));
-  return steps.map((s) => (inserted.has(s.id) ? 'inserted' : runningRuns.has(s.runId) ? 'duplicate_sequence' : 'run_not_running'));
+  const runningRuns = new Set(running.map((r) => `${r.workspace_id}/${r.id}`));
+  return steps.map((s) => (inserted.has(s.id) ? 'inserted'
+    : runningRuns.has(`${s.workspaceId}/${s.runId}`) ? 'duplicate_sequence' : 'run_not_running'));
 }
 
 /** The highest sequence used in a run so far (0: none). */
