@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
-import type { Db, Queryable } from '../store/db.js';
+import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
 import { lockAdmissions, runCounts, scopeAt, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
 import { findAnswer, saveAnswer, type IdempotencyClaim } from '../store/idempotency.js';
@@ -137,8 +137,8 @@ export class GuardService {
     private readonly observer: GuardObserver | null = null,
   ) {
     this.sequences = new SequenceAllocator((runId) => runs.maxSequence(db, runId));
-    this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps));
-    this.stepFinishes = new GroupCommit((finishes) => runs.finishSteps(db, finishes));
+    this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps), undefined, isStatementRefusal);
+    this.stepFinishes = new GroupCommit((finishes) => runs.finishSteps(db, finishes), undefined, isStatementRefusal);
   }
 
   /** An observer failing must never fail the request it observes. */

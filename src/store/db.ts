@@ -31,6 +31,15 @@ const RETRYABLE = new Set(['40P01', '40001']);
 /** Postgres error code of a unique violation. */
 export const UNIQUE_VIOLATION = '23505';
 
+/**
+ * The database refused a statement for what it said (invalid data, a constraint, a deadlock or
+ * serialization loser), as opposed to failing to run it: the same work split differently may pass.
+ */
+export function isStatementRefusal(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^(22|23|40)[0-9A-Z]{3}$/.test(code);
+}
+
 export function isUniqueViolation(error: unknown, constraint?: string): boolean {
   const e = error as { code?: string; constraint?: string; message?: string };
   if (e?.code !== UNIQUE_VIOLATION) return false;

@@ -11,6 +11,11 @@ export class GroupCommit<I, O> {
     /** Writes a batch in one statement; answers per item, in order (an Error fails that item only). */
     private readonly write: (items: I[]) => Promise<(O | Error)[]>,
     private readonly maxBatch = 128,
+    /**
+     * Whether a failed batch is worth writing again item by item: yes when one item may have
+     * caused it; no when the store itself failed (the items would fail again, or may have landed).
+     */
+    private readonly retryAlone: (error: unknown) => boolean = () => true,
   ) {}
 
   submit(item: I): Promise<O> {
@@ -43,7 +48,9 @@ export class GroupCommit<I, O> {
         } catch (error) {
           // One bad item (say, input the database refuses) must not fail the others: alone, each
           // gets its own answer.
-          results = batch.length === 1 ? [asError(error)] : await Promise.all(items.map((item) => this.writeAlone(item)));
+          results = batch.length === 1 || !this.retryAlone(error)
+            ? batch.map(() => asError(error))
+            : await Promise.all(items.map((item) => this.writeAlone(item)));
         }
         batch.forEach((b, i) => {
           const result = results[i]!;

@@ -116,6 +116,28 @@ describe('GroupCommit', () => {
     expect(batches).toEqual([[0], [1, 2, 3, 4], [1], [2], [3], [4]]);
   });
 
+  it('when a batch fails in a way retryAlone does not accept, then every item rejects with it and nothing is written again', async () => {
+    const batches: number[][] = [];
+    const down = Object.assign(new Error('connection lost'), { code: 'ECONNRESET' });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const group = new GroupCommit<number, number>(async (items) => {
+      batches.push([...items]);
+      if (batches.length === 1) {
+        await held;
+        return items;
+      }
+      throw down;
+    }, undefined, (error) => (error as { code?: string }).code !== 'ECONNRESET');
+    const first = group.submit(0);
+    const answers = [1, 2, 3].map((n) => group.submit(n));
+    release();
+
+    const settled = await Promise.allSettled([first, ...answers]);
+    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value : s.reason))).toEqual([0, down, down, down]);
+    expect(batches).toEqual([[0], [1, 2, 3]]);
+  });
+
   it('when a lone item throws, then it rejects with that error and is not written again', async () => {
     const batches: number[][] = [];
     const group = new GroupCommit<number, number>(async (items) => {
