@@ -2,8 +2,14 @@
  * pino, with every credential-bearing field redacted wherever it turns up in a log line, and
  * request URLs stripped of the run-scoped proxy tokens they may carry.
  */
+import { createRequire } from 'node:module';
 import { pino, type Logger, type LoggerOptions } from 'pino';
-import pretty from 'pino-pretty';
+import type pinoPretty from 'pino-pretty';
+
+// pino-pretty and its dependencies are only loaded for a readable log: a daemon logging JSON
+// (a container, a service manager) never pays their memory. `createRequire` keeps
+// `createLogger` synchronous.
+const require = createRequire(import.meta.url);
 
 export const REDACTED_PATHS = [
   'req.headers.authorization',
@@ -76,6 +82,7 @@ export function createLogger(level: string, settings: NodeJS.WritableStream | Lo
   const readable = format === 'pretty' || (format === 'auto' && (out as { isTTY?: boolean }).isTTY === true);
   if (readable) {
     // In this thread, not a transport worker: lines are written in order and none are lost on exit.
+    const pretty = require('pino-pretty') as typeof pinoPretty;
     const stream = pretty({ destination: out, colorize: (out as { isTTY?: boolean }).isTTY === true, sync: true, translateTime: 'SYS:HH:MM:ss.l' });
     return pino(options, stream);
   }

@@ -4,21 +4,21 @@ import { ApiError } from '../errors.js';
 import { changePasswordHash, findAccount, findAccountByEmail, insertAccount } from '../store/accounts.js';
 import { isUniqueViolation, type Db } from '../store/db.js';
 import { createApiKey, createWorkspace, getWorkspace } from '../store/workspaces.js';
-import { hashPassword, verifyPassword } from './passwords.js';
+import { decoyHash, hashPassword, verifyPassword } from './passwords.js';
 import type { TokenIssuer } from './tokens.js';
 
 export const normalizeEmail = (email: string): string => email.trim().toLowerCase();
 
 export class Accounts {
   /** Verified against when the email is unknown, so both failures take the same time. */
-  private readonly decoy: Promise<string>;
+  private readonly decoy: string;
 
   constructor(
     private readonly db: Db,
     private readonly tokens: TokenIssuer,
     private readonly scryptCost: number,
   ) {
-    this.decoy = hashPassword('decoy password, never matches', scryptCost);
+    this.decoy = decoyHash(scryptCost);
   }
 
   private async tokenFor(account: { id: string; workspace_id: string; token_version: number }) {
@@ -53,7 +53,7 @@ export class Accounts {
 
   async login(input: { email: string; password: string }) {
     const account = await findAccountByEmail(this.db, normalizeEmail(input.email));
-    const matches = await verifyPassword(input.password, account?.password_hash ?? (await this.decoy));
+    const matches = await verifyPassword(input.password, account?.password_hash ?? this.decoy);
     if (!account || !matches) throw new ApiError('UNAUTHORIZED', 'Invalid email or password.');
     return this.tokenFor(account);
   }

@@ -22,6 +22,15 @@ export async function hashPassword(password: string, cost = DEFAULT_SCRYPT_COST)
   return ['scrypt', cost, 8, 1, salt.toString('base64url'), key.toString('base64url')].join('$');
 }
 
+/**
+ * A well-formed hash of the given cost that no password matches (its key is random bytes, not
+ * derived): verifying against it takes as long as against a real one, and making it costs nothing.
+ * Deriving one instead would hold scrypt's 128 MB (N = 2^17, r = 8) at every daemon start.
+ */
+export function decoyHash(cost = DEFAULT_SCRYPT_COST): string {
+  return ['scrypt', cost, 8, 1, randomBytes(16).toString('base64url'), randomBytes(KEY_LENGTH).toString('base64url')].join('$');
+}
+
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
   const [scheme, N, r, p, salt, hash] = stored.split('$');
   if (scheme !== 'scrypt' || !salt || !hash) return false;
