@@ -224,21 +224,7 @@ export class GuardService {
     const replay = await this.replay<CreatedStep>(idempotency);
     if (replay) return replay;
     const now = this.clock.now();
-    // A run's workspace and user never change: once this daemon has seen the run, its state and
-    // spend are read at once, and whether it still runs is checked by the step's insert.
-    const runKey = `${workspaceId}/${runId}`;
-    let userId = this.runUsers.get(runKey);
-    let state: GuardState;
-    let spend: DailySpend;
-    if (userId === undefined) {
-      const found = await loadStepGuardState(this.db, workspaceId, runId);
-      if (!found) throw new ApiError('RUN_NOT_FOUND');
-      if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
-      this.runUsers.remember(runKey, (userId = found.userId));
-      [state, spend] = [found, await this.counters.readSpend(scopeAt(now, workspaceId, userId))];
-    } else {
-      [state, spend] = await Promise.all([this.guardState(workspaceId, userId), this.counters.readSpend(scopeAt(now, workspaceId, userId))]);
-    }
+    const [state, spend] = await this.stepCheckInputs(workspaceId, runId, now);
     const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }));
     const id = randomUUID();
     const status: CreatedStep['status'] = decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED';
@@ -309,6 +295,24 @@ export class GuardService {
       if (finished.totals) await this.counters.spendRecorded({ ...scope, userId: finished.user_id }, finished.totals);
       return { statusCode: 200, body: { id: finished.id, status: finished.status } };
     });
+  }
+
+  /**
+   * What a step check reads: the rules' state and the day's spend. A run's workspace and user
+   * never change: once this daemon has seen the run, both are read at once, and whether it still
+   * runs is left to the step's insert.
+   */
+  private async stepCheckInputs(workspaceId: string, runId: string, now: Date): Promise<[GuardState, DailySpend]> {
+    const runKey = `${workspaceId}/${runId}`;
+    const userId = this.runUsers.get(runKey);
+    if (userId !== undefined) {
+      return Promise.all([this.guardState(workspaceId, userId), this.counters.readSpend(scopeAt(now, workspaceId, userId))]);
+    }
+    const found = await loadStepGuardState(this.db, workspaceId, runId);
+    if (!found) throw new ApiError('RUN_NOT_FOUND');
+    if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
+    this.runUsers.remember(runKey, found.userId);
+    return [found, await this.counters.readSpend(scopeAt(now, workspaceId, found.userId))];
   }
 
   /** The rules' state of a workspace and user: remembered while the workspace's version holds. */
