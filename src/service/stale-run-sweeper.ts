@@ -3,8 +3,10 @@
  * their concurrency slots. Safe with any number of daemons sweeping one database: a run is
  * claimed with `FOR UPDATE SKIP LOCKED` and ended by a conditional UPDATE, so exactly one
  * sweeper (or the client's own end call) ends it; the concurrency count, read from the records,
- * drops at once. A run's activity is its latest step (`steps_run_activity`); a step being
- * written holds a share lock on its run until it commits, so the sweep skips that run.
+ * drops at once. A run's activity is its latest step, looked up only for runs started before the
+ * idle cutoff (through the run's steps in `steps_run_sequence`: the step insert, on every call,
+ * maintains no extra index for the sweep's sake). A step being written holds a share lock on its
+ * run until it commits, so the sweep skips that run.
  */
 import type { Logger } from 'pino';
 import type { Queryable } from '../store/db.js';

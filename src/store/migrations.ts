@@ -186,13 +186,14 @@ CREATE INDEX proxy_tokens_run ON proxy_tokens (run_id);
     sql: `
 -- Every step insert and finish used to update its run's row (sequence, count, totals, activity),
 -- so parallel calls in one run queued on that row lock, a commit each. The totals are now read
--- from the steps (one indexed aggregate per listed run), a run's activity is its latest step,
--- and a proxied call's sequence is allocated by the daemon (the unique constraint arbitrates).
+-- from the steps (one indexed aggregate per listed run), a run's activity is its latest step
+-- (found by the stale-run sweep through steps_run_sequence: no index of its own to maintain on
+-- every insert), and a proxied call's sequence is allocated by the daemon (the unique
+-- constraint arbitrates).
 ALTER TABLE runs DROP COLUMN step_count, DROP COLUMN max_sequence, DROP COLUMN total_tokens,
   DROP COLUMN total_cost_usd, DROP COLUMN last_activity_at;
 DROP INDEX IF EXISTS runs_running;
 CREATE INDEX runs_running ON runs (started_at) WHERE status = 'RUNNING';
-CREATE INDEX steps_run_activity ON steps (run_id, created_at);
 `,
   },
 ];
