@@ -4,7 +4,7 @@
  * chunk without holding the stream up. Knows nothing of runs, steps or Fastify.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { pipeline, type Readable } from 'node:stream';
+import { finished, type Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import type { Provider } from './provider-registry.js';
 
@@ -106,6 +106,23 @@ export function relay(
   onChunk: (chunk: Buffer) => void,
   onDone: (error: Error | null) => void,
 ): void {
+  // Not stream.pipeline: on every completion it aborts an AbortController of its own, and the
+  // DOMException that makes, with its stack, was a few percent of the daemon's time under load.
+  let done = false;
+  const settle = (error: Error | null) => {
+    if (done) return;
+    done = true;
+    onDone(error);
+  };
   body.on('data', onChunk);
-  pipeline(body, res, (error) => onDone(error ?? null));
+  body.pipe(res);
+  finished(body, (error) => {
+    if (!error) return; // ended: `pipe` ends `res`, whose finish settles
+    res.destroy(error);
+    settle(error);
+  });
+  finished(res, (error) => {
+    if (error) body.destroy(error);
+    settle(error ?? null);
+  });
 }

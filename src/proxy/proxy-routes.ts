@@ -307,9 +307,10 @@ export const proxyRoutes: FastifyPluginAsync<{
       // The sidecar's own time on this call until the upstream answered: guard checks and records.
       headers[OVERHEAD_HEADER] = formatOverheadMs(timer.overheadMs());
       res.writeHead(upstream.statusCode, headers);
-      // SSE: the client gets the headers when the upstream sends them, not with the first event.
-      res.flushHeaders();
       const contentType = upstream.headers['content-type'];
+      // A stream's client gets the headers when the upstream sends them, not with the first event;
+      // any other answer's headers go out with its first bytes, one write fewer.
+      if (/^text\/event-stream/i.test(String(contentType ?? ''))) res.flushHeaders();
       const tracker = provider.adapter.usageTracker(path, Array.isArray(contentType) ? contentType[0] : contentType);
       const requestId = upstream.headers['x-request-id'] ?? upstream.headers['request-id'];
       const outcome: Record<string, unknown> = { http_status: upstream.statusCode };
