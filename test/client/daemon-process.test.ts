@@ -8,7 +8,6 @@ import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import ts from 'typescript';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GuardClient, type Run, type RunSummary } from '../../src/client/index.js';
@@ -208,14 +207,10 @@ describe('the README example, run unchanged by node against the daemon', () => {
   });
 
   it('when the user is blocked, then the example catches GuardBlockedError and the model is never called', async () => {
-    const db = new pg.Client({ connectionString: daemon.databaseUrl });
-    await db.connect();
+    // Through the API, as an operator would: a hand edit of the table is seen only once the
+    // daemon's remembered state expires (2 s), as the README says.
+    expect((await daemon.request('PUT', '/v1/users/user-123', { blocked: true })).status).toBe(200);
     try {
-      // The daemon's database has one workspace: the one it created on its first start.
-      await db.query(
-        `INSERT INTO sdk_users (workspace_id, user_id, blocked) SELECT id, 'user-123', true FROM workspaces
-         ON CONFLICT (workspace_id, user_id) DO UPDATE SET blocked = true`,
-      );
       const calls = upstream.requests.length;
       const result = await runAgent(consumer, 'agent.mjs');
       expect(result.code).toBe(3);
@@ -223,8 +218,7 @@ describe('the README example, run unchanged by node against the daemon', () => {
       expect(upstream.requests.length).toBe(calls);
       expect((await runsOf('user-123'))[0]!.status).toBe('BLOCKED');
     } finally {
-      await db.query(`UPDATE sdk_users SET blocked = false WHERE user_id = 'user-123'`);
-      await db.end();
+      await daemon.request('PUT', '/v1/users/user-123', { blocked: false });
     }
   });
 });
