@@ -59,6 +59,10 @@ export interface DaemonOptions {
   cpuProfDir?: string;
   /** Another build of runguard to run (a before/after comparison); default: this one. */
   root?: string;
+  /** V8 flags instead of the ones the daemon is launched with everywhere (tuning experiments). */
+  nodeFlags?: string[];
+  /** Opens the inspector on this loopback port (allocation sampling). */
+  inspectPort?: number;
 }
 
 export interface DaemonProcess extends Child {
@@ -70,7 +74,11 @@ const DAEMON_NODE_FLAGS = ['--max-semi-space-size=4', '--heap-growing-percent=50
 
 export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess> {
   const port = await freePort();
-  const nodeFlags = [...DAEMON_NODE_FLAGS, ...(options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [])];
+  const nodeFlags = [
+    ...(options.nodeFlags ?? DAEMON_NODE_FLAGS),
+    ...(options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : []),
+    ...(options.inspectPort ? [`--inspect=127.0.0.1:${options.inspectPort}`] : []),
+  ];
   const root = options.root ?? ROOT;
   const proc = spawn(process.execPath, [...nodeFlags, join(root, 'bin', 'runguard'), 'start'], {
     cwd: root,

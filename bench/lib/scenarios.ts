@@ -49,18 +49,29 @@ export async function probeProxy(daemon: DaemonProcess): Promise<ProxyProbe> {
   return { available: false, note: `PROXY ROUTE BROKEN: /proxy/openai/... answered ${res.status} ${text.slice(0, 200)}` };
 }
 
+const PROVIDER_HEADERS = { 'content-type': 'application/json', authorization: PROVIDER_AUTH };
+
+/**
+ * A chat completion through the daemon's proxy: into a run (`/proxy/runs/<run>/...`, a step per
+ * call, the `runguard exec` case) or, with `runId` null, in a run of its own per call.
+ */
+export function chatTarget(daemon: DaemonProcess, runId: string | null, body = CHAT): Target {
+  return runId === null
+    ? { url: `${daemon.url}/proxy/openai/chat/completions`, method: 'POST', headers: sidecarHeaders(daemon), body }
+    : {
+        url: `${daemon.url}/proxy/runs/${runId}/openai/chat/completions`,
+        method: 'POST',
+        headers: { ...PROVIDER_HEADERS, 'x-runguard-key': daemon.apiKey },
+        body,
+      };
+}
+
 function targets(e: Endpoints, body: string): Record<'direct' | 'floor' | 'sidecar' | 'sidecarPerCallRun', Target> {
-  const provider = { 'content-type': 'application/json', authorization: PROVIDER_AUTH };
   return {
-    direct: { url: `${e.upstream}/v1/chat/completions`, method: 'POST', headers: provider, body },
-    floor: { url: `${e.floor}/v1/chat/completions`, method: 'POST', headers: provider, body },
-    sidecar: {
-      url: `${e.daemon.url}/proxy/runs/${e.runId}/openai/chat/completions`,
-      method: 'POST',
-      headers: { ...provider, 'x-runguard-key': e.daemon.apiKey },
-      body,
-    },
-    sidecarPerCallRun: { url: `${e.daemon.url}/proxy/openai/chat/completions`, method: 'POST', headers: sidecarHeaders(e.daemon), body },
+    direct: { url: `${e.upstream}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
+    floor: { url: `${e.floor}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
+    sidecar: chatTarget(e.daemon, e.runId, body),
+    sidecarPerCallRun: chatTarget(e.daemon, null, body),
   };
 }
 

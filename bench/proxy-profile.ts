@@ -1,0 +1,99 @@
+/**
+ * What one proxied call costs the daemon: starts the fake upstream and the real daemon (as
+ * `npm run bench` does), drives only the sidecar route, and reports the daemon's own CPU time per
+ * call (user + system, from /proc/<pid>/stat) next to throughput and latency. CPU per call is the
+ * steady figure on a shared machine; latency moves with whatever else runs.
+ *
+ *   npx tsx bench/proxy-profile.ts [--connections 64] [--duration 10] [--route run|auto] [--cpu-prof] [--no-build]
+ *                                  [--node-flags="--max-semi-space-size=8 ..."] [--alloc-prof] [--daemon-root <dir>]
+ *
+ * `--cpu-prof` writes a V8 profile of the daemon into bench/profiles/ (summarize it with
+ * bench/profile-summary.ts). `--node-flags` replaces the V8 flags the daemon is launched with,
+ * to weigh a GC setting's CPU against its memory. `--alloc-prof` prints the sites that allocate
+ * the most per call, garbage included (what the young generation's collections pay for).
+ * `--daemon-root` runs the daemon of another built checkout: alternate it with this one for a
+ * before/after comparison that sees the same machine.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createServices } from './lib/database.js';
+import { runCell } from './lib/load.js';
+import { pool } from './lib/loops.js';
+import { startAllocationSampling } from './lib/allocations.js';
+import { freePort, ROOT, rssMb, rssSampler, startDaemon, startHelper } from './lib/processes.js';
+import { apiHeaders, chatTarget, setPricing, startRuns } from './lib/scenarios.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    connections: { type: 'string', default: '64' },
+    duration: { type: 'string', default: '10' },
+    route: { type: 'string', default: 'run' },
+    'cpu-prof': { type: 'boolean', default: false },
+    'no-build': { type: 'boolean', default: false },
+    'node-flags': { type: 'string' },
+    'alloc-prof': { type: 'boolean', default: false },
+    'daemon-root': { type: 'string' },
+  },
+});
+const connections = Number(flags.connections);
+const durationS = Number(flags.duration);
+if (flags.route !== 'run' && flags.route !== 'auto') throw new Error('--route takes run or auto');
+
+/** User + system CPU seconds a process has used so far. */
+async function cpuSeconds(pid: number): Promise<number> {
+  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+  // utime and stime are fields 14 and 15 of stat(5); 12 and 13 past the command name. Ticks of 1/100 s.
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+if (!flags['no-build']) {
+  const built = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: ROOT, stdio: 'inherit' });
+  if (built.status !== 0) throw new Error('tsc failed');
+}
+const services = await createServices();
+const dataDir = await mkdtemp(join(tmpdir(), 'runguard-proxy-profile-'));
+const upstream = await startHelper('upstream-server.ts', ['10', '1']);
+const inspectPort = flags['alloc-prof'] ? await freePort() : undefined;
+const daemon = await startDaemon({
+  databaseUrl: services.databaseUrl, redisUrl: services.redisUrl, redisKeyPrefix: services.redisKeyPrefix, dataDir,
+  openaiUpstream: `${upstream.url}/v1`,
+  ...(flags['node-flags'] === undefined ? {} : { nodeFlags: flags['node-flags'].split(/\s+/).filter(Boolean) }),
+  ...(inspectPort ? { inspectPort } : {}),
+  ...(flags['daemon-root'] ? { root: flags['daemon-root'] } : {}),
+  ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench', 'profiles') } : {}),
+});
+try {
+  await setPricing(daemon);
+  const api = pool(daemon.url, 1);
+  const runId = (await startRuns(api, apiHeaders(daemon), 1, 'proxy-profile'))[0]!;
+  await api.close();
+  const target = chatTarget(daemon, flags.route === 'run' ? runId : null);
+  const idleMb = await rssMb(daemon.pid);
+  await runCell(target, connections, 2, 0); // warm-up: JIT, pools, caches
+  const before = await cpuSeconds(daemon.pid);
+  const sampler = rssSampler(daemon.pid);
+  const allocations = inspectPort ? await startAllocationSampling(inspectPort) : null;
+  const cell = await runCell(target, connections, durationS, 0);
+  const used = (await cpuSeconds(daemon.pid)) - before;
+  const { peak } = sampler.stop();
+  const sites = allocations ? await allocations.stop() : [];
+  const calls = cell.rps * cell.durationS;
+  console.log(`${flags.route} route, ${connections} connections, ${cell.durationS} s: ${cell.rps.toFixed(0)} calls/s, ` +
+    `p50 ${cell.latency.p50.toFixed(2)} / p90 ${cell.latency.p90.toFixed(2)} / p99 ${cell.latency.p99.toFixed(2)} ms, ` +
+    `errors ${cell.errors}, non-2xx ${cell.non2xx}`);
+  console.log(`daemon CPU ${used.toFixed(2)} s: ${((used / calls) * 1e6).toFixed(0)} µs per call, ` +
+    `${((used / cell.durationS) * 100).toFixed(0)}% of a core; RSS ${idleMb.toFixed(1)} MB idle, peak ${peak.toFixed(1)} MB under load`);
+  if (sites.length > 0) {
+    const total = sites.reduce((sum, s) => sum + s.bytes, 0);
+    console.log(`allocated ~${(total / calls / 1024).toFixed(1)} KiB per call; the largest sites:`);
+    for (const s of sites.slice(0, 40)) console.log(`${(s.bytes / calls).toFixed(0).padStart(7)} B/call  ${s.site}`);
+  }
+} finally {
+  await daemon.stop();
+  await upstream.stop();
+  await services.drop();
+  await rm(dataDir, { recursive: true, force: true });
+}
