@@ -105,19 +105,22 @@ export type StepInsertOutcome = 'inserted' | 'run_not_running' | 'duplicate_sequ
  * steps of one run never wait for each other. Answers per step, in order.
  */
 export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Promise<StepInsertOutcome[]> {
+  // The batch travels as one JSON document: one native stringify, where eleven array parameters
+  // cost pg an escaped array literal each. `decision` is json, not jsonb: its keys keep their order.
   const { rows } = await db.query<{ id: string }>(
     `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at)
      SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_data, v.decision, v.created_at
-     FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[],
-       $10::json[], $11::timestamptz[])
-       AS v(id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at)
+     FROM json_to_recordset($1::json)
+       AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
+         input_data jsonb, decision json, created_at timestamptz)
      JOIN runs r ON r.id = v.run_id AND r.workspace_id = v.workspace_id AND r.status = 'RUNNING'
      FOR SHARE OF r
      ON CONFLICT (run_id, sequence) DO NOTHING
      RETURNING id`,
-    [steps.map((s) => s.id), steps.map((s) => s.runId), steps.map((s) => s.workspaceId), steps.map((s) => s.sequence),
-      steps.map((s) => s.type), steps.map((s) => s.status), steps.map((s) => s.model), steps.map((s) => s.toolName),
-      steps.map((s) => json(s.inputData)), steps.map((s) => json(s.decision)), steps.map((s) => s.now)],
+    [JSON.stringify(steps.map((s) => ({
+      id: s.id, run_id: s.runId, workspace_id: s.workspaceId, sequence: s.sequence, type: s.type, status: s.status,
+      model: s.model, tool_name: s.toolName, input_data: s.inputData ?? null, decision: s.decision, created_at: s.now,
+    })))],
   );
   const inserted = new Set(rows.map((r) => r.id));
   if (inserted.size === steps.length) return steps.map(() => 'inserted');
@@ -194,10 +197,9 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
     user_total: string | number | null;
   }>(
     `WITH v AS (
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
-         $8::bigint[], $9::jsonb[], $10::timestamptz[], $11::date[])
-         AS v(workspace_id, run_id, step_id, status, duration_ms, prompt_tokens, completion_tokens, cached_prompt_tokens,
-           output_data, finished_at, day)
+       SELECT * FROM json_to_recordset($1::json)
+         AS v(workspace_id uuid, run_id uuid, step_id uuid, status text, duration_ms bigint, prompt_tokens bigint,
+           completion_tokens bigint, cached_prompt_tokens bigint, output_data jsonb, finished_at timestamptz, day date)
      ), step AS (
        UPDATE steps s SET status = v.status, duration_ms = v.duration_ms, prompt_tokens = v.prompt_tokens,
          completion_tokens = v.completion_tokens, cached_prompt_tokens = v.cached_prompt_tokens, output_data = v.output_data,
@@ -230,10 +232,13 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
      FROM priced p
      LEFT JOIN workspace_day w ON w.workspace_id = p.workspace_id AND w.day = p.day
      LEFT JOIN user_day u ON u.workspace_id = p.workspace_id AND u.user_id = p.user_id AND u.day = p.day`,
-    [unique.map((f) => f.workspaceId), unique.map((f) => f.runId), unique.map((f) => f.stepId), unique.map((f) => f.result.status),
-      unique.map((f) => f.result.durationMs), unique.map((f) => f.result.promptTokens), unique.map((f) => f.result.completionTokens),
-      unique.map((f) => f.result.cachedPromptTokens ?? null), unique.map((f) => json(f.result.outputData)),
-      unique.map((f) => f.now), unique.map((f) => f.day)],
+    // One JSON document for the batch, as in insertSteps.
+    [JSON.stringify(unique.map((f) => ({
+      workspace_id: f.workspaceId, run_id: f.runId, step_id: f.stepId, status: f.result.status,
+      duration_ms: f.result.durationMs, prompt_tokens: f.result.promptTokens, completion_tokens: f.result.completionTokens,
+      cached_prompt_tokens: f.result.cachedPromptTokens ?? null, output_data: f.result.outputData ?? null,
+      finished_at: f.now, day: f.day,
+    })))],
   );
   const byId = new Map(rows.map((row) => [row.id, row]));
   return finishes.map((f, i) => {

@@ -216,8 +216,10 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       const db: Db = {
         ...stores.db,
         query: <R,>(sql: string, params?: readonly unknown[]) => {
-          if (sql.includes('INSERT INTO steps')) batches.inserts.push(params![0] as string[]);
-          if (sql.includes('UPDATE steps s SET status')) batches.finishes.push(params![2] as string[]);
+          // Each batch statement takes its rows as one JSON document.
+          const rows = () => JSON.parse(params![0] as string) as { id?: string; step_id?: string }[];
+          if (sql.includes('INSERT INTO steps')) batches.inserts.push(rows().map((r) => r.id!));
+          if (sql.includes('UPDATE steps s SET status')) batches.finishes.push(rows().map((r) => r.step_id!));
           return stores.db.query<R>(sql, params);
         },
       };
