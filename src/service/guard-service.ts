@@ -8,7 +8,7 @@ import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
 import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
-import { lockAdmissions, runCounts, scopeAt, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
+import { lockAdmissions, runCounts, scopeAt, type CounterScope, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
 import { findAnswer, saveAnswer, type IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
@@ -159,7 +159,7 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
-    const [state, spend] = await Promise.all([this.guardState(workspaceId, input.user_id), this.counters.readSpend(scope)]);
+    const [state, spend] = await this.decisionInputs(scope);
     // Rules 5 and 6 count runs only where the workspace has a run limit: then under its admission
     // lock, so the counts are exact and stay so until this start commits. Without one, no rule
     // reads them, and starts do not queue behind each other.
@@ -305,9 +305,7 @@ export class GuardService {
   private async stepCheckInputs(workspaceId: string, runId: string, now: Date): Promise<[GuardState, DailySpend]> {
     const runKey = `${workspaceId}/${runId}`;
     const userId = this.runUsers.get(runKey);
-    if (userId !== undefined) {
-      return Promise.all([this.guardState(workspaceId, userId), this.counters.readSpend(scopeAt(now, workspaceId, userId))]);
-    }
+    if (userId !== undefined) return this.decisionInputs(scopeAt(now, workspaceId, userId));
     const found = await loadStepGuardState(this.db, workspaceId, runId);
     if (!found) throw new ApiError('RUN_NOT_FOUND');
     if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
@@ -315,14 +313,18 @@ export class GuardService {
     return [found, await this.counters.readSpend(scopeAt(now, workspaceId, found.userId))];
   }
 
-  /** The rules' state of a workspace and user: remembered while the workspace's version holds. */
-  private async guardState(workspaceId: string, userId: string): Promise<GuardState> {
-    const version = await this.counters.stateVersion(workspaceId);
-    const known = this.states.get(workspaceId, userId, version);
-    if (known) return known;
-    const state = await loadGuardState(this.db, workspaceId, userId);
-    this.states.set(workspaceId, userId, version, state);
-    return state;
+  /**
+   * What a decision reads: the day's spend and the workspace's state version in one read of the
+   * counters, then the rules' state of the workspace and user, remembered while that version holds.
+   */
+  private async decisionInputs(scope: CounterScope): Promise<[GuardState, DailySpend]> {
+    const { spend, stateVersion } = await this.counters.readDecisionInputs(scope);
+    let state = this.states.get(scope.workspaceId, scope.userId, stateVersion);
+    if (!state) {
+      state = await loadGuardState(this.db, scope.workspaceId, scope.userId);
+      this.states.set(scope.workspaceId, scope.userId, stateVersion, state);
+    }
+    return [state, spend];
   }
 
   /** Resolves once every step and result submitted so far is written (before the stores close). */

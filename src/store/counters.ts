@@ -35,9 +35,22 @@ export interface RunCounts {
 
 export type Counters = DailySpend & RunCounts;
 
+/** What a decision reads from the counter store, in one round trip. */
+export interface DecisionCounters {
+  spend: DailySpend;
+  /**
+   * The version of what the rules read from the workspace's records (its settings and kill
+   * switch, its users' blocks and budgets), shared by every daemon: state remembered at a version
+   * may be used while the version is current. Null: not known now, read the records.
+   */
+  stateVersion: string | null;
+}
+
 export interface CounterStore {
   readonly kind: 'redis' | 'sql';
   readSpend(scope: CounterScope): Promise<DailySpend>;
+  /** The day's spend and the workspace's state version, read together. */
+  readDecisionInputs(scope: CounterScope): Promise<DecisionCounters>;
   /**
    * A step's cost committed. `totals` are the day's totals right after it, read back from the
    * records in the same statement, so a copy can take the larger of what it has and these.
@@ -46,12 +59,9 @@ export interface CounterStore {
   /** Sets a copy to the records' totals exactly, down as well as up (reconciliation only). */
   resyncSpend(scope: CounterScope, totals: DailySpend): Promise<void>;
   /**
-   * The version of what the rules read from a workspace's records (its settings and kill switch,
-   * its users' blocks and budgets), shared by every daemon: state remembered at a version may be
-   * used while the version is current. Null: not known now, read the records.
+   * A change to what the rules read from a workspace's records committed: every copy of it
+   * remembered at an earlier version is out of date.
    */
-  stateVersion(workspaceId: string): Promise<string | null>;
-  /** A change to that state committed: every remembered copy of it is out of date. */
   stateChanged(workspaceId: string): Promise<void>;
   health(): Promise<void>;
   close(): Promise<void>;

@@ -89,9 +89,9 @@ export function observeCounters(counters: CounterStore, onError: (operation: Cou
   return {
     kind: counters.kind,
     readSpend: wrapped('readSpend', (scope) => counters.readSpend(scope)),
+    readDecisionInputs: wrapped('readDecisionInputs', (scope) => counters.readDecisionInputs(scope)),
     spendRecorded: wrapped('spendRecorded', (scope, totals) => counters.spendRecorded(scope, totals)),
     resyncSpend: wrapped('resyncSpend', (scope, totals) => counters.resyncSpend(scope, totals)),
-    stateVersion: wrapped('stateVersion', (workspaceId) => counters.stateVersion(workspaceId)),
     stateChanged: wrapped('stateChanged', (workspaceId) => counters.stateChanged(workspaceId)),
     health: wrapped('health', () => counters.health()),
     close: () => counters.close(),

@@ -16,7 +16,7 @@ import { randomInt } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db } from './db.js';
-import { recordedSpend, type CounterScope, type CounterStore, type DailySpend } from './counters.js';
+import { recordedSpend, type CounterScope, type CounterStore, type DailySpend, type DecisionCounters } from './counters.js';
 
 const DAY_TTL_SECONDS = 2 * 24 * 3600;
 
@@ -84,6 +84,11 @@ export class RedisCounters implements CounterStore {
     return [`${tag}:spend:${scope.day}`, `${tag}:uspend:${scope.day}:${scope.userId}`];
   }
 
+  /** Same hash tag as the workspace's spend keys, so one MGET reads them all (Cluster-safe). */
+  private stateKey(workspaceId: string): string {
+    return `{${workspaceId}}:state`;
+  }
+
   /** Runs `op` on Redis unless it failed recently; on failure, `fallback`. */
   private async guarded<T>(op: () => Promise<T>, fallback: () => Promise<T>): Promise<T> {
     if (Date.now() < this.bypassUntil) return fallback();
@@ -140,21 +145,44 @@ export class RedisCounters implements CounterStore {
   }
 
   readSpend(scope: CounterScope): Promise<DailySpend> {
-    const keys = this.keys(scope);
     if (this.stale && Date.now() >= this.bypassUntil) {
       this.startRebuild();
       return recordedSpend(this.db, scope);
     }
     return this.guarded(
       async () => {
-        const [ws, user] = await this.redis.mget(...keys);
-        if (ws !== null && user !== null) return { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
-        const truth = await recordedSpend(this.db, scope);
-        await this.raise(keys, truth);
-        return truth;
+        const keys = this.keys(scope);
+        const [ws = null, user = null] = await this.redis.mget(...keys);
+        return this.spendOf(keys, ws, user, scope);
       },
       () => recordedSpend(this.db, scope),
     );
+  }
+
+  async readDecisionInputs(scope: CounterScope): Promise<DecisionCounters> {
+    // After a failure, a change may have gone unannounced: nothing remembered is trusted (no
+    // version) until Redis is known whole again.
+    const fromRecords = async (): Promise<DecisionCounters> => ({ spend: await recordedSpend(this.db, scope), stateVersion: null });
+    if (this.stale && Date.now() >= this.bypassUntil) {
+      this.startRebuild();
+      return fromRecords();
+    }
+    return this.guarded(async () => {
+      const keys = this.keys(scope);
+      const versionKey = this.stateKey(scope.workspaceId);
+      const [version = null, ws = null, user = null] = await this.redis.mget(versionKey, ...keys);
+      // First use, or Redis lost it: a random start, so no version read before the loss recurs.
+      if (version === null) await this.redis.set(versionKey, randomInt(2 ** 47), 'NX');
+      return { spend: await this.spendOf(keys, ws, user, scope), stateVersion: version };
+    }, fromRecords);
+  }
+
+  /** The copy's spend; where a key is missing, the records' (and the copy raised to them). */
+  private async spendOf(keys: [string, string], ws: string | null, user: string | null, scope: CounterScope): Promise<DailySpend> {
+    if (ws !== null && user !== null) return { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
+    const truth = await recordedSpend(this.db, scope);
+    await this.raise(keys, truth);
+    return truth;
   }
 
   async spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void> {
@@ -171,26 +199,9 @@ export class RedisCounters implements CounterStore {
       .exec();
   }
 
-  async stateVersion(workspaceId: string): Promise<string | null> {
-    // After a failure, a change may have gone unannounced: nothing remembered is trusted until
-    // Redis is known whole again.
-    if (this.stale || Date.now() < this.bypassUntil) return null;
-    const key = `{${workspaceId}}:state`;
-    try {
-      const version = await this.redis.get(key);
-      if (version !== null) return version;
-      // First use, or Redis lost it: a random start, so no version read before the loss recurs.
-      await this.redis.set(key, randomInt(2 ** 47), 'NX');
-      return null;
-    } catch (error) {
-      this.failed(error);
-      return null;
-    }
-  }
-
   async stateChanged(workspaceId: string): Promise<void> {
     try {
-      await this.redis.incr(`{${workspaceId}}:state`);
+      await this.redis.incr(this.stateKey(workspaceId));
     } catch (error) {
       // Other daemons may go on with what they remember, for at most the cache's age limit.
       this.failed(error);

@@ -1,6 +1,6 @@
 /** The counter store of a daemon without Redis: it reads the records directly. */
 import type { Queryable } from './db.js';
-import { recordedSpend, type CounterScope, type CounterStore, type DailySpend } from './counters.js';
+import { recordedSpend, type CounterScope, type CounterStore, type DailySpend, type DecisionCounters } from './counters.js';
 
 export class SqlCounters implements CounterStore {
   readonly kind = 'sql';
@@ -11,14 +11,15 @@ export class SqlCounters implements CounterStore {
     return recordedSpend(this.db, scope);
   }
 
+  /** Nothing shares a version here: decisions read the state from the records. */
+  async readDecisionInputs(scope: CounterScope): Promise<DecisionCounters> {
+    return { spend: await recordedSpend(this.db, scope), stateVersion: null };
+  }
+
   /** The records are the counters. */
   async spendRecorded(): Promise<void> {}
   async resyncSpend(): Promise<void> {}
 
-  /** Nothing shares a version here: decisions read the state from the records. */
-  async stateVersion(): Promise<string | null> {
-    return null;
-  }
   async stateChanged(): Promise<void> {}
 
   async health(): Promise<void> {

@@ -92,9 +92,9 @@ describe('store error metrics', () => {
       close: () => stores.db.close(),
     };
     const counters: CounterStore = Object.create(stores.counters, {
-      readSpend: {
-        value: (scope: Parameters<CounterStore['readSpend']>[0]) =>
-          (failing ? Promise.reject(new Error('redis down')) : stores.counters.readSpend(scope)),
+      readDecisionInputs: {
+        value: (scope: Parameters<CounterStore['readDecisionInputs']>[0]) =>
+          (failing ? Promise.reject(new Error('redis down')) : stores.counters.readDecisionInputs(scope)),
       },
     });
     const ws = await createWorkspace(stores.db, 't', 'scale');
@@ -108,7 +108,7 @@ describe('store error metrics', () => {
       expect((await client.request('GET', '/health')).status).toBe(503);
       failing = false;
       const { samples } = await scrape(client);
-      expect(metricValue(samples, 'runguard_counter_store_errors_total', { operation: 'readSpend' })).toBe(1);
+      expect(metricValue(samples, 'runguard_counter_store_errors_total', { operation: 'readDecisionInputs' })).toBe(1);
       expect(metricValue(samples, 'runguard_database_errors_total', { operation: 'query', code: 'ECONNREFUSED' })).toBe(1);
     } finally {
       await app.close();
