@@ -42,6 +42,14 @@ const connections = Number(flags.connections);
 const durationS = Number(flags.duration);
 if (flags.route !== 'run' && flags.route !== 'auto') throw new Error('--route takes run or auto');
 
+/** GC seconds so far by kind (minor, major, incremental, weakcb), from the daemon's /metrics. */
+async function gcSeconds(url: string, apiKey: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${apiKey}` } })).text();
+  const seconds = new Map<string, number>();
+  for (const match of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm)) seconds.set(match[1]!, Number(match[2]));
+  return seconds;
+}
+
 /** User + system CPU seconds a process has used so far. */
 async function cpuSeconds(pid: number): Promise<number> {
   const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
@@ -73,12 +81,14 @@ try {
   const target = chatTarget(daemon, flags.route === 'run' ? runId : null);
   const idleMb = await rssMb(daemon.pid);
   await runCell(target, connections, 2, 0); // warm-up: JIT, pools, caches
+  const gcBefore = await gcSeconds(daemon.url, daemon.apiKey);
   const before = await cpuSeconds(daemon.pid);
   const sampler = rssSampler(daemon.pid);
   const allocations = inspectPort ? await startAllocationSampling(inspectPort) : null;
   const cell = await runCell(target, connections, durationS, 0);
   const used = (await cpuSeconds(daemon.pid)) - before;
   const { peak } = sampler.stop();
+  const gcAfter = await gcSeconds(daemon.url, daemon.apiKey);
   const sites = allocations ? await allocations.stop() : [];
   const calls = cell.rps * cell.durationS;
   console.log(`${flags.route} route, ${connections} connections, ${cell.durationS} s: ${cell.rps.toFixed(0)} calls/s, ` +
@@ -86,6 +96,8 @@ try {
     `errors ${cell.errors}, non-2xx ${cell.non2xx}`);
   console.log(`daemon CPU ${used.toFixed(2)} s: ${((used / calls) * 1e6).toFixed(0)} µs per call, ` +
     `${((used / cell.durationS) * 100).toFixed(0)}% of a core; RSS ${idleMb.toFixed(1)} MB idle, peak ${peak.toFixed(1)} MB under load`);
+  const gc = [...gcAfter].map(([kind, total]) => `${kind} ${(((total - (gcBefore.get(kind) ?? 0)) / used) * 100).toFixed(1)}%`);
+  console.log(`GC, as a share of the daemon's CPU: ${gc.join(', ')}`);
   if (sites.length > 0) {
     const total = sites.reduce((sum, s) => sum + s.bytes, 0);
     console.log(`allocated ~${(total / calls / 1024).toFixed(1)} KiB per call; the largest sites:`);
