@@ -58,6 +58,14 @@ export function redisClient(options: RedisCountersOptions): Redis {
 /** Keys raised per round trip when the copy is rebuilt. */
 const REBUILD_BATCH = 500;
 
+/** Raises of one workspace's and user's keys asked for in one tick, written as one. */
+interface PendingRaise {
+  keys: [string, string];
+  totals: DailySpend;
+  written: Promise<void>;
+  resolve: () => void;
+}
+
 export class RedisCounters implements CounterStore {
   readonly kind = 'redis';
   private readonly redis: Redis & CounterCommands;
@@ -68,6 +76,8 @@ export class RedisCounters implements CounterStore {
   /** A write may have been lost since the copy was last known whole: it is not read until rebuilt. */
   private stale = false;
   private rebuilding: Promise<void> | null = null;
+  /** By user key (which names the workspace, the day and the user). */
+  private readonly pendingRaises = new Map<string, PendingRaise>();
 
   constructor(
     redis: Redis,
@@ -185,9 +195,37 @@ export class RedisCounters implements CounterStore {
     return truth;
   }
 
-  async spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void> {
-    // Nothing to fall back to: the records hold it, and the next write or rebuild carries it.
-    await this.guarded(() => this.raise(this.keys(scope), totals), async () => {});
+  /**
+   * A raise takes each key to the larger of its value and the total, so the raises of one pair of
+   * keys asked for in one tick (the results of one shared commit, steps of one run) are one raise
+   * to the largest totals: one script call where there were as many as results. Each caller still
+   * resolves only once its totals are in Redis.
+   */
+  spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void> {
+    const keys = this.keys(scope);
+    const pending = this.pendingRaises.get(keys[1]);
+    if (pending) {
+      pending.totals = {
+        workspaceDailySpendMicros: Math.max(pending.totals.workspaceDailySpendMicros, totals.workspaceDailySpendMicros),
+        userDailySpendMicros: Math.max(pending.totals.userDailySpendMicros, totals.userDailySpendMicros),
+      };
+      return pending.written;
+    }
+    // After the microtasks of this tick: every result of a commit has been handed out by then.
+    if (this.pendingRaises.size === 0) process.nextTick(() => this.writeRaises());
+    let resolve!: () => void;
+    const written = new Promise<void>((r) => (resolve = r));
+    this.pendingRaises.set(keys[1], { keys, totals, written, resolve });
+    return written;
+  }
+
+  private writeRaises(): void {
+    const raises = [...this.pendingRaises.values()];
+    this.pendingRaises.clear();
+    for (const { keys, totals, resolve } of raises) {
+      // Nothing to fall back to: the records hold it, and the next write or rebuild carries it.
+      void this.guarded(() => this.raise(keys, totals), async () => {}).then(resolve);
+    }
   }
 
   async resyncSpend(scope: CounterScope, totals: DailySpend): Promise<void> {

@@ -3,12 +3,13 @@
  * truth), SQL on real Postgres, and SQL on the embedded database. The counters are driven
  * through the service, so the suite also checks that they always equal the records.
  */
+import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { GuardService } from '../../src/service/guard-service.js';
 import { runCounts, scopeAt } from '../../src/store/counters.js';
-import { RedisCounters } from '../../src/store/redis-counters.js';
+import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
 import { REDIS_URL } from '../support/services.js';
@@ -200,5 +201,46 @@ describe('Redis counters when Redis is down', () => {
     expect(third.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
     await expect(counters.health()).rejects.toThrow();
     dead.disconnect();
+  });
+});
+
+describe('Redis counters: raises asked for in one tick', () => {
+  let stores: TestStores;
+  beforeAll(async () => {
+    stores = await openTestStores('postgres+sql');
+  });
+  afterAll(async () => {
+    await stores?.close();
+  });
+
+  it('when one user\'s raises are asked for together, then one script call carries the largest totals and each caller resolves after it', async () => {
+    const redis = redisClient({ url: REDIS_URL, keyPrefix: `rg-test:${randomUUID()}:` });
+    await redis.connect();
+    try {
+      const counters = new RedisCounters(redis, stores.db);
+      // The store's own script call (ioredis's auto-pipelining calls the command method twice).
+      const scripts = vi.spyOn(counters as unknown as { raise: (...args: unknown[]) => Promise<void> }, 'raise');
+      const scope = scopeAt(new Date(), randomUUID(), 'u');
+      const other = { ...scope, userId: 'v' };
+      const totals = (ws: number, user: number) => ({ workspaceDailySpendMicros: ws, userDailySpendMicros: user });
+      // Out of order, as the answers of one shared commit may be handed out.
+      const raised = [
+        counters.spendRecorded(scope, totals(300, 30)),
+        counters.spendRecorded(scope, totals(500, 50)),
+        counters.spendRecorded(scope, totals(400, 40)),
+        counters.spendRecorded(other, totals(450, 7)),
+      ];
+      const readWhenResolved = raised.map((p) => p.then(() => counters.readSpend(scope)));
+      expect(await Promise.all(readWhenResolved)).toEqual(raised.map(() => totals(500, 50)));
+      expect(await counters.readSpend(other)).toEqual(totals(500, 7));
+      expect(scripts).toHaveBeenCalledTimes(2);
+
+      // A later tick is a raise of its own, and a lower total lowers nothing.
+      await counters.spendRecorded(scope, totals(200, 20));
+      expect(scripts).toHaveBeenCalledTimes(3);
+      expect(await counters.readSpend(scope)).toEqual(totals(500, 50));
+    } finally {
+      redis.disconnect();
+    }
   });
 });
