@@ -155,7 +155,7 @@ export class GuardService {
     input: { user_id: string; metadata?: unknown },
     idempotency?: IdempotencyClaim,
   ): Promise<Answer<StartedRun>> {
-    const replay = await this.replay<StartedRun>(idempotency);
+    const replay = idempotency ? await this.replay<StartedRun>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
@@ -198,7 +198,7 @@ export class GuardService {
     status: 'COMPLETED' | 'FAILED',
     idempotency?: IdempotencyClaim,
   ): Promise<Answer<EndedRunView>> {
-    const replay = await this.replay<EndedRunView>(idempotency);
+    const replay = idempotency ? await this.replay<EndedRunView>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
     const end = async (db: Queryable): Promise<Answer<EndedRunView>> => {
@@ -221,7 +221,7 @@ export class GuardService {
     input: StepInput,
     idempotency?: IdempotencyClaim,
   ): Promise<Answer<CreatedStep>> {
-    const replay = await this.replay<CreatedStep>(idempotency);
+    const replay = idempotency ? await this.replay<CreatedStep>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
     const [state, spend] = await this.stepCheckInputs(workspaceId, runId, now);
@@ -273,7 +273,7 @@ export class GuardService {
     result: runs.StepResult,
     idempotency?: IdempotencyClaim,
   ): Promise<Answer<FinishedStepView>> {
-    const replay = await this.replay<FinishedStepView>(idempotency);
+    const replay = idempotency ? await this.replay<FinishedStepView>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, '');
@@ -335,7 +335,7 @@ export class GuardService {
   /** Inserts with the run's next sequence; when another writer took that number, with the next. */
   private async withAllocatedSequence<T>(runId: string, insert: (sequence: number) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      const sequence = await this.sequences.allocate(runId);
+      const sequence = this.sequences.next(runId) ?? (await this.sequences.allocate(runId));
       try {
         return await insert(sequence);
       } catch (error) {
@@ -351,6 +351,7 @@ export class GuardService {
    * attempt committed before its answer was lost: answer as that one did.
    */
   private async replayOnConflict<T>(claim: IdempotencyClaim | undefined, change: () => Promise<Answer<T>>): Promise<Answer<T>> {
+    if (!claim) return change();
     try {
       return await change();
     } catch (error) {

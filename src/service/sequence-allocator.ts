@@ -7,14 +7,23 @@
  * allocated sequences are increasing but may have gaps.
  */
 export class SequenceAllocator {
-  /** Per run, the last number handed out (a promise while the run's highest is being read). */
-  private readonly last = new Map<string, Promise<{ value: number }>>();
+  /**
+   * Per run, the last number handed out: the read of the run's highest while it is under way,
+   * then the counter itself, which `next` takes from without waiting.
+   */
+  private readonly last = new Map<string, Counter | Promise<Counter>>();
 
   constructor(
     private readonly readHighest: (runId: string) => Promise<number>,
     /** Runs remembered; the oldest is forgotten first (and read again if it comes back). */
     private readonly capacity = 10_000,
   ) {}
+
+  /** The run's next number at once, when its highest is known here; else undefined (allocate). */
+  next(runId: string): number | undefined {
+    const last = this.last.get(runId);
+    return last === undefined || last instanceof Promise ? undefined : ++last.value;
+  }
 
   async allocate(runId: string): Promise<number> {
     const last = await this.entry(runId);
@@ -35,16 +44,25 @@ export class SequenceAllocator {
     last.value = Math.max(last.value, highest);
   }
 
-  private entry(runId: string): Promise<{ value: number }> {
+  private async entry(runId: string): Promise<Counter> {
     const known = this.last.get(runId);
     if (known) return known;
     if (this.last.size >= this.capacity) this.last.delete(this.last.keys().next().value!);
     const reading = this.readHighest(runId).then((value) => ({ value }));
     this.last.set(runId, reading);
-    // A failed read is not remembered: the next allocation reads again.
-    reading.catch(() => {
+    try {
+      const counter = await reading;
+      // Still ours (not forgotten meanwhile): from now on taken without waiting.
+      if (this.last.get(runId) === reading) this.last.set(runId, counter);
+      return counter;
+    } catch (error) {
+      // A failed read is not remembered: the next allocation reads again.
       if (this.last.get(runId) === reading) this.last.delete(runId);
-    });
-    return reading;
+      throw error;
+    }
   }
+}
+
+interface Counter {
+  value: number;
 }
