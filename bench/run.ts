@@ -24,7 +24,7 @@ import { createServices, type BenchServices } from './lib/database.js';
 import { historyScenario, prepareHistory } from './lib/history.js';
 import { loop, pool } from './lib/loops.js';
 import { runCell } from './lib/load.js';
-import { ROOT, rssMb, rssSampler, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
+import { ROOT, rssMb, rssSampler, settledRssMb, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
 import { checkTargets, writeReport, type BenchReport, type SoakResult } from './lib/report.js';
 import {
   apiHeaders, apiScenario, probeProxy, proxyScenario, setPricing, sseScenario, startRuns, stepPairLoop, type Endpoints,
@@ -121,16 +121,20 @@ async function main(): Promise<void> {
     const endpoints: Endpoints = { upstream: upstream.url, floor: floor.url, daemon, runId };
 
     await sleep(2_000);
-    const idleMb = await rssMb(daemon.pid);
-    log(`daemon RSS idle: ${idleMb.toFixed(1)} MB`);
+    const atStartMb = await rssMb(daemon.pid);
+    const idle = await settledRssMb(daemon.pid);
+    log(`daemon RSS: ${atStartMb.toFixed(1)} MB 2 s after start, ${idle.mb.toFixed(1)} MB idle (settled after ${idle.afterS} s)`);
     const sampler = rssSampler(daemon.pid);
     if (only.has('api')) report.api = await apiScenario(endpoints, connections, durationS, log);
     if (only.has('proxy')) report.proxy = await proxyScenario(endpoints, probe.available, connections, durationS, log);
     if (only.has('sse')) report.sse = await sseScenario(endpoints, probe.available, connections, durationS, log);
     const { peak } = sampler.stop();
-    await sleep(3_000);
-    report.rss = { idleMb: round(idleMb, 1), underLoadPeakMb: round(peak, 1), idleAfterLoadMb: round(await rssMb(daemon.pid), 1) };
-    log(`daemon RSS: idle ${report.rss.idleMb} MB, peak under load ${report.rss.underLoadPeakMb} MB, idle after ${report.rss.idleAfterLoadMb} MB`);
+    const afterLoad = await settledRssMb(daemon.pid);
+    report.rss = {
+      atStartMb: round(atStartMb, 1), idleMb: round(idle.mb, 1), idleSettledAfterS: idle.afterS, underLoadPeakMb: round(peak, 1),
+      idleAfterLoadMb: round(afterLoad.mb, 1), idleAfterLoadSettledAfterS: afterLoad.afterS,
+    };
+    log(`daemon RSS: peak under load ${report.rss.underLoadPeakMb} MB, idle after the load ${report.rss.idleAfterLoadMb} MB (settled after ${afterLoad.afterS} s)`);
 
     if (soakMinutes > 0) report.soak = await soak(endpoints, probe.available, soakMinutes);
     await daemon.stop();

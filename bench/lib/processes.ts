@@ -70,7 +70,7 @@ export interface DaemonProcess extends Child {
 }
 
 /** The V8 flags the daemon is launched with everywhere (see bin/runguard), so the bench measures that. */
-const DAEMON_NODE_FLAGS = ['--max-semi-space-size=4', '--heap-growing-percent=50'];
+const DAEMON_NODE_FLAGS = ['--heap-growing-percent=50'];
 
 export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess> {
   const port = await freePort();
@@ -95,6 +95,7 @@ export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess
       RUNGUARD_OPENAI_UPSTREAM: options.openaiUpstream,
       // Unlimited runs: the bench measures speed, not plan ceilings.
       RUNGUARD_DEFAULT_PLAN: 'enterprise',
+      ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
     },
     // The daemon prints its first API key on stdout: read it from the key file instead.
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -126,6 +127,22 @@ export async function rssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? NaN);
   return kb / 1024;
+}
+
+/**
+ * RSS of an idle process once it has settled: V8's memory reducer shrinks the heap (the young
+ * generation included) some seconds after allocation stops, so a reading taken at once measures
+ * the garbage of what just ran. Sampled every 5 s until the last 10 s agree within 1 MB, after
+ * `minS` and at most `maxS` seconds.
+ */
+export async function settledRssMb(pid: number, minS = 25, maxS = 60): Promise<{ mb: number; afterS: number }> {
+  const samples: number[] = [];
+  for (let s = 0; ; s += 5) {
+    samples.push(await rssMb(pid));
+    const last = samples.slice(-3);
+    if (s >= maxS || (s >= minS && Math.max(...last) - Math.min(...last) <= 1)) return { mb: samples.at(-1)!, afterS: s };
+    await sleep(5_000);
+  }
 }
 
 /** Samples a process's RSS until stopped; the peak and the samples. */
