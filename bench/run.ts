@@ -24,7 +24,7 @@ import { createServices, type BenchServices } from './lib/database.js';
 import { historyScenario, prepareHistory } from './lib/history.js';
 import { loop, pool } from './lib/loops.js';
 import { runCell } from './lib/load.js';
-import { ROOT, rssMb, rssSampler, settledRssMb, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
+import { idleRssMb, ROOT, rssMb, rssSampler, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
 import { checkTargets, writeReport, type BenchReport, type SoakResult } from './lib/report.js';
 import {
   apiHeaders, apiScenario, probeProxy, proxyScenario, setPricing, sseScenario, startRuns, stepPairLoop, type Endpoints,
@@ -122,19 +122,19 @@ async function main(): Promise<void> {
 
     await sleep(2_000);
     const atStartMb = await rssMb(daemon.pid);
-    const idle = await settledRssMb(daemon.pid);
-    log(`daemon RSS: ${atStartMb.toFixed(1)} MB 2 s after start, ${idle.mb.toFixed(1)} MB idle (settled after ${idle.afterS} s)`);
+    const idle = await idleRssMb(daemon.pid);
+    log(`daemon RSS: ${atStartMb.toFixed(1)} MB 2 s after start; idle, every 5 s: ${idle.samples.join(', ')} MB`);
     const sampler = rssSampler(daemon.pid);
     if (only.has('api')) report.api = await apiScenario(endpoints, connections, durationS, log);
     if (only.has('proxy')) report.proxy = await proxyScenario(endpoints, probe.available, connections, durationS, log);
     if (only.has('sse')) report.sse = await sseScenario(endpoints, probe.available, connections, durationS, log);
     const { peak } = sampler.stop();
-    const afterLoad = await settledRssMb(daemon.pid);
+    const afterLoad = await idleRssMb(daemon.pid);
     report.rss = {
-      atStartMb: round(atStartMb, 1), idleMb: round(idle.mb, 1), idleSettledAfterS: idle.afterS, underLoadPeakMb: round(peak, 1),
-      idleAfterLoadMb: round(afterLoad.mb, 1), idleAfterLoadSettledAfterS: afterLoad.afterS,
+      atStartMb: round(atStartMb, 1), idleSeconds: afterLoad.samples.length * 5 - 5, idleMb: idle.mb, underLoadPeakMb: round(peak, 1),
+      idleAfterLoadMb: afterLoad.mb, idleSamplesMb: idle.samples, idleAfterLoadSamplesMb: afterLoad.samples,
     };
-    log(`daemon RSS: peak under load ${report.rss.underLoadPeakMb} MB, idle after the load ${report.rss.idleAfterLoadMb} MB (settled after ${afterLoad.afterS} s)`);
+    log(`daemon RSS: peak under load ${report.rss.underLoadPeakMb} MB; idle after the load, every 5 s: ${afterLoad.samples.join(', ')} MB`);
 
     if (soakMinutes > 0) report.soak = await soak(endpoints, probe.available, soakMinutes);
     await daemon.stop();

@@ -130,19 +130,19 @@ export async function rssMb(pid: number): Promise<number> {
 }
 
 /**
- * RSS of an idle process once it has settled: V8's memory reducer shrinks the heap (the young
- * generation included) some seconds after allocation stops, so a reading taken at once measures
- * the garbage of what just ran. Sampled every 5 s until the last 10 s agree within 1 MB, after
- * `minS` and at most `maxS` seconds.
+ * RSS of a process left idle for `seconds`, sampled every 5 s. An idle daemon's RSS stays where
+ * the last work left it until V8's memory reducer runs (it waits for allocation to stop, then
+ * collects in rounds: seen here after 20 to 30 s), so a reading taken at once measures the garbage
+ * of what just ran. A fixed wait, not a "stable for a while" rule: the RSS is flat for those 20 to
+ * 30 s before it drops.
  */
-export async function settledRssMb(pid: number, minS = 25, maxS = 60): Promise<{ mb: number; afterS: number }> {
+export async function idleRssMb(pid: number, seconds = 60): Promise<{ mb: number; samples: number[] }> {
   const samples: number[] = [];
-  for (let s = 0; ; s += 5) {
-    samples.push(await rssMb(pid));
-    const last = samples.slice(-3);
-    if (s >= maxS || (s >= minS && Math.max(...last) - Math.min(...last) <= 1)) return { mb: samples.at(-1)!, afterS: s };
-    await sleep(5_000);
+  for (let s = 0; s <= seconds; s += 5) {
+    if (s > 0) await sleep(5_000);
+    samples.push(Math.round(await rssMb(pid)));
   }
+  return { mb: samples.at(-1)!, samples };
 }
 
 /** Samples a process's RSS until stopped; the peak and the samples. */
