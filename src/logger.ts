@@ -3,7 +3,8 @@
  * request URLs stripped of the run-scoped proxy tokens they may carry.
  */
 import { createRequire } from 'node:module';
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import type { FastifyBaseLogger } from 'fastify';
+import { pino, type Bindings, type ChildLoggerOptions, type Logger, type LoggerOptions } from 'pino';
 import type pinoPretty from 'pino-pretty';
 
 // pino-pretty and its dependencies are only loaded for a readable log: a daemon logging JSON
@@ -91,4 +92,70 @@ export function createLogger(level: string, settings: NodeJS.WritableStream | Lo
 
 function isStream(value: unknown): value is NodeJS.WritableStream {
   return typeof (value as { write?: unknown }).write === 'function';
+}
+
+type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
+
+/**
+ * A request's child logger, made only when something is logged at an enabled level. Fastify gives
+ * every request a child with its request id; pino builds one by serializing the bindings (through
+ * the redaction, because of the wildcard paths) and, for routes with serializers of their own (the
+ * proxy's), by copying the serializers. A proxied call at the daemon's default level logs nothing,
+ * and paid for all of it. Output is the same: the real child gets the same bindings and options.
+ */
+export class DeferredChildLogger implements FastifyBaseLogger {
+  private made: FastifyBaseLogger | null = null;
+
+  constructor(
+    private readonly parent: Logger,
+    private readonly bindings: Bindings,
+    private readonly options: ChildLoggerOptions,
+  ) {}
+
+  get level(): string {
+    return this.made?.level ?? this.options.level ?? this.parent.level;
+  }
+
+  set level(level: string) {
+    this.logger().level = level;
+  }
+
+  fatal(...args: unknown[]): void {
+    this.write('fatal', args);
+  }
+  error(...args: unknown[]): void {
+    this.write('error', args);
+  }
+  warn(...args: unknown[]): void {
+    this.write('warn', args);
+  }
+  info(...args: unknown[]): void {
+    this.write('info', args);
+  }
+  debug(...args: unknown[]): void {
+    this.write('debug', args);
+  }
+  trace(...args: unknown[]): void {
+    this.write('trace', args);
+  }
+  silent(): void {}
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.logger().child(bindings, options);
+  }
+
+  private write(level: LogLevel, args: unknown[]): void {
+    // A level of the route's own (`logLevel`) is the child's to judge: then it is made at once.
+    if (this.made === null && this.options.level === undefined && !this.parent.isLevelEnabled(level)) return;
+    (this.logger()[level] as (...a: unknown[]) => void)(...args);
+  }
+
+  private logger(): FastifyBaseLogger {
+    return (this.made ??= this.parent.child(this.bindings, this.options));
+  }
+}
+
+/** Fastify's `childLoggerFactory`: children made when first used. */
+export function deferredChildLogger(logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
+  return new DeferredChildLogger(logger as Logger, bindings, options);
 }

@@ -8,6 +8,7 @@ import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
 import { Accounts } from '../service/accounts.js';
+import { deferredChildLogger } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import { GuardService, type Clock } from '../service/guard-service.js';
 import { TokenIssuer } from '../service/tokens.js';
@@ -64,6 +65,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     : deps.counters;
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
+    childLoggerFactory: deferredChildLogger,
     bodyLimit: deps.bodyLimitBytes,
     // On close: stop accepting, drop idle keep-alive sockets, answer 503 to requests arriving on
     // busy ones, and let in-flight requests finish (the daemon bounds that with its grace period).

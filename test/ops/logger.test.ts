@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/api/app.js';
-import { createLogger, redactUrl } from '../../src/logger.js';
+import { createLogger, deferredChildLogger, redactUrl } from '../../src/logger.js';
 import { openTestStores, TEST_AUTH } from '../support/harness.js';
 
 function capture() {
@@ -69,5 +69,51 @@ describe('logs', () => {
     expect(redactUrl('/proxy/t/abc/openai/v1/x')).toBe('/proxy/t/[redacted]/openai/v1/x');
     expect(redactUrl('/v1/runs?user_id=u&token=t&page=2')).toBe('/v1/runs?user_id=u&token=[redacted]&page=2');
     expect(redactUrl('/v1/runs/abc')).toBe('/v1/runs/abc');
+  });
+});
+
+describe('request loggers made when first used', () => {
+  const lines = (text: string) => text.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const strip = ({ time: _t, ...line }: Record<string, unknown>) => line;
+
+  it('when a request logs nothing at an enabled level, then no pino child is made', () => {
+    const out = capture();
+    const parent = createLogger('warn', { format: 'json', destination: out.stream });
+    let made = 0;
+    const child = parent.child.bind(parent);
+    parent.child = ((...args: Parameters<typeof child>) => (made++, child(...args))) as typeof parent.child;
+    const log = deferredChildLogger(parent, { reqId: 'r1' }, {});
+    log.info('not at warn');
+    log.debug({ a: 1 }, 'nor this');
+    expect(made).toBe(0);
+    expect(out.text()).toBe('');
+    log.warn('now');
+    log.error('and again');
+    expect(made).toBe(1);
+    expect(lines(out.text()).map((l) => [l.reqId, l.msg])).toEqual([['r1', 'now'], ['r1', 'and again']]);
+  });
+
+  it('when it logs, then the line is what an eager child writes: bindings, the route\'s serializers, redaction', () => {
+    const line = (make: (parent: ReturnType<typeof createLogger>) => { warn: (...a: unknown[]) => void }) => {
+      const out = capture();
+      make(createLogger('info', { format: 'json', destination: out.stream })).warn(
+        { req: { url: '/proxy/t/tok_secret/openai/x' }, headers: { authorization: 'Bearer sk-live' }, user: { password: 'p' } }, 'm',
+      );
+      return lines(out.text()).map(strip);
+    };
+    const options = { serializers: { req: (req: { url: string }) => ({ url: req.url.replace(/t\/[^/]+/, 't/[x]') }) } };
+    const eager = line((p) => p.child({ reqId: 'r2' }, options));
+    const deferred = line((p) => deferredChildLogger(p, { reqId: 'r2' }, options) as unknown as { warn: (...a: unknown[]) => void });
+    expect(deferred).toEqual(eager);
+    expect(JSON.stringify(deferred)).not.toMatch(/tok_secret|sk-live|"p"/);
+  });
+
+  it('when a route sets a level of its own, then that level decides', () => {
+    const out = capture();
+    const log = deferredChildLogger(createLogger('warn', { format: 'json', destination: out.stream }), { reqId: 'r3' }, { level: 'debug' });
+    expect(log.level).toBe('debug');
+    log.debug('route debug');
+    log.trace('below the route level');
+    expect(lines(out.text()).map((l) => l.msg)).toEqual(['route debug']);
   });
 });
