@@ -273,7 +273,7 @@ export const proxyRoutes: FastifyPluginAsync<{
         status, durationMs: Math.round(performance.now() - started), promptTokens: usage.promptTokens,
         completionTokens: usage.completionTokens, cachedPromptTokens: usage.cachedPromptTokens, outputData: outcome,
       };
-      guard.finishStep(step.workspaceId, step.runId, step.stepId, result)
+      guard.recordResult(step.workspaceId, step.runId, step.stepId, result)
         .then(() => (step.endRun ? guard.endRun(step.workspaceId, step.runId, status) : undefined))
         .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'));
     };

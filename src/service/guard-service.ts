@@ -98,6 +98,12 @@ export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts):
 
 const view = (d: Decision): DecisionView => ({ outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules });
 
+/**
+ * How long a proxied call's result may wait for others to share its statement. Its client already
+ * has the answer, so nobody waits on it; what waits is the call's spend in later decisions.
+ */
+const RESULT_LINGER_MS = 10;
+
 /** Tries at taking an allocated sequence before giving up (each collision resyncs first). */
 const SEQUENCE_ATTEMPTS = 10;
 
@@ -128,6 +134,7 @@ export class GuardService {
   private readonly sequences: SequenceAllocator;
   private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
   private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
+  private readonly lingeringResults: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
 
   constructor(
     private readonly db: Db,
@@ -137,8 +144,10 @@ export class GuardService {
     private readonly observer: GuardObserver | null = null,
   ) {
     this.sequences = new SequenceAllocator((runId) => runs.maxSequence(db, runId));
-    this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps), undefined, isStatementRefusal);
-    this.stepFinishes = new GroupCommit((finishes) => runs.finishSteps(db, finishes), undefined, isStatementRefusal);
+    const finish = (finishes: runs.StepFinish[]) => runs.finishSteps(db, finishes);
+    this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps), { retryAlone: isStatementRefusal });
+    this.stepFinishes = new GroupCommit(finish, { retryAlone: isStatementRefusal });
+    this.lingeringResults = new GroupCommit(finish, { retryAlone: isStatementRefusal, minIntervalMs: RESULT_LINGER_MS });
   }
 
   /** An observer failing must never fail the request it observes. */
@@ -276,8 +285,7 @@ export class GuardService {
     const replay = idempotency ? await this.replay<FinishedStepView>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
-    const scope = scopeAt(now, workspaceId, '');
-    const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scope.day };
+    const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
     return this.replayOnConflict(idempotency, async () => {
       // A remembered answer commits with the result, in a transaction of its own; any other
       // result shares its statement and commit with the results written at the same moment.
@@ -288,13 +296,28 @@ export class GuardService {
             return step ?? null;
           })
         : await this.stepFinishes.submit(finish);
-      if (!finished) {
-        if (await runs.stepExists(this.db, workspaceId, runId, stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
-        throw new ApiError('STEP_NOT_FOUND');
-      }
-      if (finished.totals) await this.counters.spendRecorded({ ...scope, userId: finished.user_id }, finished.totals);
-      return { statusCode: 200, body: { id: finished.id, status: finished.status } };
+      return this.afterFinish(finish, finished);
     });
+  }
+
+  /**
+   * The result of a step whose caller is not waiting for this answer (a proxied call, already
+   * answered): it shares a statement with the results of the next few milliseconds.
+   */
+  async recordResult(workspaceId: string, runId: string, stepId: string, result: runs.StepResult): Promise<Answer<FinishedStepView>> {
+    const now = this.clock.now();
+    const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
+    return this.afterFinish(finish, await this.lingeringResults.submit(finish));
+  }
+
+  /** A result's statement answered: why nothing was finished, or the spend copy raised and the answer. */
+  private async afterFinish(finish: runs.StepFinish, finished: runs.FinishedStep | null): Promise<Answer<FinishedStepView>> {
+    if (!finished) {
+      if (await runs.stepExists(this.db, finish.workspaceId, finish.runId, finish.stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
+      throw new ApiError('STEP_NOT_FOUND');
+    }
+    if (finished.totals) await this.counters.spendRecorded(scopeAt(finish.now, finish.workspaceId, finished.user_id), finished.totals);
+    return { statusCode: 200, body: { id: finished.id, status: finished.status } };
   }
 
   /**
@@ -329,7 +352,7 @@ export class GuardService {
 
   /** Resolves once every step and result submitted so far is written (before the stores close). */
   async settled(): Promise<void> {
-    await Promise.all([this.stepInserts.settled(), this.stepFinishes.settled()]);
+    await Promise.all([this.stepInserts.settled(), this.stepFinishes.settled(), this.lingeringResults.settled()]);
   }
 
   /** Inserts with the run's next sequence; when another writer took that number, with the next. */

@@ -1,3 +1,23 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface GroupCommitOptions {
+  /** Most items in one batch. @default 128 */
+  maxBatch?: number;
+  /**
+   * Whether a failed batch is worth writing again item by item: yes when one item may have
+   * caused it; no when the store itself failed (the items would fail again, or may have landed).
+   * @default always
+   */
+  retryAlone?: (error: unknown) => boolean;
+  /**
+   * Least time between the starts of two batches. With 0, a batch goes as soon as the one before
+   * it is written. More suits items whose callers are not waiting on them: under load they gather
+   * for up to this long, so fewer, larger statements; a lone item after a quiet spell still goes
+   * at once. @default 0
+   */
+  minIntervalMs?: number;
+}
+
 /**
  * Natural group commit: writes submitted while a batch is being written go together in the next
  * one. A lone write goes at once (no timer, so no added latency at low load); under load, many
@@ -6,17 +26,20 @@
 export class GroupCommit<I, O> {
   private queue: { item: I; resolve: (value: O) => void; reject: (error: unknown) => void }[] = [];
   private writing: Promise<void> | null = null;
+  private readonly maxBatch: number;
+  private readonly retryAlone: (error: unknown) => boolean;
+  private readonly minIntervalMs: number;
+  private lastBatchAt = -Infinity;
 
   constructor(
     /** Writes a batch in one statement; answers per item, in order (an Error fails that item only). */
     private readonly write: (items: I[]) => Promise<(O | Error)[]>,
-    private readonly maxBatch = 128,
-    /**
-     * Whether a failed batch is worth writing again item by item: yes when one item may have
-     * caused it; no when the store itself failed (the items would fail again, or may have landed).
-     */
-    private readonly retryAlone: (error: unknown) => boolean = () => true,
-  ) {}
+    options: GroupCommitOptions = {},
+  ) {
+    this.maxBatch = options.maxBatch ?? 128;
+    this.retryAlone = options.retryAlone ?? (() => true);
+    this.minIntervalMs = options.minIntervalMs ?? 0;
+  }
 
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
@@ -34,12 +57,15 @@ export class GroupCommit<I, O> {
    * Writes batches until the queue is empty. `writing` is cleared in the same synchronous step as
    * the last look at the queue: cleared later (say, in a `.finally` callback a microtask on), a
    * submit made in between by a caller whose answer just arrived would see a drain still running,
-   * start none, and wait forever. (drain always awaits a write before it can end, so it never ends
-   * before `submit` has stored its promise.)
+   * start none, and wait forever. (drain always awaits a write, or a wait before one, before it can
+   * end, so it never ends before `submit` has stored its promise.)
    */
   private async drain(): Promise<void> {
     try {
       while (this.queue.length > 0) {
+        const wait = this.lastBatchAt + this.minIntervalMs - performance.now();
+        if (wait > 0) await sleep(wait); // submits made meanwhile join this batch
+        this.lastBatchAt = performance.now();
         const batch = this.queue.splice(0, this.maxBatch);
         const items = batch.map((b) => b.item);
         let results: (O | Error)[];

@@ -128,7 +128,7 @@ describe('GroupCommit', () => {
         return items;
       }
       throw down;
-    }, undefined, (error) => (error as { code?: string }).code !== 'ECONNRESET');
+    }, { retryAlone: (error) => (error as { code?: string }).code !== 'ECONNRESET' });
     const first = group.submit(0);
     const answers = [1, 2, 3].map((n) => group.submit(n));
     release();
@@ -168,7 +168,7 @@ describe('GroupCommit', () => {
 
   it('when more than maxBatch items wait, then they are written in batches of at most maxBatch, in order', async () => {
     const writes = new HeldWrites<number, number>((n) => n);
-    const group = new GroupCommit(writes.write, 3);
+    const group = new GroupCommit(writes.write, { maxBatch: 3 });
     const answers = Array.from({ length: 8 }, (_, n) => group.submit(n));
     for (let i = 0; i < 4; i++) await writes.release();
 
@@ -188,6 +188,37 @@ describe('GroupCommit', () => {
     await within(settled);
     expect(await Promise.all(answers.map(state))).toEqual(['resolved', 'resolved', 'resolved']);
     expect(writes.sizes).toEqual([1, 2]);
+  });
+
+  it('when batches must start an interval apart, then items submitted at different moments within it share one batch', async () => {
+    const batchesOf = async (minIntervalMs: number) => {
+      const batches: number[][] = [];
+      const group = new GroupCommit<number, number>(async (items) => {
+        batches.push(items);
+        return items;
+      }, { minIntervalMs });
+      await group.submit(1);
+      const second = group.submit(2);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const third = group.submit(3);
+      await within(Promise.all([second, third]), 2_000);
+      return batches;
+    };
+    expect(await batchesOf(0)).toEqual([[1], [2], [3]]);
+    expect(await batchesOf(500)).toEqual([[1], [2, 3]]);
+  });
+
+  it('when an item comes after a quiet spell longer than the interval, then it is written at once', async () => {
+    const batches: number[][] = [];
+    const group = new GroupCommit<number, number>(async (items) => {
+      batches.push(items);
+      return items;
+    }, { minIntervalMs: 50 });
+    await group.submit(1);
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    const late = group.submit(2);
+    expect(batches).toEqual([[1], [2]]); // started inside submit, with no wait
+    await within(late);
   });
 
   it('when nothing was submitted, then settled() resolves at once', async () => {

@@ -271,6 +271,40 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       expect(new Set(written.map((s) => s.sequence)).size).toBe(9);
     });
 
+    it('when proxied results are recorded, then each is written with its cost, the copy holds the day\'s total, and a repeated or unknown step answers as finishStep does', async () => {
+      const ws = await workspace();
+      const runId = await startRun(ws, 'proxied');
+      const scope = scopeAt(NOW, ws, 'proxied');
+      expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 0, userDailySpendMicros: 0 });
+      const ids = [];
+      for (const sequence of [1, 2, 3, 4, 5]) ids.push(await allowedStep(ws, runId, sequence));
+      const tokens = (i: number) => [100 + i, 10 * i] as const;
+
+      const answers = await Promise.all(ids.map((id, i) => guard.recordResult(ws, runId, id, result(...tokens(i)))));
+
+      expect(answers.map((a) => a.body)).toEqual(ids.map((id) => ({ id, status: 'COMPLETED' })));
+      expect((await stepsOf(runId)).every((s) => s.status === 'COMPLETED')).toBe(true);
+      const expected = ids.reduce((sum, _, i) => sum + PRICES.a.micros(...tokens(i)), 0);
+      const both = { workspaceDailySpendMicros: expected, userDailySpendMicros: expected };
+      expect(await spend(ws, 'proxied')).toEqual(both);
+      expect(await stores.counters.readSpend(scope)).toEqual(both);
+      await expect(guard.recordResult(ws, runId, ids[0]!, result(1, 1))).rejects.toMatchObject({ code: 'STEP_ALREADY_FINISHED' });
+      await expect(guard.recordResult(ws, runId, randomUUID(), result(1, 1))).rejects.toMatchObject({ code: 'STEP_NOT_FOUND' });
+    });
+
+    it('when the service settles, then results still waiting for company are written first', async () => {
+      const ws = await workspace();
+      const runId = await startRun(ws);
+      const first = await allowedStep(ws, runId, 1);
+      const second = await allowedStep(ws, runId, 2);
+      // A batch has just gone: the next result waits for the interval before it is written.
+      await guard.recordResult(ws, runId, first, result(1, 1));
+      const waiting = guard.recordResult(ws, runId, second, result(1, 1));
+      await guard.settled();
+      expect((await stepsOf(runId)).map((s) => s.status)).toEqual(['COMPLETED', 'COMPLETED']);
+      expect((await waiting).body.status).toBe('COMPLETED');
+    });
+
     it('when 40 priced steps are created and finished at once in one run, then each gets its own sequence and the day gains exactly their costs', async () => {
       const { guard: watchedGuard, batches } = watched();
       const ws = await workspace();
