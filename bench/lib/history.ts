@@ -6,7 +6,7 @@
  */
 import type pg from 'pg';
 import { connect } from './database.js';
-import { json, loop, pool } from './loops.js';
+import { json, loop, pool, read } from './loops.js';
 import type { DaemonProcess } from './processes.js';
 import { MODEL, apiHeaders, setPricing, startRuns } from './scenarios.js';
 import { ratio, round, summarize, type LatencySummary } from './stats.js';
@@ -203,8 +203,9 @@ export async function historyScenario(empty: HistoryTarget, full: HistoryTarget,
         await json(api, 'POST', `/v1/runs/${runId}/steps`, headers, { type: 'MODEL_CALL', sequence: n, model: MODEL }, 201);
       }, side.step);
       side.ops.push(step.ops);
-      await loop(1, cellS, async () => { await json(api, 'GET', '/v1/runs?page=1&per_page=50', headers, undefined, 200); }, side.list);
-      await loop(1, cellS, async () => { await json(api, 'GET', `/v1/runs/${t.detailRunId}`, headers, undefined, 200); }, side.detail);
+      // Reads are timed to their last byte, not parsed (loops.ts `read`).
+      await loop(1, cellS, async () => { await read(api, '/v1/runs?page=1&per_page=50', headers, 200); }, side.list);
+      await loop(1, cellS, async () => { await read(api, `/v1/runs/${t.detailRunId}`, headers, 200); }, side.detail);
       await api.close();
     }
     log(`history: round ${r + 1}/${rounds} done`);

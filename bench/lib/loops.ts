@@ -72,6 +72,19 @@ export async function json<T = Record<string, unknown>>(
   return (text ? JSON.parse(text) : null) as T;
 }
 
+/**
+ * A GET that must answer `expect`, timed to its last byte: the body is read whole but not parsed.
+ * Parsing a large answer (a 1,000-step run detail is ~800 KB) is the client's work, and would be
+ * counted as the daemon's.
+ */
+export async function read(dispatcher: Dispatcher, path: string, headers: Record<string, string>, expect: number): Promise<number> {
+  const res = await dispatcher.request({ method: 'GET', path, headers });
+  let bytes = 0;
+  for await (const chunk of res.body) bytes += (chunk as Buffer).length;
+  if (res.statusCode !== expect) throw new HttpError(`GET ${path}: ${res.statusCode}`);
+  return bytes;
+}
+
 export interface StreamTimes {
   ttfb: LatencySummary;
   ttlb: LatencySummary;
