@@ -4,7 +4,6 @@
  * chunk without holding the stream up. Knows nothing of runs, steps or Fastify.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { finished, type Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import type { Provider } from './provider-registry.js';
 
@@ -70,20 +69,119 @@ export interface ForwardRequest {
   path: string;
   headers: Record<string, string | string[]>;
   body: Buffer | null;
-  signal: AbortSignal;
 }
 
-/** Sends the request; resolves at the upstream's response headers, whatever their status. */
-export function forward(provider: Provider, request: ForwardRequest): Promise<Dispatcher.ResponseData> {
-  return provider.pool.request({
-    origin: provider.origin,
-    path: provider.basePath + request.path,
-    method: request.method as Dispatcher.HttpMethod,
-    headers: request.headers,
-    body: request.body,
-    signal: request.signal,
-    // No redirect interceptor on the pool: a redirect is the client's to follow, never the proxy's.
-  });
+/** How a relayed exchange ended; told once. */
+export type RelayEnd =
+  /** The upstream's answer reached the client whole (flushed). */
+  | { kind: 'complete' }
+  /** The client went away; `answered`: after the upstream's headers had been relayed. */
+  | { kind: 'client-left'; answered: boolean }
+  /** The upstream failed before answering: nothing has been sent to the client. */
+  | { kind: 'upstream-failed'; error: Error }
+  /** The upstream failed mid-answer: the client's response was cut too. */
+  | { kind: 'upstream-broken'; error: Error };
+
+export interface RelayHooks {
+  /** The upstream's final status and headers; answers the headers to send the client. */
+  answered(statusCode: number, headers: IncomingHttpHeaders): Record<string, string | string[]>;
+  /** Each body chunk, as it is written to the client. */
+  chunk(chunk: Buffer): void;
+  ended(end: RelayEnd): void;
+}
+
+/**
+ * Sends the request upstream through the provider's pool and relays the answer into `res` as it
+ * arrives. The pool's dispatch handler is the whole relay: no body stream, no pipe, no
+ * AbortController per call (~9 KiB less garbage per proxied call, of ~66).
+ * Redirects are the client's to follow, never the proxy's: the pool has no redirect interceptor.
+ */
+export function forward(provider: Provider, request: ForwardRequest, res: ServerResponse, hooks: RelayHooks): void {
+  const relay = new ResponseRelay(res, hooks);
+  try {
+    provider.pool.dispatch({
+      origin: provider.origin,
+      path: provider.basePath + request.path,
+      method: request.method as Dispatcher.HttpMethod,
+      headers: request.headers,
+      body: request.body,
+    }, relay);
+  } catch (error) {
+    relay.onResponseError(null, error instanceof Error ? error : new Error(String(error)));
+  }
+}
+
+class ClientLeft extends Error {
+  constructor() {
+    super('The client closed the connection.');
+  }
+}
+
+/**
+ * Undici's handler for one exchange. Chunks are written to the client as undici hands them over;
+ * a full client socket pauses the upstream's until it drains. The client leaving aborts the
+ * upstream request (or, if it still waits for a connection, keeps it from being sent); the
+ * upstream failing mid-answer cuts the client's response.
+ */
+class ResponseRelay implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | null = null;
+  private answered = false;
+  private clientLeft = false;
+  private done = false;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly hooks: RelayHooks,
+  ) {
+    res.on('close', () => this.clientClosed());
+    res.on('drain', () => this.controller?.resume());
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.clientLeft) controller.abort(new ClientLeft());
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    // 1xx answers are informational: the final one follows.
+    if (statusCode < 200 || this.done) return;
+    this.answered = true;
+    this.res.writeHead(statusCode, this.hooks.answered(statusCode, headers));
+    // A stream's client gets the headers when the upstream sends them, not with the first event;
+    // any other answer's headers go out with its first bytes, one write fewer.
+    if (/^text\/event-stream/i.test(String(headers['content-type'] ?? ''))) this.res.flushHeaders();
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.done) return;
+    this.hooks.chunk(chunk);
+    if (!this.res.write(chunk)) controller.pause();
+  }
+
+  onResponseEnd(): void {
+    if (this.done) return;
+    this.res.end(() => this.finish({ kind: 'complete' }));
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
+    if (this.done) return; // the client left first: already told, and this is its abort
+    if (!this.answered) return this.finish({ kind: 'upstream-failed', error });
+    this.finish({ kind: 'upstream-broken', error });
+    this.res.destroy(error);
+  }
+
+  private clientClosed(): void {
+    if (this.done || this.res.writableFinished) return;
+    this.clientLeft = true;
+    this.finish({ kind: 'client-left', answered: this.answered });
+    this.controller?.abort(new ClientLeft());
+  }
+
+  private finish(end: RelayEnd): void {
+    if (this.done) return;
+    this.done = true;
+    this.hooks.ended(end);
+  }
 }
 
 /** Why an upstream exchange failed, as the proxy answers it: a status and a stable code. */
@@ -93,36 +191,4 @@ export function upstreamFailure(error: unknown): { status: number; code: string;
     return { status: 504, code: 'UPSTREAM_TIMEOUT', message: 'The provider did not answer in time.' };
   }
   return { status: 502, code: 'UPSTREAM_UNAVAILABLE', message: 'The provider could not be reached.' };
-}
-
-/**
- * Streams `body` to `res` with back-pressure; `onChunk` sees a reference to every chunk as it is
- * written. `onDone` runs once: `null` when the body ended and was flushed to the client, else the
- * error (upstream broke, client went away). Either side failing destroys the other.
- */
-export function relay(
-  body: Readable,
-  res: ServerResponse,
-  onChunk: (chunk: Buffer) => void,
-  onDone: (error: Error | null) => void,
-): void {
-  // Not stream.pipeline: on every completion it aborts an AbortController of its own, and the
-  // DOMException that makes, with its stack, was a few percent of the daemon's time under load.
-  let done = false;
-  const settle = (error: Error | null) => {
-    if (done) return;
-    done = true;
-    onDone(error);
-  };
-  body.on('data', onChunk);
-  body.pipe(res);
-  finished(body, (error) => {
-    if (!error) return; // ended: `pipe` ends `res`, whose finish settles
-    res.destroy(error);
-    settle(error);
-  });
-  finished(res, (error) => {
-    if (error) body.destroy(error);
-    settle(error ?? null);
-  });
 }

@@ -14,9 +14,9 @@ import { ApiError, isApiError } from '../errors.js';
 import type { Clock, CreatedStep, GuardService } from '../service/guard-service.js';
 import type { Db } from '../store/db.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
-import { clientHeaders, forward, relay, upstreamFailure, upstreamHeaders } from './forwarder.js';
+import { clientHeaders, forward, upstreamFailure, upstreamHeaders } from './forwarder.js';
 import type { Provider, ProviderRegistry } from './provider-registry.js';
-import { NO_USAGE, type Usage } from './providers/index.js';
+import { NO_USAGE, type Usage, type UsageTracker } from './providers/index.js';
 import { proxyTokenStore, type ProxyTokenStore } from './proxy-tokens.js';
 
 export interface ProxyOptions {
@@ -260,14 +260,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     timer: ProxyCallTimer,
   ) {
     const started = performance.now();
-    const abort = new AbortController();
-    let relaying = false;
-    let upstreamBroke = false;
-    let clientLeft = false;
-    let recorded = false;
     const record = (status: 'COMPLETED' | 'FAILED', usage: Usage, outcome: Record<string, unknown>) => {
-      if (recorded) return;
-      recorded = true;
       timer.finish(status === 'COMPLETED' ? 'ok' : outcome.error === 'CLIENT_ABORTED' ? 'aborted' : 'error');
       const result = {
         status, durationMs: Math.round(performance.now() - started), promptTokens: usage.promptTokens,
@@ -282,65 +275,49 @@ export const proxyRoutes: FastifyPluginAsync<{
       record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
       return;
     }
-    res.on('close', () => {
-      if (res.writableFinished) return;
-      // A broken upstream also closes the client's side; only a close we did not cause is the client's.
-      if (!upstreamBroke) clientLeft = true;
-      abort.abort();
-      // Before the upstream answered nothing else will record the call; after, the relay does.
-      if (!relaying) record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
-    });
 
+    let tracker: UsageTracker | null = null;
+    const outcome: Record<string, unknown> = {};
     timer.upstreamStarted();
-    forward(provider, {
-      method: request.method, path, headers: upstreamHeaders(request.headers), body, signal: abort.signal,
-    }).then((upstream) => {
-      if (res.destroyed) {
-        upstream.body.destroy();
-        record('FAILED', NO_USAGE, { http_status: upstream.statusCode, error: 'CLIENT_ABORTED' });
-        return;
-      }
-      relaying = true;
-      const headers = clientHeaders(upstream.headers);
-      headers['x-runguard-step-id'] = step.stepId;
-      headers['x-request-id'] = request.id;
-      // The sidecar's own time on this call until the upstream answered: guard checks and records.
-      headers[OVERHEAD_HEADER] = formatOverheadMs(timer.overheadMs());
-      res.writeHead(upstream.statusCode, headers);
-      const contentType = upstream.headers['content-type'];
-      // A stream's client gets the headers when the upstream sends them, not with the first event;
-      // any other answer's headers go out with its first bytes, one write fewer.
-      if (/^text\/event-stream/i.test(String(contentType ?? ''))) res.flushHeaders();
-      const tracker = provider.adapter.usageTracker(path, Array.isArray(contentType) ? contentType[0] : contentType);
-      const requestId = upstream.headers['x-request-id'] ?? upstream.headers['request-id'];
-      const outcome: Record<string, unknown> = { http_status: upstream.statusCode };
-      if (typeof requestId === 'string') outcome.upstream_request_id = requestId.slice(0, 128);
-      upstream.body.once('error', () => {
-        if (!clientLeft) upstreamBroke = true;
-      });
-      relay(upstream.body, res, (chunk) => tracker.push(chunk), (error) => {
-        if (error === null) {
-          const ok = upstream.statusCode >= 200 && upstream.statusCode < 300;
-          record(ok ? 'COMPLETED' : 'FAILED', tracker.end(), outcome);
-          return;
+    forward(provider, { method: request.method, path, headers: upstreamHeaders(request.headers), body }, res, {
+      answered(statusCode, upstream) {
+        const headers = clientHeaders(upstream);
+        headers['x-runguard-step-id'] = step.stepId;
+        headers['x-request-id'] = request.id;
+        // The sidecar's own time on this call until the upstream answered: guard checks and records.
+        headers[OVERHEAD_HEADER] = formatOverheadMs(timer.overheadMs());
+        const contentType = upstream['content-type'];
+        tracker = provider.adapter.usageTracker(path, Array.isArray(contentType) ? contentType[0] : contentType);
+        outcome.http_status = statusCode;
+        const requestId = upstream['x-request-id'] ?? upstream['request-id'];
+        if (typeof requestId === 'string') outcome.upstream_request_id = requestId.slice(0, 128);
+        return headers;
+      },
+      chunk: (chunk) => tracker!.push(chunk),
+      ended(end) {
+        switch (end.kind) {
+          case 'complete': {
+            const ok = (outcome.http_status as number) >= 200 && (outcome.http_status as number) < 300;
+            return record(ok ? 'COMPLETED' : 'FAILED', tracker!.end(), outcome);
+          }
+          // A cut stream: what was read before the cut (an SSE stream's usage so far).
+          case 'client-left':
+            return record('FAILED', tracker?.current() ?? NO_USAGE, { ...outcome, error: 'CLIENT_ABORTED' });
+          case 'upstream-broken':
+            return record('FAILED', tracker!.current(), { ...outcome, error: 'UPSTREAM_BROKEN' });
+          case 'upstream-failed': {
+            const failure = upstreamFailure(end.error);
+            request.log.warn({ err: end.error, provider: provider.name }, 'upstream request failed');
+            const payload = JSON.stringify(provider.adapter.errorBody(failure.status, failure.message, failure.code));
+            res.writeHead(failure.status, {
+              'content-type': 'application/json', 'content-length': Buffer.byteLength(payload),
+              'x-runguard-step-id': step.stepId, 'x-request-id': request.id,
+            });
+            res.end(payload);
+            return record('FAILED', NO_USAGE, { http_status: failure.status, error: failure.code });
+          }
         }
-        outcome.error = clientLeft ? 'CLIENT_ABORTED' : 'UPSTREAM_BROKEN';
-        // A cut stream: what was read before the cut (an SSE stream's usage so far).
-        record('FAILED', tracker.current(), outcome);
-      });
-    }, (error: unknown) => {
-      if (clientLeft) return; // recorded on close
-      const failure = upstreamFailure(error);
-      request.log.warn({ err: error, provider: provider.name }, 'upstream request failed');
-      if (!res.headersSent) {
-        const payload = JSON.stringify(provider.adapter.errorBody(failure.status, failure.message, failure.code));
-        res.writeHead(failure.status, {
-          'content-type': 'application/json', 'content-length': Buffer.byteLength(payload),
-          'x-runguard-step-id': step.stepId, 'x-request-id': request.id,
-        });
-        res.end(payload);
-      }
-      record('FAILED', NO_USAGE, { http_status: failure.status, error: failure.code });
+      },
     });
   }
 
