@@ -7,15 +7,11 @@
  *
  *   npx tsx bench/overhead-split.ts [--connections 1,16,64] [--rounds 3] [--no-build]
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
-import { createServices } from './lib/database.js';
 import { loop, pool } from './lib/loops.js';
-import { ROOT, startDaemon, startHelper } from './lib/processes.js';
+import { buildDaemon } from './lib/processes.js';
+import { startProxyStack } from './lib/stack.js';
 import { apiHeaders, chatTarget, setPricing, startRuns } from './lib/scenarios.js';
 import { summarize, type LatencySummary } from './lib/stats.js';
 
@@ -28,17 +24,9 @@ const { values: flags } = parseArgs({
 });
 const rounds = Number(flags.rounds);
 
-if (!flags['no-build']) {
-  const built = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: ROOT, stdio: 'inherit' });
-  if (built.status !== 0) throw new Error('tsc failed');
-}
-const services = await createServices();
-const dataDir = await mkdtemp(join(tmpdir(), 'runguard-overhead-'));
-const upstream = await startHelper('upstream-server.ts', ['10', '1']);
-const daemon = await startDaemon({
-  databaseUrl: services.databaseUrl, redisUrl: services.redisUrl, redisKeyPrefix: services.redisKeyPrefix, dataDir,
-  openaiUpstream: `${upstream.url}/v1`,
-});
+if (!flags['no-build']) buildDaemon();
+const stack = await startProxyStack();
+const { daemon, upstream } = stack;
 const f = (x: LatencySummary) => `p50 ${x.p50.toFixed(2)} / p90 ${x.p90.toFixed(2)} / p99 ${x.p99.toFixed(2)} ms`;
 try {
   await setPricing(daemon);
@@ -69,8 +57,5 @@ try {
     await direct.close();
   }
 } finally {
-  await daemon.stop();
-  await upstream.stop();
-  await services.drop();
-  await rm(dataDir, { recursive: true, force: true });
+  await stack.stop();
 }

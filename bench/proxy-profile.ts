@@ -14,16 +14,14 @@
  * `--daemon-root` runs the daemon of another built checkout: alternate it with this one for a
  * before/after comparison that sees the same machine.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createServices } from './lib/database.js';
+import { startAllocationSampling } from './lib/allocations.js';
 import { runCell } from './lib/load.js';
 import { pool } from './lib/loops.js';
-import { startAllocationSampling } from './lib/allocations.js';
-import { freePort, ROOT, rssMb, rssSampler, startDaemon, startHelper } from './lib/processes.js';
+import { buildDaemon, freePort, ROOT, rssMb, rssSampler } from './lib/processes.js';
+import { startProxyStack } from './lib/stack.js';
 import { apiHeaders, chatTarget, setPricing, startRuns } from './lib/scenarios.js';
 
 const { values: flags } = parseArgs({
@@ -57,22 +55,15 @@ async function cpuSeconds(pid: number): Promise<number> {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-if (!flags['no-build']) {
-  const built = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: ROOT, stdio: 'inherit' });
-  if (built.status !== 0) throw new Error('tsc failed');
-}
-const services = await createServices();
-const dataDir = await mkdtemp(join(tmpdir(), 'runguard-proxy-profile-'));
-const upstream = await startHelper('upstream-server.ts', ['10', '1']);
+if (!flags['no-build']) buildDaemon();
 const inspectPort = flags['alloc-prof'] ? await freePort() : undefined;
-const daemon = await startDaemon({
-  databaseUrl: services.databaseUrl, redisUrl: services.redisUrl, redisKeyPrefix: services.redisKeyPrefix, dataDir,
-  openaiUpstream: `${upstream.url}/v1`,
+const stack = await startProxyStack({
   ...(flags['node-flags'] === undefined ? {} : { nodeFlags: flags['node-flags'].split(/\s+/).filter(Boolean) }),
   ...(inspectPort ? { inspectPort } : {}),
   ...(flags['daemon-root'] ? { root: flags['daemon-root'] } : {}),
   ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench', 'profiles') } : {}),
 });
+const { daemon } = stack;
 try {
   await setPricing(daemon);
   const api = pool(daemon.url, 1);
@@ -104,8 +95,5 @@ try {
     for (const s of sites.slice(0, 40)) console.log(`${(s.bytes / calls).toFixed(0).padStart(7)} B/call  ${s.site}`);
   }
 } finally {
-  await daemon.stop();
-  await upstream.stop();
-  await services.drop();
-  await rm(dataDir, { recursive: true, force: true });
+  await stack.stop();
 }

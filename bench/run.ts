@@ -14,7 +14,6 @@
  *   --no-build              do not compile src/ first (the daemon runs from dist/)
  *   --daemon-root <dir>     run the daemon of another (built) checkout, for before/after runs
  */
-import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +23,7 @@ import { createServices, type BenchServices } from './lib/database.js';
 import { historyScenario, prepareHistory } from './lib/history.js';
 import { loop, pool } from './lib/loops.js';
 import { runCell } from './lib/load.js';
-import { idleRssMb, ROOT, rssMb, rssSampler, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
+import { buildDaemon, idleRssMb, ROOT, rssMb, rssSampler, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
 import { checkTargets, writeReport, type BenchReport, type SoakResult } from './lib/report.js';
 import {
   apiHeaders, apiScenario, probeProxy, proxyScenario, setPricing, sseScenario, startRuns, stepPairLoop, type Endpoints,
@@ -94,8 +93,7 @@ async function daemonWithDatabase(upstream: string, profileDir?: string): Promis
 async function main(): Promise<void> {
   if (!flags['no-build']) {
     log('building src/ (tsc)...');
-    const built = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: ROOT, stdio: 'inherit' });
-    if (built.status !== 0) throw new Error('tsc failed');
+    buildDaemon();
   }
   const report: BenchReport = {
     date: new Date().toISOString(),

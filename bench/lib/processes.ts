@@ -2,7 +2,7 @@
  * The processes a bench run starts: helpers written in TypeScript (run through tsx) that print
  * `READY <url>` when listening, and the real daemon (`node bin/runguard start`).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { freePort } from '../../test/support/daemon.js';
 import { join } from 'node:path';
@@ -48,6 +48,12 @@ export async function startHelper(script: string, args: string[] = [], env: Node
 }
 
 export { freePort };
+
+/** Compiles `src/` into `dist/`, which the daemon runs from. */
+export function buildDaemon(): void {
+  const built = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: ROOT, stdio: 'inherit' });
+  if (built.status !== 0) throw new Error('tsc failed');
+}
 
 export interface DaemonOptions {
   databaseUrl: string;
