@@ -28,6 +28,7 @@ import { usageRoutes } from './routes/usage.js';
 import { userRoutes } from './routes/users.js';
 import { workspaceRoutes } from './routes/workspace.js';
 import { proxyTokenRoutes } from './routes/proxy-tokens.js';
+import { CallsInProgress } from '../proxy/calls-in-progress.js';
 import { proxyRequestSerializer, proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
 
 export interface AppDeps {
@@ -109,9 +110,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const guard = new GuardService(db, counters, deps.clock, deps.logger, metrics?.guardObserver ?? null);
-  // Answers already sent may have their records still queued for a shared commit: write them
-  // before whoever closes the app closes the stores.
-  app.addHook('onClose', () => guard.settled());
+  // Answers already sent may have their records still queued for a shared commit, or (proxied
+  // calls) not yet submitted: write them before whoever closes the app closes the stores.
+  const proxyCalls = new CallsInProgress();
+  app.addHook('onClose', async () => {
+    await proxyCalls.none();
+    await guard.settled();
+  });
   await app.register(healthRoutes, { db, counters, version: deps.version });
   await app.register(runRoutes, { guard, db, clock: deps.clock });
   await app.register(pricingRoutes, { db, clock: deps.clock });
@@ -123,7 +128,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (deps.proxy) {
     await app.register(proxyTokenRoutes, { db, clock: deps.clock, providers: deps.proxy.providers });
     await app.register(proxyRoutes, {
-      guard, db, keys, clock: deps.clock, options: deps.proxy, metrics,
+      guard, db, keys, clock: deps.clock, options: deps.proxy, metrics, calls: proxyCalls,
       // Proxy URLs can carry a run's token (and a gateway's key in the query): neither is logged.
       logSerializers: { req: proxyRequestSerializer },
     });

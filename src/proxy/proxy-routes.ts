@@ -14,6 +14,7 @@ import { ApiError, isApiError } from '../errors.js';
 import type { Clock, CreatedStep, GuardService } from '../service/guard-service.js';
 import type { Db } from '../store/db.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
+import type { CallsInProgress } from './calls-in-progress.js';
 import { clientHeaders, forward, upstreamFailure, upstreamHeaders } from './forwarder.js';
 import type { Provider, ProviderRegistry } from './provider-registry.js';
 import { NO_USAGE, type Usage, type UsageTracker } from './providers/index.js';
@@ -122,9 +123,11 @@ export const proxyRoutes: FastifyPluginAsync<{
   options: ProxyOptions;
   /** Upstream time and the daemon's own overhead per call; null: not measured. */
   metrics: Metrics | null;
+  /** Where calls still to be recorded are counted (the app's close waits for them). */
+  calls: CallsInProgress;
   tokens?: ProxyTokenStore;
 }> = async (app, deps) => {
-  const { guard, db, keys, clock, options, metrics } = deps;
+  const { guard, db, keys, clock, options, metrics, calls } = deps;
   const registry = options.providers;
   const tokens = deps.tokens ?? proxyTokenStore(db);
   const audit = options.audit ?? {};
@@ -260,6 +263,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     timer: ProxyCallTimer,
   ) {
     const started = performance.now();
+    const recorded = calls.begin();
     const record = (status: 'COMPLETED' | 'FAILED', usage: Usage, outcome: Record<string, unknown>) => {
       timer.finish(status === 'COMPLETED' ? 'ok' : outcome.error === 'CLIENT_ABORTED' ? 'aborted' : 'error');
       const result = {
@@ -268,7 +272,8 @@ export const proxyRoutes: FastifyPluginAsync<{
       };
       guard.recordResult(step.workspaceId, step.runId, step.stepId, result)
         .then(() => (step.endRun ? guard.endRun(step.workspaceId, step.runId, status) : undefined))
-        .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'));
+        .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'))
+        .finally(recorded);
     };
     if (res.destroyed || !res.socket || res.socket.destroyed) {
       // The client left while the step was being checked: nothing is sent upstream.
@@ -322,7 +327,10 @@ export const proxyRoutes: FastifyPluginAsync<{
   }
 
   function endRunQuietly(log: FastifyRequest['log'], workspaceId: string, runId: string, status: 'COMPLETED' | 'FAILED') {
-    guard.endRun(workspaceId, runId, status).catch((error: unknown) => log.error({ err: error, runId }, 'ending a proxy run failed'));
+    const ended = calls.begin();
+    guard.endRun(workspaceId, runId, status)
+      .catch((error: unknown) => log.error({ err: error, runId }, 'ending a proxy run failed'))
+      .finally(ended);
   }
 
   const route = { config: { auth: 'none' as const }, schema: { hide: true } };

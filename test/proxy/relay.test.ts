@@ -119,4 +119,29 @@ describe('relay flow control', () => {
     expect(step.status).toBe('FAILED');
     expect(step.output_data).toEqual({ error: 'CLIENT_ABORTED' });
   });
+
+  it('when the client leaves while the app is closing, then its call is recorded before close resolves', async () => {
+    const closing = await startTestApi('postgres+redis', { proxy: { upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` } });
+    try {
+      const started = await closing.request('POST', '/v1/runs', { user_id: 'shutdown' });
+      const runId = started.body.id as string;
+      seen.received = false;
+      const req = httpRequest({
+        host: '127.0.0.1', port: new URL(closing.url).port, method: 'POST', path: `/proxy/runs/${runId}/openai/v1/slow`,
+        headers: { 'content-type': 'application/json', 'x-runguard-key': closing.apiKey, authorization: 'Bearer sk-relay' },
+      });
+      req.on('error', () => {});
+      req.end(JSON.stringify({ model: 'm' }));
+      await until(() => seen.received, 'the upstream receiving the request');
+      const closed = closing.app.close();
+      req.destroy();
+      await closed;
+      // The stores are still open: close() of the app alone has run.
+      const { rows } = await closing.stores.db.query<{ status: string; output_data: unknown }>(
+        'SELECT status, output_data FROM steps WHERE run_id = $1', [runId]);
+      expect(rows).toEqual([{ status: 'FAILED', output_data: { error: 'CLIENT_ABORTED' } }]);
+    } finally {
+      await closing.close();
+    }
+  });
 });

@@ -1,0 +1,25 @@
+/**
+ * Proxied calls between their forwarding and the end of their recording. A call's result is
+ * written after its answer, so an app closing must wait for these as well as for the writes
+ * already queued: a client cut at shutdown is told after the server has closed.
+ */
+export class CallsInProgress {
+  private count = 0;
+  private waiting: (() => void)[] = [];
+
+  /** One more call; the function answered ends it (once). */
+  begin(): () => void {
+    this.count++;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      if (--this.count === 0) for (const resolve of this.waiting.splice(0)) resolve();
+    };
+  }
+
+  /** Resolves when no call is in progress. */
+  none(): Promise<void> {
+    return this.count === 0 ? Promise.resolve() : new Promise((resolve) => this.waiting.push(resolve));
+  }
+}
