@@ -12,8 +12,8 @@ export interface GroupCommitOptions {
   /**
    * Least time between the starts of two batches. With 0, a batch goes as soon as the one before
    * it is written. More suits items whose callers are not waiting on them: under load they gather
-   * for up to this long, so fewer, larger statements; a lone item after a quiet spell still goes
-   * at once. @default 0
+   * for up to this long, so fewer, larger statements; a lone item after a quiet spell, or a full
+   * batch, still goes at once. @default 0
    */
   minIntervalMs?: number;
 }
@@ -64,7 +64,9 @@ export class GroupCommit<I, O> {
     try {
       while (this.queue.length > 0) {
         const wait = this.lastBatchAt + this.minIntervalMs - performance.now();
-        if (wait > 0) await sleep(wait); // submits made meanwhile join this batch
+        // Submits made meanwhile join this batch. A full batch goes at once: waiting then would
+        // only cap how many items a second can be written, and let the queue grow past it.
+        if (wait > 0 && this.queue.length < this.maxBatch) await sleep(wait);
         this.lastBatchAt = performance.now();
         const batch = this.queue.splice(0, this.maxBatch);
         const items = batch.map((b) => b.item);

@@ -208,6 +208,15 @@ describe('GroupCommit', () => {
     expect(await batchesOf(500)).toEqual([[1], [2, 3]]);
   });
 
+  it('when full batches are waiting, then they go at once, whatever the interval', async () => {
+    const writes = new HeldWrites<number, number>((n) => n);
+    const group = new GroupCommit(writes.write, { maxBatch: 3, minIntervalMs: 60_000 });
+    const answers = [1, 2, 3, 4, 5, 6, 7].map((n) => group.submit(n));
+    for (let i = 0; i < 3; i++) await writes.release();
+    expect(await within(Promise.all(answers))).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(writes.batches).toEqual([[1], [2, 3, 4], [5, 6, 7]]);
+  });
+
   it('when an item comes after a quiet spell longer than the interval, then it is written at once', async () => {
     const batches: number[][] = [];
     const group = new GroupCommit<number, number>(async (items) => {
