@@ -107,6 +107,8 @@ export type StepInsertOutcome = 'inserted' | 'run_not_running' | 'duplicate_sequ
 export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Promise<StepInsertOutcome[]> {
   // The batch travels as one JSON document: one native stringify, where eleven array parameters
   // cost pg an escaped array literal each. `decision` is json, not jsonb: its keys keep their order.
+  // Text is made well-formed first: Postgres refuses a lone surrogate's JSON escape (a model name
+  // cut inside an emoji), where a text parameter's UTF-8 stored it as U+FFFD.
   const { rows } = await db.query<{ id: string }>(
     `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at)
      SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_data, v.decision, v.created_at
@@ -119,7 +121,8 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
      RETURNING id`,
     [JSON.stringify(steps.map((s) => ({
       id: s.id, run_id: s.runId, workspace_id: s.workspaceId, sequence: s.sequence, type: s.type, status: s.status,
-      model: s.model, tool_name: s.toolName, input_data: s.inputData ?? null, decision: s.decision, created_at: s.now,
+      model: s.model?.toWellFormed() ?? null, tool_name: s.toolName?.toWellFormed() ?? null, input_data: s.inputData ?? null,
+      decision: s.decision, created_at: s.now,
     })))],
   );
   const inserted = new Set(rows.map((r) => r.id));

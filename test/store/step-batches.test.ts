@@ -197,6 +197,15 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     expect(results.map((r) => r?.cost_micros)).toEqual([PRICES.a.micros(100, 100), PRICES.a.micros(100, 100)]);
   });
 
+  it('when a model name holds half of an emoji (cut at a length limit), then it is stored with U+FFFD, not refused', async () => {
+    const ws = await workspace();
+    const runId = await startRun(ws);
+    const cut = { ...newStep(ws, runId, 1), model: 'gpt-\u{1F600}'.slice(0, 5), toolName: '\uDE00tool' };
+    expect(await insertSteps(stores.db, [cut, newStep(ws, runId, 2)])).toEqual(['inserted', 'inserted']);
+    const { rows } = await stores.db.query<{ model: string; tool_name: string }>('SELECT model, tool_name FROM steps WHERE id = $1', [cut.id]);
+    expect(rows[0]).toEqual({ model: 'gpt-\uFFFD', tool_name: '\uFFFDtool' });
+  });
+
   it('when one new step in a batch carries input the database refuses, then the whole statement fails and no step is written', async () => {
     const ws = await workspace();
     const runId = await startRun(ws);
