@@ -145,8 +145,10 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     // 1xx answers are informational: the final one follows.
     if (statusCode < 200 || this.done) return;
-    this.answered = true;
+    // Answered once the headers are written: if either step throws, undici reports it as a
+    // failure before the answer, and the client gets the proxy's error instead.
     this.res.writeHead(statusCode, this.hooks.answered(statusCode, headers));
+    this.answered = true;
     // A stream's client gets the headers when the upstream sends them, not with the first event;
     // any other answer's headers go out with its first bytes, one write fewer.
     if (/^text\/event-stream/i.test(String(headers['content-type'] ?? ''))) this.res.flushHeaders();

@@ -309,7 +309,7 @@ export const proxyRoutes: FastifyPluginAsync<{
           case 'client-left':
             return record('FAILED', tracker?.current() ?? NO_USAGE, { ...outcome, error: 'CLIENT_ABORTED' });
           case 'upstream-broken':
-            return record('FAILED', tracker!.current(), { ...outcome, error: 'UPSTREAM_BROKEN' });
+            return record('FAILED', tracker?.current() ?? NO_USAGE, { ...outcome, error: 'UPSTREAM_BROKEN' });
           case 'upstream-failed': {
             const failure = upstreamFailure(end.error);
             request.log.warn({ err: end.error, provider: provider.name }, 'upstream request failed');
