@@ -75,8 +75,8 @@ export interface ForwardRequest {
 export type RelayEnd =
   /** The upstream's answer reached the client whole (flushed). */
   | { kind: 'complete' }
-  /** The client went away; `answered`: after the upstream's headers had been relayed. */
-  | { kind: 'client-left'; answered: boolean }
+  /** The client went away, before or during the answer. */
+  | { kind: 'client-left' }
   /** The upstream failed before answering: nothing has been sent to the client. */
   | { kind: 'upstream-failed'; error: Error }
   /** The upstream failed mid-answer: the client's response was cut too. */
@@ -175,7 +175,7 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
   private clientClosed(): void {
     if (this.done || this.res.writableFinished) return;
     this.clientLeft = true;
-    this.finish({ kind: 'client-left', answered: this.answered });
+    this.finish({ kind: 'client-left' });
     this.controller?.abort(new ClientLeft());
   }
 
