@@ -4,8 +4,9 @@
  * `x-runguard-overhead-ms` (arrival to forwarding, and to the upstream's headers, minus the wait
  * on the upstream). Total minus direct minus the daemon's share is the HTTP hop and the time a
  * request waits before the daemon reads it. Direct and sidecar alternate in rounds.
+ * `--daemon-root` runs another built checkout's daemon, as in proxy-profile.ts (before/after).
  *
- *   npx tsx bench/overhead-split.ts [--connections 1,16,64] [--rounds 3] [--no-build]
+ *   npx tsx bench/overhead-split.ts [--connections 1,16,64] [--rounds 3] [--no-build] [--daemon-root <dir>]
  */
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
@@ -20,12 +21,13 @@ const { values: flags } = parseArgs({
     connections: { type: 'string', default: '1,16,64' },
     rounds: { type: 'string', default: '3' },
     'no-build': { type: 'boolean', default: false },
+    'daemon-root': { type: 'string' },
   },
 });
 const rounds = Number(flags.rounds);
 
 if (!flags['no-build']) buildDaemon();
-const stack = await startProxyStack();
+const stack = await startProxyStack(flags['daemon-root'] ? { root: flags['daemon-root'] } : {});
 const { daemon, upstream } = stack;
 const f = (x: LatencySummary) => `p50 ${x.p50.toFixed(2)} / p90 ${x.p90.toFixed(2)} / p99 ${x.p99.toFixed(2)} ms`;
 try {
