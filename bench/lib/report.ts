@@ -58,7 +58,8 @@ export function checkTargets(r: BenchReport): TargetCheck[] {
   const add = (target: string, limit: string, value: number | undefined, ok: (v: number) => boolean, unit = ' ms') =>
     checks.push({
       target, limit,
-      measured: value === undefined || !Number.isFinite(value) ? 'not measured' : `${f(value)}${unit}`,
+      // A ratio with three decimals: at two, 0.498 would read as a failing 0.50.
+      measured: value === undefined || !Number.isFinite(value) ? 'not measured' : `${f(value, unit === '' ? 3 : 2)}${unit}`,
       pass: value === undefined || !Number.isFinite(value) ? null : ok(value),
     });
   add('Sidecar added latency over direct, p50, 16 connections', '<= 1 ms', p16?.sidecarAdded?.p50, (v) => v <= 1);
