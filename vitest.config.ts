@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // After each file, the Redis keys its tests wrote are deleted.
+    setupFiles: ['test/support/redis-cleanup.ts'],
     pool: 'forks',
     // Two cores: more workers only add contention with Postgres and Redis.
     maxWorkers: 2,

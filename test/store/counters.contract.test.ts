@@ -12,7 +12,7 @@ import { runCounts, scopeAt } from '../../src/store/counters.js';
 import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
-import { REDIS_URL } from '../support/services.js';
+import { REDIS_URL, testKeyPrefix } from '../support/services.js';
 
 class TestClock {
   constructor(public current = new Date('2026-03-31T23:00:00Z')) {}
@@ -214,7 +214,7 @@ describe('Redis counters: raises asked for in one tick', () => {
   });
 
   it('when one user\'s raises are asked for together, then one script call carries the largest totals and each caller resolves after it', async () => {
-    const redis = redisClient({ url: REDIS_URL, keyPrefix: `rg-test:${randomUUID()}:` });
+    const redis = redisClient({ url: REDIS_URL, keyPrefix: testKeyPrefix() });
     await redis.connect();
     try {
       const counters = new RedisCounters(redis, stores.db);

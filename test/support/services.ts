@@ -3,6 +3,7 @@
  * files run in parallel and repeatedly. A missing service fails the suite loudly: never a skip.
  */
 import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 
 export const ADMIN_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -40,7 +41,32 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   };
 }
 
+/** The prefixes handed out in this test file (each file has its own module instance). */
+const handedOut: string[] = [];
+
 /** A key prefix of its own, so tests sharing one Redis never see each other's keys. */
 export function testKeyPrefix(): string {
-  return `rgt:${randomBytes(6).toString('hex')}:`;
+  const prefix = `rgt:${randomBytes(6).toString('hex')}:`;
+  handedOut.push(prefix);
+  return prefix;
+}
+
+/**
+ * Deletes the keys under every prefix this file was handed (`test/support/redis-cleanup.ts` runs it
+ * after each file): a workspace's state version never expires, so without this every run of the
+ * suite would leave keys behind in the machine's Redis.
+ */
+export async function deleteTestKeys(): Promise<void> {
+  if (handedOut.length === 0) return;
+  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    for (const prefix of handedOut.splice(0)) {
+      for await (const keys of redis.scanStream({ match: `${prefix}*`, count: 1_000 })) {
+        if ((keys as string[]).length > 0) await redis.unlink(...(keys as string[]));
+      }
+    }
+  } finally {
+    redis.disconnect();
+  }
 }
