@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../support/daemon.js';
 import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
 import { REDIS_URL } from '../support/services.js';
+import { clearOfUtcMidnight, MIDNIGHT_HOOK_TIMEOUT_MS } from '../support/utc-day.js';
 
 interface Answered {
   /** Run ids answered 201, with the status answered. */
@@ -30,13 +31,14 @@ describe('a daemon killed under load, then restarted', () => {
   const MAX_CONCURRENT = 4;
 
   beforeAll(async () => {
+    await clearOfUtcMidnight();
     daemon = await startDaemonProcess({ env: { RUNGUARD_DB_POOL_SIZE: '8' } });
     db = new pg.Client({ connectionString: daemon.databaseUrl });
     await db.connect();
     // Fractions of a microdollar: the counters round each cost half up.
     await daemon.request('PUT', '/v1/model-pricing/m', { input_cost_per_token: 0.0000015, output_cost_per_token: 0.000002 });
     await daemon.request('PATCH', '/v1/workspace', { max_concurrent_runs: MAX_CONCURRENT });
-  });
+  }, MIDNIGHT_HOOK_TIMEOUT_MS);
   afterAll(async () => {
     await db?.end();
     await daemon?.close();

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
 import { startPrivateRedis, startTcpRelay, type PrivateRedis, type TcpRelay } from '../support/private-services.js';
+import { clearOfUtcMidnight, MIDNIGHT_HOOK_TIMEOUT_MS } from '../support/utc-day.js';
 
 /** Price of model `m`: $0.01 a prompt token, so one token is 10,000 microdollars. */
 const MICROS_PER_TOKEN = 10_000;
@@ -27,6 +28,7 @@ describe('Redis down or unreachable under a running daemon', () => {
   const day = () => new Date().toISOString().slice(0, 10);
 
   beforeAll(async () => {
+    await clearOfUtcMidnight();
     redis = await startPrivateRedis();
     relay = await startTcpRelay(redis.port);
     daemon = await startDaemonProcess({ redisUrl: `redis://127.0.0.1:${relay.port}` });
@@ -39,7 +41,7 @@ describe('Redis down or unreachable under a running daemon', () => {
     await daemon.request('PUT', '/v1/model-pricing/m', { input_cost_per_token: 0.01, output_cost_per_token: 0 });
     expect((await daemon.request('PATCH', '/v1/workspace', { daily_budget_usd: 0.1 })).status).toBe(200);
     runId = (await daemon.request('POST', '/v1/runs', { user_id: 'ada' })).body.id;
-  });
+  }, MIDNIGHT_HOOK_TIMEOUT_MS);
   afterAll(async () => {
     peek?.disconnect();
     await db?.end();
@@ -143,7 +145,8 @@ describe('Redis down or unreachable under a running daemon', () => {
     await sleep(1_100);
     // Read from Redis again: a stale copy would allow this step.
     expect((await step()).reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
-    expect(await copy()).toEqual(['170000', '170000']);
+    // That read started the rebuild without waiting for it (a denied step writes nothing itself).
+    await expect.poll(copy, { timeout: 2_000 }).toEqual(['170000', '170000']);
     expect((await step()).reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED'); // now read from the rebuilt copy
     expect(await records()).toEqual({ counter: 170_000, steps: 170_000 });
   });
@@ -162,7 +165,7 @@ describe('Redis down or unreachable under a running daemon', () => {
     await healthy();
     await sleep(1_100);
     expect(await spendUntilDenied()).toEqual({ allowed: 1, reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED' });
-    expect(await copy()).toEqual(['200000', '200000']);
+    await expect.poll(copy, { timeout: 2_000 }).toEqual(['200000', '200000']);
     expect(await records()).toEqual({ counter: 200_000, steps: 200_000 });
   });
 });

@@ -11,6 +11,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
 import { REDIS_URL } from '../support/services.js';
+import { clearOfUtcMidnight, MIDNIGHT_HOOK_TIMEOUT_MS } from '../support/utc-day.js';
 
 describe('three daemons on one Postgres and one Redis under parallel load', () => {
   let daemons: DaemonProcess[];
@@ -18,12 +19,13 @@ describe('three daemons on one Postgres and one Redis under parallel load', () =
   let workspaceId: string;
 
   beforeAll(async () => {
+    await clearOfUtcMidnight();
     const first = await startDaemonProcess();
     daemons = [first, ...(await Promise.all([startDaemonProcess({ sharing: first }), startDaemonProcess({ sharing: first })]))];
     db = new pg.Client({ connectionString: first.databaseUrl });
     await db.connect();
     workspaceId = (await first.request('GET', '/v1/workspace')).body.id;
-  });
+  }, MIDNIGHT_HOOK_TIMEOUT_MS);
   afterAll(async () => {
     await db?.end();
     for (const daemon of [...(daemons ?? [])].reverse()) await daemon.close();

@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApi, type Caller, type TestApi } from '../support/harness.js';
+import { clearOfUtcMidnight, MIDNIGHT_HOOK_TIMEOUT_MS } from '../support/utc-day.js';
 
 type Op =
   | { kind: 'start'; ws: number; user: number }
@@ -35,8 +36,9 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 describe('random operation sequences', () => {
   let api: TestApi;
   beforeAll(async () => {
+    await clearOfUtcMidnight();
     api = await startTestApi('postgres+redis');
-  });
+  }, MIDNIGHT_HOOK_TIMEOUT_MS);
   afterAll(async () => {
     await api?.close();
   });
