@@ -297,8 +297,9 @@ describe('proxy with the Anthropic SDK through a run token', () => {
     let events = 0;
     const done = (async () => {
       for await (const event of stream) {
-        if (++events === 3) stream.abort();
         void event;
+        // Break too: events queued before the abort would still be yielded after it.
+        if (++events === 3) { stream.abort(); break; }
       }
     })().catch((e: unknown) => e);
     await done;
