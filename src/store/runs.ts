@@ -109,12 +109,15 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
   // cost pg an escaped array literal each. `decision` is json, not jsonb: its keys keep their order.
   // Text is made well-formed first: Postgres refuses a lone surrogate's JSON escape (a model name
   // cut inside an emoji), where a text parameter's UTF-8 stored it as U+FFFD.
+  // The LIMIT (the batch's length) tells the planner how many rows the document holds: it takes
+  // any json_to_recordset for 100, and planned for 100, it hashed every RUNNING run against the
+  // batch rather than looking each step's run up by its key. finishSteps does the same.
   const { rows } = await db.query<{ id: string }>(
     `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at)
      SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_data, v.decision, v.created_at
-     FROM json_to_recordset($1::json)
+     FROM (SELECT * FROM json_to_recordset($1::json)
        AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
-         input_data jsonb, decision json, created_at timestamptz)
+         input_data jsonb, decision json, created_at timestamptz) LIMIT $2) v
      JOIN runs r ON r.id = v.run_id AND r.workspace_id = v.workspace_id AND r.status = 'RUNNING'
      FOR SHARE OF r
      ON CONFLICT (run_id, sequence) DO NOTHING
@@ -123,7 +126,7 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
       id: s.id, run_id: s.runId, workspace_id: s.workspaceId, sequence: s.sequence, type: s.type, status: s.status,
       model: s.model?.toWellFormed() ?? null, tool_name: s.toolName?.toWellFormed() ?? null, input_data: s.inputData ?? null,
       decision: s.decision, created_at: s.now,
-    })))],
+    }))), steps.length],
   );
   const inserted = new Set(rows.map((r) => r.id));
   if (inserted.size === steps.length) return steps.map(() => 'inserted');
@@ -191,6 +194,8 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
   // The daily upserts add each workspace's and user's costs once, and return the day's totals
   // read under their row locks: what a counter copy needs. Rows are locked in one order
   // everywhere (workspaces, then users, each sorted), so concurrent writers cannot deadlock.
+  // The LIMIT, as in insertSteps: planned for 100 finishes, a steps table of tens of thousands of
+  // rows was read in full on every batch, instead of each step by its key.
   const { rows } = await db.query<{
     id: string;
     status: StepStatus;
@@ -203,6 +208,7 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
        SELECT * FROM json_to_recordset($1::json)
          AS v(workspace_id uuid, run_id uuid, step_id uuid, status text, duration_ms bigint, prompt_tokens bigint,
            completion_tokens bigint, cached_prompt_tokens bigint, output_data jsonb, finished_at timestamptz, day date)
+       LIMIT $2
      ), step AS (
        UPDATE steps s SET status = v.status, duration_ms = v.duration_ms, prompt_tokens = v.prompt_tokens,
          completion_tokens = v.completion_tokens, cached_prompt_tokens = v.cached_prompt_tokens, output_data = v.output_data,
@@ -241,7 +247,7 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
       duration_ms: f.result.durationMs, prompt_tokens: f.result.promptTokens, completion_tokens: f.result.completionTokens,
       cached_prompt_tokens: f.result.cachedPromptTokens ?? null, output_data: f.result.outputData ?? null,
       finished_at: f.now, day: f.day,
-    })))],
+    }))), unique.length],
   );
   const byId = new Map(rows.map((row) => [row.id, row]));
   return finishes.map((f, i) => {

@@ -11,7 +11,7 @@ import { createLogger } from '../../src/logger.js';
 import type { Decision } from '../../src/rules/engine.js';
 import { GuardService, type Clock } from '../../src/service/guard-service.js';
 import { recordedSpend, scopeAt } from '../../src/store/counters.js';
-import type { Db } from '../../src/store/db.js';
+import type { Db, Queryable } from '../../src/store/db.js';
 import { finishSteps, insertSteps, type NewStep, type StepFinish } from '../../src/store/runs.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
@@ -214,6 +214,74 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     expect(error?.code).toMatch(/^22/);
     expect(await stepsOf(runId)).toEqual([]);
   });
+
+  /**
+   * What `statement` reads of `table`, in the plan `planMode` forces: a prepared statement runs
+   * custom plans first and may then keep a generic one; both must look rows up by key.
+   */
+  const readsOf = async (table: string, planMode: string, statement: (tx: Queryable) => Promise<unknown>) =>
+    stores.db.transaction(async (tx) => {
+      // The transaction's own counts (the embedded database's include its earlier statements).
+      const counts = async () => (await tx.query<{ seq: string; idx: string; fetched: string }>(
+        `SELECT seq_scan AS seq, idx_scan AS idx, coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) AS fetched
+         FROM pg_stat_xact_user_tables WHERE relname = $1`, [table])).rows[0]!;
+      await tx.query(`SET LOCAL plan_cache_mode = ${planMode}`);
+      const before = await counts();
+      await statement(tx);
+      const after = await counts();
+      return {
+        seqScans: Number(after.seq) - Number(before.seq),
+        indexScans: Number(after.idx) - Number(before.idx),
+        rowsRead: Number(after.fetched) - Number(before.fetched),
+      };
+    });
+  const PLAN_MODES = ['force_custom_plan', 'force_generic_plan'];
+
+  // Postgres takes any json_to_recordset for 100 rows. Planned for 100 finishes, a steps table of
+  // 20,000 rows was read in full on every finish (each one cost more as the table grew, until it
+  // was large enough for the index to look cheaper).
+  it.each(PLAN_MODES)(
+    'when the steps table holds 20,000 steps, then finishing one reads it by index, not in full (%s)',
+    async (planMode) => {
+      const ws = await workspace();
+      const runId = await startRun(ws);
+      await stores.db.query(
+        `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, decision, created_at)
+         SELECT gen_random_uuid(), $1, $2, n, 'MODEL_CALL', 'COMPLETED', 'm', '{}', $3 FROM generate_series(2, 20001) n`,
+        [runId, ws, NOW],
+      );
+      await stores.db.query('ANALYZE steps');
+      const stepId = await allowedStep(ws, runId, 1);
+      const reads = await readsOf('steps', planMode, async (tx) => {
+        expect(await finishSteps(tx, [finish(ws, runId, stepId, 10, 5)])).toMatchObject([{ id: stepId, status: 'COMPLETED' }]);
+      });
+      expect(reads.seqScans).toBe(0);
+      expect(reads.indexScans).toBeGreaterThan(0);
+      expect(reads.rowsRead).toBeLessThan(10);
+    },
+  );
+
+  // Planned for 100 new steps, every RUNNING run was read and hashed against the batch.
+  it.each(PLAN_MODES)(
+    'when 3,000 runs are running, then inserting one step reads its own run, not all of them (%s)',
+    async (planMode) => {
+      const ws = await workspace();
+      const runId = await startRun(ws);
+      await stores.db.query(
+        `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at)
+         SELECT gen_random_uuid(), $1, 'u' || n % 50, 'RUNNING', '{}', $2 FROM generate_series(1, 3000) n`,
+        [ws, NOW],
+      );
+      await stores.db.query('ANALYZE runs');
+      const step = newStep(ws, runId, 1);
+      const reads = await readsOf('runs', planMode, async (tx) => {
+        expect(await insertSteps(tx, [step])).toEqual(['inserted']);
+      });
+      expect(reads.seqScans).toBe(0);
+      // The step's run, under its share lock, and again for the foreign key.
+      expect(reads.rowsRead).toBeLessThan(10);
+    },
+  );
 
   describe('through GuardService (steps share statements)', () => {
     /**
