@@ -109,14 +109,17 @@ async function main(): Promise<void> {
     const floor = await startHelper('floor-proxy.ts', [upstream.url]);
     cleanups.push(() => floor.stop());
     const profileDir = flags['cpu-prof'] ? join(ROOT, 'bench', 'profiles') : undefined;
-    const { daemon } = await daemonWithDatabase(upstream.url, profileDir);
-    log(`daemon pid ${daemon.pid} at ${daemon.url}; upstream ${upstream.url} (delay ${upstreamDelayMs} ms); floor ${floor.url}`);
+    const { daemon, services } = await daemonWithDatabase(upstream.url, profileDir);
+    // In the daemon's database and under its Redis prefix: the same servers, tables of its own.
+    const ioFloor = await startHelper('floor-proxy.ts', [upstream.url, '--io', services.databaseUrl, services.redisUrl, `${services.redisKeyPrefix}floor-io:`]);
+    cleanups.push(() => ioFloor.stop());
+    log(`daemon pid ${daemon.pid} at ${daemon.url}; upstream ${upstream.url} (delay ${upstreamDelayMs} ms); floor ${floor.url}; I/O floor ${ioFloor.url}`);
     await setPricing(daemon);
     const probe = await probeProxy(daemon);
     report.proxyProbe = probe;
     if (!probe.available) log(`\n*** ${probe.note} ***\n`);
     const runId = (await startRuns(pool(daemon.url, 1), apiHeaders(daemon), 1, 'bench-proxy-run'))[0]!;
-    const endpoints: Endpoints = { upstream: upstream.url, floor: floor.url, daemon, runId };
+    const endpoints: Endpoints = { upstream: upstream.url, floor: floor.url, ioFloor: ioFloor.url, daemon, runId };
 
     await sleep(2_000);
     const atStartMb = await rssMb(daemon.pid);

@@ -87,25 +87,31 @@ export function markdown(r: BenchReport): string {
   out.push('### Targets', '', '| target | limit | measured | |', '|---|---|---|---|');
   for (const t of r.targets) out.push(`| ${t.target} | ${t.limit} | ${t.measured} | ${t.pass === null ? 'not measured' : t.pass ? 'pass' : '**FAIL**'} |`);
   out.push('');
-  // What a hop costs on this machine with no guard at all: the part of "added" the guard cannot remove.
+  // What a hop costs on this machine with no guard at all, and a hop with the waits every guarded
+  // call must have: the parts of "added" the daemon's code cannot remove.
   const floor16 = r.proxy?.find((p) => p.connections === 16);
   const sse16 = r.sse?.find((s) => s.connections === 16);
   if (floor16 || sse16) {
-    out.push(`For reference, the bare pass-through floor adds, over direct at 16 connections: ` +
+    out.push(`For reference, over direct at 16 connections, the bare pass-through floor adds ` +
       (floor16 ? `p50 ${signed(floor16.floorAdded.p50)} ms, p99 ${signed(floor16.floorAdded.p99)} ms` : '') +
-      (floor16 && sse16 ? '; ' : '') +
+      (floor16 && sse16 ? ', ' : '') +
       (sse16 ? `SSE time to first byte p99 ${signed(sse16.floorAdded.ttfb.p99)} ms` : '') +
-      (floor16?.sidecar ? `. The guard's own share (sidecar minus floor): p50 ${signed(floor16.sidecar.latency.p50 - floor16.floor.latency.p50)} ms, p99 ${signed(floor16.sidecar.latency.p99 - floor16.floor.latency.p99)} ms` : '') +
+      `; the I/O floor (the same proxy, waiting on one Redis read and one Postgres commit before it forwards) adds ` +
+      (floor16 ? `p50 ${signed(floor16.ioFloorAdded.p50)} ms, p99 ${signed(floor16.ioFloorAdded.p99)} ms` : '') +
+      (floor16 && sse16 ? ', ' : '') +
+      (sse16 ? `SSE time to first byte p99 ${signed(sse16.ioFloorAdded.ttfb.p99)} ms` : '') +
+      (floor16?.sidecar ? `. The daemon's own share (sidecar minus I/O floor): p50 ${signed(floor16.sidecar.latency.p50 - floor16.ioFloor.latency.p50)} ms, p99 ${signed(floor16.sidecar.latency.p99 - floor16.ioFloor.latency.p99)} ms` : '') +
       '.', '');
   }
   if (r.proxy?.length) {
     out.push('### Proxy: non-streaming chat completions', '',
       'Throughput in requests/s; latency in ms; "added" is the percentile minus the same percentile of direct, in the same run.', '',
-      '| conns | direct req/s | direct p50 / p90 / p99 | floor req/s (x direct) | floor added p50 / p99 | sidecar req/s (x floor) | sidecar p50 / p90 / p99 | sidecar added p50 / p99 | per-call run req/s | per-call run added p50 / p99 |',
-      '|---|---|---|---|---|---|---|---|---|---|');
+      '| conns | direct req/s | direct p50 / p90 / p99 | floor req/s (x direct) | floor added p50 / p99 | I/O floor req/s (x floor) | I/O floor added p50 / p99 | sidecar req/s (x floor) | sidecar p50 / p90 / p99 | sidecar added p50 / p99 | per-call run req/s | per-call run added p50 / p99 |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (const p of r.proxy) {
       out.push(`| ${p.connections} | ${f(p.direct.rps, 0)} | ${f(p.direct.latency.p50)} / ${f(p.direct.latency.p90)} / ${f(p.direct.latency.p99)} | ` +
         `${f(p.floor.rps, 0)} (${f(p.floorVsDirectRps)}) | ${signed(p.floorAdded.p50)} / ${signed(p.floorAdded.p99)} | ` +
+        `${f(p.ioFloor.rps, 0)} (${f(p.ioFloor.rps / p.floor.rps)}) | ${signed(p.ioFloorAdded.p50)} / ${signed(p.ioFloorAdded.p99)} | ` +
         (p.sidecar
           ? `${f(p.sidecar.rps, 0)} (${f(p.sidecarVsFloorRps)}) | ${f(p.sidecar.latency.p50)} / ${f(p.sidecar.latency.p90)} / ${f(p.sidecar.latency.p99)} | ` +
             `${signed(p.sidecarAdded?.p50)} / ${signed(p.sidecarAdded?.p99)} | ${f(p.sidecarPerCallRun?.rps, 0)} | ${signed(p.sidecarPerCallRunAdded?.p50)} / ${signed(p.sidecarPerCallRunAdded?.p99)} |`
@@ -116,11 +122,11 @@ export function markdown(r: BenchReport): string {
   if (r.sse?.length) {
     out.push('### SSE streams (chat completions, `stream: true`)', '',
       'Time to first body byte (TTFB) and to the last (TTLB), in ms, measured with undici; added = minus direct.', '',
-      '| conns | streams/s direct | direct TTFB p50 / p99 | direct TTLB p50 / p99 | floor added TTFB p50 / p99 | sidecar added TTFB p50 / p99 | sidecar added TTLB p50 / p99 |',
-      '|---|---|---|---|---|---|---|');
+      '| conns | streams/s direct | direct TTFB p50 / p99 | direct TTLB p50 / p99 | floor added TTFB p50 / p99 | I/O floor added TTFB p50 / p99 | sidecar added TTFB p50 / p99 | sidecar added TTLB p50 / p99 |',
+      '|---|---|---|---|---|---|---|---|');
     for (const s of r.sse) {
       out.push(`| ${s.connections} | ${s.direct.streams} | ${f(s.direct.ttfb.p50)} / ${f(s.direct.ttfb.p99)} | ${f(s.direct.ttlb.p50)} / ${f(s.direct.ttlb.p99)} | ` +
-        `${signed(s.floorAdded.ttfb.p50)} / ${signed(s.floorAdded.ttfb.p99)} | ` +
+        `${signed(s.floorAdded.ttfb.p50)} / ${signed(s.floorAdded.ttfb.p99)} | ${signed(s.ioFloorAdded.ttfb.p50)} / ${signed(s.ioFloorAdded.ttfb.p99)} | ` +
         (s.sidecarAdded ? `${signed(s.sidecarAdded.ttfb.p50)} / ${signed(s.sidecarAdded.ttfb.p99)} | ${signed(s.sidecarAdded.ttlb.p50)} / ${signed(s.sidecarAdded.ttlb.p99)} |` : 'not measured | not measured |'));
     }
     out.push('');

@@ -1,4 +1,4 @@
-/** The measured scenarios: proxy (direct / floor / sidecar), SSE streams, and the run API. */
+/** The measured scenarios: proxy (direct / floor / I/O floor / sidecar), SSE streams, and the run API. */
 import { Pool } from 'undici';
 import { runCell, type CellResult, type Target } from './load.js';
 import { json, loop, pool, streamLoop, type LoopResult, type StreamTimes } from './loops.js';
@@ -21,6 +21,8 @@ export interface Endpoints {
   upstream: string;
   /** Bare pass-through proxy origin. */
   floor: string;
+  /** The same proxy with the waits a guarded call must have (`floor-proxy.ts --io`). */
+  ioFloor: string;
   daemon: DaemonProcess;
   /** A RUNNING run for the run-scoped proxy URL. */
   runId: string;
@@ -66,10 +68,11 @@ export function chatTarget(daemon: DaemonProcess, runId: string | null, body = C
       };
 }
 
-function targets(e: Endpoints, body: string): Record<'direct' | 'floor' | 'sidecar' | 'sidecarPerCallRun', Target> {
+function targets(e: Endpoints, body: string): Record<'direct' | 'floor' | 'ioFloor' | 'sidecar' | 'sidecarPerCallRun', Target> {
   return {
     direct: { url: `${e.upstream}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
     floor: { url: `${e.floor}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
+    ioFloor: { url: `${e.ioFloor}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
     sidecar: chatTarget(e.daemon, e.runId, body),
     sidecarPerCallRun: chatTarget(e.daemon, null, body),
   };
@@ -89,9 +92,11 @@ export interface ProxyRow {
   connections: number;
   direct: CellResult;
   floor: CellResult;
+  ioFloor: CellResult;
   sidecar?: CellResult;
   sidecarPerCallRun?: CellResult;
   floorAdded: Added;
+  ioFloorAdded: Added;
   sidecarAdded?: Added;
   sidecarPerCallRunAdded?: Added;
   /** Sidecar throughput over floor throughput. */
@@ -104,9 +109,10 @@ export async function proxyScenario(e: Endpoints, withSidecar: boolean, connecti
   const t = targets(e, CHAT);
   const rows: ProxyRow[] = [];
   for (const c of connections) {
-    // Interleaved in one cell per connection count, so the three see the same machine noise.
+    // Interleaved in one cell per connection count, so all of them see the same machine noise.
     const direct = await runCell(t.direct, c, durationS);
     const floor = await runCell(t.floor, c, durationS);
+    const ioFloor = await runCell(t.ioFloor, c, durationS);
     const sidecar = withSidecar ? await runCell(t.sidecar, c, durationS) : undefined;
     const perCall = withSidecar ? await runCell(t.sidecarPerCallRun, c, durationS) : undefined;
     const row: ProxyRow = {
@@ -114,6 +120,8 @@ export async function proxyScenario(e: Endpoints, withSidecar: boolean, connecti
       direct,
       floor,
       floorAdded: added(floor, direct),
+      ioFloor,
+      ioFloorAdded: added(ioFloor, direct),
       floorVsDirectRps: round(floor.rps / direct.rps, 3),
       ...(sidecar && perCall
         ? {
@@ -127,10 +135,11 @@ export async function proxyScenario(e: Endpoints, withSidecar: boolean, connecti
     };
     rows.push(row);
     log(`proxy c=${c}: direct ${direct.rps.toFixed(0)}/s p50 ${direct.latency.p50.toFixed(2)} p99 ${direct.latency.p99.toFixed(2)} ms | ` +
-      `floor ${floor.rps.toFixed(0)}/s +${row.floorAdded.p50}/+${row.floorAdded.p99} ms` +
+      `floor ${floor.rps.toFixed(0)}/s +${row.floorAdded.p50}/+${row.floorAdded.p99} ms | ` +
+      `I/O floor ${ioFloor.rps.toFixed(0)}/s +${row.ioFloorAdded.p50}/+${row.ioFloorAdded.p99} ms` +
       (sidecar ? ` | sidecar ${sidecar.rps.toFixed(0)}/s +${row.sidecarAdded!.p50}/+${row.sidecarAdded!.p99} ms (${row.sidecarVsFloorRps} of floor)` +
         ` | per-call run ${perCall!.rps.toFixed(0)}/s +${row.sidecarPerCallRunAdded!.p50}/+${row.sidecarPerCallRunAdded!.p99} ms` : '') +
-      ([direct, floor, sidecar, perCall].some((x) => x && (x.errors || x.non2xx)) ? ' (ERRORS: see JSON)' : ''));
+      ([direct, floor, ioFloor, sidecar, perCall].some((x) => x && (x.errors || x.non2xx)) ? ' (ERRORS: see JSON)' : ''));
   }
   return rows;
 }
@@ -139,8 +148,10 @@ export interface SseRow {
   connections: number;
   direct: StreamTimes;
   floor: StreamTimes;
+  ioFloor: StreamTimes;
   sidecar?: StreamTimes;
   floorAdded: { ttfb: Added; ttlb: Added };
+  ioFloorAdded: { ttfb: Added; ttlb: Added };
   sidecarAdded?: { ttfb: Added; ttlb: Added };
 }
 
@@ -166,19 +177,22 @@ export async function sseScenario(e: Endpoints, withSidecar: boolean, connection
     };
     const direct = await measure(t.direct);
     const floor = await measure(t.floor);
+    const ioFloor = await measure(t.ioFloor);
     const sidecar = withSidecar ? await measure(t.sidecar) : undefined;
     const row: SseRow = {
       connections: c,
       direct,
       floor,
       floorAdded: addedTimes(floor, direct),
+      ioFloor,
+      ioFloorAdded: addedTimes(ioFloor, direct),
       ...(sidecar ? { sidecar, sidecarAdded: addedTimes(sidecar, direct) } : {}),
     };
     rows.push(row);
     log(`sse c=${c}: direct ttfb p50 ${direct.ttfb.p50.toFixed(2)} p99 ${direct.ttfb.p99.toFixed(2)} ms | ` +
-      `floor +${row.floorAdded.ttfb.p50}/+${row.floorAdded.ttfb.p99} ms` +
+      `floor +${row.floorAdded.ttfb.p50}/+${row.floorAdded.ttfb.p99} ms | I/O floor +${row.ioFloorAdded.ttfb.p50}/+${row.ioFloorAdded.ttfb.p99} ms` +
       (sidecar ? ` | sidecar ttfb +${row.sidecarAdded!.ttfb.p50}/+${row.sidecarAdded!.ttfb.p99} ms, ttlb +${row.sidecarAdded!.ttlb.p50}/+${row.sidecarAdded!.ttlb.p99} ms` : '') +
-      ([direct, floor, sidecar].some((x) => x?.errors) ? ` (ERRORS: ${[direct, floor, sidecar].find((x) => x?.errors)?.firstError})` : ''));
+      ([direct, floor, ioFloor, sidecar].some((x) => x?.errors) ? ` (ERRORS: ${[direct, floor, ioFloor, sidecar].find((x) => x?.errors)?.firstError})` : ''));
   }
   return rows;
 }
