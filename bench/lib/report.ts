@@ -2,7 +2,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HistoryResult } from './history.js';
-import type { ProxyProbe, ApiRow, ProxyRow, SseRow } from './scenarios.js';
+import type { Added, ProxyProbe, ApiRow, ProxyRow, SseRow } from './scenarios.js';
 
 export interface SoakResult {
   minutes: number;
@@ -91,15 +91,16 @@ export function markdown(r: BenchReport): string {
   // call must have: the parts of "added" the daemon's code cannot remove.
   const floor16 = r.proxy?.find((p) => p.connections === 16);
   const sse16 = r.sse?.find((s) => s.connections === 16);
+  // One proxy's figures: the proxy row's added p50 and p99, and the SSE row's time to first byte.
+  const adds = (proxy: Added | undefined, sse: { ttfb: Added } | undefined) => [
+    proxy ? `p50 ${signed(proxy.p50)} ms, p99 ${signed(proxy.p99)} ms` : '',
+    sse ? `SSE time to first byte p99 ${signed(sse.ttfb.p99)} ms` : '',
+  ].filter(Boolean).join(', ');
   if (floor16 || sse16) {
     out.push(`For reference, over direct at 16 connections, the bare pass-through floor adds ` +
-      (floor16 ? `p50 ${signed(floor16.floorAdded.p50)} ms, p99 ${signed(floor16.floorAdded.p99)} ms` : '') +
-      (floor16 && sse16 ? ', ' : '') +
-      (sse16 ? `SSE time to first byte p99 ${signed(sse16.floorAdded.ttfb.p99)} ms` : '') +
+      adds(floor16?.floorAdded, sse16?.floorAdded) +
       `; the I/O floor (the same proxy, waiting on one Redis read and one Postgres commit before it forwards) adds ` +
-      (floor16 ? `p50 ${signed(floor16.ioFloorAdded.p50)} ms, p99 ${signed(floor16.ioFloorAdded.p99)} ms` : '') +
-      (floor16 && sse16 ? ', ' : '') +
-      (sse16 ? `SSE time to first byte p99 ${signed(sse16.ioFloorAdded.ttfb.p99)} ms` : '') +
+      adds(floor16?.ioFloorAdded, sse16?.ioFloorAdded) +
       (floor16?.sidecar ? `. The daemon's own share (sidecar minus I/O floor): p50 ${signed(floor16.sidecar.latency.p50 - floor16.ioFloor.latency.p50)} ms, p99 ${signed(floor16.sidecar.latency.p99 - floor16.ioFloor.latency.p99)} ms` : '') +
       '.', '');
   }
