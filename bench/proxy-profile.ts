@@ -40,12 +40,24 @@ const connections = Number(flags.connections);
 const durationS = Number(flags.duration);
 if (flags.route !== 'run' && flags.route !== 'auto') throw new Error('--route takes run or auto');
 
-/** GC seconds so far by kind (minor, major, incremental, weakcb), from the daemon's /metrics. */
-async function gcSeconds(url: string, apiKey: string): Promise<Map<string, number>> {
+interface DaemonMetrics {
+  /** GC seconds so far by kind (minor, major, incremental, weakcb). */
+  gcSeconds: Map<string, number>;
+  /** Event loop delay since the scrape before, in ms, by statistic (p50, p99, max). */
+  loopDelayMs: Map<string, number>;
+}
+
+/**
+ * From the daemon's /metrics. prom-client resets its event loop histogram at each scrape, so a
+ * scrape's loop delay covers the time since the one before it.
+ */
+async function daemonMetrics(url: string, apiKey: string): Promise<DaemonMetrics> {
   const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${apiKey}` } })).text();
-  const seconds = new Map<string, number>();
-  for (const match of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm)) seconds.set(match[1]!, Number(match[2]));
-  return seconds;
+  const gcSeconds = new Map<string, number>();
+  for (const match of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm)) gcSeconds.set(match[1]!, Number(match[2]));
+  const loopDelayMs = new Map<string, number>();
+  for (const match of text.matchAll(/^nodejs_eventloop_lag_(p50|p99|max)_seconds (\S+)$/gm)) loopDelayMs.set(match[1]!, Number(match[2]) * 1000);
+  return { gcSeconds, loopDelayMs };
 }
 
 /** User + system CPU seconds a process has used so far. */
@@ -72,14 +84,14 @@ try {
   const target = chatTarget(daemon, flags.route === 'run' ? runId : null);
   const idleMb = await rssMb(daemon.pid);
   await runCell(target, connections, 2, 0); // warm-up: JIT, pools, caches
-  const gcBefore = await gcSeconds(daemon.url, daemon.apiKey);
+  const gcBefore = (await daemonMetrics(daemon.url, daemon.apiKey)).gcSeconds;
   const before = await cpuSeconds(daemon.pid);
   const sampler = rssSampler(daemon.pid);
   const allocations = inspectPort ? await startAllocationSampling(inspectPort) : null;
   const cell = await runCell(target, connections, durationS, 0);
   const used = (await cpuSeconds(daemon.pid)) - before;
   const { peak } = sampler.stop();
-  const gcAfter = await gcSeconds(daemon.url, daemon.apiKey);
+  const { gcSeconds: gcAfter, loopDelayMs } = await daemonMetrics(daemon.url, daemon.apiKey);
   const sites = allocations ? await allocations.stop() : [];
   const calls = cell.rps * cell.durationS;
   console.log(`${flags.route} route, ${connections} connections, ${cell.durationS} s: ${cell.rps.toFixed(0)} calls/s, ` +
@@ -89,6 +101,8 @@ try {
     `${((used / cell.durationS) * 100).toFixed(0)}% of a core; RSS ${idleMb.toFixed(1)} MB idle, peak ${peak.toFixed(1)} MB under load`);
   const gc = [...gcAfter].map(([kind, total]) => `${kind} ${(((total - (gcBefore.get(kind) ?? 0)) / used) * 100).toFixed(1)}%`);
   console.log(`GC, as a share of the daemon's CPU: ${gc.join(', ')}`);
+  const delay = ['p50', 'p99', 'max'].map((stat) => `${stat} ${(loopDelayMs.get(stat) ?? NaN).toFixed(2)}`);
+  console.log(`event loop delay under the load (ms, sampled every 10 ms): ${delay.join(' / ')}`);
   if (sites.length > 0) {
     const total = sites.reduce((sum, s) => sum + s.bytes, 0);
     console.log(`allocated ~${(total / calls / 1024).toFixed(1)} KiB per call; the largest sites:`);
