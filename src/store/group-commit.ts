@@ -1,5 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 export interface GroupCommitOptions {
   /** Most items in one batch. @default 128 */
   maxBatch?: number;
@@ -16,20 +14,31 @@ export interface GroupCommitOptions {
    * batch, still goes at once. @default 0
    */
   minIntervalMs?: number;
+  /**
+   * Least time an item waits before the batch that writes it starts, even after a quiet spell (a
+   * full batch still goes at once). Suits writes that would otherwise compete with the work that
+   * follows them: a proxied call's result, written the moment its client has the answer, slowed
+   * that client's next call, then being checked. @default 0
+   */
+  minDelayMs?: number;
 }
 
 /**
  * Natural group commit: writes submitted while a batch is being written go together in the next
- * one. A lone write goes at once (no timer, so no added latency at low load); under load, many
- * writes share one statement and one commit, and each caller still waits for its own durability.
+ * one. A lone write goes at once (no timer, so no added latency at low load, unless `minDelayMs`
+ * asks for one); under load, many writes share one statement and one commit, and each caller
+ * still waits for its own durability.
  */
 export class GroupCommit<I, O> {
-  private queue: { item: I; resolve: (value: O) => void; reject: (error: unknown) => void }[] = [];
+  private queue: { item: I; submittedAt: number; resolve: (value: O) => void; reject: (error: unknown) => void }[] = [];
   private writing: Promise<void> | null = null;
   private readonly maxBatch: number;
   private readonly retryAlone: (error: unknown) => boolean;
   private readonly minIntervalMs: number;
+  private readonly minDelayMs: number;
   private lastBatchAt = -Infinity;
+  /** Ends the wait before the next batch early (it filled up meanwhile). */
+  private wake: (() => void) | null = null;
 
   constructor(
     /** Writes a batch in one statement; answers per item, in order (an Error fails that item only). */
@@ -39,12 +48,14 @@ export class GroupCommit<I, O> {
     this.maxBatch = options.maxBatch ?? 128;
     this.retryAlone = options.retryAlone ?? (() => true);
     this.minIntervalMs = options.minIntervalMs ?? 0;
+    this.minDelayMs = options.minDelayMs ?? 0;
   }
 
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
+      this.queue.push({ item, submittedAt: this.minDelayMs > 0 ? performance.now() : 0, resolve, reject });
       this.writing ??= this.drain();
+      if (this.queue.length >= this.maxBatch) this.wake?.();
     });
   }
 
@@ -63,10 +74,10 @@ export class GroupCommit<I, O> {
   private async drain(): Promise<void> {
     try {
       while (this.queue.length > 0) {
-        const wait = this.lastBatchAt + this.minIntervalMs - performance.now();
+        const wait = Math.max(this.lastBatchAt + this.minIntervalMs, this.queue[0]!.submittedAt + this.minDelayMs) - performance.now();
         // Submits made meanwhile join this batch. A full batch goes at once: waiting then would
         // only cap how many items a second can be written, and let the queue grow past it.
-        if (wait > 0 && this.queue.length < this.maxBatch) await sleep(wait);
+        if (wait > 0 && this.queue.length < this.maxBatch) await this.sleep(wait);
         this.lastBatchAt = performance.now();
         const batch = this.queue.splice(0, this.maxBatch);
         const items = batch.map((b) => b.item);
@@ -89,6 +100,16 @@ export class GroupCommit<I, O> {
     } finally {
       this.writing = null;
     }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(this.wake = () => {
+        clearTimeout(timer);
+        this.wake = null;
+        resolve();
+      }, ms);
+    });
   }
 
   private async writeAlone(item: I): Promise<O | Error> {

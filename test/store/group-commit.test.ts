@@ -230,6 +230,33 @@ describe('GroupCommit', () => {
     await within(late);
   });
 
+  it('when items must wait a least delay, then even one after a quiet spell waits it, and the items submitted meanwhile share its batch', async () => {
+    const batches: { items: number[]; at: number }[] = [];
+    const group = new GroupCommit<number, number>(async (items) => {
+      batches.push({ items, at: performance.now() });
+      return items;
+    }, { minDelayMs: 60 });
+    const submitted = performance.now();
+    const first = group.submit(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(batches).toEqual([]); // nothing written yet, though nothing was written before either
+    const second = group.submit(2);
+    expect(await within(Promise.all([first, second]), 2_000)).toEqual([1, 2]);
+    expect(batches.map((b) => b.items)).toEqual([[1, 2]]);
+    expect(batches[0]!.at - submitted).toBeGreaterThanOrEqual(55); // timers may fire a millisecond or so early
+  });
+
+  it('when a full batch is waiting, then it goes at once, whatever the least delay', async () => {
+    const batches: number[][] = [];
+    const group = new GroupCommit<number, number>(async (items) => {
+      batches.push(items);
+      return items;
+    }, { maxBatch: 2, minDelayMs: 60_000 });
+    const answers = [group.submit(1), group.submit(2)];
+    expect(await within(Promise.all(answers))).toEqual([1, 2]);
+    expect(batches).toEqual([[1, 2]]);
+  });
+
   it('when nothing was submitted, then settled() resolves at once', async () => {
     const group = new GroupCommit<number, number>(async (items) => items);
     await expect(within(group.settled(), 100)).resolves.toBeUndefined();
