@@ -51,7 +51,7 @@ async function callRecords(databaseUrl: string, redisUrl: string, keyPrefix: str
       values: [rows.map((r) => r.id), rows.map((r) => r.status)],
     });
     return rows.map(() => true as const);
-  }, { minIntervalMs: 10 });
+  }, { minIntervalMs: 10, minDelayMs: 4 }); // as the daemon writes a proxied call's result
   return {
     async beforeForwarding() {
       await redis.mget('spend', 'state-version');
