@@ -28,6 +28,18 @@ export function parseJson(text: string): unknown {
   }
 }
 
+/**
+ * Whether a JSON text may hold a `"usage"` key whose value is an object: the test that lets a
+ * stream's reader skip parsing its many events. OpenAI streams with `include_usage` (which the
+ * proxy asks for) put `"usage":null` in every delta and the object only in the last. A quote
+ * inside a JSON string is escaped, so text the model wrote cannot pass for the key.
+ */
+export function mayHoldUsage(text: string): boolean {
+  return USAGE_OBJECT.test(text);
+}
+
+const USAGE_OBJECT = /"usage"\s*:\s*\{/;
+
 /** The request path without its query string or trailing slash, for matching endpoints by suffix. */
 export function endpointPath(path: string): string {
   const end = path.search(/[?#]/);

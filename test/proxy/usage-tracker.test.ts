@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { asObject, tokenCount } from '../../src/proxy/json-fields.js';
+import { asObject, mayHoldUsage, tokenCount } from '../../src/proxy/json-fields.js';
 import { NO_USAGE } from '../../src/proxy/providers/types.js';
 import { createUsageTracker, lastObjectOfKey, type UsageExtractor } from '../../src/proxy/usage-tracker.js';
 import { bytes, pieces } from './chunks.js';
@@ -65,5 +65,14 @@ describe('usage tracker', () => {
     expect(lastObjectOfKey('…"x":1,"usage" : {"a":"}\\"{","b":{"c":2}}}', 'usage')).toEqual({ a: '}"{', b: { c: 2 } });
     expect(lastObjectOfKey('"usage": null}', 'usage')).toBeUndefined();
     expect(lastObjectOfKey('"usage": {"a": 1', 'usage')).toBeUndefined();
+  });
+
+  it('when telling which stream events may carry usage, then only a usage key with an object passes', () => {
+    expect(mayHoldUsage('{"choices":[{"delta":{"content":"Hi"}}],"usage":null}')).toBe(false);
+    expect(mayHoldUsage('{"choices":[],"usage":{"prompt_tokens":3}}')).toBe(true);
+    expect(mayHoldUsage('{"type":"message_delta","usage" :\n {"output_tokens":5}}')).toBe(true);
+    // The model's own text: its quotes are escaped, so it cannot pose as the key.
+    expect(mayHoldUsage('{"delta":{"content":"say \\"usage\\":{ here"},"usage":null}')).toBe(false);
+    expect(mayHoldUsage('[DONE]')).toBe(false);
   });
 });

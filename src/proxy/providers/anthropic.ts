@@ -1,4 +1,4 @@
-import { asObject, endpointPath, parseJson, tokenCount } from '../json-fields.js';
+import { asObject, endpointPath, mayHoldUsage, parseJson, tokenCount } from '../json-fields.js';
 import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
 import type { InspectedRequest, ProviderAdapter, Usage } from './types.js';
 
@@ -43,7 +43,7 @@ const messagesUsage: UsageExtractor = {
     let counters = EMPTY;
     return {
       onEvent(event) {
-        if (!event.data.includes('"usage"')) return; // skips parsing the many deltas
+        if (!mayHoldUsage(event.data)) return; // skips parsing the many deltas
         const data = asObject(parseJson(event.data));
         // `message_start` carries input (and a first output count), `message_delta` the running output.
         if (data?.type === 'message_start') counters = merge(counters, asObject(data.message)?.usage);

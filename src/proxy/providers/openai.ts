@@ -1,4 +1,4 @@
-import { asObject, endpointPath, parseJson, tokenCount, type JsonObject } from '../json-fields.js';
+import { asObject, endpointPath, mayHoldUsage, parseJson, tokenCount, type JsonObject } from '../json-fields.js';
 import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
 import { NO_USAGE, type InspectedRequest, type ProviderAdapter, type Usage } from './types.js';
 
@@ -61,7 +61,7 @@ function extractor(
       return {
         onEvent(event) {
           // Skips parsing the many deltas; `[DONE]` fails this test too.
-          if (!event.data.includes('"usage"')) return;
+          if (!mayHoldUsage(event.data)) return;
           const data = asObject(parseJson(event.data));
           if (data) latest = read(usageOf(data)) ?? latest;
         },
