@@ -18,7 +18,9 @@ export interface UsageTrackerLimits {
   /**
    * Largest JSON body parsed whole. Past it only the last `tailBytes` are kept, and usage is read
    * from the last `"usage"` object there: providers write it last, and big bodies (embeddings) exist.
-   * @default 4 MiB
+   * Kept small: parsed whole, a 3 MB embeddings answer held the daemon's thread (every call in
+   * flight) ~15-20 ms, and each such call in flight held a copy of its body.
+   * @default 256 KiB
    */
   maxJsonBytes?: number;
   /** @default 64 KiB */
@@ -46,7 +48,7 @@ export function createUsageTracker(
   if (extractor === null) return { push() {}, current: () => NO_USAGE, end: () => NO_USAGE };
   return isEventStream(contentType)
     ? sseTracker(extractor.streamReader(), limits.maxEventLength ?? 4 * MiB)
-    : jsonTracker(extractor, limits.maxJsonBytes ?? 4 * MiB, limits.tailBytes ?? 64 * 1024);
+    : jsonTracker(extractor, limits.maxJsonBytes ?? 256 * 1024, limits.tailBytes ?? 64 * 1024);
 }
 
 function sseTracker(reader: StreamUsageReader, maxEventLength: number): UsageTracker {
@@ -115,19 +117,34 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
   };
 }
 
-/** The JSON object value of the last `"key":` in `text`, or `undefined`. */
+/**
+ * The JSON object value of the last `"key":` in `text` whose value is an object, or `undefined`.
+ * Keys later in the text with other values are passed over (a Responses API body's `metadata`,
+ * written after its `usage`, may hold a string under the same key); the last object is the
+ * only one read, so a hostile body cannot make this scan the text once per key.
+ */
 export function lastObjectOfKey(text: string, key: string): unknown {
-  let i = text.lastIndexOf(JSON.stringify(key));
-  if (i === -1) return undefined;
-  i += key.length + 2;
+  const quoted = JSON.stringify(key);
+  for (let at = text.lastIndexOf(quoted); at !== -1; at = at === 0 ? -1 : text.lastIndexOf(quoted, at - 1)) {
+    const start = objectStart(text, at + quoted.length);
+    if (start !== -1) return objectFrom(text, start);
+  }
+  return undefined;
+}
+
+/** Where the object after `:` at `i` starts (whitespace allowed around the colon), or -1. */
+function objectStart(text: string, i: number): number {
   while (/\s/.test(text[i] ?? '')) i++;
-  if (text[i++] !== ':') return undefined;
+  if (text[i++] !== ':') return -1;
   while (/\s/.test(text[i] ?? '')) i++;
-  const start = i;
-  if (text[i] !== '{') return undefined;
+  return text[i] === '{' ? i : -1;
+}
+
+/** The object starting at `start`, parsed; `undefined` when it does not close or parse. */
+function objectFrom(text: string, start: number): unknown {
   let depth = 0;
   let inString = false;
-  for (; i < text.length; i++) {
+  for (let i = start; i < text.length; i++) {
     const c = text[i];
     if (inString) {
       if (c === '\\') i++;

@@ -67,6 +67,22 @@ describe('usage tracker', () => {
     expect(lastObjectOfKey('"usage": {"a": 1', 'usage')).toBeUndefined();
   });
 
+  it('when the same key follows the usage object with another value, then the object is still found', () => {
+    // A Responses API body: user metadata after the usage may hold a string under the same key.
+    const tail = '"output":[],"usage":{"input_tokens":5},"user":null,"metadata":{"usage":"nightly batch"}}';
+    expect(lastObjectOfKey(tail, 'usage')).toEqual({ input_tokens: 5 });
+    expect(lastObjectOfKey('"usage":null,"x":{"usage":[1]}', 'usage')).toBeUndefined();
+  });
+
+  it('when a JSON body is larger than 256 KiB, then by default it is read from its tail, with the same usage', () => {
+    const vectors = Array.from({ length: 300 }, (_, i) => ({ index: i, embedding: Array(100).fill(0.0123456789) }));
+    const text = JSON.stringify({ data: vectors, model: 'e', usage: { n: 9 }, metadata: { usage: 'x' } });
+    expect(text.length).toBeGreaterThan(256 * 1024);
+    const tracker = createUsageTracker(counter(), 'application/json');
+    for (const chunk of pieces(text, 16 * 1024)) tracker.push(chunk);
+    expect(tracker.end().promptTokens).toBe(9);
+  });
+
   it('when telling which stream events may carry usage, then only a usage key with an object passes', () => {
     expect(mayHoldUsage('{"choices":[{"delta":{"content":"Hi"}}],"usage":null}')).toBe(false);
     expect(mayHoldUsage('{"choices":[],"usage":{"prompt_tokens":3}}')).toBe(true);
