@@ -16,6 +16,7 @@ import type { Db } from '../store/db.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import { clientHeaders, forward, upstreamFailure, upstreamHeaders } from './forwarder.js';
+import { rewrittenBytes } from './json-rewrite.js';
 import type { Provider, ProviderRegistry } from './provider-registry.js';
 import { NO_USAGE, type Usage, type UsageTracker } from './providers/index.js';
 import { proxyTokenStore, type ProxyTokenStore } from './proxy-tokens.js';
@@ -245,7 +246,7 @@ export const proxyRoutes: FastifyPluginAsync<{
       throw denial({ id: step.id, reason: step.decision.reason }, 'model call');
     }
 
-    const body = inspected.rewrittenBody === undefined ? (raw ?? null) : Buffer.from(JSON.stringify(inspected.rewrittenBody));
+    const body = inspected.rewrittenBody === undefined ? (raw ?? null) : rewrittenBytes(raw ?? Buffer.alloc(0), parsed, inspected.rewrittenBody);
     reply.hijack();
     exchange(request, reply.raw, provider, path, body, {
       workspaceId: target.workspaceId, runId, stepId: step.id, endRun: target.via === 'auto',

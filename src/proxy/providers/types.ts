@@ -16,7 +16,9 @@ export interface InspectedRequest {
   /** The client asked for an SSE stream. */
   stream: boolean;
   /**
-   * The body to send upstream instead of the client's, to be re-serialised as JSON.
+   * The body to send upstream instead of the client's, as JSON. Members kept from the client's
+   * body should be kept by identity (a spread): a rewrite that only adds members is then spliced
+   * into the client's bytes, not re-serialised (`rewrittenBytes`).
    * `undefined`: forward the client's bytes untouched.
    */
   rewrittenBody?: unknown;
