@@ -271,7 +271,10 @@ export const proxyRoutes: FastifyPluginAsync<{
         status, durationMs: Math.round(performance.now() - started), promptTokens: usage.promptTokens,
         completionTokens: usage.completionTokens, cachedPromptTokens: usage.cachedPromptTokens, outputData: outcome,
       };
-      guard.recordResult(step.workspaceId, step.runId, step.stepId, result)
+      // A run of the call's own ends right after its result: that result goes at once, not with
+      // the results that wait for company, so the run stops counting against the concurrent-run
+      // limit as soon as it can.
+      (step.endRun ? guard.finishStep(step.workspaceId, step.runId, step.stepId, result) : guard.recordResult(step.workspaceId, step.runId, step.stepId, result))
         .then(() => (step.endRun ? guard.endRun(step.workspaceId, step.runId, status) : undefined))
         .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'))
         .finally(recorded);

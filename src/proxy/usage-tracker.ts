@@ -19,7 +19,8 @@ export interface UsageTrackerLimits {
    * Largest JSON body parsed whole. Past it only the last `tailBytes` are kept, and usage is read
    * from the last `"usage"` object there: providers write it last, and big bodies (embeddings) exist.
    * Kept small: parsed whole, a 3 MB embeddings answer held the daemon's thread (every call in
-   * flight) ~15-20 ms, and each such call in flight held a copy of its body.
+   * flight) ~15-20 ms, and each such call in flight held a copy of its body. The price: a server
+   * that writes a large member after `usage` (vLLM's `prompt_logprobs`) has no usage read above it.
    * @default 256 KiB
    */
   maxJsonBytes?: number;
@@ -118,26 +119,29 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
 }
 
 /**
- * The JSON object value of the last `"key":` in `text` whose value is an object, or `undefined`.
- * Keys later in the text with other values are passed over (a Responses API body's `metadata`,
- * written after its `usage`, may hold a string under the same key); the last object is the
- * only one read, so a hostile body cannot make this scan the text once per key.
+ * The JSON object value of the last `"key":` in `text`, or `undefined` when that value is not an
+ * object. Later keys whose value is a string are passed over: a Responses API body's `metadata`,
+ * written after its `usage`, holds strings and may use the same key. Any other value (`null`
+ * usage) answers `undefined`, not an object of the same key earlier in the text (a tool's schema
+ * may name a property `usage`). One object at most is read, so a hostile body cannot make this
+ * scan the text once per key.
  */
 export function lastObjectOfKey(text: string, key: string): unknown {
   const quoted = JSON.stringify(key);
   for (let at = text.lastIndexOf(quoted); at !== -1; at = at === 0 ? -1 : text.lastIndexOf(quoted, at - 1)) {
-    const start = objectStart(text, at + quoted.length);
-    if (start !== -1) return objectFrom(text, start);
+    const start = valueStart(text, at + quoted.length);
+    if (start === -1 || text[start] === '"') continue; // not a key, or a string's key
+    return text[start] === '{' ? objectFrom(text, start) : undefined;
   }
   return undefined;
 }
 
-/** Where the object after `:` at `i` starts (whitespace allowed around the colon), or -1. */
-function objectStart(text: string, i: number): number {
+/** Where the value after `:` at `i` starts (whitespace allowed around the colon), or -1. */
+function valueStart(text: string, i: number): number {
   while (/\s/.test(text[i] ?? '')) i++;
   if (text[i++] !== ':') return -1;
   while (/\s/.test(text[i] ?? '')) i++;
-  return text[i] === '{' ? i : -1;
+  return i < text.length ? i : -1;
 }
 
 /** The object starting at `start`, parsed; `undefined` when it does not close or parse. */

@@ -105,11 +105,11 @@ const view = (d: Decision): DecisionView => ({ outcome: d.outcome, reason: d.rea
 const RESULT_LINGER_MS = 10;
 
 /**
- * How long a proxied call's result waits at least, even alone. An agent's next call often follows
- * at once: written immediately, the result's statement and spend raise ran alongside that call's
- * read and insert, and added ~1 ms to it (p50, one connection, in the bench). 4 ms covers that
- * check's p90 here. The spend reaches decisions 4 ms later than it did; the very next call's read
- * usually came before the raise already.
+ * How long the first of a batch of proxied calls' results waits at least, even alone. An agent's
+ * next call often follows at once: written immediately, the result's statement and spend raise
+ * ran alongside that call's read and insert, and added ~1 ms to it (p50, one connection, in the
+ * bench). 4 ms covers that check's p90 here. The spend reaches decisions up to 4 ms later than it
+ * did; the very next call's read usually came before the raise already.
  */
 const RESULT_DELAY_MS = 4;
 

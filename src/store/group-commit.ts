@@ -15,10 +15,11 @@ export interface GroupCommitOptions {
    */
   minIntervalMs?: number;
   /**
-   * Least time an item waits before the batch that writes it starts, even after a quiet spell (a
-   * full batch still goes at once). Suits writes that would otherwise compete with the work that
-   * follows them: a proxied call's result, written the moment its client has the answer, slowed
-   * that client's next call, then being checked. @default 0
+   * Least time the oldest item waiting waits before its batch starts, even after a quiet spell;
+   * items that join it meanwhile go with it (a full batch still goes at once). Suits writes that
+   * would otherwise compete with the work that follows them: a proxied call's result, written the
+   * moment its client has the answer, slowed that client's next call, then being checked.
+   * @default 0
    */
   minDelayMs?: number;
 }

@@ -34,6 +34,18 @@ describe('rewrittenBytes', () => {
     expect(rewrittenBytes(raw, parsed, { ...parsed })).toBe(raw);
   });
 
+  it('when the bytes do not start with the object (a BOM), then the body is serialised whole', () => {
+    const { parsed } = asClientSent('{"a": 1}');
+    const raw = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"a": 1}')]);
+    const rewritten = { ...parsed, b: 2 };
+    expect(rewrittenBytes(raw, parsed, rewritten).toString()).toBe(JSON.stringify(rewritten));
+  });
+
+  it('when an added member has no JSON form, then it is left out, as JSON.stringify does', () => {
+    const { raw, parsed } = asClientSent('{"a": 1}');
+    expect(rewrittenBytes(raw, parsed, { ...parsed, f: () => 1, b: 2 }).toString()).toBe('{"b":2,"a": 1}');
+  });
+
   it('when the rewrite is not an object, then it is serialised whole', () => {
     const { raw, parsed } = asClientSent('{"a": 1}');
     expect(rewrittenBytes(raw, parsed, [1]).toString()).toBe('[1]');

@@ -72,11 +72,15 @@ describe('usage tracker', () => {
     const tail = '"output":[],"usage":{"input_tokens":5},"user":null,"metadata":{"usage":"nightly batch"}}';
     expect(lastObjectOfKey(tail, 'usage')).toEqual({ input_tokens: 5 });
     expect(lastObjectOfKey('"usage":null,"x":{"usage":[1]}', 'usage')).toBeUndefined();
+    // Null usage is not answered with a tool schema's property of the same name.
+    const noUsage = '"tools":[{"parameters":{"properties":{"usage":{"type":"string"}}}}],"usage":null,"metadata":{"usage":"x"}}';
+    expect(lastObjectOfKey(noUsage, 'usage')).toBeUndefined();
   });
 
   it('when a JSON body is larger than 256 KiB, then by default it is read from its tail, with the same usage', () => {
     const vectors = Array.from({ length: 300 }, (_, i) => ({ index: i, embedding: Array(100).fill(0.0123456789) }));
-    const text = JSON.stringify({ data: vectors, model: 'e', usage: { n: 9 }, metadata: { usage: 'x' } });
+    // Not JSON at its head: parsed whole, it would give no usage at all.
+    const text = `{"broken":[x,${JSON.stringify({ data: vectors, model: 'e', usage: { n: 9 }, metadata: { usage: 'x' } }).slice(1)}`;
     expect(text.length).toBeGreaterThan(256 * 1024);
     const tracker = createUsageTracker(counter(), 'application/json');
     for (const chunk of pieces(text, 16 * 1024)) tracker.push(chunk);
