@@ -105,11 +105,13 @@ export class GroupCommit<I, O> {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(this.wake = () => {
+      const wake = () => {
         clearTimeout(timer);
         this.wake = null;
         resolve();
-      }, ms);
+      };
+      const timer = setTimeout(wake, ms);
+      this.wake = wake;
     });
   }
 
