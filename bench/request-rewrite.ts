@@ -9,6 +9,7 @@
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { rewrittenBytes } from '../src/proxy/json-rewrite.js';
 import { adapterFor } from '../src/proxy/providers/index.js';
+import { msPerCall } from './lib/stats.js';
 
 const { values: flags } = parseArgs({ options: { rounds: { type: 'string', default: '4' } } });
 const image = `data:image/png;base64,${Buffer.alloc(3_000_000, 7).toString('base64')}`;
@@ -25,19 +26,14 @@ if (!isDeepStrictEqual(JSON.parse(rewrittenBytes(raw, parsed, rewrittenBody).toS
   throw new Error('the spliced body differs');
 }
 
-const perCallMs = (run: () => unknown, n: number): number => {
-  const started = performance.now();
-  for (let i = 0; i < n; i++) run();
-  return (performance.now() - started) / n;
-};
 const parse = () => JSON.parse(raw.toString('utf8'));
 const spliced = () => rewrittenBytes(raw, parsed, rewrittenBody);
 const serialised = () => Buffer.from(JSON.stringify(rewrittenBody));
 for (let i = 0; i < 10; i++) { parse(); spliced(); serialised(); } // JIT warm-up
 for (let round = 1; round <= Number(flags.rounds); round++) {
-  const baseline = perCallMs(parse, 20);
-  const splice = perCallMs(spliced, 20);
-  const whole = perCallMs(serialised, 20);
+  const baseline = msPerCall(parse, 20);
+  const splice = msPerCall(spliced, 20);
+  const whole = msPerCall(serialised, 20);
   console.log(`${(raw.length / 1e6).toFixed(1)} MB request, round ${round}: JSON.parse ${baseline.toFixed(2)} ms; ` +
     `the rewrite spliced ${splice.toFixed(2)} ms (x${(splice / baseline).toFixed(3)}), serialised whole ${whole.toFixed(2)} ms (x${(whole / baseline).toFixed(3)})`);
 }

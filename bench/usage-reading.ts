@@ -10,6 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import { adapterFor } from '../src/proxy/providers/index.js';
+import { msPerCall } from './lib/stats.js';
 
 const { values: flags } = parseArgs({ options: { rounds: { type: 'string', default: '4' } } });
 const openai = adapterFor('openai');
@@ -22,6 +23,8 @@ interface Case {
   contentType: string;
   tokens: number;
   usageOf: (u: { completionTokens: number | null; promptTokens: number | null }) => number | null;
+  /** Calls per timed round. */
+  repeats: number;
   /** The baseline: JSON.parse of the same data, with no decoding or copies. */
   baseline: () => number;
 }
@@ -46,6 +49,7 @@ const cases: Case[] = [
     contentType: 'text/event-stream',
     tokens: 500,
     usageOf: (u) => u.completionTokens,
+    repeats: 300,
     baseline: () => {
       let last = -1;
       for (const text of deltaTexts) {
@@ -62,6 +66,7 @@ const cases: Case[] = [
     contentType: 'application/json',
     tokens: 800,
     usageOf: (u) => u.promptTokens,
+    repeats: 20,
     baseline: () => (JSON.parse(embeddings) as { usage: { prompt_tokens: number } }).usage.prompt_tokens,
   },
 ];
@@ -71,19 +76,13 @@ const tracked = (c: Case): number | null => {
   for (const chunk of c.chunks) tracker.push(chunk);
   return c.usageOf(tracker.end());
 };
-const perAnswerUs = (run: () => unknown, n: number): number => {
-  const started = performance.now();
-  for (let i = 0; i < n; i++) run();
-  return ((performance.now() - started) / n) * 1000;
-};
 
 for (const c of cases) {
   if (tracked(c) !== c.tokens || c.baseline() !== c.tokens) throw new Error(`${c.name}: usage not read`);
-  const n = c.contentType === 'application/json' ? 20 : 300;
-  for (let i = 0; i < n; i++) { tracked(c); c.baseline(); } // JIT warm-up
+  for (let i = 0; i < c.repeats; i++) { tracked(c); c.baseline(); } // JIT warm-up
   for (let round = 1; round <= Number(flags.rounds); round++) {
-    const baseline = perAnswerUs(c.baseline, n);
-    const tracker = perAnswerUs(() => tracked(c), n);
+    const baseline = msPerCall(c.baseline, c.repeats) * 1000;
+    const tracker = msPerCall(() => tracked(c), c.repeats) * 1000;
     console.log(`${c.name}, round ${round}: JSON.parse of it all ${baseline.toFixed(0)} µs, ` +
       `the tracker ${tracker.toFixed(0)} µs (x${(tracker / baseline).toFixed(3)} of the baseline)`);
   }

@@ -29,6 +29,13 @@ export function summarize(samples: readonly number[]): LatencySummary {
   };
 }
 
+/** Mean milliseconds per call of `run`, called `n` times back to back (for in-process micro-measures). */
+export function msPerCall(run: () => unknown, n: number): number {
+  const started = performance.now();
+  for (let i = 0; i < n; i++) run();
+  return (performance.now() - started) / n;
+}
+
 export const round = (n: number, digits = 2): number => (Number.isFinite(n) ? Number(n.toFixed(digits)) : n);
 
 export function ratio(value: number, baseline: number): number {

@@ -23,7 +23,6 @@ export interface SseDecoderOptions {
 }
 
 const LF = 0x0a;
-const CR = 0x0d;
 const DEFAULT_MAX_EVENT_LENGTH = 1024 * 1024;
 
 export class SseDecoder {
