@@ -7,6 +7,7 @@
 import fastJson from 'fast-json-stringify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDetail } from '../../src/api/schemas.js';
+import { getRunDetail } from '../../src/store/runs.js';
 import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
 
 const schemaSerializer = fastJson(RunDetail as object);
@@ -66,6 +67,19 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(body).toMatchObject({ step_count: 5, total_tokens: 5 * 1234567, metadata: { b: 1, a: [1.5, 'x'] } });
     expect(Object.keys(body.steps[0])).toEqual(Object.keys(RunDetail.properties.steps.items.properties));
     expect(Object.keys(body)).toEqual(Object.keys(RunDetail.properties));
+  });
+
+  it('when the session is not on UTC, then step dates are still written in UTC', async () => {
+    const runId = await seededRun([
+      { createdAt: '2026-03-01 12:00:00.123456+00', cost: null, input: null, output: null },
+      { createdAt: '2026-03-01 23:59:59.9995-05', cost: null, input: null, output: null },
+    ]);
+    // Postgres writes the dates: a session time zone (a half-hour one, here) must not reach them.
+    const detail = await api.stores.db.transaction(async (tx) => {
+      await tx.query("SET LOCAL TimeZone = 'America/St_Johns'");
+      return getRunDetail(tx, api.workspaceId, runId, new Date());
+    });
+    expect(detail!.steps.map((s) => s.created_at)).toEqual(['2026-03-01T12:00:00.123Z', '2026-03-02T04:59:59.999Z']);
   });
 
   it('when a run has no steps, then steps is [] and its decision keeps only the schema keys', async () => {
