@@ -76,7 +76,7 @@ export interface DaemonProcess extends Child {
 }
 
 /** The V8 flags the daemon is launched with everywhere (see bin/runguard), so the bench measures that. */
-const DAEMON_NODE_FLAGS = ['--heap-growing-percent=50', '--v8-pool-size=1'];
+const DAEMON_NODE_FLAGS = ['--heap-growing-percent=50', '--incremental-marking-soft-trigger=70', '--incremental-marking-hard-trigger=90', '--v8-pool-size=1'];
 
 export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess> {
   const port = await freePort();
