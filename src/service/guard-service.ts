@@ -144,6 +144,8 @@ export class GuardService {
   private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
   private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
   private readonly lingeringResults: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
+  private readonly runInserts: GroupCommit<runs.NewRun, undefined>;
+  private readonly runEnds: GroupCommit<runs.RunEnd, runs.EndedRun | null>;
 
   constructor(
     private readonly db: Db,
@@ -157,6 +159,11 @@ export class GuardService {
     this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps), { retryAlone: isStatementRefusal });
     this.stepFinishes = new GroupCommit(finish, { retryAlone: isStatementRefusal });
     this.lingeringResults = new GroupCommit(finish, { retryAlone: isStatementRefusal, minIntervalMs: RESULT_LINGER_MS, minDelayMs: RESULT_DELAY_MS });
+    this.runInserts = new GroupCommit(async (batch) => {
+      await runs.insertRuns(db, batch);
+      return batch.map(() => undefined);
+    }, { retryAlone: isStatementRefusal });
+    this.runEnds = new GroupCommit((ends) => runs.endRuns(db, ends), { retryAlone: isStatementRefusal });
   }
 
   /** An observer failing must never fail the request it observes. */
@@ -182,6 +189,9 @@ export class GuardService {
     // lock, so the counts are exact and stay so until this start commits. Without one, no rule
     // reads them, and starts do not queue behind each other.
     const limited = state.workspace.monthly_run_limit !== null || state.workspace.max_concurrent_runs !== null;
+    // One statement commits on its own, in a batch with the starts under way; a lock or a
+    // remembered answer needs a transaction of its own.
+    const alone = !limited && !idempotency;
     const admit = async (db: Queryable): Promise<Answer<StartedRun>> => {
       let counts = NOT_COUNTED;
       if (limited) {
@@ -191,15 +201,14 @@ export class GuardService {
       const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }));
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
       const id = randomUUID();
-      await runs.insertRun(db, { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null,
-        decision, now, day: scope.day });
+      const run = { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null, decision, now, day: scope.day };
+      await (alone ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
       const answer = { statusCode: 201, body: { id, user_id: input.user_id, status, decision: view(decision) } };
       await this.remember(db, idempotency, answer, now);
       return answer;
     };
     try {
-      // One statement commits on its own; a lock or a remembered answer needs a transaction.
-      const answer = limited || idempotency ? await this.db.transaction(admit) : await admit(this.db);
+      const answer = alone ? await admit(this.db) : await this.db.transaction(admit);
       // The steps that follow (a proxied call's, above all) need not read the run back.
       if (answer.body.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${answer.body.id}`, input.user_id);
       this.observe('run_start', answer.body.decision);
@@ -220,7 +229,8 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const end = async (db: Queryable): Promise<Answer<EndedRunView>> => {
-      const ended = await runs.endRun(db, workspaceId, runId, status, now);
+      const request = { workspaceId, runId, status, now };
+      const ended = idempotency ? (await runs.endRuns(db, [request]))[0] : await this.runEnds.submit(request);
       if (!ended) {
         if (await runs.runExists(db, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
         throw new ApiError('RUN_NOT_FOUND');
@@ -229,7 +239,8 @@ export class GuardService {
       await this.remember(db, idempotency, answer, now);
       return answer;
     };
-    // One statement commits on its own; a remembered answer must commit with it.
+    // One statement commits on its own, in a batch with the ends under way; a remembered answer
+    // must commit with it, in a transaction of its own.
     return this.replayOnConflict(idempotency, () => (idempotency ? this.db.transaction(end) : end(this.db)));
   }
 
@@ -361,7 +372,8 @@ export class GuardService {
 
   /** Resolves once every step and result submitted so far is written (before the stores close). */
   async settled(): Promise<void> {
-    await Promise.all([this.stepInserts.settled(), this.stepFinishes.settled(), this.lingeringResults.settled()]);
+    await Promise.all([this.runInserts.settled(), this.stepInserts.settled(), this.stepFinishes.settled(),
+      this.lingeringResults.settled(), this.runEnds.settled()]);
   }
 
   /** Inserts with the run's next sequence; when another writer took that number, with the next. */

@@ -20,37 +20,51 @@ export interface NewRun {
 }
 
 /**
- * Records a run start; an allowed one also counts in the day's usage (and so the month's).
- * One statement (data-modifying CTEs) rather than four: a run start holds the workspace's
- * admission lock until it commits, so every round trip saved here shortens the queue behind it.
+ * Records run starts (one statement for any number); an allowed one also counts in the day's
+ * usage (and so the month's). Every start in a workspace raises the same day row, so one commit
+ * per start would queue them behind each other's row lock, one commit at a time; a batch raises
+ * each row once. Data-modifying CTEs rather than four statements: a start in a transaction holds
+ * the workspace's admission lock until it commits, so every round trip saved shortens that queue.
  */
-export async function insertRun(tx: Queryable, run: NewRun): Promise<void> {
-  const allowed = run.status === 'RUNNING' ? 1 : 0;
-  await tx.query(
-    // The daily rows are locked in one order everywhere (workspace, then user): user_day reads
-    // workspace_day, so it cannot run first. Unordered CTEs deadlocked against finishStep.
-    `WITH run AS (
+export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promise<void> {
+  // The daily rows are locked in one order everywhere (workspace, then user, each sorted):
+  // user_day reads workspace_day, so it cannot run first. Unordered CTEs deadlocked against
+  // finishSteps. Each upsert names a row once (GROUP BY): ON CONFLICT cannot update a row twice.
+  // The batch is one JSON document, as in insertSteps; text made well-formed as there.
+  await db.query(
+    `WITH v AS (
+       SELECT * FROM json_to_recordset($1::json)
+         AS v(id uuid, workspace_id uuid, user_id text, status text, metadata jsonb, decision json,
+           started_at timestamptz, ended_at timestamptz, day date)
+       LIMIT $2
+     ), run AS (
        INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+       SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at FROM v
      ), sdk_user AS (
        INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
-       VALUES ($2, $3, $9, $7, $7)
-       ON CONFLICT (workspace_id, user_id) DO UPDATE SET run_count = u.run_count + $9, last_seen_at = $7
+       SELECT workspace_id, user_id, count(*) FILTER (WHERE status = 'RUNNING'), min(started_at), max(started_at)
+       FROM v GROUP BY workspace_id, user_id ORDER BY workspace_id, user_id
+       ON CONFLICT (workspace_id, user_id) DO UPDATE SET run_count = u.run_count + EXCLUDED.run_count,
+         last_seen_at = greatest(u.last_seen_at, EXCLUDED.last_seen_at)
      ), workspace_day AS (
-       INSERT INTO usage_daily AS d (workspace_id, day, runs) SELECT $2, $10::date, 1 WHERE $9::int = 1
-       ON CONFLICT (workspace_id, day) DO UPDATE SET runs = d.runs + 1
-       RETURNING 1
+       INSERT INTO usage_daily AS d (workspace_id, day, runs)
+       SELECT workspace_id, day, count(*) FROM v WHERE status = 'RUNNING'
+       GROUP BY workspace_id, day ORDER BY workspace_id, day
+       ON CONFLICT (workspace_id, day) DO UPDATE SET runs = d.runs + EXCLUDED.runs
+       RETURNING workspace_id, day
      )
-     INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, runs) SELECT $2, $3, $10::date, 1 FROM workspace_day
-     ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET runs = d.runs + 1`,
-    [run.id, run.workspaceId, run.userId, run.status, json(run.metadata), json(run.decision), run.now,
-      run.status === 'BLOCKED' ? run.now : null, allowed, run.day],
+     INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, runs)
+     SELECT v.workspace_id, v.user_id, v.day, count(*)
+     FROM v JOIN workspace_day w ON w.workspace_id = v.workspace_id AND w.day = v.day
+     WHERE v.status = 'RUNNING'
+     GROUP BY v.workspace_id, v.user_id, v.day ORDER BY v.workspace_id, v.user_id, v.day
+     ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET runs = d.runs + EXCLUDED.runs`,
+    [JSON.stringify(runs.map((r) => ({
+      id: r.id, workspace_id: r.workspaceId, user_id: r.userId.toWellFormed(), status: r.status,
+      metadata: r.metadata ?? null, decision: r.decision, started_at: r.now,
+      ended_at: r.status === 'BLOCKED' ? r.now : null, day: r.day,
+    }))), runs.length],
   );
-}
-
-/** JSON for a jsonb parameter: pg would send arrays as Postgres arrays, so always stringify. */
-function json(value: unknown): string | null {
-  return value === null || value === undefined ? null : JSON.stringify(value);
 }
 
 export interface EndedRun {
@@ -60,21 +74,41 @@ export interface EndedRun {
   user_id: string;
 }
 
-/** Ends a RUNNING run; null when there is no RUNNING run of that id in the workspace. */
-export async function endRun(
-  db: Queryable,
-  workspaceId: string,
-  runId: string,
-  status: 'COMPLETED' | 'FAILED',
-  now: Date,
-): Promise<EndedRun | null> {
+export interface RunEnd {
+  workspaceId: string;
+  runId: string;
+  status: 'COMPLETED' | 'FAILED';
+  now: Date;
+}
+
+/**
+ * Ends RUNNING runs (one statement and one commit for any number). Answers per end, in order:
+ * null when there is no RUNNING run of that id in the workspace. A run named twice is ended by
+ * its first mention only.
+ */
+export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(EndedRun | null)[]> {
+  const first = new Map<string, number>();
+  ends.forEach((e, i) => {
+    if (!first.has(e.runId)) first.set(e.runId, i);
+  });
+  const unique = [...first.values()].map((i) => ends[i]!);
+  // The runs are locked in id order, as insertSteps share-locks them: two statements that lock
+  // several runs each in their own order could each hold one the other waits for.
   const { rows } = await db.query<EndedRun>(
-    `UPDATE runs SET status = $3, ended_at = $4
-     WHERE id = $1 AND workspace_id = $2 AND status = 'RUNNING'
-     RETURNING id, status, ended_at, user_id`,
-    [runId, workspaceId, status, now],
+    `WITH target AS (
+       SELECT r.id, v.status, v.ended_at
+       FROM (SELECT * FROM json_to_recordset($1::json) AS v(id uuid, workspace_id uuid, status text, ended_at timestamptz) LIMIT $2) v
+       JOIN runs r ON r.id = v.id AND r.workspace_id = v.workspace_id AND r.status = 'RUNNING'
+       ORDER BY r.id
+       FOR NO KEY UPDATE OF r
+     )
+     UPDATE runs r SET status = t.status, ended_at = t.ended_at FROM target t
+     WHERE r.id = t.id
+     RETURNING r.id, r.status, r.ended_at, r.user_id`,
+    [JSON.stringify(unique.map((e) => ({ id: e.runId, workspace_id: e.workspaceId, status: e.status, ended_at: e.now }))), unique.length],
   );
-  return rows[0] ?? null;
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return ends.map((e, i) => (first.get(e.runId) === i ? byId.get(e.runId) ?? null : null));
 }
 
 export async function runExists(db: Queryable, workspaceId: string, runId: string): Promise<boolean> {
@@ -102,7 +136,8 @@ export type StepInsertOutcome = 'inserted' | 'run_not_running' | 'duplicate_sequ
 /**
  * Records steps (one statement for any number), each in a run that is RUNNING when it commits:
  * the run row is share-locked, so an end of the run waits for the step (and then sees it), while
- * steps of one run never wait for each other. Answers per step, in order.
+ * steps of one run never wait for each other. Runs are locked in id order, as endRuns locks them.
+ * Answers per step, in order.
  */
 export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Promise<StepInsertOutcome[]> {
   // The batch travels as one JSON document: one native stringify, where eleven array parameters
@@ -119,6 +154,7 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
        AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
          input_data jsonb, decision json, created_at timestamptz) LIMIT $2) v
      JOIN runs r ON r.id = v.run_id AND r.workspace_id = v.workspace_id AND r.status = 'RUNNING'
+     ORDER BY r.id
      FOR SHARE OF r
      ON CONFLICT (run_id, sequence) DO NOTHING
      RETURNING id`,
