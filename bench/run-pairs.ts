@@ -1,0 +1,94 @@
+/**
+ * Run start + end pairs (`POST /v1/runs`, then `POST /v1/runs/<id>/end`), alternating the daemons
+ * of several built checkouts in the same rounds, each on a fresh database of its own. The start
+ * and the end are timed apart, and Postgres's busy sessions are sampled every 20 ms by what they
+ * wait on (a row lock, the WAL), which shows where starts queue.
+ *
+ *   npx tsx bench/run-pairs.ts [--roots /tmp/base,.] [--connections 16,64] [--rounds 2] [--duration 5]
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { ADMIN_DATABASE_URL, createServices, type BenchServices } from './lib/database.js';
+import { json, loop, pool } from './lib/loops.js';
+import { startDaemon, type DaemonProcess } from './lib/processes.js';
+import { summarize } from './lib/stats.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    roots: { type: 'string', default: '.' },
+    connections: { type: 'string', default: '16,64' },
+    rounds: { type: 'string', default: '2' },
+    duration: { type: 'string', default: '5' },
+  },
+});
+const roots = flags.roots.split(',').map((r) => resolve(r));
+const connections = flags.connections.split(',').map(Number);
+const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+await admin.connect();
+const daemons: { root: string; services: BenchServices; daemon: DaemonProcess }[] = [];
+try {
+  for (const root of roots) {
+    const services = await createServices();
+    const daemon = await startDaemon({
+      databaseUrl: services.databaseUrl, redisUrl: services.redisUrl, redisKeyPrefix: services.redisKeyPrefix,
+      dataDir: mkdtempSync(join(tmpdir(), 'run-pairs-')), openaiUpstream: 'http://127.0.0.1:9', root,
+    }).catch(async (error) => {
+      await services.drop();
+      throw error;
+    });
+    daemons.push({ root, services, daemon });
+  }
+  const databases = daemons.map((d) => d.services.databaseName);
+
+  const waits = new Map<string, number>();
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const { rows } = await admin.query<{ w: string; n: number }>(
+        `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS w, count(*)::int AS n FROM pg_stat_activity
+         WHERE datname = ANY($1) AND state = 'active' GROUP BY 1`, [databases]);
+      for (const r of rows) waits.set(r.w, (waits.get(r.w) ?? 0) + r.n);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+
+  for (let round = 1; round <= Number(flags.rounds); round++) {
+    for (const c of connections) {
+      // Alternate which build goes first, so neither always follows the other's load.
+      for (const { root, daemon } of round % 2 ? daemons : [...daemons].reverse()) {
+        const api = pool(daemon.url, c);
+        const headers = { authorization: `Bearer ${daemon.apiKey}` };
+        const starts: number[] = [];
+        const ends: number[] = [];
+        const pair = async (worker: number) => {
+          const t0 = performance.now();
+          const run = await json<{ id: string; status: string }>(api, 'POST', '/v1/runs', headers, { user_id: `bench-user-${worker % 50}` }, 201);
+          const t1 = performance.now();
+          await json(api, 'POST', `/v1/runs/${run.id}/end`, headers, { status: 'COMPLETED' }, 200);
+          starts.push(t1 - t0);
+          ends.push(performance.now() - t1);
+        };
+        await loop(c, 1, pair);
+        starts.length = 0;
+        ends.length = 0;
+        waits.clear();
+        const result = await loop(c, Number(flags.duration), pair);
+        await api.close();
+        const [s, e] = [summarize(starts), summarize(ends)];
+        const top = [...waits].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([k, v]) => `${k} ${v}`).join(', ');
+        console.log(`round ${round}, ${c} connections, ${root}: ${result.ops.toFixed(0)} pairs/s, pair p50 ${result.latency.p50.toFixed(1)} ` +
+          `p99 ${result.latency.p99.toFixed(1)} ms; start p50 ${s.p50.toFixed(1)} p99 ${s.p99.toFixed(1)}; end p50 ${e.p50.toFixed(1)} ` +
+          `p99 ${e.p99.toFixed(1)}; errors ${result.errors}; Postgres waits sampled: ${top}`);
+      }
+    }
+  }
+  sampling = false;
+  await sampler;
+} finally {
+  for (const { daemon } of daemons) await daemon.stop();
+  for (const { services } of daemons) await services.drop();
+  await admin.end();
+}
