@@ -29,6 +29,8 @@ const connections = flags.connections.split(',').map(Number);
 const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
 await admin.connect();
 const daemons: { root: string; services: BenchServices; daemon: DaemonProcess }[] = [];
+let sampling = true;
+let sampler: Promise<void> = Promise.resolve();
 try {
   for (const root of roots) {
     const services = await createServices();
@@ -44,8 +46,7 @@ try {
   const databases = daemons.map((d) => d.services.databaseName);
 
   const waits = new Map<string, number>();
-  let sampling = true;
-  const sampler = (async () => {
+  sampler = (async () => {
     while (sampling) {
       const { rows } = await admin.query<{ w: string; n: number }>(
         `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS w, count(*)::int AS n FROM pg_stat_activity
@@ -53,7 +54,7 @@ try {
       for (const r of rows) waits.set(r.w, (waits.get(r.w) ?? 0) + r.n);
       await new Promise((r) => setTimeout(r, 20));
     }
-  })();
+  })().catch((error: Error) => console.error(`wait sampling stopped: ${error.message}`));
 
   for (let round = 1; round <= Number(flags.rounds); round++) {
     for (const c of connections) {
@@ -85,9 +86,10 @@ try {
       }
     }
   }
+} finally {
+  // Stopped here, not after the rounds: a round that throws must not leave it querying a closed client.
   sampling = false;
   await sampler;
-} finally {
   for (const { daemon } of daemons) await daemon.stop();
   for (const { services } of daemons) await services.drop();
   await admin.end();

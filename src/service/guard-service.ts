@@ -191,7 +191,7 @@ export class GuardService {
     const limited = state.workspace.monthly_run_limit !== null || state.workspace.max_concurrent_runs !== null;
     // One statement commits on its own, in a batch with the starts under way; a lock or a
     // remembered answer needs a transaction of its own.
-    const alone = !limited && !idempotency;
+    const batched = !limited && !idempotency;
     const admit = async (db: Queryable): Promise<Answer<StartedRun>> => {
       let counts = NOT_COUNTED;
       if (limited) {
@@ -202,13 +202,13 @@ export class GuardService {
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
       const id = randomUUID();
       const run = { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null, decision, now, day: scope.day };
-      await (alone ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
+      await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
       const answer = { statusCode: 201, body: { id, user_id: input.user_id, status, decision: view(decision) } };
       await this.remember(db, idempotency, answer, now);
       return answer;
     };
     try {
-      const answer = alone ? await admit(this.db) : await this.db.transaction(admit);
+      const answer = batched ? await admit(this.db) : await this.db.transaction(admit);
       // The steps that follow (a proxied call's, above all) need not read the run back.
       if (answer.body.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${answer.body.id}`, input.user_id);
       this.observe('run_start', answer.body.decision);

@@ -83,18 +83,19 @@ export interface RunEnd {
 
 /**
  * Ends RUNNING runs (one statement and one commit for any number). Answers per end, in order:
- * null when there is no RUNNING run of that id in the workspace. A run named twice is ended by
- * its first mention only.
+ * null when there is no RUNNING run of that id in the workspace. A run named twice in its
+ * workspace is ended by its first mention only; a mention in another workspace changes nothing.
  */
 export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(EndedRun | null)[]> {
+  const key = (workspaceId: string, runId: string) => `${workspaceId}/${runId}`;
   const first = new Map<string, number>();
   ends.forEach((e, i) => {
-    if (!first.has(e.runId)) first.set(e.runId, i);
+    if (!first.has(key(e.workspaceId, e.runId))) first.set(key(e.workspaceId, e.runId), i);
   });
   const unique = [...first.values()].map((i) => ends[i]!);
   // The runs are locked in id order, as insertSteps share-locks them: two statements that lock
   // several runs each in their own order could each hold one the other waits for.
-  const { rows } = await db.query<EndedRun>(
+  const { rows } = await db.query<EndedRun & { workspace_id: string }>(
     `WITH target AS (
        SELECT r.id, v.status, v.ended_at
        FROM (SELECT * FROM json_to_recordset($1::json) AS v(id uuid, workspace_id uuid, status text, ended_at timestamptz) LIMIT $2) v
@@ -104,11 +105,11 @@ export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(
      )
      UPDATE runs r SET status = t.status, ended_at = t.ended_at FROM target t
      WHERE r.id = t.id
-     RETURNING r.id, r.status, r.ended_at, r.user_id`,
+     RETURNING r.id, r.workspace_id, r.status, r.ended_at, r.user_id`,
     [JSON.stringify(unique.map((e) => ({ id: e.runId, workspace_id: e.workspaceId, status: e.status, ended_at: e.now }))), unique.length],
   );
-  const byId = new Map(rows.map((row) => [row.id, row]));
-  return ends.map((e, i) => (first.get(e.runId) === i ? byId.get(e.runId) ?? null : null));
+  const byKey = new Map(rows.map(({ workspace_id: workspaceId, ...ended }) => [key(workspaceId, ended.id), ended]));
+  return ends.map((e, i) => (first.get(key(e.workspaceId, e.runId)) === i ? byKey.get(key(e.workspaceId, e.runId)) ?? null : null));
 }
 
 export async function runExists(db: Queryable, workspaceId: string, runId: string): Promise<boolean> {
@@ -154,7 +155,7 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
        AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
          input_data jsonb, decision json, created_at timestamptz) LIMIT $2) v
      JOIN runs r ON r.id = v.run_id AND r.workspace_id = v.workspace_id AND r.status = 'RUNNING'
-     ORDER BY r.id
+     ORDER BY r.id, v.sequence
      FOR SHARE OF r
      ON CONFLICT (run_id, sequence) DO NOTHING
      RETURNING id`,

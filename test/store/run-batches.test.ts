@@ -7,7 +7,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
 import type { Decision } from '../../src/rules/engine.js';
+import { GuardService } from '../../src/service/guard-service.js';
 import type { Db } from '../../src/store/db.js';
 import { endRuns, insertRuns, insertSteps, type NewRun } from '../../src/store/runs.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
@@ -79,9 +81,9 @@ describe.each(BACKENDS)('run batch statements on %s', (backend) => {
   it('when a batch ends runs, then each end is answered by its own run: a run named twice ends once, by its first mention', async () => {
     const a = (await createWorkspace(stores.db, 'ends-a', 'enterprise')).id;
     const b = (await createWorkspace(stores.db, 'ends-b', 'enterprise')).id;
-    const [r1, r2, r3, blocked] = [newRun(a, 'u1', '2026-05-04'), newRun(a, 'u2', '2026-05-04'), newRun(b, 'u1', '2026-05-04'),
-      newRun(a, 'u3', '2026-05-04', 'BLOCKED')];
-    await insertRuns(stores.db, [r1!, r2!, r3!, blocked!]);
+    const [r1, r2, r3, blocked, r4] = [newRun(a, 'u1', '2026-05-04'), newRun(a, 'u2', '2026-05-04'), newRun(b, 'u1', '2026-05-04'),
+      newRun(a, 'u3', '2026-05-04', 'BLOCKED'), newRun(b, 'u4', '2026-05-04')];
+    await insertRuns(stores.db, [r1!, r2!, r3!, blocked!, r4!]);
     const missing = randomUUID();
     const ended = await endRuns(stores.db, [
       { workspaceId: a, runId: r1!.id, status: 'FAILED', now: NOW },
@@ -90,16 +92,32 @@ describe.each(BACKENDS)('run batch statements on %s', (backend) => {
       { workspaceId: a, runId: r3!.id, status: 'COMPLETED', now: NOW },
       { workspaceId: a, runId: blocked!.id, status: 'COMPLETED', now: NOW },
       { workspaceId: a, runId: missing, status: 'COMPLETED', now: NOW },
+      // Named from another workspace first: that mention must not take the run's own end.
+      { workspaceId: a, runId: r4!.id, status: 'FAILED', now: NOW },
+      { workspaceId: b, runId: r4!.id, status: 'COMPLETED', now: NOW },
     ]);
     expect(ended.map((e) => e && { ...e, ended_at: new Date(e.ended_at).toISOString() })).toEqual([
       { id: r1!.id, status: 'FAILED', user_id: 'u1', ended_at: NOW.toISOString() },
       { id: r2!.id, status: 'COMPLETED', user_id: 'u2', ended_at: NOW.toISOString() },
       null, null, null, null,
+      null, { id: r4!.id, status: 'COMPLETED', user_id: 'u4', ended_at: NOW.toISOString() },
     ]);
     const { rows } = await stores.db.query<{ id: string; status: string }>('SELECT id, status FROM runs WHERE id = ANY($1)', [[r1!.id, r3!.id, blocked!.id]]);
     expect(Object.fromEntries(rows.map((r) => [r.id, r.status]))).toEqual({ [r1!.id]: 'FAILED', [r3!.id]: 'RUNNING', [blocked!.id]: 'BLOCKED' });
     // Ended again: no longer RUNNING.
     expect(await endRuns(stores.db, [{ workspaceId: a, runId: r2!.id, status: 'FAILED', now: NOW }])).toEqual([null]);
+  });
+
+  it('when one start of a batch is refused by the database, then only that start fails and the others are counted', async () => {
+    const ws = (await createWorkspace(stores.db, 'refused', 'enterprise')).id;
+    const guard = new GuardService(stores.db, stores.counters, { now: () => NOW }, createLogger('silent'));
+    // jsonb refuses a NUL character (the API's validation turns such bodies away before this).
+    const starts = await Promise.allSettled(Array.from({ length: 10 }, (_, i) =>
+      guard.startRun(ws, { user_id: `u${i % 3}`, metadata: i === 4 ? { x: 'a\u0000' } : { i } })));
+    expect(starts.map((s) => s.status)).toEqual([...Array(4).fill('fulfilled'), 'rejected', ...Array(5).fill('fulfilled')]);
+    expect(await dayRows('usage_daily', [ws])).toEqual({ 'a/2026-05-04': 9 });
+    const { rows } = await stores.db.query<{ n: string }>('SELECT count(*)::text AS n FROM runs WHERE workspace_id = $1', [ws]);
+    expect(rows[0]!.n).toBe('9');
   });
 
   it.runIf(backend !== 'embedded')('when batches of run ends race batches of step inserts over the same runs, then no statement deadlocks', async () => {
