@@ -67,6 +67,21 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
   );
 }
 
+/**
+ * The items of a batch that a statement should see: each key's first mention only (a later one
+ * is answered null). `isFirst(item, i)` tells whether item i is the one that went.
+ */
+function firstMentions<T>(items: readonly T[], key: (item: T) => string) {
+  const first = new Map<string, number>();
+  items.forEach((item, i) => {
+    if (!first.has(key(item))) first.set(key(item), i);
+  });
+  return {
+    unique: [...first.values()].map((i) => items[i]!),
+    isFirst: (item: T, i: number) => first.get(key(item)) === i,
+  };
+}
+
 export interface EndedRun {
   id: string;
   status: RunStatus;
@@ -88,11 +103,7 @@ export interface RunEnd {
  */
 export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(EndedRun | null)[]> {
   const key = (workspaceId: string, runId: string) => `${workspaceId}/${runId}`;
-  const first = new Map<string, number>();
-  ends.forEach((e, i) => {
-    if (!first.has(key(e.workspaceId, e.runId))) first.set(key(e.workspaceId, e.runId), i);
-  });
-  const unique = [...first.values()].map((i) => ends[i]!);
+  const { unique, isFirst } = firstMentions(ends, (e) => key(e.workspaceId, e.runId));
   // The runs are locked in id order, as insertSteps share-locks them: two statements that lock
   // several runs each in their own order could each hold one the other waits for.
   const { rows } = await db.query<EndedRun & { workspace_id: string }>(
@@ -109,7 +120,7 @@ export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(
     [JSON.stringify(unique.map((e) => ({ id: e.runId, workspace_id: e.workspaceId, status: e.status, ended_at: e.now }))), unique.length],
   );
   const byKey = new Map(rows.map(({ workspace_id: workspaceId, ...ended }) => [key(workspaceId, ended.id), ended]));
-  return ends.map((e, i) => (first.get(key(e.workspaceId, e.runId)) === i ? byKey.get(key(e.workspaceId, e.runId)) ?? null : null));
+  return ends.map((e, i) => (isFirst(e, i) ? byKey.get(key(e.workspaceId, e.runId)) ?? null : null));
 }
 
 export async function runExists(db: Queryable, workspaceId: string, runId: string): Promise<boolean> {
@@ -223,11 +234,7 @@ export interface FinishedStep {
  * mention only.
  */
 export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]): Promise<(FinishedStep | null)[]> {
-  const first = new Map<string, number>();
-  finishes.forEach((f, i) => {
-    if (!first.has(f.stepId)) first.set(f.stepId, i);
-  });
-  const unique = [...first.values()].map((i) => finishes[i]!);
+  const { unique, isFirst } = firstMentions(finishes, (f) => f.stepId);
   // The daily upserts add each workspace's and user's costs once, and return the day's totals
   // read under their row locks: what a counter copy needs. Rows are locked in one order
   // everywhere (workspaces, then users, each sorted), so concurrent writers cannot deadlock.
@@ -288,7 +295,7 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
   );
   const byId = new Map(rows.map((row) => [row.id, row]));
   return finishes.map((f, i) => {
-    const step = first.get(f.stepId) === i ? byId.get(f.stepId) : undefined;
+    const step = isFirst(f, i) ? byId.get(f.stepId) : undefined;
     if (!step) return null;
     const costMicros = Number(step.cost_micros ?? 0);
     if (costMicros === 0) return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: 0, totals: null };
