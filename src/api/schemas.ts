@@ -4,6 +4,18 @@ import { Type, type TSchema } from 'typebox';
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
 export const Uuid = Type.String({ format: 'uuid' });
+/**
+ * A UUID in a path: the 8-4-4-4-12 form in either case. The pattern refuses what ajv's `uuid`
+ * format also takes and Postgres does not (a `urn:uuid:` prefix). Read it through `pathUuid`.
+ */
+export const UUID_PATTERN = '^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$';
+export const UuidParam = Type.String({ format: 'uuid', pattern: UUID_PATTERN });
+/**
+ * One spelling for an id, lowercase as Postgres writes it: ids are compared as text once
+ * Postgres has answered (a batch's answers, a run's next sequence), so an uppercase id would find
+ * its own write unanswered.
+ */
+export const pathUuid = (value: string) => value.toLowerCase();
 /** Big enough for any real count, small enough to stay exact in a JSON number and a bigint. */
 export const Count = Type.Integer({ minimum: 0, maximum: 1_000_000_000_000 });
 export const Usd = Type.Number({ minimum: 0, maximum: 1_000_000_000 });

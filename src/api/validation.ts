@@ -7,6 +7,7 @@ import { Ajv, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { ApiError, type FieldError } from '../errors.js';
+import { UUID_PATTERN } from './schemas.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -65,6 +66,7 @@ export function fieldErrors(context: string, issues: readonly AjvIssue[]): Field
       segments.push(String(issue.params.additionalProperty));
       return { path: [part, ...segments].join('.'), message: 'is not a known field' };
     }
-    return { path: [part, ...segments].join('.'), message: issue.message ?? 'is invalid' };
+    const uuid = (issue.keyword === 'format' && issue.params.format === 'uuid') || (issue.keyword === 'pattern' && issue.params.pattern === UUID_PATTERN);
+    return { path: [part, ...segments].join('.'), message: uuid ? 'must be a UUID' : issue.message ?? 'is invalid' };
   });
 }

@@ -10,6 +10,7 @@ import type { ServerResponse } from 'node:http';
 import { formatOverheadMs, OVERHEAD_HEADER, ProxyCallTimer, type Metrics } from '../metrics.js';
 import type { ApiKeyVerifier } from '../api/auth.js';
 import { toApiError } from '../api/error-handler.js';
+import { pathUuid, UUID_PATTERN } from '../api/schemas.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Clock, CreatedStep, GuardService } from '../service/guard-service.js';
 import type { Db } from '../store/db.js';
@@ -59,7 +60,7 @@ interface ProxyParams {
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const UUID = new RegExp(UUID_PATTERN);
 
 /** Request URLs in logs lose their query string and any proxy token. */
 export function redactProxyUrl(url: string): string {
@@ -183,7 +184,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     const workspaceId = await principalWorkspace(request);
     if (runId !== undefined) {
       if (!UUID.test(runId)) throw new ApiError('RUN_NOT_FOUND');
-      return { workspaceId, runId, userId: null, via: 'run' };
+      return { workspaceId, runId: pathUuid(runId), userId: null, via: 'run' };
     }
     const userId = header(request, 'x-runguard-user-id') ?? options.defaultUserId;
     if (!userId || userId.length > 256) {

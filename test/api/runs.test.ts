@@ -101,6 +101,30 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       expect((await api.request('GET', `/v1/runs/${run.id}`)).body.step_count).toBe(1);
     });
 
+    it('when a path spells ids in uppercase, then they name the same run and step, and the step\'s cost counts', async () => {
+      const ws = await freshWorkspace({ daily_budget_micros: 100_000 });
+      await ws.api.request('PUT', '/v1/model-pricing/dime', { input_cost_per_token: 0.1, output_cost_per_token: 0 });
+      const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body;
+      const RUN = run.id.toUpperCase();
+      const s = await ws.api.request('POST', `/v1/runs/${RUN}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'dime' });
+      expect(s.status).toBe(201);
+      expect(s.body.run_id).toBe(run.id);
+      const finished = await ws.api.request('PATCH', `/v1/runs/${RUN}/steps/${s.body.id.toUpperCase()}`, { status: 'COMPLETED', prompt_tokens: 1 });
+      expect(finished.status).toBe(200);
+      expect(finished.body).toEqual({ id: s.body.id, status: 'COMPLETED' });
+      // Its 0.1 USD reached the budget: the next step is denied.
+      const next = await ws.api.request('POST', `/v1/runs/${RUN}/steps`, { type: 'MODEL_CALL', sequence: 2, model: 'dime' });
+      expect(next.body).toMatchObject({ status: 'BLOCKED', decision: { reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED' } });
+      const ended = await ws.api.request('POST', `/v1/runs/${RUN}/end`, { status: 'COMPLETED' });
+      expect(ended.status).toBe(200);
+      expect(ended.body.id).toBe(run.id);
+      expect((await ws.api.request('GET', '/v1/usage')).body).toMatchObject({ concurrent_runs: 0, workspace_daily_spend_usd: 0.1 });
+      // A form that ajv's uuid format takes and Postgres does not: refused as malformed, not a 500.
+      const urn = await ws.api.request('GET', `/v1/runs/urn:uuid:${run.id}`);
+      expect(urn.status).toBe(422);
+      expect(urn.body.errors).toEqual([{ path: 'params.run_id', message: 'must be a UUID' }]);
+    });
+
     it('when ids are unknown, then 404 on every run and step endpoint', async () => {
       const run = await startRun();
       const s = await step(run.id, 1);

@@ -165,6 +165,25 @@ describe('proxy with the OpenAI SDK', () => {
     expect(run.steps[0].cost_usd).toBeNull();
   });
 
+  it('when the run URL spells the run id in uppercase, then the calls land in that run and their cost counts at the next decision', async () => {
+    const ws = await api.newWorkspace();
+    await ws.api.request('PUT', `/v1/model-pricing/${chat.model}`, { input_cost_per_token: 0.000001, output_cost_per_token: 0.000004 });
+    // A budget of exactly three calls: the fourth must be denied.
+    const prompt = promptTokensFor(chat);
+    await api.setWorkspace({ daily_budget_micros: Math.round(cost(3 * prompt, 3 * completion) * 1e6) }, ws.workspaceId);
+    const runId = await startRun(ws.api);
+    // A first call as the id was given, so that the day's counters exist before the others.
+    await openaiFor(runId, ws.apiKey).chat.completions.create(chat);
+    await settledRun(runId, ws.api, 1);
+    const client = openaiFor(runId.toUpperCase(), ws.apiKey);
+    for (let i = 0; i < 2; i++) await client.chat.completions.create(chat);
+    const run = await settledRun(runId, ws.api, 3);
+    expect(run.steps.map((s: any) => [s.sequence, s.status])).toEqual([[1, 'COMPLETED'], [2, 'COMPLETED'], [3, 'COMPLETED']]);
+    await expect(client.chat.completions.create(chat)).rejects.toMatchObject({ status: 403 });
+    expect((await ws.api.request('GET', `/v1/runs/${runId}`)).body.steps.at(-1))
+      .toMatchObject({ status: 'BLOCKED', decision: { reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED' } });
+  });
+
   it('when 20 calls run in parallel in one run, then each is one step with sequences 1..20', async () => {
     const runId = await startRun();
     const client = openaiFor(runId);

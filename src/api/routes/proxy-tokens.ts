@@ -7,7 +7,7 @@ import type { Clock } from '../../service/guard-service.js';
 import type { Db } from '../../store/db.js';
 import { sdkBaseUrl, type ProviderRegistry } from '../../proxy/provider-registry.js';
 import { newProxyToken, saveProxyToken } from '../../proxy/proxy-tokens.js';
-import { NoBody, Nullable, Uuid, errorResponses } from '../schemas.js';
+import { NoBody, Nullable, UuidParam, errorResponses, pathUuid } from '../schemas.js';
 
 export const proxyTokenRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; providers: ProviderRegistry }> = async (
   base,
@@ -20,7 +20,7 @@ export const proxyTokenRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; provid
     schema: {
       tags: ['proxy'],
       summary: "Mint a token that proxies model calls into this run while it is RUNNING; answers the SDK base URLs",
-      params: Type.Object({ run_id: Uuid }),
+      params: Type.Object({ run_id: UuidParam }),
       body: NoBody,
       response: {
         201: Type.Object({
@@ -33,7 +33,7 @@ export const proxyTokenRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; provid
     },
   }, async (request, reply) => {
     const { workspaceId } = request.principal;
-    const runId = request.params.run_id;
+    const runId = pathUuid(request.params.run_id);
     const { rows } = await db.query<{ status: string }>('SELECT status FROM runs WHERE id = $1 AND workspace_id = $2', [
       runId, workspaceId,
     ]);

@@ -10,13 +10,13 @@ import { getRunDetail, listRuns, type RunStatus } from '../../store/runs.js';
 import type { Clock } from '../../service/guard-service.js';
 import {
   Count, DecisionSchema, EndStatus, JsonObject, Nullable, RunDetail, RunStatus as RunStatusSchema, RunSummary,
-  StepStatus, StepType, Uuid, errorResponses,
+  StepStatus, StepType, Uuid, UuidParam, errorResponses, pathUuid,
 } from '../schemas.js';
 
 const UserId = Type.String({ minLength: 1, maxLength: 256 });
 const Name = Type.String({ minLength: 1, maxLength: 256 });
-const RunParams = Type.Object({ run_id: Uuid });
-const StepParams = Type.Object({ run_id: Uuid, step_id: Uuid });
+const RunParams = Type.Object({ run_id: UuidParam });
+const StepParams = Type.Object({ run_id: UuidParam, step_id: UuidParam });
 
 /** The Idempotency-Key of a write, bound to the caller's workspace and this exact request. */
 function idempotencyClaim(request: FastifyRequest): IdempotencyClaim | undefined {
@@ -67,7 +67,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       },
     },
   }, async (request) => {
-    const answer = await guard.endRun(request.principal.workspaceId, request.params.run_id, request.body.status,
+    const answer = await guard.endRun(request.principal.workspaceId, pathUuid(request.params.run_id), request.body.status,
       idempotencyClaim(request));
     return answer.body;
   });
@@ -94,7 +94,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       },
     },
   }, async (request, reply) => {
-    const answer = await guard.createStep(request.principal.workspaceId, request.params.run_id, request.body,
+    const answer = await guard.createStep(request.principal.workspaceId, pathUuid(request.params.run_id), request.body,
       idempotencyClaim(request));
     return reply.status(201).send(answer.body);
   });
@@ -123,7 +123,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
     },
   }, async (request) => {
     const b = request.body;
-    const finished = await guard.finishStep(request.principal.workspaceId, request.params.run_id, request.params.step_id, {
+    const finished = await guard.finishStep(request.principal.workspaceId, pathUuid(request.params.run_id), pathUuid(request.params.step_id), {
       status: b.status,
       durationMs: b.duration_ms ?? null,
       promptTokens: b.prompt_tokens ?? null,
@@ -169,7 +169,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       response: { 200: RunDetail, ...errorResponses(401, 404, 422) },
     },
   }, async (request, reply) => {
-    const run = await getRunDetail(db, request.principal.workspaceId, request.params.run_id, clock.now());
+    const run = await getRunDetail(db, request.principal.workspaceId, pathUuid(request.params.run_id), clock.now());
     if (!run) throw new ApiError('RUN_NOT_FOUND');
     // The schema's serializer spent ~20 ms on a 1,000-step run: it checks every nullable object
     // (input_data, output_data, the decisions) against its union's branches. getRunDetail builds
