@@ -234,7 +234,10 @@ export interface FinishedStep {
  * mention only.
  */
 export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]): Promise<(FinishedStep | null)[]> {
-  const { unique, isFirst } = firstMentions(finishes, (f) => f.stepId);
+  // Keyed as the statement matches a step: a mention under another workspace or run must not take
+  // the step's own finish.
+  const key = (workspaceId: string, runId: string, stepId: string) => `${workspaceId}/${runId}/${stepId}`;
+  const { unique, isFirst } = firstMentions(finishes, (f) => key(f.workspaceId, f.runId, f.stepId));
   // The daily upserts add each workspace's and user's costs once, and return the day's totals
   // read under their row locks: what a counter copy needs. Rows are locked in one order
   // everywhere (workspaces, then users, each sorted), so concurrent writers cannot deadlock.
@@ -242,6 +245,8 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
   // rows was read in full on every batch, instead of each step by its key.
   const { rows } = await db.query<{
     id: string;
+    run_id: string;
+    workspace_id: string;
     status: StepStatus;
     cost_micros: string | number | null;
     user_id: string;
@@ -281,7 +286,7 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
        ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
        RETURNING workspace_id, user_id, day, spend_micros
      )
-     SELECT p.id, p.status, p.cost_micros, p.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total
+     SELECT p.id, p.run_id, p.workspace_id, p.status, p.cost_micros, p.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total
      FROM priced p
      LEFT JOIN workspace_day w ON w.workspace_id = p.workspace_id AND w.day = p.day
      LEFT JOIN user_day u ON u.workspace_id = p.workspace_id AND u.user_id = p.user_id AND u.day = p.day`,
@@ -293,9 +298,9 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
       finished_at: f.now, day: f.day,
     }))), unique.length],
   );
-  const byId = new Map(rows.map((row) => [row.id, row]));
+  const byKey = new Map(rows.map((row) => [key(row.workspace_id, row.run_id, row.id), row]));
   return finishes.map((f, i) => {
-    const step = isFirst(f, i) ? byId.get(f.stepId) : undefined;
+    const step = isFirst(f, i) ? byKey.get(key(f.workspaceId, f.runId, f.stepId)) : undefined;
     if (!step) return null;
     const costMicros = Number(step.cost_micros ?? 0);
     if (costMicros === 0) return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: 0, totals: null };

@@ -181,6 +181,22 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     expect(Number(first.cost_usd)).toBeCloseTo(1.5e-6, 12);
   });
 
+  it('when a batch names a step from another workspace or run first, then that mention does not take the step\'s own finish', async () => {
+    const [ws, other] = [await workspace(), await workspace()];
+    const runId = await startRun(ws);
+    const otherRun = await startRun(ws);
+    const stepId = await allowedStep(ws, runId, 1);
+    const results = await finishSteps(stores.db, [
+      finish(other, runId, stepId, 10, 10),
+      finish(ws, otherRun, stepId, 10, 10),
+      finish(ws, runId, stepId, 100, 100),
+      finish(ws, runId, stepId, 1, 1), // the owner's second mention: finished once, by the first
+    ]);
+    expect(results).toEqual([null, null, { id: stepId, status: 'COMPLETED', user_id: 'u', cost_micros: PRICES.a.micros(100, 100),
+      totals: { workspaceDailySpendMicros: PRICES.a.micros(100, 100), userDailySpendMicros: PRICES.a.micros(100, 100) } }, null]);
+    expect((await stepsOf(runId)).map((s) => s.status)).toEqual(['COMPLETED']);
+  });
+
   it('when one finish in a batch carries output the database refuses, then the whole statement fails and nothing is written', async () => {
     const ws = await workspace();
     const runId = await startRun(ws);
