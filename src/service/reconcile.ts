@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import { SPEND_CAP_MICROS, type CounterStore } from '../store/counters.js';
-import type { Db } from '../store/db.js';
+import type { Db, Queryable } from '../store/db.js';
 
 export interface Drift {
   kind: 'workspace_usage' | 'user_usage' | 'spend_copy';
@@ -76,29 +76,66 @@ export async function reconcile(
     drifts.push({ kind: 'user_usage', key: `${r.workspace_id}/${r.user_id}/${r.day}`,
       expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
   }
-  if (options.repair && drifts.length > 0) await repair(db, usage.rows, userUsage.rows);
+  if (options.repair && drifts.length > 0) await repair(db, from, usage.rows, userUsage.rows);
   // The Redis copy: set to the records for every workspace and user who spent today.
   if (counters.kind === 'redis') drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
   return { checkedFrom: from, drifts, repaired: options.repair };
 }
 
-async function repair(db: Db, usage: Record<string, string>[], userUsage: Record<string, string>[]) {
+/** A daily counter table: its key columns with their types, and the check that recounts it. */
+interface DailyTable {
+  name: 'usage_daily' | 'user_usage_daily';
+  keys: readonly (readonly [column: string, type: string])[];
+  drift: string;
+}
+const DAYS: DailyTable = { name: 'usage_daily', keys: [['workspace_id', 'uuid'], ['day', 'date']], drift: USAGE_DRIFT };
+const USER_DAYS: DailyTable = {
+  name: 'user_usage_daily', keys: [['workspace_id', 'uuid'], ['user_id', 'text'], ['day', 'date']], drift: USER_USAGE_DRIFT,
+};
+const keyOf = (table: DailyTable, row: Record<string, string>) => table.keys.map(([column]) => row[column]).join('/');
+
+/**
+ * Sets the drifted counters to a recount made under their row locks. The rows are locked first,
+ * in the order every writer locks them (days sorted, then users' days sorted), and recounted by
+ * statements that start after: a write committed before the lock is in the recount, and one still
+ * waiting on the lock adds its share after this commits. Set to the check's figures instead, the
+ * steps finished and runs started between the check and the repair were lost.
+ */
+async function repair(db: Db, from: string, usage: Record<string, string>[], userUsage: Record<string, string>[]) {
   await db.transaction(async (tx) => {
-    for (const r of usage) {
-      await tx.query(
-        `INSERT INTO usage_daily (workspace_id, day, spend_micros, runs) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = $3, runs = $4`,
-        [r.workspace_id, r.day, r.expected_spend, r.expected_runs],
-      );
-    }
-    for (const r of userUsage) {
-      await tx.query(
-        `INSERT INTO user_usage_daily (workspace_id, user_id, day, spend_micros, runs) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = $4, runs = $5`,
-        [r.workspace_id, r.user_id, r.day, r.expected_spend, r.expected_runs],
-      );
+    const drifted = [[DAYS, usage], [USER_DAYS, userUsage]] as const;
+    for (const [table, rows] of drifted) await lockRows(tx, table, rows);
+    for (const [table, rows] of drifted) {
+      const locked = new Set(rows.map((row) => keyOf(table, row)));
+      const recount = (await tx.query<Record<string, string>>(table.drift, [from])).rows;
+      await setRows(tx, table, recount.filter((row) => locked.has(keyOf(table, row))));
     }
   });
+}
+
+/** Locks a table's rows of these keys in key order (an upsert that changes nothing, so a missing row is made and locked too). */
+async function lockRows(tx: Queryable, table: DailyTable, rows: Record<string, string>[]) {
+  if (rows.length === 0) return;
+  const columns = table.keys.map(([column]) => column).join(', ');
+  const arrays = table.keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ');
+  await tx.query(
+    `INSERT INTO ${table.name} AS d (${columns}) SELECT * FROM unnest(${arrays}) AS k(${columns}) ORDER BY ${columns}
+     ON CONFLICT (${columns}) DO UPDATE SET runs = d.runs`,
+    table.keys.map(([column]) => rows.map((row) => row[column])),
+  );
+}
+
+async function setRows(tx: Queryable, table: DailyTable, rows: Record<string, string>[]) {
+  if (rows.length === 0) return;
+  const columns = table.keys.map(([column]) => column);
+  const arrays = table.keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ');
+  const n = table.keys.length;
+  await tx.query(
+    `UPDATE ${table.name} d SET spend_micros = k.spend, runs = k.runs
+     FROM unnest(${arrays}, $${n + 1}::bigint[], $${n + 2}::integer[]) AS k(${columns.join(', ')}, spend, runs)
+     WHERE ${columns.map((column) => `d.${column} = k.${column}`).join(' AND ')}`,
+    [...columns.map((column) => rows.map((row) => row[column])), rows.map((row) => row.expected_spend), rows.map((row) => row.expected_runs)],
+  );
 }
 
 async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repair: boolean): Promise<Drift[]> {

@@ -1,10 +1,14 @@
-/** Reconciliation finds every kind of drift between counters and records, and repairs it. */
+/**
+ * Reconciliation finds every kind of drift between counters and records, and repairs it: with
+ * what was written between the check and the repair, and without deadlocking the writers.
+ */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { GuardService } from '../../src/service/guard-service.js';
 import { reconcile } from '../../src/service/reconcile.js';
 import { scopeAt } from '../../src/store/counters.js';
+import type { Db } from '../../src/store/db.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { openTestStores, type TestStores } from '../support/harness.js';
 import { REDIS_URL } from '../support/services.js';
@@ -50,5 +54,74 @@ describe('reconcile', () => {
     expect(after.drifts.filter((d) => d.key.startsWith(ws.id) || d.key === run.id)).toEqual([]);
     expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 60_000, userDailySpendMicros: 60_000 });
     redis.disconnect();
+  });
+
+  it('when steps are finished and runs started between the check and its repair, then the repair counts them too', async () => {
+    const ws = await createWorkspace(stores.db, 'race', 'scale');
+    await stores.db.query(
+      `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token) VALUES (gen_random_uuid(), $1, 'm', 0.001, 0.002)`,
+      [ws.id],
+    );
+    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    const steps = [];
+    for (const sequence of [1, 2, 3]) steps.push((await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' })).body);
+    const finish = (i: number) => guard.finishStep(ws.id, run.id, steps[i]!.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
+    await finish(0);
+    await stores.db.query('UPDATE usage_daily SET spend_micros = 1, runs = 9 WHERE workspace_id = $1', [ws.id]);
+    await stores.db.query('UPDATE user_usage_daily SET spend_micros = 1 WHERE workspace_id = $1', [ws.id]);
+
+    // Once reconcile has read the drifts, and before it repairs them, the workspace moves on.
+    let checks = 0;
+    const between: Db = {
+      ...stores.db,
+      query: async (sql, params) => {
+        const result = await stores.db.query(sql, params);
+        if (sql.includes('FULL JOIN') && ++checks === 2) {
+          await Promise.all([finish(1), finish(2), guard.startRun(ws.id, { user_id: 'u' })]);
+        }
+        return result as never;
+      },
+      transaction: (fn) => stores.db.transaction(fn),
+    };
+    const found = await reconcile(between, stores.counters, { now: clock.now(), days: 2, repair: true });
+    expect(found.drifts.filter((d) => d.key.startsWith(ws.id) && d.kind !== 'spend_copy').map((d) => d.kind).sort())
+      .toEqual(['user_usage', 'workspace_usage']);
+
+    const after = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false });
+    expect(after.drifts.filter((d) => d.key.startsWith(ws.id))).toEqual([]);
+    const { rows } = await stores.db.query<{ spend_micros: string; runs: string }>(
+      'SELECT spend_micros::text, runs::text FROM usage_daily WHERE workspace_id = $1', [ws.id]);
+    expect(rows).toEqual([{ spend_micros: '60000', runs: '2' }]);
+  });
+
+  it('when repairs run while many users start runs and finish steps, then nothing deadlocks and the counters end right', async () => {
+    const ws = await createWorkspace(stores.db, 'busy', 'scale');
+    await stores.db.query(
+      `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token) VALUES (gen_random_uuid(), $1, 'm', 0.001, 0.002)`,
+      [ws.id],
+    );
+    const users = Array.from({ length: 8 }, (_, i) => `user-${i}`);
+    const work = async (user: string) => {
+      for (let k = 0; k < 4; k++) {
+        const run = (await guard.startRun(ws.id, { user_id: user })).body;
+        const step = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' })).body;
+        await guard.finishStep(ws.id, run.id, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
+      }
+    };
+    const repairs = async () => {
+      for (let k = 0; k < 6; k++) {
+        // Every user's day and the workspace's day drift, so each repair locks all of them.
+        await stores.db.query('UPDATE user_usage_daily SET spend_micros = spend_micros + 1 WHERE workspace_id = $1', [ws.id]);
+        await stores.db.query('UPDATE usage_daily SET runs = runs + 1 WHERE workspace_id = $1', [ws.id]);
+        await reconcile(stores.db, stores.counters, { now: clock.now(), days: 1, repair: true });
+      }
+    };
+    await Promise.all([...users.map(work), repairs(), repairs()]);
+    await reconcile(stores.db, stores.counters, { now: clock.now(), days: 1, repair: true });
+    const after = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 1, repair: false });
+    expect(after.drifts.filter((d) => d.key.startsWith(ws.id))).toEqual([]);
+    const { rows } = await stores.db.query<{ spend_micros: string; runs: string }>(
+      'SELECT spend_micros::text, runs::text FROM usage_daily WHERE workspace_id = $1', [ws.id]);
+    expect(rows).toEqual([{ spend_micros: String(32 * 20_000), runs: '32' }]);
   });
 });
