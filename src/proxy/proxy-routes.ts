@@ -12,7 +12,7 @@ import type { ApiKeyVerifier } from '../api/auth.js';
 import { toApiError } from '../api/error-handler.js';
 import { pathUuid, UUID_PATTERN } from '../api/schemas.js';
 import { ApiError, isApiError } from '../errors.js';
-import type { Clock, CreatedStep, GuardService } from '../service/guard-service.js';
+import type { Clock, CreatedStep, GuardService, StepInput } from '../service/guard-service.js';
 import type { Db } from '../store/db.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
 import type { CallsInProgress } from './calls-in-progress.js';
@@ -196,11 +196,9 @@ export const proxyRoutes: FastifyPluginAsync<{
   const denial = (step: { id?: string; reason: string | null }, what: string) =>
     new ProxyRefusal(403, step.reason ?? 'DENIED', `runguard denied this ${what}: ${step.reason ?? 'DENIED'}.`, step.id);
 
-  async function createStep(target: Target, runId: string, model: string | null, inputData: unknown): Promise<CreatedStep> {
+  async function createStep(target: Target, runId: string, input: StepInput): Promise<CreatedStep> {
     try {
-      return (await guard.createStep(target.workspaceId, runId, {
-        type: 'MODEL_CALL', sequence: null, model: model === null ? null : model.slice(0, 256), input_data: inputData,
-      })).body;
+      return (await guard.createStep(target.workspaceId, runId, { ...input, sequence: null })).body;
     } catch (error) {
       if (isApiError(error) && error.code === 'RUN_NOT_RUNNING') {
         // A token dies with its run. A run id names a run the caller may see, but not use any more.
@@ -229,18 +227,18 @@ export const proxyRoutes: FastifyPluginAsync<{
       audit,
     );
 
-    let runId = target.runId;
-    if (runId === null) {
-      const run = (await guard.startRun(target.workspaceId, { user_id: target.userId!, metadata: { proxy: provider.name } })).body;
-      if (run.status === 'BLOCKED') throw denial({ reason: run.decision.reason }, 'run');
-      runId = run.id;
-    }
+    const stepInput = { type: 'MODEL_CALL' as const, model: inspected.model === null ? null : inspected.model.slice(0, 256), input_data: inputData };
+    let runId: string;
     let step: CreatedStep;
-    try {
-      step = await createStep(target, runId, inspected.model, inputData);
-    } catch (error) {
-      if (target.via === 'auto') endRunQuietly(request.log, target.workspaceId, runId, 'FAILED');
-      throw error;
+    if (target.runId === null) {
+      // A run of the call's own: started with its step, in one commit.
+      const started = await guard.startRunWithStep(target.workspaceId, { user_id: target.userId!, metadata: { proxy: provider.name } }, stepInput);
+      if (started.run.status === 'BLOCKED') throw denial({ reason: started.run.decision.reason }, 'run');
+      runId = started.run.id;
+      step = started.step!;
+    } else {
+      runId = target.runId;
+      step = await createStep(target, runId, stepInput);
     }
     if (step.status === 'BLOCKED') {
       if (target.via === 'auto') endRunQuietly(request.log, target.workspaceId, runId, 'FAILED');

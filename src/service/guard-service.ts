@@ -182,6 +182,34 @@ export class GuardService {
   ): Promise<Answer<StartedRun>> {
     const replay = idempotency ? await this.replay<StartedRun>(idempotency) : null;
     if (replay) return replay;
+    try {
+      return (await this.start(workspaceId, input, idempotency, null)).answer;
+    } catch (error) {
+      if (error instanceof IdempotencyRace) return (await this.replay<StartedRun>(idempotency))!;
+      throw error;
+    }
+  }
+
+  /**
+   * A run of a proxied call's own, started with that call's step: one read of the decision's
+   * inputs and one commit for both, before the call is forwarded. The step is checked against the
+   * start's inputs (its rules are the first four of the start's). No step when the start is BLOCKED.
+   */
+  async startRunWithStep(
+    workspaceId: string,
+    input: { user_id: string; metadata?: unknown },
+    firstStep: Omit<StepInput, 'sequence'>,
+  ): Promise<{ run: StartedRun; step: CreatedStep | null }> {
+    const { answer, step } = await this.start(workspaceId, input, undefined, firstStep);
+    return { run: answer.body, step };
+  }
+
+  private async start(
+    workspaceId: string,
+    input: { user_id: string; metadata?: unknown },
+    idempotency: IdempotencyClaim | undefined,
+    firstStep: Omit<StepInput, 'sequence'> | null,
+  ): Promise<{ answer: Answer<StartedRun>; step: CreatedStep | null }> {
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
     const [state, spend] = await this.decisionInputs(scope);
@@ -192,7 +220,7 @@ export class GuardService {
     // One statement commits on its own, in a batch with the starts under way; a lock or a
     // remembered answer needs a transaction of its own.
     const batched = !limited && !idempotency;
-    const admit = async (db: Queryable): Promise<Answer<StartedRun>> => {
+    const admit = async (db: Queryable) => {
       let counts = NOT_COUNTED;
       if (limited) {
         await lockAdmissions(db, workspaceId);
@@ -201,22 +229,33 @@ export class GuardService {
       const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }));
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
       const id = randomUUID();
-      const run = { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null, decision, now, day: scope.day };
+      const step = status === 'RUNNING' && firstStep
+        ? this.newStep(workspaceId, id, 1, firstStep, evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED })), now)
+        : undefined;
+      const run = { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null, decision, now, day: scope.day, firstStep: step };
       await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
       const answer = { statusCode: 201, body: { id, user_id: input.user_id, status, decision: view(decision) } };
       await this.remember(db, idempotency, answer, now);
-      return answer;
+      return { answer, step };
     };
-    try {
-      const answer = batched ? await admit(this.db) : await this.db.transaction(admit);
-      // The steps that follow (a proxied call's, above all) need not read the run back.
-      if (answer.body.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${answer.body.id}`, input.user_id);
-      this.observe('run_start', answer.body.decision);
-      return answer;
-    } catch (error) {
-      if (error instanceof IdempotencyRace) return (await this.replay<StartedRun>(idempotency))!;
-      throw error;
+    const { answer, step } = batched ? await admit(this.db) : await this.db.transaction(admit);
+    // The steps that follow (a proxied call's, above all) need not read the run back, nor its
+    // highest sequence: none but the first step, if any, is there yet.
+    if (answer.body.status === 'RUNNING') {
+      this.runUsers.remember(`${workspaceId}/${answer.body.id}`, input.user_id);
+      this.sequences.started(answer.body.id, step ? 1 : 0);
     }
+    this.observe('run_start', answer.body.decision);
+    if (!step) return { answer, step: null };
+    this.observe('step', view(step.decision));
+    return { answer, step: { id: step.id, run_id: step.runId, sequence: 1, status: step.status, decision: view(step.decision) } };
+  }
+
+  private newStep(workspaceId: string, runId: string, sequence: number, input: Omit<StepInput, 'sequence'>, decision: Decision, now: Date): runs.NewStep {
+    return {
+      id: randomUUID(), runId, workspaceId, sequence, type: input.type, status: decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED',
+      model: input.model ?? null, toolName: input.tool_name ?? null, inputData: input.input_data ?? null, decision, now,
+    };
   }
 
   async endRun(
@@ -237,6 +276,7 @@ export class GuardService {
       }
       const answer = { statusCode: 200, body: { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() } };
       await this.remember(db, idempotency, answer, now);
+      this.sequences.ended(runId);
       return answer;
     };
     // One statement commits on its own, in a batch with the ends under way; a remembered answer
@@ -255,12 +295,9 @@ export class GuardService {
     const now = this.clock.now();
     const [state, spend] = await this.stepCheckInputs(workspaceId, runId, now);
     const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }));
-    const id = randomUUID();
-    const status: CreatedStep['status'] = decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED';
-    const step = (sequence: number): runs.NewStep => ({
-      id, runId, workspaceId, sequence, type: input.type, status,
-      model: input.model ?? null, toolName: input.tool_name ?? null, inputData: input.input_data ?? null, decision, now,
-    });
+    const template = this.newStep(workspaceId, runId, 0, input, decision, now);
+    const { id, status } = template;
+    const step = (sequence: number): runs.NewStep => ({ ...template, sequence });
     const answer = (sequence: number): Answer<CreatedStep> =>
       ({ statusCode: 201, body: { id, run_id: runId, sequence, status, decision: view(decision) } });
     // A remembered answer commits with its step, in a transaction of its own; any other step

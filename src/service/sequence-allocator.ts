@@ -19,6 +19,16 @@ export class SequenceAllocator {
     private readonly capacity = 10_000,
   ) {}
 
+  /** A run this daemon just started: its highest is known (0, or 1 if it began with a step), no read needed. */
+  started(runId: string, highest = 0): void {
+    this.remember(runId, { value: highest });
+  }
+
+  /** A run that ended: it takes no more steps, so its number need not be kept. */
+  ended(runId: string): void {
+    this.last.delete(runId);
+  }
+
   /** The run's next number at once, when its highest is known here; else undefined (allocate). */
   next(runId: string): number | undefined {
     const last = this.last.get(runId);
@@ -47,9 +57,8 @@ export class SequenceAllocator {
   private async entry(runId: string): Promise<Counter> {
     const known = this.last.get(runId);
     if (known) return known;
-    if (this.last.size >= this.capacity) this.last.delete(this.last.keys().next().value!);
     const reading = this.readHighest(runId).then((value) => ({ value }));
-    this.last.set(runId, reading);
+    this.remember(runId, reading);
     try {
       const counter = await reading;
       // Still ours (not forgotten meanwhile): from now on taken without waiting.
@@ -60,6 +69,11 @@ export class SequenceAllocator {
       if (this.last.get(runId) === reading) this.last.delete(runId);
       throw error;
     }
+  }
+
+  private remember(runId: string, entry: Counter | Promise<Counter>): void {
+    if (this.last.size >= this.capacity && !this.last.has(runId)) this.last.delete(this.last.keys().next().value!);
+    this.last.set(runId, entry);
   }
 }
 

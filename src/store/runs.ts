@@ -17,6 +17,11 @@ export interface NewRun {
   decision: Decision;
   now: Date;
   day: string;
+  /**
+   * The run's first step, written in the same statement (a proxied call's run of its own: one
+   * commit before the call is forwarded, not two). Only for a RUNNING run; its sequence is 1.
+   */
+  firstStep?: NewStep;
 }
 
 /**
@@ -27,6 +32,7 @@ export interface NewRun {
  * the workspace's admission lock until it commits, so every round trip saved shortens that queue.
  */
 export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promise<void> {
+  const firstSteps = runs.flatMap((r) => (r.firstStep ? [r.firstStep] : []));
   // The daily rows are locked in one order everywhere (workspace, then user, each sorted):
   // user_day reads workspace_day, so it cannot run first. Unordered CTEs deadlocked against
   // finishSteps. Each upsert names a row once (GROUP BY): ON CONFLICT cannot update a row twice.
@@ -46,6 +52,9 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
        FROM v GROUP BY workspace_id, user_id ORDER BY workspace_id, user_id
        ON CONFLICT (workspace_id, user_id) DO UPDATE SET run_count = u.run_count + EXCLUDED.run_count,
          last_seen_at = greatest(u.last_seen_at, EXCLUDED.last_seen_at)
+     ), first_step AS (
+       INSERT INTO steps (${STEP_INSERT_COLUMNS})
+       SELECT ${STEP_INSERT_COLUMNS} FROM (${stepRecordset(3, 4)}) s
      ), workspace_day AS (
        INSERT INTO usage_daily AS d (workspace_id, day, runs)
        SELECT workspace_id, day, count(*) FROM v WHERE status = 'RUNNING'
@@ -63,7 +72,7 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
       id: r.id, workspace_id: r.workspaceId, user_id: r.userId.toWellFormed(), status: r.status,
       metadata: r.metadata ?? null, decision: r.decision, started_at: r.now,
       ended_at: r.status === 'BLOCKED' ? r.now : null, day: r.day,
-    }))), runs.length],
+    }))), runs.length, JSON.stringify(firstSteps.map(stepRecord)), firstSteps.length],
   );
 }
 
@@ -142,6 +151,17 @@ export interface NewStep {
   now: Date;
 }
 
+const STEP_INSERT_COLUMNS = 'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at';
+/** A batch of steps as rows: the JSON document (each step as `stepRecord` writes it) and its length, by parameter number. */
+const stepRecordset = (document: number, length: number) => `SELECT * FROM json_to_recordset($${document}::json)
+  AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
+    input_data jsonb, decision json, created_at timestamptz) LIMIT $${length}`;
+const stepRecord = (s: NewStep) => ({
+  id: s.id, run_id: s.runId, workspace_id: s.workspaceId, sequence: s.sequence, type: s.type, status: s.status,
+  model: s.model?.toWellFormed() ?? null, tool_name: s.toolName?.toWellFormed() ?? null, input_data: s.inputData ?? null,
+  decision: s.decision, created_at: s.now,
+});
+
 /** Why a step was not written: its run is no longer RUNNING, or its sequence is taken. */
 export type StepInsertOutcome = 'inserted' | 'run_not_running' | 'duplicate_sequence';
 
@@ -160,21 +180,15 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
   // any json_to_recordset for 100, and planned for 100, it hashed every RUNNING run against the
   // batch rather than looking each step's run up by its key. finishSteps does the same.
   const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at)
+    `INSERT INTO steps (${STEP_INSERT_COLUMNS})
      SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_data, v.decision, v.created_at
-     FROM (SELECT * FROM json_to_recordset($1::json)
-       AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
-         input_data jsonb, decision json, created_at timestamptz) LIMIT $2) v
+     FROM (${stepRecordset(1, 2)}) v
      JOIN runs r ON r.id = v.run_id AND r.workspace_id = v.workspace_id AND r.status = 'RUNNING'
      ORDER BY r.id, v.sequence
      FOR SHARE OF r
      ON CONFLICT (run_id, sequence) DO NOTHING
      RETURNING id`,
-    [JSON.stringify(steps.map((s) => ({
-      id: s.id, run_id: s.runId, workspace_id: s.workspaceId, sequence: s.sequence, type: s.type, status: s.status,
-      model: s.model?.toWellFormed() ?? null, tool_name: s.toolName?.toWellFormed() ?? null, input_data: s.inputData ?? null,
-      decision: s.decision, created_at: s.now,
-    }))), steps.length],
+    [JSON.stringify(steps.map(stepRecord)), steps.length],
   );
   const inserted = new Set(rows.map((r) => r.id));
   if (inserted.size === steps.length) return steps.map(() => 'inserted');

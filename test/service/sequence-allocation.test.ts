@@ -1,11 +1,14 @@
 /**
  * Server-assigned step sequences (proxied calls) against real stores: parallel calls in one run,
  * from two services standing for two daemons, mixed with sequences a client chose, each get a
- * distinct sequence and every step is recorded; an ended run takes no more steps.
+ * distinct sequence and every step is recorded; an ended run takes no more steps; a run this
+ * daemon started needs no read of its highest sequence.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { GuardService, systemClock } from '../../src/service/guard-service.js';
+import { SequenceAllocator } from '../../src/service/sequence-allocator.js';
+import type { Db } from '../../src/store/db.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { openTestStores, type Backend, type TestStores } from '../support/harness.js';
 
@@ -43,6 +46,24 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     expect(sequences).not.toContain(next);
   });
 
+  it('when this daemon started the run, then its proxied steps take 1, 2, ... without reading the run\'s steps', async () => {
+    const ws = await createWorkspace(stores.db, 'seq-own', 'enterprise');
+    const reads: string[] = [];
+    const watched: Db = { ...stores.db, query: (sql, params) => {
+      if (sql.includes('max(sequence)')) reads.push(String(params?.[0]));
+      return stores.db.query(sql, params);
+    } };
+    const guard = new GuardService(watched, stores.counters, systemClock, log);
+    const other = new GuardService(watched, stores.counters, systemClock, log);
+    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    const steps = await Promise.all(Array.from({ length: 3 }, () => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })));
+    expect(steps.map((s) => s.body.sequence).sort()).toEqual([1, 2, 3]);
+    expect(reads).toEqual([]);
+    // Another daemon did not start it: it reads the highest once.
+    expect((await other.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })).body.sequence).toBe(4);
+    expect(reads).toEqual([run.id]);
+  });
+
   it('when the run has ended, then a proxied step is refused and nothing is recorded', async () => {
     const ws = await createWorkspace(stores.db, 'seq-ended', 'enterprise');
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
@@ -66,5 +87,19 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     expect(outcomes.filter((o) => o !== undefined && o.length !== 36).every((o) => o === 'RUN_NOT_RUNNING')).toBe(true);
     const { rows } = await stores.db.query<{ id: string }>('SELECT id FROM steps WHERE run_id = $1', [run.id]);
     expect(rows.map((r) => r.id).sort()).toEqual(outcomes.filter((o) => o?.length === 36).sort());
+  });
+});
+
+describe('sequence allocator', () => {
+  it('when a run was started here, then it counts from 1 with no read; once ended, it is forgotten and read again', async () => {
+    const reads: string[] = [];
+    const allocator = new SequenceAllocator(async (runId) => (reads.push(runId), 7));
+    allocator.started('r');
+    expect([allocator.next('r'), await allocator.allocate('r')]).toEqual([1, 2]);
+    expect(reads).toEqual([]);
+    allocator.ended('r');
+    expect(allocator.next('r')).toBeUndefined();
+    expect(await allocator.allocate('r')).toBe(8);
+    expect(reads).toEqual(['r']);
   });
 });

@@ -120,6 +120,47 @@ describe.each(BACKENDS)('run batch statements on %s', (backend) => {
     expect(rows[0]!.n).toBe('9');
   });
 
+  it('when a proxied call starts a run of its own, then the run and its first step are one commit, and the next step takes 2 unread', async () => {
+    const statements: string[] = [];
+    const counting: Db = { ...stores.db, query: (sql, params) => (statements.push(sql), stores.db.query(sql, params)),
+      transaction: (fn) => stores.db.transaction(fn) };
+    const step = { type: 'MODEL_CALL' as const, model: 'm', input_data: { provider: 'openai' } };
+    for (const limits of [{}, { max_concurrent_runs: 10 }]) {
+      const ws = (await createWorkspace(stores.db, 'first-step', 'enterprise')).id;
+      // With a run limit, the start commits alone, under the workspace's admission lock.
+      if ('max_concurrent_runs' in limits) await stores.db.query('UPDATE workspaces SET max_concurrent_runs = 10 WHERE id = $1', [ws]);
+      const guard = new GuardService(counting, stores.counters, { now: () => NOW }, createLogger('silent'));
+      statements.length = 0;
+      const started = await Promise.all(Array.from({ length: 3 }, (_, i) => guard.startRunWithStep(ws, { user_id: `u${i}` }, step)));
+      // No step was written apart from its run.
+      expect(statements.filter((sql) => /INSERT INTO steps/.test(sql) && !/INSERT INTO runs/.test(sql))).toEqual([]);
+      for (const { run, step: first } of started) {
+        expect(run).toMatchObject({ status: 'RUNNING', decision: { outcome: 'ALLOW' } });
+        expect(first).toMatchObject({ run_id: run.id, sequence: 1, status: 'ALLOWED', decision: { outcome: 'ALLOW', reason: null } });
+        expect(Object.keys(first!.decision.evaluated_rules)).toEqual(['kill_switch', 'user_blocked', 'workspace_daily_budget', 'user_daily_budget']);
+      }
+      const { rows } = await stores.db.query<{ run_id: string; sequence: number; status: string; input_data: unknown }>(
+        'SELECT run_id, sequence, status, input_data FROM steps WHERE workspace_id = $1', [ws]);
+      expect(rows.map((r) => ({ ...r, sequence: Number(r.sequence) })).sort((a, b) => a.run_id.localeCompare(b.run_id)))
+        .toEqual(started.map(({ run }) => ({ run_id: run.id, sequence: 1, status: 'ALLOWED', input_data: { provider: 'openai' } }))
+          .sort((a, b) => a.run_id.localeCompare(b.run_id)));
+      expect(await dayRows('usage_daily', [ws])).toEqual({ 'a/2026-05-04': 3 });
+      // The daemon knows the run's highest sequence: the next proxied step takes 2 without a read.
+      const next = await guard.createStep(ws, started[0]!.run.id, step);
+      expect(next.body.sequence).toBe(2);
+      expect(statements.some((sql) => sql.includes('max(sequence)'))).toBe(false);
+    }
+
+    // A blocked start writes no step.
+    const ws = (await createWorkspace(stores.db, 'first-step-blocked', 'enterprise')).id;
+    await stores.db.query('UPDATE workspaces SET kill_switch_active = true WHERE id = $1', [ws]);
+    const guard = new GuardService(stores.db, stores.counters, { now: () => NOW }, createLogger('silent'));
+    const blocked = await guard.startRunWithStep(ws, { user_id: 'u' }, step);
+    expect(blocked).toMatchObject({ run: { status: 'BLOCKED', decision: { reason: 'KILL_SWITCH_ACTIVE' } }, step: null });
+    const { rows } = await stores.db.query('SELECT 1 FROM steps WHERE workspace_id = $1', [ws]);
+    expect(rows).toEqual([]);
+  });
+
   it.runIf(backend !== 'embedded')('when batches of run ends race batches of step inserts over the same runs, then no statement deadlocks', async () => {
     const ws = (await createWorkspace(stores.db, 'race', 'enterprise')).id;
     // Every statement's failure is seen here: the services retry a deadlock's victim, so answers alone would hide it.
