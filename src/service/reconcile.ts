@@ -6,8 +6,8 @@
  * of spend can lag behind (a write lost in a crash) and is raised to the records.
  */
 import type { Logger } from 'pino';
-import { SPEND_CAP_MICROS, type CounterStore } from '../store/counters.js';
-import type { Db, Queryable } from '../store/db.js';
+import { recordedSpend, SPEND_CAP_MICROS, type CounterStore } from '../store/counters.js';
+import type { Db } from '../store/db.js';
 
 export interface Drift {
   kind: 'workspace_usage' | 'user_usage' | 'spend_copy';
@@ -24,14 +24,16 @@ export interface ReconcileReport {
 
 /** UTC day of a timestamp column, whatever the session's time zone. */
 const utcDay = (column: string) => `(${column} AT TIME ZONE 'UTC')::date`;
+/** The first instant of the UTC day $1 (a date alone compared with a timestamptz would be in the session's zone). */
+const FROM_INSTANT = `($1::date::timestamp AT TIME ZONE 'UTC')`;
 
 const USAGE_DRIFT = `
   WITH expected AS (
     SELECT workspace_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
       SELECT workspace_id, ${utcDay('finished_at')} AS day, least(round(cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
-        FROM steps WHERE cost_usd IS NOT NULL AND finished_at >= $1::date
+        FROM steps WHERE cost_usd IS NOT NULL AND finished_at >= ${FROM_INSTANT}
       UNION ALL
-      SELECT workspace_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= $1::date
+      SELECT workspace_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= ${FROM_INSTANT}
     ) x GROUP BY workspace_id, day
   )
   SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.day, d.day)::text AS day,
@@ -45,9 +47,9 @@ const USER_USAGE_DRIFT = `
   WITH expected AS (
     SELECT workspace_id, user_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
       SELECT s.workspace_id, r.user_id, ${utcDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
-        FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.cost_usd IS NOT NULL AND s.finished_at >= $1::date
+        FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.cost_usd IS NOT NULL AND s.finished_at >= ${FROM_INSTANT}
       UNION ALL
-      SELECT workspace_id, user_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= $1::date
+      SELECT workspace_id, user_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= ${FROM_INSTANT}
     ) x GROUP BY workspace_id, user_id, day
   )
   SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.user_id, d.user_id) AS user_id,
@@ -64,78 +66,67 @@ export async function reconcile(
 ): Promise<ReconcileReport> {
   const from = new Date(options.now.getTime() - (options.days - 1) * 86_400_000).toISOString().slice(0, 10);
   const drifts: Drift[] = [];
-  const [usage, userUsage] = await Promise.all([
-    db.query<Record<string, string>>(USAGE_DRIFT, [from]),
-    db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
-  ]);
-  for (const r of usage.rows) {
+  const { usage, userUsage } = options.repair
+    ? await checkAndRepair(db, from)
+    : await Promise.all([
+      db.query<Record<string, string>>(USAGE_DRIFT, [from]),
+      db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
+    ]).then(([u, uu]) => ({ usage: u.rows, userUsage: uu.rows }));
+  for (const r of usage) {
     drifts.push({ kind: 'workspace_usage', key: `${r.workspace_id}/${r.day}`,
       expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
   }
-  for (const r of userUsage.rows) {
+  for (const r of userUsage) {
     drifts.push({ kind: 'user_usage', key: `${r.workspace_id}/${r.user_id}/${r.day}`,
       expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
   }
-  if (options.repair && drifts.length > 0) await repair(db, from, usage.rows, userUsage.rows);
   // The Redis copy: set to the records for every workspace and user who spent today.
   if (counters.kind === 'redis') drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
   return { checkedFrom: from, drifts, repaired: options.repair };
 }
 
-/** A daily counter table: its key columns with their types, and the check that recounts it. */
-interface DailyTable {
-  name: 'usage_daily' | 'user_usage_daily';
-  keys: readonly (readonly [column: string, type: string])[];
-  drift: string;
-}
-const DAYS: DailyTable = { name: 'usage_daily', keys: [['workspace_id', 'uuid'], ['day', 'date']], drift: USAGE_DRIFT };
-const USER_DAYS: DailyTable = {
-  name: 'user_usage_daily', keys: [['workspace_id', 'uuid'], ['user_id', 'text'], ['day', 'date']], drift: USER_USAGE_DRIFT,
-};
-const keyOf = (table: DailyTable, row: Record<string, string>) => table.keys.map(([column]) => row[column]).join('/');
+/** A fixed advisory lock id: one reconcile's check and repair at a time, across daemons. */
+const RECONCILE_LOCK = 7_318_842_003;
 
 /**
- * Sets the drifted counters to a recount made under their row locks. The rows are locked first,
- * in the order every writer locks them (days sorted, then users' days sorted), and recounted by
- * statements that start after: a write committed before the lock is in the recount, and one still
- * waiting on the lock adds its share after this commits. Set to the check's figures instead, the
- * steps finished and runs started between the check and the repair were lost.
+ * Checks and repairs in one transaction, under the reconcile lock. Each drift is repaired by
+ * adding its difference (expected minus found, both read by one statement, so from one snapshot)
+ * to the counter as it is now: the writes committed since the check are already in it and stay,
+ * and no counter row is held while the check reads the records. The lock keeps two reconciles from
+ * applying the same difference twice. Rows are upserted in the order every writer locks them:
+ * days sorted, then users' days sorted.
  */
-async function repair(db: Db, from: string, usage: Record<string, string>[], userUsage: Record<string, string>[]) {
-  await db.transaction(async (tx) => {
-    const drifted = [[DAYS, usage], [USER_DAYS, userUsage]] as const;
-    for (const [table, rows] of drifted) await lockRows(tx, table, rows);
-    for (const [table, rows] of drifted) {
-      const locked = new Set(rows.map((row) => keyOf(table, row)));
-      const recount = (await tx.query<Record<string, string>>(table.drift, [from])).rows;
-      await setRows(tx, table, recount.filter((row) => locked.has(keyOf(table, row))));
+async function checkAndRepair(db: Db, from: string) {
+  return db.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [RECONCILE_LOCK]);
+    const usage = (await tx.query<Record<string, string>>(USAGE_DRIFT, [from])).rows;
+    const userUsage = (await tx.query<Record<string, string>>(USER_USAGE_DRIFT, [from])).rows;
+    const differences = (rows: Record<string, string>[]) => ({
+      spend: rows.map((r) => String(BigInt(r.expected_spend!) - BigInt(r.found_spend!))),
+      runs: rows.map((r) => String(BigInt(r.expected_runs!) - BigInt(r.found_runs!))),
+    });
+    if (usage.length > 0) {
+      const d = differences(usage);
+      await tx.query(
+        `INSERT INTO usage_daily AS d (workspace_id, day, spend_micros, runs)
+         SELECT * FROM unnest($1::uuid[], $2::date[], $3::bigint[], $4::integer[]) ORDER BY 1, 2
+         ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS}),
+           runs = d.runs + EXCLUDED.runs`,
+        [usage.map((r) => r.workspace_id), usage.map((r) => r.day), d.spend, d.runs],
+      );
     }
+    if (userUsage.length > 0) {
+      const d = differences(userUsage);
+      await tx.query(
+        `INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros, runs)
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::date[], $4::bigint[], $5::integer[]) ORDER BY 1, 2, 3
+         ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS}),
+           runs = d.runs + EXCLUDED.runs`,
+        [userUsage.map((r) => r.workspace_id), userUsage.map((r) => r.user_id), userUsage.map((r) => r.day), d.spend, d.runs],
+      );
+    }
+    return { usage, userUsage };
   });
-}
-
-/** Locks a table's rows of these keys in key order (an upsert that changes nothing, so a missing row is made and locked too). */
-async function lockRows(tx: Queryable, table: DailyTable, rows: Record<string, string>[]) {
-  if (rows.length === 0) return;
-  const columns = table.keys.map(([column]) => column).join(', ');
-  const arrays = table.keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ');
-  await tx.query(
-    `INSERT INTO ${table.name} AS d (${columns}) SELECT * FROM unnest(${arrays}) AS k(${columns}) ORDER BY ${columns}
-     ON CONFLICT (${columns}) DO UPDATE SET runs = d.runs`,
-    table.keys.map(([column]) => rows.map((row) => row[column])),
-  );
-}
-
-async function setRows(tx: Queryable, table: DailyTable, rows: Record<string, string>[]) {
-  if (rows.length === 0) return;
-  const columns = table.keys.map(([column]) => column);
-  const arrays = table.keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ');
-  const n = table.keys.length;
-  await tx.query(
-    `UPDATE ${table.name} d SET spend_micros = k.spend, runs = k.runs
-     FROM unnest(${arrays}, $${n + 1}::bigint[], $${n + 2}::integer[]) AS k(${columns.join(', ')}, spend, runs)
-     WHERE ${columns.map((column) => `d.${column} = k.${column}`).join(' AND ')}`,
-    [...columns.map((column) => rows.map((row) => row[column])), rows.map((row) => row.expected_spend), rows.map((row) => row.expected_runs)],
-  );
 }
 
 async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repair: boolean): Promise<Drift[]> {
@@ -155,7 +146,12 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
       drifts.push({ kind: 'spend_copy', key: `${r.workspace_id}/${r.user_id}/${day}`,
         expected: `${truth.workspaceDailySpendMicros}/${truth.userDailySpendMicros}`,
         found: `${copy.workspaceDailySpendMicros}/${copy.userDailySpendMicros}` });
-      if (repair) await counters.resyncSpend(scope, truth);
+      // Set, then raised to the records read again: a step's raise that landed between the read
+      // above and the set was undone by it, and is redone (a raise never lowers a copy).
+      if (repair) {
+        await counters.resyncSpend(scope, truth);
+        await counters.spendRecorded(scope, await recordedSpend(db, scope));
+      }
     }
   }
   return drifts;
