@@ -5,11 +5,11 @@ export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Ty
 
 export const Uuid = Type.String({ format: 'uuid' });
 /**
- * A UUID in a path: the 8-4-4-4-12 form in either case. The pattern refuses what ajv's `uuid`
- * format also takes and Postgres does not (a `urn:uuid:` prefix). Read it through `pathUuid`.
+ * A UUID in a path: the 8-4-4-4-12 form in either case. A pattern, not ajv's `uuid` format, which
+ * also takes a `urn:uuid:` prefix that Postgres refuses. Read it through `pathUuid`.
  */
 export const UUID_PATTERN = '^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$';
-export const UuidParam = Type.String({ format: 'uuid', pattern: UUID_PATTERN });
+export const UuidParam = Type.String({ pattern: UUID_PATTERN });
 /**
  * One spelling for an id, lowercase as Postgres writes it: ids are compared as text once
  * Postgres has answered (a batch's answers, a run's next sequence), so an uppercase id would find

@@ -66,7 +66,7 @@ export function fieldErrors(context: string, issues: readonly AjvIssue[]): Field
       segments.push(String(issue.params.additionalProperty));
       return { path: [part, ...segments].join('.'), message: 'is not a known field' };
     }
-    const uuid = (issue.keyword === 'format' && issue.params.format === 'uuid') || (issue.keyword === 'pattern' && issue.params.pattern === UUID_PATTERN);
+    const uuid = issue.keyword === 'pattern' && issue.params.pattern === UUID_PATTERN;
     return { path: [part, ...segments].join('.'), message: uuid ? 'must be a UUID' : issue.message ?? 'is invalid' };
   });
 }

@@ -231,7 +231,8 @@ export const proxyRoutes: FastifyPluginAsync<{
     let runId: string;
     let step: CreatedStep;
     if (target.runId === null) {
-      // A run of the call's own: started with its step, in one commit.
+      // A run of the call's own: started with its step, in one commit. The step's rules are the
+      // first four of the start's, read from the same inputs: a RUNNING run's step is ALLOWED.
       const started = await guard.startRunWithStep(target.workspaceId, { user_id: target.userId!, metadata: { proxy: provider.name } }, stepInput);
       if (started.run.status === 'BLOCKED') throw denial({ reason: started.run.decision.reason }, 'run');
       runId = started.run.id;
@@ -240,10 +241,7 @@ export const proxyRoutes: FastifyPluginAsync<{
       runId = target.runId;
       step = await createStep(target, runId, stepInput);
     }
-    if (step.status === 'BLOCKED') {
-      if (target.via === 'auto') endRunQuietly(request.log, target.workspaceId, runId, 'FAILED');
-      throw denial({ id: step.id, reason: step.decision.reason }, 'model call');
-    }
+    if (step.status === 'BLOCKED') throw denial({ id: step.id, reason: step.decision.reason }, 'model call');
 
     const body = inspected.rewrittenBody === undefined ? (raw ?? null) : rewrittenBytes(raw ?? Buffer.alloc(0), parsed, inspected.rewrittenBody);
     reply.hijack();
@@ -327,13 +325,6 @@ export const proxyRoutes: FastifyPluginAsync<{
         }
       },
     });
-  }
-
-  function endRunQuietly(log: FastifyRequest['log'], workspaceId: string, runId: string, status: 'COMPLETED' | 'FAILED') {
-    const ended = calls.begin();
-    guard.endRun(workspaceId, runId, status)
-      .catch((error: unknown) => log.error({ err: error, runId }, 'ending a proxy run failed'))
-      .finally(ended);
   }
 
   const route = { config: { auth: 'none' as const }, schema: { hide: true } };

@@ -239,12 +239,11 @@ export class GuardService {
       return { answer, step };
     };
     const { answer, step } = batched ? await admit(this.db) : await this.db.transaction(admit);
-    // The steps that follow (a proxied call's, above all) need not read the run back, nor its
-    // highest sequence: none but the first step, if any, is there yet.
-    if (answer.body.status === 'RUNNING') {
-      this.runUsers.remember(`${workspaceId}/${answer.body.id}`, input.user_id);
-      this.sequences.started(answer.body.id, step ? 1 : 0);
-    }
+    // The steps that follow (a proxied call's, above all) need not read the run back.
+    if (answer.body.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${answer.body.id}`, input.user_id);
+    // Nor, after a proxied call's first step, its highest sequence. (Not told of every run: the
+    // allocator would fill with runs that take no proxied step, and forget those that do.)
+    if (step) this.sequences.started(answer.body.id, 1);
     this.observe('run_start', answer.body.decision);
     if (!step) return { answer, step: null };
     this.observe('step', view(step.decision));

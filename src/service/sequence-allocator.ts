@@ -19,8 +19,8 @@ export class SequenceAllocator {
     private readonly capacity = 10_000,
   ) {}
 
-  /** A run this daemon just started: its highest is known (0, or 1 if it began with a step), no read needed. */
-  started(runId: string, highest = 0): void {
+  /** A run this daemon just started, with steps up to `highest`: no read needed. */
+  started(runId: string, highest: number): void {
     this.remember(runId, { value: highest });
   }
 

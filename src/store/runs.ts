@@ -111,7 +111,8 @@ export interface RunEnd {
  * workspace is ended by its first mention only; a mention in another workspace changes nothing.
  */
 export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(EndedRun | null)[]> {
-  const key = (workspaceId: string, runId: string) => `${workspaceId}/${runId}`;
+  // Lowercase, as Postgres writes ids: an end that spelled its id otherwise still finds its answer.
+  const key = (workspaceId: string, runId: string) => `${workspaceId}/${runId}`.toLowerCase();
   const { unique, isFirst } = firstMentions(ends, (e) => key(e.workspaceId, e.runId));
   // The runs are locked in id order, as insertSteps share-locks them: two statements that lock
   // several runs each in their own order could each hold one the other waits for.
@@ -250,7 +251,7 @@ export interface FinishedStep {
 export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]): Promise<(FinishedStep | null)[]> {
   // Keyed as the statement matches a step: a mention under another workspace or run must not take
   // the step's own finish.
-  const key = (workspaceId: string, runId: string, stepId: string) => `${workspaceId}/${runId}/${stepId}`;
+  const key = (workspaceId: string, runId: string, stepId: string) => `${workspaceId}/${runId}/${stepId}`.toLowerCase();
   const { unique, isFirst } = firstMentions(finishes, (f) => key(f.workspaceId, f.runId, f.stepId));
   // The daily upserts add each workspace's and user's costs once, and return the day's totals
   // read under their row locks: what a counter copy needs. Rows are locked in one order

@@ -46,7 +46,7 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     expect(sequences).not.toContain(next);
   });
 
-  it('when this daemon started the run, then its proxied steps take 1, 2, ... without reading the run\'s steps', async () => {
+  it('when this daemon started the run with a proxied call, then its next steps take 2, 3, ... without reading the run\'s steps', async () => {
     const ws = await createWorkspace(stores.db, 'seq-own', 'enterprise');
     const reads: string[] = [];
     const watched: Db = { ...stores.db, query: (sql, params) => {
@@ -55,13 +55,18 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     } };
     const guard = new GuardService(watched, stores.counters, systemClock, log);
     const other = new GuardService(watched, stores.counters, systemClock, log);
-    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    const { run, step: first } = await guard.startRunWithStep(ws.id, { user_id: 'u' }, { type: 'MODEL_CALL', model: 'm' });
+    expect(first?.sequence).toBe(1);
     const steps = await Promise.all(Array.from({ length: 3 }, () => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })));
-    expect(steps.map((s) => s.body.sequence).sort()).toEqual([1, 2, 3]);
+    expect(steps.map((s) => s.body.sequence).sort()).toEqual([2, 3, 4]);
     expect(reads).toEqual([]);
     // Another daemon did not start it: it reads the highest once.
-    expect((await other.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })).body.sequence).toBe(4);
+    expect((await other.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })).body.sequence).toBe(5);
     expect(reads).toEqual([run.id]);
+    // A run started without a step (the API's) is read once, as before.
+    const plain = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    expect((await guard.createStep(ws.id, plain.id, { type: 'MODEL_CALL', model: 'm' })).body.sequence).toBe(1);
+    expect(reads).toEqual([run.id, plain.id]);
   });
 
   it('when the run has ended, then a proxied step is refused and nothing is recorded', async () => {
@@ -94,7 +99,7 @@ describe('sequence allocator', () => {
   it('when a run was started here, then it counts from 1 with no read; once ended, it is forgotten and read again', async () => {
     const reads: string[] = [];
     const allocator = new SequenceAllocator(async (runId) => (reads.push(runId), 7));
-    allocator.started('r');
+    allocator.started('r', 0);
     expect([allocator.next('r'), await allocator.allocate('r')]).toEqual([1, 2]);
     expect(reads).toEqual([]);
     allocator.ended('r');

@@ -123,7 +123,7 @@ describe.each(BACKENDS)('run batch statements on %s', (backend) => {
   it('when a proxied call starts a run of its own, then the run and its first step are one commit, and the next step takes 2 unread', async () => {
     const statements: string[] = [];
     const counting: Db = { ...stores.db, query: (sql, params) => (statements.push(sql), stores.db.query(sql, params)),
-      transaction: (fn) => stores.db.transaction(fn) };
+      transaction: (fn) => stores.db.transaction((tx) => fn({ query: (sql, params) => (statements.push(sql), tx.query(sql, params)) })) };
     const step = { type: 'MODEL_CALL' as const, model: 'm', input_data: { provider: 'openai' } };
     for (const limits of [{}, { max_concurrent_runs: 10 }]) {
       const ws = (await createWorkspace(stores.db, 'first-step', 'enterprise')).id;
@@ -132,8 +132,10 @@ describe.each(BACKENDS)('run batch statements on %s', (backend) => {
       const guard = new GuardService(counting, stores.counters, { now: () => NOW }, createLogger('silent'));
       statements.length = 0;
       const started = await Promise.all(Array.from({ length: 3 }, (_, i) => guard.startRunWithStep(ws, { user_id: `u${i}` }, step)));
-      // No step was written apart from its run.
+      // No step was written apart from its run (with a run limit too, inside the start's transaction).
+      expect(statements.filter((sql) => /INSERT INTO runs/.test(sql)).length).toBeGreaterThan(0);
       expect(statements.filter((sql) => /INSERT INTO steps/.test(sql) && !/INSERT INTO runs/.test(sql))).toEqual([]);
+      if ('max_concurrent_runs' in limits) expect(statements.some((sql) => sql.includes('pg_advisory_xact_lock'))).toBe(true);
       for (const { run, step: first } of started) {
         expect(run).toMatchObject({ status: 'RUNNING', decision: { outcome: 'ALLOW' } });
         expect(first).toMatchObject({ run_id: run.id, sequence: 1, status: 'ALLOWED', decision: { outcome: 'ALLOW', reason: null } });
