@@ -28,7 +28,8 @@ function idempotencyClaim(request: FastifyRequest): IdempotencyClaim | undefined
   return {
     workspaceId: request.principal.workspaceId,
     key,
-    fingerprint: fingerprint(request.method, request.url.replace(/\/$/, ''), request.body),
+    // Lowercase: these paths hold only lowercase words and ids, which name the same run in either case.
+    fingerprint: fingerprint(request.method, request.url.replace(/\/$/, '').toLowerCase(), request.body),
   };
 }
 
