@@ -2,7 +2,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HistoryResult } from './history.js';
-import type { Added, ProxyProbe, ApiRow, ProxyRow, SseRow } from './scenarios.js';
+import type { ProxyProbe, ApiRow, ProxyRow, SseRow } from './scenarios.js';
 
 export interface SoakResult {
   minutes: number;
@@ -45,6 +45,8 @@ export interface TargetCheck {
   measured: string;
   /** null: not measured in this run. */
   pass: boolean | null;
+  /** The same figure for the floors, where there is one: what no guarded design can go below here. */
+  floors?: string;
 }
 
 const f = (n: number | undefined, d = 2) => (n === undefined || !Number.isFinite(n) ? 'n/a' : n.toFixed(d));
@@ -55,18 +57,26 @@ export function checkTargets(r: BenchReport): TargetCheck[] {
   const at = <T extends { connections: number }>(rows: T[] | undefined, c: number): T | undefined =>
     rows?.find((x) => x.connections === c);
   const p16 = at(r.proxy, 16);
-  const add = (target: string, limit: string, value: number | undefined, ok: (v: number) => boolean, unit = ' ms') =>
+  const add = (target: string, limit: string, value: number | undefined, ok: (v: number) => boolean, unit = ' ms', floors?: string) =>
     checks.push({
       target, limit,
       // A ratio with three decimals: at two, 0.498 would read as a failing 0.50.
       measured: value === undefined || !Number.isFinite(value) ? 'not measured' : `${f(value, unit === '' ? 3 : 2)}${unit}`,
       pass: value === undefined || !Number.isFinite(value) ? null : ok(value),
+      floors,
     });
-  add('Sidecar added latency over direct, p50, 16 connections', '<= 1 ms', p16?.sidecarAdded?.p50, (v) => v <= 1);
-  add('Sidecar added latency over direct, p99, 16 connections', '<= 3 ms', p16?.sidecarAdded?.p99, (v) => v <= 3);
+  const floors = (bare: number | undefined, io: number | undefined) =>
+    (bare === undefined ? undefined : `bare ${signed(bare)} ms, I/O ${signed(io)} ms`);
+  add('Sidecar added latency over direct, p50, 16 connections', '<= 1 ms', p16?.sidecarAdded?.p50, (v) => v <= 1, ' ms',
+    floors(p16?.floorAdded.p50, p16?.ioFloorAdded.p50));
+  add('Sidecar added latency over direct, p99, 16 connections', '<= 3 ms', p16?.sidecarAdded?.p99, (v) => v <= 3, ' ms',
+    floors(p16?.floorAdded.p99, p16?.ioFloorAdded.p99));
   const s = at(r.sse, 16) ?? r.sse?.[r.sse.length - 1];
-  add(`SSE added time to first byte, p99, ${s?.connections ?? 16} connections`, '<= 2 ms', s?.sidecarAdded?.ttfb.p99, (v) => v <= 2);
-  add('Sidecar throughput / floor throughput, 64 connections', '>= 0.50', at(r.proxy, 64)?.sidecarVsFloorRps, (v) => v >= 0.5, '');
+  add(`SSE added time to first byte, p99, ${s?.connections ?? 16} connections`, '<= 2 ms', s?.sidecarAdded?.ttfb.p99, (v) => v <= 2, ' ms',
+    floors(s?.floorAdded.ttfb.p99, s?.ioFloorAdded.ttfb.p99));
+  const p64 = at(r.proxy, 64);
+  add('Sidecar throughput / floor throughput, 64 connections', '>= 0.50', p64?.sidecarVsFloorRps, (v) => v >= 0.5, '',
+    p64 ? `I/O ${f(p64.ioFloor.rps / p64.floor.rps, 3)}` : undefined);
   add(`Daemon RSS idle (${r.rss?.idleSeconds ?? 60} s after start)`, '<= 90 MB', r.rss?.idleMb, (v) => v <= 90, ' MB');
   add(`Daemon RSS idle (${r.rss?.idleSeconds ?? 60} s after the load)`, '<= 90 MB', r.rss?.idleAfterLoadMb, (v) => v <= 90, ' MB');
   add('Daemon RSS under load (peak)', '<= 150 MB', r.rss?.underLoadPeakMb, (v) => v <= 150, ' MB');
@@ -84,26 +94,21 @@ export function markdown(r: BenchReport): string {
   out.push(`Run of ${r.date} on ${r.machine.cpus} CPUs, Node ${r.machine.node}, load average at start ${r.machine.loadavgAtStart.map((x) => x.toFixed(2)).join(' ')}; ` +
     `options: \`${JSON.stringify(r.options)}\`.`, '');
   if (r.proxyProbe && !r.proxyProbe.available) out.push(`> **${r.proxyProbe.note}**`, '');
-  out.push('### Targets', '', '| target | limit | measured | |', '|---|---|---|---|');
-  for (const t of r.targets) out.push(`| ${t.target} | ${t.limit} | ${t.measured} | ${t.pass === null ? 'not measured' : t.pass ? 'pass' : '**FAIL**'} |`);
-  out.push('');
+  out.push('### Targets', '', '| target | limit | measured | | the floors, measured alike |', '|---|---|---|---|---|');
+  for (const t of r.targets) {
+    out.push(`| ${t.target} | ${t.limit} | ${t.measured} | ${t.pass === null ? 'not measured' : t.pass ? 'pass' : '**FAIL**'} | ${t.floors ?? ''} |`);
+  }
   // What a hop costs on this machine with no guard at all, and a hop with the waits every guarded
   // call must have: the parts of "added" the daemon's code cannot remove.
+  out.push('', 'The floors, over direct in the same run: *bare*, a pass-through proxy with no guards or records; *I/O*, ' +
+    'the same proxy waiting on one Redis read and one Postgres commit before it forwards (what a call recorded before it ' +
+    'is forwarded waits on this machine, with nothing else done).');
   const floor16 = r.proxy?.find((p) => p.connections === 16);
-  const sse16 = r.sse?.find((s) => s.connections === 16);
-  // One proxy's figures: the proxy row's added p50 and p99, and the SSE row's time to first byte.
-  const adds = (proxy: Added | undefined, sse: { ttfb: Added } | undefined) => [
-    proxy ? `p50 ${signed(proxy.p50)} ms, p99 ${signed(proxy.p99)} ms` : '',
-    sse ? `SSE time to first byte p99 ${signed(sse.ttfb.p99)} ms` : '',
-  ].filter(Boolean).join(', ');
-  if (floor16 || sse16) {
-    out.push(`For reference, over direct at 16 connections, the bare pass-through floor adds ` +
-      adds(floor16?.floorAdded, sse16?.floorAdded) +
-      `; the I/O floor (the same proxy, waiting on one Redis read and one Postgres commit before it forwards) adds ` +
-      adds(floor16?.ioFloorAdded, sse16?.ioFloorAdded) +
-      (floor16?.sidecar ? `. The daemon's own share (sidecar minus I/O floor): p50 ${signed(floor16.sidecar.latency.p50 - floor16.ioFloor.latency.p50)} ms, p99 ${signed(floor16.sidecar.latency.p99 - floor16.ioFloor.latency.p99)} ms` : '') +
-      '.', '');
+  if (floor16?.sidecar) {
+    out.push(`The daemon's own share at 16 connections (sidecar minus I/O floor): p50 ${signed(floor16.sidecar.latency.p50 - floor16.ioFloor.latency.p50)} ms, ` +
+      `p99 ${signed(floor16.sidecar.latency.p99 - floor16.ioFloor.latency.p99)} ms.`);
   }
+  out.push('');
   if (r.proxy?.length) {
     out.push('### Proxy: non-streaming chat completions', '',
       'Throughput in requests/s; latency in ms; "added" is the percentile minus the same percentile of direct, in the same run.', '',
