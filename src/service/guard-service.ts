@@ -97,6 +97,9 @@ export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts):
 }
 
 const view = (d: Decision): DecisionView => ({ outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules });
+/** A step as its creation answers it. */
+const createdView = (step: runs.NewStep): CreatedStep =>
+  ({ id: step.id, run_id: step.runId, sequence: step.sequence, status: step.status, decision: view(step.decision) });
 
 /**
  * How long a proxied call's result may wait for others to share its statement. Its client already
@@ -246,8 +249,9 @@ export class GuardService {
     if (step) this.sequences.started(answer.body.id, 1);
     this.observe('run_start', answer.body.decision);
     if (!step) return { answer, step: null };
-    this.observe('step', view(step.decision));
-    return { answer, step: { id: step.id, run_id: step.runId, sequence: 1, status: step.status, decision: view(step.decision) } };
+    const created = createdView(step);
+    this.observe('step', created.decision);
+    return { answer, step: created };
   }
 
   private newStep(workspaceId: string, runId: string, sequence: number, input: Omit<StepInput, 'sequence'>, decision: Decision, now: Date): runs.NewStep {
@@ -295,10 +299,8 @@ export class GuardService {
     const [state, spend] = await this.stepCheckInputs(workspaceId, runId, now);
     const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }));
     const template = this.newStep(workspaceId, runId, 0, input, decision, now);
-    const { id, status } = template;
     const step = (sequence: number): runs.NewStep => ({ ...template, sequence });
-    const answer = (sequence: number): Answer<CreatedStep> =>
-      ({ statusCode: 201, body: { id, run_id: runId, sequence, status, decision: view(decision) } });
+    const answer = (sequence: number): Answer<CreatedStep> => ({ statusCode: 201, body: createdView(step(sequence)) });
     // A remembered answer commits with its step, in a transaction of its own; any other step
     // shares its statement and commit with the steps written at the same moment.
     const insert = async (sequence: number): Promise<Answer<CreatedStep>> => {

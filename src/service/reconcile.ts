@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import { recordedSpend, SPEND_CAP_MICROS, type CounterStore } from '../store/counters.js';
-import type { Db } from '../store/db.js';
+import type { Db, Queryable } from '../store/db.js';
 
 export interface Drift {
   kind: 'workspace_usage' | 'user_usage' | 'spend_copy';
@@ -101,32 +101,33 @@ async function checkAndRepair(db: Db, from: string) {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [RECONCILE_LOCK]);
     const usage = (await tx.query<Record<string, string>>(USAGE_DRIFT, [from])).rows;
     const userUsage = (await tx.query<Record<string, string>>(USER_USAGE_DRIFT, [from])).rows;
-    const differences = (rows: Record<string, string>[]) => ({
-      spend: rows.map((r) => String(BigInt(r.expected_spend!) - BigInt(r.found_spend!))),
-      runs: rows.map((r) => String(BigInt(r.expected_runs!) - BigInt(r.found_runs!))),
-    });
-    if (usage.length > 0) {
-      const d = differences(usage);
-      await tx.query(
-        `INSERT INTO usage_daily AS d (workspace_id, day, spend_micros, runs)
-         SELECT * FROM unnest($1::uuid[], $2::date[], $3::bigint[], $4::integer[]) ORDER BY 1, 2
-         ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS}),
-           runs = d.runs + EXCLUDED.runs`,
-        [usage.map((r) => r.workspace_id), usage.map((r) => r.day), d.spend, d.runs],
-      );
-    }
-    if (userUsage.length > 0) {
-      const d = differences(userUsage);
-      await tx.query(
-        `INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros, runs)
-         SELECT * FROM unnest($1::uuid[], $2::text[], $3::date[], $4::bigint[], $5::integer[]) ORDER BY 1, 2, 3
-         ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS}),
-           runs = d.runs + EXCLUDED.runs`,
-        [userUsage.map((r) => r.workspace_id), userUsage.map((r) => r.user_id), userUsage.map((r) => r.day), d.spend, d.runs],
-      );
-    }
+    await addDifferences(tx, 'usage_daily', usage);
+    await addDifferences(tx, 'user_usage_daily', userUsage);
     return { usage, userUsage };
   });
+}
+
+/** Each daily table's key columns and their types. */
+const DAILY_KEYS = {
+  usage_daily: [['workspace_id', 'uuid'], ['day', 'date']],
+  user_usage_daily: [['workspace_id', 'uuid'], ['user_id', 'text'], ['day', 'date']],
+} as const;
+
+/** Adds each drifted row's expected minus found to the row as it stands, upserted in key order. */
+async function addDifferences(tx: Queryable, table: keyof typeof DAILY_KEYS, rows: Record<string, string>[]) {
+  if (rows.length === 0) return;
+  const keys = DAILY_KEYS[table];
+  const columns = keys.map(([column]) => column).join(', ');
+  const difference = (field: 'spend' | 'runs') =>
+    rows.map((r) => String(BigInt(r[`expected_${field}`]!) - BigInt(r[`found_${field}`]!)));
+  await tx.query(
+    `INSERT INTO ${table} AS d (${columns}, spend_micros, runs)
+     SELECT * FROM unnest(${keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}, $${keys.length + 1}::bigint[], $${keys.length + 2}::integer[])
+     ORDER BY ${keys.map((_, i) => i + 1).join(', ')}
+     ON CONFLICT (${columns}) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS}),
+       runs = d.runs + EXCLUDED.runs`,
+    [...keys.map(([column]) => rows.map((r) => r[column])), difference('spend'), difference('runs')],
+  );
 }
 
 async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repair: boolean): Promise<Drift[]> {

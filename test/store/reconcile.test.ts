@@ -25,12 +25,29 @@ describe('reconcile', () => {
     await stores?.close();
   });
 
-  it('when counters and the Redis copy are tampered with, then each drift is reported and repaired', async () => {
-    const ws = await createWorkspace(stores.db, 'r', 'scale');
+  /** A workspace where model 'm' costs $0.001 a prompt token and $0.002 a completion token. */
+  const pricedWorkspace = async (name: string) => {
+    const ws = await createWorkspace(stores.db, name, 'scale');
     await stores.db.query(
       `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token) VALUES (gen_random_uuid(), $1, 'm', 0.001, 0.002)`,
       [ws.id],
     );
+    return ws;
+  };
+  /** A run of user 'u' with `count` steps of model 'm'; answers finish(i), which completes step i at 10 + 5 tokens (0.02 USD). */
+  const runWithSteps = async (workspaceId: string, count: number) => {
+    const run = (await guard.startRun(workspaceId, { user_id: 'u' })).body;
+    const steps = [];
+    for (let sequence = 1; sequence <= count; sequence++) {
+      steps.push((await guard.createStep(workspaceId, run.id, { type: 'MODEL_CALL', sequence, model: 'm' })).body);
+    }
+    const finish = (i: number) =>
+      guard.finishStep(workspaceId, run.id, steps[i]!.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
+    return finish;
+  };
+
+  it('when counters and the Redis copy are tampered with, then each drift is reported and repaired', async () => {
+    const ws = await pricedWorkspace('r');
     const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
     for (const sequence of [1, 2, 3]) {
       const s = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' })).body;
@@ -57,15 +74,8 @@ describe('reconcile', () => {
   });
 
   it('when steps are finished and runs started between the check and its repair, then the repair counts them too', async () => {
-    const ws = await createWorkspace(stores.db, 'race', 'scale');
-    await stores.db.query(
-      `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token) VALUES (gen_random_uuid(), $1, 'm', 0.001, 0.002)`,
-      [ws.id],
-    );
-    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
-    const steps = [];
-    for (const sequence of [1, 2, 3]) steps.push((await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' })).body);
-    const finish = (i: number) => guard.finishStep(ws.id, run.id, steps[i]!.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
+    const ws = await pricedWorkspace('race');
+    const finish = await runWithSteps(ws.id, 3);
     await finish(0);
     await stores.db.query('UPDATE usage_daily SET spend_micros = 1, runs = 9 WHERE workspace_id = $1', [ws.id]);
     await stores.db.query('UPDATE user_usage_daily SET spend_micros = 1 WHERE workspace_id = $1', [ws.id]);
@@ -97,15 +107,8 @@ describe('reconcile', () => {
   });
 
   it("when a step's spend is raised in the copy while a repair sets it, then the copy ends at the records, not below", async () => {
-    const ws = await createWorkspace(stores.db, 'copy-race', 'scale');
-    await stores.db.query(
-      `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token) VALUES (gen_random_uuid(), $1, 'm', 0.001, 0.002)`,
-      [ws.id],
-    );
-    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
-    const steps = [];
-    for (const sequence of [1, 2]) steps.push((await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' })).body);
-    const finish = (i: number) => guard.finishStep(ws.id, run.id, steps[i]!.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
+    const ws = await pricedWorkspace('copy-race');
+    const finish = await runWithSteps(ws.id, 2);
     await finish(0);
     const scope = scopeAt(clock.now(), ws.id, 'u');
     const redis = new Redis(REDIS_URL, { keyPrefix: stores.redisKeyPrefix! });
@@ -125,11 +128,7 @@ describe('reconcile', () => {
   });
 
   it('when the session is in a time zone east of UTC, then the oldest day checked still starts at midnight UTC', async () => {
-    const ws = await createWorkspace(stores.db, 'zone', 'scale');
-    await stores.db.query(
-      `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token) VALUES (gen_random_uuid(), $1, 'm', 0.001, 0.002)`,
-      [ws.id],
-    );
+    const ws = await pricedWorkspace('zone');
     // Spend at 20:00 UTC yesterday: in UTC+14 that is already today.
     const today = new Date();
     const evening = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - 1, 20));
@@ -158,11 +157,7 @@ describe('reconcile', () => {
   });
 
   it('when repairs run while many users start runs and finish steps, then nothing deadlocks and no write is lost', async () => {
-    const ws = await createWorkspace(stores.db, 'busy', 'scale');
-    await stores.db.query(
-      `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token) VALUES (gen_random_uuid(), $1, 'm', 0.001, 0.002)`,
-      [ws.id],
-    );
+    const ws = await pricedWorkspace('busy');
     const users = Array.from({ length: 8 }, (_, i) => `user-${i}`);
     const work = async (user: string) => {
       for (let k = 0; k < 4; k++) {
