@@ -1,19 +1,18 @@
 /**
  * Where a run detail read spends its time: seeds one run of 1,000 steps (proxy-like audit data)
  * in the database of DATABASE_URL, then times the statement alone (EXPLAIN ANALYZE and the wire
- * without type parsing), pg's parsing, the store function, and the whole route through inject.
+ * without type parsing), pg's parsing, the store function, and the whole route through inject
+ * and over HTTP.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/detaildb npx tsx bench/detail-profile.ts
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import fastJson from 'fast-json-stringify';
 import { buildApp } from '../src/api/app.js';
-import { RunDetail } from '../src/api/schemas.js';
 import { createLogger } from '../src/logger.js';
 import { postgresDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
-import { getRunDetail } from '../src/store/runs.js';
+import { getRunDetailJson } from '../src/store/runs.js';
 import { SqlCounters } from '../src/store/sql-counters.js';
 import { createApiKey, createWorkspace } from '../src/store/workspaces.js';
 
@@ -105,18 +104,14 @@ const app = await buildApp({
   bodyLimitBytes: 1 << 20, auth: { jwtSecret: 'x'.repeat(40), jwtTtlSeconds: 3600, scryptCost: 1024, rateLimitPerMinute: 1000 },
   metrics: false,
 });
-const serialize = fastJson(RunDetail as object);
-const detail = await getRunDetail(db, ws.id, runId, new Date());
-const body = serialize(detail);
-console.log(`steps ${detail!.steps.length}, response ${body.length} bytes`);
+const body = (await getRunDetailJson(db, ws.id, runId, new Date()))!;
+console.log(`steps ${JSON.parse(body).steps.length}, response ${body.length} bytes`);
 
 if (detailSql) {
   await time('statement, values left as text', () => client.query({ text: detailSql, values: [runId, ws.id], types: raw }));
   await time('statement, pg parses the values', () => client.query({ text: detailSql, values: [runId, ws.id] }));
 }
-await time('getRunDetail (statement + parse + map)', () => getRunDetail(db, ws.id, runId, new Date()));
-await time('fast-json-stringify of the detail', () => serialize(detail));
-await time('JSON.stringify of the detail', () => JSON.stringify(detail));
+await time('getRunDetailJson (statement + answer text)', () => getRunDetailJson(db, ws.id, runId, new Date()));
 const headers = { authorization: `Bearer ${key.apiKey}` };
 await time('inject GET /v1/runs/:id (whole route)', () => app.inject({ method: 'GET', url: `/v1/runs/${runId}`, headers }));
 await app.listen({ host: '127.0.0.1', port: 0 });

@@ -1,13 +1,13 @@
 /**
- * The run detail is written with JSON.stringify rather than its response schema's serializer (see
- * the route): these hold the bytes equal to what the schema would write, and pin the formats of
- * values that could drift (sub-millisecond timestamps, costs of many digits or below a micro-dollar,
- * caller JSON), on every backend.
+ * Postgres writes a run detail's steps as JSON text (getRunDetailJson), not the response schema's
+ * serializer: these hold the answer to the schema's shape, and pin the formats of values that
+ * could drift (sub-millisecond timestamps, costs of many digits or below a micro-dollar, caller
+ * JSON, strings that need escaping), on every backend.
  */
 import fastJson from 'fast-json-stringify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDetail } from '../../src/api/schemas.js';
-import { getRunDetail } from '../../src/store/runs.js';
+import { getRunDetailJson } from '../../src/store/runs.js';
 import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
 
 const schemaSerializer = fastJson(RunDetail as object);
@@ -22,7 +22,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
   });
 
   /** A run with steps written straight to the table: values the API would not produce on its own. */
-  async function seededRun(steps: { createdAt: string; cost: string | null; input: unknown; output: unknown; status?: string }[]) {
+  async function seededRun(steps: { createdAt: string; cost: string | null; input: unknown; output: unknown; status?: string; model?: string }[]) {
     const started = await api.request('POST', '/v1/runs/', { user_id: 'detail', metadata: { b: 1, a: [1.5, 'x'] } });
     expect(started.status).toBe(201);
     const runId = started.body.id as string;
@@ -30,19 +30,20 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
       await api.stores.db.query(
         `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens, completion_tokens,
            cached_prompt_tokens, cost_usd, duration_ms, input_data, output_data, decision, created_at)
-         VALUES (gen_random_uuid(), $1, $2, $3, 'MODEL_CALL', $4, 'm', NULL, 1234567, 0, NULL, $5, 12, $6, $7, $8, $9)`,
+         VALUES (gen_random_uuid(), $1, $2, $3, 'MODEL_CALL', $4, $10, NULL, 1234567, 0, NULL, $5, 12, $6, $7, $8, $9)`,
         [runId, api.workspaceId, i + 1, s.status ?? 'COMPLETED', s.cost, JSON.stringify(s.input), JSON.stringify(s.output),
           JSON.stringify({ outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' } }),
-          s.createdAt],
+          s.createdAt, s.model ?? 'm'],
       );
     }
     return runId;
   }
 
-  it('when steps carry odd timestamps, costs and caller JSON, then the bytes are what the response schema would write', async () => {
+  it('when steps carry odd timestamps, costs, caller JSON and strings, then the answer has the schema\'s shape and exact costs', async () => {
     const runId = await seededRun([
       { createdAt: '2026-03-01 12:00:00.999999+00', cost: '0.00000015', input: { z: 1, a: { n: 1e-7, big: 1e21, s: 'é"\\\n\u0001' } }, output: null },
-      { createdAt: '2026-03-01 12:00:01.000001+00', cost: '0.000123456789012345678901', input: null, output: { arr: [1, 2.50, true, null] } },
+      { createdAt: '2026-03-01 12:00:01.000001+00', cost: '0.000123456789012345678901', input: null, output: { arr: [1, 2.50, true, null] },
+        model: 'gpt "4o"\\\n\u0007é' },
       { createdAt: '1999-12-31 23:59:59.9995+00', cost: '0', input: {}, output: {} },
       { createdAt: '2026-03-01 13:00:00+02', cost: null, input: { prompt: 'Step ' + 'x'.repeat(300) }, output: { finish_reason: 'stop' } },
       { createdAt: '2026-03-01 12:00:02.12+00', cost: '12345.678900', input: { k: 0.1 }, output: { k: -0 }, status: 'BLOCKED' },
@@ -52,14 +53,19 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
     const text = await res.text();
     const body = JSON.parse(text);
-    expect(text).toBe(schemaSerializer(body));
+    // The schema's serializer drops keys the schema lacks and coerces mistyped values.
+    expect(JSON.parse(schemaSerializer(body))).toEqual(body);
 
     expect(body.steps.map((s: { created_at: string }) => s.created_at)).toEqual([
       '2026-03-01T12:00:00.999Z', '2026-03-01T12:00:01.000Z', '1999-12-31T23:59:59.999Z', '2026-03-01T11:00:00.000Z',
       '2026-03-01T12:00:02.120Z',
     ]);
     expect(body.steps.map((s: { cost_usd: number | null }) => s.cost_usd)).toEqual([1.5e-7, 0.00012345678901234568, 0, null, 12345.6789]);
-    expect(text).toContain('"cost_usd":1.5e-7,');
+    // Costs as numeric writes them, trailing zeros dropped: exact, not rounded to a double.
+    expect(text).toContain('"cost_usd":0.00000015,');
+    expect(text).toContain('"cost_usd":0.000123456789012345678901,');
+    expect(text).toContain('"cost_usd":12345.6789,');
+    expect(body.steps[1].model).toBe('gpt "4o"\\\n\u0007é');
     expect(body.steps[0].input_data).toEqual({ z: 1, a: { n: 1e-7, big: 1e21, s: 'é"\\\n\u0001' } });
     expect(body.steps[1].output_data).toEqual({ arr: [1, 2.5, true, null] });
     expect(body.steps[0].decision).toEqual({ outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' } });
@@ -77,9 +83,9 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     // Postgres writes the dates: a session time zone (a half-hour one, here) must not reach them.
     const detail = await api.stores.db.transaction(async (tx) => {
       await tx.query("SET LOCAL TimeZone = 'America/St_Johns'");
-      return getRunDetail(tx, api.workspaceId, runId, new Date());
+      return getRunDetailJson(tx, api.workspaceId, runId, new Date());
     });
-    expect(detail!.steps.map((s) => s.created_at)).toEqual(['2026-03-01T12:00:00.123Z', '2026-03-02T04:59:59.999Z']);
+    expect(JSON.parse(detail!).steps.map((s: { created_at: string }) => s.created_at)).toEqual(['2026-03-01T12:00:00.123Z', '2026-03-02T04:59:59.999Z']);
   });
 
   it('when a run has no steps, then steps is [] and its decision keeps only the schema keys', async () => {
