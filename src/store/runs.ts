@@ -385,7 +385,7 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
 }
 
 /**
- * A run detail's steps, written by Postgres as the answer's JSON text, keys in the order of the
+ * One step of a run detail, written by Postgres as the answer's JSON text, keys in the order of the
  * `Step` response schema. A 1,000-step run is ~800 KB: parsing it into objects, mapping them and
  * writing them again took the daemon's thread ~5 ms a read. Strings and costs go through
  * `to_json` (escaped; a cost as numeric writes it, `trim_scale` dropping trailing zeros, so
@@ -393,7 +393,7 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
  * stored (json keeps its text); `created_at` as `Date.prototype.toISOString` writes it (both cut
  * to the millisecond). SQL NULL is JSON null.
  */
-const STEPS_JSON = `string_agg('{"id":"' || s.id
+const STEP_JSON = `'{"id":"' || s.id
   || '","type":' || to_json(s.type)::text
   || ',"status":' || to_json(s.status)::text
   || ',"sequence":' || s.sequence
@@ -407,18 +407,41 @@ const STEPS_JSON = `string_agg('{"id":"' || s.id
   || ',"input_data":' || coalesce(s.input_data::text, 'null')
   || ',"output_data":' || coalesce(s.output_data::text, 'null')
   || ',"decision":' || s.decision::text
-  || ',"created_at":"' || to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"}',
-  ',' ORDER BY s.sequence)`;
+  || ',"created_at":"' || to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"}'`;
 
 /**
- * A run with its steps, as the answer's JSON text (see STEPS_JSON); null when the workspace has
- * no such run.
+ * Steps of a run detail per statement. A larger run is read and sent a page at a time, as the
+ * client takes them: whole, a 400,000-step run (216 MB of JSON) took the daemon to 1.1 GB.
  */
-export async function getRunDetailJson(db: Queryable, workspaceId: string, runId: string, now: Date): Promise<string | null> {
-  const { rows } = await db.query<Record<string, unknown> & { steps_json: string | null }>(
-    `SELECT r.*, t.*, (SELECT ${STEPS_JSON} FROM steps s WHERE s.run_id = r.id) AS steps_json
-     FROM runs r ${RUN_TOTALS} WHERE r.id = $1 AND r.workspace_id = $2`,
-    [runId, workspaceId],
+export const DETAIL_PAGE_STEPS = 1_000;
+
+/**
+ * A page of a run's steps in sequence order, from the run `runId` names (SQL), after the sequence
+ * `after` names (none: from the first), up to the one `until` names: their JSON text joined by
+ * commas, how many, and the last sequence.
+ */
+const stepPage = (runId: string, limit: string, after?: string, until?: string) => `SELECT
+    string_agg(${STEP_JSON}, ',' ORDER BY s.sequence) AS steps_json, count(*) AS page_steps, max(s.sequence) AS page_last
+  FROM (SELECT * FROM steps WHERE run_id = ${runId}${after ? ` AND sequence > ${after} AND sequence <= ${until}` : ''}
+    ORDER BY sequence LIMIT ${limit}) s`;
+
+type StepPageRow = { steps_json: string | null; page_steps: string | number; page_last: number | null };
+
+/**
+ * A run with its steps, as the answer's JSON text; null when the workspace has no such run. A run
+ * of more than DETAIL_PAGE_STEPS steps comes as pieces to send in turn, each page read when the
+ * one before is taken. Its later pages are read by later statements: they list the steps up to
+ * the last one the first statement saw (so as many as its `step_count`, unless a client wrote a
+ * step below that sequence since), each as it is when its page is read; a run being written to
+ * can show a later step's result than its totals count.
+ */
+export async function getRunDetailJson(db: Queryable, workspaceId: string, runId: string, now: Date,
+  pageSteps = DETAIL_PAGE_STEPS): Promise<string | AsyncIterable<string> | null> {
+  const { rows } = await db.query<Record<string, unknown> & StepPageRow & { last_sequence: number | null }>(
+    `SELECT r.*, t.*, p.*, (SELECT max(sequence) FROM steps WHERE run_id = r.id) AS last_sequence FROM runs r ${RUN_TOTALS}
+     CROSS JOIN LATERAL (${stepPage('r.id', '$3')}) p
+     WHERE r.id = $1 AND r.workspace_id = $2`,
+    [runId, workspaceId, pageSteps],
   );
   const row = rows[0];
   if (!row) return null;
@@ -432,5 +455,19 @@ export async function getRunDetailJson(db: Queryable, workspaceId: string, runId
     duration_ms: Math.max(0, ended - started),
   });
   // `steps` is the schema's last key.
-  return `${head.slice(0, -1)},"steps":[${row.steps_json ?? ''}]}`;
+  const opened = `${head.slice(0, -1)},"steps":[${row.steps_json ?? ''}`;
+  if (Number(row.step_count) <= Number(row.page_steps)) return `${opened}]}`;
+  // Sequences are not written in order: later pages end at the highest this statement saw.
+  return laterPages(db, runId, opened, { after: row.page_last!, until: row.last_sequence! }, pageSteps);
+}
+
+async function* laterPages(db: Queryable, runId: string, opened: string, range: { after: number; until: number }, pageSteps: number) {
+  yield opened;
+  for (let after = range.after; after < range.until;) {
+    const { rows: [page] } = await db.query<StepPageRow>(stepPage('$1', '$2', '$3', '$4'), [runId, pageSteps, after, range.until]);
+    if (!page?.steps_json) break;
+    yield `,${page.steps_json}`;
+    after = page.page_last!;
+  }
+  yield ']}';
 }

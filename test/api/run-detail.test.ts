@@ -7,7 +7,7 @@
 import fastJson from 'fast-json-stringify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDetail } from '../../src/api/schemas.js';
-import { getRunDetailJson } from '../../src/store/runs.js';
+import { DETAIL_PAGE_STEPS, getRunDetailJson } from '../../src/store/runs.js';
 import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
 
 const schemaSerializer = fastJson(RunDetail as object);
@@ -85,7 +85,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
       await tx.query("SET LOCAL TimeZone = 'America/St_Johns'");
       return getRunDetailJson(tx, api.workspaceId, runId, new Date());
     });
-    expect(JSON.parse(detail!).steps.map((s: { created_at: string }) => s.created_at)).toEqual(['2026-03-01T12:00:00.123Z', '2026-03-02T04:59:59.999Z']);
+    expect(JSON.parse(detail as string).steps.map((s: { created_at: string }) => s.created_at)).toEqual(['2026-03-01T12:00:00.123Z', '2026-03-02T04:59:59.999Z']);
   });
 
   it('when a run has no steps, then steps is [] and its decision keeps only the schema keys', async () => {
@@ -95,5 +95,61 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(res.body.steps).toEqual([]);
     expect(res.body).toMatchObject({ step_count: 0, total_tokens: 0, total_cost_usd: 0, status: 'RUNNING' });
     expect(Object.keys(res.body.decision)).toEqual(['outcome', 'reason', 'evaluated_rules']);
+  });
+
+  /** A run of `count` MODEL_CALL steps, sequences 1 to `count`, written straight to the table. */
+  async function runOfSteps(count: number) {
+    const started = await api.request('POST', '/v1/runs/', { user_id: 'detail-pages' });
+    expect(started.status).toBe(201);
+    const runId = started.body.id as string;
+    await api.stores.db.query(
+      `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, prompt_tokens, completion_tokens, cost_usd,
+         input_data, decision, created_at)
+       SELECT gen_random_uuid(), $1, $2, n, 'MODEL_CALL', 'COMPLETED', 'm', 2, 3, 0.000001, jsonb_build_object('n', n),
+         '{"outcome":"ALLOW","reason":null,"evaluated_rules":{"kill_switch":"PASS"}}', now()
+       FROM generate_series(1, $3::int) n`,
+      [runId, api.workspaceId, count],
+    );
+    return runId;
+  }
+
+  it.each([DETAIL_PAGE_STEPS, DETAIL_PAGE_STEPS + 1, 2 * DETAIL_PAGE_STEPS + 500])(
+    'when a run has %i steps, then every one is listed once, in order, and as many as step_count',
+    async (count) => {
+      const runId = await runOfSteps(count);
+      const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${api.apiKey}` } });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      // One page goes as one string; more are sent as they are read.
+      expect(res.headers.get('content-length') === null).toBe(count > DETAIL_PAGE_STEPS);
+      const body = await res.json();
+      expect(body).toMatchObject({ step_count: count, total_tokens: 5 * count });
+      expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
+      expect(body.steps.map((s: { input_data: { n: number } }) => s.input_data.n)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
+      expect(JSON.parse(schemaSerializer(body))).toEqual(body);
+    },
+  );
+
+  it('when steps are written while a paged run is read, then the answer lists the steps its first read counted', async () => {
+    const runId = await runOfSteps(5);
+    const detail = await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), 2);
+    expect(typeof detail).not.toBe('string');
+    const pieces: string[] = [];
+    for await (const piece of detail as AsyncIterable<string>) {
+      if (pieces.length === 0) {
+        // After the first page, two steps past the last one the first read counted.
+        await api.stores.db.query(
+          `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, decision, created_at)
+           SELECT gen_random_uuid(), $1, $2, n, 'TOOL_CALL', 'ALLOWED', '{"outcome":"ALLOW","reason":null,"evaluated_rules":{}}', now()
+           FROM unnest(ARRAY[6, 100]) n`,
+          [runId, api.workspaceId],
+        );
+      }
+      pieces.push(piece);
+    }
+    expect(pieces.length).toBe(4); // the head with the first page, two more pages, the close
+    const body = JSON.parse(pieces.join(''));
+    expect(body.step_count).toBe(5);
+    expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual([1, 2, 3, 4, 5]);
   });
 });

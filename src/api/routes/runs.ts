@@ -1,4 +1,5 @@
 /** The run API: start and end runs, create and finish steps, list and read them. */
+import { Readable } from 'node:stream';
 import { Type } from 'typebox';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -170,12 +171,14 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       response: { 200: RunDetail, ...errorResponses(401, 404, 422) },
     },
   }, async (request, reply) => {
-    const json = await getRunDetailJson(db, request.principal.workspaceId, pathUuid(request.params.run_id), clock.now());
-    if (json === null) throw new ApiError('RUN_NOT_FOUND');
+    const detail = await getRunDetailJson(db, request.principal.workspaceId, pathUuid(request.params.run_id), clock.now());
+    if (detail === null) throw new ApiError('RUN_NOT_FOUND');
     // The answer comes as text (Postgres writes the steps' JSON: getRunDetailJson), so it skips the
-    // schema's serializer; the schema documents it. Fastify sends a string as it is once a JSON
-    // content type is set. The cast: the typed reply expects the object the text spells.
+    // schema's serializer; the schema documents it. Fastify sends a string or a stream as it is
+    // once a JSON content type is set. A large run's pages are read one at a time, as the client
+    // takes them (a high-water mark of one byte: no page read ahead). The cast: the typed reply
+    // expects the object the text spells.
     reply.type('application/json; charset=utf-8');
-    return reply.send(json as never);
+    return reply.send((typeof detail === 'string' ? detail : Readable.from(detail, { objectMode: false, highWaterMark: 1 })) as never);
   });
 };
