@@ -12,7 +12,7 @@ import { buildApp } from '../src/api/app.js';
 import { createLogger } from '../src/logger.js';
 import { postgresDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
-import { getRunDetailJson } from '../src/store/runs.js';
+import { DETAIL_PAGE_STEPS, getRunDetailJson } from '../src/store/runs.js';
 import { SqlCounters } from '../src/store/sql-counters.js';
 import { createApiKey, createWorkspace } from '../src/store/workspaces.js';
 
@@ -104,7 +104,8 @@ const app = await buildApp({
   bodyLimitBytes: 1 << 20, auth: { jwtSecret: 'x'.repeat(40), jwtTtlSeconds: 3600, scryptCost: 1024, rateLimitPerMinute: 1000 },
   metrics: false,
 });
-const body = (await getRunDetailJson(db, ws.id, runId, new Date()))!;
+const body = await getRunDetailJson(db, ws.id, runId, new Date());
+if (typeof body !== 'string') throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGE_STEPS} or fewer`);
 console.log(`steps ${JSON.parse(body).steps.length}, response ${body.length} bytes`);
 
 if (detailSql) {

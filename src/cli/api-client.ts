@@ -2,7 +2,7 @@
  * The CLI's client of the daemon's HTTP API: global fetch, a bearer key, errors mapped to the
  * server's `detail`. It imports nothing from the server, so it sees the API as any client would.
  */
-import { ApiRequestError, DaemonUnreachableError } from './errors.js';
+import { ApiRequestError, CliError, DaemonUnreachableError } from './errors.js';
 
 export interface ApiClientOptions {
   /** The daemon's base URL, e.g. `http://127.0.0.1:8787`. */
@@ -99,7 +99,13 @@ export class ApiClient {
     } catch (error) {
       throw new DaemonUnreachableError(this.url, connectionReason(error));
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (error) {
+      // A streamed answer (a large run's detail) cut after its status: the daemon logged why.
+      throw new CliError(`the daemon's answer from ${this.url} was cut short (${connectionReason(error)}); try again.`);
+    }
     let parsed: unknown = null;
     try {
       parsed = text ? JSON.parse(text) : null;

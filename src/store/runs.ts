@@ -391,7 +391,9 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
  * `to_json` (escaped; a cost as numeric writes it, `trim_scale` dropping trailing zeros, so
  * exact); caller JSON (`input_data`, `output_data`) as jsonb writes it; the decision as it was
  * stored (json keeps its text); `created_at` as `Date.prototype.toISOString` writes it (both cut
- * to the millisecond). SQL NULL is JSON null.
+ * to the millisecond). SQL NULL is JSON null, and so is what has no JSON number or date (a NaN
+ * or infinite cost, an infinite date: none is written by the daemon), so that no step's text is
+ * NULL.
  */
 const STEP_JSON = `'{"id":"' || s.id
   || '","type":' || to_json(s.type)::text
@@ -402,12 +404,12 @@ const STEP_JSON = `'{"id":"' || s.id
   || ',"prompt_tokens":' || coalesce(s.prompt_tokens::text, 'null')
   || ',"completion_tokens":' || coalesce(s.completion_tokens::text, 'null')
   || ',"cached_prompt_tokens":' || coalesce(s.cached_prompt_tokens::text, 'null')
-  || ',"cost_usd":' || coalesce(to_json(trim_scale(s.cost_usd))::text, 'null')
+  || ',"cost_usd":' || coalesce(to_json(trim_scale(CASE WHEN s.cost_usd NOT IN ('NaN', 'Infinity', '-Infinity') THEN s.cost_usd END))::text, 'null')
   || ',"duration_ms":' || coalesce(s.duration_ms::text, 'null')
   || ',"input_data":' || coalesce(s.input_data::text, 'null')
   || ',"output_data":' || coalesce(s.output_data::text, 'null')
   || ',"decision":' || s.decision::text
-  || ',"created_at":"' || to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"}'`;
+  || ',"created_at":' || coalesce('"' || to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"', 'null') || '}'`;
 
 /**
  * Steps of a run detail per statement. A larger run is read and sent a page at a time, as the
@@ -433,7 +435,8 @@ type StepPageRow = { steps_json: string | null; page_steps: string | number; pag
  * one before is taken. Its later pages are read by later statements: they list the steps up to
  * the last one the first statement saw (so as many as its `step_count`, unless a client wrote a
  * step below that sequence since), each as it is when its page is read; a run being written to
- * can show a later step's result than its totals count.
+ * can show a later step's result than its totals count. Those pages run on `db` after this
+ * returns: give it the pool, not a transaction (which would have ended by then).
  */
 export async function getRunDetailJson(db: Queryable, workspaceId: string, runId: string, now: Date,
   pageSteps = DETAIL_PAGE_STEPS): Promise<string | AsyncIterable<string> | null> {
@@ -465,7 +468,7 @@ async function* laterPages(db: Queryable, runId: string, opened: string, range: 
   yield opened;
   for (let after = range.after; after < range.until;) {
     const { rows: [page] } = await db.query<StepPageRow>(stepPage('$1', '$2', '$3', '$4'), [runId, pageSteps, after, range.until]);
-    if (!page?.steps_json) break;
+    if (!page || Number(page.page_steps) === 0) break;
     yield `,${page.steps_json}`;
     after = page.page_last!;
   }

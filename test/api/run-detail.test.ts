@@ -152,4 +152,63 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(body.step_count).toBe(5);
     expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual([1, 2, 3, 4, 5]);
   });
+
+  /** Counts the statements the app runs while `fn` runs, and fails the ones `fail` picks. */
+  async function watchingQueries<T>(fn: () => Promise<T>, fail: (params: readonly unknown[] | undefined) => boolean = () => false) {
+    const db = api.stores.db;
+    const original = db.query;
+    let statements = 0;
+    db.query = (async (sql: string, params?: readonly unknown[]) => {
+      statements++;
+      if (fail(params)) throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
+      return original.call(db, sql, params);
+    }) as typeof db.query;
+    try {
+      const result = await fn();
+      return { result, statements };
+    } finally {
+      db.query = original;
+    }
+  }
+
+  it('when a paged run is asked with HEAD, then it answers 200 and reads no page past the first', async () => {
+    const runId = await runOfSteps(DETAIL_PAGE_STEPS + 1);
+    const { result: res, statements } = await watchingQueries(() =>
+      fetch(`${api.url}/v1/runs/${runId}`, { method: 'HEAD', headers: { authorization: `Bearer ${api.apiKey}` } }));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    await new Promise((resolve) => setTimeout(resolve, 200)); // a page read after the answer would land here
+    expect(statements).toBe(1);
+  });
+
+  it('when a later page fails, then the answer is cut, and the next read is whole', async () => {
+    const runId = await runOfSteps(DETAIL_PAGE_STEPS + 1);
+    const headers = { authorization: `Bearer ${api.apiKey}` };
+    // A later page's statement is the only one with four parameters.
+    const { result: read } = await watchingQueries(async () => {
+      const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers });
+      return { status: res.status, text: await res.text().then(() => 'whole', (error: Error) => error.message) };
+    }, (params) => params?.length === 4);
+    // The status went with the first page: a cut answer is all that is left to say.
+    expect(read).toEqual({ status: 200, text: 'terminated' });
+    const again = await fetch(`${api.url}/v1/runs/${runId}`, { headers });
+    expect((await again.json()).steps).toHaveLength(DETAIL_PAGE_STEPS + 1);
+  });
+
+  it('when steps hold an infinite date or a NaN cost, then they read as null and no page loses a step', async () => {
+    const runId = await runOfSteps(5);
+    await api.stores.db.query(
+      `UPDATE steps SET created_at = CASE WHEN sequence <= 2 THEN 'infinity'::timestamptz ELSE created_at END,
+         cost_usd = CASE WHEN sequence = 3 THEN 'NaN'::numeric ELSE cost_usd END WHERE run_id = $1`,
+      [runId],
+    );
+    const detail = await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), 2);
+    const pieces: string[] = [];
+    for await (const piece of detail as AsyncIterable<string>) pieces.push(piece);
+    const body = JSON.parse(pieces.join(''));
+    expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual([1, 2, 3, 4, 5]);
+    expect(body.steps.map((s: { created_at: string | null }) => s.created_at === null)).toEqual([true, true, false, false, false]);
+    expect(body.steps[2].cost_usd).toBeNull();
+    expect(body.steps[3].cost_usd).toBe(0.000001);
+  });
 });

@@ -4,6 +4,8 @@
  * state it leaves, read back through the API.
  */
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -225,6 +227,24 @@ describe('connection', () => {
     const res = await runCli(['runs', 'list', '--url', url, '--api-key', daemon.apiKey!]);
     expect(res.code).toBe(3);
     expect(res.stderr).toContain(`cannot reach the runguard daemon at ${url} (ECONNREFUSED). Is it running?`);
+  });
+
+  it('when an answer is cut after its status, then a clear message and exit 1', async () => {
+    // As a large run's detail is cut when a later page fails: the status and a first piece, then nothing.
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
+      res.write('{"id":');
+      setTimeout(() => res.socket?.destroy(), 50);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const res = await runCli(['runs', 'show', '00000000-0000-4000-8000-000000000000', '--url', url, '--api-key', daemon.apiKey!]);
+      expect(res.code).toBe(1);
+      expect(res.stderr).toContain(`the daemon's answer from ${url} was cut short`);
+    } finally {
+      server.close();
+    }
   });
 
   it('when no key can be found, then it says where it looked', async () => {
