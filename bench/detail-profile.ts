@@ -12,7 +12,7 @@ import { buildApp } from '../src/api/app.js';
 import { createLogger } from '../src/logger.js';
 import { postgresDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
-import { DETAIL_PAGE_STEPS, getRunDetailJson } from '../src/store/runs.js';
+import { DETAIL_PAGES, getRunDetailJson } from '../src/store/runs.js';
 import { SqlCounters } from '../src/store/sql-counters.js';
 import { createApiKey, createWorkspace } from '../src/store/workspaces.js';
 
@@ -105,7 +105,7 @@ const app = await buildApp({
   metrics: false,
 });
 const body = await getRunDetailJson(db, ws.id, runId, new Date());
-if (typeof body !== 'string') throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGE_STEPS} or fewer`);
+if (typeof body !== 'string') throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGES.first} or fewer`);
 console.log(`steps ${JSON.parse(body).steps.length}, response ${body.length} bytes`);
 
 if (detailSql) {

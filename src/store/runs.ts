@@ -412,10 +412,14 @@ const STEP_JSON = `'{"id":"' || s.id
   || ',"created_at":' || coalesce('"' || to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"', 'null') || '}'`;
 
 /**
- * Steps of a run detail per statement. A larger run is read and sent a page at a time, as the
- * client takes them: whole, a 400,000-step run (216 MB of JSON) took the daemon to 1.1 GB.
+ * How a run detail reads its steps. A run of up to `first` steps is one statement and one string.
+ * A larger one is sent as it is read, `later` steps a statement, each page read when the client
+ * has taken the one before: whole, a 400,000-step run (216 MB of JSON) took the daemon to 1.1 GB.
+ * Later pages are small so that their text stays out of V8's large-object space (128 KiB and
+ * up), where it waits for a full collection: reading a 100,000-step run peaked the daemon at
+ * 153-165 MB with pages of 1,000 steps, 134-139 MB with pages of 100.
  */
-export const DETAIL_PAGE_STEPS = 1_000;
+export const DETAIL_PAGES = { first: 1_000, later: 100 } as const;
 
 /**
  * A page of a run's steps in sequence order, from the run `runId` names (SQL), after the sequence
@@ -431,20 +435,20 @@ type StepPageRow = { steps_json: string | null; page_steps: string | number; pag
 
 /**
  * A run with its steps, as the answer's JSON text; null when the workspace has no such run. A run
- * of more than DETAIL_PAGE_STEPS steps comes as pieces to send in turn, each page read when the
- * one before is taken. Its later pages are read by later statements: they list the steps up to
- * the last one the first statement saw (so as many as its `step_count`, unless a client wrote a
- * step below that sequence since), each as it is when its page is read; a run being written to
- * can show a later step's result than its totals count. Those pages run on `db` after this
- * returns: give it the pool, not a transaction (which would have ended by then).
+ * of more than `pages.first` steps comes as pieces to send in turn (DETAIL_PAGES). Its later
+ * pages are read by later statements: they list the steps up to the last one the first statement
+ * saw (so as many as its `step_count`, unless a client wrote a step below that sequence since),
+ * each as it is when its page is read; a run being written to can show a later step's result
+ * than its totals count. Those pages run on `db` after this returns: give it the pool, not a
+ * transaction (which would have ended by then).
  */
 export async function getRunDetailJson(db: Queryable, workspaceId: string, runId: string, now: Date,
-  pageSteps = DETAIL_PAGE_STEPS): Promise<string | AsyncIterable<string> | null> {
+  pages: { first: number; later: number } = DETAIL_PAGES): Promise<string | AsyncIterable<string> | null> {
   const { rows } = await db.query<Record<string, unknown> & StepPageRow & { last_sequence: number | null }>(
     `SELECT r.*, t.*, p.*, (SELECT max(sequence) FROM steps WHERE run_id = r.id) AS last_sequence FROM runs r ${RUN_TOTALS}
      CROSS JOIN LATERAL (${stepPage('r.id', '$3')}) p
      WHERE r.id = $1 AND r.workspace_id = $2`,
-    [runId, workspaceId, pageSteps],
+    [runId, workspaceId, pages.first],
   );
   const row = rows[0];
   if (!row) return null;
@@ -461,7 +465,7 @@ export async function getRunDetailJson(db: Queryable, workspaceId: string, runId
   const opened = `${head.slice(0, -1)},"steps":[${row.steps_json ?? ''}`;
   if (Number(row.step_count) <= Number(row.page_steps)) return `${opened}]}`;
   // Sequences are not written in order: later pages end at the highest this statement saw.
-  return laterPages(db, runId, opened, { after: row.page_last!, until: row.last_sequence! }, pageSteps);
+  return laterPages(db, runId, opened, { after: row.page_last!, until: row.last_sequence! }, pages.later);
 }
 
 async function* laterPages(db: Queryable, runId: string, opened: string, range: { after: number; until: number }, pageSteps: number) {

@@ -7,7 +7,7 @@
 import fastJson from 'fast-json-stringify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDetail } from '../../src/api/schemas.js';
-import { DETAIL_PAGE_STEPS, getRunDetailJson } from '../../src/store/runs.js';
+import { DETAIL_PAGES, getRunDetailJson } from '../../src/store/runs.js';
 import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
 
 const schemaSerializer = fastJson(RunDetail as object);
@@ -113,7 +113,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     return runId;
   }
 
-  it.each([DETAIL_PAGE_STEPS, DETAIL_PAGE_STEPS + 1, 2 * DETAIL_PAGE_STEPS + 500])(
+  it.each([DETAIL_PAGES.first, DETAIL_PAGES.first + 1, DETAIL_PAGES.first + 15 * DETAIL_PAGES.later + 50])(
     'when a run has %i steps, then every one is listed once, in order, and as many as step_count',
     async (count) => {
       const runId = await runOfSteps(count);
@@ -121,7 +121,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
       // One page goes as one string; more are sent as they are read.
-      expect(res.headers.get('content-length') === null).toBe(count > DETAIL_PAGE_STEPS);
+      expect(res.headers.get('content-length') === null).toBe(count > DETAIL_PAGES.first);
       const body = await res.json();
       expect(body).toMatchObject({ step_count: count, total_tokens: 5 * count });
       expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
@@ -132,7 +132,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
 
   it('when steps are written while a paged run is read, then the answer lists the steps its first read counted', async () => {
     const runId = await runOfSteps(5);
-    const detail = await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), 2);
+    const detail = await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), { first: 2, later: 2 });
     expect(typeof detail).not.toBe('string');
     const pieces: string[] = [];
     for await (const piece of detail as AsyncIterable<string>) {
@@ -172,7 +172,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
   }
 
   it('when a paged run is asked with HEAD, then it answers 200 and reads no page past the first', async () => {
-    const runId = await runOfSteps(DETAIL_PAGE_STEPS + 1);
+    const runId = await runOfSteps(DETAIL_PAGES.first + 1);
     const { result: res, statements } = await watchingQueries(() =>
       fetch(`${api.url}/v1/runs/${runId}`, { method: 'HEAD', headers: { authorization: `Bearer ${api.apiKey}` } }));
     expect(res.status).toBe(200);
@@ -182,7 +182,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
   });
 
   it('when a later page fails, then the answer is cut, and the next read is whole', async () => {
-    const runId = await runOfSteps(DETAIL_PAGE_STEPS + 1);
+    const runId = await runOfSteps(DETAIL_PAGES.first + 1);
     const headers = { authorization: `Bearer ${api.apiKey}` };
     // A later page's statement is the only one with four parameters.
     const { result: read } = await watchingQueries(async () => {
@@ -192,7 +192,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     // The status went with the first page: a cut answer is all that is left to say.
     expect(read).toEqual({ status: 200, text: 'terminated' });
     const again = await fetch(`${api.url}/v1/runs/${runId}`, { headers });
-    expect((await again.json()).steps).toHaveLength(DETAIL_PAGE_STEPS + 1);
+    expect((await again.json()).steps).toHaveLength(DETAIL_PAGES.first + 1);
   });
 
   it('when steps hold an infinite date or a NaN cost, then they read as null and no page loses a step', async () => {
@@ -202,7 +202,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
          cost_usd = CASE WHEN sequence = 3 THEN 'NaN'::numeric ELSE cost_usd END WHERE run_id = $1`,
       [runId],
     );
-    const detail = await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), 2);
+    const detail = await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), { first: 2, later: 2 });
     const pieces: string[] = [];
     for await (const piece of detail as AsyncIterable<string>) pieces.push(piece);
     const body = JSON.parse(pieces.join(''));
