@@ -3,11 +3,12 @@
  * daemon: one empty, one seeded with about a million steps in the same workspace. Both get the
  * same 1,000-step run for the detail read. Measurements alternate between them in rounds, so
  * machine noise hits both alike, and the seeded figures are reported as ratios of the empty ones.
+ * Last, the seeded daemon reads a run of LARGE_RUN_STEPS steps once, its RSS sampled meanwhile.
  */
 import type pg from 'pg';
 import { connect } from './database.js';
 import { json, loop, pool, read } from './loops.js';
-import type { DaemonProcess } from './processes.js';
+import { rssMb, rssSampler, type DaemonProcess } from './processes.js';
 import { MODEL, apiHeaders, setPricing, startRuns } from './scenarios.js';
 import { ratio, round, summarize, type LatencySummary } from './stats.js';
 
@@ -141,6 +142,19 @@ export interface HistorySide {
   stepCreateOps: number;
 }
 
+/** Steps of the run read once at the end: far past a page of a run detail (1,000 steps). */
+const LARGE_RUN_STEPS = 100_000;
+
+/** One read of a large run's detail: its size and time, and the daemon's RSS around it. */
+export interface LargeRunRead {
+  steps: number;
+  bytes: number;
+  ms: number;
+  rssBeforeMb: number;
+  rssPeakMb: number;
+  rssAfterMb: number;
+}
+
 export interface HistoryResult {
   seeded: { runs: number; steps: number; seconds: number };
   rounds: number;
@@ -148,6 +162,7 @@ export interface HistoryResult {
   full: HistorySide;
   /** full ÷ empty: 1.00 means no slower with the history. */
   ratios: { stepCreateP50: number; stepCreateP99: number; runListP99: number; runDetailP99: number };
+  largeRun?: LargeRunRead;
 }
 
 export interface HistoryTarget {
@@ -230,8 +245,35 @@ export async function historyScenario(empty: HistoryTarget, full: HistoryTarget,
       runDetailP99: ratio(f.runDetail.p99, e.runDetail.p99),
     },
   };
+  result.largeRun = await readLargeRun(full, LARGE_RUN_STEPS);
+  log(`history: a ${LARGE_RUN_STEPS}-step run's detail, ${round(result.largeRun.bytes / 1e6, 1)} MB in ${result.largeRun.ms} ms: ` +
+    `daemon RSS ${result.largeRun.rssBeforeMb} MB before, peak ${result.largeRun.rssPeakMb}, ${result.largeRun.rssAfterMb} after`);
   log(`history: step create p50 ${e.stepCreate.p50.toFixed(2)} -> ${f.stepCreate.p50.toFixed(2)} ms (x${result.ratios.stepCreateP50}), ` +
     `p99 ${e.stepCreate.p99.toFixed(2)} -> ${f.stepCreate.p99.toFixed(2)} ms (x${result.ratios.stepCreateP99}); ` +
     `run list p99 ${e.runList.p99.toFixed(2)} -> ${f.runList.p99.toFixed(2)} ms; run detail (1,000 steps) p99 ${e.runDetail.p99.toFixed(2)} -> ${f.runDetail.p99.toFixed(2)} ms`);
   return result;
+}
+
+/** Seeds a run of `steps` steps into the target's database and reads its detail once, to the last byte. */
+async function readLargeRun(t: HistoryTarget, steps: number): Promise<LargeRunRead> {
+  const db = await connect(t.databaseUrl);
+  let runId: string;
+  try {
+    runId = await seedDetailRun(db, await workspaceOf(db), steps);
+    await db.query('VACUUM ANALYZE steps');
+  } finally {
+    await db.end();
+  }
+  const rssBeforeMb = await rssMb(t.daemon.pid);
+  const sampler = rssSampler(t.daemon.pid, 20);
+  const started = performance.now();
+  const res = await fetch(`${t.daemon.url}/v1/runs/${runId}`, { headers: apiHeaders(t.daemon) });
+  if (res.status !== 200) throw new Error(`the large run's detail answered ${res.status}`);
+  let bytes = 0;
+  for await (const chunk of res.body!) bytes += (chunk as Uint8Array).length;
+  const ms = performance.now() - started;
+  const { peak } = sampler.stop();
+  return {
+    steps, bytes, ms: round(ms, 0), rssBeforeMb: round(rssBeforeMb, 1), rssPeakMb: round(peak, 1), rssAfterMb: round(await rssMb(t.daemon.pid), 1),
+  };
 }

@@ -161,6 +161,11 @@ export function markdown(r: BenchReport): string {
       `| step creation | ${f(h.empty.stepCreate.p50)} / ${f(h.empty.stepCreate.p99)} | ${f(h.full.stepCreate.p50)} / ${f(h.full.stepCreate.p99)} | ${f(h.ratios.stepCreateP50, 3)}, ${f(h.ratios.stepCreateP99, 3)} |`,
       `| run list, first page | ${f(h.empty.runList.p50)} / ${f(h.empty.runList.p99)} | ${f(h.full.runList.p50)} / ${f(h.full.runList.p99)} | ${f(h.full.runList.p50 / h.empty.runList.p50, 3)}, ${f(h.ratios.runListP99, 3)} |`,
       `| run detail, 1,000 steps | ${f(h.empty.runDetail.p50)} / ${f(h.empty.runDetail.p99)} | ${f(h.full.runDetail.p50)} / ${f(h.full.runDetail.p99)} | ${f(h.full.runDetail.p50 / h.empty.runDetail.p50, 3)}, ${f(h.ratios.runDetailP99, 3)} |`, '');
+    const l = h.largeRun;
+    if (l) {
+      out.push(`A run of ${l.steps.toLocaleString('en')} steps (${f(l.bytes / 1e6, 1)} MB of JSON) read once from the seeded daemon, to the last byte, ` +
+        `in ${f(l.ms, 0)} ms: the daemon's RSS ${f(l.rssBeforeMb, 1)} MB before, ${f(l.rssPeakMb, 1)} MB at its peak (sampled every 20 ms), ${f(l.rssAfterMb, 1)} MB right after.`, '');
+    }
   }
   if (r.soak) {
     out.push('### Soak', '', `${r.soak.minutes} minutes of ${r.soak.scenario} (${f(r.soak.ops, 0)}/s): RSS per minute ${r.soak.perMinuteMb.map((x) => f(x, 1)).join(', ')} MB; last / second minute ${f(r.soak.growthRatio, 3)}.`, '');
