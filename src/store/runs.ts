@@ -422,13 +422,13 @@ const STEP_JSON = `'{"id":"' || s.id
 export const DETAIL_PAGES = { first: 1_000, later: 100 } as const;
 
 /**
- * A page of a run's steps in sequence order, from the run `runId` names (SQL), after the sequence
- * `after` names (none: from the first), up to the one `until` names: their JSON text joined by
- * commas, how many, and the last sequence.
+ * A page of a run's steps in sequence order, from the run `runId` names (SQL), past the sequence
+ * `range.after` names up to the one `range.until` names (no range: from the first): their JSON
+ * text joined by commas, how many, and the last sequence.
  */
-const stepPage = (runId: string, limit: string, after?: string, until?: string) => `SELECT
+const stepPage = (runId: string, limit: string, range?: { after: string; until: string }) => `SELECT
     string_agg(${STEP_JSON}, ',' ORDER BY s.sequence) AS steps_json, count(*) AS page_steps, max(s.sequence) AS page_last
-  FROM (SELECT * FROM steps WHERE run_id = ${runId}${after ? ` AND sequence > ${after} AND sequence <= ${until}` : ''}
+  FROM (SELECT * FROM steps WHERE run_id = ${runId}${range ? ` AND sequence > ${range.after} AND sequence <= ${range.until}` : ''}
     ORDER BY sequence LIMIT ${limit}) s`;
 
 type StepPageRow = { steps_json: string | null; page_steps: string | number; page_last: number | null };
@@ -471,7 +471,7 @@ export async function getRunDetailJson(db: Queryable, workspaceId: string, runId
 async function* laterPages(db: Queryable, runId: string, opened: string, range: { after: number; until: number }, pageSteps: number) {
   yield opened;
   for (let after = range.after; after < range.until;) {
-    const { rows: [page] } = await db.query<StepPageRow>(stepPage('$1', '$2', '$3', '$4'), [runId, pageSteps, after, range.until]);
+    const { rows: [page] } = await db.query<StepPageRow>(stepPage('$1', '$2', { after: '$3', until: '$4' }), [runId, pageSteps, after, range.until]);
     if (!page || Number(page.page_steps) === 0) break;
     yield `,${page.steps_json}`;
     after = page.page_last!;
