@@ -36,7 +36,7 @@ async function seed(db: pg.Client, workspaceId: string): Promise<string> {
   // Proxy-like rows: an audit summary in, the call's outcome out; every third a tool call.
   await db.query(
     `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens, completion_tokens,
-                        cached_prompt_tokens, cost_usd, duration_ms, input_data, output_data, decision, created_at, finished_at)
+                        cached_prompt_tokens, cost_usd, duration_ms, input_json, output_json, decision, created_at, finished_at)
      SELECT gen_random_uuid(), $1, $2, s,
        CASE WHEN s % 3 = 0 THEN 'TOOL_CALL' ELSE 'MODEL_CALL' END, 'COMPLETED',
        CASE WHEN s % 3 = 0 THEN NULL ELSE 'gpt-4o-mini-2024-07-18' END,
@@ -46,14 +46,15 @@ async function seed(db: pg.Client, workspaceId: string): Promise<string> {
        CASE WHEN s % 3 = 0 THEN NULL ELSE (s * 17) % 512 END,
        CASE WHEN s % 3 = 0 THEN NULL ELSE (200 + (s * 131) % 1800) * 0.00000015 + (20 + (s * 53) % 400) * 0.0000006 END,
        300 + (s * 97) % 2500,
-       CASE WHEN s % 3 = 0 THEN jsonb_build_object('query', 'tickets about refund #' || s, 'limit', 20)
+       -- jsonb's text, spaces and all: the bytes of earlier runs of this profile.
+       (CASE WHEN s % 3 = 0 THEN jsonb_build_object('query', 'tickets about refund #' || s, 'limit', 20)
        ELSE jsonb_build_object('provider', 'openai', 'method', 'POST', 'path', '/v1/chat/completions',
          'model', 'gpt-4o-mini', 'stream', s % 2 = 0, 'body_bytes', 1000 + s * 37, 'messages', 2 + s % 30,
          'max_tokens', 1024, 'tools', 3, 'usage_requested', true,
          'prompt_excerpt', 'Customer says: "my order #' || s || E' never arrived"\\nPlease summarize the ticket and propose a refund or a replacement.')
-       END,
-       CASE WHEN s % 3 = 0 THEN jsonb_build_object('results', 7, 'took_ms', 42)
-       ELSE jsonb_build_object('http_status', 200, 'finish_reason', 'stop', 'stream', s % 2 = 0, 'response_bytes', 2000 + s) END,
+       END)::text::json,
+       (CASE WHEN s % 3 = 0 THEN jsonb_build_object('results', 7, 'took_ms', 42)
+       ELSE jsonb_build_object('http_status', 200, 'finish_reason', 'stop', 'stream', s % 2 = 0, 'response_bytes', 2000 + s) END)::text::json,
        $3::json,
        now() - interval '1 hour' + s * interval '1.234567 second', now() - interval '1 hour' + s * interval '1.5 second'
      FROM generate_series(1, $4::int) s`,

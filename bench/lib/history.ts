@@ -59,7 +59,7 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
   );
   await db.query(
     `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens,
-                        completion_tokens, cached_prompt_tokens, cost_usd, duration_ms, input_data, output_data,
+                        completion_tokens, cached_prompt_tokens, cost_usd, duration_ms, input_json, output_json,
                         decision, created_at, finished_at)
      SELECT gen_random_uuid(), r.id, r.workspace_id, s,
        CASE WHEN s % 3 = 0 THEN 'TOOL_CALL' ELSE 'MODEL_CALL' END,
@@ -72,8 +72,8 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
        CASE WHEN s % 3 = 0 THEN NULL
             ELSE (200 + (s * 131) % 1800) * 0.00000015 + (20 + (s * 53) % 400) * 0.0000006 END,
        300 + (s * 97) % 2500,
-       jsonb_build_object('prompt', 'Summarize ticket ' || s),
-       jsonb_build_object('finish_reason', 'stop'),
+       ('{"prompt":"Summarize ticket ' || s || '"}')::json,
+       '{"finish_reason":"stop"}'::json,
        $3::json, r.started_at + s * interval '1 second', r.started_at + s * interval '1 second' + interval '800 ms'
      FROM (SELECT runs.*, ${STEPS_OF("substr(metadata->>'ticket', 3)::int")} AS steps FROM runs
            WHERE workspace_id = $1 AND user_id LIKE 'user-%') r,
@@ -120,9 +120,9 @@ export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: n
   const id = rows[0]!.id;
   await db.query(
     `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, prompt_tokens, completion_tokens, cost_usd,
-                        duration_ms, input_data, output_data, decision, created_at, finished_at)
+                        duration_ms, input_json, output_json, decision, created_at, finished_at)
      SELECT gen_random_uuid(), $1, $2, s, 'MODEL_CALL', 'COMPLETED', $3, 500, 100, 500 * 0.00000015 + 100 * 0.0000006,
-       700, jsonb_build_object('prompt', 'Step ' || s), jsonb_build_object('finish_reason', 'stop'), $4::json,
+       700, ('{"prompt":"Step ' || s || '"}')::json, '{"finish_reason":"stop"}'::json, $4::json,
        now() - interval '1 hour' + s * interval '1 second', now() - interval '1 hour' + s * interval '1 second'
      FROM generate_series(1, $5::int) s`,
     [id, workspaceId, MODEL, DECISION_ALLOW, steps],

@@ -152,14 +152,14 @@ export interface NewStep {
   now: Date;
 }
 
-const STEP_INSERT_COLUMNS = 'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_data, decision, created_at';
+const STEP_INSERT_COLUMNS = 'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at';
 /** A batch of steps as rows: the JSON document (each step as `stepRecord` writes it) and its length, by parameter number. */
 const stepRecordset = (document: number, length: number) => `SELECT * FROM json_to_recordset($${document}::json)
   AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
-    input_data jsonb, decision json, created_at timestamptz) LIMIT $${length}`;
+    input_json json, decision json, created_at timestamptz) LIMIT $${length}`;
 const stepRecord = (s: NewStep) => ({
   id: s.id, run_id: s.runId, workspace_id: s.workspaceId, sequence: s.sequence, type: s.type, status: s.status,
-  model: s.model?.toWellFormed() ?? null, tool_name: s.toolName?.toWellFormed() ?? null, input_data: s.inputData ?? null,
+  model: s.model?.toWellFormed() ?? null, tool_name: s.toolName?.toWellFormed() ?? null, input_json: s.inputData ?? null,
   decision: s.decision, created_at: s.now,
 });
 
@@ -182,7 +182,7 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
   // batch rather than looking each step's run up by its key. finishSteps does the same.
   const { rows } = await db.query<{ id: string }>(
     `INSERT INTO steps (${STEP_INSERT_COLUMNS})
-     SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_data, v.decision, v.created_at
+     SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_json, v.decision, v.created_at
      FROM (${stepRecordset(1, 2)}) v
      JOIN runs r ON r.id = v.run_id AND r.workspace_id = v.workspace_id AND r.status = 'RUNNING'
      ORDER BY r.id, v.sequence
@@ -271,11 +271,11 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
     `WITH v AS (
        SELECT * FROM json_to_recordset($1::json)
          AS v(workspace_id uuid, run_id uuid, step_id uuid, status text, duration_ms bigint, prompt_tokens bigint,
-           completion_tokens bigint, cached_prompt_tokens bigint, output_data jsonb, finished_at timestamptz, day date)
+           completion_tokens bigint, cached_prompt_tokens bigint, output_json json, finished_at timestamptz, day date)
        LIMIT $2
      ), step AS (
        UPDATE steps s SET status = v.status, duration_ms = v.duration_ms, prompt_tokens = v.prompt_tokens,
-         completion_tokens = v.completion_tokens, cached_prompt_tokens = v.cached_prompt_tokens, output_data = v.output_data,
+         completion_tokens = v.completion_tokens, cached_prompt_tokens = v.cached_prompt_tokens, output_json = v.output_json,
          finished_at = v.finished_at,
          cost_usd = CASE WHEN v.prompt_tokens IS NOT NULL OR v.completion_tokens IS NOT NULL THEN (
            SELECT coalesce(v.prompt_tokens, 0) * p.input_cost_per_token + coalesce(v.completion_tokens, 0) * p.output_cost_per_token
@@ -309,7 +309,7 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
     [JSON.stringify(unique.map((f) => ({
       workspace_id: f.workspaceId, run_id: f.runId, step_id: f.stepId, status: f.result.status,
       duration_ms: f.result.durationMs, prompt_tokens: f.result.promptTokens, completion_tokens: f.result.completionTokens,
-      cached_prompt_tokens: f.result.cachedPromptTokens ?? null, output_data: f.result.outputData ?? null,
+      cached_prompt_tokens: f.result.cachedPromptTokens ?? null, output_json: f.result.outputData ?? null,
       finished_at: f.now, day: f.day,
     }))), unique.length],
   );
@@ -389,27 +389,28 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
  * `Step` response schema. A 1,000-step run is ~800 KB: parsing it into objects, mapping them and
  * writing them again took the daemon's thread ~5 ms a read. Strings and costs go through
  * `to_json` (escaped; a cost as numeric writes it, `trim_scale` dropping trailing zeros, so
- * exact); caller JSON (`input_data`, `output_data`) as jsonb writes it; the decision as it was
- * stored (json keeps its text); `created_at` as `Date.prototype.toISOString` writes it (both cut
- * to the millisecond). SQL NULL is JSON null, and so is what has no JSON number or date (a NaN
- * or infinite cost, an infinite date: none is written by the daemon), so that no step's text is
- * NULL.
+ * exact); caller JSON (`input_data`, `output_data`) as it was stored (json keeps its text; steps
+ * written before migration 5 hold jsonb, which writes its own); the decision as it was stored;
+ * `created_at` as `Date.prototype.toISOString` writes it (both cut to the millisecond). SQL NULL
+ * is JSON null, and so is what has no JSON number or date (a NaN or infinite cost, an infinite
+ * date: none is written by the daemon). One `concat`, not a chain of `||`: each `||` copied the
+ * text so far into a new value (a tenth of the statement's time).
  */
-const STEP_JSON = `'{"id":"' || s.id
-  || '","type":' || to_json(s.type)::text
-  || ',"status":' || to_json(s.status)::text
-  || ',"sequence":' || s.sequence
-  || ',"model":' || coalesce(to_json(s.model)::text, 'null')
-  || ',"tool_name":' || coalesce(to_json(s.tool_name)::text, 'null')
-  || ',"prompt_tokens":' || coalesce(s.prompt_tokens::text, 'null')
-  || ',"completion_tokens":' || coalesce(s.completion_tokens::text, 'null')
-  || ',"cached_prompt_tokens":' || coalesce(s.cached_prompt_tokens::text, 'null')
-  || ',"cost_usd":' || coalesce(to_json(trim_scale(CASE WHEN s.cost_usd NOT IN ('NaN', 'Infinity', '-Infinity') THEN s.cost_usd END))::text, 'null')
-  || ',"duration_ms":' || coalesce(s.duration_ms::text, 'null')
-  || ',"input_data":' || coalesce(s.input_data::text, 'null')
-  || ',"output_data":' || coalesce(s.output_data::text, 'null')
-  || ',"decision":' || s.decision::text
-  || ',"created_at":' || coalesce('"' || to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"', 'null') || '}'`;
+const STEP_JSON = `concat('{"id":"', s.id,
+  '","type":', to_json(s.type),
+  ',"status":', to_json(s.status),
+  ',"sequence":', s.sequence,
+  ',"model":', coalesce(to_json(s.model)::text, 'null'),
+  ',"tool_name":', coalesce(to_json(s.tool_name)::text, 'null'),
+  ',"prompt_tokens":', coalesce(s.prompt_tokens::text, 'null'),
+  ',"completion_tokens":', coalesce(s.completion_tokens::text, 'null'),
+  ',"cached_prompt_tokens":', coalesce(s.cached_prompt_tokens::text, 'null'),
+  ',"cost_usd":', coalesce(to_json(trim_scale(CASE WHEN s.cost_usd NOT IN ('NaN', 'Infinity', '-Infinity') THEN s.cost_usd END))::text, 'null'),
+  ',"duration_ms":', coalesce(s.duration_ms::text, 'null'),
+  ',"input_data":', coalesce(s.input_json::text, s.input_data::text, 'null'),
+  ',"output_data":', coalesce(s.output_json::text, s.output_data::text, 'null'),
+  ',"decision":', s.decision,
+  ',"created_at":', coalesce('"' || to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"', 'null'), '}')`;
 
 /**
  * How a run detail reads its steps. A run of up to `first` steps is one statement and one string.

@@ -22,14 +22,18 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
   });
 
   /** A run with steps written straight to the table: values the API would not produce on its own. */
-  async function seededRun(steps: { createdAt: string; cost: string | null; input: unknown; output: unknown; status?: string; model?: string }[]) {
+  async function seededRun(steps: {
+    createdAt: string; cost: string | null; input: unknown; output: unknown; status?: string; model?: string;
+    /** Caller data in the jsonb columns that steps written before migration 5 use. */
+    legacy?: boolean;
+  }[]) {
     const started = await api.request('POST', '/v1/runs/', { user_id: 'detail', metadata: { b: 1, a: [1.5, 'x'] } });
     expect(started.status).toBe(201);
     const runId = started.body.id as string;
     for (const [i, s] of steps.entries()) {
       await api.stores.db.query(
         `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens, completion_tokens,
-           cached_prompt_tokens, cost_usd, duration_ms, input_data, output_data, decision, created_at)
+           cached_prompt_tokens, cost_usd, duration_ms, ${s.legacy ? 'input_data, output_data' : 'input_json, output_json'}, decision, created_at)
          VALUES (gen_random_uuid(), $1, $2, $3, 'MODEL_CALL', $4, $10, NULL, 1234567, 0, NULL, $5, 12, $6, $7, $8, $9)`,
         [runId, api.workspaceId, i + 1, s.status ?? 'COMPLETED', s.cost, JSON.stringify(s.input), JSON.stringify(s.output),
           JSON.stringify({ outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' } }),
@@ -73,6 +77,34 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(body).toMatchObject({ step_count: 5, total_tokens: 5 * 1234567, metadata: { b: 1, a: [1.5, 'x'] } });
     expect(Object.keys(body.steps[0])).toEqual(Object.keys(RunDetail.properties.steps.items.properties));
     expect(Object.keys(body)).toEqual(Object.keys(RunDetail.properties));
+  });
+
+  it('when steps were written before migration 5 (caller data in jsonb), then their data reads as the others\'', async () => {
+    const input = { zz: 1, a: { s: 'é"\\\n', n: [1, 2.5, null] } };
+    const output = { finish_reason: 'stop', usage: { total: 7 } };
+    const runId = await seededRun([
+      { createdAt: '2026-03-01 12:00:00+00', cost: null, input, output },
+      { createdAt: '2026-03-01 12:00:01+00', cost: null, input, output, legacy: true },
+      { createdAt: '2026-03-01 12:00:02+00', cost: null, input: null, output: null, legacy: true },
+      { createdAt: '2026-03-01 12:00:03+00', cost: null, input: null, output: null },
+    ]);
+    const res = await api.request('GET', `/v1/runs/${runId}`);
+    expect(res.status).toBe(200);
+    expect(res.body.steps.map((s: { input_data: unknown; output_data: unknown }) => [s.input_data, s.output_data]))
+      .toEqual([[input, output], [input, output], [null, null], [null, null]]);
+  });
+
+  it('when a step is written and finished through the API, then its caller data keeps the caller\'s key order', async () => {
+    const started = await api.request('POST', '/v1/runs/', { user_id: 'detail-order' });
+    const runId = started.body.id as string;
+    // jsonb would write these keys shortest first: `a` before `zz`.
+    const step = await api.request('POST', `/v1/runs/${runId}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 't', input_data: { zz: 1, a: { yy: 2, b: 3 } } });
+    expect(step.status).toBe(201);
+    const patched = await api.request('PATCH', `/v1/runs/${runId}/steps/${step.body.id}`, { status: 'COMPLETED', output_data: { zz: [1], a: 'x' } });
+    expect(patched.status).toBe(200);
+    const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${api.apiKey}` } });
+    const text = await res.text();
+    expect(text).toContain('"input_data":{"zz":1,"a":{"yy":2,"b":3}},"output_data":{"zz":[1],"a":"x"},');
   });
 
   it('when the session is not on UTC, then step dates are still written in UTC', async () => {

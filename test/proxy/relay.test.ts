@@ -138,7 +138,7 @@ describe('relay flow control', () => {
       await closed;
       // The stores are still open: close() of the app alone has run.
       const { rows } = await closing.stores.db.query<{ status: string; output_data: unknown }>(
-        'SELECT status, output_data FROM steps WHERE run_id = $1', [runId]);
+        'SELECT status, output_json AS output_data FROM steps WHERE run_id = $1', [runId]);
       expect(rows).toEqual([{ status: 'FAILED', output_data: { error: 'CLIENT_ABORTED' } }]);
     } finally {
       await closing.close();

@@ -142,7 +142,7 @@ describe.each(BACKENDS)('run batch statements on %s', (backend) => {
         expect(Object.keys(first!.decision.evaluated_rules)).toEqual(['kill_switch', 'user_blocked', 'workspace_daily_budget', 'user_daily_budget']);
       }
       const { rows } = await stores.db.query<{ run_id: string; sequence: number; status: string; input_data: unknown }>(
-        'SELECT run_id, sequence, status, input_data FROM steps WHERE workspace_id = $1', [ws]);
+        'SELECT run_id, sequence, status, input_json AS input_data FROM steps WHERE workspace_id = $1', [ws]);
       expect(rows.map((r) => ({ ...r, sequence: Number(r.sequence) })).sort((a, b) => a.run_id.localeCompare(b.run_id)))
         .toEqual(started.map(({ run }) => ({ run_id: run.id, sequence: 1, status: 'ALLOWED', input_data: { provider: 'openai' } }))
           .sort((a, b) => a.run_id.localeCompare(b.run_id)));
