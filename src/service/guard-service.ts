@@ -2,7 +2,6 @@
  * The use cases of the run API, each reading top to bottom as: load state, decide (pure rules),
  * record, update the hot counters, answer. Data flows one way; the HTTP layer only maps.
  */
-import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
@@ -11,6 +10,7 @@ import { GroupCommit } from '../store/group-commit.js';
 import { lockAdmissions, runCounts, scopeAt, type CounterScope, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
 import { findAnswer, saveAnswer, type IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
+import { timeOrderedId } from '../store/time-ordered-id.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
 import { GuardStateCache } from './guard-state-cache.js';
 import { SequenceAllocator } from './sequence-allocator.js';
@@ -231,7 +231,7 @@ export class GuardService {
       }
       const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }));
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
-      const id = randomUUID();
+      const id = timeOrderedId(now.getTime());
       const step = status === 'RUNNING' && firstStep
         ? this.newStep(workspaceId, id, 1, firstStep, evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED })), now)
         : undefined;
@@ -256,7 +256,7 @@ export class GuardService {
 
   private newStep(workspaceId: string, runId: string, sequence: number, input: Omit<StepInput, 'sequence'>, decision: Decision, now: Date): runs.NewStep {
     return {
-      id: randomUUID(), runId, workspaceId, sequence, type: input.type, status: decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED',
+      id: timeOrderedId(now.getTime()), runId, workspaceId, sequence, type: input.type, status: decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED',
       model: input.model ?? null, toolName: input.tool_name ?? null, inputData: input.input_data ?? null, decision, now,
     };
   }

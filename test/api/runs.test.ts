@@ -34,6 +34,19 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
   };
 
   describe('run lifecycle', () => {
+    it('when runs and steps are created, then their ids are UUIDv7 stamped with their start and creation times', async () => {
+      const run = await startRun('ids');
+      const created = await step(run.id, 1);
+      expect(created.status).toBe(201);
+      const detail = await api.request('GET', `/v1/runs/${run.id}`);
+      const v7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+      const millis = (id: string) => parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+      expect(run.id).toMatch(v7);
+      expect(created.body.id).toMatch(v7);
+      expect(millis(run.id)).toBe(Date.parse(detail.body.started_at));
+      expect(millis(created.body.id)).toBe(Date.parse(detail.body.steps[0].created_at));
+    });
+
     it('when a run starts, ends and is read back, then every field of the contract is there', async () => {
       const run = await startRun('alice', { metadata: { ticket: 42, tags: ['a'] } });
       expect(run).toMatchObject({ user_id: 'alice', status: 'RUNNING', decision: { outcome: 'ALLOW', reason: null } });
