@@ -394,7 +394,8 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
  * `created_at` as `Date.prototype.toISOString` writes it (both cut to the millisecond). SQL NULL
  * is JSON null, and so is what has no JSON number or date (a NaN or infinite cost, an infinite
  * date: none is written by the daemon). One `concat`, not a chain of `||`: each `||` copied the
- * text so far into a new value (a tenth of the statement's time).
+ * text so far into a new value (a tenth of the statement's time). `concat` writes a NULL piece as
+ * nothing, which would leave the JSON malformed: every piece is a NOT NULL column or coalesced.
  */
 const STEP_JSON = `concat('{"id":"', s.id,
   '","type":', to_json(s.type),

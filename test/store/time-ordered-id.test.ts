@@ -22,4 +22,8 @@ describe('timeOrderedId', () => {
     const ids = new Set(Array.from({ length: 10_000 }, () => timeOrderedId(1_700_000_000_000)));
     expect(ids.size).toBe(10_000);
   });
+
+  it('when the time has no 48-bit millisecond (before 1970, past 2^48, not an integer), then it throws', () => {
+    for (const ms of [-1, 2 ** 48, Number.NaN, 1.5, Infinity]) expect(() => timeOrderedId(ms)).toThrow(RangeError);
+  });
 });
