@@ -201,7 +201,7 @@ CREATE INDEX runs_running ON runs (started_at) WHERE status = 'RUNNING';
     name: 'step_data_as_json',
     sql: `
 -- A step's caller data is written as json, not jsonb: a run detail sends it as text, and jsonb
--- renders its text anew on every read (1.2 of a 1,000-step detail's 6 ms statement), where json
+-- renders its text anew on every read (1.2 ms of a 1,000-step detail's 6 ms statement), where json
 -- keeps it. json also keeps the caller's key order; nothing queries inside these values. New
 -- columns rather than a type change, which would rewrite the table under an exclusive lock and
 -- stall every daemon's step writes meanwhile: input_data and output_data keep what steps written
