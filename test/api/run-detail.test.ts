@@ -129,8 +129,11 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(Object.keys(res.body.decision)).toEqual(['outcome', 'reason', 'evaluated_rules']);
   });
 
-  /** A run of `count` MODEL_CALL steps, sequences 1 to `count`, written straight to the table. */
-  async function runOfSteps(count: number) {
+  /**
+   * A run of `count` MODEL_CALL steps, sequences 1 to `count`, written straight to the table;
+   * `descending`: the highest sequence first, so that the table's order is not the answer's.
+   */
+  async function runOfSteps(count: number, descending = false) {
     const started = await api.request('POST', '/v1/runs/', { user_id: 'detail-pages' });
     expect(started.status).toBe(201);
     const runId = started.body.id as string;
@@ -139,11 +142,31 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
          input_data, decision, created_at)
        SELECT gen_random_uuid(), $1, $2, n, 'MODEL_CALL', 'COMPLETED', 'm', 2, 3, 0.000001, jsonb_build_object('n', n),
          '{"outcome":"ALLOW","reason":null,"evaluated_rules":{"kill_switch":"PASS"}}', now()
-       FROM generate_series(1, $3::int) n`,
+       FROM generate_series(1, $3::int) n ORDER BY n ${descending ? 'DESC' : 'ASC'}`,
       [runId, api.workspaceId, count],
     );
     return runId;
   }
+
+  it('when steps were written highest sequence first, then one page and many pages list them in sequence order', async () => {
+    const runId = await runOfSteps(7, true);
+    // Without the index on (run_id, sequence) the steps come in the table's order: the statement's
+    // own ORDER BY must put them in sequence order.
+    const texts = await api.stores.db.transaction(async (tx) => {
+      await tx.query('SET LOCAL enable_indexscan = off');
+      await tx.query('SET LOCAL enable_bitmapscan = off');
+      const whole = await getRunDetailJson(tx, api.workspaceId, runId, new Date(), { first: 10, later: 10 });
+      const paged = await getRunDetailJson(tx, api.workspaceId, runId, new Date(), { first: 2, later: 3 });
+      const pieces: string[] = [];
+      for await (const piece of paged as AsyncIterable<string>) pieces.push(piece);
+      return [whole as string, pieces.join('')];
+    });
+    for (const text of texts) {
+      const body = JSON.parse(text);
+      expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(body.steps.map((s: { input_data: { n: number } }) => s.input_data.n)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    }
+  });
 
   it.each([DETAIL_PAGES.first, DETAIL_PAGES.first + 1, DETAIL_PAGES.first + 15 * DETAIL_PAGES.later + 50])(
     'when a run has %i steps, then every one is listed once, in order, and as many as step_count',
