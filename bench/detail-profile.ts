@@ -105,10 +105,9 @@ const app = await buildApp({
   bodyLimitBytes: 1 << 20, auth: { jwtSecret: 'x'.repeat(40), jwtTtlSeconds: 3600, scryptCost: 1024, rateLimitPerMinute: 1000 },
   metrics: false,
 });
-const pieces = await getRunDetailJson(db, ws.id, runId, new Date());
-if (!Array.isArray(pieces)) throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGES.first} or fewer`);
-const body = pieces.join('');
-console.log(`steps ${JSON.parse(body).steps.length}, response ${Buffer.byteLength(body)} bytes`);
+const body = await getRunDetailJson(db, ws.id, runId, new Date());
+if (typeof body !== 'string') throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGES.first} or fewer`);
+console.log(`steps ${JSON.parse(body).steps.length}, response ${body.length} bytes`);
 
 if (detailSql) {
   await time('statement, values left as text', () => client.query({ text: detailSql, values: [runId, ws.id], types: raw }));

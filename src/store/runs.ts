@@ -439,15 +439,8 @@ const stepPage = (runId: string, limit: string, range?: { after: string; until: 
 type StepPageRow = { steps_json: string | null; page_steps: string | number; page_last: number | null };
 
 /**
- * A run detail's JSON text, in the pieces it is sent in: all of them for a run of one page of
- * steps, or, for a larger run, pieces read as they are sent. They are not joined: V8 copies a
- * joined string whole (flattens it) before measuring or writing it, ~0.6 ms for a 1,000-step run.
- */
-export type DetailText = string[] | AsyncIterable<string>;
-
-/**
  * A run with its steps, as the answer's JSON text; null when the workspace has no such run. A run
- * of more than `pages.first` steps comes as pieces read in turn (DETAIL_PAGES). Its later
+ * of more than `pages.first` steps comes as pieces to send in turn (DETAIL_PAGES). Its later
  * pages are read by later statements: they list the steps up to the last one the first statement
  * saw (so as many as its `step_count`, unless a client wrote a step below that sequence since),
  * each as it is when its page is read; a run being written to can show a later step's result
@@ -455,7 +448,7 @@ export type DetailText = string[] | AsyncIterable<string>;
  * transaction (which would have ended by then).
  */
 export async function getRunDetailJson(db: Queryable, workspaceId: string, runId: string, now: Date,
-  pages: { first: number; later: number } = DETAIL_PAGES): Promise<DetailText | null> {
+  pages: { first: number; later: number } = DETAIL_PAGES): Promise<string | AsyncIterable<string> | null> {
   const { rows } = await db.query<Record<string, unknown> & StepPageRow & { last_sequence: number | null }>(
     `SELECT r.*, t.*, p.*, (SELECT max(sequence) FROM steps WHERE run_id = r.id) AS last_sequence FROM runs r ${RUN_TOTALS}
      CROSS JOIN LATERAL (${stepPage('r.id', '$3')}) p
@@ -474,14 +467,14 @@ export async function getRunDetailJson(db: Queryable, workspaceId: string, runId
     duration_ms: Math.max(0, ended - started),
   });
   // `steps` is the schema's last key.
-  const opened = [`${head.slice(0, -1)},"steps":[`, row.steps_json ?? ''];
-  if (Number(row.step_count) <= Number(row.page_steps)) return [...opened, ']}'];
+  const opened = `${head.slice(0, -1)},"steps":[${row.steps_json ?? ''}`;
+  if (Number(row.step_count) <= Number(row.page_steps)) return `${opened}]}`;
   // Sequences are not written in order: later pages end at the highest this statement saw.
   return laterPages(db, runId, opened, { after: row.page_last!, until: row.last_sequence! }, pages.later);
 }
 
-async function* laterPages(db: Queryable, runId: string, opened: string[], range: { after: number; until: number }, pageSteps: number) {
-  yield* opened;
+async function* laterPages(db: Queryable, runId: string, opened: string, range: { after: number; until: number }, pageSteps: number) {
+  yield opened;
   for (let after = range.after; after < range.until;) {
     const { rows: [page] } = await db.query<StepPageRow>(stepPage('$1', '$2', { after: '$3', until: '$4' }), [runId, pageSteps, after, range.until]);
     if (!page || Number(page.page_steps) === 0) break;
