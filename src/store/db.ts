@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import pg from 'pg';
+import { to as copyTo } from 'pg-copy-streams';
 import type { PGlite, Transaction } from '@electric-sql/pglite';
 
 export interface QueryResult<R> {
@@ -22,6 +23,13 @@ export interface Db extends Queryable {
   readonly kind: 'postgres' | 'embedded';
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Postgres only: runs `COPY (query) TO STDOUT (FORMAT binary)` and answers the bytes Postgres
+   * sent, in the chunks they came in (binaryCopyRow reads them). A large text value read this way
+   * is never a string: as one, it lands in V8's large-object space, and a few of those a second
+   * bring full collections. COPY takes no parameters: `query` holds its values as literals.
+   */
+  copyOut?(query: string): Promise<Buffer[]>;
   close(): Promise<void>;
 }
 
@@ -115,6 +123,24 @@ export function postgresDb(options: PostgresOptions): Db {
           client.release();
         }
       }
+    },
+    async copyOut(query) {
+      const client = await pool.connect();
+      const onError = () => {}; // as in `transaction`: the COPY fails instead
+      client.on('error', onError);
+      const chunks: Buffer[] = [];
+      try {
+        const stream = client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`));
+        for await (const chunk of stream) chunks.push(chunk as Buffer);
+      } catch (error) {
+        // A COPY cut short may leave the connection mid-protocol: the pool drops it.
+        client.off('error', onError);
+        client.release(error as Error);
+        throw error;
+      }
+      client.off('error', onError);
+      client.release();
+      return chunks;
     },
     close: () => pool.end(),
   };

@@ -70,6 +70,16 @@ export function observeDb(db: Db, onError: (operation: DbOperation, code: string
         throw error;
       }
     },
+    ...(db.copyOut && {
+      async copyOut(query: string) {
+        try {
+          return await db.copyOut!(query);
+        } catch (error) {
+          report('query', error);
+          throw error;
+        }
+      },
+    }),
     close: () => db.close(),
   };
 }

@@ -2,7 +2,9 @@
 import type { Decision } from '../rules/engine.js';
 import { numericToUsd } from '../money/decimal.js';
 import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
-import type { Queryable } from './db.js';
+import { escapeLiteral } from 'pg';
+import { binaryCopyRow, fieldText } from './binary-copy.js';
+import type { Db, Queryable } from './db.js';
 
 export type RunStatus = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
 export type StepStatus = 'ALLOWED' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
@@ -384,18 +386,24 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
   return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: q.page, per_page: q.perPage };
 }
 
+/** A timestamptz as `Date.prototype.toISOString` writes it (both cut to the millisecond), a JSON string; NULL stays NULL. */
+const isoJson = (column: string) => `'"' || to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"'`;
+/** A numeric as a JSON number, exact (`trim_scale` drops trailing zeros); what has none (NaN, an infinity) is NULL. */
+const exactNumber = (column: string) =>
+  `to_json(trim_scale(CASE WHEN ${column} NOT IN ('NaN', 'Infinity', '-Infinity') THEN ${column} END))::text`;
+
 /**
  * One step of a run detail, written by Postgres as the answer's JSON text, keys in the order of the
  * `Step` response schema. A 1,000-step run is ~800 KB: parsing it into objects, mapping them and
  * writing them again took the daemon's thread ~5 ms a read. Strings and costs go through
- * `to_json` (escaped; a cost as numeric writes it, `trim_scale` dropping trailing zeros, so
- * exact); caller JSON (`input_data`, `output_data`) as it was stored (json keeps its text; steps
- * written before migration 5 hold jsonb, which writes its own); the decision as it was stored;
- * `created_at` as `Date.prototype.toISOString` writes it (both cut to the millisecond). SQL NULL
- * is JSON null, and so is what has no JSON number or date (a NaN or infinite cost, an infinite
- * date: none is written by the daemon). One `concat`, not a chain of `||`: each `||` copied the
- * text so far into a new value (a tenth of the statement's time). `concat` writes a NULL piece as
- * nothing, which would leave the JSON malformed: every piece is a NOT NULL column or coalesced.
+ * `to_json` (escaped; a cost as numeric writes it, so exact); caller JSON (`input_data`,
+ * `output_data`) as it was stored (json keeps its text; steps written before migration 5 hold
+ * jsonb, which writes its own); the decision as it was stored; `created_at` as `isoJson` writes
+ * it. SQL NULL is JSON null, and so is what has no JSON number or date (a NaN or infinite cost, an
+ * infinite date: none is written by the daemon). One `concat`, not a chain of `||`: each `||`
+ * copied the text so far into a new value (a tenth of the statement's time). `concat` writes a
+ * NULL piece as nothing, which would leave the JSON malformed: every piece is a NOT NULL column or
+ * coalesced.
  */
 const STEP_JSON = `concat('{"id":"', s.id,
   '","type":', to_json(s.type),
@@ -406,15 +414,15 @@ const STEP_JSON = `concat('{"id":"', s.id,
   ',"prompt_tokens":', coalesce(s.prompt_tokens::text, 'null'),
   ',"completion_tokens":', coalesce(s.completion_tokens::text, 'null'),
   ',"cached_prompt_tokens":', coalesce(s.cached_prompt_tokens::text, 'null'),
-  ',"cost_usd":', coalesce(to_json(trim_scale(CASE WHEN s.cost_usd NOT IN ('NaN', 'Infinity', '-Infinity') THEN s.cost_usd END))::text, 'null'),
+  ',"cost_usd":', coalesce(${exactNumber('s.cost_usd')}, 'null'),
   ',"duration_ms":', coalesce(s.duration_ms::text, 'null'),
   ',"input_data":', coalesce(s.input_json::text, s.input_data::text, 'null'),
   ',"output_data":', coalesce(s.output_json::text, s.output_data::text, 'null'),
   ',"decision":', s.decision,
-  ',"created_at":', coalesce('"' || to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"', 'null'), '}')`;
+  ',"created_at":', coalesce(${isoJson('s.created_at')}, 'null'), '}')`;
 
 /**
- * How a run detail reads its steps. A run of up to `first` steps is one statement and one string.
+ * How a run detail reads its steps. A run of up to `first` steps is one statement and one text.
  * A larger one is sent as it is read, `later` steps a statement, each page read when the client
  * has taken the one before: whole, a 400,000-step run (216 MB of JSON) took the daemon to 1.1 GB.
  * Later pages are small so that their text stays out of V8's large-object space (128 KiB and
@@ -440,42 +448,77 @@ const stepPage = (runId: string, limit: string, range?: { after: string; until: 
 type StepPageRow = { steps_json: string | null; page_steps: string | number; page_last: number | null };
 
 /**
- * A run with its steps, as the answer's JSON text; null when the workspace has no such run. A run
- * of more than `pages.first` steps comes as pieces to send in turn (DETAIL_PAGES). Its later
+ * The run detail's first statement: the answer's JSON text up to its first page of steps, written
+ * by Postgres in the `RunDetail` schema's key order (closed when that page holds every step), and,
+ * when more pages follow, the last sequence of the page and the run's highest. The run's fields
+ * as `runSummary` writes them, but exact: the total cost as numeric writes it, metadata as jsonb
+ * writes it. `duration_ms` is to `now` while the run is RUNNING (the daemon's clock), each end
+ * cut to the millisecond as a JavaScript date is. `values` are SQL: parameters, or literals for
+ * a COPY, which takes no parameters.
+ */
+function runDetailStatement(values: { runId: string; workspaceId: string; now: string }, first: number): string {
+  const ms = (instant: string) => `floor(extract(epoch FROM ${instant}) * 1000)`;
+  const more = 't.step_count > p.page_steps';
+  return `SELECT
+    CASE WHEN ${more} THEN p.page_last::text END AS page_last,
+    CASE WHEN ${more} THEN (SELECT max(sequence) FROM steps WHERE run_id = r.id)::text END AS last_sequence,
+    concat('{"id":"', r.id,
+      '","user_id":', to_json(r.user_id),
+      ',"status":', to_json(r.status),
+      ',"started_at":', ${isoJson('r.started_at')},
+      ',"ended_at":', coalesce(${isoJson('r.ended_at')}, 'null'),
+      ',"step_count":', t.step_count,
+      ',"total_tokens":', t.total_tokens,
+      ',"total_cost_usd":', coalesce(${exactNumber('t.total_cost_usd')}, 'null'),
+      ',"metadata":', coalesce(r.metadata::text, 'null'),
+      ',"decision":{"outcome":', coalesce((r.decision -> 'outcome')::text, 'null'),
+      ',"reason":', coalesce((r.decision -> 'reason')::text, 'null'),
+      ',"evaluated_rules":', coalesce((r.decision -> 'evaluated_rules')::text, 'null'),
+      '},"duration_ms":', greatest(0, ${ms(`coalesce(r.ended_at, ${values.now}::timestamptz)`)} - ${ms('r.started_at')})::bigint,
+      ',"steps":[', p.steps_json, CASE WHEN ${more} THEN '' ELSE ']}' END) AS answer
+  FROM runs r ${RUN_TOTALS}
+  CROSS JOIN LATERAL (${stepPage('r.id', String(Math.trunc(first)))}) p
+  WHERE r.id = ${values.runId}::uuid AND r.workspace_id = ${values.workspaceId}::uuid`;
+}
+
+/** A run detail's answer: its text, or its UTF-8 bytes as Postgres sent them, or pieces of either to send in turn. */
+export type RunDetailBody = string | Buffer[] | AsyncIterable<string | Buffer>;
+
+/**
+ * A run with its steps, as the answer's JSON text; null when the workspace has no such run. On
+ * Postgres the first statement runs as a binary COPY, its text kept as the bytes Postgres sent:
+ * read as a string (~530-800 KB for 1,000 steps, in V8's large-object space), it brought a full
+ * collection every ~15 reads of a 1,000-step run, and the reads those overlapped made the tail. A
+ * run of more than `pages.first` steps comes as pieces to send in turn (DETAIL_PAGES). Its later
  * pages are read by later statements: they list the steps up to the last one the first statement
  * saw (so as many as its `step_count`, unless a client wrote a step below that sequence since),
  * each as it is when its page is read; a run being written to can show a later step's result
  * than its totals count. Those pages run on `db` after this returns: give it the pool, not a
  * transaction (which would have ended by then).
  */
-export async function getRunDetailJson(db: Queryable, workspaceId: string, runId: string, now: Date,
-  pages: { first: number; later: number } = DETAIL_PAGES): Promise<string | AsyncIterable<string> | null> {
-  const { rows } = await db.query<Record<string, unknown> & StepPageRow & { last_sequence: number | null }>(
-    `SELECT r.*, t.*, p.*, (SELECT max(sequence) FROM steps WHERE run_id = r.id) AS last_sequence FROM runs r ${RUN_TOTALS}
-     CROSS JOIN LATERAL (${stepPage('r.id', '$3')}) p
-     WHERE r.id = $1 AND r.workspace_id = $2`,
-    [runId, workspaceId, pages.first],
-  );
-  const row = rows[0];
-  if (!row) return null;
-  const started = new Date(row.started_at as Date).getTime();
-  const ended = row.ended_at ? new Date(row.ended_at as Date).getTime() : now.getTime();
-  const decision = row.decision as Decision;
-  const head = JSON.stringify({
-    ...runSummary(row),
-    metadata: row.metadata ?? null,
-    decision: { outcome: decision.outcome, reason: decision.reason, evaluated_rules: decision.evaluated_rules },
-    duration_ms: Math.max(0, ended - started),
-  });
-  // `steps` is the schema's last key.
-  const opened = `${head.slice(0, -1)},"steps":[${row.steps_json ?? ''}`;
-  if (Number(row.step_count) <= Number(row.page_steps)) return `${opened}]}`;
+export async function getRunDetailJson(db: Queryable & Pick<Db, 'copyOut'>, workspaceId: string, runId: string, now: Date,
+  pages: { first: number; later: number } = DETAIL_PAGES): Promise<RunDetailBody | null> {
+  const values = [runId, workspaceId, now.toISOString()] as const;
+  let head: { answer: string | Buffer[]; pageLast: string | null; lastSequence: string | null };
+  if (db.copyOut) {
+    const [run, workspace, at] = values.map(escapeLiteral);
+    const fields = binaryCopyRow(await db.copyOut(runDetailStatement({ runId: run!, workspaceId: workspace!, now: at! }, pages.first)));
+    if (!fields) return null;
+    head = { pageLast: fieldText(fields[0]!), lastSequence: fieldText(fields[1]!), answer: fields[2]! };
+  } else {
+    const { rows: [row] } = await db.query<{ page_last: string | null; last_sequence: string | null; answer: string }>(
+      runDetailStatement({ runId: '$1', workspaceId: '$2', now: '$3' }, pages.first), values);
+    if (!row) return null;
+    head = { pageLast: row.page_last, lastSequence: row.last_sequence, answer: row.answer };
+  }
+  if (head.pageLast === null) return head.answer;
   // Sequences are not written in order: later pages end at the highest this statement saw.
-  return laterPages(db, runId, opened, { after: row.page_last!, until: row.last_sequence! }, pages.later);
+  return laterPages(db, runId, head.answer, { after: Number(head.pageLast), until: Number(head.lastSequence) }, pages.later);
 }
 
-async function* laterPages(db: Queryable, runId: string, opened: string, range: { after: number; until: number }, pageSteps: number) {
-  yield opened;
+async function* laterPages(db: Queryable, runId: string, opened: string | Buffer[], range: { after: number; until: number }, pageSteps: number) {
+  if (typeof opened === 'string') yield opened;
+  else yield* opened;
   for (let after = range.after; after < range.until;) {
     const { rows: [page] } = await db.query<StepPageRow>(stepPage('$1', '$2', { after: '$3', until: '$4' }), [runId, pageSteps, after, range.until]);
     if (!page || Number(page.page_steps) === 0) break;

@@ -7,10 +7,19 @@
 import fastJson from 'fast-json-stringify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDetail } from '../../src/api/schemas.js';
-import { DETAIL_PAGES, getRunDetailJson } from '../../src/store/runs.js';
+import { DETAIL_PAGES, getRunDetailJson, type RunDetailBody } from '../../src/store/runs.js';
 import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
 
 const schemaSerializer = fastJson(RunDetail as object);
+
+/** A run detail's answer as text, whichever form getRunDetailJson gave it in. */
+async function textOf(detail: RunDetailBody | null): Promise<string> {
+  if (detail === null) throw new Error('no such run');
+  if (typeof detail === 'string') return detail;
+  const pieces: Buffer[] = [];
+  for await (const piece of Array.isArray(detail) ? detail : detail) pieces.push(Buffer.from(piece));
+  return Buffer.concat(pieces).toString('utf8');
+}
 
 describe.each(BACKENDS)('run detail on %s', (backend) => {
   let api: TestApi;
@@ -120,6 +129,30 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(JSON.parse(detail as string).steps.map((s: { created_at: string }) => s.created_at)).toEqual(['2026-03-01T12:00:00.123Z', '2026-03-02T04:59:59.999Z']);
   });
 
+  it('when a RUNNING run is read, then duration_ms runs to the given now, each end cut to the millisecond as a JavaScript date is', async () => {
+    const runId = await seededRun([]);
+    await api.stores.db.query(`UPDATE runs SET started_at = '2026-03-01 12:00:00.9996+00' WHERE id = $1`, [runId]);
+    const read = async (now: string) => JSON.parse(await textOf(await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(now))));
+    expect(await read('2026-03-01T12:00:01.500Z')).toMatchObject({ status: 'RUNNING', started_at: '2026-03-01T12:00:00.999Z', ended_at: null, duration_ms: 501 });
+    // A clock behind the start reads 0, not a negative duration.
+    expect((await read('2026-03-01T11:00:00.000Z')).duration_ms).toBe(0);
+    await api.stores.db.query(`UPDATE runs SET status = 'COMPLETED', ended_at = '2026-03-02 12:00:00.0004+00' WHERE id = $1`, [runId]);
+    expect(await read('2030-01-01T00:00:00.000Z')).toMatchObject({ ended_at: '2026-03-02T12:00:00.000Z', duration_ms: 86_399_001 });
+  });
+
+  it('when a one-page run is read, then its length is the body\'s, and HEAD answers the same length', async () => {
+    const runId = await seededRun([{ createdAt: '2026-03-01 12:00:00+00', cost: '0.5', input: { s: 'é✓😀' }, output: null }]);
+    // Ended: a RUNNING run's duration, and so its length, grows between two reads.
+    await api.stores.db.query(`UPDATE runs SET status = 'COMPLETED', ended_at = started_at + interval '1 second' WHERE id = $1`, [runId]);
+    const headers = { authorization: `Bearer ${api.apiKey}` };
+    const get = await fetch(`${api.url}/v1/runs/${runId}`, { headers });
+    const bytes = Buffer.from(await get.arrayBuffer());
+    expect(Number(get.headers.get('content-length'))).toBe(bytes.length);
+    expect(JSON.parse(bytes.toString('utf8')).steps[0].input_data).toEqual({ s: 'é✓😀' });
+    const head = await fetch(`${api.url}/v1/runs/${runId}`, { method: 'HEAD', headers });
+    expect(head.headers.get('content-length')).toBe(String(bytes.length));
+  });
+
   it('when a run has no steps, then steps is [] and its decision keeps only the schema keys', async () => {
     const runId = await seededRun([]);
     const res = await api.request('GET', `/v1/runs/${runId}`);
@@ -208,21 +241,27 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual([1, 2, 3, 4, 5]);
   });
 
-  /** Counts the statements the app runs while `fn` runs, and fails the ones `fail` picks. */
+  /**
+   * Counts the statements that read a run detail's steps while `fn` runs (others, such as an API
+   * key's last use, may come at any time), and fails the ones `fail` picks.
+   */
   async function watchingQueries<T>(fn: () => Promise<T>, fail: (params: readonly unknown[] | undefined) => boolean = () => false) {
     const db = api.stores.db;
-    const original = db.query;
+    const [original, originalCopy] = [db.query, db.copyOut];
     let statements = 0;
     db.query = (async (sql: string, params?: readonly unknown[]) => {
-      statements++;
+      if (sql.includes('string_agg')) statements++;
       if (fail(params)) throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
       return original.call(db, sql, params);
     }) as typeof db.query;
+    // On Postgres the first statement runs as a COPY.
+    if (originalCopy) db.copyOut = (query: string) => (query.includes('string_agg') && statements++, originalCopy.call(db, query));
     try {
       const result = await fn();
       return { result, statements };
     } finally {
       db.query = original;
+      db.copyOut = originalCopy;
     }
   }
 
@@ -265,5 +304,45 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(body.steps.map((s: { created_at: string | null }) => s.created_at === null)).toEqual([true, true, false, false, false]);
     expect(body.steps[2].cost_usd).toBeNull();
     expect(body.steps[3].cost_usd).toBe(0.000001);
+  });
+});
+
+describe('run detail as a COPY (Postgres)', () => {
+  let api: TestApi;
+  beforeAll(async () => {
+    api = await startTestApi('postgres+sql');
+  });
+  afterAll(async () => {
+    await api?.close();
+  });
+
+  it('when a run is read as a COPY and as a query, then both answer the same bytes, whole and in pages', async () => {
+    const started = await api.request('POST', '/v1/runs/', { user_id: 'copy-é"\\', metadata: { z: [1, 'é'], a: null } });
+    const runId = started.body.id as string;
+    // ~1.5 KB a step, non-ASCII and escapes included: the answer spans many of the chunks Postgres sends.
+    await api.stores.db.query(
+      `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens, completion_tokens,
+         cost_usd, input_json, decision, created_at)
+       SELECT gen_random_uuid(), $1, $2, n, 'MODEL_CALL', 'COMPLETED', 'm-é😀', NULL, n, 3, n * 0.0000001,
+         json_build_object('n', n, 's', repeat('é"\\😀 ', 150)), '{"outcome":"ALLOW","reason":null,"evaluated_rules":{"kill_switch":"PASS"}}',
+         '2026-03-01 12:00:00.123456+00'::timestamptz + n * interval '1.0001 second'
+       FROM generate_series(1, 600) n`,
+      [runId, api.workspaceId],
+    );
+    expect(api.stores.db.copyOut).toBeTypeOf('function');
+    const now = new Date('2026-03-01T13:00:00.000Z');
+    for (const pages of [DETAIL_PAGES, { first: 7, later: 5 }]) {
+      const copied = await getRunDetailJson(api.stores.db, api.workspaceId, runId, now, pages);
+      // Without copyOut (a transaction), the same statement runs as a query.
+      const queried = await api.stores.db.transaction((tx) => getRunDetailJson(tx, api.workspaceId, runId, now, pages).then(textOf));
+      if (pages === DETAIL_PAGES) {
+        expect(Array.isArray(copied)).toBe(true);
+        expect((copied as Buffer[]).length).toBeGreaterThan(1);
+      }
+      const text = await textOf(copied);
+      expect(text).toBe(queried);
+      expect(JSON.parse(text).steps).toHaveLength(600);
+    }
+    expect(await getRunDetailJson(api.stores.db, api.workspaceId, '00000000-0000-4000-8000-000000000000', now)).toBeNull();
   });
 });

@@ -38,7 +38,7 @@ function idempotencyClaim(request: FastifyRequest): IdempotencyClaim | undefined
  * A streamed run detail's pieces, a failure logged as the error it is: past the first page the
  * status is sent, so the client only sees its answer cut, and fastify would log a warning.
  */
-async function* cutsLogged(pieces: AsyncIterable<string>, request: FastifyRequest): AsyncIterable<string> {
+async function* cutsLogged<T>(pieces: AsyncIterable<T>, request: FastifyRequest): AsyncIterable<T> {
   try {
     yield* pieces;
   } catch (error) {
@@ -186,13 +186,18 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
   }, async (request, reply) => {
     const detail = await getRunDetailJson(db, request.principal.workspaceId, pathUuid(request.params.run_id), clock.now());
     if (detail === null) throw new ApiError('RUN_NOT_FOUND');
-    // The answer comes as text (Postgres writes the steps' JSON: getRunDetailJson), so it skips the
-    // schema's serializer; the schema documents it. Fastify sends a string or a stream as it is
-    // once a JSON content type is set. A large run's pages are read as the socket takes them, not
-    // ahead (a high-water mark of one byte). A HEAD answer reads none: fastify would drain the
-    // stream for nothing. The cast: the typed reply expects the object the text spells.
+    // The answer comes as text (Postgres writes it: getRunDetailJson), so it skips the schema's
+    // serializer; the schema documents it. Fastify sends a string or a stream as it is once a JSON
+    // content type is set. One page's bytes go as the chunks Postgres sent, with their length. A
+    // large run's pages are read as the socket takes them, not ahead (a high-water mark of one
+    // byte). A HEAD answer reads none: fastify would drain the stream for nothing. The cast: the
+    // typed reply expects the object the text spells.
     reply.type('application/json; charset=utf-8');
     if (typeof detail === 'string') return reply.send(detail as never);
+    if (Array.isArray(detail)) {
+      reply.header('content-length', detail.reduce((bytes, chunk) => bytes + chunk.length, 0));
+      return reply.send(Readable.from(request.method === 'HEAD' ? [] : detail) as never);
+    }
     const pieces = request.method === 'HEAD' ? [] : cutsLogged(detail, request);
     return reply.send(Readable.from(pieces, { objectMode: false, highWaterMark: 1 }) as never);
   });
