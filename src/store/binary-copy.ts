@@ -14,13 +14,15 @@ export type CopyField = Buffer[] | null;
 export function binaryCopyRow(chunks: readonly Buffer[]): CopyField[] | null {
   const reader = new ChunkReader(chunks);
   if (!reader.take(SIGNATURE.length).equals(SIGNATURE)) throw new Error('Not a binary COPY stream: its signature is missing.');
-  reader.take(4); // flags
+  // Bit 16 says each row carries its OID first; bits 17-31 are for future formats a reader must refuse.
+  if (reader.take(4).readUInt32BE() >>> 16 !== 0) throw new Error('A binary COPY stream with OIDs or of a later format: not read here.');
   reader.take(reader.take(4).readUInt32BE()); // header extension
   const fieldCount = reader.take(2).readInt16BE();
   if (fieldCount === -1) return null; // the trailer: no row
   const fields: CopyField[] = [];
   for (let i = 0; i < fieldCount; i++) {
     const length = reader.take(4).readInt32BE();
+    if (length < -1) throw new Error(`A binary COPY field of length ${length}.`);
     fields.push(length === -1 ? null : reader.slices(length));
   }
   return fields;

@@ -133,7 +133,8 @@ export function postgresDb(options: PostgresOptions): Db {
         const stream = client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`));
         for await (const chunk of stream) chunks.push(chunk as Buffer);
       } catch (error) {
-        // A COPY cut short may leave the connection mid-protocol: the pool drops it.
+        // A COPY cut short may leave the connection mid-protocol: the pool drops it (as pool.query
+        // does a connection whose statement failed).
         client.off('error', onError);
         client.release(error as Error);
         throw error;

@@ -386,7 +386,11 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
   return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: q.page, per_page: q.perPage };
 }
 
-/** A timestamptz as `Date.prototype.toISOString` writes it (both cut to the millisecond), a JSON string; NULL stays NULL. */
+/**
+ * A timestamptz as `Date.prototype.toISOString` writes it (both cut to the millisecond) for years
+ * 1 to 9999, a JSON string; NULL stays NULL, and so does an infinite date (`to_char` has no text
+ * for it): coalesce it, as `concat` would drop a NULL piece.
+ */
 const isoJson = (column: string) => `'"' || to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"'`;
 /** A numeric as a JSON number, exact (`trim_scale` drops trailing zeros); what has none (NaN, an infinity) is NULL. */
 const exactNumber = (column: string) =>
@@ -453,11 +457,13 @@ type StepPageRow = { steps_json: string | null; page_steps: string | number; pag
  * when more pages follow, the last sequence of the page and the run's highest. The run's fields
  * as `runSummary` writes them, but exact: the total cost as numeric writes it, metadata as jsonb
  * writes it. `duration_ms` is to `now` while the run is RUNNING (the daemon's clock), each end
- * cut to the millisecond as a JavaScript date is. `values` are SQL: parameters, or literals for
- * a COPY, which takes no parameters.
+ * cut to the millisecond as a JavaScript date is; null, as the dates, where one is infinite (none
+ * is written by the daemon). `values` are SQL: parameters, or literals for a COPY, which takes
+ * no parameters.
  */
 function runDetailStatement(values: { runId: string; workspaceId: string; now: string }, first: number): string {
   const ms = (instant: string) => `floor(extract(epoch FROM ${instant}) * 1000)`;
+  const end = `coalesce(r.ended_at, ${values.now}::timestamptz)`;
   const more = 't.step_count > p.page_steps';
   return `SELECT
     CASE WHEN ${more} THEN p.page_last::text END AS page_last,
@@ -465,7 +471,7 @@ function runDetailStatement(values: { runId: string; workspaceId: string; now: s
     concat('{"id":"', r.id,
       '","user_id":', to_json(r.user_id),
       ',"status":', to_json(r.status),
-      ',"started_at":', ${isoJson('r.started_at')},
+      ',"started_at":', coalesce(${isoJson('r.started_at')}, 'null'),
       ',"ended_at":', coalesce(${isoJson('r.ended_at')}, 'null'),
       ',"step_count":', t.step_count,
       ',"total_tokens":', t.total_tokens,
@@ -474,7 +480,8 @@ function runDetailStatement(values: { runId: string; workspaceId: string; now: s
       ',"decision":{"outcome":', coalesce((r.decision -> 'outcome')::text, 'null'),
       ',"reason":', coalesce((r.decision -> 'reason')::text, 'null'),
       ',"evaluated_rules":', coalesce((r.decision -> 'evaluated_rules')::text, 'null'),
-      '},"duration_ms":', greatest(0, ${ms(`coalesce(r.ended_at, ${values.now}::timestamptz)`)} - ${ms('r.started_at')})::bigint,
+      '},"duration_ms":', coalesce((CASE WHEN isfinite(r.started_at) AND isfinite(${end})
+        THEN greatest(0, ${ms(end)} - ${ms('r.started_at')})::bigint END)::text, 'null'),
       ',"steps":[', p.steps_json, CASE WHEN ${more} THEN '' ELSE ']}' END) AS answer
   FROM runs r ${RUN_TOTALS}
   CROSS JOIN LATERAL (${stepPage('r.id', String(Math.trunc(first)))}) p
@@ -488,7 +495,7 @@ export type RunDetailBody = string | Buffer[] | AsyncIterable<string | Buffer>;
  * A run with its steps, as the answer's JSON text; null when the workspace has no such run. On
  * Postgres the first statement runs as a binary COPY, its text kept as the bytes Postgres sent:
  * read as a string (~530-800 KB for 1,000 steps, in V8's large-object space), it brought a full
- * collection every ~15 reads of a 1,000-step run, and the reads those overlapped made the tail. A
+ * collection every 15-20 reads of a 1,000-step run (and half the daemon's CPU per read). A
  * run of more than `pages.first` steps comes as pieces to send in turn (DETAIL_PAGES). Its later
  * pages are read by later statements: they list the steps up to the last one the first statement
  * saw (so as many as its `step_count`, unless a client wrote a step below that sequence since),
@@ -504,6 +511,7 @@ export async function getRunDetailJson(db: Queryable & Pick<Db, 'copyOut'>, work
     const [run, workspace, at] = values.map(escapeLiteral);
     const fields = binaryCopyRow(await db.copyOut(runDetailStatement({ runId: run!, workspaceId: workspace!, now: at! }, pages.first)));
     if (!fields) return null;
+    if (fields.length !== 3 || fields[2] === null) throw new Error(`The run detail's COPY answered ${fields.length} fields, not the three it asks for.`);
     head = { pageLast: fieldText(fields[0]!), lastSequence: fieldText(fields[1]!), answer: fields[2]! };
   } else {
     const { rows: [row] } = await db.query<{ page_last: string | null; last_sequence: string | null; answer: string }>(

@@ -1,11 +1,12 @@
 /**
  * The binary COPY reader against streams written here by the format's rules, cut at every byte,
- * and against what Postgres itself sends.
+ * and against what Postgres itself sends; and `copyOut`, which runs a COPY on the pool.
  */
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { to as copyTo } from 'pg-copy-streams';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binaryCopyRow, fieldText } from '../../src/store/binary-copy.js';
+import { postgresDb, type Db } from '../../src/store/db.js';
 import { ADMIN_DATABASE_URL } from '../support/services.js';
 
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
@@ -26,9 +27,13 @@ function copyStream(rows: (string | null)[][], extension = 0): Buffer {
   return Buffer.concat(parts);
 }
 
-/** `bytes` cut into chunks of `size`. */
-const cut = (bytes: Buffer, size: number) =>
-  Array.from({ length: Math.ceil(bytes.length / size) }, (_, i) => bytes.subarray(i * size, (i + 1) * size));
+/** `bytes` cut into chunks of `size`, each a copy in memory of its own (as socket reads are). */
+const cut = (bytes: Buffer, size: number) => Array.from({ length: Math.ceil(bytes.length / size) }, (_, i) => {
+  const part = bytes.subarray(i * size, (i + 1) * size);
+  const chunk = Buffer.alloc(part.length); // never from the shared pool
+  part.copy(chunk);
+  return chunk;
+});
 
 describe('binaryCopyRow', () => {
   it('when the stream is cut anywhere, then the fields are the same bytes', () => {
@@ -44,7 +49,9 @@ describe('binaryCopyRow', () => {
     const chunks = cut(copyStream([[text]]), 100);
     const field = binaryCopyRow(chunks)![0]!;
     expect(field.length).toBeGreaterThan(1);
-    expect(field.every((slice) => chunks.some((chunk) => chunk.buffer === slice.buffer))).toBe(true);
+    // Each slice is memory of one of the chunks: writing into the chunks shows through.
+    for (const chunk of chunks) chunk.fill('y'.charCodeAt(0));
+    expect(Buffer.concat(field).toString()).toBe('y'.repeat(1000));
   });
 
   it('when the COPY had no row, then there is none', () => {
@@ -57,17 +64,54 @@ describe('binaryCopyRow', () => {
     expect(() => binaryCopyRow([stream.subarray(0, stream.length - 5)])).toThrow(/ended 3 bytes early/);
   });
 
-  it('when Postgres sends a row, then its text fields read as Postgres wrote them', async () => {
+  it('when the stream has OIDs or a length below -1, then it throws rather than misread the row', () => {
+    const withOids = copyStream([['a']]);
+    withOids.writeUInt32BE(1 << 16, SIGNATURE.length);
+    expect(() => binaryCopyRow([withOids])).toThrow(/OIDs/);
+    const stream = copyStream([['abc']]);
+    stream.writeInt32BE(-5, SIGNATURE.length + 8 + 2);
+    expect(() => binaryCopyRow([stream])).toThrow(/length -5/);
+  });
+
+});
+
+describe('copyOut on Postgres', () => {
+  const name = `rg_copy_${randomBytes(4).toString('hex')}`;
+  let db: Db;
+  const admin = async (sql: string) => {
     const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
     await client.connect();
     try {
-      const chunks: Buffer[] = [];
-      const stream = client.query(copyTo(`COPY (SELECT 42::text, NULL::text, repeat('é😀"', 50000)) TO STDOUT (FORMAT binary)`));
-      for await (const chunk of stream) chunks.push(chunk as Buffer);
-      const fields = binaryCopyRow(chunks)!;
-      expect(fields.map(fieldText)).toEqual(['42', null, 'é😀"'.repeat(50000)]);
+      await client.query(sql);
     } finally {
       await client.end();
     }
+  };
+  beforeAll(async () => {
+    // LATIN1: text reaches the daemon as UTF-8 only because pg's startup message asks for it, and
+    // a run detail's COPY bytes go to the client as they came, labelled UTF-8.
+    await admin(`CREATE DATABASE ${name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`);
+    const url = new URL(ADMIN_DATABASE_URL);
+    url.pathname = `/${name}`;
+    db = postgresDb({ connectionString: url.toString(), max: 1, statementTimeoutMs: 300 });
+  });
+  afterAll(async () => {
+    await db?.close();
+    await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  });
+
+  it('when Postgres sends a row, then its text fields read as Postgres wrote them, in UTF-8 from a LATIN1 database', async () => {
+    const fields = binaryCopyRow(await db.copyOut!(`SELECT 42::text, NULL::text, repeat('é"\\ÿ', 100000)`))!;
+    expect(fields.map(fieldText)).toEqual(['42', null, 'é"\\ÿ'.repeat(100000)]);
+    expect(fields[2]!.length).toBeGreaterThan(1); // many chunks
+    expect((await db.query<{ t: string }>(`SELECT 'é' AS t`)).rows[0]!.t).toBe('é');
+  });
+
+  it('when the COPY fails, then copyOut rejects with Postgres\'s error, and the pool goes on', async () => {
+    await expect(db.copyOut!('SELECT 1 / 0')).rejects.toMatchObject({ code: '22012' });
+    await expect(db.copyOut!('SELECT pg_sleep(2)::text')).rejects.toMatchObject({ code: '57014' });
+    // One connection in the pool: it was dropped and made again, or it is whole.
+    expect(fieldText(binaryCopyRow(await db.copyOut!(`SELECT 'after'`))![0]!)).toBe('after');
+    expect((await db.query<{ n: number }>('SELECT 7 AS n')).rows[0]!.n).toBe(7);
   });
 });
