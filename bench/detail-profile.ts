@@ -106,14 +106,16 @@ const app = await buildApp({
   metrics: false,
 });
 const body = await getRunDetailJson(db, ws.id, runId, new Date());
-if (typeof body !== 'string') throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGES.first} or fewer`);
-console.log(`steps ${JSON.parse(body).steps.length}, response ${body.length} bytes`);
+// One page: text, or on Postgres the bytes of a COPY.
+const text = typeof body === 'string' ? body : Array.isArray(body) ? Buffer.concat(body).toString('utf8') : null;
+if (text === null) throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGES.first} or fewer`);
+console.log(`steps ${JSON.parse(text).steps.length}, response ${Buffer.byteLength(text)} bytes`);
 
 if (detailSql) {
   await time('statement, values left as text', () => client.query({ text: detailSql, values: [runId, ws.id], types: raw }));
   await time('statement, pg parses the values', () => client.query({ text: detailSql, values: [runId, ws.id] }));
 }
-await time('getRunDetailJson (statement + answer text)', () => getRunDetailJson(db, ws.id, runId, new Date()));
+await time('getRunDetailJson (statement + answer bytes)', () => getRunDetailJson(db, ws.id, runId, new Date()));
 const headers = { authorization: `Bearer ${key.apiKey}` };
 await time('inject GET /v1/runs/:id (whole route)', () => app.inject({ method: 'GET', url: `/v1/runs/${runId}`, headers }));
 await app.listen({ host: '127.0.0.1', port: 0 });
