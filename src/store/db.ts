@@ -128,20 +128,21 @@ export function postgresDb(options: PostgresOptions): Db {
       const client = await pool.connect();
       const onError = () => {}; // as in `transaction`: the COPY fails instead
       client.on('error', onError);
-      const chunks: Buffer[] = [];
+      let failure: Error | undefined;
       try {
+        const chunks: Buffer[] = [];
         const stream = client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`));
         for await (const chunk of stream) chunks.push(chunk as Buffer);
+        return chunks;
       } catch (error) {
-        // A COPY cut short may leave the connection mid-protocol: the pool drops it (as pool.query
-        // does a connection whose statement failed).
-        client.off('error', onError);
-        client.release(error as Error);
+        failure = error as Error;
         throw error;
+      } finally {
+        // A COPY cut short may leave the connection mid-protocol: given the failure, the pool drops
+        // it (as pool.query does a connection whose statement failed).
+        client.off('error', onError);
+        client.release(failure);
       }
-      client.off('error', onError);
-      client.release();
-      return chunks;
     },
     close: () => pool.end(),
   };

@@ -2,12 +2,10 @@
  * The binary COPY reader against streams written here by the format's rules, cut at every byte,
  * and against what Postgres itself sends; and `copyOut`, which runs a COPY on the pool.
  */
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binaryCopyRow, fieldText } from '../../src/store/binary-copy.js';
 import { postgresDb, type Db } from '../../src/store/db.js';
-import { ADMIN_DATABASE_URL } from '../support/services.js';
+import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 const int16 = (n: number) => { const b = Buffer.alloc(2); b.writeInt16BE(n); return b; };
@@ -72,32 +70,20 @@ describe('binaryCopyRow', () => {
     stream.writeInt32BE(-5, SIGNATURE.length + 8 + 2);
     expect(() => binaryCopyRow([stream])).toThrow(/length -5/);
   });
-
 });
 
 describe('copyOut on Postgres', () => {
-  const name = `rg_copy_${randomBytes(4).toString('hex')}`;
+  let database: TestDatabase;
   let db: Db;
-  const admin = async (sql: string) => {
-    const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
-    await client.connect();
-    try {
-      await client.query(sql);
-    } finally {
-      await client.end();
-    }
-  };
   beforeAll(async () => {
     // LATIN1: text reaches the daemon as UTF-8 only because pg's startup message asks for it, and
     // a run detail's COPY bytes go to the client as they came, labelled UTF-8.
-    await admin(`CREATE DATABASE ${name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`);
-    const url = new URL(ADMIN_DATABASE_URL);
-    url.pathname = `/${name}`;
-    db = postgresDb({ connectionString: url.toString(), max: 1, statementTimeoutMs: 300 });
+    database = await createTestDatabase({ encoding: 'LATIN1' });
+    db = postgresDb({ connectionString: database.url, max: 1, statementTimeoutMs: 300 });
   });
   afterAll(async () => {
     await db?.close();
-    await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await database?.drop();
   });
 
   it('when Postgres sends a row, then its text fields read as Postgres wrote them, in UTF-8 from a LATIN1 database', async () => {

@@ -29,9 +29,11 @@ async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-export async function createTestDatabase(): Promise<TestDatabase> {
+/** A fresh database; `encoding` other than the server's default (LATIN1, say) comes with the C locale. */
+export async function createTestDatabase(options: { encoding?: string } = {}): Promise<TestDatabase> {
   const name = `rg_test_${randomBytes(6).toString('hex')}`;
-  await admin((c) => c.query(`CREATE DATABASE ${name}`));
+  const encoding = options.encoding ? ` ENCODING '${options.encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0` : '';
+  await admin((c) => c.query(`CREATE DATABASE ${name}${encoding}`));
   const url = new URL(ADMIN_DATABASE_URL);
   url.pathname = `/${name}`;
   return {
