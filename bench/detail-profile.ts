@@ -106,8 +106,8 @@ const app = await buildApp({
   metrics: false,
 });
 const body = await getRunDetailJson(db, ws.id, runId, new Date());
-// One page: text, or on Postgres the bytes of a COPY.
-const text = typeof body === 'string' ? body : Array.isArray(body) ? Buffer.concat(body).toString('utf8') : null;
+// One page: its bytes; more pages come as a stream.
+const text = Array.isArray(body) ? Buffer.concat(body).toString('utf8') : null;
 if (text === null) throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGES.first} or fewer`);
 console.log(`steps ${JSON.parse(text).steps.length}, response ${Buffer.byteLength(text)} bytes`);
 

@@ -4,8 +4,12 @@
  * detail in a loop. Two builds alternate, each with its own stack (database, upstream, daemon).
  * What a dashboard's reads cost the agents' calls.
  *
- *   npx tsx bench/mixed-load.ts [--roots /tmp/base,.] [--rounds 4]
+ *   npx tsx bench/mixed-load.ts [--roots /tmp/base,.] [--rounds 4] [--reads-per-second 20]
+ *
+ * `--reads-per-second`: the reader paces itself to that rate instead of reading back to back, so
+ * that both builds serve the same reads and the calls' figures compare read for read.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { runCell } from './lib/load.js';
 import { json, loop, pool, read } from './lib/loops.js';
@@ -14,8 +18,13 @@ import { apiHeaders, chatTarget, MODEL, setPricing, startRuns } from './lib/scen
 import { summarize } from './lib/stats.js';
 
 const { values: flags } = parseArgs({
-  options: { roots: { type: 'string', default: '/tmp/base,.' }, rounds: { type: 'string', default: '4' } },
+  options: {
+    roots: { type: 'string', default: '/tmp/base,.' },
+    rounds: { type: 'string', default: '4' },
+    'reads-per-second': { type: 'string' },
+  },
 });
+const readGapMs = flags['reads-per-second'] ? 1000 / Number(flags['reads-per-second']) : 0;
 
 const sides = [];
 for (const root of flags.roots.split(',')) {
@@ -40,10 +49,17 @@ try {
   for (let r = 0; r < Number(flags.rounds); r++) {
     for (const side of r % 2 === 0 ? sides : [...sides].reverse()) {
       const reader = pool(side.stack.daemon.url, 1);
+      const started = performance.now();
       const headers = apiHeaders(side.stack.daemon);
       const [cell] = await Promise.all([
         runCell(chatTarget(side.stack.daemon, side.proxyRun), 16, 8, 1),
-        loop(1, 9, async () => { await read(reader, `/v1/runs/${side.detailRun}`, headers, 200); }, side.reads),
+        loop(1, 9, async (_, i) => {
+          // Paced: each read starts on its tick (or at once, when the one before ran past it).
+          if (readGapMs > 0) await sleep(Math.max(0, started + i * readGapMs - performance.now()));
+          const t0 = performance.now();
+          await read(reader, `/v1/runs/${side.detailRun}`, headers, 200);
+          side.reads.push(performance.now() - t0);
+        }),
       ]);
       side.cells.push({ rps: cell.rps, p50: cell.latency.p50, p99: cell.latency.p99 });
       await reader.close();

@@ -17,19 +17,20 @@ export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
   /** Runs a script of several statements, without parameters (migrations). */
   exec(sql: string): Promise<void>;
+  /**
+   * Runs `COPY (query) TO STDOUT (FORMAT binary)` and answers the bytes Postgres sent, in the
+   * chunks they came in (binaryCopyRows reads them): values as they are stored, no text made of
+   * them on either side, and a large one never a JavaScript string (in V8's large-object space, a
+   * few of those a second bring full collections). COPY takes no parameters: `query` holds its
+   * values as literals.
+   */
+  copyOut(query: string): Promise<Buffer[]>;
 }
 
 export interface Db extends Queryable {
   readonly kind: 'postgres' | 'embedded';
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
-  /**
-   * Postgres only: runs `COPY (query) TO STDOUT (FORMAT binary)` and answers the bytes Postgres
-   * sent, in the chunks they came in (binaryCopyRow reads them). A large text value read this way
-   * is never a string: as one, it lands in V8's large-object space, and a few of those a second
-   * bring full collections. COPY takes no parameters: `query` holds its values as literals.
-   */
-  copyOut?(query: string): Promise<Buffer[]>;
   close(): Promise<void>;
 }
 
@@ -78,6 +79,13 @@ function statementName(sql: string): string | undefined {
   return name;
 }
 
+/** A binary COPY on one connection: the chunks as they came. */
+async function copyOutOn(client: pg.PoolClient, query: string): Promise<Buffer[]> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`))) chunks.push(chunk as Buffer);
+  return chunks;
+}
+
 export function postgresDb(options: PostgresOptions): Db {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
@@ -88,6 +96,24 @@ export function postgresDb(options: PostgresOptions): Db {
   });
   // An idle client losing its server emits 'error' on the pool; without a listener Node would crash.
   pool.on('error', () => {});
+  /** A COPY on a connection of its own, given back when done. */
+  const pooledCopyOut = async (query: string) => {
+    const client = await pool.connect();
+    const onError = () => {}; // as in `transaction`: the COPY fails instead
+    client.on('error', onError);
+    let failure: Error | undefined;
+    try {
+      return await copyOutOn(client, query);
+    } catch (error) {
+      failure = error as Error;
+      throw error;
+    } finally {
+      // A COPY cut short may leave the connection mid-protocol: given the failure, the pool drops
+      // it (as pool.query does a connection whose statement failed).
+      client.off('error', onError);
+      client.release(failure);
+    }
+  };
   const wrap = (client: pg.Pool | pg.PoolClient): Queryable => ({
     async query<R>(sql: string, params?: readonly unknown[]) {
       const result = await client.query({ name: statementName(sql), text: sql, values: params as unknown[] | undefined });
@@ -96,6 +122,7 @@ export function postgresDb(options: PostgresOptions): Db {
     async exec(sql: string) {
       await client.query(sql);
     },
+    copyOut: (query: string) => (client === pool ? pooledCopyOut(query) : copyOutOn(client as pg.PoolClient, query)),
   });
   return {
     kind: 'postgres',
@@ -124,26 +151,6 @@ export function postgresDb(options: PostgresOptions): Db {
         }
       }
     },
-    async copyOut(query) {
-      const client = await pool.connect();
-      const onError = () => {}; // as in `transaction`: the COPY fails instead
-      client.on('error', onError);
-      let failure: Error | undefined;
-      try {
-        const chunks: Buffer[] = [];
-        const stream = client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`));
-        for await (const chunk of stream) chunks.push(chunk as Buffer);
-        return chunks;
-      } catch (error) {
-        failure = error as Error;
-        throw error;
-      } finally {
-        // A COPY cut short may leave the connection mid-protocol: given the failure, the pool drops
-        // it (as pool.query does a connection whose statement failed).
-        client.off('error', onError);
-        client.release(failure);
-      }
-    },
     close: () => pool.end(),
   };
 }
@@ -159,6 +166,12 @@ export async function embeddedDb(dataDir: string | null): Promise<Db> {
     },
     async exec(sql: string) {
       await client.exec(sql);
+    },
+    // PGlite writes a COPY's output to a file of its own, answered as a Blob.
+    async copyOut(query: string) {
+      const { blob } = await client.query(`COPY (${query}) TO '/dev/blob' (FORMAT binary)`);
+      if (!blob) throw new Error('PGlite answered a COPY without its output.');
+      return [Buffer.from(await blob.arrayBuffer())];
     },
   });
   return {

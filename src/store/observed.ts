@@ -58,6 +58,14 @@ export function observeDb(db: Db, onError: (operation: DbOperation, code: string
         throw error;
       }
     },
+    async copyOut(query) {
+      try {
+        return await target.copyOut(query);
+      } catch (error) {
+        report('query', error);
+        throw error;
+      }
+    },
   }) as Queryable;
   return {
     kind: db.kind,
@@ -70,16 +78,6 @@ export function observeDb(db: Db, onError: (operation: DbOperation, code: string
         throw error;
       }
     },
-    ...(db.copyOut && {
-      async copyOut(query: string) {
-        try {
-          return await db.copyOut!(query);
-        } catch (error) {
-          report('query', error);
-          throw error;
-        }
-      },
-    }),
     close: () => db.close(),
   };
 }

@@ -3,8 +3,9 @@ import type { Decision } from '../rules/engine.js';
 import { numericToUsd } from '../money/decimal.js';
 import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
 import { escapeLiteral } from 'pg';
-import { binaryCopyRow, fieldText } from './binary-copy.js';
-import type { Db, Queryable } from './db.js';
+import { binaryCopyRows, field, fieldText, isNull, type CopyRows } from './binary-copy.js';
+import type { Queryable } from './db.js';
+import { JsonBytes, SEQUENCE_FIELD, STEP_COLUMNS, stepJsonSize, writeStep } from './step-json.js';
 
 export type RunStatus = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
 export type StepStatus = 'ALLOWED' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
@@ -397,77 +398,33 @@ const exactNumber = (column: string) =>
   `to_json(trim_scale(CASE WHEN ${column} NOT IN ('NaN', 'Infinity', '-Infinity') THEN ${column} END))::text`;
 
 /**
- * One step of a run detail, written by Postgres as the answer's JSON text, keys in the order of the
- * `Step` response schema. A 1,000-step run is ~800 KB: parsing it into objects, mapping them and
- * writing them again took the daemon's thread ~5 ms a read. Strings and costs go through
- * `to_json` (escaped; a cost as numeric writes it, so exact); caller JSON (`input_data`,
- * `output_data`) as it was stored (json keeps its text; steps written before migration 5 hold
- * jsonb, which writes its own); the decision as it was stored; `created_at` as `isoJson` writes
- * it. SQL NULL is JSON null, and so is what has no JSON number or date (a NaN or infinite cost, an
- * infinite date: none is written by the daemon). One `concat`, not a chain of `||`: each `||`
- * copied the text so far into a new value (a tenth of the statement's time). `concat` writes a
- * NULL piece as nothing, which would leave the JSON malformed: every piece is a NOT NULL column or
- * coalesced.
- */
-const STEP_JSON = `concat('{"id":"', s.id,
-  '","type":', to_json(s.type),
-  ',"status":', to_json(s.status),
-  ',"sequence":', s.sequence,
-  ',"model":', coalesce(to_json(s.model)::text, 'null'),
-  ',"tool_name":', coalesce(to_json(s.tool_name)::text, 'null'),
-  ',"prompt_tokens":', coalesce(s.prompt_tokens::text, 'null'),
-  ',"completion_tokens":', coalesce(s.completion_tokens::text, 'null'),
-  ',"cached_prompt_tokens":', coalesce(s.cached_prompt_tokens::text, 'null'),
-  ',"cost_usd":', coalesce(${exactNumber('s.cost_usd')}, 'null'),
-  ',"duration_ms":', coalesce(s.duration_ms::text, 'null'),
-  ',"input_data":', coalesce(s.input_json::text, s.input_data::text, 'null'),
-  ',"output_data":', coalesce(s.output_json::text, s.output_data::text, 'null'),
-  ',"decision":', s.decision,
-  ',"created_at":', coalesce(${isoJson('s.created_at')}, 'null'), '}')`;
-
-/**
- * How a run detail reads its steps. A run of up to `first` steps is one statement and one text.
+ * How a run detail reads its steps. A run of up to `first` steps is one statement and one answer.
  * A larger one is sent as it is read, `later` steps a statement, each page read when the client
  * has taken the one before: whole, a 400,000-step run (216 MB of JSON) took the daemon to 1.1 GB.
- * Later pages are small so that their text stays out of V8's large-object space (128 KiB and
- * up), where it waits for a full collection: reading a 100,000-step run peaked the daemon at
+ * Later pages are small: when they were strings, reading a 100,000-step run peaked the daemon at
  * 153-165 MB with pages of 1,000 steps, 134-139 MB with pages of 100.
  */
 export const DETAIL_PAGES = { first: 1_000, later: 100 } as const;
 
-/**
- * A page of a run's steps in sequence order, from the run `runId` names (SQL), past the sequence
- * `range.after` names up to the one `range.until` names (no range: from the first): their JSON
- * text joined by commas, how many, and the last sequence. The order comes from the subquery: its
- * `ORDER BY ... LIMIT` hands its rows in order to an aggregate with nothing between them (a join
- * there could reorder them: the manual only says a sorted subquery "will usually work"), and a
- * test with index scans off holds it. An `ORDER BY` inside `string_agg` made Postgres 15 sort the
- * rendered text again: 0.84 of 5.65 ms for 1,000 steps (16 and later skip that sort themselves).
- */
-const stepPage = (runId: string, limit: string, range?: { after: string; until: string }) => `SELECT
-    string_agg(${STEP_JSON}, ',') AS steps_json, count(*) AS page_steps, max(s.sequence) AS page_last
-  FROM (SELECT * FROM steps WHERE run_id = ${runId}${range ? ` AND sequence > ${range.after} AND sequence <= ${range.until}` : ''}
-    ORDER BY sequence LIMIT ${limit}) s`;
-
-type StepPageRow = { steps_json: string | null; page_steps: string | number; page_last: number | null };
+/** The head row's fields; a step row's STEP_COLUMNS follow them. */
+const HEAD_FIELDS = 3;
 
 /**
- * The run detail's first statement: the answer's JSON text up to its first page of steps, written
- * by Postgres in the `RunDetail` schema's key order (closed when that page holds every step), and,
- * when more pages follow, the last sequence of the page and the run's highest. The run's fields
- * as `runSummary` writes them, but exact: the total cost as numeric writes it, metadata as jsonb
- * writes it. `duration_ms` is to `now` while the run is RUNNING (the daemon's clock), each end
- * cut to the millisecond as a JavaScript date is; null, as the dates, where one is infinite (none
- * is written by the daemon). `values` are SQL: parameters, or literals for a COPY, which takes
- * no parameters.
+ * The run detail's first statement: one row for the run, then its first `first` steps in
+ * sequence order (or none, when the workspace has no such run). The run's row holds the answer's
+ * JSON text up to its steps, written by Postgres in the `RunDetail` schema's key order, its step
+ * count and its highest sequence; a step's row holds its STEP_COLUMNS (writeStep makes them
+ * JSON). The run's fields as `runSummary` writes them, but exact: the total cost as numeric
+ * writes it, metadata as jsonb writes it. `duration_ms` is to `now` while the run is RUNNING (the
+ * daemon's clock), each end cut to the millisecond as a JavaScript date is; null, as the dates,
+ * where one is infinite (none is written by the daemon). One statement, so one snapshot: the
+ * steps are the ones the count counted. `values` are SQL literals: a COPY takes no parameters.
  */
 function runDetailStatement(values: { runId: string; workspaceId: string; now: string }, first: number): string {
   const ms = (instant: string) => `floor(extract(epoch FROM ${instant}) * 1000)`;
   const end = `coalesce(r.ended_at, ${values.now}::timestamptz)`;
-  const more = 't.step_count > p.page_steps';
+  const stepNulls = STEP_COLUMNS.map(() => 'NULL').join(', ');
   return `SELECT
-    CASE WHEN ${more} THEN p.page_last::text END AS page_last,
-    CASE WHEN ${more} THEN (SELECT max(sequence) FROM steps WHERE run_id = r.id)::text END AS last_sequence,
     concat('{"id":"', r.id,
       '","user_id":', to_json(r.user_id),
       ',"status":', to_json(r.status),
@@ -482,56 +439,82 @@ function runDetailStatement(values: { runId: string; workspaceId: string; now: s
       ',"evaluated_rules":', coalesce((r.decision -> 'evaluated_rules')::text, 'null'),
       '},"duration_ms":', coalesce((CASE WHEN isfinite(r.started_at) AND isfinite(${end})
         THEN greatest(0, ${ms(end)} - ${ms('r.started_at')})::bigint END)::text, 'null'),
-      ',"steps":[', p.steps_json, CASE WHEN ${more} THEN '' ELSE ']}' END) AS answer
+      ',"steps":[') AS head,
+    t.step_count::text, (SELECT max(sequence) FROM steps WHERE run_id = r.id)::text AS last_sequence, ${stepNulls}
   FROM runs r ${RUN_TOTALS}
-  CROSS JOIN LATERAL (${stepPage('r.id', String(Math.trunc(first)))}) p
-  WHERE r.id = ${values.runId}::uuid AND r.workspace_id = ${values.workspaceId}::uuid`;
+  WHERE r.id = ${values.runId}::uuid AND r.workspace_id = ${values.workspaceId}::uuid
+  UNION ALL
+  (SELECT NULL, NULL, NULL, ${STEP_COLUMNS.join(', ')} FROM steps s
+    WHERE s.run_id = ${values.runId}::uuid AND s.workspace_id = ${values.workspaceId}::uuid
+    ORDER BY s.sequence LIMIT ${Math.trunc(first)})`;
 }
 
-/** A run detail's answer: its text, or its UTF-8 bytes as Postgres sent them, or pieces of either to send in turn. */
-export type RunDetailBody = string | Buffer[] | AsyncIterable<string | Buffer>;
+/** A later page of the run `runId` names (SQL): up to `limit` steps past the sequence `after`, up to `until`, in sequence order. */
+const stepPage = (runId: string, limit: number, after: number, until: number) => `SELECT ${STEP_COLUMNS.join(', ')} FROM steps s
+  WHERE s.run_id = ${runId}::uuid AND s.sequence > ${after} AND s.sequence <= ${until} ORDER BY s.sequence LIMIT ${limit}`;
+
+/** A run detail's answer: its UTF-8 bytes, or pieces of them to send in turn. */
+export type RunDetailBody = Buffer[] | AsyncIterable<Buffer>;
+
+/** A step row's sequence. */
+const sequenceOf = (rows: CopyRows, r: number, first: number) =>
+  rows.data[r]!.readInt32BE(rows.at[2 * (r * rows.fields + first + SEQUENCE_FIELD)]!);
 
 /**
- * A run with its steps, as the answer's JSON text; null when the workspace has no such run. On
- * Postgres the first statement runs as a binary COPY, its text kept as the bytes Postgres sent:
- * read as a string (~530-800 KB for 1,000 steps, in V8's large-object space), it brought a full
- * collection every 15-20 reads of a 1,000-step run (and half the daemon's CPU per read). A
- * run of more than `pages.first` steps comes as pieces to send in turn (DETAIL_PAGES). Its later
- * pages are read by later statements: they list the steps up to the last one the first statement
- * saw (so as many as its `step_count`, unless a client wrote a step below that sequence since),
- * each as it is when its page is read; a run being written to can show a later step's result
- * than its totals count. Those pages run on `db` after this returns: give it the pool, not a
- * transaction (which would have ended by then).
+ * Writes the steps of `rows` (all but the row `skip`) in sequence order, a comma before each, or
+ * before all but the first when `leading` is false; answers the last one's sequence. Postgres
+ * sends them in that order (the statement's ORDER BY); should it not, they are sorted here.
  */
-export async function getRunDetailJson(db: Queryable & Pick<Db, 'copyOut'>, workspaceId: string, runId: string, now: Date,
-  pages: { first: number; later: number } = DETAIL_PAGES): Promise<RunDetailBody | null> {
-  const values = [runId, workspaceId, now.toISOString()] as const;
-  let head: { answer: string | Buffer[]; pageLast: string | null; lastSequence: string | null };
-  if (db.copyOut) {
-    const [run, workspace, at] = values.map(escapeLiteral);
-    const fields = binaryCopyRow(await db.copyOut(runDetailStatement({ runId: run!, workspaceId: workspace!, now: at! }, pages.first)));
-    if (!fields) return null;
-    if (fields.length !== 3 || fields[2] === null) throw new Error(`The run detail's COPY answered ${fields.length} fields, not the three it asks for.`);
-    head = { pageLast: fieldText(fields[0]!), lastSequence: fieldText(fields[1]!), answer: fields[2]! };
-  } else {
-    const { rows: [row] } = await db.query<{ page_last: string | null; last_sequence: string | null; answer: string }>(
-      runDetailStatement({ runId: '$1', workspaceId: '$2', now: '$3' }, pages.first), values);
-    if (!row) return null;
-    head = { pageLast: row.page_last, lastSequence: row.last_sequence, answer: row.answer };
+function writeSteps(out: JsonBytes, rows: CopyRows, first: number, leading: boolean, skip = -1): number | null {
+  let order = Array.from({ length: rows.length }, (_, r) => r).filter((r) => r !== skip);
+  if (order.some((r, i) => i > 0 && sequenceOf(rows, order[i - 1]!, first) > sequenceOf(rows, r, first))) {
+    order = order.sort((a, b) => sequenceOf(rows, a, first) - sequenceOf(rows, b, first));
   }
-  if (head.pageLast === null) return head.answer;
+  for (const [i, r] of order.entries()) {
+    if (leading || i > 0) out.bytes(COMMA);
+    writeStep(out, rows, r, first);
+  }
+  return order.length ? sequenceOf(rows, order.at(-1)!, first) : null;
+}
+const COMMA = Buffer.from(',');
+const CLOSE = Buffer.from(']}');
+
+/**
+ * A run with its steps, as the answer's JSON bytes; null when the workspace has no such run. Each
+ * statement is a binary COPY, so no text of the answer is ever a JavaScript string, and its steps
+ * come as their columns (writeStep). A run of more than `pages.first` steps comes as pieces to
+ * send in turn (DETAIL_PAGES). Its later pages are read by later statements: they list the steps
+ * up to the last one the first statement saw (so as many as its `step_count`, unless a client
+ * wrote a step below that sequence since), each as it is when its page is read; a run being
+ * written to can show a later step's result than its totals count. Those pages run on `db` after
+ * this returns: give it the pool, not a transaction (which would have ended by then).
+ */
+export async function getRunDetailJson(db: Queryable, workspaceId: string, runId: string, now: Date,
+  pages: { first: number; later: number } = DETAIL_PAGES): Promise<RunDetailBody | null> {
+  const [run, workspace, at] = [runId, workspaceId, now.toISOString()].map(escapeLiteral) as [string, string, string];
+  const rows = binaryCopyRows(await db.copyOut(runDetailStatement({ runId: run, workspaceId: workspace, now: at }, pages.first)));
+  const head = Array.from({ length: rows.length }, (_, r) => r).find((r) => !isNull(rows, r, 0));
+  if (head === undefined) return null;
+  const answer = new JsonBytes(stepJsonSize(rows) + CLOSE.length);
+  answer.bytes(field(rows, head, 0)!);
+  const pageLast = writeSteps(answer, rows, HEAD_FIELDS, false, head);
+  if (rows.length - 1 >= Number(fieldText(rows, head, 1)) || pageLast === null) {
+    answer.bytes(CLOSE);
+    return answer.blocks();
+  }
   // Sequences are not written in order: later pages end at the highest this statement saw.
-  return laterPages(db, runId, head.answer, { after: Number(head.pageLast), until: Number(head.lastSequence) }, pages.later);
+  return laterPages(db, run, answer.blocks(), { after: pageLast, until: Number(fieldText(rows, head, 2)) }, pages.later);
 }
 
-async function* laterPages(db: Queryable, runId: string, opened: string | Buffer[], range: { after: number; until: number }, pageSteps: number) {
-  if (typeof opened === 'string') yield opened;
-  else yield* opened;
+async function* laterPages(db: Queryable, runId: string, opened: Buffer[], range: { after: number; until: number }, pageSteps: number) {
+  yield* opened;
   for (let after = range.after; after < range.until;) {
-    const { rows: [page] } = await db.query<StepPageRow>(stepPage('$1', '$2', { after: '$3', until: '$4' }), [runId, pageSteps, after, range.until]);
-    if (!page || Number(page.page_steps) === 0) break;
-    yield `,${page.steps_json}`;
-    after = page.page_last!;
+    const steps = binaryCopyRows(await db.copyOut(stepPage(runId, pageSteps, after, range.until)));
+    const page = new JsonBytes(stepJsonSize(steps));
+    const last = writeSteps(page, steps, 0, true);
+    if (last === null) break;
+    yield* page.blocks();
+    after = last;
   }
-  yield ']}';
+  yield CLOSE;
 }

@@ -3,7 +3,7 @@
  * and against what Postgres itself sends; and `copyOut`, which runs a COPY on the pool.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binaryCopyRow, fieldText } from '../../src/store/binary-copy.js';
+import { binaryCopyRows, fieldText, field, type CopyRows } from '../../src/store/binary-copy.js';
 import { postgresDb, type Db } from '../../src/store/db.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
@@ -33,42 +33,45 @@ const cut = (bytes: Buffer, size: number) => Array.from({ length: Math.ceil(byte
   return chunk;
 });
 
-describe('binaryCopyRow', () => {
-  it('when the stream is cut anywhere, then the fields are the same bytes', () => {
-    const stream = copyStream([['12', null, '{"é":"😀"}'.repeat(20)]], 3);
-    for (const size of [1, 2, 3, 5, 19, 64, stream.length]) {
-      const fields = binaryCopyRow(cut(stream, size))!;
-      expect(fields.map(fieldText)).toEqual(['12', null, '{"é":"😀"}'.repeat(20)]);
-    }
+/** Every row's fields as text. */
+const texts = (rows: CopyRows) => Array.from({ length: rows.length }, (_, r) => Array.from({ length: rows.fields }, (_, f) => fieldText(rows, r, f)));
+
+describe('binaryCopyRows', () => {
+  it('when the stream is cut anywhere, then every row reads as the same bytes', () => {
+    // Enough rows to outgrow the offsets first sized from the first row's size.
+    const rows = [['12', null, '{"é":"😀"}'.repeat(20)], ...Array.from({ length: 100 }, (_, i) => [String(i), '', null])];
+    const stream = copyStream(rows, 3);
+    for (const size of [1, 2, 3, 5, 19, 64, 1000, stream.length]) expect(texts(binaryCopyRows(cut(stream, size)))).toEqual(rows);
   });
 
-  it('when the big field is read, then it is slices of the chunks, not a copy', () => {
-    const text = 'x'.repeat(1000);
-    const chunks = cut(copyStream([[text]]), 100);
-    const field = binaryCopyRow(chunks)![0]!;
-    expect(field.length).toBeGreaterThan(1);
-    // Each slice is memory of one of the chunks: writing into the chunks shows through.
-    for (const chunk of chunks) chunk.fill('y'.charCodeAt(0));
-    expect(Buffer.concat(field).toString()).toBe('y'.repeat(1000));
+  it('when a row lies within a chunk, then its fields are views of that chunk, not copies', () => {
+    const chunks = cut(copyStream([['a'.repeat(300)], ['b'.repeat(300)], ['c'.repeat(300)]]), 400);
+    const rows = binaryCopyRows(chunks);
+    // The first row lies in the first chunk; the second is cut across two chunks (read as a copy).
+    expect(rows.data[0]).toBe(chunks[0]);
+    chunks[0]!.fill('y'.charCodeAt(0), 100); // the field starts at byte 25, past the header and its length
+    expect(field(rows, 0, 0)!.toString()).toBe('a'.repeat(75) + 'y'.repeat(225));
+    expect(field(rows, 1, 0)!.toString()).toBe('b'.repeat(300));
   });
 
-  it('when the COPY had no row, then there is none', () => {
-    expect(binaryCopyRow(cut(copyStream([]), 4))).toBeNull();
+  it('when the COPY had no row, then there are none', () => {
+    expect(binaryCopyRows(cut(copyStream([]), 4)).length).toBe(0);
   });
 
-  it('when the stream is not binary COPY, or ends early, then it throws', () => {
-    expect(() => binaryCopyRow([Buffer.from('id\tname\n1\tfoo\n2\tbar\n')])).toThrow(/signature/);
+  it('when the stream is not binary COPY, or ends early, or its rows differ in width, then it throws', () => {
+    expect(() => binaryCopyRows([Buffer.from('id\tname\n1\tfoo\n2\tbar\n')])).toThrow(/signature/);
     const stream = copyStream([['abcdef']]);
-    expect(() => binaryCopyRow([stream.subarray(0, stream.length - 5)])).toThrow(/ended 3 bytes early/);
+    expect(() => binaryCopyRows([stream.subarray(0, stream.length - 5)])).toThrow(/ended early/);
+    expect(() => binaryCopyRows(cut(copyStream([['a', 'b'], ['c']]), 7))).toThrow(/1 fields after rows of 2/);
   });
 
   it('when the stream has OIDs or a length below -1, then it throws rather than misread the row', () => {
     const withOids = copyStream([['a']]);
     withOids.writeUInt32BE(1 << 16, SIGNATURE.length);
-    expect(() => binaryCopyRow([withOids])).toThrow(/OIDs/);
+    expect(() => binaryCopyRows([withOids])).toThrow(/OIDs/);
     const stream = copyStream([['abc']]);
     stream.writeInt32BE(-5, SIGNATURE.length + 8 + 2);
-    expect(() => binaryCopyRow([stream])).toThrow(/length -5/);
+    expect(() => binaryCopyRows([stream])).toThrow(/length -5/);
   });
 });
 
@@ -86,18 +89,19 @@ describe('copyOut on Postgres', () => {
     await database?.drop();
   });
 
-  it('when Postgres sends a row, then its text fields read as Postgres wrote them, in UTF-8 from a LATIN1 database', async () => {
-    const fields = binaryCopyRow(await db.copyOut!(`SELECT 42::text, NULL::text, repeat('é"\\ÿ', 100000)`))!;
-    expect(fields.map(fieldText)).toEqual(['42', null, 'é"\\ÿ'.repeat(100000)]);
-    expect(fields[2]!.length).toBeGreaterThan(1); // many chunks
+  it('when Postgres sends rows, then their text fields read as Postgres wrote them, in UTF-8 from a LATIN1 database', async () => {
+    const chunks = await db.copyOut(`SELECT n::text, NULL::text, repeat('é"\\ÿ', n) FROM generate_series(1, 3000) n`);
+    expect(chunks.length).toBeGreaterThan(1);
+    const rows = binaryCopyRows(chunks);
+    expect(texts(rows)).toEqual(Array.from({ length: 3000 }, (_, i) => [String(i + 1), null, 'é"\\ÿ'.repeat(i + 1)]));
     expect((await db.query<{ t: string }>(`SELECT 'é' AS t`)).rows[0]!.t).toBe('é');
   });
 
   it('when the COPY fails, then copyOut rejects with Postgres\'s error, and the pool goes on', async () => {
-    await expect(db.copyOut!('SELECT 1 / 0')).rejects.toMatchObject({ code: '22012' });
-    await expect(db.copyOut!('SELECT pg_sleep(2)::text')).rejects.toMatchObject({ code: '57014' });
+    await expect(db.copyOut('SELECT 1 / 0')).rejects.toMatchObject({ code: '22012' });
+    await expect(db.copyOut('SELECT pg_sleep(2)::text')).rejects.toMatchObject({ code: '57014' });
     // One connection in the pool: it was dropped and made again, or it is whole.
-    expect(fieldText(binaryCopyRow(await db.copyOut!(`SELECT 'after'`))![0]!)).toBe('after');
+    expect(texts(binaryCopyRows(await db.copyOut(`SELECT 'after'`)))).toEqual([['after']]);
     expect((await db.query<{ n: number }>('SELECT 7 AS n')).rows[0]!.n).toBe(7);
   });
 });

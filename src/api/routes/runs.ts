@@ -186,15 +186,14 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
   }, async (request, reply) => {
     const detail = await getRunDetailJson(db, request.principal.workspaceId, pathUuid(request.params.run_id), clock.now());
     if (detail === null) throw new ApiError('RUN_NOT_FOUND');
-    // The answer comes as text (Postgres writes it: getRunDetailJson), so it skips the schema's
-    // serializer; the schema documents it. Fastify sends a string or a stream as it is once a JSON
-    // content type is set. One page's bytes go as the chunks Postgres sent, with their length. A
-    // large run's pages are read as the socket takes them, not ahead (a high-water mark of one
-    // byte). A HEAD answer reads none: fastify would drain the stream for nothing. The cast: the
-    // typed reply expects the object the text spells.
+    // The answer comes as JSON bytes (getRunDetailJson), so it skips the schema's serializer; the
+    // schema documents it. Fastify sends a Buffer or a stream as it is once a JSON content type is
+    // set. One page goes with its length. A large run's pages are read as the socket takes them,
+    // not ahead (a high-water mark of one byte). A HEAD answer reads none: fastify would drain the
+    // stream for nothing. The cast: the typed reply expects the object the bytes spell.
     reply.type('application/json; charset=utf-8');
-    if (typeof detail === 'string') return reply.send(detail as never);
     if (Array.isArray(detail)) {
+      if (detail.length === 1) return reply.send(detail[0] as never);
       reply.header('content-length', detail.reduce((bytes, chunk) => bytes + chunk.length, 0));
       return reply.send(Readable.from(request.method === 'HEAD' ? [] : detail) as never);
     }
