@@ -1,8 +1,8 @@
 /**
  * Reads the rows of `COPY ... TO STDOUT (FORMAT binary)` from the chunks Postgres sent. A row's
  * fields are found in place: each row is a buffer and each field an offset and a length in it, so
- * reading a thousand rows makes a thousand small objects, not one per field. A row cut across two
- * chunks (one a chunk, as a socket read them) is joined into one buffer first.
+ * reading a thousand rows makes no object per row or field. A row cut across chunks (the chunks
+ * come as the socket read them) is joined into one buffer first.
  * The format: https://www.postgresql.org/docs/current/sql-copy.html#id-1.9.3.55.9.4
  */
 
@@ -49,37 +49,39 @@ export function binaryCopyRows(chunks: readonly Buffer[]): CopyRows {
   let buffer = chunks[0] ?? Buffer.alloc(0);
   let next = 1;
   let pos = 0;
-  /** The chunk a row cut at its end continues in, and how much of it the joined buffer holds. */
+  /** The chunk a joined buffer's last bytes came from, and how much of it the buffer holds. */
   let cut: { chunk: Buffer; taken: number } | null = null;
+  const ended = () => new Error('The binary COPY stream ended early.');
   /**
-   * Makes the rest of the buffer from `pos` longer: past a cut, by as much again of the chunk it
-   * continues in (a row's bytes, not the chunk's), else by the next chunk.
+   * Makes the buffer from `pos` (a row's start) longer. With nothing of it held, the next bytes
+   * are read in place; else the rest and as much again (1 KiB at least), from the chunks that
+   * follow, are joined into one buffer: a row spanning many chunks is copied a few times its size.
    */
   const more = () => {
-    if (cut && cut.taken < cut.chunk.length) {
-      const add = Math.min(Math.max(cut.taken, 1024), cut.chunk.length - cut.taken);
-      buffer = Buffer.concat([buffer.subarray(pos), cut.chunk.subarray(cut.taken, cut.taken + add)]);
-      cut.taken += add;
-      pos = 0;
+    if (pos === buffer.length) {
+      if (cut && cut.taken < cut.chunk.length) [buffer, pos] = [cut.chunk, cut.taken];
+      else if (next < chunks.length) [buffer, pos] = [chunks[next++]!, 0];
+      else throw ended();
+      cut = null;
       return;
     }
-    const chunk = chunks[next++];
-    if (!chunk) throw new Error('The binary COPY stream ended early.');
-    if (pos === buffer.length) {
-      buffer = chunk; // a row that starts a chunk is read in place
-      cut = null;
-    } else {
-      cut = { chunk, taken: 0 };
-      more();
+    const pieces = [buffer.subarray(pos)];
+    for (let want = Math.max(buffer.length - pos, 1024); want > 0;) {
+      if (!cut || cut.taken === cut.chunk.length) {
+        if (next === chunks.length) break;
+        cut = { chunk: chunks[next++]!, taken: 0 };
+      }
+      const add = Math.min(want, cut.chunk.length - cut.taken);
+      pieces.push(cut.chunk.subarray(cut.taken, (cut.taken += add)));
+      want -= add;
     }
-    pos = 0;
+    if (pieces.length === 1) throw ended();
+    [buffer, pos] = [Buffer.concat(pieces), 0];
   };
-  /** After a row read in a joined buffer: back to the chunk it continued in, past that row. */
+  /** After a row read in a joined buffer: back to the chunk its last bytes came from, when the rest lies in it. */
   const resume = () => {
-    if (!cut) return;
-    const consumedOfChunk = cut.taken - (buffer.length - pos);
-    buffer = cut.chunk;
-    pos = consumedOfChunk;
+    if (!cut || buffer.length - pos > cut.taken) return;
+    [buffer, pos] = [cut.chunk, cut.taken - (buffer.length - pos)];
     cut = null;
   };
   while (buffer.length - pos < SIGNATURE.length + 8) more();
@@ -125,8 +127,9 @@ export function binaryCopyRows(chunks: readonly Buffer[]): CopyRows {
       continue;
     }
     rows.data.push(buffer);
-    // After the first row, room for as many as its size goes into the stream, and some: one allocation, mostly.
-    if (rows.length++ === 0) grow(rows, Math.ceil((1.25 * chunks.reduce((sum, chunk) => sum + chunk.length, 0)) / (p - pos)) + 16);
+    // After the second row (the first may be of another kind: a run detail's head), room for as
+    // many rows of its size as the stream holds, and some: one allocation, mostly.
+    if (++rows.length === 2) grow(rows, Math.ceil((1.25 * chunks.reduce((sum, chunk) => sum + chunk.length, 0)) / (p - pos)) + 16);
     pos = p;
     resume();
   }

@@ -18,11 +18,11 @@ export interface Queryable {
   /** Runs a script of several statements, without parameters (migrations). */
   exec(sql: string): Promise<void>;
   /**
-   * Runs `COPY (query) TO STDOUT (FORMAT binary)` and answers the bytes Postgres sent, in the
-   * chunks they came in (binaryCopyRows reads them): values as they are stored, no text made of
-   * them on either side, and a large one never a JavaScript string (in V8's large-object space, a
-   * few of those a second bring full collections). COPY takes no parameters: `query` holds its
-   * values as literals.
+   * Runs `COPY (query) TO STDOUT (FORMAT binary)` (PGlite: `TO '/dev/blob'`) and answers the bytes
+   * Postgres sent, in the chunks they came in (binaryCopyRows reads them): values as they are
+   * stored, no text made of them on either side, and a large one never a JavaScript string (in
+   * V8's large-object space, a few of those a second bring full collections). COPY takes no
+   * parameters: `query` holds its values as literals.
    */
   copyOut(query: string): Promise<Buffer[]>;
 }

@@ -451,7 +451,7 @@ function runDetailStatement(values: { runId: string; workspaceId: string; now: s
 
 /** A later page of the run `runId` names (SQL): up to `limit` steps past the sequence `after`, up to `until`, in sequence order. */
 const stepPage = (runId: string, limit: number, after: number, until: number) => `SELECT ${STEP_COLUMNS.join(', ')} FROM steps s
-  WHERE s.run_id = ${runId}::uuid AND s.sequence > ${after} AND s.sequence <= ${until} ORDER BY s.sequence LIMIT ${limit}`;
+  WHERE s.run_id = ${runId}::uuid AND s.sequence > ${after} AND s.sequence <= ${until} ORDER BY s.sequence LIMIT ${Math.trunc(limit)}`;
 
 /** A run detail's answer: its UTF-8 bytes, or pieces of them to send in turn. */
 export type RunDetailBody = Buffer[] | AsyncIterable<Buffer>;

@@ -1,8 +1,8 @@
 /**
  * A run detail's steps as the answer's JSON bytes, written from the binary COPY of their columns.
  * Postgres writing the JSON itself (to_json, to_char, concat and string_agg, per row and column)
- * cost it ~7 ms of CPU for 1,000 steps, three in four of a detail read's; sending the columns as
- * they are stored costs it ~1.8 ms, and writing them here costs less than that. Each value is
+ * cost it ~7 ms of CPU for 1,000 steps, a third of it page faults; sending the columns as they are
+ * stored costs it ~1.8 ms, and writing them here ~1.9 ms of the daemon's thread. Each value is
  * written as Postgres wrote it before: strings escaped as `to_json` escapes them, costs exact
  * (as `trim_scale(numeric)` writes them), caller JSON as it was stored, dates as
  * `Date.prototype.toISOString` writes them.
@@ -10,20 +10,25 @@
 import type { CopyRows } from './binary-copy.js';
 
 /**
- * The columns a step is written from, in the order `writeStep` reads them, each cast to the type
- * whose binary form it reads (a no-op while the table holds those types; the statement's, should
- * the table change). Caller data is in the json columns, or in the jsonb ones for steps written
+ * The columns a step is written from, in the order of its row, each cast to the type whose binary
+ * form `writeStep` reads (a no-op while the table holds those types; the statement's, should the
+ * table change). Caller data is in the json columns, or in the jsonb ones for steps written
  * before migration 5.
  */
-export const STEP_COLUMNS: readonly string[] = [
-  's.id::uuid', 's.type::text', 's.status::text', 's.sequence::int4', 's.model::text', 's.tool_name::text',
-  's.prompt_tokens::int8', 's.completion_tokens::int8', 's.cached_prompt_tokens::int8', 's.cost_usd::numeric',
-  's.duration_ms::int8', 's.input_json::json', 's.input_data::jsonb', 's.output_json::json', 's.output_data::jsonb',
-  's.decision::json', 's.created_at::timestamptz',
-];
+const COLUMNS = [
+  ['id', 's.id::uuid'], ['type', 's.type::text'], ['status', 's.status::text'], ['sequence', 's.sequence::int4'],
+  ['model', 's.model::text'], ['toolName', 's.tool_name::text'], ['promptTokens', 's.prompt_tokens::int8'],
+  ['completionTokens', 's.completion_tokens::int8'], ['cachedPromptTokens', 's.cached_prompt_tokens::int8'],
+  ['cost', 's.cost_usd::numeric'], ['duration', 's.duration_ms::int8'], ['inputJson', 's.input_json::json'],
+  ['inputJsonb', 's.input_data::jsonb'], ['outputJson', 's.output_json::json'], ['outputJsonb', 's.output_data::jsonb'],
+  ['decision', 's.decision::json'], ['createdAt', 's.created_at::timestamptz'],
+] as const;
+export const STEP_COLUMNS: readonly string[] = COLUMNS.map(([, sql]) => sql);
+/** Where each column's offset is in a row's part of `CopyRows.at` (its length follows it). */
+const F = Object.fromEntries(COLUMNS.map(([name], i) => [name, 2 * i])) as Record<(typeof COLUMNS)[number][0], number>;
 
 /** Where STEP_COLUMNS's `sequence` is in a row, counting from its first step column. */
-export const SEQUENCE_FIELD = 3;
+export const SEQUENCE_FIELD = F.sequence / 2;
 
 const ascii = (text: string) => Buffer.from(text, 'latin1');
 const KEYS = {
@@ -34,8 +39,13 @@ const KEYS = {
   output: ascii(',"output_data":'), decision: ascii(',"decision":'), createdAt: ascii(',"created_at":'), close: ascii('}'),
 };
 const NULL = ascii('null');
-/** Bytes a step's keys take, and the most its fixed-size values do (uuid, integers, date, the quotes of its texts). */
-const FIXED_BYTES = Object.values(KEYS).reduce((sum, key) => sum + key.length, 0) + 36 + 11 + 4 * 20 + 32 + 4 * 2;
+/**
+ * Bytes a step's keys take, and the most its values do past their own bytes: the uuid, the
+ * integers, the date, and 4 for each text (its quotes, or null) and each JSON value (null).
+ */
+const FIXED_BYTES = Object.values(KEYS).reduce((sum, key) => sum + key.length, 0) + 36 + 11 + 4 * 20 + 32 + 4 * 4 + 3 * 4;
+/** The span of a JavaScript date, in milliseconds from the Unix epoch either way. */
+const MAX_DATE_MS = 8.64e15;
 /** Two hex digits per byte value. */
 const HEX = ascii(Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0')).join(''));
 /** The escape of each byte below 0x20, and of `"` and `\`, as to_json and JSON.stringify write them. */
@@ -85,8 +95,9 @@ export class JsonBytes {
 }
 
 /**
- * About how many bytes the JSON of `rows` takes: their fields' bytes and the keys, and room for a
- * step's escapes, so that a page is mostly one block.
+ * About how many bytes the JSON of `rows` takes: their fields' bytes and the keys (~240 a step),
+ * and 16 KiB more, so that a page's steps mostly fit one block (writeStep makes room for a step
+ * at its largest: its texts escaped at 6 bytes a byte).
  */
 export function stepJsonSize(rows: CopyRows): number {
   let bytes = 240 * rows.length + 16 * 1024;
@@ -128,13 +139,13 @@ function putText(b: Buffer, pos: number, source: Buffer, at: Int32Array, f: numb
   return pos;
 }
 
-/** Caller JSON: a json field at `f`, else the jsonb one after it (steps before migration 5), else null. */
-function putCallerJson(b: Buffer, pos: number, source: Buffer, at: Int32Array, f: number): number {
+/** Caller JSON: the json field at `f`, else the jsonb one at `legacy` (steps before migration 5), else null. */
+function putCallerJson(b: Buffer, pos: number, source: Buffer, at: Int32Array, f: number, legacy: number): number {
   // json's binary form is its text; jsonb's is a version byte (1), then its text.
   if (at[f + 1]! >= 0) return put(b, pos, source, at[f]!, at[f]! + at[f + 1]!);
-  if (at[f + 3]! < 0) return putKey(b, pos, NULL);
-  if (source[at[f + 2]!] !== 1) throw new Error(`A jsonb value of binary version ${source[at[f + 2]!]}.`);
-  return put(b, pos, source, at[f + 2]! + 1, at[f + 2]! + at[f + 3]!);
+  if (at[legacy + 1]! < 0) return putKey(b, pos, NULL);
+  if (source[at[legacy]!] !== 1) throw new Error(`A jsonb value of binary version ${source[at[legacy]!]}.`);
+  return put(b, pos, source, at[legacy]! + 1, at[legacy]! + at[legacy + 1]!);
 }
 
 /** A safe integer's decimal digits. */
@@ -255,9 +266,9 @@ function putTimestamp(out: JsonBytes, b: Buffer, pos: number, source: Buffer, at
     ms = Number((us - (((us % 1000n) + 1000n) % 1000n)) / 1000n);
   }
   ms += POSTGRES_EPOCH_MS;
+  if (ms > MAX_DATE_MS || ms < -MAX_DATE_MS) return putKey(b, pos, NULL);
   const day = Math.floor(ms / DAY_MS);
   if (day !== out.day) {
-    if (Number.isNaN(new Date(ms).getTime())) return putKey(b, pos, NULL);
     const iso = new Date(day * DAY_MS).toISOString();
     out.dayPrefix = ascii(iso.slice(0, iso.indexOf('T') + 1));
     out.day = day;
@@ -286,42 +297,46 @@ export function writeStep(out: JsonBytes, rows: CopyRows, r: number, first: numb
   const data = rows.data[r]!;
   const at = rows.at;
   const i = 2 * (r * rows.fields + first);
+  const length = (f: number) => Math.max(at[i + f + 1]!, 0);
   // Room for the step at its largest: its texts escaped at 6 bytes a byte, its JSON as it is.
-  let variable = numericBytes(data, at, i + 18);
-  for (const f of [2, 4, 8, 10]) variable += 6 * Math.max(at[i + f + 1]!, 0);
-  for (let f = i + 22; f <= i + 30; f += 2) variable += Math.max(at[f + 1]!, 0);
-  out.room(FIXED_BYTES + variable);
+  out.room(FIXED_BYTES + numericBytes(data, at, i + F.cost)
+    + 6 * (length(F.type) + length(F.status) + length(F.model) + length(F.toolName))
+    + length(F.inputJson) + length(F.inputJsonb) + length(F.outputJson) + length(F.outputJsonb) + length(F.decision));
   const b = out.buffer;
   let pos = out.pos;
   pos = putKey(b, pos, KEYS.id);
-  pos = putUuid(b, pos, data, at[i]!);
+  pos = putUuid(b, pos, data, at[i + F.id]!);
   pos = putKey(b, pos, KEYS.type);
-  pos = putText(b, pos, data, at, i + 2);
+  pos = putText(b, pos, data, at, i + F.type);
   pos = putKey(b, pos, KEYS.status);
-  pos = putText(b, pos, data, at, i + 4);
+  pos = putText(b, pos, data, at, i + F.status);
   pos = putKey(b, pos, KEYS.sequence);
-  pos = putInteger(b, pos, data.readInt32BE(at[i + 2 * SEQUENCE_FIELD]!));
+  pos = putInteger(b, pos, data.readInt32BE(at[i + F.sequence]!));
   pos = putKey(b, pos, KEYS.model);
-  pos = putText(b, pos, data, at, i + 8);
+  pos = putText(b, pos, data, at, i + F.model);
   pos = putKey(b, pos, KEYS.toolName);
-  pos = putText(b, pos, data, at, i + 10);
+  pos = putText(b, pos, data, at, i + F.toolName);
   pos = putKey(b, pos, KEYS.promptTokens);
-  pos = putInt8(b, pos, data, at, i + 12);
+  pos = putInt8(b, pos, data, at, i + F.promptTokens);
   pos = putKey(b, pos, KEYS.completionTokens);
-  pos = putInt8(b, pos, data, at, i + 14);
+  pos = putInt8(b, pos, data, at, i + F.completionTokens);
   pos = putKey(b, pos, KEYS.cachedPromptTokens);
-  pos = putInt8(b, pos, data, at, i + 16);
+  pos = putInt8(b, pos, data, at, i + F.cachedPromptTokens);
   pos = putKey(b, pos, KEYS.cost);
-  pos = putNumeric(b, pos, data, at, i + 18);
+  pos = putNumeric(b, pos, data, at, i + F.cost);
   pos = putKey(b, pos, KEYS.duration);
-  pos = putInt8(b, pos, data, at, i + 20);
+  pos = putInt8(b, pos, data, at, i + F.duration);
   pos = putKey(b, pos, KEYS.input);
-  pos = putCallerJson(b, pos, data, at, i + 22);
+  pos = putCallerJson(b, pos, data, at, i + F.inputJson, i + F.inputJsonb);
   pos = putKey(b, pos, KEYS.output);
-  pos = putCallerJson(b, pos, data, at, i + 26);
+  pos = putCallerJson(b, pos, data, at, i + F.outputJson, i + F.outputJsonb);
   pos = putKey(b, pos, KEYS.decision);
-  pos = at[i + 31]! < 0 ? putKey(b, pos, NULL) : put(b, pos, data, at[i + 30]!, at[i + 30]! + at[i + 31]!);
+  const decision = i + F.decision;
+  pos = at[decision + 1]! < 0 ? putKey(b, pos, NULL) : put(b, pos, data, at[decision]!, at[decision]! + at[decision + 1]!);
   pos = putKey(b, pos, KEYS.createdAt);
-  pos = putTimestamp(out, b, pos, data, at, i + 32);
-  out.pos = putKey(b, pos, KEYS.close);
+  pos = putTimestamp(out, b, pos, data, at, i + F.createdAt);
+  pos = putKey(b, pos, KEYS.close);
+  // A Buffer drops writes past its end without a word: a room too small must fail, not cut the answer.
+  if (pos > b.length) throw new Error(`A step's JSON ran ${pos - b.length} bytes past the room made for it.`);
+  out.pos = pos;
 }

@@ -44,6 +44,13 @@ describe('binaryCopyRows', () => {
     for (const size of [1, 2, 3, 5, 19, 64, 1000, stream.length]) expect(texts(binaryCopyRows(cut(stream, size)))).toEqual(rows);
   });
 
+  it('when a row spans many chunks, some of them empty, then it reads whole', () => {
+    const big = 'é😀"'.repeat(30_000); // ~270 KB
+    const chunks = cut(copyStream([['a'], [big, null], ['b', 'c']].map((row) => [...row, null].slice(0, 2))), 1000)
+      .flatMap((chunk, i) => (i % 7 === 0 ? [Buffer.alloc(0), chunk] : [chunk]));
+    expect(texts(binaryCopyRows(chunks))).toEqual([['a', null], [big, null], ['b', 'c']]);
+  });
+
   it('when a row lies within a chunk, then its fields are views of that chunk, not copies', () => {
     const chunks = cut(copyStream([['a'.repeat(300)], ['b'.repeat(300)], ['c'.repeat(300)]]), 400);
     const rows = binaryCopyRows(chunks);

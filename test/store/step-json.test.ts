@@ -70,16 +70,16 @@ describe.each([
   });
 
   /** Writes steps with these columns (the rest plain); their sequences. */
-  async function insert(steps: Record<string, string | null>[]): Promise<number[]> {
+  async function insert(steps: Record<string, string | null>[]): Promise<number[]> { // `sequence`: else the next one
     const sequences: number[] = [];
-    for (const step of steps) {
+    for (const { sequence: given, ...step } of steps) {
       const columns = { type: 'MODEL_CALL', status: 'COMPLETED', decision: '{"outcome":"ALLOW"}', created_at: '2026-03-01 12:00:00+00', ...step };
       const names = Object.keys(columns);
-      sequences.push(++sequence);
+      sequences.push(given === undefined ? ++sequence : Number(given));
       await db.query(
         `INSERT INTO steps (id, run_id, workspace_id, sequence, ${names.join(', ')})
          VALUES ($1, $2, $3, $4, ${names.map((_, i) => `$${i + 5}`).join(', ')})`,
-        [randomUUID(), runId, workspaceId, sequence, ...Object.values(columns)],
+        [randomUUID(), runId, workspaceId, sequences.at(-1), ...Object.values(columns)],
       );
     }
     return sequences;
@@ -89,11 +89,14 @@ describe.each([
   async function both(sequences: number[]): Promise<{ written: string[]; postgres: string[] }> {
     const where = `s.run_id = '${runId}' AND s.sequence IN (${sequences.join(', ')})`;
     const rows = binaryCopyRows(await db.copyOut(`SELECT ${STEP_COLUMNS.join(', ')} FROM steps s WHERE ${where} ORDER BY s.sequence`));
-    const written = Array.from({ length: rows.length }, (_, r) => {
-      const out = new JsonBytes(stepJsonSize(rows));
+    // One answer for all, as a page is written (its date cache shared), cut back into steps.
+    const out = new JsonBytes(stepJsonSize(rows));
+    const ends = Array.from({ length: rows.length }, (_, r) => {
       writeStep(out, rows, r, 0);
-      return Buffer.concat(out.blocks()).toString('utf8');
+      return Buffer.concat(out.blocks()).length;
     });
+    const all = Buffer.concat(out.blocks());
+    const written = ends.map((end, r) => all.subarray(r > 0 ? ends[r - 1] : 0, end).toString('utf8'));
     const { rows: postgres } = await db.query<{ json: string }>(`SELECT ${POSTGRES_STEP_JSON} AS json FROM steps s WHERE ${where} ORDER BY s.sequence`);
     return { written, postgres: postgres.map((row) => row.json) };
   }
@@ -150,8 +153,38 @@ describe.each([
     expect(written.map((json) => JSON.parse(json).created_at)).toEqual(['2285-06-01T00:00:00.001Z', '1700-01-01T00:00:00.001Z']);
   });
 
+  it('when many steps, the largest for their bytes among them, fill block after block, then each lands whole', async () => {
+    // Empty type and status, every nullable column NULL and the integers at their longest: the
+    // most a step writes past its own bytes (the room writeStep makes for it has no slack here).
+    const widest = { type: '', status: '', model: null, tool_name: null, decision: '{}', created_at: '275760-09-13 00:00:00+00',
+      prompt_tokens: '-9223372036854775808', completion_tokens: '-9223372036854775808', cached_prompt_tokens: '-9223372036854775808', duration_ms: '-9223372036854775808' };
+    const sequences = await insert(Array.from({ length: 300 }, (_, n) => (n % 3 === 0
+      ? { ...widest, sequence: String(-2147483648 + n) }
+      : { model: ODD_TEXT.repeat(n % 7), input_json: JSON.stringify({ n, s: 'x'.repeat(n * 10) }), cost_usd: COSTS[n % COSTS.length]! })));
+    const where = `s.run_id = '${runId}' AND s.sequence IN (${sequences.join(', ')})`;
+    const rows = binaryCopyRows(await db.copyOut(`SELECT ${STEP_COLUMNS.join(', ')} FROM steps s WHERE ${where} ORDER BY s.sequence`));
+    const out = new JsonBytes(0); // blocks of 4 KiB, then 64 KiB; the widest steps come first
+    for (let r = 0; r < rows.length; r++) writeStep(out, rows, r, 0);
+    expect(out.blocks().length).toBeGreaterThan(3);
+    const { rows: written } = await db.query<{ json: string }>(`SELECT ${POSTGRES_STEP_JSON} AS json FROM steps s WHERE ${where} ORDER BY s.sequence`);
+    // Past year 9999 to_char writes no valid date; the widest steps' date as toISOString writes it.
+    const postgres = written.map((row) => row.json.replace('"275760-09-13T', '"+275760-09-13T'));
+    expect(Buffer.concat(out.blocks()).toString('utf8')).toBe(postgres.join(''));
+    // The widest step at every distance from a block's end: where the room it asks for is all
+    // that is left, a byte too few would throw (or, unchecked, cut the step).
+    const filler = Buffer.alloc(4096, 0x20);
+    for (let left = 0; left <= 1024; left++) {
+      const block = new JsonBytes(4096);
+      block.bytes(filler, 0, 4096 - left);
+      writeStep(block, rows, 0, 0);
+      expect(Buffer.concat(block.blocks()).subarray(4096 - left).toString('utf8')).toBe(postgres[0]);
+    }
+  });
+
   it('when a date lies past year 9999, then it is written as toISOString writes it (Postgres would write no valid date)', async () => {
-    const { written } = await both(await insert([{ created_at: '20000-01-01 00:00:00.25+00' }, { created_at: '294276-12-31 23:59:59+00' }]));
-    expect(written.map((json) => JSON.parse(json).created_at)).toEqual(['+020000-01-01T00:00:00.250Z', null]);
+    // The last two share a day: the one past a JavaScript date's last millisecond is null all the same.
+    const { written } = await both(await insert(['20000-01-01 00:00:00.25+00', '294276-12-31 23:59:59+00',
+      '275760-09-13 00:00:00+00', '275760-09-13 00:00:00.001+00'].map((date) => ({ created_at: date }))));
+    expect(written.map((json) => JSON.parse(json).created_at)).toEqual(['+020000-01-01T00:00:00.250Z', null, '+275760-09-13T00:00:00.000Z', null]);
   });
 });
