@@ -5,7 +5,7 @@ import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
 import { escapeLiteral } from 'pg';
 import { binaryCopyRows, field, fieldText, isNull, type CopyRows } from './binary-copy.js';
 import type { Queryable } from './db.js';
-import { JsonBytes, SEQUENCE_FIELD, STEP_COLUMNS, stepJsonSize, writeStep } from './step-json.js';
+import { JsonBytes, STEP_COLUMNS, stepJsonSize, stepSequence, writeStep } from './step-json.js';
 
 export type RunStatus = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
 export type StepStatus = 'ALLOWED' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
@@ -456,10 +456,6 @@ const stepPage = (runId: string, limit: number, after: number, until: number) =>
 /** A run detail's answer: its UTF-8 bytes, or pieces of them to send in turn. */
 export type RunDetailBody = Buffer[] | AsyncIterable<Buffer>;
 
-/** A step row's sequence. */
-const sequenceOf = (rows: CopyRows, r: number, first: number) =>
-  rows.data[r]!.readInt32BE(rows.at[2 * (r * rows.fields + first + SEQUENCE_FIELD)]!);
-
 /**
  * Writes the steps of `rows` (all but the row `skip`) in sequence order, a comma before each, or
  * before all but the first when `leading` is false; answers the last one's sequence. Postgres
@@ -467,14 +463,14 @@ const sequenceOf = (rows: CopyRows, r: number, first: number) =>
  */
 function writeSteps(out: JsonBytes, rows: CopyRows, first: number, leading: boolean, skip = -1): number | null {
   let order = Array.from({ length: rows.length }, (_, r) => r).filter((r) => r !== skip);
-  if (order.some((r, i) => i > 0 && sequenceOf(rows, order[i - 1]!, first) > sequenceOf(rows, r, first))) {
-    order = order.sort((a, b) => sequenceOf(rows, a, first) - sequenceOf(rows, b, first));
+  if (order.some((r, i) => i > 0 && stepSequence(rows, order[i - 1]!, first) > stepSequence(rows, r, first))) {
+    order = order.sort((a, b) => stepSequence(rows, a, first) - stepSequence(rows, b, first));
   }
   for (const [i, r] of order.entries()) {
     if (leading || i > 0) out.bytes(COMMA);
     writeStep(out, rows, r, first);
   }
-  return order.length ? sequenceOf(rows, order.at(-1)!, first) : null;
+  return order.length ? stepSequence(rows, order.at(-1)!, first) : null;
 }
 const COMMA = Buffer.from(',');
 const CLOSE = Buffer.from(']}');

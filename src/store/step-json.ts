@@ -27,8 +27,9 @@ export const STEP_COLUMNS: readonly string[] = COLUMNS.map(([, sql]) => sql);
 /** Where each column's offset is in a row's part of `CopyRows.at` (its length follows it). */
 const F = Object.fromEntries(COLUMNS.map(([name], i) => [name, 2 * i])) as Record<(typeof COLUMNS)[number][0], number>;
 
-/** Where STEP_COLUMNS's `sequence` is in a row, counting from its first step column. */
-export const SEQUENCE_FIELD = F.sequence / 2;
+/** The sequence of the step in row `r`, whose STEP_COLUMNS start at field `first`. */
+export const stepSequence = (rows: CopyRows, r: number, first: number): number =>
+  rows.data[r]!.readInt32BE(rows.at[2 * (r * rows.fields + first) + F.sequence]!);
 
 const ascii = (text: string) => Buffer.from(text, 'latin1');
 const KEYS = {
@@ -311,7 +312,7 @@ export function writeStep(out: JsonBytes, rows: CopyRows, r: number, first: numb
   pos = putKey(b, pos, KEYS.status);
   pos = putText(b, pos, data, at, i + F.status);
   pos = putKey(b, pos, KEYS.sequence);
-  pos = putInteger(b, pos, data.readInt32BE(at[i + F.sequence]!));
+  pos = putInteger(b, pos, stepSequence(rows, r, first));
   pos = putKey(b, pos, KEYS.model);
   pos = putText(b, pos, data, at, i + F.model);
   pos = putKey(b, pos, KEYS.toolName);
