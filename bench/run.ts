@@ -3,13 +3,13 @@
  * prefix, a fake OpenAI upstream, a bare pass-through proxy, the real daemon), drives load, and
  * writes bench/results/<date>.json and the tables in bench/README.md.
  *
- *   --duration <s>          seconds per measured cell (default 5; each cell also warms up 1 s)
+ *   --duration <s>          seconds per measured cell (default 5, in --rounds pieces; each cell also warms up 1 s)
  *   --connections <list>    concurrent connections (default 1,16,64)
  *   --only <list>           any of api, proxy, sse, history (default: all four)
  *   --soak <minutes>        add a soak: RSS sampled under steady load for that long
  *   --upstream-delay <ms>   the fake upstream's fixed delay before answering (default 10)
  *   --history-runs <n>      runs seeded for the history check (default 50500: ~1,000,000 steps)
- *   --rounds <n>            alternating rounds of the history check (default 4)
+ *   --rounds <n>            alternating rounds: the pieces each cell is measured in, and the history check's (default 4)
  *   --cpu-prof              profile the daemon (node --cpu-prof) into bench/profiles/
  *   --no-build              do not compile src/ first (the daemon runs from dist/)
  *   --daemon-root <dir>     run the daemon of another (built) checkout, for before/after runs
@@ -126,9 +126,9 @@ async function main(): Promise<void> {
     const idle = await idleRssMb(daemon.pid);
     log(`daemon RSS: ${atStartMb.toFixed(1)} MB 2 s after start; idle, every 5 s: ${idle.samples.join(', ')} MB`);
     const sampler = rssSampler(daemon.pid);
-    if (only.has('api')) report.api = await apiScenario(endpoints, connections, durationS, log);
-    if (only.has('proxy')) report.proxy = await proxyScenario(endpoints, probe.available, connections, durationS, log);
-    if (only.has('sse')) report.sse = await sseScenario(endpoints, probe.available, connections, durationS, log);
+    if (only.has('api')) report.api = await apiScenario(endpoints, connections, durationS, rounds, log);
+    if (only.has('proxy')) report.proxy = await proxyScenario(endpoints, probe.available, connections, durationS, rounds, log);
+    if (only.has('sse')) report.sse = await sseScenario(endpoints, probe.available, connections, durationS, rounds, log);
     const { peak } = sampler.stop();
     const afterLoad = await idleRssMb(daemon.pid);
     report.rss = {

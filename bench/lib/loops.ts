@@ -46,6 +46,48 @@ export async function loop(connections: number, durationS: number, operation: Op
   return { connections, durationS: elapsedS, ops: mine.length / elapsedS, latency: summarize(mine), errors, ...(firstError ? { firstError } : {}) };
 }
 
+/**
+ * One measurement taken in pieces: `run` adds `seconds` of it (after a warm-up on its first
+ * piece), `result` summarizes every piece's samples together.
+ */
+export interface Pooled<R> {
+  run(seconds: number): Promise<void>;
+  result(): R;
+}
+
+/**
+ * Measures each cell for `durationS` seconds in all, in `rounds` alternating pieces: round r runs
+ * every cell in turn, so a slow spell of the machine lands on every cell alike instead of on
+ * whichever one it met. What is compared is then measured at the same moments.
+ */
+export async function alternate(cells: Pooled<unknown>[], rounds: number, durationS: number): Promise<void> {
+  for (let r = 0; r < rounds; r++) {
+    for (const cell of cells) await cell.run(durationS / rounds);
+  }
+}
+
+/** `loop` in pieces, on one set of workers' connections (the dispatcher the operation uses). */
+export function pooledLoop(connections: number, operation: Operation, warmupS = 1): Pooled<LoopResult> {
+  const samples: number[] = [];
+  let seconds = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  let warm = warmupS <= 0;
+  return {
+    async run(s) {
+      if (!warm) await loop(connections, warmupS, operation);
+      warm = true;
+      const piece = await loop(connections, s, operation, samples);
+      seconds += piece.durationS;
+      errors += piece.errors;
+      firstError ??= piece.firstError;
+    },
+    result: () => ({
+      connections, durationS: seconds, ops: samples.length / seconds, latency: summarize(samples), errors, ...(firstError ? { firstError } : {}),
+    }),
+  };
+}
+
 export function pool(origin: string, connections: number): Pool {
   return new Pool(origin, { connections, pipelining: 1 });
 }
@@ -88,24 +130,26 @@ export async function read(dispatcher: Dispatcher, path: string, headers: Record
 export interface StreamTimes {
   ttfb: LatencySummary;
   ttlb: LatencySummary;
+  /** Streams read whole. */
   streams: number;
+  /** Streams per second. */
+  ops: number;
   errors: number;
   firstError?: string;
 }
 
 /**
- * C workers streaming for D seconds: time to the first body byte and to the last, from the
- * moment the request is handed to undici.
+ * C workers streaming, in pieces as `pooledLoop`: time to the first body byte and to the last,
+ * from the moment the request is handed to undici.
  */
-export async function streamLoop(
+export function pooledStreams(
   dispatcher: Dispatcher,
   request: () => Dispatcher.RequestOptions,
   connections: number,
-  durationS: number,
-): Promise<StreamTimes> {
+): Pooled<StreamTimes> {
   const ttfb: number[] = [];
   const ttlb: number[] = [];
-  const result = await loop(connections, durationS, async () => {
+  const stream = async () => {
     const t0 = performance.now();
     const res = await dispatcher.request(request());
     let first = NaN;
@@ -115,12 +159,22 @@ export async function streamLoop(
     if (res.statusCode !== 200) throw new HttpError(`stream answered ${res.statusCode}`);
     ttfb.push(first);
     ttlb.push(performance.now() - t0);
-  });
+  };
+  const streams = pooledLoop(connections, stream, 0);
+  let warm = false;
   return {
-    ttfb: summarize(ttfb),
-    ttlb: summarize(ttlb),
-    streams: ttfb.length,
-    errors: result.errors,
-    ...(result.firstError ? { firstError: result.firstError } : {}),
+    async run(seconds) {
+      if (!warm) {
+        await loop(connections, 1, stream);
+        ttfb.length = 0; // the warm-up's streams are not measured
+        ttlb.length = 0;
+        warm = true;
+      }
+      await streams.run(seconds);
+    },
+    result() {
+      const { ops, errors, firstError } = streams.result();
+      return { ttfb: summarize(ttfb), ttlb: summarize(ttlb), streams: ttfb.length, ops, errors, ...(firstError ? { firstError } : {}) };
+    },
   };
 }

@@ -131,7 +131,7 @@ export function markdown(r: BenchReport): string {
       '| conns | streams/s direct | direct TTFB p50 / p99 | direct TTLB p50 / p99 | floor added TTFB p50 / p99 | I/O floor added TTFB p50 / p99 | sidecar added TTFB p50 / p99 | sidecar added TTLB p50 / p99 |',
       '|---|---|---|---|---|---|---|---|');
     for (const s of r.sse) {
-      out.push(`| ${s.connections} | ${s.direct.streams} | ${f(s.direct.ttfb.p50)} / ${f(s.direct.ttfb.p99)} | ${f(s.direct.ttlb.p50)} / ${f(s.direct.ttlb.p99)} | ` +
+      out.push(`| ${s.connections} | ${f(s.direct.ops, 0)} | ${f(s.direct.ttfb.p50)} / ${f(s.direct.ttfb.p99)} | ${f(s.direct.ttlb.p50)} / ${f(s.direct.ttlb.p99)} | ` +
         `${signed(s.floorAdded.ttfb.p50)} / ${signed(s.floorAdded.ttfb.p99)} | ${signed(s.ioFloorAdded.ttfb.p50)} / ${signed(s.ioFloorAdded.ttfb.p99)} | ` +
         (s.sidecarAdded ? `${signed(s.sidecarAdded.ttfb.p50)} / ${signed(s.sidecarAdded.ttfb.p99)} | ${signed(s.sidecarAdded.ttlb.p50)} / ${signed(s.sidecarAdded.ttlb.p99)} |` : 'not measured | not measured |'));
     }

@@ -1,7 +1,7 @@
 /** The measured scenarios: proxy (direct / floor / I/O floor / sidecar), SSE streams, and the run API. */
 import { Pool } from 'undici';
-import { runCell, type CellResult, type Target } from './load.js';
-import { json, loop, pool, streamLoop, type LoopResult, type StreamTimes } from './loops.js';
+import { pooledCell, type CellResult, type Target } from './load.js';
+import { alternate, json, pool, pooledLoop, pooledStreams, type LoopResult, type StreamTimes } from './loops.js';
 import type { DaemonProcess } from './processes.js';
 import { round } from './stats.js';
 
@@ -83,6 +83,9 @@ export interface Added {
   p99: number;
 }
 
+/** A log line's added milliseconds, with their sign. */
+const signed = (ms: number) => `${ms >= 0 ? '+' : ''}${ms}`;
+
 const added = (cell: { latency: { p50: number; p99: number } }, base: { latency: { p50: number; p99: number } }): Added => ({
   p50: round(cell.latency.p50 - base.latency.p50, 3),
   p99: round(cell.latency.p99 - base.latency.p99, 3),
@@ -104,17 +107,22 @@ export interface ProxyRow {
   floorVsDirectRps: number;
 }
 
-export async function proxyScenario(e: Endpoints, withSidecar: boolean, connections: number[], durationS: number,
+export async function proxyScenario(e: Endpoints, withSidecar: boolean, connections: number[], durationS: number, rounds: number,
   log: (line: string) => void): Promise<ProxyRow[]> {
   const t = targets(e, CHAT);
   const rows: ProxyRow[] = [];
   for (const c of connections) {
-    // Interleaved in one cell per connection count, so all of them see the same machine noise.
-    const direct = await runCell(t.direct, c, durationS);
-    const floor = await runCell(t.floor, c, durationS);
-    const ioFloor = await runCell(t.ioFloor, c, durationS);
-    const sidecar = withSidecar ? await runCell(t.sidecar, c, durationS) : undefined;
-    const perCall = withSidecar ? await runCell(t.sidecarPerCallRun, c, durationS) : undefined;
+    // Alternated in rounds within one cell per connection count, so all of them see the same machine noise.
+    const cells = {
+      direct: pooledCell(t.direct, c),
+      floor: pooledCell(t.floor, c),
+      ioFloor: pooledCell(t.ioFloor, c),
+      ...(withSidecar ? { sidecar: pooledCell(t.sidecar, c), perCall: pooledCell(t.sidecarPerCallRun, c) } : {}),
+    };
+    await alternate(Object.values(cells), rounds, durationS);
+    const [direct, floor, ioFloor] = [cells.direct.result(), cells.floor.result(), cells.ioFloor.result()];
+    const sidecar = cells.sidecar?.result();
+    const perCall = cells.perCall?.result();
     const row: ProxyRow = {
       connections: c,
       direct,
@@ -135,10 +143,10 @@ export async function proxyScenario(e: Endpoints, withSidecar: boolean, connecti
     };
     rows.push(row);
     log(`proxy c=${c}: direct ${direct.rps.toFixed(0)}/s p50 ${direct.latency.p50.toFixed(2)} p99 ${direct.latency.p99.toFixed(2)} ms | ` +
-      `floor ${floor.rps.toFixed(0)}/s +${row.floorAdded.p50}/+${row.floorAdded.p99} ms | ` +
-      `I/O floor ${ioFloor.rps.toFixed(0)}/s +${row.ioFloorAdded.p50}/+${row.ioFloorAdded.p99} ms` +
-      (sidecar ? ` | sidecar ${sidecar.rps.toFixed(0)}/s +${row.sidecarAdded!.p50}/+${row.sidecarAdded!.p99} ms (${row.sidecarVsFloorRps} of floor)` +
-        ` | per-call run ${perCall!.rps.toFixed(0)}/s +${row.sidecarPerCallRunAdded!.p50}/+${row.sidecarPerCallRunAdded!.p99} ms` : '') +
+      `floor ${floor.rps.toFixed(0)}/s ${signed(row.floorAdded.p50)}/${signed(row.floorAdded.p99)} ms | ` +
+      `I/O floor ${ioFloor.rps.toFixed(0)}/s ${signed(row.ioFloorAdded.p50)}/${signed(row.ioFloorAdded.p99)} ms` +
+      (sidecar ? ` | sidecar ${sidecar.rps.toFixed(0)}/s ${signed(row.sidecarAdded!.p50)}/${signed(row.sidecarAdded!.p99)} ms (${row.sidecarVsFloorRps} of floor)` +
+        ` | per-call run ${perCall!.rps.toFixed(0)}/s ${signed(row.sidecarPerCallRunAdded!.p50)}/${signed(row.sidecarPerCallRunAdded!.p99)} ms` : '') +
       ([direct, floor, ioFloor, sidecar, perCall].some((x) => x && (x.errors || x.non2xx)) ? ' (ERRORS: see JSON)' : ''));
   }
   return rows;
@@ -155,7 +163,7 @@ export interface SseRow {
   sidecarAdded?: { ttfb: Added; ttlb: Added };
 }
 
-export async function sseScenario(e: Endpoints, withSidecar: boolean, connections: number[], durationS: number,
+export async function sseScenario(e: Endpoints, withSidecar: boolean, connections: number[], durationS: number, rounds: number,
   log: (line: string) => void): Promise<SseRow[]> {
   const t = targets(e, CHAT_STREAM);
   const rows: SseRow[] = [];
@@ -164,21 +172,26 @@ export async function sseScenario(e: Endpoints, withSidecar: boolean, connection
     ttlb: added({ latency: x.ttlb }, { latency: base.ttlb }),
   });
   for (const c of connections) {
-    const measure = async (target: Target) => {
+    const dispatchers: Pool[] = [];
+    const streams = (target: Target) => {
       const url = new URL(target.url);
       const dispatcher = new Pool(url.origin, { connections: c });
-      try {
-        const request = () => ({ method: 'POST' as const, path: url.pathname, headers: target.headers!, body: target.body! });
-        await streamLoop(dispatcher, request, c, 1); // warm-up
-        return await streamLoop(dispatcher, request, c, durationS);
-      } finally {
-        await dispatcher.close();
-      }
+      dispatchers.push(dispatcher);
+      return pooledStreams(dispatcher, () => ({ method: 'POST', path: url.pathname, headers: target.headers!, body: target.body! }), c);
     };
-    const direct = await measure(t.direct);
-    const floor = await measure(t.floor);
-    const ioFloor = await measure(t.ioFloor);
-    const sidecar = withSidecar ? await measure(t.sidecar) : undefined;
+    let direct: StreamTimes, floor: StreamTimes, ioFloor: StreamTimes, sidecar: StreamTimes | undefined;
+    try {
+      const cells = {
+        direct: streams(t.direct),
+        floor: streams(t.floor),
+        ioFloor: streams(t.ioFloor),
+        ...(withSidecar ? { sidecar: streams(t.sidecar) } : {}),
+      };
+      await alternate(Object.values(cells), rounds, durationS);
+      [direct, floor, ioFloor, sidecar] = [cells.direct.result(), cells.floor.result(), cells.ioFloor.result(), cells.sidecar?.result()];
+    } finally {
+      await Promise.all(dispatchers.map((d) => d.close()));
+    }
     const row: SseRow = {
       connections: c,
       direct,
@@ -190,8 +203,8 @@ export async function sseScenario(e: Endpoints, withSidecar: boolean, connection
     };
     rows.push(row);
     log(`sse c=${c}: direct ttfb p50 ${direct.ttfb.p50.toFixed(2)} p99 ${direct.ttfb.p99.toFixed(2)} ms | ` +
-      `floor +${row.floorAdded.ttfb.p50}/+${row.floorAdded.ttfb.p99} ms | I/O floor +${row.ioFloorAdded.ttfb.p50}/+${row.ioFloorAdded.ttfb.p99} ms` +
-      (sidecar ? ` | sidecar ttfb +${row.sidecarAdded!.ttfb.p50}/+${row.sidecarAdded!.ttfb.p99} ms, ttlb +${row.sidecarAdded!.ttlb.p50}/+${row.sidecarAdded!.ttlb.p99} ms` : '') +
+      `floor ${signed(row.floorAdded.ttfb.p50)}/${signed(row.floorAdded.ttfb.p99)} ms | I/O floor ${signed(row.ioFloorAdded.ttfb.p50)}/${signed(row.ioFloorAdded.ttfb.p99)} ms` +
+      (sidecar ? ` | sidecar ttfb ${signed(row.sidecarAdded!.ttfb.p50)}/${signed(row.sidecarAdded!.ttfb.p99)} ms, ttlb ${signed(row.sidecarAdded!.ttlb.p50)}/${signed(row.sidecarAdded!.ttlb.p99)} ms` : '') +
       ([direct, floor, ioFloor, sidecar].some((x) => x?.errors) ? ` (ERRORS: ${[direct, floor, ioFloor, sidecar].find((x) => x?.errors)?.firstError})` : ''));
   }
   return rows;
@@ -239,7 +252,7 @@ export function stepPairLoop(api: Pool, headers: Record<string, string>, runIds:
   };
 }
 
-export async function apiScenario(e: Endpoints, connections: number[], durationS: number, log: (line: string) => void): Promise<ApiRow[]> {
+export async function apiScenario(e: Endpoints, connections: number[], durationS: number, rounds: number, log: (line: string) => void): Promise<ApiRow[]> {
   const headers = apiHeaders(e.daemon);
   const rows: ApiRow[] = [];
   for (const c of connections) {
@@ -259,12 +272,9 @@ export async function apiScenario(e: Endpoints, connections: number[], durationS
       const runIds = await startRuns(api, headers, c, `bench-steps-${c}`);
       const sequences = runIds.map(() => 0);
       const stepOp = stepPairLoop(api, headers, runIds, sequences);
-      await loop(c, 1, baselineOp);
-      const baseline = await loop(c, durationS, baselineOp);
-      await loop(c, 1, runOp);
-      const runPairs = await loop(c, durationS, runOp);
-      await loop(c, 1, stepOp);
-      const stepPairs = await loop(c, durationS, stepOp);
+      const cells = { baseline: pooledLoop(c, baselineOp), runPairs: pooledLoop(c, runOp), stepPairs: pooledLoop(c, stepOp) };
+      await alternate(Object.values(cells), rounds, durationS);
+      const [baseline, runPairs, stepPairs] = [cells.baseline.result(), cells.runPairs.result(), cells.stepPairs.result()];
       await Promise.all(runIds.map((id) => json(api, 'POST', `/v1/runs/${id}/end`, headers, { status: 'COMPLETED' }, 200)));
       const row: ApiRow = {
         connections: c,
