@@ -88,25 +88,37 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
      ON CONFLICT (workspace_id, user_id) DO UPDATE SET run_count = u.run_count + EXCLUDED.run_count`,
     [workspaceId],
   );
-  for (const [table, key] of [['usage_daily', ''], ['user_usage_daily', 'user_id,']] as const) {
-    await db.query(
-      `INSERT INTO ${table} AS d (workspace_id, ${key} day, spend_micros, runs)
-       SELECT r.workspace_id, ${key ? 'r.user_id,' : ''} (r.started_at AT TIME ZONE 'UTC')::date,
-         round(sum(coalesce(c.cost, 0)) * 1000000), count(*) FILTER (WHERE r.status <> 'BLOCKED')
-       FROM runs r LEFT JOIN (SELECT run_id, sum(cost_usd) AS cost FROM steps WHERE workspace_id = $1 GROUP BY run_id) c
-         ON c.run_id = r.id
-       WHERE r.workspace_id = $1 AND r.user_id LIKE 'user-%'
-       GROUP BY r.workspace_id, ${key ? 'r.user_id,' : ''} (r.started_at AT TIME ZONE 'UTC')::date
-       ON CONFLICT (workspace_id, ${key} day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros,
-         runs = d.runs + EXCLUDED.runs`,
-      [workspaceId],
-    );
-  }
+  await addUsage(db, workspaceId, "LIKE 'user-%'");
   await db.query('COMMIT');
   await db.query('VACUUM ANALYZE');
   const { rows } = await db.query<{ runs: string; steps: string }>(
     'SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM steps) AS steps');
   return { runs: Number(rows[0]!.runs), steps: Number(rows[0]!.steps), seconds: round((performance.now() - t0) / 1000, 1) };
+}
+
+/**
+ * The daily usage rows the daemon would have kept for the seeded runs of users matching `users`
+ * (an SQL predicate on user_id), counted as it counts them: a run on its start's UTC day, a step's
+ * cost rounded to microdollars on its finish's UTC day. So `runguard reconcile` finds no drift.
+ */
+async function addUsage(db: pg.Client, workspaceId: string, users: string): Promise<void> {
+  for (const [table, key] of [['usage_daily', ''], ['user_usage_daily', 'user_id,']] as const) {
+    await db.query(
+      `INSERT INTO ${table} AS d (workspace_id, ${key} day, spend_micros, runs)
+       SELECT workspace_id, ${key} day, sum(spend), sum(runs) FROM (
+         SELECT s.workspace_id, r.user_id, (s.finished_at AT TIME ZONE 'UTC')::date AS day, round(s.cost_usd * 1000000) AS spend, 0 AS runs
+         FROM steps s JOIN runs r ON r.id = s.run_id
+         WHERE s.workspace_id = $1 AND r.user_id ${users} AND s.cost_usd IS NOT NULL
+         UNION ALL
+         SELECT workspace_id, user_id, (started_at AT TIME ZONE 'UTC')::date, 0, 1
+         FROM runs WHERE workspace_id = $1 AND user_id ${users} AND status <> 'BLOCKED'
+       ) x
+       GROUP BY workspace_id, ${key} day
+       ON CONFLICT (workspace_id, ${key} day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros,
+         runs = d.runs + EXCLUDED.runs`,
+      [workspaceId],
+    );
+  }
 }
 
 /** One COMPLETED run with `steps` steps, for the run detail read; its id. */
@@ -127,6 +139,7 @@ export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: n
      FROM generate_series(1, $5::int) s`,
     [id, workspaceId, MODEL, DECISION_ALLOW, steps],
   );
+  await addUsage(db, workspaceId, "= 'detail-user'");
   return id;
 }
 
