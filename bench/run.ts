@@ -3,7 +3,7 @@
  * prefix, a fake OpenAI upstream, a bare pass-through proxy, the real daemon), drives load, and
  * writes bench/results/<date>.json and the tables in bench/README.md.
  *
- *   --duration <s>          seconds per measured cell (default 5, in --rounds pieces; each cell also warms up 1 s)
+ *   --duration <s>          seconds per measured cell (default 5, in --rounds pieces; each cell also warms up)
  *   --connections <list>    concurrent connections (default 1,16,64)
  *   --only <list>           any of api, proxy, sse, history (default: all four)
  *   --soak <minutes>        add a soak: RSS sampled under steady load for that long
@@ -63,6 +63,7 @@ const upstreamDelayMs = Number(flags['upstream-delay']);
 const historyRuns = Math.round(positive('history-runs', flags['history-runs']));
 const historyUsers = Math.round(positive('history-users', flags['history-users']));
 const rounds = Math.round(positive('rounds', flags.rounds));
+if (rounds < 1) throw new Error(`--rounds must be at least 1 (got ${flags.rounds})`);
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const cleanups: (() => Promise<unknown>)[] = [];

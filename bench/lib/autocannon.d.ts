@@ -10,6 +10,8 @@ declare module 'autocannon' {
     duration?: number;
     pipelining?: number;
     timeout?: number;
+    /** Milliseconds between its samples, and between its looks at the clock. */
+    sampleInt?: number;
   }
   interface Result {
     duration: number;

@@ -88,7 +88,7 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
      ON CONFLICT (workspace_id, user_id) DO UPDATE SET run_count = u.run_count + EXCLUDED.run_count`,
     [workspaceId],
   );
-  await addUsage(db, workspaceId, "LIKE 'user-%'");
+  await addUsage(db, workspaceId, (run) => `${run}.user_id LIKE 'user-%'`);
   await db.query('COMMIT');
   await db.query('VACUUM ANALYZE');
   const { rows } = await db.query<{ runs: string; steps: string }>(
@@ -97,21 +97,22 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
 }
 
 /**
- * The daily usage rows the daemon would have kept for the seeded runs of users matching `users`
- * (an SQL predicate on user_id), counted as it counts them: a run on its start's UTC day, a step's
- * cost rounded to microdollars on its finish's UTC day. So `runguard reconcile` finds no drift.
+ * The daily usage rows the daemon would have kept for the seeded runs that `runs` picks (an SQL
+ * condition on the runs table, given its alias), counted as it counts them: a run on its start's
+ * UTC day, a step's cost rounded to microdollars on its finish's UTC day. So `runguard reconcile`
+ * finds no drift in them.
  */
-async function addUsage(db: pg.Client, workspaceId: string, users: string): Promise<void> {
+async function addUsage(db: pg.Client, workspaceId: string, runs: (alias: string) => string): Promise<void> {
   for (const [table, key] of [['usage_daily', ''], ['user_usage_daily', 'user_id,']] as const) {
     await db.query(
       `INSERT INTO ${table} AS d (workspace_id, ${key} day, spend_micros, runs)
        SELECT workspace_id, ${key} day, sum(spend), sum(runs) FROM (
          SELECT s.workspace_id, r.user_id, (s.finished_at AT TIME ZONE 'UTC')::date AS day, round(s.cost_usd * 1000000) AS spend, 0 AS runs
          FROM steps s JOIN runs r ON r.id = s.run_id
-         WHERE s.workspace_id = $1 AND r.user_id ${users} AND s.cost_usd IS NOT NULL
+         WHERE s.workspace_id = $1 AND ${runs('r')} AND s.cost_usd IS NOT NULL
          UNION ALL
-         SELECT workspace_id, user_id, (started_at AT TIME ZONE 'UTC')::date, 0, 1
-         FROM runs WHERE workspace_id = $1 AND user_id ${users} AND status <> 'BLOCKED'
+         SELECT r.workspace_id, r.user_id, (r.started_at AT TIME ZONE 'UTC')::date, 0, 1
+         FROM runs r WHERE r.workspace_id = $1 AND ${runs('r')} AND r.status <> 'BLOCKED'
        ) x
        GROUP BY workspace_id, ${key} day
        ON CONFLICT (workspace_id, ${key} day) DO UPDATE SET spend_micros = d.spend_micros + EXCLUDED.spend_micros,
@@ -123,6 +124,8 @@ async function addUsage(db: pg.Client, workspaceId: string, users: string): Prom
 
 /** One COMPLETED run with `steps` steps, for the run detail read; its id. */
 export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: number): Promise<string> {
+  // One transaction: a daemon's periodic reconcile must not see the steps without their usage.
+  await db.query('BEGIN');
   const { rows } = await db.query<{ id: string }>(
     `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at)
      VALUES (gen_random_uuid(), $1, 'detail-user', 'COMPLETED', $2::json, now() - interval '1 hour', now() - interval '30 minutes')
@@ -139,7 +142,8 @@ export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: n
      FROM generate_series(1, $5::int) s`,
     [id, workspaceId, MODEL, DECISION_ALLOW, steps],
   );
-  await addUsage(db, workspaceId, "= 'detail-user'");
+  await addUsage(db, workspaceId, (run) => `${run}.id = '${id}'`);
+  await db.query('COMMIT');
   return id;
 }
 

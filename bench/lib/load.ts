@@ -23,6 +23,10 @@ export interface CellResult {
   non2xx: number;
 }
 
+/**
+ * One autocannon run. Its first response on each connection is not a sample: autocannon starts a
+ * request's clock before the connection is open, so that one includes the TCP connect.
+ */
 function once(target: Target, connections: number, durationS: number, onLatency?: (ms: number) => void) {
   return new Promise<{ durationS: number; errors: number; non2xx: number }>((resolve, reject) => {
     const instance = autocannon(
@@ -33,14 +37,19 @@ function once(target: Target, connections: number, durationS: number, onLatency?
         ...(target.body === undefined ? {} : { body: target.body }),
         connections,
         duration: durationS,
+        // autocannon looks at its clock on this tick only: at its default (1 s) a 1.25 s run ran 2 s.
+        sampleInt: 50,
         timeout: 30,
       },
       (error, result) => {
         if (error) return reject(error);
-        resolve({ durationS: result.duration, errors: result.errors + result.timeouts, non2xx: result.non2xx });
+        // `errors` counts timeouts too.
+        resolve({ durationS: result.duration, errors: result.errors, non2xx: result.non2xx });
       },
     );
-    instance.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => {
+    const connected = new WeakSet<object>();
+    instance.on('response', (client: object, status: number, _bytes: number, ms: number) => {
+      if (!connected.has(client)) return void connected.add(client);
       if (status >= 200 && status < 300) onLatency?.(ms);
     });
   });
@@ -48,8 +57,8 @@ function once(target: Target, connections: number, durationS: number, onLatency?
 
 /**
  * A cell in pieces (see `alternate` in loops.ts). Each piece is a new autocannon with connections
- * of its own, so each warms up first: 1 s before the first piece (JIT, pools, caches), 0.25 s
- * before the others, so no piece's samples include opening its connections.
+ * of its own. The daemon and the servers warm up before the first piece (1 s: JIT, pools,
+ * caches) and briefly before the others (0.25 s), as the other cells have run meanwhile.
  */
 export function pooledCell(target: Target, connections: number, warmupS = 1): Pooled<CellResult> {
   const samples: number[] = [];

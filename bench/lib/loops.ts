@@ -47,8 +47,8 @@ export async function loop(connections: number, durationS: number, operation: Op
 }
 
 /**
- * One measurement taken in pieces: `run` adds `seconds` of it (after a warm-up on its first
- * piece), `result` summarizes every piece's samples together.
+ * One measurement taken in pieces: `run` adds `seconds` of it (after a warm-up, as the kind of
+ * measurement needs), `result` summarizes every piece's samples together.
  */
 export interface Pooled<R> {
   run(seconds: number): Promise<void>;

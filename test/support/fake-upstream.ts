@@ -23,6 +23,8 @@ export interface FakeUpstreamOptions {
    * Per request: header `x-fake-abort-after-events`.
    */
   abortAfterEvents?: number;
+  /** How long an idle keep-alive connection stays open, in ms. @default Node's (5 s) */
+  keepAliveTimeoutMs?: number;
   /** The assistant's reply; streamed one word per delta. @default 'Hello from the fake upstream.' */
   reply?: string;
   /** Prompt tokens reported (cache reads and writes included). @default promptTokensFor(body) */
@@ -146,6 +148,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     return undefined;
   }
 
+  if (options.keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = options.keepAliveTimeoutMs;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
