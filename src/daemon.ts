@@ -14,6 +14,7 @@ import { periodicReconcile } from './service/reconcile.js';
 import { createStaleRunSweeper } from './service/stale-run-sweeper.js';
 import type { CounterStore } from './store/counters.js';
 import { embeddedDb, postgresDb, type Db } from './store/db.js';
+import { buildLateIndexes, buildLateIndexesNow } from './store/late-indexes.js';
 import { migrate } from './store/migrations.js';
 import { RedisCounters, redisClient } from './store/redis-counters.js';
 import { SqlCounters } from './store/sql-counters.js';
@@ -107,6 +108,7 @@ export interface Daemon {
 
 export async function startDaemon(config: Config, logger: Logger, out: NodeJS.WritableStream = process.stdout): Promise<Daemon> {
   const stores = await openStores(config, logger);
+  if (stores.db.kind === 'embedded') await buildLateIndexesNow(stores.db);
   const created = await bootstrapWorkspace(stores.db, config.defaultPlan, resolve(config.dataDir));
   if (created) {
     // Shown once, on the terminal only: never through the logger.
@@ -171,6 +173,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
   }
   sweeper.start();
   reconciler.start();
+  const indexes = config.databaseUrl ? buildLateIndexes(config.databaseUrl, logger.child({ component: 'indexes' })) : null;
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
   let closing: Promise<void> | null = null;
   return {
@@ -179,7 +182,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     stores,
     close() {
       closing ??= (async () => {
-        await Promise.all([sweeper.stop(), reconciler.stop()]);
+        await Promise.all([sweeper.stop(), reconciler.stop(), indexes?.stop()]);
         await closeWithin(app, config.shutdownGraceMs, logger);
         await providers.close();
         await stores.close();

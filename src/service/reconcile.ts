@@ -27,7 +27,7 @@ const utcDay = (column: string) => `(${column} AT TIME ZONE 'UTC')::date`;
 /** The first instant of the UTC day $1 (a date alone compared with a timestamptz would be in the session's zone). */
 const FROM_INSTANT = `($1::date::timestamp AT TIME ZONE 'UTC')`;
 
-const USAGE_DRIFT = `
+export const USAGE_DRIFT = `
   WITH expected AS (
     SELECT workspace_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
       SELECT workspace_id, ${utcDay('finished_at')} AS day, least(round(cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
@@ -43,7 +43,7 @@ const USAGE_DRIFT = `
     ON d.workspace_id = e.workspace_id AND d.day = e.day
   WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
 
-const USER_USAGE_DRIFT = `
+export const USER_USAGE_DRIFT = `
   WITH expected AS (
     SELECT workspace_id, user_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
       SELECT s.workspace_id, r.user_id, ${utcDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
