@@ -4,10 +4,9 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { ADVISORY_LOCKS } from './store/advisory-locks.js';
 import type { Db } from './store/db.js';
 import { createApiKey, createWorkspace, type Plan } from './store/workspaces.js';
-
-const BOOTSTRAP_LOCK = 7_318_842_002;
 
 export interface Bootstrapped {
   workspaceId: string;
@@ -18,7 +17,7 @@ export interface Bootstrapped {
 /** Null when the database already has a workspace (another daemon, or an earlier start). */
 export async function bootstrapWorkspace(db: Db, plan: Plan, dataDir: string): Promise<Bootstrapped | null> {
   const created = await db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [BOOTSTRAP_LOCK]);
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.bootstrap]);
     const { rows } = await tx.query('SELECT 1 FROM workspaces LIMIT 1');
     if (rows.length > 0) return null;
     const workspace = await createWorkspace(tx, 'default', plan);

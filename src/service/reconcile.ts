@@ -6,6 +6,7 @@
  * of spend can lag behind (a write lost in a crash) and is raised to the records.
  */
 import type { Logger } from 'pino';
+import { ADVISORY_LOCKS } from '../store/advisory-locks.js';
 import { recordedSpend, SPEND_CAP_MICROS, type CounterStore } from '../store/counters.js';
 import type { Db, Queryable } from '../store/db.js';
 
@@ -85,9 +86,6 @@ export async function reconcile(
   return { checkedFrom: from, drifts, repaired: options.repair };
 }
 
-/** A fixed advisory lock id: one reconcile's check and repair at a time, across daemons. */
-const RECONCILE_LOCK = 7_318_842_003;
-
 /**
  * Checks and repairs in one transaction, under the reconcile lock. Each drift is repaired by
  * adding its difference (expected minus found, both read by one statement, so from one snapshot)
@@ -98,7 +96,7 @@ const RECONCILE_LOCK = 7_318_842_003;
  */
 async function checkAndRepair(db: Db, from: string) {
   return db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [RECONCILE_LOCK]);
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.reconcile]);
     const usage = (await tx.query<Record<string, string>>(USAGE_DRIFT, [from])).rows;
     const userUsage = (await tx.query<Record<string, string>>(USER_USAGE_DRIFT, [from])).rows;
     await addDifferences(tx, 'usage_daily', usage);

@@ -7,11 +7,13 @@
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { ADVISORY_LOCKS } from './advisory-locks.js';
 import type { Db } from './db.js';
 
 interface LateIndex {
   name: string;
-  /** What follows `CREATE INDEX <name>`. */
+  table: string;
+  /** What follows `CREATE INDEX <name> ON <table>`. */
   definition: string;
 }
 
@@ -19,50 +21,62 @@ export const LATE_INDEXES: readonly LateIndex[] = [
   // The reconcile recounts the last days' spend from the steps finished in them: without this it
   // reads every step ever recorded (~0.2-0.5 s at a million, growing with history). Partial: a
   // step without a cost is never counted, and never costs an entry.
-  { name: 'steps_priced_finish', definition: 'ON steps (finished_at) WHERE cost_usd IS NOT NULL' },
+  { name: 'steps_priced_finish', table: 'steps', definition: '(finished_at) WHERE cost_usd IS NOT NULL' },
 ];
 
-/** Daemons starting together: one builds, the others go on without waiting. */
-const BUILD_LOCK = 7_318_842_002;
-
 export interface LateIndexBuild {
-  /** Resolves when the build has ended: built, found built, left to another daemon, or failed (logged). */
+  /**
+   * Resolves when the build has ended: built, found built, left to the daemon that holds the
+   * lock, stopped, or failed (logged). An index left invalid is built again at the next start.
+   */
   readonly done: Promise<void>;
-  /** Stops a build in progress (an index cut short is dropped and built again next time) and waits for it. */
+  /** Cancels a build in progress, and waits for it to end (at most a few seconds). */
   stop(): Promise<void>;
 }
 
 /** The embedded database is one process's: its indexes are built at once, in the open. */
 export async function buildLateIndexesNow(db: Db): Promise<void> {
-  for (const index of LATE_INDEXES) await db.exec(`CREATE INDEX IF NOT EXISTS ${index.name} ${index.definition}`);
+  for (const index of LATE_INDEXES) await db.exec(`CREATE INDEX IF NOT EXISTS ${index.name} ON ${index.table} ${index.definition}`);
 }
+
+class Stopped extends Error {}
 
 /** Starts building the late indexes on Postgres at `connectionString`, in the background. */
 export function buildLateIndexes(connectionString: string, logger?: Logger): LateIndexBuild {
   // Not the pool's: its statement timeout would cut a long build, and a session lock needs a
   // connection that stays the same.
-  const client = new pg.Client({ connectionString, application_name: 'runguard-indexes' });
+  const client = new pg.Client({
+    connectionString, application_name: 'runguard-indexes', connectionTimeoutMillis: 10_000, keepAlive: true,
+  });
   client.on('error', () => {}); // the statement in progress fails instead
   let stopping = false;
-  let finished = false;
+  let backendPid: number | null = null;
+  const query = async <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => {
+    if (stopping) throw new Stopped();
+    return (await client.query<R>(sql, params)).rows;
+  };
   const run = async () => {
     await client.connect();
-    await client.query('SET statement_timeout = 0');
-    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [BUILD_LOCK]);
-    if (!rows[0]?.locked) return;
+    backendPid = (await query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))[0]!.pid;
+    // A build waits for the transactions that write to the table; no timeout set on the role or
+    // database may cut it (it would leave an invalid index, and again at every start).
+    await query('SET statement_timeout = 0');
+    await query('SET lock_timeout = 0');
+    const [lock] = await query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [ADVISORY_LOCKS.lateIndexes]);
+    if (!lock?.locked) return;
     for (const index of LATE_INDEXES) {
-      if (stopping) return;
-      const { rows: found } = await client.query<{ valid: boolean }>(
+      // The index as `CREATE ... ON <table>` would name it: in the table's schema, by search_path.
+      const [found] = await query<{ valid: boolean }>(
         `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-         WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace`,
-        [index.name],
+         WHERE c.relname = $1 AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass($2))`,
+        [index.name, index.table],
       );
-      if (found[0]?.valid) continue;
+      if (found?.valid) continue;
       // A concurrent build cut short (a stop, a crash) leaves its index invalid: never used, but
       // still written to. It is dropped and built again.
-      if (found[0]) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index.name}`);
+      if (found) await query(`DROP INDEX CONCURRENTLY IF EXISTS ${index.name}`);
       const started = performance.now();
-      await client.query(`CREATE INDEX CONCURRENTLY ${index.name} ${index.definition}`);
+      await query(`CREATE INDEX CONCURRENTLY ${index.name} ON ${index.table} ${index.definition}`);
       logger?.info({ index: index.name, ms: Math.round(performance.now() - started) }, 'index built');
     }
   };
@@ -70,22 +84,35 @@ export function buildLateIndexes(connectionString: string, logger?: Logger): Lat
     .catch((error: unknown) => {
       if (!stopping) logger?.warn({ err: error }, 'building an index failed: the reconcile reads without it until the next start');
     })
-    .finally(() => {
-      finished = true;
-      return client.end().catch(() => {});
-    });
+    .finally(() => client.end().catch(() => {}));
+  let settled = false;
+  void done.then(() => (settled = true));
+
+  /** Postgres does not see a client leave in the middle of a statement: the build is cancelled. */
+  const cancel = async (pid: number) => {
+    const canceller = new pg.Client({ connectionString, connectionTimeoutMillis: 2_000 });
+    canceller.on('error', () => {});
+    try {
+      await canceller.connect();
+      await canceller.query('SELECT pg_cancel_backend($1)', [pid]);
+    } catch {
+      // Postgres unreachable: the deadline below ends the wait
+    } finally {
+      await canceller.end().catch(() => {});
+    }
+  };
   return {
     done,
     async stop() {
       stopping = true;
-      // Postgres does not see a client leave in the middle of a statement: the build is cancelled.
-      const pid = (client as unknown as { processID?: number }).processID;
-      if (pid && !finished) {
-        const canceller = new pg.Client({ connectionString, connectionTimeoutMillis: 5_000 });
-        canceller.on('error', () => {});
-        await canceller.connect().then(() => canceller.query('SELECT pg_cancel_backend($1)', [pid])).catch(() => {});
-        await canceller.end().catch(() => {});
+      const deadline = Date.now() + 5_000;
+      // Again until it ends: a cancel that lands between two statements is lost.
+      while (!settled && Date.now() < deadline) {
+        if (backendPid !== null) await cancel(backendPid);
+        await Promise.race([done, new Promise((resolve) => setTimeout(resolve, 250))]);
       }
+      // A server that never answers: the connection is dropped rather than waited on.
+      if (!settled) (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
       await done;
     },
   };

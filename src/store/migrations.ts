@@ -2,6 +2,7 @@
  * Versioned schema migrations, applied in order at start. Kept as code (not .sql files) so the
  * built package carries them. Never edit a released migration: add the next one.
  */
+import { ADVISORY_LOCKS } from './advisory-locks.js';
 import type { Db } from './db.js';
 
 interface Migration {
@@ -211,12 +212,9 @@ ALTER TABLE steps ADD COLUMN input_json json, ADD COLUMN output_json json;
   },
 ];
 
-/** A fixed advisory lock id, so daemons starting together apply migrations one at a time. */
-const MIGRATION_LOCK = 7_318_842_001;
-
 export async function migrate(db: Db): Promise<number[]> {
   return db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.migrations]);
     await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
     const { rows } = await tx.query<{ version: number }>('SELECT version FROM schema_migrations');

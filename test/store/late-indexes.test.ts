@@ -3,10 +3,13 @@
  * start together, and again where a build was cut short), at once on the embedded database,
  * by the daemon itself at start; and the reconcile's statements can read the steps through them.
  */
+import pg from 'pg';
+import type { Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { USAGE_DRIFT, USER_USAGE_DRIFT } from '../../src/service/reconcile.js';
+import { ADVISORY_LOCKS } from '../../src/store/advisory-locks.js';
 import { buildLateIndexes, buildLateIndexesNow } from '../../src/store/late-indexes.js';
-import type { Db } from '../../src/store/db.js';
+import { postgresDb, type Db } from '../../src/store/db.js';
 import { spawnDaemonOnPostgres } from '../support/daemon.js';
 import { openTestStores, type TestStores } from '../support/harness.js';
 
@@ -30,11 +33,49 @@ describe('late indexes on Postgres', () => {
     await stores?.close();
   });
 
-  it('are built once by builders started together', async () => {
+  /** A logger that keeps the messages it is given. */
+  const recorder = () => {
+    const messages: string[] = [];
+    const log = (_fields: unknown, message: string) => void messages.push(message);
+    return { messages, logger: { info: log, warn: log } as unknown as Logger };
+  };
+
+  /**
+   * Holds any index build on steps at its wait for the table's writers: a transaction that could
+   * write to it stays open until `release`.
+   */
+  async function holdBuilds(): Promise<{ release(): Promise<void> }> {
+    const writer = new pg.Client({ connectionString: url });
+    await writer.connect();
+    await writer.query('BEGIN');
+    await writer.query('LOCK TABLE steps IN ROW EXCLUSIVE MODE');
+    return {
+      async release() {
+        await writer.query('ROLLBACK');
+        await writer.end();
+      },
+    };
+  }
+
+  /** Resolves once the builder's connection waits on a lock. */
+  async function builderWaiting(): Promise<void> {
+    for (let i = 0; i < 100; i++) {
+      const { rows } = await stores.db.query(
+        `SELECT 1 FROM pg_stat_activity WHERE application_name = 'runguard-indexes' AND wait_event_type = 'Lock'`,
+      );
+      if (rows.length > 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error('the build never waited');
+  }
+
+  it('are built by one of the builders started together', async () => {
     expect(await indexState(stores.db)).toBeNull(); // the migrations do not build it
-    const builds = [buildLateIndexes(url), buildLateIndexes(url), buildLateIndexes(url)];
-    await Promise.all(builds.map((b) => b.done));
+    const logs = [recorder(), recorder(), recorder()];
+    await Promise.all(logs.map((log) => buildLateIndexes(url, log.logger).done));
     expect(await indexState(stores.db)).toMatchObject({ valid: true });
+    // One built it; the others found the lock taken and went on (no failure logged).
+    expect(logs.flatMap((log) => log.messages)).toEqual(['index built']);
   });
 
   it('leave a valid index as it is', async () => {
@@ -43,26 +84,44 @@ describe('late indexes on Postgres', () => {
     expect(await indexState(stores.db)).toEqual(before);
   });
 
-  it('drop and build again an index a cut build left invalid', async () => {
-    const before = await indexState(stores.db);
-    // What an interrupted CREATE INDEX CONCURRENTLY leaves behind.
-    await stores.db.query(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'steps_priced_finish'::regclass`);
+  it('hold no lock that the other daemons take while a build waits', async () => {
+    await stores.db.exec('DROP INDEX steps_priced_finish');
+    const hold = await holdBuilds();
+    const build = buildLateIndexes(url);
+    try {
+      await builderWaiting();
+      for (const [name, id] of Object.entries(ADVISORY_LOCKS)) {
+        if (name === 'lateIndexes') continue;
+        const { rows } = await stores.db.query<{ taken: boolean }>('SELECT pg_try_advisory_lock($1) AS taken', [id]);
+        expect({ name, taken: rows[0]!.taken }).toEqual({ name, taken: true });
+        await stores.db.query('SELECT pg_advisory_unlock($1)', [id]);
+      }
+    } finally {
+      await build.stop();
+      await hold.release();
+    }
+  });
+
+  it('stop a waiting build, and the next one drops what it left and builds again', async () => {
+    await buildLateIndexes(url).done; // whatever the test before left
+    await stores.db.exec('DROP INDEX steps_priced_finish');
+    const hold = await holdBuilds();
+    const log = recorder();
+    const build = buildLateIndexes(url, log.logger);
+    await builderWaiting();
+    await build.stop();
+    const left = await indexState(stores.db);
+    await hold.release();
+    expect(left).toMatchObject({ valid: false }); // what a cut CREATE INDEX CONCURRENTLY leaves
+    expect(log.messages).toEqual([]); // a stop is no failure
     await buildLateIndexes(url).done;
     const after = await indexState(stores.db);
     expect(after).toMatchObject({ valid: true });
-    expect(after!.oid).not.toBe(before!.oid);
-  });
-
-  it('stop when asked, and the next build completes', async () => {
-    await stores.db.exec('DROP INDEX steps_priced_finish');
-    const build = buildLateIndexes(url);
-    await build.stop();
-    expect(await indexState(stores.db)).toBeNull();
-    await buildLateIndexes(url).done;
-    expect(await indexState(stores.db)).toMatchObject({ valid: true });
+    expect(after!.oid).not.toBe(left!.oid);
   });
 
   it("serve the reconcile's statements", async () => {
+    await buildLateIndexes(url).done;
     await stores.db.transaction(async (tx) => {
       // On a table this small a sequential scan is cheaper: this asks whether the index can serve.
       await tx.query('SET LOCAL enable_seqscan = off');
@@ -90,7 +149,6 @@ describe('late indexes elsewhere', () => {
     const daemon = await spawnDaemonOnPostgres();
     const pgStores = { db: null as Db | null };
     try {
-      const { postgresDb } = await import('../../src/store/db.js');
       pgStores.db = postgresDb({ connectionString: daemon.database.url, max: 1 });
       const deadline = Date.now() + 15_000;
       let state = await indexState(pgStores.db);
