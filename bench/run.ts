@@ -23,7 +23,7 @@ import { createServices, type BenchServices } from './lib/database.js';
 import { historyScenario, prepareHistory } from './lib/history.js';
 import { loop, pool } from './lib/loops.js';
 import { runCell } from './lib/load.js';
-import { buildDaemon, idleRssMb, ROOT, rssMb, rssSampler, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
+import { buildDaemon, formatBreakdown, idleRssMb, memoryBreakdown, ROOT, rssMb, rssSampler, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
 import { checkTargets, writeReport, type BenchReport, type SoakResult } from './lib/report.js';
 import {
   apiHeaders, apiScenario, probeProxy, proxyScenario, setPricing, sseScenario, startRuns, stepPairLoop, type Endpoints,
@@ -125,18 +125,24 @@ async function main(): Promise<void> {
     await sleep(2_000);
     const atStartMb = await rssMb(daemon.pid);
     const idle = await idleRssMb(daemon.pid);
+    // Read after the last sample: the scrape it takes is not in any reading.
+    const idleBreakdown = await memoryBreakdown(daemon);
     log(`daemon RSS: ${atStartMb.toFixed(1)} MB 2 s after start; idle, every 5 s: ${idle.samples.join(', ')} MB`);
+    log(`  idle: ${formatBreakdown(idleBreakdown)}`);
     const sampler = rssSampler(daemon.pid);
     if (only.has('api')) report.api = await apiScenario(endpoints, connections, durationS, rounds, log);
     if (only.has('proxy')) report.proxy = await proxyScenario(endpoints, probe.available, connections, durationS, rounds, log);
     if (only.has('sse')) report.sse = await sseScenario(endpoints, probe.available, connections, durationS, rounds, log);
     const { peak } = sampler.stop();
     const afterLoad = await idleRssMb(daemon.pid);
+    const afterLoadBreakdown = await memoryBreakdown(daemon);
     report.rss = {
       atStartMb: round(atStartMb, 1), idleSeconds: afterLoad.samples.length * 5 - 5, idleMb: idle.mb, underLoadPeakMb: round(peak, 1),
       idleAfterLoadMb: afterLoad.mb, idleSamplesMb: idle.samples, idleAfterLoadSamplesMb: afterLoad.samples,
+      idleBreakdown, idleAfterLoadBreakdown: afterLoadBreakdown,
     };
     log(`daemon RSS: peak under load ${report.rss.underLoadPeakMb} MB; idle after the load, every 5 s: ${afterLoad.samples.join(', ')} MB`);
+    log(`  idle after the load: ${formatBreakdown(afterLoadBreakdown)}`);
 
     if (soakMinutes > 0) report.soak = await soak(endpoints, probe.available, soakMinutes);
     await daemon.stop();

@@ -135,6 +135,40 @@ export async function rssMb(pid: number): Promise<number> {
   return kb / 1024;
 }
 
+/** Where a daemon's resident memory is, in MB: what an RSS reading alone cannot tell. */
+export interface MemoryBreakdown {
+  /** Anonymous pages (the V8 heap, malloc, stacks) and file pages (mostly the `node` binary's own). */
+  anonMb: number;
+  fileMb: number;
+  /** The V8 heap's committed size by space (new, old, code, large objects...), from the daemon's /metrics. */
+  heapSpacesMb: Record<string, number>;
+  heapUsedMb: number;
+  /** Memory V8 is told of but does not hold (Buffers): from /metrics. */
+  externalMb: number;
+}
+
+export async function memoryBreakdown(daemon: DaemonProcess): Promise<MemoryBreakdown> {
+  const status = await readFile(`/proc/${daemon.pid}/status`, 'utf8');
+  const mb = (kb: RegExpExecArray | null) => Math.round(Number(kb?.[1] ?? NaN) / 102.4) / 10;
+  const res = await fetch(`${daemon.url}/metrics`, { headers: { authorization: `Bearer ${daemon.apiKey}` } });
+  const text = await res.text();
+  const bytes = (re: RegExp) => Math.round(Number(re.exec(text)?.[1] ?? NaN) / 104_857.6) / 10;
+  const heapSpacesMb: Record<string, number> = {};
+  for (const m of text.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"\} (\S+)$/gm)) {
+    if (Number(m[2]) > 0) heapSpacesMb[m[1]!] = Math.round(Number(m[2]) / 104_857.6) / 10;
+  }
+  return {
+    anonMb: mb(/RssAnon:\s+(\d+)/.exec(status)), fileMb: mb(/RssFile:\s+(\d+)/.exec(status)),
+    heapSpacesMb, heapUsedMb: bytes(/^nodejs_heap_size_used_bytes (\S+)$/m), externalMb: bytes(/^nodejs_external_memory_bytes (\S+)$/m),
+  };
+}
+
+/** One line of a breakdown, for logs and the README. */
+export function formatBreakdown(b: MemoryBreakdown): string {
+  const spaces = Object.entries(b.heapSpacesMb).map(([space, mb]) => `${space} ${mb}`).join(', ');
+  return `anonymous ${b.anonMb} MB, file ${b.fileMb} MB; V8 heap committed by space: ${spaces} MB (${b.heapUsedMb} MB used); external ${b.externalMb} MB`;
+}
+
 /**
  * RSS of a process left idle for `seconds`, sampled every 5 s. An idle daemon's RSS stays where
  * the last work left it until V8's memory reducer runs (it waits for allocation to stop, then

@@ -2,6 +2,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HistoryResult } from './history.js';
+import { formatBreakdown, type MemoryBreakdown } from './processes.js';
 import type { ProxyProbe, ApiRow, ProxyRow, SseRow } from './scenarios.js';
 
 export interface SoakResult {
@@ -33,6 +34,9 @@ export interface BenchReport {
     /** Every 5 s of each idle wait, MB. */
     idleSamplesMb: number[];
     idleAfterLoadSamplesMb: number[];
+    /** Where each idle reading's memory is, read right after it (absent from runs before 2026-11-24 13:30). */
+    idleBreakdown?: MemoryBreakdown;
+    idleAfterLoadBreakdown?: MemoryBreakdown;
   };
   history?: HistoryResult;
   soak?: SoakResult;
@@ -152,6 +156,9 @@ export function markdown(r: BenchReport): string {
     out.push('### Daemon memory', '', `RSS 2 s after start ${f(r.rss.atStartMb, 1)} MB; idle ${r.rss.idleSeconds} s ` +
       `${f(r.rss.idleMb, 1)} MB (every 5 s: ${r.rss.idleSamplesMb.join(', ')}); peak under load ${f(r.rss.underLoadPeakMb, 1)} MB; ` +
       `idle ${r.rss.idleSeconds} s after the load ${f(r.rss.idleAfterLoadMb, 1)} MB (every 5 s: ${r.rss.idleAfterLoadSamplesMb.join(', ')}).`, '');
+    if (r.rss.idleBreakdown && r.rss.idleAfterLoadBreakdown) {
+      out.push(`Idle after start: ${formatBreakdown(r.rss.idleBreakdown)}. Idle after the load: ${formatBreakdown(r.rss.idleAfterLoadBreakdown)}.`, '');
+    }
   }
   if (r.history) {
     const h = r.history;
