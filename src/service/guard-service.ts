@@ -137,6 +137,9 @@ class RecentMap<V> {
     if (this.map.size >= this.capacity) this.map.delete(this.map.keys().next().value!);
     this.map.set(key, value);
   }
+  forget(key: string): void {
+    this.map.delete(key);
+  }
 }
 
 export class GuardService {
@@ -279,7 +282,10 @@ export class GuardService {
       }
       const answer = { statusCode: 200, body: { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() } };
       await this.remember(db, idempotency, answer, now);
+      // An ended run takes no more steps: what was kept for them goes (a step that still comes
+      // reads the run, and is told it no longer runs).
       this.sequences.ended(runId);
+      this.runUsers.forget(`${workspaceId}/${runId}`);
       return answer;
     };
     // One statement commits on its own, in a batch with the ends under way; a remembered answer

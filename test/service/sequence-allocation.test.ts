@@ -71,11 +71,19 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
 
   it('when the run has ended, then a proxied step is refused and nothing is recorded', async () => {
     const ws = await createWorkspace(stores.db, 'seq-ended', 'enterprise');
-    const guard = new GuardService(stores.db, stores.counters, systemClock, log);
+    const runReads: string[] = [];
+    const watched: Db = { ...stores.db, query: (sql, params) => {
+      if (sql.includes('run_status')) runReads.push(String(params?.[0]));
+      return stores.db.query(sql, params);
+    } };
+    const guard = new GuardService(watched, stores.counters, systemClock, log);
     const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
     await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' });
+    expect(runReads).toEqual([]); // started here: its user is known
     await guard.endRun(ws.id, run.id, 'COMPLETED');
     await expect(guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })).rejects.toMatchObject({ code: 'RUN_NOT_RUNNING' });
+    // Ended, it is no longer kept (a daemon that ends many runs would hold them all): read again.
+    expect(runReads).toEqual([run.id]);
     const { rows } = await stores.db.query('SELECT 1 FROM steps WHERE run_id = $1', [run.id]);
     expect(rows).toHaveLength(1);
   });
