@@ -28,10 +28,10 @@ const DECISION = JSON.stringify({
 async function seed(db: pg.Client, workspaceId: string): Promise<string> {
   const id = randomUUID();
   await db.query(
-    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at)
+    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count)
      VALUES ($1, $2, 'detail-user', 'COMPLETED', '{"agent":"support-bot","env":"prod"}', $3::json,
-       now() - interval '1 hour', now() - interval '30 minutes')`,
-    [id, workspaceId, DECISION.replace('}}', ',"monthly_run_limit":"PASS","max_concurrent_runs":"PASS"}}')],
+       now() - interval '1 hour', now() - interval '30 minutes', $4)`,
+    [id, workspaceId, DECISION.replace('}}', ',"monthly_run_limit":"PASS","max_concurrent_runs":"PASS"}}'), STEPS],
   );
   // Proxy-like rows: an audit summary in, the call's outcome out; every third a tool call.
   await db.query(
@@ -59,6 +59,12 @@ async function seed(db: pg.Client, workspaceId: string): Promise<string> {
        now() - interval '1 hour' + s * interval '1.234567 second', now() - interval '1 hour' + s * interval '1.5 second'
      FROM generate_series(1, $4::int) s`,
     [id, workspaceId, DECISION, STEPS],
+  );
+  // The run's totals, as the daemon keeps them with its steps' writes.
+  await db.query(
+    `INSERT INTO run_totals (run_id, total_tokens, total_cost_usd)
+     SELECT run_id, sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), coalesce(sum(cost_usd), 0) FROM steps WHERE run_id = $1 GROUP BY run_id`,
+    [id],
   );
   await db.query('ANALYZE');
   return id;

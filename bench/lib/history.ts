@@ -48,12 +48,12 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
   const t0 = performance.now();
   await db.query('BEGIN');
   await db.query(
-    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at)
+    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count)
      SELECT gen_random_uuid(), $1, 'user-' || (g % $3),
        CASE WHEN g % 97 = 0 THEN 'BLOCKED' WHEN g % 23 = 0 THEN 'FAILED' ELSE 'COMPLETED' END,
        jsonb_build_object('agent', 'support-bot', 'ticket', 'T-' || g, 'env', 'prod'),
        CASE WHEN g % 97 = 0 THEN $4::json ELSE $5::json END,
-       t, t + CASE WHEN g % 97 = 0 THEN interval '0' ELSE interval '1 second' * (20 + g % 300) END
+       t, t + CASE WHEN g % 97 = 0 THEN interval '0' ELSE interval '1 second' * (20 + g % 300) END, ${STEPS_OF('g')}
      FROM generate_series(1, $2::int) g, LATERAL (SELECT now() - interval '2 hours' - g * interval '37 seconds' AS t) x`,
     [workspaceId, o.runs, o.users, RUN_DECISION_BLOCKED, RUN_DECISION_ALLOW],
   );
@@ -89,6 +89,7 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
     [workspaceId],
   );
   await addUsage(db, workspaceId, (run) => `${run}.user_id LIKE 'user-%'`);
+  await addRunTotals(db, workspaceId, (run) => `${run}.user_id LIKE 'user-%'`);
   await db.query('COMMIT');
   await db.query('VACUUM ANALYZE');
   const { rows } = await db.query<{ runs: string; steps: string }>(
@@ -122,15 +123,27 @@ async function addUsage(db: pg.Client, workspaceId: string, runs: (alias: string
   }
 }
 
+/** The tokens and costs the daemon would have added to the totals of the seeded runs that `runs` picks (their step counts are written with them). */
+async function addRunTotals(db: pg.Client, workspaceId: string, runs: (alias: string) => string): Promise<void> {
+  await db.query(
+    `INSERT INTO run_totals (run_id, total_tokens, total_cost_usd)
+     SELECT s.run_id, sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), coalesce(sum(s.cost_usd), 0)
+     FROM steps s JOIN runs r ON r.id = s.run_id
+     WHERE s.workspace_id = $1 AND ${runs('r')}
+     GROUP BY s.run_id`,
+    [workspaceId],
+  );
+}
+
 /** One COMPLETED run with `steps` steps, for the run detail read; its id. */
 export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: number): Promise<string> {
   // One transaction: a daemon's periodic reconcile must not see the steps without their usage.
   await db.query('BEGIN');
   const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at)
-     VALUES (gen_random_uuid(), $1, 'detail-user', 'COMPLETED', $2::json, now() - interval '1 hour', now() - interval '30 minutes')
+    `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at, step_count)
+     VALUES (gen_random_uuid(), $1, 'detail-user', 'COMPLETED', $2::json, now() - interval '1 hour', now() - interval '30 minutes', $3)
      RETURNING id`,
-    [workspaceId, RUN_DECISION_ALLOW],
+    [workspaceId, RUN_DECISION_ALLOW, steps],
   );
   const id = rows[0]!.id;
   await db.query(
@@ -143,6 +156,7 @@ export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: n
     [id, workspaceId, MODEL, DECISION_ALLOW, steps],
   );
   await addUsage(db, workspaceId, (run) => `${run}.id = '${id}'`);
+  await addRunTotals(db, workspaceId, (run) => `${run}.id = '${id}'`);
   await db.query('COMMIT');
   return id;
 }

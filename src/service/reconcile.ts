@@ -1,9 +1,9 @@
 /**
- * Reconciliation: recounts what the durable counters should be from the run and step records,
- * reports every difference, and repairs it. (A run's totals need none: they are summed from its
- * steps when read.) The counters are written in the
- * same transactions as the records, so a difference means a bug or a hand edit; the Redis copy
- * of spend can lag behind (a write lost in a crash) and is raised to the records.
+ * Reconciliation: recounts what the daily usage counters should be from the run and step records,
+ * reports every difference, and repairs it. (A run's own totals are not checked: recounting one
+ * reads all its steps, however old, and a long run's would be read on every pass.) The counters
+ * are written in the same transactions as the records, so a difference means a bug or a hand
+ * edit; the Redis copy of spend can lag behind (a write lost in a crash) and is raised to the records.
  */
 import type { Logger } from 'pino';
 import { ADVISORY_LOCKS } from '../store/advisory-locks.js';

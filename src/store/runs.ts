@@ -44,11 +44,11 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
     `WITH v AS (
        SELECT * FROM json_to_recordset($1::json)
          AS v(id uuid, workspace_id uuid, user_id text, status text, metadata jsonb, decision json,
-           started_at timestamptz, ended_at timestamptz, day date)
+           started_at timestamptz, ended_at timestamptz, day date, step_count integer)
        LIMIT $2
      ), run AS (
-       INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at)
-       SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at FROM v
+       INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count)
+       SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count FROM v
      ), sdk_user AS (
        INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
        SELECT workspace_id, user_id, count(*) FILTER (WHERE status = 'RUNNING'), min(started_at), max(started_at)
@@ -74,7 +74,7 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
     [JSON.stringify(runs.map((r) => ({
       id: r.id, workspace_id: r.workspaceId, user_id: r.userId.toWellFormed(), status: r.status,
       metadata: r.metadata ?? null, decision: r.decision, started_at: r.now,
-      ended_at: r.status === 'BLOCKED' ? r.now : null, day: r.day,
+      ended_at: r.status === 'BLOCKED' ? r.now : null, day: r.day, step_count: r.firstStep ? 1 : 0,
     }))), runs.length, JSON.stringify(firstSteps.map(stepRecord)), firstSteps.length],
   );
 }
@@ -170,9 +170,10 @@ const stepRecord = (s: NewStep) => ({
 export type StepInsertOutcome = 'inserted' | 'run_not_running' | 'duplicate_sequence';
 
 /**
- * Records steps (one statement for any number), each in a run that is RUNNING when it commits:
- * the run row is share-locked, so an end of the run waits for the step (and then sees it), while
- * steps of one run never wait for each other. Runs are locked in id order, as endRuns locks them.
+ * Records steps (one statement for any number), each in a run that is RUNNING when it commits,
+ * and adds them to their runs' step counts. The run row is locked, so an end of the run waits for
+ * the steps (and then sees them); a daemon has one batch in flight, so only another daemon's
+ * steps in the same run wait for its commit. Runs are locked in id order, as endRuns locks them.
  * Answers per step, in order.
  */
 export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Promise<StepInsertOutcome[]> {
@@ -183,15 +184,28 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
   // The LIMIT (the batch's length) tells the planner how many rows the document holds: it takes
   // any json_to_recordset for 100, and planned for 100, it hashed every RUNNING run against the
   // batch rather than looking each step's run up by its key. finishSteps does the same.
+  // Only the steps written are counted (not those whose sequence was taken). A run from before
+  // migration 6 has no count (NULL stays NULL) and is summed from its steps when read.
   const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO steps (${STEP_INSERT_COLUMNS})
-     SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_json, v.decision, v.created_at
-     FROM (${stepRecordset(1, 2)}) v
-     JOIN runs r ON r.id = v.run_id AND r.workspace_id = v.workspace_id AND r.status = 'RUNNING'
-     ORDER BY r.id, v.sequence
-     FOR SHARE OF r
-     ON CONFLICT (run_id, sequence) DO NOTHING
-     RETURNING id`,
+    `WITH v AS (${stepRecordset(1, 2)}
+     ), run AS (
+       SELECT r.id, r.workspace_id FROM runs r
+       WHERE (r.id, r.workspace_id) IN (SELECT run_id, workspace_id FROM v) AND r.status = 'RUNNING'
+       ORDER BY r.id
+       FOR NO KEY UPDATE OF r
+     ), step AS (
+       INSERT INTO steps (${STEP_INSERT_COLUMNS})
+       SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_json, v.decision, v.created_at
+       FROM v JOIN run r ON r.id = v.run_id AND r.workspace_id = v.workspace_id
+       ORDER BY r.id, v.sequence
+       ON CONFLICT (run_id, sequence) DO NOTHING
+       RETURNING id, run_id
+     ), counted AS (
+       UPDATE runs r SET step_count = r.step_count + c.steps
+       FROM (SELECT run_id, count(*) AS steps FROM step GROUP BY run_id) c
+       WHERE r.id = c.run_id
+     )
+     SELECT id FROM step`,
     [JSON.stringify(steps.map(stepRecord)), steps.length],
   );
   const inserted = new Set(rows.map((r) => r.id));
@@ -246,8 +260,8 @@ export interface FinishedStep {
 
 /**
  * Finishes ALLOWED steps (one statement for any number): stores each result, prices it from the
- * model's active pricing entry in exact NUMERIC arithmetic, and adds the costs to the day's spend
- * (a run's totals are summed from its steps when read). Answers per step, in order: null when
+ * model's active pricing entry in exact NUMERIC arithmetic, and adds the tokens and costs to their
+ * runs' totals and the costs to the day's spend. Answers per step, in order: null when
  * there is no ALLOWED step of that id in the run. A step named twice is finished by its first
  * mention only.
  */
@@ -285,8 +299,15 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
            FROM model_pricing p WHERE p.workspace_id = s.workspace_id AND p.model = s.model AND p.is_active) END
        FROM v
        WHERE s.id = v.step_id AND s.run_id = v.run_id AND s.workspace_id = v.workspace_id AND s.status = 'ALLOWED'
-       RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day,
+       RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day, s.cost_usd,
+         coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens,
          CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros
+     ), run_total AS (
+       INSERT INTO run_totals AS t (run_id, total_tokens, total_cost_usd)
+       SELECT run_id, sum(tokens), coalesce(sum(cost_usd), 0) FROM step
+       GROUP BY run_id HAVING sum(tokens) <> 0 OR sum(cost_usd) <> 0 ORDER BY run_id
+       ON CONFLICT (run_id) DO UPDATE SET total_tokens = t.total_tokens + EXCLUDED.total_tokens,
+         total_cost_usd = t.total_cost_usd + EXCLUDED.total_cost_usd
      ), priced AS (
        SELECT step.*, r.user_id FROM step JOIN runs r ON r.id = step.run_id
      ), workspace_day AS (
@@ -360,12 +381,20 @@ function runSummary(row: Record<string, unknown>) {
 
 export type RunSummary = ReturnType<typeof runSummary>;
 
-/** A run's totals, summed from its steps (by `steps_run_sequence`) where the run is `r`. */
-const RUN_TOTALS = `CROSS JOIN LATERAL (
-  SELECT count(*) AS step_count,
-    coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS total_tokens,
-    coalesce(sum(s.cost_usd), 0) AS total_cost_usd
-  FROM steps s WHERE s.run_id = r.id) t`;
+/**
+ * A run's totals as `t`, where the run is `r` (with its `step_count`): kept with its steps' writes
+ * (its row and run_totals). A run from before migration 6 has no count: its totals are summed
+ * from its steps (by `steps_run_sequence`), and only its (the summing is skipped for the others).
+ */
+const RUN_TOTALS = `LEFT JOIN run_totals rt ON rt.run_id = r.id
+  CROSS JOIN LATERAL (
+    SELECT coalesce(r.step_count, summed.step_count) AS step_count,
+      CASE WHEN r.step_count IS NULL THEN summed.total_tokens ELSE coalesce(rt.total_tokens, 0) END AS total_tokens,
+      CASE WHEN r.step_count IS NULL THEN summed.total_cost_usd ELSE coalesce(rt.total_cost_usd, 0) END AS total_cost_usd
+    FROM (SELECT count(*) AS step_count,
+        coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS total_tokens,
+        coalesce(sum(s.cost_usd), 0) AS total_cost_usd
+      FROM steps s WHERE s.run_id = r.id AND r.step_count IS NULL) summed) t`;
 
 export async function listRuns(db: Queryable, workspaceId: string, q: RunListQuery) {
   const where = ['workspace_id = $1'];
@@ -374,11 +403,24 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
   if (q.userId !== null) where.push(`user_id = $${params.push(q.userId)}`);
   const filter = where.join(' AND ');
   const [{ rows }, { rows: countRows }] = await Promise.all([
+    // Only the page's runs from before migration 6 are summed. Not RUN_TOTALS's lateral sum: the
+    // planner costs it for every listed run, skipped or not, and past jit_above_cost a page of
+    // runs of 20,000 steps spent ~10 ms compiling a plan that runs in well under one.
     db.query(
-      `SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, t.step_count, t.total_tokens, t.total_cost_usd
-       FROM (SELECT id, user_id, status, started_at, ended_at FROM runs WHERE ${filter}
-         ORDER BY started_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}) r
-       ${RUN_TOTALS}
+      `WITH page AS (
+         SELECT id, user_id, status, started_at, ended_at, step_count FROM runs WHERE ${filter}
+         ORDER BY started_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}
+       ), summed AS (
+         SELECT s.run_id, count(*) AS step_count,
+           coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS total_tokens,
+           coalesce(sum(s.cost_usd), 0) AS total_cost_usd
+         FROM steps s WHERE s.run_id IN (SELECT id FROM page WHERE step_count IS NULL) GROUP BY s.run_id
+       )
+       SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at,
+         coalesce(r.step_count, l.step_count, 0) AS step_count,
+         CASE WHEN r.step_count IS NULL THEN coalesce(l.total_tokens, 0) ELSE coalesce(rt.total_tokens, 0) END AS total_tokens,
+         CASE WHEN r.step_count IS NULL THEN coalesce(l.total_cost_usd, 0) ELSE coalesce(rt.total_cost_usd, 0) END AS total_cost_usd
+       FROM page r LEFT JOIN run_totals rt ON rt.run_id = r.id LEFT JOIN summed l ON l.run_id = r.id
        ORDER BY r.started_at DESC, r.id DESC`,
       [...params, q.perPage, (q.page - 1) * q.perPage],
     ),

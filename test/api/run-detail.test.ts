@@ -50,6 +50,8 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
           s.createdAt, s.model ?? 'm'],
       );
     }
+    // As a run from before migration 6, which kept no totals: the read sums its steps.
+    await api.stores.db.query('UPDATE runs SET step_count = NULL WHERE id = $1', [runId]);
     return runId;
   }
 
@@ -179,6 +181,9 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
        FROM generate_series(1, $3::int) n ORDER BY n ${descending ? 'DESC' : 'ASC'}`,
       [runId, api.workspaceId, count],
     );
+    // The totals, as the daemon's writes keep them.
+    await api.stores.db.query('UPDATE runs SET step_count = $2 WHERE id = $1', [runId, count]);
+    await api.stores.db.query('INSERT INTO run_totals VALUES ($1, $2, $3)', [runId, 5 * count, (0.000001 * count).toFixed(6)]);
     return runId;
   }
 
