@@ -5,8 +5,8 @@
  * sweeper (or the client's own end call) ends it; the concurrency count, read from the records,
  * drops at once. A run's activity is its latest step, looked up only for runs started before the
  * idle cutoff (through the run's steps in `steps_run_sequence`: the step insert, on every call,
- * maintains no extra index for the sweep's sake). A step being written holds a share lock on its
- * run until it commits, so the sweep skips that run.
+ * maintains no extra index for the sweep's sake). A step being written holds a lock on its run
+ * until it commits, so the sweep skips that run.
  */
 import type { Logger } from 'pino';
 import type { Queryable } from '../store/db.js';

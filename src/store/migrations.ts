@@ -219,9 +219,9 @@ ALTER TABLE steps ADD COLUMN input_json json, ADD COLUMN output_json json;
 -- step): a batch of step inserts adds its count to each run's row, which it already locks; a
 -- batch of finishes adds its tokens and costs to run_totals, a row apart, so the two batches
 -- never wait for each other. Runs from before this version keep a NULL step_count and are
--- still summed from their steps when read: no backfill holds the table at upgrade.
+-- still summed from their steps when read: no backfill holds the table at upgrade. No default
+-- either: a run that a daemon from before this version starts (while both run) is NULL too.
 ALTER TABLE runs ADD COLUMN step_count integer;
-ALTER TABLE runs ALTER COLUMN step_count SET DEFAULT 0;
 -- No foreign key: its check would lock the run's row (a WAL record) on every batch of finishes;
 -- a totals row is only written by finishSteps, for steps it finds.
 CREATE TABLE run_totals (

@@ -117,7 +117,7 @@ export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(
   // Lowercase, as Postgres writes ids: an end that spelled its id otherwise still finds its answer.
   const key = (workspaceId: string, runId: string) => `${workspaceId}/${runId}`.toLowerCase();
   const { unique, isFirst } = firstMentions(ends, (e) => key(e.workspaceId, e.runId));
-  // The runs are locked in id order, as insertSteps share-locks them: two statements that lock
+  // The runs are locked in id order, as insertSteps locks them: two statements that lock
   // several runs each in their own order could each hold one the other waits for.
   const { rows } = await db.query<EndedRun & { workspace_id: string }>(
     `WITH target AS (
@@ -171,10 +171,11 @@ export type StepInsertOutcome = 'inserted' | 'run_not_running' | 'duplicate_sequ
 
 /**
  * Records steps (one statement for any number), each in a run that is RUNNING when it commits,
- * and adds them to their runs' step counts. The run row is locked, so an end of the run waits for
- * the steps (and then sees them); a daemon has one batch in flight, so only another daemon's
- * steps in the same run wait for its commit. Runs are locked in id order, as endRuns locks them.
- * Answers per step, in order.
+ * and adds them to their runs' step counts. The run row is locked until the commit, so an end of
+ * the run waits for the steps (and then sees them), and so does any other write of steps into the
+ * same run: a daemon's batches go one at a time anyway, but steps created with an idempotency key
+ * (each in its own transaction, as the SDK sends them) in one run queue one commit each. Runs are
+ * locked in id order, as endRuns locks them. Answers per step, in order.
  */
 export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Promise<StepInsertOutcome[]> {
   // The batch travels as one JSON document: one native stringify, where eleven array parameters
@@ -203,7 +204,7 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
      ), counted AS (
        UPDATE runs r SET step_count = r.step_count + c.steps
        FROM (SELECT run_id, count(*) AS steps FROM step GROUP BY run_id) c
-       WHERE r.id = c.run_id
+       WHERE r.id = c.run_id AND r.step_count IS NOT NULL
      )
      SELECT id FROM step`,
     [JSON.stringify(steps.map(stepRecord)), steps.length],
@@ -304,8 +305,9 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
          CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros
      ), run_total AS (
        INSERT INTO run_totals AS t (run_id, total_tokens, total_cost_usd)
-       SELECT run_id, sum(tokens), coalesce(sum(cost_usd), 0) FROM step
-       GROUP BY run_id HAVING sum(tokens) <> 0 OR sum(cost_usd) <> 0 ORDER BY run_id
+       SELECT step.run_id, sum(step.tokens), coalesce(sum(step.cost_usd), 0)
+       FROM step JOIN runs r ON r.id = step.run_id AND r.step_count IS NOT NULL
+       GROUP BY step.run_id HAVING sum(step.tokens) <> 0 OR sum(step.cost_usd) <> 0 ORDER BY step.run_id
        ON CONFLICT (run_id) DO UPDATE SET total_tokens = t.total_tokens + EXCLUDED.total_tokens,
          total_cost_usd = t.total_cost_usd + EXCLUDED.total_cost_usd
      ), priced AS (
@@ -536,12 +538,15 @@ export async function getRunDetailJson(db: Queryable, workspaceId: string, runId
   const answer = new JsonBytes(stepJsonSize(rows) + CLOSE.length);
   answer.bytes(field(rows, head, 0)!);
   const pageLast = writeSteps(answer, rows, HEAD_FIELDS, false, head);
-  if (rows.length - 1 >= Number(fieldText(rows, head, 1)) || pageLast === null) {
+  // Whole when the first page was not full, or reached the highest sequence: not told by the
+  // step count, which a daemon from before migration 6 writing into the run leaves short.
+  const lastSequence = Number(fieldText(rows, head, 2));
+  if (rows.length - 1 < pages.first || pageLast === null || pageLast >= lastSequence) {
     answer.bytes(CLOSE);
     return answer.blocks();
   }
   // Sequences are not written in order: later pages end at the highest this statement saw.
-  return laterPages(db, run, answer.blocks(), { after: pageLast, until: Number(fieldText(rows, head, 2)) }, pages.later);
+  return laterPages(db, run, answer.blocks(), { after: pageLast, until: lastSequence }, pages.later);
 }
 
 async function* laterPages(db: Queryable, runId: string, opened: Buffer[], range: { after: number; until: number }, pageSteps: number) {

@@ -223,6 +223,16 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     },
   );
 
+  it('when a run\'s step count is short (steps a daemon from before migration 6 wrote), then every step is still listed', async () => {
+    const count = DETAIL_PAGES.first + 2 * DETAIL_PAGES.later + 7;
+    const runId = await runOfSteps(count);
+    await api.stores.db.query('UPDATE runs SET step_count = 3 WHERE id = $1', [runId]);
+    const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${api.apiKey}` } });
+    const body = await res.json();
+    expect(body.step_count).toBe(3);
+    expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
+  });
+
   it('when steps are written while a paged run is read, then the answer lists the steps its first read counted', async () => {
     const runId = await runOfSteps(5);
     const detail = await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), { first: 2, later: 2 });

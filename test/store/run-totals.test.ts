@@ -50,11 +50,14 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
     const { items } = await listRuns(stores.db, ws, { status: null, userId: null, page: 1, perPage: 100 });
     return new Map(items.map((r) => [r.id, { step_count: r.step_count, total_tokens: r.total_tokens, total_cost_usd: r.total_cost_usd }]));
   };
-  const detailed = async (ws: string, runId: string) => {
+  const detail = async (ws: string, runId: string) => {
     const body = await getRunDetailJson(stores.db, ws, runId, new Date());
     const pieces: Buffer[] = [];
     for await (const piece of body!) pieces.push(piece);
-    const run = JSON.parse(Buffer.concat(pieces).toString()) as { step_count: number; total_tokens: number; total_cost_usd: number; steps: unknown[] };
+    return JSON.parse(Buffer.concat(pieces).toString()) as { step_count: number; total_tokens: number; total_cost_usd: number; steps: unknown[] };
+  };
+  const detailed = async (ws: string, runId: string) => {
+    const run = await detail(ws, runId);
     expect(run.steps).toHaveLength(run.step_count);
     return { step_count: run.step_count, total_tokens: run.total_tokens, total_cost_usd: run.total_cost_usd };
   };
@@ -142,5 +145,37 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
     const after = await listed(ws);
     expect(after.get(before)!.step_count).toBe(3);
     expect(after.get(kept)!.step_count).toBe(2);
+    // The detail too, which still lists every step it finds.
+    expect(await detail(ws, kept)).toMatchObject({ step_count: 2, steps: { length: 3 } });
+    expect(await detail(ws, before)).toMatchObject({ step_count: 3, steps: { length: 3 } });
+    // Kept totals are not written for a run from before: it would read only part of them if it ever became counted.
+    const { rows: totals } = await stores.db.query('SELECT 1 FROM run_totals WHERE run_id = $1', [before]);
+    expect(totals).toHaveLength(0);
+  });
+
+  it('when a daemon from before the totals starts a run while newer ones run, then the run is summed from its steps', async () => {
+    const ws = await workspace();
+    const guard = new GuardService(stores.db, stores.counters, systemClock, log);
+    // An older daemon's insert names no step_count.
+    const { rows } = await stores.db.query<{ id: string }>(
+      `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at)
+       VALUES (gen_random_uuid(), $1, 'old', 'RUNNING', '{"outcome":"ALLOW","reason":null,"evaluated_rules":{}}', now()) RETURNING id`,
+      [ws],
+    );
+    const runId = rows[0]!.id;
+    for (let i = 0; i < 3; i++) {
+      const step = await guard.createStep(ws, runId, { type: 'MODEL_CALL', model: 'm' });
+      await guard.finishStep(ws, runId, step.body.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 1 });
+    }
+    // And steps it writes, counted by nobody.
+    await stores.db.query(
+      `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, prompt_tokens, decision, created_at)
+       VALUES (gen_random_uuid(), $1, $2, 100, 'MODEL_CALL', 'COMPLETED', 5, '{}', now())`,
+      [runId, ws],
+    );
+    const expected = await summed(runId);
+    expect(expected).toMatchObject({ step_count: 4, total_tokens: 38 });
+    expect((await listed(ws)).get(runId)).toEqual(expected);
+    expect(await detailed(ws, runId)).toEqual(expected);
   });
 });

@@ -294,7 +294,7 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
         expect(await insertSteps(tx, [step])).toEqual(['inserted']);
       });
       expect(reads.seqScans).toBe(0);
-      // The step's run, under its share lock, and again for the foreign key.
+      // The step's run, under its lock, again for the foreign key, and for its count.
       expect(reads.rowsRead).toBeLessThan(10);
     },
   );

@@ -1,5 +1,5 @@
 /**
- * `runguard reconcile`: recounts the usage counters and run totals from the run and step records
+ * `runguard reconcile`: recounts the daily usage counters from the run and step records
  * of the configured database, reports every difference, and repairs it (unless --dry-run).
  */
 import { Command, Option } from 'commander';
