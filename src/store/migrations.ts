@@ -219,9 +219,9 @@ ALTER TABLE steps ADD COLUMN input_json json, ADD COLUMN output_json json;
 -- step): a batch of step inserts adds its count to each run's row, which it already locks; a
 -- batch of finishes adds its tokens and costs to run_totals, a row apart, so the two batches
 -- never wait for each other. Runs from before this version keep a NULL step_count and are
--- still summed from their steps when read: no backfill holds the table at upgrade. No default
--- either: a run that a daemon from before this version starts (while both run) is NULL too.
+-- still summed from their steps when read: no backfill holds the table at upgrade.
 ALTER TABLE runs ADD COLUMN step_count integer;
+ALTER TABLE runs ALTER COLUMN step_count SET DEFAULT 0;
 -- No foreign key: its check would lock the run's row (a WAL record) on every batch of finishes;
 -- a totals row is only written by finishSteps, for steps it finds.
 CREATE TABLE run_totals (
@@ -229,6 +229,17 @@ CREATE TABLE run_totals (
   total_tokens bigint NOT NULL,
   total_cost_usd numeric NOT NULL
 );
+`,
+  },
+  {
+    version: 7,
+    name: 'run_step_count_without_default',
+    sql: `
+-- Version 6's default counted a run that a daemon from before it starts (its insert names no
+-- step_count; both run during an upgrade) as 0, and nobody adds that daemon's steps to it. With
+-- no default such a run is NULL, so it is summed from its steps when read, as older runs are.
+-- A catalog change only.
+ALTER TABLE runs ALTER COLUMN step_count DROP DEFAULT;
 `,
   },
 ];

@@ -462,7 +462,9 @@ const HEAD_FIELDS = 3;
  * writes it, metadata as jsonb writes it. `duration_ms` is to `now` while the run is RUNNING (the
  * daemon's clock), each end cut to the millisecond as a JavaScript date is; null, as the dates,
  * where one is infinite (none is written by the daemon). One statement, so one snapshot: the
- * steps are the ones the count counted. `values` are SQL literals: a COPY takes no parameters.
+ * steps, the count and the highest sequence agree (unless a daemon from before migration 6
+ * wrote steps into the run: its count is short). `values` are SQL literals: a COPY takes no
+ * parameters.
  */
 function runDetailStatement(values: { runId: string; workspaceId: string; now: string }, first: number): string {
   const ms = (instant: string) => `floor(extract(epoch FROM ${instant}) * 1000)`;
@@ -524,8 +526,8 @@ const CLOSE = Buffer.from(']}');
  * statement is a binary COPY, so no text of the answer is ever a JavaScript string, and its steps
  * come as their columns (writeStep). A run of more than `pages.first` steps comes as pieces to
  * send in turn (DETAIL_PAGES). Its later pages are read by later statements: they list the steps
- * up to the last one the first statement saw (so as many as its `step_count`, unless a client
- * wrote a step below that sequence since), each as it is when its page is read; a run being
+ * up to the highest sequence the first statement saw (and a step a client wrote below it since),
+ * each as it is when its page is read; a run being
  * written to can show a later step's result than its totals count. Those pages run on `db` after
  * this returns: give it the pool, not a transaction (which would have ended by then).
  */
@@ -538,10 +540,10 @@ export async function getRunDetailJson(db: Queryable, workspaceId: string, runId
   const answer = new JsonBytes(stepJsonSize(rows) + CLOSE.length);
   answer.bytes(field(rows, head, 0)!);
   const pageLast = writeSteps(answer, rows, HEAD_FIELDS, false, head);
-  // Whole when the first page was not full, or reached the highest sequence: not told by the
-  // step count, which a daemon from before migration 6 writing into the run leaves short.
+  // Whole when the first page reached the highest sequence (one snapshot: a page not full did).
+  // Not told by the step count, which a daemon from before migration 6 leaves short.
   const lastSequence = Number(fieldText(rows, head, 2));
-  if (rows.length - 1 < pages.first || pageLast === null || pageLast >= lastSequence) {
+  if (pageLast === null || pageLast >= lastSequence) {
     answer.bytes(CLOSE);
     return answer.blocks();
   }

@@ -11,6 +11,7 @@ import { createLogger } from '../../src/logger.js';
 import type { Decision } from '../../src/rules/engine.js';
 import { GuardService, systemClock } from '../../src/service/guard-service.js';
 import { finishSteps, getRunDetailJson, insertSteps, listRuns, type NewStep } from '../../src/store/runs.js';
+import { migrate } from '../../src/store/migrations.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
 
@@ -177,5 +178,18 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
     expect(expected).toMatchObject({ step_count: 4, total_tokens: 38 });
     expect((await listed(ws)).get(runId)).toEqual(expected);
     expect(await detailed(ws, runId)).toEqual(expected);
+  });
+
+  it('when a database migrated to version 6 (which gave step_count a default of 0) is migrated, then a run an older daemon starts is summed', async () => {
+    const ws = await workspace();
+    await stores.db.query('ALTER TABLE runs ALTER COLUMN step_count SET DEFAULT 0');
+    await stores.db.query('DELETE FROM schema_migrations WHERE version = 7');
+    expect(await migrate(stores.db)).toEqual([7]);
+    const { rows } = await stores.db.query<{ step_count: number | null }>(
+      `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at)
+       VALUES (gen_random_uuid(), $1, 'old', 'RUNNING', '{}', now()) RETURNING step_count`,
+      [ws],
+    );
+    expect(rows[0]!.step_count).toBeNull();
   });
 });
