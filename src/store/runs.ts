@@ -303,15 +303,14 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
        RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day, s.cost_usd,
          coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens,
          CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros
+     ), priced AS (
+       SELECT step.*, r.user_id, r.step_count FROM step JOIN runs r ON r.id = step.run_id
      ), run_total AS (
        INSERT INTO run_totals AS t (run_id, total_tokens, total_cost_usd)
-       SELECT step.run_id, sum(step.tokens), coalesce(sum(step.cost_usd), 0)
-       FROM step JOIN runs r ON r.id = step.run_id AND r.step_count IS NOT NULL
-       GROUP BY step.run_id HAVING sum(step.tokens) <> 0 OR sum(step.cost_usd) <> 0 ORDER BY step.run_id
+       SELECT run_id, sum(tokens), coalesce(sum(cost_usd), 0) FROM priced WHERE step_count IS NOT NULL
+       GROUP BY run_id HAVING sum(tokens) <> 0 OR sum(cost_usd) <> 0 ORDER BY run_id
        ON CONFLICT (run_id) DO UPDATE SET total_tokens = t.total_tokens + EXCLUDED.total_tokens,
          total_cost_usd = t.total_cost_usd + EXCLUDED.total_cost_usd
-     ), priced AS (
-       SELECT step.*, r.user_id FROM step JOIN runs r ON r.id = step.run_id
      ), workspace_day AS (
        INSERT INTO usage_daily AS d (workspace_id, day, spend_micros)
        SELECT workspace_id, day, least(sum(cost_micros), ${SPEND_CAP_MICROS}) FROM priced WHERE cost_micros > 0
@@ -383,6 +382,16 @@ function runSummary(row: Record<string, unknown>) {
 
 export type RunSummary = ReturnType<typeof runSummary>;
 
+/** Steps `s` summed as a run's totals: what a run from before migration 6, which keeps none, reads. */
+const STEP_SUMS = `count(*) AS step_count,
+  coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS total_tokens,
+  coalesce(sum(s.cost_usd), 0) AS total_cost_usd`;
+
+/** Run `r`'s totals: kept (its `step_count`, and run_totals as `rt`), or else the `summed` ones. */
+const totalsOf = (summed: string) => `coalesce(r.step_count, ${summed}.step_count, 0) AS step_count,
+  CASE WHEN r.step_count IS NULL THEN coalesce(${summed}.total_tokens, 0) ELSE coalesce(rt.total_tokens, 0) END AS total_tokens,
+  CASE WHEN r.step_count IS NULL THEN coalesce(${summed}.total_cost_usd, 0) ELSE coalesce(rt.total_cost_usd, 0) END AS total_cost_usd`;
+
 /**
  * A run's totals as `t`, where the run is `r` (with its `step_count`): kept with its steps' writes
  * (its row and run_totals). A run from before migration 6 has no count: its totals are summed
@@ -390,13 +399,8 @@ export type RunSummary = ReturnType<typeof runSummary>;
  */
 const RUN_TOTALS = `LEFT JOIN run_totals rt ON rt.run_id = r.id
   CROSS JOIN LATERAL (
-    SELECT coalesce(r.step_count, summed.step_count) AS step_count,
-      CASE WHEN r.step_count IS NULL THEN summed.total_tokens ELSE coalesce(rt.total_tokens, 0) END AS total_tokens,
-      CASE WHEN r.step_count IS NULL THEN summed.total_cost_usd ELSE coalesce(rt.total_cost_usd, 0) END AS total_cost_usd
-    FROM (SELECT count(*) AS step_count,
-        coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS total_tokens,
-        coalesce(sum(s.cost_usd), 0) AS total_cost_usd
-      FROM steps s WHERE s.run_id = r.id AND r.step_count IS NULL) summed) t`;
+    SELECT ${totalsOf('summed')}
+    FROM (SELECT ${STEP_SUMS} FROM steps s WHERE s.run_id = r.id AND r.step_count IS NULL) summed) t`;
 
 export async function listRuns(db: Queryable, workspaceId: string, q: RunListQuery) {
   const where = ['workspace_id = $1'];
@@ -413,15 +417,10 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
          SELECT id, user_id, status, started_at, ended_at, step_count FROM runs WHERE ${filter}
          ORDER BY started_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}
        ), summed AS (
-         SELECT s.run_id, count(*) AS step_count,
-           coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS total_tokens,
-           coalesce(sum(s.cost_usd), 0) AS total_cost_usd
+         SELECT s.run_id, ${STEP_SUMS}
          FROM steps s WHERE s.run_id IN (SELECT id FROM page WHERE step_count IS NULL) GROUP BY s.run_id
        )
-       SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at,
-         coalesce(r.step_count, l.step_count, 0) AS step_count,
-         CASE WHEN r.step_count IS NULL THEN coalesce(l.total_tokens, 0) ELSE coalesce(rt.total_tokens, 0) END AS total_tokens,
-         CASE WHEN r.step_count IS NULL THEN coalesce(l.total_cost_usd, 0) ELSE coalesce(rt.total_cost_usd, 0) END AS total_cost_usd
+       SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, ${totalsOf('l')}
        FROM page r LEFT JOIN run_totals rt ON rt.run_id = r.id LEFT JOIN summed l ON l.run_id = r.id
        ORDER BY r.started_at DESC, r.id DESC`,
       [...params, q.perPage, (q.page - 1) * q.perPage],
