@@ -425,7 +425,12 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
        ORDER BY r.started_at DESC, r.id DESC`,
       [...params, q.perPage, (q.page - 1) * q.perPage],
     ),
-    db.query<{ total: string | number }>(`SELECT count(*) AS total FROM runs WHERE ${filter}`, params),
+    // Without a user, the counts Postgres keeps (migration 8): a few rows, however many runs. A
+    // user's runs are counted through the (workspace, user) index.
+    q.userId === null
+      ? db.query<{ total: string | number }>(
+        `SELECT coalesce(sum(runs), 0) AS total FROM run_counts WHERE ${filter}`, params)
+      : db.query<{ total: string | number }>(`SELECT count(*) AS total FROM runs WHERE ${filter}`, params),
   ]);
   return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: q.page, per_page: q.perPage };
 }

@@ -68,6 +68,26 @@ describe('three daemons on one Postgres and one Redis under parallel load', () =
     await patch({ monthly_run_limit: 250_000 }); // the scale plan's ceiling
   });
 
+  it('when 60 runs start, step and end over three daemons at once, then each daemon\'s run list totals are the runs\' counts', async () => {
+    const started = (await startAll(60, 't')).map((r) => r.body);
+    await Promise.all(started.filter((r) => r.status === 'RUNNING').map(async (run, i) => {
+      expect((await via(i + 1).request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 't' })).status).toBe(201);
+      // Ended by two daemons at once: one end counts.
+      const ends = await Promise.all([via(i + 2), via(i)].map((d) => d.request('POST', `/v1/runs/${run.id}/end`, { status: i % 2 ? 'FAILED' : 'COMPLETED' })));
+      expect(ends.filter((e) => e.status === 200)).toHaveLength(1);
+    }));
+    const { rows } = await db.query<{ status: string; n: number }>(
+      'SELECT status, count(*)::int AS n FROM runs WHERE workspace_id = $1 GROUP BY status', [workspaceId]);
+    const counted = new Map(rows.map((r) => [r.status, r.n]));
+    expect(counted.get('RUNNING') ?? 0).toBe(0);
+    for (const [i, daemon] of daemons.entries()) {
+      expect((await daemon.request('GET', '/v1/runs?per_page=1')).body.total).toBe(rows.reduce((sum, r) => sum + r.n, 0));
+      for (const status of ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED']) {
+        expect([i, status, (await daemon.request('GET', `/v1/runs?status=${status}&per_page=1`)).body.total]).toEqual([i, status, counted.get(status) ?? 0]);
+      }
+    }
+  });
+
   it('when 12 agents spend over three daemons against a daily budget, then it is reached and overshot by at most 11 steps, and spend equals the records', async () => {
     const AGENTS = 12;
     const STEP_MICROS = 10_000; // one prompt token at $0.01
