@@ -250,10 +250,13 @@ ALTER TABLE runs ALTER COLUMN step_count DROP DEFAULT;
 -- 44-60 ms at 500,000, and more with every run. Postgres now keeps the counts by workspace and
 -- status, with each write of runs: triggers, so every writer counts (a daemon from before this
 -- version during an upgrade, the stale-run sweep, an operator's SQL). A count is split in
--- shards by the writing connection (pg_backend_pid), so a transaction raises only its own
--- connection's rows: starts and ends never queue on a row per workspace. A shard may go below
--- zero (a run started on one connection and ended on another); the sum is the count. Each
--- statement raises its rows in one order, so two connections sharing a shard cannot deadlock.
+-- shards by the writing connection (pg_backend_pid % 64), so a transaction raises its own
+-- connection's rows: starts and ends do not queue on one row per workspace, only the rare
+-- connections that share a shard wait on each other. A shard may go below zero (a run started
+-- on one connection and ended on another); the sum is the count. Each statement raises its
+-- rows in one order, so one statement per transaction (as every daemon write of runs is)
+-- cannot deadlock on them; two transactions that each write runs in several statements, with
+-- statuses in different orders, can (the daemon retries a transaction chosen as a deadlock victim).
 CREATE TABLE run_counts (
   workspace_id uuid NOT NULL,
   status text NOT NULL,
@@ -286,7 +289,7 @@ BEGIN
     GROUP BY workspace_id, status ORDER BY workspace_id, status
     ON CONFLICT (workspace_id, status, shard) DO UPDATE SET runs = c.runs + EXCLUDED.runs;
   ELSE
-    DELETE FROM run_counts;
+    TRUNCATE run_counts; -- every row, whatever the transaction's snapshot
   END IF;
   RETURN NULL;
 END
@@ -311,6 +314,9 @@ SELECT workspace_id, status, 0, count(*) FROM runs GROUP BY workspace_id, status
 
 export async function migrate(db: Db): Promise<number[]> {
   return db.transaction(async (tx) => {
+    // Whatever the server's default: under repeatable read, migration 8 would count the runs
+    // with a snapshot taken before its lock, and miss the ones written by writers it waited for.
+    await tx.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
     await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.migrations]);
     await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);

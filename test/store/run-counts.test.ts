@@ -5,16 +5,19 @@
  * the runs' count; a batch of steps rewrites no count; runs deleted or truncated leave the
  * counts; a database from before the counts gets them at its upgrade.
  */
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { GuardService, systemClock } from '../../src/service/guard-service.js';
 import { createStaleRunSweeper } from '../../src/service/stale-run-sweeper.js';
 import { listRuns, type RunStatus } from '../../src/store/runs.js';
+import { postgresDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
 
 const log = createLogger('silent');
+const RUN_VALUES = `'{}', '{"outcome":"ALLOW","reason":null,"evaluated_rules":{}}', now()`;
 const STATUSES: (RunStatus | null)[] = [null, 'RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
 
 describe.each(BACKENDS)('run counts on %s', (backend) => {
@@ -122,5 +125,43 @@ describe.each(BACKENDS)('run counts on %s', (backend) => {
     // And counted from there on.
     await guard.endRun(ws, ids[2]!, 'COMPLETED');
     expect(await total(ws, 'COMPLETED')).toBe(2);
+  });
+
+  it.skipIf(backend === 'embedded')('when the server\'s default isolation is repeatable read, then an upgrade counts the runs written while it waited, and a truncate leaves no count', async () => {
+    const ws = await workspace();
+    const name = new URL(stores.databaseUrl!).pathname.slice(1);
+    await stores.db.exec(`DROP TABLE run_counts; DROP FUNCTION run_counts_raise() CASCADE;
+      DELETE FROM schema_migrations WHERE version = 8;
+      ALTER DATABASE "${name}" SET default_transaction_isolation = 'repeatable read'`);
+    // Connections opened from here on take the default.
+    const writer = new pg.Client({ connectionString: stores.databaseUrl! });
+    const upgrading = postgresDb({ connectionString: stores.databaseUrl!, max: 2 });
+    await writer.connect();
+    try {
+      // An older daemon's start, committed while the migration waits for its lock.
+      const insertRun = async (status: string) => {
+        await writer.query('BEGIN');
+        await writer.query(`INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at)
+          VALUES (gen_random_uuid(), $1, 'old', $2, ${RUN_VALUES})`, [ws, status]);
+      };
+      await insertRun('RUNNING');
+      const migrating = migrate(upgrading);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await writer.query('COMMIT');
+      expect(await migrating).toEqual([8]);
+      expect(await total(ws, 'RUNNING')).toBe(1);
+
+      // A truncate that waited for a writer clears the count that writer committed.
+      await insertRun('BLOCKED');
+      const truncating = upgrading.transaction((tx) => tx.query('TRUNCATE runs CASCADE'));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await writer.query('COMMIT');
+      await truncating;
+      expect(await total(ws, null)).toBe(0);
+    } finally {
+      await writer.end();
+      await upgrading.close();
+      await stores.db.query(`ALTER DATABASE "${name}" RESET default_transaction_isolation`);
+    }
   });
 });
