@@ -1,9 +1,11 @@
 /**
  * Reconciliation: recounts what the daily usage counters should be from the run and step records,
  * reports every difference, and repairs it. (A run's own totals are not checked: recounting one
- * reads all its steps, however old, and a long run's would be read on every pass.) The counters
- * are written in the same transactions as the records, so a difference means a bug or a hand
- * edit; the Redis copy of spend can lag behind (a write lost in a crash) and is raised to the records.
+ * reads all its steps, however old, and a long run's would be read on every pass.) On demand
+ * (`runCounts`), also the run list's counts by workspace and status, which reads every run. The
+ * counters are written in the same transactions as the records, so a difference means a bug, a
+ * hand edit or triggers switched off (`session_replication_role = replica`, a restore with
+ * `--disable-triggers`); the Redis copy of spend can lag behind (a write lost in a crash) and is raised to the records.
  */
 import type { Logger } from 'pino';
 import { ADVISORY_LOCKS } from '../store/advisory-locks.js';
@@ -11,7 +13,7 @@ import { recordedSpend, SPEND_CAP_MICROS, type CounterStore } from '../store/cou
 import type { Db, Queryable } from '../store/db.js';
 
 export interface Drift {
-  kind: 'workspace_usage' | 'user_usage' | 'spend_copy';
+  kind: 'workspace_usage' | 'user_usage' | 'spend_copy' | 'run_count';
   key: string;
   expected: string;
   found: string;
@@ -60,19 +62,33 @@ export const USER_USAGE_DRIFT = `
     ON d.workspace_id = e.workspace_id AND d.user_id = e.user_id AND d.day = e.day
   WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
 
+/**
+ * The run list's counts (migration 8) against the runs, by workspace and status: one statement,
+ * so one snapshot, in which the triggers' counts and the runs they count agree.
+ */
+export const RUN_COUNT_DRIFT = `
+  WITH expected AS (SELECT workspace_id, status, count(*) AS runs FROM runs GROUP BY workspace_id, status),
+  found AS (SELECT workspace_id, status, sum(runs) AS runs FROM run_counts GROUP BY workspace_id, status)
+  SELECT coalesce(e.workspace_id, f.workspace_id) AS workspace_id, coalesce(e.status, f.status) AS status,
+    coalesce(e.runs, 0) AS expected_runs, coalesce(f.runs, 0) AS found_runs
+  FROM expected e FULL JOIN found f ON f.workspace_id = e.workspace_id AND f.status = e.status
+  WHERE coalesce(e.runs, 0) <> coalesce(f.runs, 0)`;
+
 export async function reconcile(
   db: Db,
   counters: CounterStore,
-  options: { now: Date; days: number; repair: boolean },
+  options: { now: Date; days: number; repair: boolean; runCounts?: boolean },
 ): Promise<ReconcileReport> {
   const from = new Date(options.now.getTime() - (options.days - 1) * 86_400_000).toISOString().slice(0, 10);
   const drifts: Drift[] = [];
-  const { usage, userUsage } = options.repair
-    ? await checkAndRepair(db, from)
+  const runCounts = options.runCounts ?? false;
+  const { usage, userUsage, counts } = options.repair
+    ? await checkAndRepair(db, from, runCounts)
     : await Promise.all([
       db.query<Record<string, string>>(USAGE_DRIFT, [from]),
       db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
-    ]).then(([u, uu]) => ({ usage: u.rows, userUsage: uu.rows }));
+      runCounts ? db.query<Record<string, string>>(RUN_COUNT_DRIFT) : { rows: [] },
+    ]).then(([u, uu, c]) => ({ usage: u.rows, userUsage: uu.rows, counts: c.rows }));
   for (const r of usage) {
     drifts.push({ kind: 'workspace_usage', key: `${r.workspace_id}/${r.day}`,
       expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
@@ -80,6 +96,9 @@ export async function reconcile(
   for (const r of userUsage) {
     drifts.push({ kind: 'user_usage', key: `${r.workspace_id}/${r.user_id}/${r.day}`,
       expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
+  }
+  for (const r of counts) {
+    drifts.push({ kind: 'run_count', key: `${r.workspace_id}/${r.status}`, expected: `runs=${r.expected_runs}`, found: `runs=${r.found_runs}` });
   }
   // The Redis copy: set to the records for every workspace and user who spent today.
   if (counters.kind === 'redis') drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
@@ -94,15 +113,30 @@ export async function reconcile(
  * applying the same difference twice. Rows are upserted in the order every writer locks them:
  * days sorted, then users' days sorted.
  */
-async function checkAndRepair(db: Db, from: string) {
+async function checkAndRepair(db: Db, from: string, runCounts: boolean) {
   return db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.reconcile]);
     const usage = (await tx.query<Record<string, string>>(USAGE_DRIFT, [from])).rows;
     const userUsage = (await tx.query<Record<string, string>>(USER_USAGE_DRIFT, [from])).rows;
+    const counts = runCounts ? (await tx.query<Record<string, string>>(RUN_COUNT_DRIFT)).rows : [];
     await addDifferences(tx, 'usage_daily', usage);
     await addDifferences(tx, 'user_usage_daily', userUsage);
-    return { usage, userUsage };
+    await addCountDifferences(tx, counts);
+    return { usage, userUsage, counts };
   });
+}
+
+/** Each drifted count's difference, added to its shard 0 (as the migration's count), in key order. */
+async function addCountDifferences(tx: Queryable, rows: Record<string, string>[]) {
+  if (rows.length === 0) return;
+  await tx.query(
+    `INSERT INTO run_counts AS c (workspace_id, status, shard, runs)
+     SELECT workspace_id, status, 0, runs FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS d(workspace_id, status, runs)
+     ORDER BY workspace_id, status
+     ON CONFLICT (workspace_id, status, shard) DO UPDATE SET runs = c.runs + EXCLUDED.runs`,
+    [rows.map((r) => r.workspace_id), rows.map((r) => r.status),
+      rows.map((r) => String(BigInt(r.expected_runs!) - BigInt(r.found_runs!)))],
+  );
 }
 
 /** Each daily table's key columns and their types. */

@@ -188,4 +188,35 @@ describe('reconcile', () => {
       'SELECT spend_micros::text, runs::text FROM usage_daily WHERE workspace_id = $1', [ws.id]);
     expect(rows).toEqual([{ spend_micros: String(32 * 20_000), runs: '32' }]);
   });
+
+  it('when the run counts drift (triggers off), then an on-demand reconcile reports and repairs them, keeping the runs written meanwhile', async () => {
+    const ws = await pricedWorkspace('counts');
+    const counted = async () => (await stores.db.query<{ status: string; n: string }>(
+      `SELECT status, count(*)::text AS n FROM runs WHERE workspace_id = $1 GROUP BY status ORDER BY status`, [ws.id])).rows;
+    const kept = async () => (await stores.db.query<{ status: string; n: string }>(
+      `SELECT status, sum(runs)::text AS n FROM run_counts WHERE workspace_id = $1 GROUP BY status HAVING sum(runs) <> 0 ORDER BY status`, [ws.id])).rows;
+    const mine = (report: { drifts: { kind: string; key: string }[] }) => report.drifts.filter((d) => d.key.startsWith(ws.id));
+    await stores.db.query('ALTER TABLE runs DISABLE TRIGGER run_counts_insert');
+    try {
+      for (let i = 0; i < 3; i++) await guard.startRun(ws.id, { user_id: 'u' });
+    } finally {
+      await stores.db.query('ALTER TABLE runs ENABLE TRIGGER run_counts_insert');
+    }
+    // The periodic pass leaves the counts out (it would read every run).
+    expect(mine(await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false }))).toEqual([]);
+    const found = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false, runCounts: true });
+    expect(mine(found)).toEqual([{ kind: 'run_count', key: `${ws.id}/RUNNING`, expected: 'runs=3', found: 'runs=0' }]);
+
+    // Repaired while runs start and end: what they write is counted by the triggers, and stays.
+    const work = async () => {
+      for (let k = 0; k < 6; k++) {
+        const run = (await guard.startRun(ws.id, { user_id: `w${k}` })).body;
+        if (k % 2) await guard.endRun(ws.id, run.id, 'COMPLETED');
+      }
+    };
+    await Promise.all([work(), work(), reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: true, runCounts: true })]);
+    expect(mine(await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false, runCounts: true }))).toEqual([]);
+    expect(await kept()).toEqual(await counted());
+    expect(await counted()).toEqual([{ status: 'COMPLETED', n: '6' }, { status: 'RUNNING', n: '9' }]);
+  });
 });

@@ -1,6 +1,7 @@
 /**
- * `runguard reconcile`: recounts the daily usage counters from the run and step records
- * of the configured database, reports every difference, and repairs it (unless --dry-run).
+ * `runguard reconcile`: recounts the daily usage counters and the run list's counts from the run
+ * and step records of the configured database, reports every difference, and repairs it (unless
+ * --dry-run). The run counts read every run (the daemon's periodic reconcile leaves them out).
  */
 import { Command, Option } from 'commander';
 import { loadConfig } from '../../config.js';
@@ -21,7 +22,7 @@ export function reconcileCommand(): Command {
       const [{ openStores }, { reconcile }] = await Promise.all([import('../../daemon.js'), import('../../service/reconcile.js')]);
       const stores = await openStores(config);
       try {
-        const report = await reconcile(stores.db, stores.counters, { now: new Date(), days, repair: !options.dryRun });
+        const report = await reconcile(stores.db, stores.counters, { now: new Date(), days, repair: !options.dryRun, runCounts: true });
         // Drift left in place exits 4, for scripts reading JSON as for people reading the table.
         if (!report.repaired && report.drifts.length > 0) process.exitCode = 4;
         if (out.json) return out.data(report);
