@@ -317,6 +317,10 @@ export async function migrate(db: Db): Promise<number[]> {
     // Whatever the server's default: under repeatable read, migration 8 would count the runs
     // with a snapshot taken before its lock, and miss the ones written by writers it waited for.
     await tx.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+    // Not the pool's statement timeout: a backfill over a long history, or the wait for an older
+    // daemon's write to let go of a table, may take longer, and a migration cut short fails the
+    // daemon's start, and the next one's again.
+    await tx.query('SET LOCAL statement_timeout = 0');
     await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.migrations]);
     await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);

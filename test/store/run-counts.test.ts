@@ -3,7 +3,8 @@
  * not counted from the runs: against real Postgres and the embedded database, runs started,
  * blocked, stepped, ended and swept at once by two daemons leave each status's total equal to
  * the runs' count; a batch of steps rewrites no count; runs deleted or truncated leave the
- * counts; a database from before the counts gets them at its upgrade.
+ * counts; a database from before the counts gets them at its upgrade, which waits for an older
+ * daemon's write however long, not the pool's statement timeout.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -162,6 +163,31 @@ describe.each(BACKENDS)('run counts on %s', (backend) => {
       await writer.end();
       await upgrading.close();
       await stores.db.query(`ALTER DATABASE "${name}" RESET default_transaction_isolation`);
+    }
+  });
+
+  it.skipIf(backend === 'embedded')('when an older daemon\'s write holds the runs longer than the pool\'s statement timeout, then the upgrade waits for it instead of failing', async () => {
+    const ws = await workspace();
+    await stores.db.exec(`DROP TABLE run_counts; DROP FUNCTION run_counts_raise() CASCADE;
+      DELETE FROM schema_migrations WHERE version = 8`);
+    const writer = new pg.Client({ connectionString: stores.databaseUrl! });
+    const upgrading = postgresDb({ connectionString: stores.databaseUrl!, max: 2, statementTimeoutMs: 100 });
+    await writer.connect();
+    try {
+      await writer.query('BEGIN');
+      await writer.query(`INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at)
+        VALUES (gen_random_uuid(), $1, 'old', 'RUNNING', ${RUN_VALUES})`, [ws]);
+      const migrating = migrate(upgrading);
+      // Past the pool's timeout, the migration still waits on the lock.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      await writer.query('COMMIT');
+      expect(await migrating).toEqual([8]);
+      expect(await total(ws, 'RUNNING')).toBe(1);
+      // The pool's statements keep their timeout.
+      await expect(upgrading.query('SELECT pg_sleep(0.3)')).rejects.toThrow(/statement timeout/);
+    } finally {
+      await writer.end();
+      await upgrading.close();
     }
   });
 });
