@@ -193,6 +193,8 @@ export interface HistoryResult {
   full: HistorySide;
   /** full ÷ empty: 1.00 means no slower with the history. */
   ratios: { stepCreateP50: number; stepCreateP99: number; runListP99: number; runDetailP99: number };
+  /** The step creation p50 ratio of each round's pair of cells: how far the pooled ratio is from the hour's noise. */
+  stepCreateP50ByRound: number[];
   largeRun?: LargeRunRead;
 }
 
@@ -226,9 +228,10 @@ export async function prepareHistory(daemon: DaemonProcess, databaseUrl: string,
 /** Alternates short cells between the empty and the seeded daemon; pools each side's samples. */
 export async function historyScenario(empty: HistoryTarget, full: HistoryTarget, seeded: HistoryResult['seeded'],
   rounds: number, cellS: number, log: (line: string) => void): Promise<HistoryResult> {
-  const sides = new Map<HistoryTarget, { step: number[]; list: number[]; detail: number[]; ops: number[] }>([
-    [empty, { step: [], list: [], detail: [], ops: [] }],
-    [full, { step: [], list: [], detail: [], ops: [] }],
+  type Side = { step: number[]; stepP50s: number[]; list: number[]; detail: number[]; ops: number[] };
+  const sides = new Map<HistoryTarget, Side>([
+    [empty, { step: [], stepP50s: [], list: [], detail: [], ops: [] }],
+    [full, { step: [], stepP50s: [], list: [], detail: [], ops: [] }],
   ]);
   const runIds = new Map<HistoryTarget, string>();
   for (const t of [empty, full]) {
@@ -243,12 +246,14 @@ export async function historyScenario(empty: HistoryTarget, full: HistoryTarget,
       const headers = apiHeaders(t.daemon);
       const api = pool(t.daemon.url, 1);
       const runId = runIds.get(t)!;
+      const stepsBefore = side.step.length;
       const step = await loop(1, cellS, async () => {
         const n = sequence.get(t)! + 1;
         sequence.set(t, n);
         await json(api, 'POST', `/v1/runs/${runId}/steps`, headers, { type: 'MODEL_CALL', sequence: n, model: MODEL }, 201);
       }, side.step);
       side.ops.push(step.ops);
+      side.stepP50s[r] = summarize(side.step.slice(stepsBefore)).p50;
       // Reads are timed to their last byte, not parsed (loops.ts `read`).
       await loop(1, cellS, async () => { await read(api, '/v1/runs?page=1&per_page=50', headers, 200); }, side.list);
       await loop(1, cellS, async () => { await read(api, `/v1/runs/${t.detailRunId}`, headers, 200); }, side.detail);
@@ -256,7 +261,7 @@ export async function historyScenario(empty: HistoryTarget, full: HistoryTarget,
     }
     log(`history: round ${r + 1}/${rounds} done`);
   }
-  const view = (s: { step: number[]; list: number[]; detail: number[]; ops: number[] }): HistorySide => ({
+  const view = (s: Side): HistorySide => ({
     stepCreate: summarize(s.step),
     runList: summarize(s.list),
     runDetail: summarize(s.detail),
@@ -275,11 +280,12 @@ export async function historyScenario(empty: HistoryTarget, full: HistoryTarget,
       runListP99: ratio(f.runList.p99, e.runList.p99),
       runDetailP99: ratio(f.runDetail.p99, e.runDetail.p99),
     },
+    stepCreateP50ByRound: sides.get(full)!.stepP50s.map((p50, r) => ratio(p50, sides.get(empty)!.stepP50s[r]!)),
   };
   result.largeRun = await readLargeRun(full, LARGE_RUN_STEPS);
   log(`history: a ${LARGE_RUN_STEPS}-step run's detail, ${round(result.largeRun.bytes / 1e6, 1)} MB in ${result.largeRun.ms} ms: ` +
     `daemon RSS ${result.largeRun.rssBeforeMb} MB before, peak ${result.largeRun.rssPeakMb}, ${result.largeRun.rssAfterMb} after`);
-  log(`history: step create p50 ${e.stepCreate.p50.toFixed(2)} -> ${f.stepCreate.p50.toFixed(2)} ms (x${result.ratios.stepCreateP50}), ` +
+  log(`history: step create p50 ${e.stepCreate.p50.toFixed(2)} -> ${f.stepCreate.p50.toFixed(2)} ms (x${result.ratios.stepCreateP50}; by round x${result.stepCreateP50ByRound.join(', x')}), ` +
     `p99 ${e.stepCreate.p99.toFixed(2)} -> ${f.stepCreate.p99.toFixed(2)} ms (x${result.ratios.stepCreateP99}); ` +
     `run list p99 ${e.runList.p99.toFixed(2)} -> ${f.runList.p99.toFixed(2)} ms; run detail (1,000 steps) p99 ${e.runDetail.p99.toFixed(2)} -> ${f.runDetail.p99.toFixed(2)} ms`);
   return result;
