@@ -34,11 +34,22 @@ export function openaiResponses(response: unknown): TokenCounts | undefined {
 }
 
 /**
- * Anthropic Messages (`anthropic.messages.create`): `usage.input_tokens` / `usage.output_tokens`.
- * Cache reads and writes (`cache_*_input_tokens`) are not added: they are priced differently.
+ * Anthropic Messages (`anthropic.messages.create`): prompt tokens are `usage.input_tokens` plus the
+ * prompt cache's writes and reads (`cache_creation_input_tokens`, `cache_read_input_tokens`), which
+ * Anthropic counts apart from `input_tokens`; completion tokens are `usage.output_tokens`. The
+ * proxy counts them the same way. All are priced at the model's input price: a budget then never
+ * under-counts a cached prompt (Anthropic bills cache reads for less, cache writes for more).
  */
 export function anthropicMessages(response: unknown): TokenCounts | undefined {
-  return readUsage(response, 'input_tokens', 'output_tokens');
+  const counts = readUsage(response, 'input_tokens', 'output_tokens');
+  if (!counts) return undefined;
+  const usage = (response as { usage: Record<string, unknown> }).usage;
+  let prompt = counts[0];
+  for (const field of ['cache_creation_input_tokens', 'cache_read_input_tokens']) {
+    const cached = usage[field];
+    if (isTokenCount(cached)) prompt += cached;
+  }
+  return [prompt, counts[1]];
 }
 
 /** The bundled extractors; `openai` is an alias of `openaiChatCompletions`. */

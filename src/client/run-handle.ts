@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { GuardBlockedError, GuardError } from './errors.js';
+import { ConflictError, GuardBlockedError, GuardError } from './errors.js';
 import { isTokenCount } from './extractors.js';
 import type { HttpClient } from './http.js';
 import type {
@@ -22,6 +22,9 @@ export interface RunHandleInit {
   metadata: JsonObject | null;
   decision: Decision;
 }
+
+/** The largest sequence the API takes (a Postgres integer). */
+const MAX_SEQUENCE = 2_147_483_647;
 
 interface StepSpec {
   params: Omit<StepCreateParams, 'sequence'>;
@@ -114,19 +117,14 @@ export class RunHandle {
     }
     // Taken synchronously, before any await, so calls started together (Promise.all) get distinct,
     // ordered sequences. A sequence whose creation failed is never reused: the server may have stored it.
-    const sequence = this.#nextSequence++;
-    return this.#runStep({ ...spec, label: `${spec.label} (step ${sequence})` }, sequence, fn, extractor);
+    return this.#runStep(spec, this.#nextSequence++, fn, extractor);
   }
 
-  async #runStep<T>(spec: StepSpec, sequence: number, fn: StepFn<T>, extractor: TokenExtractor<T> | undefined): Promise<T> {
-    const created = await this.#http.request<StepCreated>({
-      method: 'POST',
-      path: `/v1/runs/${encodeURIComponent(this.id)}/steps`,
-      body: { ...spec.params, sequence } satisfies StepCreateParams,
-    });
+  async #runStep<T>(spec: StepSpec, firstSequence: number, fn: StepFn<T>, extractor: TokenExtractor<T> | undefined): Promise<T> {
+    const { created, sequence } = await this.#createStep(spec, firstSequence);
     if (created.status === 'BLOCKED' || created.decision?.outcome === 'DENY') {
       throw new GuardBlockedError(
-        { kind: 'step', userId: this.userId, runId: this.id, stepId: created.id, stepLabel: spec.label },
+        { kind: 'step', userId: this.userId, runId: this.id, stepId: created.id, stepLabel: `${spec.label} (step ${sequence})` },
         created.decision?.reason ?? null,
       );
     }
@@ -150,6 +148,31 @@ export class RunHandle {
       ...tokenCounts(extractor, result),
     });
     return result;
+  }
+
+  /**
+   * Creates the step with `sequence`, or past it. Calls proxied into this run
+   * (`/proxy/runs/<id>/...`) take the run's next numbers on the server, unseen here: when one holds
+   * the number, the step tries again further on, the jump doubling each time, so that a run with
+   * many proxied calls is passed in a few tries. Sequences order a run's steps; the gaps this
+   * leaves are allowed, as are the ones the proxy's own retries leave.
+   */
+  async #createStep(spec: StepSpec, sequence: number): Promise<{ created: StepCreated; sequence: number }> {
+    for (let jump = 1; ; jump *= 2) {
+      try {
+        const created = await this.#http.request<StepCreated>({
+          method: 'POST',
+          path: `/v1/runs/${encodeURIComponent(this.id)}/steps`,
+          body: { ...spec.params, sequence } satisfies StepCreateParams,
+        });
+        return { created, sequence };
+      } catch (error) {
+        const taken = error instanceof ConflictError && error.code === 'DUPLICATE_SEQUENCE';
+        if (!taken || sequence + jump > MAX_SEQUENCE) throw error;
+        this.#nextSequence = Math.max(this.#nextSequence, sequence + jump);
+        sequence = this.#nextSequence++;
+      }
+    }
   }
 
   #updateStep(stepId: string, params: StepUpdateParams): Promise<StepUpdated> {

@@ -438,12 +438,59 @@ describe('token extractors on responses of the real provider SDKs, recorded by t
     expect(tokens).toEqual([
       [usage.chat!.prompt_tokens, usage.chat!.completion_tokens],
       [usage.responses!.input_tokens, usage.responses!.output_tokens],
-      [usage.message.input_tokens, usage.message.output_tokens],
+      // Anthropic counts the prompt cache's reads apart from input_tokens; they are prompt tokens too.
+      [usage.message.input_tokens + (usage.message.cache_creation_input_tokens ?? 0) + (usage.message.cache_read_input_tokens ?? 0), usage.message.output_tokens],
       [null, null],
     ]);
     expect(tokens[0]).toEqual([120, 30]);
+    expect(usage.message.cache_read_input_tokens).toBe(20);
+    expect(tokens[2]).toEqual([120, 30]);
     // 120 x 0.00000015 + 30 x 0.0000006 = 0.000036; the Anthropic model has no pricing entry.
     expect(run.steps.map((s) => s.cost_usd)).toEqual([0.000036, 0.000036, null, null]);
+  });
+});
+
+describe('SDK steps and calls proxied into the same run', () => {
+  let daemon: TestApi;
+  let upstream: FakeUpstream;
+  let guard: GuardClient;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream({ promptTokens: 10, completionTokens: 2 });
+    daemon = await startTestApi('postgres+redis', { proxy: { upstream: upstream.url } });
+    guard = new GuardClient({ apiKey: daemon.apiKey, baseUrl: daemon.url });
+  });
+  afterAll(async () => {
+    await guard?.close();
+    await Promise.all([daemon?.close(), upstream?.close()]);
+  });
+
+  it('when proxied calls took the run\'s next sequences, then the SDK\'s steps go past them and the run completes', async () => {
+    let runId = '';
+    const proxied = (id: string) => new OpenAI({
+      baseURL: `${daemon.url}/proxy/runs/${id}/openai/v1`, apiKey: 'sk-test', maxRetries: 0,
+      defaultHeaders: { 'x-runguard-key': daemon.apiKey },
+    }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+    await guard.run('mixed-user', async (run) => {
+      runId = run.id;
+      for (let i = 0; i < 5; i++) await proxied(run.id); // sequences 1-5, unseen by the SDK
+      await run.toolCall(() => 'a', { toolName: 'first' });
+      await run.modelCall(async () => chatCompletion(3, 1), { model: 'gpt-4o-mini', tokenExtractor: extractors.openai });
+      await proxied(run.id);
+      await Promise.all([run.toolCall(() => 'b', { toolName: 'second' }), run.toolCall(() => 'c', { toolName: 'third' })]);
+    });
+
+    const run = (await daemon.request<Run>('GET', `/v1/runs/${runId}`)).body;
+    expect(run.status).toBe('COMPLETED');
+    expect(run.steps).toHaveLength(10);
+    expect(run.steps.every((s) => s.status === 'COMPLETED')).toBe(true);
+    const sequences = run.steps.map((s) => s.sequence);
+    expect(new Set(sequences).size).toBe(10);
+    // In the order they were made: the proxied calls first, the SDK's steps after them. (The last two
+    // were made together; a collision can swap them.)
+    const names = run.steps.map((s) => s.tool_name ?? s.type);
+    expect(names.slice(0, 8)).toEqual(['MODEL_CALL', 'MODEL_CALL', 'MODEL_CALL', 'MODEL_CALL', 'MODEL_CALL', 'first', 'MODEL_CALL', 'MODEL_CALL']);
+    expect(names.slice(8).sort()).toEqual(['second', 'third']);
   });
 });
 

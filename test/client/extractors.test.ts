@@ -83,6 +83,13 @@ describe('extractors (pure)', () => {
     expect(extractors.anthropic).toBe(extractors.anthropicMessages);
   });
 
+  it('when an Anthropic message used the prompt cache, then its writes and reads count as prompt tokens, as the proxy counts them', () => {
+    const cached = { ...anthropicMessage, usage: { ...anthropicMessage.usage, input_tokens: 12, cache_creation_input_tokens: 50_000, cache_read_input_tokens: 150_000 } };
+    expect(extractors.anthropicMessages(cached)).toEqual([200_012, 503]);
+    // Older responses carry no cache fields, or null ones.
+    expect(extractors.anthropicMessages({ usage: { input_tokens: 7, output_tokens: 3, cache_read_input_tokens: null } })).toEqual([7, 3]);
+  });
+
   it.each([
     ['undefined', undefined],
     ['null', null],
