@@ -9,8 +9,9 @@
  *
  * When Redis fails, decisions read the records instead (a warning in the log, and /health says
  * so) and Redis is tried again after a pause. Writes skipped meanwhile are missing from keys that
- * survived the outage (a network cut, a timeout): before the copy is read again, every key of
- * today and yesterday is raised to the records, while decisions go on reading the records.
+ * survived the outage (a network cut, a timeout), and a Redis that restarted from a snapshot holds
+ * older values: after a failure, or once the connection closed, every key of today and yesterday
+ * is raised to the records before the copy is read again, while decisions read the records.
  */
 import { randomInt } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
@@ -87,6 +88,13 @@ export class RedisCounters implements CounterStore {
   ) {
     redis.defineCommand('rgRaiseTo', { lua: RAISE_TO });
     this.redis = redis as Redis & CounterCommands;
+    // A connection that closed may come back to a Redis that restarted from an older snapshot (or
+    // failed over to a replica that lagged) without any command of ours failing: its copy is not
+    // read again until raised to the records, as after a failure.
+    redis.on('close', () => {
+      this.failures++;
+      this.stale = true;
+    });
   }
 
   private keys(scope: CounterScope): [string, string] {

@@ -168,4 +168,17 @@ describe('Redis down or unreachable under a running daemon', () => {
     await expect.poll(copy, { timeout: 2_000 }).toEqual(['200000', '200000']);
     expect(await records()).toEqual({ counter: 200_000, steps: 200_000 });
   });
+
+  it('when Redis comes back with an older copy and none of the daemon\'s commands failed (a restart from a snapshot), then that copy is not read until raised', async () => {
+    await sleep(1_100); // past any pause after a failure: the copy is read
+    expect((await step()).reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED'); // 200,000 of 200,000
+    // What a restart from an older snapshot leaves: lower values, and the daemon's connection dropped.
+    await peek.mset(`{${workspaceId}}:spend:${day()}`, '110000', `{${workspaceId}}:uspend:${day()}:ada`, '110000');
+    await peek.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+    await expect.poll(async () => (await health()).status, { timeout: 5_000 }).toBe(200);
+    await sleep(300); // the daemon has reconnected; nothing of it failed
+    expect((await step()).reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
+    await expect.poll(copy, { timeout: 2_000 }).toEqual(['200000', '200000']);
+    expect(await records()).toEqual({ counter: 200_000, steps: 200_000 });
+  });
 });
