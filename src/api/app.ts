@@ -114,6 +114,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // calls) not yet submitted: write them before whoever closes the app closes the stores.
   const proxyCalls = new CallsInProgress();
   app.addHook('onClose', async () => {
+    proxyCalls.stop();
     await proxyCalls.none();
     await guard.settled();
   });

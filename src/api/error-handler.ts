@@ -15,13 +15,22 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'BAD_REQUEST',
 };
 
-/** Connection-level failures of Postgres: the daemon is fine, its database is not. */
-const DATABASE_DOWN = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '53300', '08006', '08001', '08003']);
+/** Connection-level failures: the daemon is fine, its database is not. */
+const DATABASE_DOWN = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
+/**
+ * Postgres's classes of the same (SQLSTATE): 08 connection exception, 53 insufficient resources
+ * (too many connections, disk full), 57 operator intervention (shutdown, cannot connect now,
+ * statement timeout).
+ */
+const DATABASE_DOWN_CLASS = /^(08|53|57)[0-9A-Z]{3}$/;
 
-function isDatabaseDown(error: { code?: string; message?: string }): boolean {
+/** A failure that passes when the database is back: worth answering 503 (and retrying). */
+function isDatabaseDown(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
   return (
-    DATABASE_DOWN.has(error.code ?? '') ||
-    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED/.test(error.message ?? '')
+    (typeof code === 'string' && (DATABASE_DOWN.has(code) || DATABASE_DOWN_CLASS.test(code))) ||
+    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|not currently accepting connections/.test(String(message ?? ''))
   );
 }
 

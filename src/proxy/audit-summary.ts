@@ -26,7 +26,19 @@ type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 const count = (v: unknown): number | undefined => (Array.isArray(v) ? v.length : undefined);
 const int = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
-const clip = (text: string, max: number): string => (text.length > max ? `${text.slice(0, max)}…` : text);
+/**
+ * The first `n` UTF-16 units of `text`, one fewer rather than half a character: a lone surrogate
+ * makes the JSON one Postgres refuses (and the whole call with it).
+ */
+const cut = (text: string, n: number): string => {
+  const last = text.charCodeAt(n - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? n - 1 : n);
+};
+/** At most `max` units and an ellipsis; lone surrogates the client sent become U+FFFD. */
+const clip = (text: string, max: number): string => {
+  const whole = text.toWellFormed();
+  return whole.length > max ? `${cut(whole, max)}…` : whole;
+};
 
 /** Text of the last message (chat `messages`, Anthropic `messages`, Responses `input`). */
 function lastMessageText(body: Json): string | undefined {
@@ -67,7 +79,7 @@ export function auditSummary(input: AuditInput, options: AuditOptions = {}): Jso
     if (text && room > 0) {
       let excerpt = clip(text, room);
       while (excerpt.length > 0 && size({ ...summary, prompt_excerpt: excerpt }) > maxBytes) {
-        excerpt = excerpt.slice(0, Math.floor(excerpt.length * 0.8));
+        excerpt = cut(excerpt, Math.floor(excerpt.length * 0.8));
       }
       if (excerpt) summary.prompt_excerpt = excerpt;
     }

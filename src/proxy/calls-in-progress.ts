@@ -6,6 +6,17 @@
 export class CallsInProgress {
   private count = 0;
   private waiting: (() => void)[] = [];
+  private readonly closing = new AbortController();
+
+  /** Aborted once the app closes: a record that keeps failing then stops being retried. */
+  get stopping(): AbortSignal {
+    return this.closing.signal;
+  }
+
+  /** The app is closing: records still retried make one last attempt. */
+  stop(): void {
+    this.closing.abort();
+  }
 
   /** One more call; the function answered ends it (once). */
   begin(): () => void {

@@ -5,6 +5,7 @@
  * result. One step insert before forwarding and one update after, off the response's path.
  */
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import { formatOverheadMs, OVERHEAD_HEADER, ProxyCallTimer, type Metrics } from '../metrics.js';
@@ -34,6 +35,31 @@ export interface ProxyOptions {
   /** Largest request body; it is read whole, as the model must be known before forwarding. */
   bodyLimitBytes: number;
   audit?: AuditOptions;
+}
+
+/** Waits between attempts at a proxied call's record; the last repeats. */
+const RECORD_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000, 5_000];
+/** How long a proxied call's record is retried: longer than a restart or a failover of Postgres. */
+const RECORD_RETRY_FOR_MS = 10 * 60_000;
+
+/**
+ * `write()` until it succeeds, while the database is down (any other failure is final), for up to
+ * RECORD_RETRY_FOR_MS; once `stopping` is aborted, one more attempt only.
+ */
+async function untilStored<T>(write: () => Promise<T>, stopping: AbortSignal, retrying: (error: unknown) => void): Promise<T> {
+  const giveUpAt = performance.now() + RECORD_RETRY_FOR_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      // The API's own reading of a failure: 503 SERVICE_UNAVAILABLE is the database being down.
+      const down = toApiError(error as FastifyError).code === 'SERVICE_UNAVAILABLE';
+      if (!down || stopping.aborted || performance.now() > giveUpAt) throw error;
+      retrying(error);
+      const delay = RECORD_RETRY_DELAYS_MS[Math.min(attempt, RECORD_RETRY_DELAYS_MS.length - 1)]!;
+      await sleep(delay, undefined, { signal: stopping }).catch(() => {});
+    }
+  }
 }
 
 /** An answer of the proxy's own, outside the API's error table (it speaks the provider's format). */
@@ -218,6 +244,12 @@ export const proxyRoutes: FastifyPluginAsync<{
     if (!provider) throw new ApiError('NOT_FOUND', `No provider named "${request.params.provider}" is configured.`);
     const path = upstreamPath(request.raw.url ?? '/', skip);
     const target = await resolveTarget(request);
+    // The model is read from the body before anything goes upstream: a compressed body would go
+    // unread, and its call unpriced.
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      throw new ProxyRefusal(415, 'UNSUPPORTED_CONTENT_ENCODING', 'runguard reads a request to check it: send it without Content-Encoding.');
+    }
 
     const raw = Buffer.isBuffer(request.body) ? request.body : undefined;
     const parsed = parseBody(raw, request.headers['content-type']);
@@ -268,11 +300,35 @@ export const proxyRoutes: FastifyPluginAsync<{
         status, durationMs: Math.round(performance.now() - started), promptTokens: usage.promptTokens,
         completionTokens: usage.completionTokens, cachedPromptTokens: usage.cachedPromptTokens, outputData: outcome,
       };
-      // A run of the call's own ends right after its result: that result goes at once, not with
-      // the results that wait for company, so the run stops counting against the concurrent-run
-      // limit as soon as it can.
-      (step.endRun ? guard.finishStep(step.workspaceId, step.runId, step.stepId, result) : guard.recordResult(step.workspaceId, step.runId, step.stepId, result))
-        .then(() => (step.endRun ? guard.endRun(step.workspaceId, step.runId, status) : undefined))
+      // The client has its answer and the provider bills the call: the result (its cost) and the
+      // end of a run of the call's own are retried until the store takes them, so a moment without
+      // Postgres neither loses the spend nor leaves the run holding a concurrent-run slot.
+      const retried = (what: string) => (error: unknown) =>
+        request.log.warn({ err: error, stepId: step.stepId }, `${what} failed; retrying`);
+      const written = async () => {
+        // A run of the call's own ends right after its result: that result goes at once, not with
+        // the results that wait for company, so the run stops counting against the concurrent-run
+        // limit as soon as it can. A result already taken (an attempt whose answer was lost) is final.
+        let attempts = 0;
+        await untilStored(
+          () => {
+            attempts++;
+            return step.endRun ? guard.finishStep(step.workspaceId, step.runId, step.stepId, result) : guard.recordResult(step.workspaceId, step.runId, step.stepId, result);
+          },
+          calls.stopping, retried('recording a proxied call'),
+        ).catch((error: unknown) => {
+          if (!(isApiError(error) && error.code === 'STEP_ALREADY_FINISHED')) throw error;
+          // After a retry, our own earlier attempt landed; at the first, someone else finished the step.
+          if (attempts === 1) request.log.warn({ stepId: step.stepId }, 'a proxied call\'s step was already finished; its result was not recorded');
+        });
+        if (step.endRun) {
+          await untilStored(() => guard.endRun(step.workspaceId, step.runId, status), calls.stopping, retried('ending a proxied call\'s run'))
+            .catch((error: unknown) => {
+              if (!(isApiError(error) && error.code === 'RUN_NOT_RUNNING')) throw error;
+            });
+        }
+      };
+      written()
         .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'))
         .finally(recorded);
     };
@@ -289,7 +345,10 @@ export const proxyRoutes: FastifyPluginAsync<{
       answered(statusCode, upstream) {
         const headers = clientHeaders(upstream);
         headers['x-runguard-step-id'] = step.stepId;
-        headers['x-request-id'] = request.id;
+        // The daemon's id of the call (its log's key) goes under a name of its own: the provider's
+        // `x-request-id`, which its support asks for and its SDK reads, is the client's to keep.
+        headers['x-runguard-request-id'] = request.id;
+        headers['x-request-id'] ??= request.id;
         // The sidecar's own time on this call until the upstream answered: guard checks and records.
         headers[OVERHEAD_HEADER] = formatOverheadMs(timer.overheadMs());
         const contentType = upstream['content-type'];
@@ -304,7 +363,10 @@ export const proxyRoutes: FastifyPluginAsync<{
         switch (end.kind) {
           case 'complete': {
             const ok = (outcome.http_status as number) >= 200 && (outcome.http_status as number) < 300;
-            return record(ok ? 'COMPLETED' : 'FAILED', tracker!.end(), outcome);
+            const usage = tracker!.end();
+            // A stream that carried an error event failed, whatever its status said: its SDK raised.
+            if (ok && tracker!.streamFailed()) return record('FAILED', usage, { ...outcome, error: 'UPSTREAM_STREAM_ERROR' });
+            return record(ok ? 'COMPLETED' : 'FAILED', usage, outcome);
           }
           // A cut stream: what was read before the cut (an SSE stream's usage so far).
           case 'client-left':
@@ -317,7 +379,7 @@ export const proxyRoutes: FastifyPluginAsync<{
             const payload = JSON.stringify(provider.adapter.errorBody(failure.status, failure.message, failure.code));
             res.writeHead(failure.status, {
               'content-type': 'application/json', 'content-length': Buffer.byteLength(payload),
-              'x-runguard-step-id': step.stepId, 'x-request-id': request.id,
+              'x-runguard-step-id': step.stepId, 'x-runguard-request-id': request.id, 'x-request-id': request.id,
             });
             res.end(payload);
             return record('FAILED', NO_USAGE, { http_status: failure.status, error: failure.code });

@@ -46,17 +46,23 @@ export function createUsageTracker(
   contentType: string | undefined,
   limits: UsageTrackerLimits = {},
 ): UsageTracker {
-  if (extractor === null) return { push() {}, current: () => NO_USAGE, end: () => NO_USAGE };
+  if (extractor === null) return { push() {}, current: () => NO_USAGE, end: () => NO_USAGE, streamFailed: () => false };
   return isEventStream(contentType)
     ? sseTracker(extractor.streamReader(), limits.maxEventLength ?? 4 * MiB)
     : jsonTracker(extractor, limits.maxJsonBytes ?? 256 * 1024, limits.tailBytes ?? 64 * 1024);
 }
 
+/** An event that says the call failed, read without parsing: every chunk of a stream passes here. */
+const isErrorEvent = (event: SseEvent): boolean =>
+  event.event === 'error' || event.event === 'response.failed' || /^\{\s*"error"\s*:/.test(event.data);
+
 function sseTracker(reader: StreamUsageReader, maxEventLength: number): UsageTracker {
   const decoder = new SseDecoder({ maxEventLength });
   let ended = false;
+  let failed = false;
   const read = (events: SseEvent[]): void => {
     for (const event of events) {
+      if (!failed && isErrorEvent(event)) failed = true;
       try {
         reader.onEvent(event);
       } catch {
@@ -76,6 +82,7 @@ function sseTracker(reader: StreamUsageReader, maxEventLength: number): UsageTra
       }
       return reader.usage();
     },
+    streamFailed: () => failed,
   };
 }
 
@@ -115,6 +122,7 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
       }
       return result;
     },
+    streamFailed: () => false,
   };
 }
 

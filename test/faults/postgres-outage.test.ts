@@ -95,6 +95,44 @@ describe('Postgres down under a running daemon', () => {
     expect(after).toEqual([{ runs: before[0].runs + 13, steps: before[0].steps + 2 }]);
   });
 
+  it('when Postgres goes away while a proxied call is upstream, then its result and its run\'s end are written once it is back', async () => {
+    const price = await daemon.request('PUT', '/v1/model-pricing/gpt-4o-mini', { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 });
+    expect(price.status).toBe(200);
+    upstream.requests.length = 0;
+    const answer = fetch(`${daemon.url}/proxy/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json', 'x-runguard-user-id': 'grace', authorization: 'Bearer sk-upstream', 'x-fake-delay-ms': '1500',
+      },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    while (upstream.requests.length === 0) await new Promise((r) => setTimeout(r, 10));
+    await cluster.stop('immediate');
+    const res = await answer;
+    expect(res.status).toBe(200); // the client has its answer; the record waits for the database
+    await res.text();
+    const stepId = res.headers.get('x-runguard-step-id')!;
+    await new Promise((r) => setTimeout(r, 1_000));
+    await cluster.start();
+
+    const deadline = Date.now() + 15_000;
+    let rows: { step: string; run: string; prompt: number | null }[] = [];
+    while (Date.now() < deadline) {
+      rows = await query(
+        `SELECT s.status AS step, r.status AS run, s.prompt_tokens::int AS prompt FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = $1`, [stepId],
+      );
+      if (rows[0]?.run !== 'RUNNING') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(rows).toEqual([{ step: 'COMPLETED', run: 'COMPLETED', prompt: expect.any(Number) }]);
+    expect(rows[0]!.prompt).toBeGreaterThan(0);
+    // Its cost reached the user's spend of the day (the run ending COMPLETED above freed its slot).
+    const spend = await query(`SELECT spend_micros::int AS spend FROM user_usage_daily WHERE user_id = 'grace'`);
+    expect(spend).toEqual([{ spend: expect.any(Number) }]);
+    expect(spend[0]!.spend).toBeGreaterThan(0);
+    expect(daemon.pid).toBe(pid);
+  });
+
   it('when Postgres stops under parallel load, then the daemon survives, every answered success has its record, and the rest are 503', async () => {
     const load = Array.from({ length: 40 }, async (_, i) => {
       await new Promise((r) => setTimeout(r, i * 5));

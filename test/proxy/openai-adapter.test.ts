@@ -40,8 +40,20 @@ describe('openai adapter: inspectRequest', () => {
     });
   });
 
-  it.each([true, false])('when the client set include_usage to %s, then its choice is respected', (include) => {
-    const body = { ...chat, stream: true, stream_options: { include_usage: include } };
+  it('when the client set include_usage to true, then the body is sent untouched', () => {
+    const body = { ...chat, stream: true, stream_options: { include_usage: true } };
+    expect(openai.inspectRequest('/v1/chat/completions', body)).toEqual({ model: 'gpt-4o-mini', stream: true });
+  });
+
+  it('when the client set include_usage to false, then it is asked for anyway: a request option must not hide a call\'s cost', () => {
+    const body = { ...chat, stream: true, stream_options: { include_usage: false, include_obfuscation: false } };
+    expect(openai.inspectRequest('/v1/chat/completions', body).rewrittenBody).toEqual({
+      ...body, stream_options: { include_usage: true, include_obfuscation: false },
+    });
+  });
+
+  it('when include_usage is not a boolean, then the body is left for the upstream to reject', () => {
+    const body = { ...chat, stream: true, stream_options: { include_usage: 'yes' } };
     expect(openai.inspectRequest('/v1/chat/completions', body)).toEqual({ model: 'gpt-4o-mini', stream: true });
   });
 

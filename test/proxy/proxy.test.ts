@@ -2,8 +2,10 @@
  * Proxy mode end to end: the official OpenAI and Anthropic SDKs talk to the real app on a real
  * socket, which forwards to a fake provider on loopback and records every call as a step.
  */
-import { request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -88,6 +90,9 @@ describe('proxy with the OpenAI SDK', () => {
     expect(data.choices[0]?.message.content).toBe(DEFAULT_REPLY);
     const stepId = response.headers.get('x-runguard-step-id');
     expect(stepId).toMatch(/^[0-9a-f-]{36}$/);
+    // The provider's request id reaches its SDK (support asks for it); the daemon's has a name of its own.
+    expect(data._request_id).toMatch(/^req_fake\d+$/);
+    expect(response.headers.get('x-runguard-request-id')).toMatch(/^[0-9a-f-]{36}$/);
 
     expect(upstream.requests.length).toBe(before + 1);
     const sent = upstream.requests.at(-1)!;
@@ -150,6 +155,32 @@ describe('proxy with the OpenAI SDK', () => {
       input_data: { stream: true, usage_requested: true },
     });
     expect(run.steps[0].cost_usd).toBe(cost(promptTokensFor(chat), completion));
+  });
+
+  it('when a streamed chat says include_usage: false, then usage is asked for anyway and the call is priced', async () => {
+    const runId = await startRun();
+    const stream = await openaiFor(runId).chat.completions.create({ ...chat, stream: true, stream_options: { include_usage: false } });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+    expect(text).toBe(DEFAULT_REPLY);
+    expect(upstream.requests.at(-1)!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    const run = await settledRun(runId);
+    expect(run.steps[0]).toMatchObject({ status: 'COMPLETED', prompt_tokens: promptTokensFor(chat), completion_tokens: completion });
+    expect(run.steps[0].cost_usd).toBe(cost(promptTokensFor(chat), completion));
+  });
+
+  it('when the request body is compressed, then 415 in the provider format: its model could not be read, so it is not forwarded', async () => {
+    const runId = await startRun();
+    const before = upstream.requests.length;
+    const res = await fetch(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-runguard-key': api.apiKey, authorization: `Bearer ${PROVIDER_KEY}` },
+      body: gzipSync(JSON.stringify(chat)),
+    });
+    expect(res.status).toBe(415);
+    expect(await res.json()).toEqual({ error: expect.objectContaining({ code: 'UNSUPPORTED_CONTENT_ENCODING', type: 'invalid_request_error' }) });
+    expect(upstream.requests.length).toBe(before);
+    expect((await api.request('GET', `/v1/runs/${runId}`)).body.steps).toEqual([]);
   });
 
   it('when the upstream answers 429 or 500, then the SDK sees that error and the step is FAILED', async () => {
@@ -436,6 +467,21 @@ describe('proxy on the embedded store, with the daemon key as default', () => {
     expect(Buffer.byteLength(JSON.stringify(run.steps[0].input_data))).toBeLessThanOrEqual(400);
   });
 
+  it('when the excerpt or the model name would end inside an emoji, then the call goes and its summary is whole characters', async () => {
+    const runId = await startRun(local);
+    const client = new OpenAI({ baseURL: `${local.url}/proxy/runs/${runId}/openai/v1`, apiKey: PROVIDER_KEY, maxRetries: 0 });
+    // Cut at an odd and at an even place, and a lone surrogate of the client's own (JSON allows "\ud800").
+    const prompts = ['x' + '😀'.repeat(300), '😀'.repeat(300), 'lone \ud800 surrogate'];
+    for (const content of prompts) await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] });
+    await client.chat.completions.create({ model: 'm'.repeat(127) + '😀', messages: [{ role: 'user', content: 'hi' }] });
+    const run = await settledRun(runId, local, 4);
+    expect(run.steps.map((s: { status: string }) => s.status)).toEqual(['COMPLETED', 'COMPLETED', 'COMPLETED', 'COMPLETED']);
+    for (const step of run.steps) expect(JSON.stringify(step.input_data).isWellFormed()).toBe(true);
+    expect(run.steps[0].input_data.prompt_excerpt).toMatch(/^x(😀)+…?$/u);
+    expect(run.steps[2].input_data.prompt_excerpt).toBe('lone \ufffd surrogate');
+    expect(run.steps[3].input_data.model).toBe(`${'m'.repeat(127)}…`);
+  });
+
   it('when a configured provider has a base path, then its SDK URL has no /v1 and calls reach that path', async () => {
     const runId = await startRun(local);
     const minted = (await local.request('POST', `/v1/runs/${runId}/proxy-token`)).body;
@@ -464,5 +510,46 @@ describe('proxy on the embedded store, with the daemon key as default', () => {
     const unknown = await fetch(`${local.url}/proxy/runs/${runId}/nope/v1/chat/completions`, { method: 'POST' });
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toMatchObject({ code: 'NOT_FOUND' });
+  });
+});
+
+describe('a 200 stream that carries an error event', () => {
+  let failing: Server;
+  let local: TestApi;
+  beforeAll(async () => {
+    // An upstream that starts a message, then fails it inside the stream, as Anthropic does when overloaded.
+    failing = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: {
+          id: 'msg_1', type: 'message', role: 'assistant', content: [], model: 'claude-test-1', stop_reason: null, stop_sequence: null,
+          usage: { input_tokens: 11, output_tokens: 1 },
+        } })}\n\n`);
+        res.end(`event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`);
+      });
+    });
+    await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+    local = await startTestApi('postgres+redis', { proxy: { upstream: `http://127.0.0.1:${(failing.address() as AddressInfo).port}` } });
+  });
+  afterAll(async () => {
+    await local?.close();
+    await new Promise((resolve) => failing?.close(resolve));
+  });
+
+  it('when the stream fails inside a 200, then the SDK raises and the step is FAILED with the tokens read', async () => {
+    const runId = await startRun(local);
+    const client = new Anthropic({
+      baseURL: `${local.url}/proxy/runs/${runId}/anthropic`, apiKey: ANTHROPIC_KEY, maxRetries: 0, defaultHeaders: { 'x-runguard-key': local.apiKey },
+    });
+    const stream = await client.messages.create({ ...message, stream: true });
+    const error = await (async () => {
+      for await (const event of stream) void event;
+    })().catch((e: unknown) => e);
+    expect(error).toMatchObject({ error: { type: 'error', error: { type: 'overloaded_error' } } });
+    const run = await settledRun(runId, local);
+    expect(run.steps[0]).toMatchObject({
+      status: 'FAILED', prompt_tokens: 11, output_data: { http_status: 200, error: 'UPSTREAM_STREAM_ERROR' },
+    });
   });
 });

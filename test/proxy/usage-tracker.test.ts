@@ -21,6 +21,23 @@ function counter(): UsageExtractor & { events: string[] } {
 }
 
 describe('usage tracker', () => {
+  it.each([
+    ['Anthropic\'s error event', 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error"}}\n\n'],
+    ['the Responses API\'s response.failed', 'event: response.failed\ndata: {"type":"response.failed"}\n\n'],
+    ['a chat stream\'s error object', 'data: {"error": {"message": "The server had an error", "type": "server_error"}}\n\n'],
+  ])('when a stream carries %s, then it is seen as failed; ordinary events are not', (_label, failure) => {
+    const ok = 'data: {"choices":[{"delta":{"content":"an \\"error\\" word"}}]}\n\nevent: message_delta\ndata: {"error_count":0}\n\n';
+    const clean = createUsageTracker(counter(), 'text/event-stream');
+    for (const chunk of pieces(ok, 7)) clean.push(chunk);
+    clean.end();
+    expect(clean.streamFailed()).toBe(false);
+    const failed = createUsageTracker(counter(), 'text/event-stream');
+    for (const chunk of pieces(ok + failure, 7)) failed.push(chunk);
+    failed.end();
+    expect(failed.streamFailed()).toBe(true);
+    expect(createUsageTracker(counter(), 'application/json').streamFailed()).toBe(false);
+  });
+
   it('when a JSON body is larger than the cap, then usage is still read from its tail', () => {
     const vectors = Array.from({ length: 4000 }, (_, i) => ({ index: i, embedding: Array(40).fill(0.123456789) }));
     const text = JSON.stringify({ data: vectors, note: '{"usage": {"n": 1}}', usage: { n: 42, extra: { x: '}' } } });

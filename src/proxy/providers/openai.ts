@@ -92,7 +92,9 @@ function deploymentOf(path: string): string | null {
 }
 
 /**
- * A streamed chat reports usage only when asked: ask for it unless the client said no. Keeps the
+ * A streamed chat reports usage only when asked: always ask for it. A client's `include_usage:
+ * false` is overridden too, or one request option would make its calls free as far as the budgets
+ * know; the client then gets the usage chunk (`choices: []`) it would get by asking. Keeps the
  * client's other `stream_options`; an invalid value is left for the upstream to reject.
  */
 function withIncludeUsage(request: JsonObject): JsonObject | undefined {
@@ -101,7 +103,8 @@ function withIncludeUsage(request: JsonObject): JsonObject | undefined {
     return { ...request, stream_options: { include_usage: true } };
   }
   const given = asObject(options);
-  if (!given || (given.include_usage !== undefined && given.include_usage !== null)) return undefined;
+  const asked = given?.include_usage;
+  if (!given || asked === true || (asked !== undefined && asked !== null && asked !== false)) return undefined;
   return { ...request, stream_options: { ...given, include_usage: true } };
 }
 

@@ -35,6 +35,11 @@ export interface UsageTracker {
   current(): Usage;
   /** Ends the body and returns the final usage. Idempotent. */
   end(): Usage;
+  /**
+   * An error event arrived inside the stream (Anthropic's `error`, the Responses API's `error` or
+   * `response.failed`, a chat stream's `{"error": ...}`): a 200 whose call failed.
+   */
+  streamFailed(): boolean;
 }
 
 /** One provider type's view of requests and responses. Stateless, safe to share. */
