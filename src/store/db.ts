@@ -7,6 +7,7 @@ import { mkdir } from 'node:fs/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import type { PGlite, Transaction } from '@electric-sql/pglite';
+import { lockDirectory } from './directory-lock.js';
 
 export interface QueryResult<R> {
   rows: R[];
@@ -157,8 +158,18 @@ export function postgresDb(options: PostgresOptions): Db {
 
 export async function embeddedDb(dataDir: string | null): Promise<Db> {
   const { PGlite } = await import('@electric-sql/pglite');
-  if (dataDir) await mkdir(dataDir, { recursive: true });
-  const lite: PGlite = dataDir ? await PGlite.create(dataDir) : await PGlite.create();
+  let release = async () => {};
+  if (dataDir) {
+    await mkdir(dataDir, { recursive: true });
+    release = await lockDirectory(`${dataDir}.lock`, dataDir);
+  }
+  let lite: PGlite;
+  try {
+    lite = dataDir ? await PGlite.create(dataDir) : await PGlite.create();
+  } catch (error) {
+    await release();
+    throw error;
+  }
   const wrap = (client: PGlite | Transaction): Queryable => ({
     async query<R>(sql: string, params?: readonly unknown[]) {
       const result = await client.query<R>(sql, params as unknown[] | undefined);
@@ -178,6 +189,9 @@ export async function embeddedDb(dataDir: string | null): Promise<Db> {
     kind: 'embedded',
     ...wrap(lite),
     transaction: (fn) => lite.transaction((tx) => fn(wrap(tx))),
-    close: () => lite.close(),
+    async close() {
+      await lite.close();
+      await release();
+    },
   };
 }
