@@ -1,13 +1,13 @@
 /** Wires configuration to stores, the app and a listening socket. */
-import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './api/app.js';
 import { bootstrapWorkspace } from './bootstrap.js';
+import { LocalKeyFile } from './local-key.js';
 import { sharedSecret } from './store/accounts.js';
 import type { Config } from './config.js';
-import { createMetrics } from './metrics.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import { createProviderRegistry, type ProviderDefinition } from './proxy/provider-registry.js';
 import { systemClock } from './service/guard-service.js';
 import { periodicReconcile } from './service/reconcile.js';
@@ -82,16 +82,12 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost']);
 
 /**
  * The key the proxy guards header-less calls with: only when nothing but this machine can reach
- * the port. Configured, else the one bootstrap saved for the CLI.
+ * the port. Configured, else the one bootstrap saved for the CLI (as it is now: regenerated, it
+ * is replaced there).
  */
-async function proxyDefaultKey(config: Config): Promise<string | null> {
+function proxyDefaultKey(config: Config, localKey: LocalKeyFile): string | null {
   if (!LOOPBACK_HOSTS.has(config.host)) return null;
-  if (config.proxyApiKey) return config.proxyApiKey;
-  try {
-    return (await readFile(join(resolve(config.dataDir), 'api-key'), 'utf8')).trim() || null;
-  } catch {
-    return null;
-  }
+  return config.proxyApiKey ?? localKey.current;
 }
 
 export interface Daemon {
@@ -106,8 +102,8 @@ export interface Daemon {
   close(): Promise<void>;
 }
 
-export async function startDaemon(config: Config, logger: Logger, out: NodeJS.WritableStream = process.stdout): Promise<Daemon> {
-  const stores = await openStores(config, logger);
+/** Everything between the stores and the listening socket: bootstrap, the providers, the app. */
+async function prepare(config: Config, logger: Logger, stores: Stores, out: NodeJS.WritableStream) {
   if (stores.db.kind === 'embedded') await buildLateIndexesNow(stores.db);
   const created = await bootstrapWorkspace(stores.db, config.defaultPlan, resolve(config.dataDir));
   if (created) {
@@ -117,7 +113,8 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
         `runguard: API key: ${created.apiKey}\nrunguard: saved to ${created.keyFile} (mode 0600); it is not shown again.\n`,
     );
   }
-  const metrics = config.metricsEnabled ? createMetrics() : false;
+  const localKey = await LocalKeyFile.open(resolve(config.dataDir));
+  const metrics: Metrics | false = config.metricsEnabled ? createMetrics() : false;
   const providers = createProviderRegistry(providerDefinitions(config), {
     connectTimeoutMs: config.proxyConnectTimeoutMs,
     headersTimeoutMs: config.proxyHeadersTimeoutMs,
@@ -139,13 +136,27 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
       rateLimitPerMinute: config.authRateLimitPerMinute,
     },
     metrics,
+    localKey,
     proxy: {
       providers,
-      defaultApiKey: await proxyDefaultKey(config),
+      // Read per call (a getter): the local key file's key changes when it is regenerated.
+      get defaultApiKey() {
+        return proxyDefaultKey(config, localKey);
+      },
       defaultUserId: config.proxyDefaultUserId,
       bodyLimitBytes: config.proxyBodyLimitBytes,
       audit: { maxBytes: config.proxyAuditMaxBytes, includePrompt: config.proxyAuditPrompts },
     },
+  });
+  return { app, providers, metrics };
+}
+
+export async function startDaemon(config: Config, logger: Logger, out: NodeJS.WritableStream = process.stdout): Promise<Daemon> {
+  const stores = await openStores(config, logger);
+  // A start that fails past here closes the stores: an embedded database's lock goes with them.
+  const { app, providers, metrics } = await prepare(config, logger, stores, out).catch(async (error: unknown) => {
+    await stores.close().catch(() => {});
+    throw error;
   });
   const sweeper = createStaleRunSweeper({
     db: stores.db,

@@ -20,6 +20,7 @@ import { registerErrorHandler } from './error-handler.js';
 import { registerMetrics } from './metrics.js';
 import { registerValidation } from './validation.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
+import type { LocalKeyFile } from '../local-key.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes } from './routes/health.js';
 import { pricingRoutes } from './routes/pricing.js';
@@ -46,6 +47,8 @@ export interface AppDeps {
   metrics?: Metrics | false;
   /** Proxy mode: forwarding model calls to the configured providers. Absent: no proxy routes. */
   proxy?: ProxyOptions;
+  /** A local daemon's key file, kept up to date when its key is regenerated. */
+  localKey?: LocalKeyFile;
 }
 
 export interface AuthSettings {
@@ -123,7 +126,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(pricingRoutes, { db, clock: deps.clock });
   await app.register(workspaceRoutes, { db, counters, clock: deps.clock });
   await app.register(authRoutes, { accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute });
-  await app.register(apiKeyRoutes, { db, clock: deps.clock, keys });
+  await app.register(apiKeyRoutes, { db, clock: deps.clock, keys, localKey: deps.localKey });
   await app.register(userRoutes, { db, counters, clock: deps.clock });
   await app.register(usageRoutes, { db, counters, clock: deps.clock });
   if (deps.proxy) {

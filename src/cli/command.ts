@@ -16,7 +16,7 @@
  */
 import { Command, Option } from 'commander';
 import { ApiClient } from './api-client.js';
-import { resolveConnection } from './connection.js';
+import { resolveConnection, type Connection } from './connection.js';
 import { createOutput, type Output } from './output.js';
 
 export interface ApiOptions {
@@ -27,6 +27,7 @@ export interface ApiOptions {
 
 export interface CommandContext {
   client: ApiClient;
+  connection: Connection;
   out: Output;
   env: NodeJS.ProcessEnv;
 }
@@ -34,7 +35,7 @@ export interface CommandContext {
 /** Adds the connection and output options to a command. */
 export function withApiOptions(command: Command): Command {
   return command
-    .addOption(new Option('--url <url>', 'daemon URL (env RUNGUARD_URL; default http://127.0.0.1:8787)'))
+    .addOption(new Option('--url <url>', 'daemon URL (env RUNGUARD_URL; default the local daemon: http://127.0.0.1:<port>)'))
     .addOption(new Option('--api-key <key>', 'API key lg_... (env RUNGUARD_API_KEY; default <data dir>/api-key)'))
     .addOption(new Option('--json', 'print JSON for scripts instead of tables'));
 }
@@ -56,7 +57,7 @@ export function withApi<A extends unknown[], O extends ApiOptions>(
     const args = raw.slice(0, -2) as A;
     const env = process.env;
     const connection = resolveConnection(options, env);
-    const ctx: CommandContext = { client: new ApiClient(connection), out: createOutput(options.json === true), env };
+    const ctx: CommandContext = { client: new ApiClient(connection), connection, out: createOutput(options.json === true), env };
     await fn(ctx, options, ...args);
   };
 }

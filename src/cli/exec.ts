@@ -4,11 +4,10 @@
  * URLs that proxy into that run by a run-scoped token; the run ends COMPLETED or FAILED by the
  * command's exit status, which becomes ours.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
-import { join, resolve } from 'node:path';
 
 /** Exit status when the guard refused the run: the command was not started. */
 export const EXIT_BLOCKED = 3;
@@ -17,12 +16,32 @@ export const EXIT_RUNGUARD_ERROR = 1;
 /** The shell's status for a command that cannot be found or run. */
 export const EXIT_NOT_RUNNABLE = 127;
 
-const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'];
+/** Signals exec passes on to the command (and that, before it starts, stop exec setting it up). */
+const HANDLED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'];
+/** What a terminal sends to its whole foreground process group (Ctrl-C, Ctrl-\). */
+const TERMINAL_SIGNALS = new Set<NodeJS.Signals>(['SIGINT', 'SIGQUIT']);
+
+/**
+ * Whether exec's process group is its terminal's foreground group, the one a terminal's Ctrl-C
+ * reaches as a whole: the command, in exec's group, then has that signal already, and a second
+ * copy from exec would cut its clean-up short. On Linux from /proc/self/stat (after the name:
+ * state, ppid, pgrp, session, tty_nr, tpgid); elsewhere, a terminal on stdin stands for it.
+ */
+function inTerminalForeground(): boolean {
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const tpgid = Number(fields[5]);
+    return tpgid > 0 && tpgid === Number(fields[2]);
+  } catch {
+    return process.stdin.isTTY === true;
+  }
+}
 
 export interface ExecSettings {
-  /** Daemon base URL (RUNGUARD_URL). */
+  /** Daemon base URL. */
   url: string;
-  /** API key (RUNGUARD_API_KEY, else `<data dir>/api-key`). */
+  /** The workspace's API key; the command does not get it. */
   apiKey: string;
   userId: string;
   metadata: Record<string, string>;
@@ -46,20 +65,14 @@ export function parseMetadata(pairs: readonly string[]): Record<string, string> 
   return out;
 }
 
-/** The API key the CLI uses: given, else the one the local daemon saved at its first start. */
-export async function localApiKey(given: string | null, dataDir: string): Promise<string> {
-  if (given) return given;
-  const file = join(resolve(dataDir), 'api-key');
-  try {
-    const key = (await readFile(file, 'utf8')).trim();
-    if (key) return key;
-  } catch {
-    /* reported below */
-  }
-  throw new ExecError(`no API key: set RUNGUARD_API_KEY, or run where the daemon's ${file} is readable`);
-}
-
-async function call<T>(settings: ExecSettings, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+/** One API call, tried up to three times while the daemon is unreachable or failing (not once `interrupted`). */
+async function call<T>(
+  settings: ExecSettings,
+  method: string,
+  path: string,
+  body?: unknown,
+  interrupted: () => NodeJS.Signals | null = () => null,
+): Promise<{ status: number; body: T }> {
   const headers: Record<string, string> = { authorization: `Bearer ${settings.apiKey}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
   // Run starts are idempotent by key, so a retry after a lost answer cannot start a second run.
@@ -80,6 +93,7 @@ async function call<T>(settings: ExecSettings, method: string, path: string, bod
     } catch (error) {
       lastError = error;
     }
+    if (interrupted()) break;
     await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
   }
   throw new ExecError(`cannot reach the runguard daemon at ${settings.url}: ${(lastError as Error)?.message ?? lastError}`);
@@ -92,9 +106,46 @@ function failure(what: string, res: { status: number; body: unknown }): ExecErro
 
 /** Runs the command in a guarded run; resolves to the exit status to leave with. */
 export async function runExec(settings: ExecSettings): Promise<number> {
+  // Handled from the start: a signal before the command starts stops the setting up (the run, if
+  // started, is ended FAILED, not left RUNNING); a second one leaves at once.
+  let received: NodeJS.Signals | null = null;
+  let child: ChildProcess | null = null;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (child && child.exitCode === null && child.signalCode === null) {
+      if (!(TERMINAL_SIGNALS.has(signal) && inTerminalForeground())) child.kill(signal);
+    } else if (child || received) {
+      // The command is done and its run being ended, or a second signal while setting up: leave
+      // now (the daemon's idle timeout ends a run left RUNNING).
+      process.exit(128 + (constants.signals[signal] ?? 0));
+    } else {
+      received = signal;
+    }
+  };
+  for (const signal of HANDLED_SIGNALS) process.on(signal, onSignal);
+  try {
+    return await guardedRun(settings, () => received, (spawned) => (child = spawned));
+  } finally {
+    for (const signal of HANDLED_SIGNALS) process.off(signal, onSignal);
+  }
+}
+
+async function guardedRun(
+  settings: ExecSettings,
+  interrupted: () => NodeJS.Signals | null,
+  spawned: (child: ChildProcess) => void,
+): Promise<number> {
+  const stopBefore = async (runId: string | null): Promise<number | null> => {
+    const signal = interrupted();
+    if (!signal) return null;
+    if (runId) await endRun(settings, runId, 'FAILED');
+    settings.stderr.write(`runguard: ${signal} before the command started; it was not started.\n`);
+    return 128 + (constants.signals[signal] ?? 0);
+  };
+
   const started = await call<{ id: string; status: string; decision: { reason: string | null } }>(
-    settings, 'POST', '/v1/runs', { user_id: settings.userId, metadata: settings.metadata },
-  );
+    settings, 'POST', '/v1/runs', { user_id: settings.userId, metadata: settings.metadata }, interrupted,
+  ).catch(async (error: unknown) => (await stopBefore(null)) ?? Promise.reject(error));
+  if (typeof started === 'number') return started;
   if (started.status !== 201) throw failure('starting the run', started);
   const run = started.body;
   if (run.status === 'BLOCKED') {
@@ -104,35 +155,24 @@ export async function runExec(settings: ExecSettings): Promise<number> {
 
   let minted: { status: number; body: { urls: Record<string, string> } };
   try {
-    minted = await call(settings, 'POST', `/v1/runs/${run.id}/proxy-token`);
+    minted = await call(settings, 'POST', `/v1/runs/${run.id}/proxy-token`, undefined, interrupted);
     if (minted.status !== 201) throw failure('minting the proxy token', minted);
   } catch (error) {
+    const stopped = await stopBefore(run.id);
+    if (stopped !== null) return stopped;
     await endRun(settings, run.id, 'FAILED');
     throw error;
   }
-  const urls = minted.body.urls;
-  const env: NodeJS.ProcessEnv = { ...settings.env, RUNGUARD_RUN_ID: run.id };
-  if (urls.openai) env.OPENAI_BASE_URL = urls.openai;
-  if (urls.anthropic) env.ANTHROPIC_BASE_URL = urls.anthropic;
+  const stopped = await stopBefore(run.id);
+  if (stopped !== null) return stopped;
 
+  const env = commandEnv(settings, run.id, minted.body.urls);
   const [file, ...args] = settings.command;
   const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }>((done) => {
     const child = spawn(file!, args, { stdio: 'inherit', env });
-    const forward = (signal: NodeJS.Signals) => {
-      child.kill(signal);
-    };
-    for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
-    const cleanup = () => {
-      for (const signal of FORWARDED_SIGNALS) process.off(signal, forward);
-    };
-    child.once('error', (spawnError) => {
-      cleanup();
-      done({ code: null, signal: null, spawnError });
-    });
-    child.once('exit', (code, signal) => {
-      cleanup();
-      done({ code, signal });
-    });
+    spawned(child);
+    child.once('error', (spawnError) => done({ code: null, signal: null, spawnError }));
+    child.once('exit', (code, signal) => done({ code, signal }));
   });
 
   let status: number;
@@ -146,6 +186,31 @@ export async function runExec(settings: ExecSettings): Promise<number> {
   }
   await endRun(settings, run.id, status === 0 ? 'COMPLETED' : 'FAILED');
   return status;
+}
+
+/**
+ * The command's environment: exec's own, with the run's proxy URLs as the provider SDKs' base
+ * URLs, and without the workspace's API key, which it has no use for. (A command running as the
+ * same user can still read the daemon's key file; only another user makes that a boundary.) A
+ * base URL the user had set is replaced, and said so.
+ */
+function commandEnv(settings: ExecSettings, runId: string, urls: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...settings.env, RUNGUARD_RUN_ID: runId };
+  delete env.RUNGUARD_API_KEY;
+  for (const [name, provider, upstream] of [
+    ['OPENAI_BASE_URL', 'openai', 'RUNGUARD_OPENAI_UPSTREAM'], ['ANTHROPIC_BASE_URL', 'anthropic', 'RUNGUARD_ANTHROPIC_UPSTREAM'],
+  ] as const) {
+    const url = urls[provider];
+    if (!url) continue;
+    if (env[name]) {
+      settings.stderr.write(
+        `runguard: ${name} was set; the command's ${provider} calls now go through runguard to the daemon's ${provider} ` +
+          `upstream (to keep yours, start the daemon with ${upstream} set to it).\n`,
+      );
+    }
+    env[name] = url;
+  }
+  return env;
 }
 
 async function endRun(settings: ExecSettings, runId: string, status: 'COMPLETED' | 'FAILED'): Promise<void> {

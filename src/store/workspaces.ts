@@ -218,8 +218,10 @@ export async function listApiKeys(db: Queryable, workspaceId: string): Promise<A
   return rows;
 }
 
-/** Revokes every key of the workspace and issues a new one, in one transaction. */
-export async function regenerateApiKey(tx: Queryable, workspaceId: string, now: Date): Promise<IssuedKey> {
-  await tx.query('UPDATE api_keys SET revoked_at = $2 WHERE workspace_id = $1 AND revoked_at IS NULL', [workspaceId, now]);
-  return createApiKey(tx, workspaceId, 'regenerated');
+/** A new key for the workspace; every key it had is revoked (their prefixes are answered). */
+export async function regenerateApiKey(tx: Queryable, workspaceId: string, now: Date): Promise<IssuedKey & { revokedPrefixes: string[] }> {
+  const { rows } = await tx.query<{ prefix: string }>(
+    'UPDATE api_keys SET revoked_at = $2 WHERE workspace_id = $1 AND revoked_at IS NULL RETURNING prefix', [workspaceId, now],
+  );
+  return { ...(await createApiKey(tx, workspaceId, 'regenerated')), revokedPrefixes: rows.map((r) => r.prefix) };
 }

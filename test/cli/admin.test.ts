@@ -2,6 +2,10 @@
  * The operator's commands for the workspace, as a user runs them: status, users, budget,
  * limits and keys, against a spawned daemon, checked through the API and through the rules.
  */
+import { randomUUID } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { caller, type Caller } from '../support/harness.js';
@@ -85,6 +89,41 @@ describe('operator commands', () => {
     const fresh = JSON.parse(regenerated.stdout).api_key as string;
     expect((await api.request('GET', '/v1/runs')).status).toBe(401);
     expect((await runCli(['keys', 'list'], { ...env, RUNGUARD_API_KEY: fresh })).stdout).toMatch(/revoked/);
+    // The daemon keeps its key file: the CLI (which read its key there) and header-less loopback
+    // proxy calls go on with the new key, without an edit or a restart.
+    expect((await readFile(join(daemon.dataDir, 'api-key'), 'utf8')).trim()).toBe(fresh);
+    expect((await cli('keys', 'list')).code).toBe(0);
+    const proxied = await fetch(`${daemon.url}/proxy/runs/${randomUUID()}/openai/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"m","messages":[]}',
+    });
+    expect(proxied.status).toBe(404); // past the key check: the run does not exist
+    const again = await cli('keys', 'regenerate', '--yes');
+    expect(again.stdout).toContain(`The daemon saved it in ${join(daemon.dataDir, 'api-key')}, which the CLI and runguard exec read.`);
+    expect((await cli('status')).code).toBe(0);
+    // A key file the daemon does not keep (another data directory) is named as stale.
+    const elsewhere = await mkdtemp(join(tmpdir(), 'rg-keys-'));
+    try {
+      await writeFile(join(elsewhere, 'api-key'), (await readFile(join(daemon.dataDir, 'api-key'), 'utf8')));
+      const stale = await runCli(['keys', 'regenerate', '--yes'], { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: elsewhere });
+      expect(stale.stdout).toContain(`${join(elsewhere, 'api-key')} still holds the revoked key: put the new one there, or pass --api-key.`);
+    } finally {
+      await rm(elsewhere, { recursive: true, force: true });
+    }
+    expect((await cli('status')).code).toBe(0);
+
+    // A key file the daemon cannot write: the new key is still answered (it is shown nowhere else).
+    const blocker = join(daemon.dataDir, `api-key.${daemon.process.pid}.tmp`);
+    await mkdir(blocker);
+    try {
+      const unsaved = await cli('keys', 'regenerate', '--yes', '--json');
+      expect(unsaved.code).toBe(0);
+      const issued = JSON.parse(unsaved.stdout).api_key as string;
+      expect((await runCli(['status'], { ...env, RUNGUARD_API_KEY: issued })).code).toBe(0);
+      expect(daemon.stdout() + daemon.stderr()).toContain('the local key file could not take the regenerated key');
+      await writeFile(join(daemon.dataDir, 'api-key'), `${issued}\n`);
+    } finally {
+      await rm(blocker, { recursive: true, force: true });
+    }
   });
 
   it('when the counters drift from the records, then reconcile reports it, repairs it, and finds none after', async () => {

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { caller, type Caller } from '../support/harness.js';
-import { BIN, freePort, runCli, spawnDaemonOnPostgres, type SpawnedDaemon } from '../support/daemon.js';
+import { BIN, freePort, runCli, spawnDaemon, spawnDaemonOnPostgres, type SpawnedDaemon } from '../support/daemon.js';
 import { createTestDatabase } from '../support/services.js';
 
 let daemon: SpawnedDaemon & { close(): Promise<void> };
@@ -247,6 +247,21 @@ describe('connection', () => {
     }
   });
 
+  it('when only the daemon\'s configuration file is given, then the CLI finds the daemon\'s port and key file as `start` does', async () => {
+    const config = join(scratch, 'daemon-config.json');
+    await writeFile(config, JSON.stringify({ port: Number(new URL(daemon.url).port), dataDir: daemon.dataDir }));
+    const res = await runCli(['runs', 'list', '--json'], { RUNGUARD_CONFIG: config });
+    expect(res.stderr).toBe('');
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout)).toHaveProperty('items');
+  });
+
+  it('when the environment holds settings of another program (DATABASE_URL, a bad PORT), then the CLI does not read them', async () => {
+    const res = await runCli(['runs', 'list', '--json'], { ...env, DATABASE_URL: 'mysql://elsewhere', REDIS_URL: 'nope', PORT: 'abc' });
+    expect(res.stderr).toBe('');
+    expect(res.code).toBe(0);
+  });
+
   it('when no key can be found, then it says where it looked', async () => {
     const res = await runCli(['runs', 'list'], { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: scratch });
     expect(res.code).toBe(1);
@@ -275,5 +290,33 @@ describe('migrate', () => {
     const res = await runCli(['migrate'], { DATABASE_URL: 'mysql://x' });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain('DATABASE_URL');
+  });
+});
+
+describe('the embedded database, one process at a time', () => {
+  it('when a daemon runs on it, then reconcile, migrate and a second start refuse, naming the daemon; once it is killed, they run', async () => {
+    const embedded = await spawnDaemon();
+    try {
+      const env = { RUNGUARD_DATA_DIR: embedded.dataDir };
+      const holder = `in use by process ${embedded.process.pid}`;
+      for (const args of [['reconcile', '--dry-run'], ['migrate']]) {
+        const refused = await runCli(args, env);
+        expect(refused.code).toBe(1);
+        expect(refused.stderr).toContain(`runguard: the embedded database in ${join(embedded.dataDir, 'pgdata')} is ${holder}`);
+      }
+      const second = await runCli(['start', '--port', String(await freePort())], env);
+      expect(second.code).not.toBe(0);
+      expect(second.stderr).toContain(holder);
+      // The daemon is unharmed and still answers.
+      expect((await fetch(`${embedded.url}/health`)).status).toBe(200);
+
+      await embedded.stop('SIGKILL'); // its lock stays behind, with a dead owner: taken over
+      const after = await runCli(['reconcile', '--dry-run', '--json'], env);
+      expect(after.stderr).toBe('');
+      expect(after.code).toBe(0);
+    } finally {
+      await embedded.stop('SIGKILL');
+      await rm(embedded.dataDir, { recursive: true, force: true });
+    }
   });
 });

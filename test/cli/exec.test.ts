@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +13,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { completionTokensFor, DEFAULT_REPLY, startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
 import { caller, type Caller } from '../support/harness.js';
+import { startHttpRelay } from '../support/http-relay.js';
 import { createTestDatabase, REDIS_URL, testKeyPrefix, type TestDatabase } from '../support/services.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -176,6 +177,99 @@ describe('runguard exec', () => {
     });
     expect(result.status).toBe(143);
     expect((await runsOf('exec-signal')).map((r) => r.status)).toEqual(['FAILED']);
+  });
+
+  it('when exec is sent SIGTERM before the command starts, then the command never starts and the run ends FAILED', async () => {
+    const relay = await startHttpRelay(url);
+    try {
+      let execProcess: ChildProcess | undefined;
+      // The proxy token is minted, then its answer held while exec is signalled, then lost.
+      relay.dropAnswer({ method: 'POST', path: /\/proxy-token$/, beforeDrop: async () => {
+        execProcess!.kill('SIGTERM');
+        await new Promise((r) => setTimeout(r, 100));
+      } });
+      const marker = join(dataDir, 'early-marker');
+      const result = await exec(['--user', 'exec-early', '--', process.execPath, AGENT, '0', marker], { RUNGUARD_URL: relay.url }, (child) => {
+        execProcess = child;
+      });
+      expect(result.status).toBe(143);
+      expect(result.stderr).toContain('SIGTERM before the command started; it was not started.');
+      expect(existsSync(marker)).toBe(false);
+      expect((await runsOf('exec-early')).map((r) => r.status)).toEqual(['FAILED']);
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('when exec is signalled while it ends the run, after the command exited, then it leaves at once', async () => {
+    const relay = await startHttpRelay(url);
+    try {
+      let execProcess: ChildProcess | undefined;
+      let signalled = 0;
+      // The run's end is recorded, its answer held while exec is signalled, then lost (a retry would follow).
+      relay.dropAnswer({ method: 'POST', path: /\/end$/, beforeDrop: async () => {
+        execProcess!.kill('SIGTERM');
+        signalled = Date.now();
+        await new Promise((r) => setTimeout(r, 100));
+      } });
+      const result = await exec(['--user', 'exec-late', '--', process.execPath, '-e', '0'], { RUNGUARD_URL: relay.url }, (child) => {
+        execProcess = child;
+      });
+      expect(signalled).toBeGreaterThan(0);
+      expect(result.status).toBe(143);
+      expect(relay.requestsTo('POST', /\/end$/)).toHaveLength(1); // no retry after the signal
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('when Ctrl-C is typed in its terminal, then the command gets one SIGINT (from the terminal), not a second from exec', async () => {
+    // A real terminal: `script` runs exec on a pseudo-terminal, whose line discipline turns the
+    // ^C written to it into a SIGINT to the foreground process group, exec and the command alike.
+    const counter = join(dataDir, 'sigint-count');
+    const agent = join(dataDir, 'count-sigint.cjs');
+    await writeFile(agent, `const fs = require('node:fs');
+let n = 0;
+process.on('SIGINT', () => { if (++n === 1) setTimeout(() => { fs.writeFileSync(${JSON.stringify(counter)}, String(n)); process.exit(0); }, 500); });
+fs.writeFileSync(${JSON.stringify(counter)}, 'ready');
+setInterval(() => {}, 1000);
+`);
+    const quote = (arg: string) => `'${arg.replaceAll("'", `'\\''`)}'`;
+    // `exec`: the shell script starts (dash, unlike bash) would otherwise stay in the foreground
+    // group, die of the ^C itself, and make script's status 130 whatever exec did.
+    const line = `exec ${[process.execPath, BIN, 'exec', '--user', 'exec-tty', '--', process.execPath, agent].map(quote).join(' ')}`;
+    const terminal = spawn('script', ['-qec', line, '/dev/null'], {
+      cwd: ROOT, env: { ...process.env, SHELL: '/bin/sh', RUNGUARD_URL: url, RUNGUARD_API_KEY: apiKey }, stdio: ['pipe', 'ignore', 'ignore'],
+    });
+    const exited = new Promise<number | null>((resolve) => terminal.once('exit', resolve));
+    const deadline = Date.now() + 15_000;
+    while (!existsSync(counter) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    terminal.stdin!.write('\x03');
+    expect(await exited).toBe(0);
+    expect(await readFile(counter, 'utf8')).toBe('1');
+    expect((await runsOf('exec-tty')).map((r) => r.status)).toEqual(['COMPLETED']);
+  });
+
+  it('when the command runs, then it does not get the workspace\'s API key, only its run\'s proxy URLs', async () => {
+    const seen = join(dataDir, 'env-seen');
+    const agent = join(dataDir, 'print-env.cjs');
+    await writeFile(agent, `require('node:fs').writeFileSync(${JSON.stringify(seen)}, JSON.stringify(process.env));`);
+    const result = await exec(['--user', 'exec-env', '--', process.execPath, agent], { OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1' });
+    expect(result.status).toBe(0);
+    const env = JSON.parse(await readFile(seen, 'utf8')) as Record<string, string>;
+    expect(env.RUNGUARD_API_KEY).toBeUndefined();
+    expect(JSON.stringify(env)).not.toContain(apiKey);
+    expect(env.OPENAI_BASE_URL).toMatch(/\/proxy\/t\/[^/]+\/openai\/v1$/);
+    expect(result.stderr).toContain('OPENAI_BASE_URL was set; the command\'s openai calls now go through runguard');
+  });
+
+  it('when --url and --api-key are given, then exec uses them, as every other command does', async () => {
+    const result = await exec(['--url', url, '--api-key', apiKey, '--user', 'exec-flags', '--', process.execPath, AGENT, '0'], {
+      RUNGUARD_URL: 'http://127.0.0.1:9', RUNGUARD_API_KEY: '',
+    });
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect((await settledRunOf('exec-flags')).status).toBe('COMPLETED');
   });
 
   it('when no API key is given, then exec uses the daemon\'s key file in the data dir', async () => {

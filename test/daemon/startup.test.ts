@@ -1,10 +1,13 @@
 /** Configuration, migrations, first-start bootstrap and the embedded database across restarts. */
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { PassThrough } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { bootstrapWorkspace } from '../../src/bootstrap.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { startDaemon } from '../../src/daemon.js';
+import { createLogger } from '../../src/logger.js';
 import { embeddedDb, postgresDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { verifyApiKey } from '../../src/api/auth.js';
@@ -77,5 +80,17 @@ describe('first start and the embedded database', () => {
     const { rows } = await second.query<{ plan: string }>('SELECT plan FROM workspaces');
     expect(rows).toEqual([{ plan: 'scale' }]);
     await second.close();
+  });
+
+  it('when a start fails after the embedded database opened, then its lock goes with it: the next start succeeds', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    await mkdir(join(dir, 'api-key')); // the bootstrap cannot write its key file
+    const config = loadConfig({ RUNGUARD_DATA_DIR: dir }, { port: '0' });
+    await expect(startDaemon(config, createLogger('silent'), new PassThrough())).rejects.toThrow(/EISDIR/);
+    await rm(join(dir, 'api-key'), { recursive: true });
+    await rm(join(dir, 'pgdata'), { recursive: true }); // a fresh database, so that it bootstraps again
+    const daemon = await startDaemon(config, createLogger('silent'), new PassThrough());
+    await daemon.close();
   });
 });

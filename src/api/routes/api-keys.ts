@@ -5,13 +5,17 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ApiKeyVerifier } from '../auth.js';
 import type { Clock } from '../../service/guard-service.js';
 import type { Db } from '../../store/db.js';
+import type { LocalKeyFile } from '../../local-key.js';
 import { listApiKeys, regenerateApiKey } from '../../store/workspaces.js';
 import { errorResponses, NoBody, Nullable, Uuid } from '../schemas.js';
 
 const Timestamp = Type.String({ format: 'date-time' });
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
-export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; keys: ApiKeyVerifier }> = async (base, { db, clock, keys }) => {
+export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; keys: ApiKeyVerifier; localKey?: LocalKeyFile }> = async (
+  base,
+  { db, clock, keys, localKey },
+) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/v1/api-keys', {
@@ -44,6 +48,12 @@ export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; keys: ApiK
   }, async (request, reply) => {
     const key = await db.transaction((tx) => regenerateApiKey(tx, request.principal.workspaceId, clock.now()));
     keys.forget();
+    // The keys are regenerated, and this answer is the only place the new one is shown: a key file
+    // that cannot be written is logged, never a reason to lose it.
+    await localKey?.regenerated(key.revokedPrefixes, key.apiKey).then(
+      (saved) => saved && request.log.info({ file: localKey.path }, 'the local key file holds the regenerated key'),
+      (error: unknown) => request.log.error({ err: error, file: localKey.path }, 'the local key file could not take the regenerated key'),
+    );
     return reply.status(201).send({ id: key.id, prefix: key.prefix, api_key: key.apiKey });
   });
 };

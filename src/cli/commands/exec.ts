@@ -1,7 +1,7 @@
 /** `runguard exec --user <id> -- <command...>`: runs a command inside a guarded run. */
-import { Command } from 'commander';
-import { loadConfig } from '../../config.js';
-import { EXIT_BLOCKED, localApiKey, parseMetadata, runExec } from '../exec.js';
+import { Command, Option } from 'commander';
+import { resolveConnection, type ConnectionFlags } from '../connection.js';
+import { EXIT_BLOCKED, parseMetadata, runExec } from '../exec.js';
 
 export function execCommand(): Command {
   return new Command('exec')
@@ -11,15 +11,15 @@ export function execCommand(): Command {
     )
     .requiredOption('--user <id>', 'the user the run is for')
     .option('--metadata <key=value...>', 'run metadata, repeatable')
+    .addOption(new Option('--url <url>', 'daemon URL (env RUNGUARD_URL; default the local daemon: http://127.0.0.1:<port>)'))
+    .addOption(new Option('--api-key <key>', 'API key lg_... (env RUNGUARD_API_KEY; default <data dir>/api-key); the command does not get it'))
     .argument('<command...>', 'the command to run, after --')
     // Everything after the command's name is the command's own, options included.
     .passThroughOptions()
-    .addHelpText('after', '\nEnvironment: RUNGUARD_URL (default http://127.0.0.1:<port>), RUNGUARD_API_KEY (default <data dir>/api-key).')
-    .action(async (command: string[], options: { user: string; metadata?: string[] }) => {
-      const config = loadConfig(process.env);
+    .action(async (command: string[], options: ConnectionFlags & { user: string; metadata?: string[] }) => {
+      const connection = resolveConnection(options, process.env);
       const status = await runExec({
-        url: (process.env.RUNGUARD_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, ''),
-        apiKey: await localApiKey(config.proxyApiKey, config.dataDir),
+        ...connection,
         userId: options.user,
         metadata: parseMetadata(options.metadata ?? []),
         command,

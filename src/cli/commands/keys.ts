@@ -1,4 +1,5 @@
 /** `runguard keys list|regenerate`: the workspace's API keys. */
+import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
@@ -26,12 +27,19 @@ export function keysCommand(): Command {
   keys.addCommand(
     apiCommand('regenerate', 'issue a new key and revoke every earlier one at once')
       .addOption(new Option('--yes', 'confirm: clients using the current key stop working'))
-      .action(withApi(async ({ client, out }, o: ApiOptions & { yes?: boolean }) => {
+      .action(withApi(async ({ client, connection, out }, o: ApiOptions & { yes?: boolean }) => {
         if (!o.yes) throw new Error('regenerating revokes the current key for every client; run again with --yes');
         const key = await client.request<{ id: string; prefix: string; api_key: string }>('POST', '/v1/api-keys/regenerate');
         if (out.json) return out.data(key);
         out.line(`New API key (shown once): ${key.api_key}`);
         out.line('Every earlier key of the workspace is revoked.');
+        // The daemon keeps its key file up to date; a file of another daemon's data directory it cannot.
+        if (connection.keyFile) {
+          const kept = await readFile(connection.keyFile, 'utf8').then((text) => text.trim(), () => null);
+          out.line(kept === key.api_key
+            ? `The daemon saved it in ${connection.keyFile}, which the CLI and runguard exec read.`
+            : `${connection.keyFile} still holds the revoked key: put the new one there, or pass --api-key.`);
+        }
       })),
   );
   return keys;
