@@ -187,7 +187,11 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
   // batch rather than looking each step's run up by its key. finishSteps does the same.
   // Only the steps written are counted (not those whose sequence was taken). A run from before
   // migration 6 has no count (NULL stays NULL) and is summed from its steps when read.
-  const { rows } = await db.query<{ id: string }>(
+  // The statement also answers which of the batch's runs were RUNNING (and locked) as it wrote:
+  // a step not written in one of them lost its sequence, any other found no RUNNING run of that
+  // id in its workspace. So the outcomes are the commit's own: no later read that could fail
+  // after the steps committed, or see a run that ended since.
+  const { rows } = await db.query<{ step_id: string | null; run_id: string | null; workspace_id: string | null }>(
     `WITH v AS (${stepRecordset(1, 2)}
      ), run AS (
        SELECT r.id, r.workspace_id FROM runs r
@@ -206,22 +210,21 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
        FROM (SELECT run_id, count(*) AS steps FROM step GROUP BY run_id) c
        WHERE r.id = c.run_id AND r.step_count IS NOT NULL
      )
-     SELECT id FROM step`,
+     SELECT id AS step_id, NULL::uuid AS run_id, NULL::uuid AS workspace_id FROM step
+     UNION ALL
+     SELECT NULL, id, workspace_id FROM run WHERE (SELECT count(*) FROM step) < $2`,
     [JSON.stringify(steps.map(stepRecord)), steps.length],
   );
-  const inserted = new Set(rows.map((r) => r.id));
-  if (inserted.size === steps.length) return steps.map(() => 'inserted');
-  // Not written: no RUNNING run of that id in the step's workspace (any more), or else a sequence
-  // someone took first. The workspace counts, as in the insert: a run of another workspace is
-  // not this step's run, whatever its status.
-  const missing = steps.filter((s) => !inserted.has(s.id));
-  const { rows: running } = await db.query<{ id: string; workspace_id: string }>(
-    `SELECT id, workspace_id FROM runs WHERE id = ANY($1::uuid[]) AND status = 'RUNNING'`,
-    [[...new Set(missing.map((s) => s.runId))]],
-  );
-  const runningRuns = new Set(running.map((r) => `${r.workspace_id}/${r.id}`));
-  return steps.map((s) => (inserted.has(s.id) ? 'inserted'
-    : runningRuns.has(`${s.workspaceId}/${s.runId}`) ? 'duplicate_sequence' : 'run_not_running'));
+  // Lowercase, as Postgres writes ids: a step that spelled its ids otherwise still finds its run.
+  const runKey = (workspaceId: string, runId: string) => `${workspaceId}/${runId}`.toLowerCase();
+  const inserted = new Set<string>();
+  const runningRuns = new Set<string>();
+  for (const row of rows) {
+    if (row.step_id !== null) inserted.add(row.step_id.toLowerCase());
+    else runningRuns.add(runKey(row.workspace_id!, row.run_id!));
+  }
+  return steps.map((s) => (inserted.has(s.id.toLowerCase()) ? 'inserted'
+    : runningRuns.has(runKey(s.workspaceId, s.runId)) ? 'duplicate_sequence' : 'run_not_running'));
 }
 
 /** The highest sequence used in a run so far (0: none). */

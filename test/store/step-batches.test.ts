@@ -105,6 +105,27 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     expect((await stepsOf(ended)).map((s) => s.sequence)).toEqual([1]);
   });
 
+  it('when steps are refused, then their outcomes come from the statement that wrote the others: nothing read after the commit can fail the batch', async () => {
+    const ws = await workspace();
+    const running = await startRun(ws);
+    const ended = await startRun(ws);
+    await allowedStep(ws, running, 1);
+    await guard.endRun(ws, ended, 'COMPLETED');
+    // The database goes away right after the first statement: a batch whose steps committed must
+    // still be answered, each step as it fared.
+    let statements = 0;
+    const failingAfterOne = {
+      ...stores.db,
+      query: (sql: string, params?: readonly unknown[]) => (++statements === 1
+        ? stores.db.query(sql, params)
+        : Promise.reject(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }))),
+    } as Queryable;
+    const batch = [newStep(ws, running, 2), newStep(ws, running, 1), newStep(ws, ended, 1), newStep(ws, running.toUpperCase(), 3)];
+    expect(await insertSteps(failingAfterOne, batch)).toEqual(['inserted', 'duplicate_sequence', 'run_not_running', 'inserted']);
+    expect(statements).toBe(1);
+    expect((await stepsOf(running)).map((s) => s.id)).toEqual([expect.any(String), batch[0]!.id, batch[3]!.id]);
+  });
+
   it('when a step names a running run of another workspace, then it is refused as not running and not written', async () => {
     const ws = await workspace();
     const other = await workspace();
