@@ -1,19 +1,20 @@
 /**
  * Ends as FAILED the RUNNING runs whose client went away: no new step for `idleMs`. That frees
- * their concurrency slots. Safe with any number of daemons sweeping one database: a run is
- * claimed with `FOR UPDATE SKIP LOCKED` and ended by a conditional UPDATE, so exactly one
- * sweeper (or the client's own end call) ends it; the concurrency count, read from the records,
- * drops at once. A run's activity is its latest step, looked up only for runs started before the
- * idle cutoff (through the run's steps in `steps_run_sequence`: the step insert, on every call,
+ * their concurrency slots. Safe with any number of daemons sweeping one database: candidates are
+ * locked with `FOR UPDATE SKIP LOCKED` and ended by a conditional UPDATE, so exactly one sweeper
+ * (or the client's own end call) ends a run; the concurrency count, read from the records, drops
+ * at once. A run's activity is its latest step, looked up only for runs started before the idle
+ * cutoff (through the run's steps in `steps_run_sequence`: the step insert, on every call,
  * maintains no extra index for the sweep's sake). A step being written holds a lock on its run
- * until it commits, so the sweep skips that run.
+ * until it commits, so the sweep skips that run; one that committed after the sweep's first
+ * statement began is seen by the second, which looks again once the runs are locked.
  */
 import type { Logger } from 'pino';
-import type { Queryable } from '../store/db.js';
+import type { Db } from '../store/db.js';
 import type { Clock } from './guard-service.js';
 
 export interface StaleRunSweeperOptions {
-  db: Queryable;
+  db: Db;
   clock: Clock;
   logger: Logger;
   /** A RUNNING run idle (no new step) for this long is stale. */
@@ -41,13 +42,22 @@ export interface StaleRunSweeper {
   stop(): Promise<void>;
 }
 
+const NO_STEP_SINCE = 'NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id AND s.created_at >= $1)';
+
+/** Locks a batch of runs that look stale. */
+const LOCK_CANDIDATES = `
+SELECT r.id FROM runs r WHERE r.status = 'RUNNING' AND r.started_at < $1 AND ${NO_STEP_SINCE}
+ORDER BY r.started_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
+
+/**
+ * Ends the locked candidates that are stale still. A statement's snapshot predates its row locks:
+ * a step that committed in between (releasing the run) was not seen by the first; this one,
+ * begun after the locks, sees it, and no step can commit into these runs until the end commits.
+ */
 const END_STALE = `
-UPDATE runs SET status = 'FAILED', ended_at = $2
-WHERE status = 'RUNNING' AND id IN (
-  SELECT r.id FROM runs r WHERE r.status = 'RUNNING' AND r.started_at < $1
-    AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id AND s.created_at >= $1)
-  ORDER BY r.started_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-RETURNING id, workspace_id, user_id`;
+UPDATE runs r SET status = 'FAILED', ended_at = $3
+WHERE r.id = ANY($2::uuid[]) AND r.status = 'RUNNING' AND ${NO_STEP_SINCE}
+RETURNING r.id, r.workspace_id, r.user_id`;
 
 export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRunSweeper {
   const { db, clock, logger, idleMs, intervalMs } = options;
@@ -61,9 +71,14 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
     for (;;) {
       const now = clock.now();
       const cutoff = new Date(now.getTime() - idleMs);
-      const { rows } = await db.query<EndedStaleRun>(END_STALE, [cutoff, now, batchSize]);
-      ended.push(...rows);
-      if (rows.length < batchSize || stopped) break;
+      const batch = await db.transaction(async (tx) => {
+        const { rows: locked } = await tx.query<{ id: string }>(LOCK_CANDIDATES, [cutoff, batchSize]);
+        if (locked.length === 0) return { candidates: 0, ended: [] };
+        const { rows } = await tx.query<EndedStaleRun>(END_STALE, [cutoff, locked.map((r) => r.id), now]);
+        return { candidates: locked.length, ended: rows };
+      });
+      ended.push(...batch.ended);
+      if (batch.candidates < batchSize || stopped) break;
     }
     if (ended.length > 0) {
       logger.info({ count: ended.length, idleMs, runIds: ended.slice(0, 20).map((r) => r.id) }, 'ended stale runs as FAILED');

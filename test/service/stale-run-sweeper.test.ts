@@ -2,11 +2,15 @@
  * The stale-run sweep against real stores: two sweepers on one database end each stale run
  * exactly once and free each concurrency slot once; fresh and finished runs are left alone.
  */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { GuardService, type Clock } from '../../src/service/guard-service.js';
 import { createStaleRunSweeper } from '../../src/service/stale-run-sweeper.js';
 import { runCounts, scopeAt } from '../../src/store/counters.js';
+import type { Queryable } from '../../src/store/db.js';
+import { insertSteps } from '../../src/store/runs.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { openTestStores, type Backend, type TestStores } from '../support/harness.js';
 
@@ -84,5 +88,63 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('stale-ru
     expect(swept).toBeGreaterThanOrEqual(1);
     const { rows } = await stores.db.query<{ status: string }>('SELECT status FROM runs WHERE id = $1', [id]);
     expect(rows[0]!.status).toBe('FAILED');
+  });
+});
+
+describe('stale-run sweep on postgres, beside a step being written', () => {
+  let stores: TestStores;
+  beforeAll(async () => {
+    stores = await openTestStores('postgres+sql');
+  });
+  afterAll(async () => {
+    await stores?.close();
+  });
+
+  it('when a step commits while the sweep looks its run over, then the run is not ended: it was not idle', async () => {
+    const start = new Date(Date.now() - 3 * HOUR);
+    const now = new Date();
+    const old = new GuardService(stores.db, stores.counters, { now: () => start }, log);
+    const ws = await createWorkspace(stores.db, 'sweep-race', 'enterprise');
+    // An older stale run with many old steps: the sweep takes a while over it (a snapshot taken,
+    // the target run not yet locked), long enough for the step below to commit meanwhile.
+    const slow = (await old.startRun(ws.id, { user_id: 'slow' })).body.id;
+    await stores.db.query(
+      `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, decision, created_at)
+       SELECT gen_random_uuid(), $1, $2, n, 'TOOL_CALL', 'ALLOWED', '{}'::json, $3 FROM generate_series(1, 300000) n`,
+      [slow, ws.id, start]);
+    await stores.db.query('ANALYZE steps');
+    const target = (await new GuardService(stores.db, stores.counters, { now: () => new Date(start.getTime() + 1000) }, log)
+      .startRun(ws.id, { user_id: 'target' })).body.id;
+
+    // The step is written as the daemon writes it, on a connection of its own: its run stays
+    // locked until the commit.
+    const client = new pg.Client({ connectionString: stores.databaseUrl! });
+    await client.connect();
+    try {
+      await client.query('BEGIN');
+      const tx = { query: (sql: string, params?: unknown[]) => client.query(sql, params) } as unknown as Queryable;
+      expect(await insertSteps(tx, [{
+        id: randomUUID(), runId: target, workspaceId: ws.id, sequence: 1, type: 'TOOL_CALL', status: 'ALLOWED', model: null,
+        toolName: 'search', inputData: null, decision: { outcome: 'ALLOW', reason: null, evaluated_rules: {} }, now,
+      }])).toEqual(['inserted']);
+
+      const sweeper = createStaleRunSweeper({ db: stores.db, clock: { now: () => now }, logger: log, idleMs: HOUR, intervalMs: 0 });
+      const swept = sweeper.sweep();
+      // Once the sweep's statement runs (its snapshot taken), the step commits.
+      const deadline = Date.now() + 5_000;
+      for (;;) {
+        const { rows } = await client.query(
+          `SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%SKIP LOCKED%' AND pid <> pg_backend_pid()`);
+        if (rows.length > 0 || Date.now() > deadline) break;
+      }
+      await client.query('COMMIT');
+      const ended = (await swept).map((r) => r.id);
+      expect(ended).toContain(slow);
+      expect(ended).not.toContain(target);
+    } finally {
+      await client.end();
+    }
+    const { rows } = await stores.db.query<{ status: string }>('SELECT status FROM runs WHERE id = $1', [target]);
+    expect(rows[0]!.status).toBe('RUNNING');
   });
 });
