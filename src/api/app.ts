@@ -3,7 +3,7 @@
  * and nothing here reads the environment; the daemon and the tests pass everything in.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
@@ -17,6 +17,7 @@ import type { Db } from '../store/db.js';
 import { observeCounters, observeDb } from '../store/observed.js';
 import { ApiKeyVerifier, registerAuth } from './auth.js';
 import { registerErrorHandler } from './error-handler.js';
+import { registerJsonBody } from './json-body.js';
 import { registerMetrics } from './metrics.js';
 import { registerValidation } from './validation.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -76,6 +77,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
+    // The router's own refusals (a path with a malformed percent-escape) come before any handler:
+    // answered in the contract's format too.
+    frameworkErrors: (error, request, reply) => {
+      request.log.info({ code: error.code }, 'request refused by the router');
+      void (reply as FastifyReply).status(400).send({ detail: 'The request path is not a valid URL (a malformed percent-escape).', code: 'BAD_REQUEST' });
+    },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
@@ -95,6 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   registerValidation(app);
   registerErrorHandler(app);
+  registerJsonBody(app);
   const accounts = new Accounts(db, new TokenIssuer(deps.auth.jwtSecret, deps.auth.jwtTtlSeconds), deps.auth.scryptCost);
   if (metrics) registerMetrics(app, metrics);
   const keys = new ApiKeyVerifier(db);

@@ -91,7 +91,8 @@ describe('hostile input', () => {
       ['{"user_id": "u"', 400],
       ['{"user_id": "u"}}', 400],
       ['', 400],
-      ['{"user_id": "u", "__proto__": {"admin": true}}', 400],
+      ['{"user_id": "u", "__proto__": {"admin": true}}', 422],
+      ['{"user_id": "u", "metadata": {"constructor": {"prototype": {"x": 1}}}}', 422],
       [`{"user_id":"u","metadata":${deep(64)}}`, 422],
       [`{"user_id":"u","metadata":${deep(50_000)}}`, 422],
       [{ user_id: 'u', metadata: { blob: 'x'.repeat(2_000_000) } }, 413],
@@ -107,6 +108,21 @@ describe('hostile input', () => {
       expect(res.status, String(body).slice(0, 50)).toBe(status);
     }
     expect(await footprint()).toEqual(before);
+  });
+
+  it('when a key could reach a prototype, then 422 says so: the JSON is valid, the key is refused', async () => {
+    for (const body of ['{"user_id": "u", "__proto__": {"admin": true}}', '{"user_id": "u", "metadata": {"constructor": {"prototype": {}}}}']) {
+      const res = await expectRefused(api, 'POST', '/v1/runs', body);
+      expect(res.body).toMatchObject({ code: 'VALIDATION_FAILED', detail: expect.stringContaining('__proto__') });
+    }
+  });
+
+  it('when a path holds a malformed percent-escape, then 400 in the contract\'s format, not the router\'s', async () => {
+    for (const path of ['/v1/runs/%zz', '/v1/runs/%', '/v1/users/%ED%A0%80', '/proxy/runs/%zz/openai/v1/chat/completions']) {
+      const res = await expectRefused(api, 'GET', path);
+      expect(res.status, path).toBe(400);
+      expect(res.body, path).toEqual({ detail: expect.stringContaining('percent-escape'), code: 'BAD_REQUEST' });
+    }
   });
 
   it('when numbers are out of range, negative or fractional, then 422', async () => {
