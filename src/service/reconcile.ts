@@ -9,7 +9,7 @@
  */
 import type { Logger } from 'pino';
 import { ADVISORY_LOCKS } from '../store/advisory-locks.js';
-import { recordedSpend, SPEND_CAP_MICROS, type CounterStore } from '../store/counters.js';
+import { recordedSpend, SPEND_CAP_MICROS, type CounterStore, type DailySpend } from '../store/counters.js';
 import type { Db, Queryable } from '../store/db.js';
 
 export interface Drift {
@@ -100,7 +100,7 @@ export async function reconcile(
   for (const r of counts) {
     drifts.push({ kind: 'run_count', key: `${r.workspace_id}/${r.status}`, expected: `runs=${r.expected_runs}`, found: `runs=${r.found_runs}` });
   }
-  // The Redis copy: set to the records for every workspace and user who spent today.
+  // The Redis copy of today's spend, for every workspace and user who spent today.
   if (counters.kind === 'redis') drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
   return { checkedFrom: from, drifts, repaired: options.repair };
 }
@@ -162,30 +162,51 @@ async function addDifferences(tx: Queryable, table: keyof typeof DAILY_KEYS, row
   );
 }
 
+const TODAYS_SPEND = `
+  SELECT u.workspace_id, u.user_id, coalesce(w.spend_micros, 0) AS ws_spend, u.spend_micros AS user_spend
+  FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
+  WHERE u.day = $1 AND u.spend_micros > 0`;
+
+async function todaysSpend(db: Db, day: string): Promise<Map<string, DailySpend & { workspaceId: string; userId: string }>> {
+  const { rows } = await db.query<{ workspace_id: string; user_id: string; ws_spend: string; user_spend: string }>(TODAYS_SPEND, [day]);
+  return new Map(rows.map((r) => [`${r.workspace_id}/${r.user_id}`, {
+    workspaceId: r.workspace_id, userId: r.user_id,
+    workspaceDailySpendMicros: Number(r.ws_spend), userDailySpendMicros: Number(r.user_spend),
+  }]));
+}
+
+/**
+ * The Redis copy of today's spend against the records. The copy is raised after each commit, so
+ * under load it is normally ahead of records read a moment before it, and behind records read a
+ * moment after: only a copy below the records read before it (a raise lost), or above those read
+ * after it (a hand edit, a bug), is a drift. A copy behind is raised, never set: setting it would
+ * undo the raises that landed since the records were read, and decisions would read less spend
+ * than is recorded. A copy above is set to the records, then raised to them read again.
+ */
 async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repair: boolean): Promise<Drift[]> {
   const day = now.toISOString().slice(0, 10);
-  const { rows } = await db.query<{ workspace_id: string; user_id: string; ws_spend: string; user_spend: string }>(
-    `SELECT u.workspace_id, u.user_id, coalesce(w.spend_micros, 0) AS ws_spend, u.spend_micros AS user_spend
-     FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
-     WHERE u.day = $1 AND u.spend_micros > 0`,
-    [day],
-  );
+  const before = await todaysSpend(db, day);
+  const copies = new Map<string, DailySpend>();
+  for (const [key, r] of before) {
+    copies.set(key, await counters.readSpend({ workspaceId: r.workspaceId, userId: r.userId, day, month: day.slice(0, 7) }));
+  }
+  const after = await todaysSpend(db, day);
   const drifts: Drift[] = [];
-  for (const r of rows) {
-    const scope = { workspaceId: r.workspace_id, userId: r.user_id, day, month: day.slice(0, 7) };
-    const truth = { workspaceDailySpendMicros: Number(r.ws_spend), userDailySpendMicros: Number(r.user_spend) };
-    const copy = await counters.readSpend(scope);
-    if (copy.workspaceDailySpendMicros !== truth.workspaceDailySpendMicros || copy.userDailySpendMicros !== truth.userDailySpendMicros) {
-      drifts.push({ kind: 'spend_copy', key: `${r.workspace_id}/${r.user_id}/${day}`,
-        expected: `${truth.workspaceDailySpendMicros}/${truth.userDailySpendMicros}`,
-        found: `${copy.workspaceDailySpendMicros}/${copy.userDailySpendMicros}` });
-      // Set, then raised to the records read again: a step's raise that landed between the read
-      // above and the set was undone by it, and is redone (a raise never lowers a copy).
-      if (repair) {
-        await counters.resyncSpend(scope, truth);
-        await counters.spendRecorded(scope, await recordedSpend(db, scope));
-      }
-    }
+  for (const [key, r] of before) {
+    const scope = { workspaceId: r.workspaceId, userId: r.userId, day, month: day.slice(0, 7) };
+    const copy = copies.get(key)!;
+    const later = after.get(key) ?? r;
+    const behind = copy.workspaceDailySpendMicros < r.workspaceDailySpendMicros || copy.userDailySpendMicros < r.userDailySpendMicros;
+    const above = copy.workspaceDailySpendMicros > later.workspaceDailySpendMicros || copy.userDailySpendMicros > later.userDailySpendMicros;
+    if (!behind && !above) continue;
+    drifts.push({ kind: 'spend_copy', key: `${key}/${day}`,
+      expected: `${(above ? later : r).workspaceDailySpendMicros}/${(above ? later : r).userDailySpendMicros}`,
+      found: `${copy.workspaceDailySpendMicros}/${copy.userDailySpendMicros}` });
+    if (!repair) continue;
+    // Set, then raised to the records read again: a step's raise that landed between the read
+    // and the set was undone by it, and is redone (a raise never lowers a copy).
+    if (above) await counters.resyncSpend(scope, await recordedSpend(db, scope));
+    await counters.spendRecorded(scope, await recordedSpend(db, scope));
   }
   return drifts;
 }

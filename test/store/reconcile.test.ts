@@ -112,7 +112,7 @@ describe('reconcile', () => {
     await finish(0);
     const scope = scopeAt(clock.now(), ws.id, 'u');
     const redis = new Redis(REDIS_URL, { keyPrefix: stores.redisKeyPrefix! });
-    await redis.set(`{${ws.id}}:spend:${scope.day}`, '1'); // the copy behind: a raise lost in a crash
+    await redis.set(`{${ws.id}}:spend:${scope.day}`, '999999999'); // the copy above the records: a hand edit
 
     // The repair read the records; a step finishes (and raises the copy) before it sets the copy.
     const racing: CounterStore = Object.assign(Object.create(stores.counters), {
@@ -124,6 +124,56 @@ describe('reconcile', () => {
     const found = await reconcile(stores.db, racing, { now: clock.now(), days: 1, repair: true });
     expect(found.drifts.filter((d) => d.key.startsWith(ws.id)).map((d) => d.kind)).toEqual(['spend_copy']);
     expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 40_000, userDailySpendMicros: 40_000 });
+    redis.disconnect();
+  });
+
+  it('when steps are finished while the copy is checked, then a copy ahead of the records read before is no drift, and is never set down', async () => {
+    const ws = await pricedWorkspace('copy-ahead');
+    const finish = await runWithSteps(ws.id, 3);
+    await finish(0);
+    const scope = scopeAt(clock.now(), ws.id, 'u');
+    // Reconcile has read the records; steps finish (their raises land) before it reads the copy.
+    let sets = 0;
+    let finished = false;
+    const busy: CounterStore = Object.assign(Object.create(stores.counters), {
+      readSpend: async (s: CounterScope) => {
+        if (!finished && s.workspaceId === ws.id) {
+          finished = true;
+          await finish(1);
+          await finish(2);
+        }
+        return stores.counters.readSpend(s);
+      },
+      resyncSpend: async (s: CounterScope, totals: DailySpend) => {
+        if (s.workspaceId === ws.id) sets++;
+        return stores.counters.resyncSpend(s, totals);
+      },
+    });
+    const found = await reconcile(stores.db, busy, { now: clock.now(), days: 1, repair: true });
+    expect(finished).toBe(true);
+    expect(found.drifts.filter((d) => d.key.startsWith(ws.id))).toEqual([]);
+    expect(sets).toBe(0);
+    expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 60_000, userDailySpendMicros: 60_000 });
+  });
+
+  it('when the copy is behind the records (a raise lost), then it is reported and raised, not set', async () => {
+    const ws = await pricedWorkspace('copy-behind');
+    const finish = await runWithSteps(ws.id, 1);
+    await finish(0);
+    const scope = scopeAt(clock.now(), ws.id, 'u');
+    const redis = new Redis(REDIS_URL, { keyPrefix: stores.redisKeyPrefix! });
+    await redis.set(`{${ws.id}}:spend:${scope.day}`, '5');
+    let sets = 0;
+    const counting: CounterStore = Object.assign(Object.create(stores.counters), {
+      resyncSpend: async (s: CounterScope, totals: DailySpend) => {
+        if (s.workspaceId === ws.id) sets++;
+        return stores.counters.resyncSpend(s, totals);
+      },
+    });
+    const found = await reconcile(stores.db, counting, { now: clock.now(), days: 1, repair: true });
+    expect(found.drifts.filter((d) => d.key.startsWith(ws.id))).toMatchObject([{ kind: 'spend_copy', expected: '20000/20000', found: '5/20000' }]);
+    expect(sets).toBe(0);
+    expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 20_000, userDailySpendMicros: 20_000 });
     redis.disconnect();
   });
 
