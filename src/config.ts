@@ -137,6 +137,9 @@ const providers: Parser<Record<string, ProviderEntry>> = (raw) => {
   return out;
 };
 
+/** Keys whose values may carry credentials (a URL's password, a secret, a key). */
+const SECRET_KEYS = new Set<keyof Config>(['databaseUrl', 'redisUrl', 'jwtSecret', 'proxyApiKey']);
+
 /** Every key: its parser and the environment variable that overrides it. */
 const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } } = {
   host: { env: 'HOST', parse: text },
@@ -215,7 +218,9 @@ export function loadConfig(
     try {
       config[key] = parse(raw);
     } catch (error) {
-      throw new ConfigError(`Invalid configuration: ${source} ${(error as Error).message} (got ${JSON.stringify(raw)})`);
+      // Start-up errors reach the log pipeline: a value that may hold a password or a key is not echoed.
+      const got = SECRET_KEYS.has(key) ? `a value of ${String(raw).length} characters, not shown` : JSON.stringify(raw);
+      throw new ConfigError(`Invalid configuration: ${source} ${(error as Error).message} (got ${got})`);
     }
   }
   return Object.freeze(config) as unknown as Config;

@@ -40,6 +40,21 @@ describe('configuration', () => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 
+  it.each([
+    ['DATABASE_URL', 'postgres://runguard:Xk9/pQ2s+secretpw@db.internal:5432/runguard'],
+    ['REDIS_URL', 'redis://:S3cr3t#pw/x@cache:6379'],
+    ['RUNGUARD_JWT_SECRET', 'secretsecretsecretsecretsecret1'],
+  ])('when %s is invalid, then the message names it without echoing the value (it may hold a password)', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`environment variable ${name} .*\\(got a value of ${value.length} characters, not shown\\)`));
+    let message = '';
+    try {
+      loadConfig({ [name]: value });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).not.toMatch(/secret|S3cr3t/);
+  });
+
   it('when a flag is invalid, then the message names the option', () => {
     expect(() => loadConfig({}, { port: '-1' })).toThrow(/option --port must be an integer/);
   });
