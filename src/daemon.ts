@@ -193,8 +193,9 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     stores,
     close() {
       closing ??= (async () => {
-        await Promise.all([sweeper.stop(), reconciler.stop(), indexes?.stop()]);
-        await closeWithin(app, config.shutdownGraceMs, logger);
+        // The socket stops accepting at once; the background jobs stop beside it (they use the
+        // stores, closed once all are done).
+        await Promise.all([closeWithin(app, config.shutdownGraceMs, logger), sweeper.stop(), reconciler.stop(), indexes?.stop()]);
         await providers.close();
         await stores.close();
       })();

@@ -23,6 +23,8 @@ export interface ReconcileReport {
   checkedFrom: string;
   drifts: Drift[];
   repaired: boolean;
+  /** Another reconcile held the lock, and this one was told not to wait: nothing was checked. */
+  skipped?: boolean;
 }
 
 /** UTC day of a timestamp column, whatever the session's time zone. */
@@ -77,18 +79,20 @@ export const RUN_COUNT_DRIFT = `
 export async function reconcile(
   db: Db,
   counters: CounterStore,
-  options: { now: Date; days: number; repair: boolean; runCounts?: boolean },
+  options: { now: Date; days: number; repair: boolean; runCounts?: boolean; waitForLock?: boolean },
 ): Promise<ReconcileReport> {
   const from = new Date(options.now.getTime() - (options.days - 1) * 86_400_000).toISOString().slice(0, 10);
   const drifts: Drift[] = [];
   const runCounts = options.runCounts ?? false;
-  const { usage, userUsage, counts } = options.repair
-    ? await checkAndRepair(db, from, runCounts)
+  const checked = options.repair
+    ? await checkAndRepair(db, from, runCounts, options.waitForLock ?? true)
     : await Promise.all([
       db.query<Record<string, string>>(USAGE_DRIFT, [from]),
       db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
       runCounts ? db.query<Record<string, string>>(RUN_COUNT_DRIFT) : { rows: [] },
     ]).then(([u, uu, c]) => ({ usage: u.rows, userUsage: uu.rows, counts: c.rows }));
+  if (!checked) return { checkedFrom: from, drifts, repaired: false, skipped: true };
+  const { usage, userUsage, counts } = checked;
   for (const r of usage) {
     drifts.push({ kind: 'workspace_usage', key: `${r.workspace_id}/${r.day}`,
       expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
@@ -113,9 +117,14 @@ export async function reconcile(
  * applying the same difference twice. Rows are upserted in the order every writer locks them:
  * days sorted, then users' days sorted.
  */
-async function checkAndRepair(db: Db, from: string, runCounts: boolean) {
+async function checkAndRepair(db: Db, from: string, runCounts: boolean, waitForLock: boolean) {
   return db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.reconcile]);
+    if (waitForLock) {
+      await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.reconcile]);
+    } else {
+      const { rows } = await tx.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [ADVISORY_LOCKS.reconcile]);
+      if (!rows[0]!.locked) return null;
+    }
     const usage = (await tx.query<Record<string, string>>(USAGE_DRIFT, [from])).rows;
     const userUsage = (await tx.query<Record<string, string>>(USER_USAGE_DRIFT, [from])).rows;
     const counts = runCounts ? (await tx.query<Record<string, string>>(RUN_COUNT_DRIFT)).rows : [];
@@ -218,8 +227,8 @@ export interface PeriodicReconcile {
 
 /**
  * Checks and repairs today's and yesterday's counters every `intervalMs` (0: never), logging what
- * it found. Several daemons may run it at once: a repair sets values recounted from the
- * records, so running it twice gives the same result.
+ * it found. Several daemons may run it: a pass that finds another's check under way (its lock
+ * held) skips, rather than wait to do the same work again.
  */
 export function periodicReconcile(options: {
   db: Db;
@@ -232,7 +241,9 @@ export function periodicReconcile(options: {
   let running: Promise<void> | null = null;
   const once = async () => {
     try {
-      const report = await reconcile(options.db, options.counters, { now: options.clock.now(), days: 2, repair: true });
+      // Not waiting for another daemon's (or the CLI's) reconcile: it is doing the same work, and
+      // a pass waiting on its lock would hold up this daemon's shutdown.
+      const report = await reconcile(options.db, options.counters, { now: options.clock.now(), days: 2, repair: true, waitForLock: false });
       if (report.drifts.length > 0) options.logger.warn({ drifts: report.drifts.slice(0, 50), count: report.drifts.length }, 'counters drifted from the records; repaired');
     } catch (error) {
       options.logger.warn({ err: error }, 'reconciliation failed; it will be tried again');

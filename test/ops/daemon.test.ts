@@ -90,6 +90,26 @@ describe('the daemon process', () => {
     }
   });
 
+  it('when SIGTERM arrives while another reconcile holds the lock, then connections are refused at once and the daemon exits, the lock still held', async () => {
+    const d = await spawnOne({ RUNGUARD_RECONCILE_INTERVAL_MS: '50' });
+    // Another daemon's (or the CLI's) reconcile holds the lock for as long as this test wants.
+    const other = new pg.Client({ connectionString: d.database.url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT pg_advisory_xact_lock(7318842003)');
+      await new Promise((r) => setTimeout(r, 300)); // several of the daemon's passes come and go meanwhile
+      d.process.kill('SIGTERM');
+      await waitFor('shutdown to begin', () => d.stdout().includes('shutting down'));
+      await expect(fetch(`${d.url}/health`)).rejects.toMatchObject({ cause: { code: 'ECONNREFUSED' } });
+      const exited = await Promise.race([d.exited, new Promise((r) => setTimeout(() => r('still running'), 8_000))]);
+      expect(exited).toBe(0);
+      expect(d.stdout()).not.toContain('reconciliation failed');
+    } finally {
+      await other.end();
+    }
+  });
+
   it('when a request outlives the grace period, then its connection is cut and the daemon still exits 0', async () => {
     const d = await spawnOne({ RUNGUARD_SHUTDOWN_GRACE_MS: '300' });
     const inFlight = halfSentStart(d.url, d.apiKey!);
