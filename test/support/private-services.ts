@@ -15,6 +15,21 @@ import { freePort } from './daemon.js';
 
 const run = promisify(execFile);
 
+/**
+ * The server binaries, wherever this machine keeps them: `REDIS_SERVER` or `redis-server` on the
+ * PATH; Postgres's `initdb` and `pg_ctl` in `TEST_PG_BINDIR`, else `pg_config --bindir` (Debian
+ * keeps them off the PATH, in /usr/lib/postgresql/<version>/bin), else the PATH.
+ */
+const redisServer = () => process.env.REDIS_SERVER ?? 'redis-server';
+let pgBinDir: Promise<string | null> | null = null;
+async function pgBinary(name: 'initdb' | 'pg_ctl'): Promise<string> {
+  pgBinDir ??= process.env.TEST_PG_BINDIR
+    ? Promise.resolve(process.env.TEST_PG_BINDIR)
+    : run('pg_config', ['--bindir']).then(({ stdout }) => stdout.trim() || null, () => null);
+  const dir = await pgBinDir;
+  return dir ? join(dir, name) : name;
+}
+
 /** Waits until something accepts TCP connections on the port. */
 async function waitForPort(port: number, timeoutMs: number, what: string, alive: () => boolean = () => true): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -54,13 +69,15 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
 
   async function start(): Promise<void> {
     if (child) throw new Error('Redis is already running.');
-    const proc = spawn('/usr/bin/redis-server', [
+    const proc = spawn(redisServer(), [
       '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir,
     ], { stdio: 'ignore' });
     child = proc;
-    proc.once('exit', () => {
+    const gone = () => {
       if (child === proc) child = null;
-    });
+    };
+    proc.once('exit', gone);
+    proc.once('error', gone); // not found: the wait below says it exited
     await waitForPort(port, 10_000, 'redis-server', () => child === proc);
   }
 
@@ -112,8 +129,10 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     const { stdout: gid } = await run('id', ['-g', 'postgres']);
     await chown(dir, Number(stdout.trim()), Number(gid.trim()));
   }
-  const pg = (command: string, args: string[]) =>
-    asRoot ? run('runuser', ['-u', 'postgres', '--', command, ...args]) : run(command, args);
+  const pg = async (name: 'initdb' | 'pg_ctl', args: string[]) => {
+    const command = await pgBinary(name);
+    return asRoot ? run('runuser', ['-u', 'postgres', '--', command, ...args]) : run(command, args);
+  };
   const data = join(dir, 'data');
   await pg('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync']);
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
