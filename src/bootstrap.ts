@@ -14,19 +14,22 @@ export interface Bootstrapped {
   keyFile: string;
 }
 
-/** Null when the database already has a workspace (another daemon, or an earlier start). */
+/**
+ * Null when the database already has a workspace (another daemon, or an earlier start). The key
+ * file is written before the workspace commits: a file that cannot be written (a data directory
+ * the user cannot write) fails the start with nothing created, so the next start creates the
+ * workspace again, rather than finding one whose only key was never shown or kept.
+ */
 export async function bootstrapWorkspace(db: Db, plan: Plan, dataDir: string): Promise<Bootstrapped | null> {
-  const created = await db.transaction(async (tx) => {
+  const keyFile = join(dataDir, 'api-key');
+  return db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.bootstrap]);
     const { rows } = await tx.query('SELECT 1 FROM workspaces LIMIT 1');
     if (rows.length > 0) return null;
     const workspace = await createWorkspace(tx, 'default', plan);
     const key = await createApiKey(tx, workspace.id, 'bootstrap');
-    return { workspaceId: workspace.id, apiKey: key.apiKey };
+    await mkdir(dataDir, { recursive: true });
+    await writeFile(keyFile, `${key.apiKey}\n`, { mode: 0o600 });
+    return { workspaceId: workspace.id, apiKey: key.apiKey, keyFile };
   });
-  if (!created) return null;
-  await mkdir(dataDir, { recursive: true });
-  const keyFile = join(dataDir, 'api-key');
-  await writeFile(keyFile, `${created.apiKey}\n`, { mode: 0o600 });
-  return { ...created, keyFile };
 }

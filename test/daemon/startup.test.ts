@@ -1,5 +1,5 @@
 /** Configuration, migrations, first-start bootstrap and the embedded database across restarts. */
-import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { PassThrough } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -95,6 +95,25 @@ describe('first start and the embedded database', () => {
     const { rows } = await second.query<{ plan: string }>('SELECT plan FROM workspaces');
     expect(rows).toEqual([{ plan: 'scale' }]);
     await second.close();
+  });
+
+  it('when the key file cannot be written, then no workspace is created: the next start creates it and keeps its key', async () => {
+    const database = await createTestDatabase();
+    cleanups.push(database.drop);
+    const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const db = postgresDb({ connectionString: database.url, max: 2 });
+    cleanups.push(() => db.close());
+    await migrate(db);
+    await writeFile(join(dir, 'not-a-dir'), '');
+    await expect(bootstrapWorkspace(db, 'scale', join(dir, 'not-a-dir', 'data'))).rejects.toThrow(/ENOTDIR/);
+    expect((await db.query('SELECT count(*)::int AS n FROM workspaces')).rows).toEqual([{ n: 0 }]);
+
+    const created = await bootstrapWorkspace(db, 'scale', join(dir, 'data'));
+    expect(created).not.toBeNull();
+    const kept = (await readFile(join(dir, 'data', 'api-key'), 'utf8')).trim();
+    expect(kept).toBe(created!.apiKey);
+    expect(await verifyApiKey(db, kept, new Date())).toMatchObject({ workspaceId: created!.workspaceId });
   });
 
   it('when a start fails after the embedded database opened, then its lock goes with it: the next start succeeds', async () => {
