@@ -3,7 +3,7 @@
  * Postgres, or an embedded Postgres (PGlite) in this process when no DATABASE_URL is configured.
  */
 import { createHash } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
+import { chmod, mkdir } from 'node:fs/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import type { PGlite, Transaction } from '@electric-sql/pglite';
@@ -160,7 +160,10 @@ export async function embeddedDb(dataDir: string | null): Promise<Db> {
   const { PGlite } = await import('@electric-sql/pglite');
   let release = async () => {};
   if (dataDir) {
-    await mkdir(dataDir, { recursive: true });
+    // Postgres's own rule for a data directory: its owner's alone. The files PGlite writes in it
+    // are 0666 (its template's), and hold every record, the WAL with the JWT secret included.
+    await mkdir(dataDir, { recursive: true, mode: 0o700 });
+    await chmod(dataDir, 0o700);
     release = await lockDirectory(`${dataDir}.lock`, dataDir);
   }
   let lite: PGlite;

@@ -97,6 +97,18 @@ describe('first start and the embedded database', () => {
     await second.close();
   });
 
+  it('when the embedded database opens, then its directory is its owner\'s alone (0700), an older looser one too', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const fresh = await embeddedDb(join(dir, 'fresh'));
+    await fresh.close();
+    expect((await stat(join(dir, 'fresh'))).mode & 0o777).toBe(0o700);
+    await mkdir(join(dir, 'older'), { mode: 0o755 });
+    const older = await embeddedDb(join(dir, 'older'));
+    await older.close();
+    expect((await stat(join(dir, 'older'))).mode & 0o777).toBe(0o700);
+  });
+
   it('when the key file cannot be written, then no workspace is created: the next start creates it and keeps its key', async () => {
     const database = await createTestDatabase();
     cleanups.push(database.drop);
