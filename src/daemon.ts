@@ -14,6 +14,7 @@ import { periodicReconcile } from './service/reconcile.js';
 import { createStaleRunSweeper } from './service/stale-run-sweeper.js';
 import type { CounterStore } from './store/counters.js';
 import { embeddedDb, postgresDb, type Db } from './store/db.js';
+import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './store/idempotency.js';
 import { buildLateIndexes, buildLateIndexesNow } from './store/late-indexes.js';
 import { migrate } from './store/migrations.js';
 import { RedisCounters, redisClient } from './store/redis-counters.js';
@@ -164,6 +165,8 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     logger: logger.child({ component: 'stale-run-sweeper' }),
     idleMs: config.staleRunIdleMs,
     intervalMs: config.staleRunSweepIntervalMs,
+    // The same timer purges the idempotency records past their retention, hourly (stop() ends both).
+    idempotencyPurgeIntervalMs: IDEMPOTENCY_PURGE_INTERVAL_MS,
     onEnded: metrics ? (count) => metrics.staleRunsEnded.inc(count) : undefined,
   });
   const reconciler = periodicReconcile({

@@ -8,9 +8,14 @@
  * maintains no extra index for the sweep's sake). A step being written holds a lock on its run
  * until it commits, so the sweep skips that run; one that committed after the sweep's first
  * statement began is seen by the second, which looks again once the runs are locked.
+ *
+ * Its timer also purges the Idempotency-Key records past their retention, at a slower cadence of
+ * their own (`idempotencyPurgeIntervalMs`), in batches that purgers on several daemons share
+ * (see `purgeExpiredAnswers`). With the sweep off (`intervalMs` 0) the timer runs for the purge alone.
  */
 import type { Logger } from 'pino';
 import type { Db } from '../store/db.js';
+import { purgeExpiredAnswers } from '../store/idempotency.js';
 import type { Clock } from './guard-service.js';
 
 export interface StaleRunSweeperOptions {
@@ -25,6 +30,14 @@ export interface StaleRunSweeperOptions {
   batchSize?: number;
   /** Told how many runs a sweep ended (metrics). */
   onEnded?: (count: number) => void;
+  /**
+   * Time between purges of the Idempotency-Key records past their retention, checked at each tick
+   * of the timer (so at least the sweep's `intervalMs` apart while the sweep runs); 0: never on a
+   * timer (call `purge()`). @default 0
+   */
+  idempotencyPurgeIntervalMs?: number;
+  /** Idempotency records deleted per statement. @default 5000 */
+  idempotencyPurgeBatchSize?: number;
 }
 
 export interface EndedStaleRun {
@@ -36,9 +49,11 @@ export interface EndedStaleRun {
 export interface StaleRunSweeper {
   /** Ends every run stale at the clock's now; resolves with the runs this call ended. */
   sweep(): Promise<EndedStaleRun[]>;
-  /** Sweeps now and then every `intervalMs`. */
+  /** Purges the Idempotency-Key records past their retention at the clock's now; resolves with how many. */
+  purge(): Promise<number>;
+  /** Sweeps (and purges) now, then every `intervalMs` (purging when `idempotencyPurgeIntervalMs` has passed). */
   start(): void;
-  /** Stops the timer and waits for a sweep in progress. */
+  /** Stops the timer and waits for a sweep or purge in progress (a purge stops after its batch). */
   stop(): Promise<void>;
 }
 
@@ -62,6 +77,11 @@ RETURNING r.id, r.workspace_id, r.user_id`;
 export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRunSweeper {
   const { db, clock, logger, idleMs, intervalMs } = options;
   const batchSize = options.batchSize ?? 500;
+  const purgeIntervalMs = options.idempotencyPurgeIntervalMs ?? 0;
+  /** The timer's period: the sweep's, or the purge's alone when the sweep is off. */
+  const period = intervalMs > 0 ? intervalMs : purgeIntervalMs;
+  /** The tick the last purge on the timer ran in (performance.now()); none yet: due at the first. */
+  let lastPurgeTick = -Infinity;
   let timer: NodeJS.Timeout | null = null;
   let running: Promise<unknown> | null = null;
   let stopped = false;
@@ -87,22 +107,41 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
     return ended;
   }
 
+  async function purge(): Promise<number> {
+    const purged = await purgeExpiredAnswers(db, clock.now(), {
+      batchSize: options.idempotencyPurgeBatchSize,
+      stop: () => stopped,
+    });
+    if (purged > 0) logger.info({ count: purged }, 'purged idempotency records past their retention');
+    return purged;
+  }
+
+  async function housekeeping() {
+    const tickAt = performance.now();
+    if (intervalMs > 0) await sweep().catch((error: unknown) => logger.error({ err: error }, 'stale-run sweep failed'));
+    // Ticks are `period` apart, give or take the timer's jitter: half a period of slack makes the
+    // purge run every (purge interval / period)th tick, not one tick late now and then.
+    if (purgeIntervalMs > 0 && !stopped && tickAt - lastPurgeTick + period / 2 >= purgeIntervalMs) {
+      lastPurgeTick = tickAt;
+      await purge().catch((error: unknown) => logger.error({ err: error }, 'idempotency record purge failed'));
+    }
+  }
+
   function tick() {
     if (running || stopped) return;
-    running = sweep()
-      .catch((error: unknown) => logger.error({ err: error }, 'stale-run sweep failed'))
-      .finally(() => {
-        running = null;
-      });
+    running = housekeeping().finally(() => {
+      running = null;
+    });
   }
 
   return {
     sweep,
+    purge,
     start() {
-      if (intervalMs <= 0 || timer) return;
+      if (period <= 0 || timer) return;
       stopped = false;
       tick();
-      timer = setInterval(tick, intervalMs);
+      timer = setInterval(tick, period);
       timer.unref();
     },
     async stop() {

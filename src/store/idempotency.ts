@@ -6,6 +6,10 @@ import { createHash } from 'node:crypto';
 import type { Queryable } from './db.js';
 
 export const IDEMPOTENCY_RETENTION_HOURS = 24;
+/** How often a daemon purges the records past their retention (the stale-run sweeper's timer). */
+export const IDEMPOTENCY_PURGE_INTERVAL_MS = 3_600_000;
+/** Records deleted per purge statement: one statement never holds many row locks or runs long. */
+export const IDEMPOTENCY_PURGE_BATCH = 5_000;
 
 export interface IdempotencyClaim {
   workspaceId: string;
@@ -54,4 +58,39 @@ export async function saveAnswer(
     [claim.workspaceId, claim.key, claim.fingerprint, statusCode, JSON.stringify(body), now, IDEMPOTENCY_RETENTION_HOURS],
   );
   return rowCount > 0;
+}
+
+/**
+ * Deletes a batch of the oldest records past their retention at `now` (the bound `findAnswer`
+ * and `saveAnswer` use: a record this deletes is one they already treat as absent). The batch is
+ * locked `FOR UPDATE SKIP LOCKED`, so purgers on several daemons take different rows, and a
+ * record a save is refreshing (locked) is left to it; then deleted by its row address (a TID
+ * scan: no pass over the table), which the lock keeps from moving meanwhile. The outer
+ * condition checks the age again, on the version locked.
+ */
+const PURGE_BATCH = `
+DELETE FROM idempotency_keys
+WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM idempotency_keys
+    WHERE created_at <= $1::timestamptz - make_interval(hours => $2)
+    ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED))
+  AND created_at <= $1::timestamptz - make_interval(hours => $2)`;
+
+/**
+ * Purges the records past their retention at `now`, a batch per statement (each commits on its
+ * own), until a batch comes back short (the rest is gone, or another purger holds it) or `stop`
+ * says so. Resolves with how many this call deleted.
+ */
+export async function purgeExpiredAnswers(
+  db: Queryable,
+  now: Date,
+  options: { batchSize?: number; stop?: () => boolean } = {},
+): Promise<number> {
+  const batchSize = options.batchSize ?? IDEMPOTENCY_PURGE_BATCH;
+  let purged = 0;
+  for (;;) {
+    const { rowCount } = await db.query(PURGE_BATCH, [now, IDEMPOTENCY_RETENTION_HOURS, batchSize]);
+    purged += rowCount;
+    if (rowCount < batchSize || options.stop?.()) return purged;
+  }
 }
