@@ -37,10 +37,18 @@ export async function openDb(config: Pick<Config, 'databaseUrl' | 'dbPoolSize' |
     : embeddedDb(join(resolve(config.dataDir), 'pgdata'));
 }
 
-export async function openStores(config: Config, logger?: Logger): Promise<Stores> {
+export interface OpenStoresOptions {
+  /**
+   * What is done to the schema before the counters open, instead of migrating it (a command that
+   * must change nothing checks it is current); what it throws fails the open. Default: `migrate`.
+   */
+  schema?: (db: Db) => Promise<unknown>;
+}
+
+export async function openStores(config: Config, logger?: Logger, options: OpenStoresOptions = {}): Promise<Stores> {
   const db = await openDb(config);
   try {
-    await migrate(db);
+    await (options.schema ?? migrate)(db);
     let counters: CounterStore = new SqlCounters(db);
     if (config.redisUrl) {
       const redis = redisClient({

@@ -3,7 +3,7 @@
  * built package carries them. Never edit a released migration: add the next one.
  */
 import { ADVISORY_LOCKS } from './advisory-locks.js';
-import type { Db } from './db.js';
+import type { Db, Queryable } from './db.js';
 
 interface Migration {
   version: number;
@@ -335,4 +335,33 @@ export async function migrate(db: Db): Promise<number[]> {
     }
     return done;
   });
+}
+
+export interface SchemaStatus {
+  /** The version the schema is at: the last of this code's migrations applied with all before it (0: none). */
+  version: number;
+  /** The version this code expects: its last migration's. */
+  expected: number;
+  /** This code's migrations not applied yet: the schema is behind. */
+  pending: number[];
+  /** Applied versions this code does not know: a newer runguard migrated the schema, it is ahead. */
+  unknown: number[];
+}
+
+/**
+ * Where the database's schema stands against this code's migrations, read without changing
+ * anything (no table created, no lock taken): for commands that must not migrate.
+ */
+export async function schemaStatus(db: Queryable): Promise<SchemaStatus> {
+  const expected = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+  const { rows: table } = await db.query<{ exists: boolean }>(
+    "SELECT to_regclass('schema_migrations') IS NOT NULL AS exists");
+  const { rows } = table[0]?.exists
+    ? await db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')
+    : { rows: [] };
+  const applied = new Set(rows.map((r) => Number(r.version)));
+  const known = new Set(MIGRATIONS.map((m) => m.version));
+  const pending = MIGRATIONS.filter((m) => !applied.has(m.version)).map((m) => m.version);
+  const version = MIGRATIONS.filter((m) => pending.length === 0 || m.version < pending[0]!).at(-1)?.version ?? 0;
+  return { version, expected, pending, unknown: [...applied].filter((v) => !known.has(v)) };
 }

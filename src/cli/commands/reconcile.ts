@@ -2,10 +2,31 @@
  * `runguard reconcile`: recounts the daily usage counters and the run list's counts from the run
  * and step records of the configured database, reports every difference, and repairs it (unless
  * --dry-run). The run counts read every run (the daemon's periodic reconcile leaves them out).
+ * It never migrates (a daemon's start or `runguard migrate` does): a schema behind or ahead of
+ * this runguard's is refused before anything is read.
  */
 import { Command, Option } from 'commander';
 import { loadConfig } from '../../config.js';
+import type { Db } from '../../store/db.js';
+import { CliError } from '../errors.js';
 import { createOutput } from '../output.js';
+
+/** Opens nothing more unless the schema is the one this runguard's migrations leave. */
+async function requireCurrentSchema(db: Db): Promise<void> {
+  const { schemaStatus } = await import('../../store/migrations.js');
+  const status = await schemaStatus(db);
+  if (status.unknown.length > 0) {
+    throw new CliError(
+      `the database schema is at version ${Math.max(...status.unknown)}, newer than this runguard's ${status.expected} ` +
+        '(a newer runguard migrated it): run that version\'s `runguard reconcile` instead',
+    );
+  }
+  if (status.pending.length > 0) {
+    throw new CliError(
+      `the database schema is at version ${status.version}, this runguard expects ${status.expected}: run \`runguard migrate\` first`,
+    );
+  }
+}
 
 export function reconcileCommand(): Command {
   return new Command('reconcile')
@@ -20,7 +41,7 @@ export function reconcileCommand(): Command {
       const config = loadConfig(process.env, { dataDir: options.dataDir });
       const out = createOutput(options.json === true);
       const [{ openStores }, { reconcile }] = await Promise.all([import('../../daemon.js'), import('../../service/reconcile.js')]);
-      const stores = await openStores(config);
+      const stores = await openStores(config, undefined, { schema: requireCurrentSchema });
       try {
         const report = await reconcile(stores.db, stores.counters, { now: new Date(), days, repair: !options.dryRun, runCounts: true });
         // Drift left in place exits 4, for scripts reading JSON as for people reading the table.
