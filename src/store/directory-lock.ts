@@ -1,13 +1,29 @@
 /**
  * One process at a time on an embedded database's files: PGlite has no lock of its own, and a
  * second process opening the same directory (a second `runguard start`, `reconcile` or `migrate`
- * beside a running daemon) aborted, and could write beside the first. The lock is a file created
- * exclusively, holding its owner's pid and the machine's boot id. One whose owner is gone (a
- * crash, SIGKILL, a reboot, or a container restarted with the same pid as before) is taken over,
- * one process at a time: a second exclusive file guards the takeover.
+ * beside a running daemon) aborted, and could write beside the first.
+ *
+ * The lock is a file created exclusively, naming its owner: pid, kernel (Linux boot id), PID
+ * namespace, host name, and a token of this taking. Its holder refreshes the file's mtime every
+ * `updateMs` (a heartbeat); a lock not refreshed for `staleMs` is stale whoever it names. A pid is
+ * trusted only where it means something: when the lock was written in this very PID namespace of
+ * this kernel, a dead owner (a crash, SIGKILL), or one naming this process's own pid while this
+ * process does not hold it, is stale at once. An owner in another namespace (another container on
+ * the same volume, both perhaps pid 1) or on another kernel is judged by its heartbeat alone: a
+ * taker waits, and is refused as soon as it sees the heartbeat move, or takes the lock over once
+ * it has not moved for `staleMs` (a container restarted after a crash starts by itself). A second
+ * exclusive file guards the takeover, so that of many contenders exactly one takes it.
+ *
+ * The holder checks at each heartbeat that the file is still the one it created; if not (taken
+ * over while this process was frozen for longer than `staleMs`, or removed by hand), the lock is
+ * compromised: `onCompromised` is called, which by default throws, ending the process rather than
+ * letting it go on writing files another process may have opened. `release` removes the file only
+ * while it is still this process's own.
  */
-import { readFileSync } from 'node:fs';
-import { readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, readlinkSync } from 'node:fs';
+import { open, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
+import { hostname } from 'node:os';
 
 export class DirectoryInUseError extends Error {
   override name = 'DirectoryInUseError';
@@ -16,16 +32,34 @@ export class DirectoryInUseError extends Error {
 /** Lock files this process holds: its own pid in one of them otherwise means an earlier process. */
 const held = new Set<string>();
 
-/** Linux's id of this boot; a lock written before a reboot names a pid of another life. */
-const BOOT_ID = (() => {
+const HOST = hostname().replace(/\s+/g, '_') || '-';
+
+/**
+ * The kernel this process runs on: Linux's id of this boot (shared by all containers on a host,
+ * new at each reboot). Elsewhere (no PID namespaces there) the host stands for it.
+ */
+const KERNEL = (() => {
   try {
-    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || '-';
   } catch {
-    return '';
+    return process.platform === 'linux' ? '-' : `host:${HOST}`;
   }
 })();
 
-/** Whether a process of that pid exists (one of another user still counts). */
+/**
+ * This process's PID namespace, as `pid:[inode]`: two processes of one kernel share a namespace
+ * exactly when these are equal (an inode number is reused only once its namespace is gone, and so
+ * every process of it). Unknown on Linux: a value no other process has, so no pid is trusted.
+ */
+const PID_SPACE = (() => {
+  try {
+    return readlinkSync('/proc/self/ns/pid').replace(/\s+/g, '_');
+  } catch {
+    return process.platform === 'linux' || KERNEL === '-' ? `unknown:${randomBytes(6).toString('hex')}` : '-';
+  }
+})();
+
+/** Whether a process of that pid exists here (one of another user still counts). */
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -38,43 +72,123 @@ function alive(pid: number): boolean {
 const errno = (error: unknown) => (error as NodeJS.ErrnoException).code;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** What a lock file says: null when it is gone or half written. */
-async function ownerOf(lockFile: string): Promise<{ pid: number; boot: string; text: string } | null> {
-  const text = await readFile(lockFile, 'utf8').catch(() => null);
-  const [pid, boot = ''] = (text ?? '').trim().split(' ');
-  return text === null || !Number.isInteger(Number(pid)) || Number(pid) <= 0 ? null : { pid: Number(pid), boot, text };
+interface Owner {
+  pid: number;
+  kernel: string;
+  space: string;
+  host: string;
+  /** Written by an earlier runguard: pid and boot id only, and no heartbeat. */
+  legacy: boolean;
 }
 
-function inUse(lockFile: string, owner: { pid: number; boot: string }): boolean {
-  if (BOOT_ID && owner.boot && owner.boot !== BOOT_ID) return false;
-  if (owner.pid === process.pid) return held.has(lockFile);
-  return alive(owner.pid);
+/** A lock file as found: what it says (owner null when half written or unreadable) and its inode and mtime. */
+interface Found {
+  owner: Owner | null;
+  text: string;
+  dev: number;
+  ino: number;
+  mtimeMs: number;
 }
 
-/** Takes `lockFile` for this process; resolves to its release. */
-export async function lockDirectory(lockFile: string, directory: string): Promise<() => Promise<void>> {
+function parse(text: string): Owner | null {
+  const [pid, kernel = '', space = '', host = '', token] = text.trim().split(' ');
+  if (!Number.isInteger(Number(pid)) || Number(pid) <= 0) return null;
+  return { pid: Number(pid), kernel, space, host, legacy: token === undefined };
+}
+
+/** The lock file now: null when there is none. */
+async function look(lockFile: string): Promise<Found | null> {
+  try {
+    const [text, s] = await Promise.all([readFile(lockFile, 'utf8'), stat(lockFile)]);
+    return { owner: parse(text), text, dev: s.dev, ino: s.ino, mtimeMs: s.mtimeMs };
+  } catch (error) {
+    if (errno(error) === 'ENOENT') return null;
+    throw error;
+  }
+}
+
+const samePidSpace = (owner: Owner) => !owner.legacy && owner.kernel === KERNEL && owner.space === PID_SPACE;
+
+/** Who holds it, for a message. */
+function describe(owner: Owner | null): string {
+  if (!owner) return 'a process that left no name';
+  if (owner.legacy || samePidSpace(owner)) return `process ${owner.pid}`;
+  const where = owner.kernel === KERNEL ? `another PID namespace (${owner.space})` : `another machine or boot (${owner.kernel})`;
+  return `process ${owner.pid} on host ${owner.host} in ${where}`;
+}
+
+interface Timing {
+  staleMs: number;
+  updateMs: number;
+}
+
+/**
+ * Whether the lock `found` is held, stale, or not yet known: `since` is when this taker first saw
+ * it with this content, inode and `firstMtimeMs`.
+ */
+function judge(lockFile: string, found: Found, firstMtimeMs: number, since: number, { staleMs }: Timing): 'held' | 'stale' | 'wait' {
+  const { owner } = found;
+  const now = Date.now();
+  // Not refreshed for staleMs: as this taker watched it, or by its mtime when written on this
+  // kernel, whose clock it shares.
+  const quiet =
+    (found.mtimeMs === firstMtimeMs && now - since >= staleMs) ||
+    ((!owner || owner.kernel === KERNEL) && KERNEL !== '-' && now - found.mtimeMs >= staleMs);
+  if (owner?.legacy) {
+    // An earlier runguard's lock, without a heartbeat: its pid and boot as it judged them itself,
+    // less its rule that this very pid means an earlier life (which two containers share as pid 1).
+    if (KERNEL !== '-' && owner.kernel && owner.kernel !== KERNEL) return 'stale';
+    return owner.pid === process.pid || alive(owner.pid) ? 'held' : 'stale';
+  }
+  if (owner && samePidSpace(owner)) {
+    if (owner.pid === process.pid) return held.has(lockFile) ? 'held' : 'stale';
+    if (!alive(owner.pid)) return 'stale';
+    return quiet ? 'stale' : 'held';
+  }
+  // In another PID namespace or on another kernel its pid means nothing here: the heartbeat tells.
+  if (quiet) return 'stale';
+  if (owner && found.mtimeMs !== firstMtimeMs) return 'held'; // refreshed as this taker watched
+  return 'wait';
+}
+
+/**
+ * Takes `lockFile` for this process; resolves to its release. A lock found held but perhaps stale
+ * is waited for, at most about `staleMs`. Options (tests shorten them): `staleMs` (15 s),
+ * `updateMs` (the heartbeat, 3 s), `onCompromised` (called with the error when the lock turns out
+ * taken from this process; by default it throws: out of a heartbeat that ends the process, out of
+ * `release` it rejects).
+ */
+export async function lockDirectory(
+  lockFile: string,
+  directory: string,
+  options: { staleMs?: number; updateMs?: number; onCompromised?: (error: Error) => void } = {},
+): Promise<() => Promise<void>> {
+  const staleMs = options.staleMs ?? 15_000;
+  const updateMs = options.updateMs ?? Math.min(3_000, staleMs / 5);
+  if (!(updateMs > 0 && updateMs < staleMs)) throw new RangeError(`lock heartbeat ${updateMs} ms must be shorter than its stale time ${staleMs} ms`);
+  const timing = { staleMs, updateMs };
+  const pollMs = Math.max(10, Math.min(250, updateMs / 2));
   const takeover = `${lockFile}.takeover`;
-  for (let attempt = 0; attempt < 40; attempt++) {
-    try {
-      await writeFile(lockFile, `${process.pid} ${BOOT_ID}\n`, { flag: 'wx', mode: 0o600 });
-      held.add(lockFile);
-      return async () => {
-        held.delete(lockFile);
-        await rm(lockFile, { force: true });
-      };
-    } catch (error) {
-      if (errno(error) !== 'EEXIST') throw error;
+  const deadline = Date.now() + 2 * staleMs + 1_000;
+  let first: { text: string; ino: number; mtimeMs: number; since: number } | null = null;
+  while (Date.now() < deadline) {
+    const handle = await create(lockFile);
+    if (handle) return hold(lockFile, directory, handle, timing, options.onCompromised);
+    const found = await look(lockFile);
+    if (!found) continue; // removed this moment
+    if (!first || first.text !== found.text || first.ino !== found.ino) {
+      first = { text: found.text, ino: found.ino, mtimeMs: found.mtimeMs, since: Date.now() };
     }
-    const owner = await ownerOf(lockFile);
-    if (owner && inUse(lockFile, owner)) {
+    const verdict = judge(lockFile, found, first.mtimeMs, first.since, timing);
+    if (verdict === 'held') {
       throw new DirectoryInUseError(
-        `the embedded database in ${directory} is in use by process ${owner.pid} (a runguard daemon?): stop it first, ` +
+        `the embedded database in ${directory} is in use by ${describe(found.owner)} (a runguard daemon?): stop it first, ` +
           `as two processes on its files would damage them (with PostgreSQL, set DATABASE_URL; if no such process ` +
           `is runguard, remove ${lockFile})`,
       );
     }
-    if (!owner) {
-      await sleep(25); // being written this moment, or just removed
+    if (verdict === 'wait') {
+      await sleep(found.owner ? pollMs : 25); // no owner yet: being written this moment
       continue;
     }
     // Stale: taken over by one process at a time. A takeover file left by a process that died
@@ -84,15 +198,115 @@ export async function lockDirectory(lockFile: string, directory: string): Promis
     } catch (error) {
       if (errno(error) !== 'EEXIST') throw error;
       const age = await stat(takeover).then((s) => Date.now() - s.mtimeMs, () => 0);
-      if (age > 10_000) await rm(takeover, { force: true });
+      if (age > staleMs) await rm(takeover, { force: true });
       await sleep(25);
       continue;
     }
     try {
-      if ((await ownerOf(lockFile))?.text === owner.text) await rm(lockFile, { force: true });
+      // Still the very file judged stale, not refreshed since: no one took it over meanwhile.
+      const now = await look(lockFile);
+      if (now && now.text === found.text && now.ino === found.ino && now.mtimeMs === found.mtimeMs) await rm(lockFile, { force: true });
     } finally {
       await rm(takeover, { force: true });
     }
   }
   throw new DirectoryInUseError(`could not lock the embedded database in ${directory} (${lockFile})`);
+}
+
+/** Creates the lock file with this process's name in it: null when there is one already. */
+async function create(lockFile: string): Promise<FileHandle | null> {
+  let handle: FileHandle;
+  try {
+    handle = await open(lockFile, 'wx', 0o600);
+  } catch (error) {
+    if (errno(error) === 'EEXIST') return null;
+    throw error;
+  }
+  try {
+    await handle.writeFile(`${process.pid} ${KERNEL} ${PID_SPACE} ${HOST} ${randomBytes(8).toString('hex')}\n`);
+    return handle;
+  } catch (error) {
+    await handle.close().catch(() => {});
+    await rm(lockFile, { force: true });
+    throw error;
+  }
+}
+
+/** Holds the lock just created: its heartbeat, and its release. */
+async function hold(
+  lockFile: string,
+  directory: string,
+  handle: FileHandle,
+  { staleMs, updateMs }: Timing,
+  onCompromised: (error: Error) => void = (error) => {
+    throw error;
+  },
+): Promise<() => Promise<void>> {
+  const { dev, ino } = await handle.stat();
+  held.add(lockFile);
+  let lost = false;
+  let released = false;
+  let lastBeat = Date.now();
+  /** Null while the file at lockFile is the one this process created; else what is there now. */
+  const intruder = async (): Promise<string | null> => {
+    const found = await look(lockFile);
+    if (found?.dev === dev && found.ino === ino) return null;
+    return found ? `the lock file now names ${describe(found.owner)}` : 'the lock file was removed';
+  };
+  const compromise = (why: string) => {
+    lost = true;
+    clearInterval(timer);
+    held.delete(lockFile);
+    return new DirectoryInUseError(
+      `this process (${process.pid}) lost its lock on the embedded database in ${directory}: ${why} ` +
+        `(taken over while this process did not refresh it for ${staleMs} ms, or removed by hand); ` +
+        `two processes on its files would damage them`,
+    );
+  };
+  /** Reports a loss found by the heartbeat: a throwing onCompromised (the default) ends the process. */
+  const report = (error: Error) => {
+    try {
+      onCompromised(error);
+    } catch (thrown) {
+      setImmediate(() => {
+        throw thrown; // the process ends rather than writing on
+      });
+    }
+  };
+  const beat = async () => {
+    try {
+      const why = await intruder();
+      if (released || lost) return;
+      if (why !== null) return report(compromise(why));
+      const now = new Date();
+      await handle.utimes(now, now); // this inode's, even if it is no longer at lockFile
+      lastBeat = Date.now();
+    } catch (error) {
+      // Refreshing failed: tried again at the next beat, until it is too late.
+      if (!released && !lost && Date.now() - lastBeat >= staleMs) {
+        report(compromise(`its heartbeat failed for ${staleMs} ms (${(error as Error).message})`));
+      }
+    }
+  };
+  let beating: Promise<void> | null = null;
+  const timer = setInterval(() => {
+    if (beating || lost || released) return;
+    beating = beat().finally(() => (beating = null));
+  }, updateMs);
+  timer.unref(); // the lock keeps no process alive
+  return async () => {
+    if (released) return;
+    released = true;
+    clearInterval(timer);
+    await beating; // a beat under way sees `released` and leaves the file alone
+    held.delete(lockFile);
+    try {
+      if (lost) return; // reported already
+      const why = await intruder();
+      if (why === null) await rm(lockFile, { force: true });
+      else onCompromised(compromise(why)); // someone else's lock now: left in place
+    } finally {
+      await handle.close().catch(() => {});
+    }
+  };
 }
