@@ -5,7 +5,9 @@
  *
  * The lock is a file created exclusively, naming its owner: pid, kernel (Linux boot id), PID
  * namespace, host name, and a token of this taking. Its holder refreshes the file's mtime every
- * `updateMs` (a heartbeat); a lock not refreshed for `staleMs` is stale whoever it names. A pid is
+ * `updateMs` (a heartbeat) from a thread of its own, so a main thread busy in PGlite's synchronous
+ * WASM (a long query, a migration) does not stop it; a lock not refreshed for `staleMs` is stale
+ * whoever it names: its holder is dead or frozen. A pid is
  * trusted only where it means something: when the lock was written in this very PID namespace of
  * this kernel, a dead owner (a crash, SIGKILL), or one naming this process's own pid while this
  * process does not hold it, is stale at once. An owner in another namespace (another container on
@@ -24,6 +26,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { open, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { Worker } from 'node:worker_threads';
 
 export class DirectoryInUseError extends Error {
   override name = 'DirectoryInUseError';
@@ -128,12 +131,11 @@ interface Timing {
  */
 function judge(lockFile: string, found: Found, firstMtimeMs: number, since: number, { staleMs }: Timing): 'held' | 'stale' | 'wait' {
   const { owner } = found;
-  const now = Date.now();
-  // Not refreshed for staleMs: as this taker watched it, or by its mtime when written on this
-  // kernel, whose clock it shares.
+  // Not refreshed for staleMs: as this taker watched it (on its own monotonic clock), or by its
+  // mtime when written on this kernel, whose clock it shares (the holder sets it at once).
   const quiet =
-    (found.mtimeMs === firstMtimeMs && now - since >= staleMs) ||
-    ((!owner || owner.kernel === KERNEL) && KERNEL !== '-' && now - found.mtimeMs >= staleMs);
+    (found.mtimeMs === firstMtimeMs && performance.now() - since >= staleMs) ||
+    ((!owner || owner.kernel === KERNEL) && KERNEL !== '-' && Date.now() - found.mtimeMs >= staleMs);
   if (owner?.legacy) {
     // An earlier runguard's lock, without a heartbeat: its pid and boot as it judged them itself,
     // less its rule that this very pid means an earlier life (which two containers share as pid 1).
@@ -169,22 +171,29 @@ export async function lockDirectory(
   const timing = { staleMs, updateMs };
   const pollMs = Math.max(10, Math.min(250, updateMs / 2));
   const takeover = `${lockFile}.takeover`;
-  const deadline = Date.now() + 2 * staleMs + 1_000;
+  const deadline = performance.now() + 2 * staleMs + 1_000;
   let first: { text: string; ino: number; mtimeMs: number; since: number } | null = null;
-  while (Date.now() < deadline) {
+  while (performance.now() < deadline) {
     const handle = await create(lockFile);
     if (handle) return hold(lockFile, directory, handle, timing, options.onCompromised);
     const found = await look(lockFile);
     if (!found) continue; // removed this moment
     if (!first || first.text !== found.text || first.ino !== found.ino) {
-      first = { text: found.text, ino: found.ino, mtimeMs: found.mtimeMs, since: Date.now() };
+      first = { text: found.text, ino: found.ino, mtimeMs: found.mtimeMs, since: performance.now() };
     }
     const verdict = judge(lockFile, found, first.mtimeMs, first.since, timing);
     if (verdict === 'held') {
+      // An earlier runguard's lock names no namespace: its pid being this process's own may be a
+      // container's earlier life (both pid 1), or another container's daemon. Not guessed.
+      const ownPidOfOld = found.owner?.legacy === true && found.owner.pid === process.pid;
       throw new DirectoryInUseError(
         `the embedded database in ${directory} is in use by ${describe(found.owner)} (a runguard daemon?): stop it first, ` +
           `as two processes on its files would damage them (with PostgreSQL, set DATABASE_URL; if no such process ` +
-          `is runguard, remove ${lockFile})`,
+          `is runguard, remove ${lockFile})` +
+          (ownPidOfOld
+            ? `. The lock was written by an earlier runguard and names this process's own pid: a container restarted ` +
+              `as pid 1 after a crash leaves such a lock; if no other container uses this data directory, remove it`
+            : ''),
       );
     }
     if (verdict === 'wait') {
@@ -222,15 +231,45 @@ async function create(lockFile: string): Promise<FileHandle | null> {
     if (errno(error) === 'EEXIST') return null;
     throw error;
   }
+  // Held from this moment: another call of this process must not read its own pid in it as an
+  // earlier life's.
+  held.add(lockFile);
   try {
     await handle.writeFile(`${process.pid} ${KERNEL} ${PID_SPACE} ${HOST} ${randomBytes(8).toString('hex')}\n`);
+    const now = new Date();
+    await handle.utimes(now, now); // this host's clock, not a network file system's
     return handle;
   } catch (error) {
+    held.delete(lockFile);
     await handle.close().catch(() => {});
     await rm(lockFile, { force: true });
     throw error;
   }
 }
+
+/**
+ * The heartbeat, in a thread of its own: every `updateMs` it checks that the file at the lock's
+ * path is still the one this process created (else it says so, and stops), and refreshes its
+ * mtime through the file's descriptor (shared by the process's threads). It says so too when
+ * refreshing has failed for `staleMs`.
+ */
+const HEARTBEAT = `
+const { parentPort, workerData: { lockFile, fd, dev, ino, updateMs, staleMs } } = require('node:worker_threads');
+const fs = require('node:fs');
+let lastBeat = performance.now();
+const timer = setInterval(() => {
+  try {
+    let s = null;
+    try { s = fs.statSync(lockFile); } catch (e) { if (e.code !== 'ENOENT') throw e; }
+    if (!s || s.dev !== dev || s.ino !== ino) { clearInterval(timer); parentPort.postMessage({ lost: true }); return; }
+    const now = new Date();
+    fs.futimesSync(fd, now, now);
+    lastBeat = performance.now();
+  } catch (e) {
+    if (performance.now() - lastBeat >= staleMs) { clearInterval(timer); parentPort.postMessage({ failed: String(e && e.message) }); }
+  }
+}, updateMs);
+`;
 
 /** Holds the lock just created: its heartbeat, and its release. */
 async function hold(
@@ -243,10 +282,8 @@ async function hold(
   },
 ): Promise<() => Promise<void>> {
   const { dev, ino } = await handle.stat();
-  held.add(lockFile);
   let lost = false;
   let released = false;
-  let lastBeat = Date.now();
   /** Null while the file at lockFile is the one this process created; else what is there now. */
   const intruder = async (): Promise<string | null> => {
     const found = await look(lockFile);
@@ -255,7 +292,6 @@ async function hold(
   };
   const compromise = (why: string) => {
     lost = true;
-    clearInterval(timer);
     held.delete(lockFile);
     return new DirectoryInUseError(
       `this process (${process.pid}) lost its lock on the embedded database in ${directory}: ${why} ` +
@@ -263,7 +299,7 @@ async function hold(
         `two processes on its files would damage them`,
     );
   };
-  /** Reports a loss found by the heartbeat: a throwing onCompromised (the default) ends the process. */
+  /** Reports a loss the heartbeat found: a throwing onCompromised (the default) ends the process. */
   const report = (error: Error) => {
     try {
       onCompromised(error);
@@ -273,32 +309,27 @@ async function hold(
       });
     }
   };
-  const beat = async () => {
-    try {
-      const why = await intruder();
-      if (released || lost) return;
-      if (why !== null) return report(compromise(why));
-      const now = new Date();
-      await handle.utimes(now, now); // this inode's, even if it is no longer at lockFile
-      lastBeat = Date.now();
-    } catch (error) {
-      // Refreshing failed: tried again at the next beat, until it is too late.
-      if (!released && !lost && Date.now() - lastBeat >= staleMs) {
-        report(compromise(`its heartbeat failed for ${staleMs} ms (${(error as Error).message})`));
-      }
-    }
-  };
-  let beating: Promise<void> | null = null;
-  const timer = setInterval(() => {
-    if (beating || lost || released) return;
-    beating = beat().finally(() => (beating = null));
-  }, updateMs);
-  timer.unref(); // the lock keeps no process alive
+  // A small isolate: it only stats and touches one file.
+  const heartbeat = new Worker(HEARTBEAT, {
+    eval: true,
+    workerData: { lockFile, fd: handle.fd, dev, ino, updateMs, staleMs },
+    resourceLimits: { maxOldGenerationSizeMb: 8, maxYoungGenerationSizeMb: 2 },
+  });
+  heartbeat.unref(); // the lock keeps no process alive
+  heartbeat.on('message', (message: { lost?: true; failed?: string }) => {
+    if (released || lost) return;
+    if (message.failed !== undefined) return report(compromise(`its heartbeat failed for ${staleMs} ms (${message.failed})`));
+    void intruder().then((why) => {
+      if (!released && !lost) report(compromise(why ?? 'the lock file was replaced'));
+    }, (error: unknown) => report(compromise(`the lock file could not be read (${(error as Error).message})`)));
+  });
+  heartbeat.on('error', (error) => {
+    if (!released && !lost) report(compromise(`its heartbeat stopped (${error.message})`));
+  });
   return async () => {
     if (released) return;
     released = true;
-    clearInterval(timer);
-    await beating; // a beat under way sees `released` and leaves the file alone
+    await heartbeat.terminate(); // before the descriptor it uses is closed
     held.delete(lockFile);
     try {
       if (lost) return; // reported already

@@ -53,7 +53,12 @@ try {
   });
   say('held ' + process.pid);
   process.stdin.setEncoding('utf8');
-  process.stdin.on('data', async (d) => { if (d.includes('release')) { await release(); say('released'); } });
+  process.stdin.on('data', async (d) => {
+    if (d.includes('release')) { await release(); say('released'); }
+    // The main thread busy (as in PGlite's synchronous WASM) for the given milliseconds.
+    const busy = /busy (\\d+)/.exec(d);
+    if (busy) { say('busy'); const end = Date.now() + Number(busy[1]); while (Date.now() < end); say('busy done'); }
+  });
   process.stdin.on('end', () => process.exit(0));
 } catch (e) {
   say('refused ' + e.message);
@@ -256,6 +261,29 @@ describe('the embedded database lock', () => {
     const still = new Promise((resolve) => setTimeout(resolve, 5_000, 'still running'));
     expect(await Promise.race([owner.exited, still])).toBe(1);
     expect(owner.stderr()).toMatch(/DirectoryInUseError: this process \(\d+\) lost its lock on the embedded database in .*: the lock file was removed/);
+  });
+
+  it('when its holder\'s main thread is busy past the stale time (a long PGlite query), then it keeps its lock: takers are refused, and it goes on', async () => {
+    const owner = holder();
+    await owner.line('held');
+    owner.child.stdin!.write(`busy ${STALE_MS + 1_500}\n`);
+    await owner.line('busy');
+    await new Promise((r) => setTimeout(r, STALE_MS + 500)); // past the stale time, the holder still busy
+    await expect(lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })).rejects.toThrow(`in use by process ${owner.child.pid}`);
+    await owner.line('busy done');
+    await new Promise((r) => setTimeout(r, 2 * UPDATE_MS));
+    owner.child.stdin!.write('release\n');
+    await owner.line('released');
+    expect(alive(owner.child.pid!)).toBe(true);
+  });
+
+  it('when one process takes it twice at once, then exactly one take succeeds, round after round', async () => {
+    for (let round = 0; round < 50; round++) {
+      const takes = await Promise.allSettled([0, 1, 2].map(() => lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })));
+      const won = takes.filter((t): t is PromiseFulfilledResult<() => Promise<void>> => t.status === 'fulfilled');
+      expect(won, `round ${round}`).toHaveLength(1);
+      await won[0]!.value();
+    }
   });
 
   it('when its holder in this namespace is killed (SIGKILL), then the lock is taken over at once', async () => {
