@@ -9,7 +9,7 @@
  */
 import type { Logger } from 'pino';
 import { ADVISORY_LOCKS } from '../store/advisory-locks.js';
-import { recordedSpend, SPEND_CAP_MICROS, type CounterStore, type DailySpend } from '../store/counters.js';
+import { recordedSpend, scopeAt, SPEND_CAP_MICROS, type CounterStore, type DailySpend } from '../store/counters.js';
 import type { Db, Queryable } from '../store/db.js';
 
 export interface Drift {
@@ -196,13 +196,11 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
   const day = now.toISOString().slice(0, 10);
   const before = await todaysSpend(db, day);
   const copies = new Map<string, DailySpend>();
-  for (const [key, r] of before) {
-    copies.set(key, await counters.readSpend({ workspaceId: r.workspaceId, userId: r.userId, day, month: day.slice(0, 7) }));
-  }
+  for (const [key, r] of before) copies.set(key, await counters.readSpend(scopeAt(now, r.workspaceId, r.userId)));
   const after = await todaysSpend(db, day);
   const drifts: Drift[] = [];
   for (const [key, r] of before) {
-    const scope = { workspaceId: r.workspaceId, userId: r.userId, day, month: day.slice(0, 7) };
+    const scope = scopeAt(now, r.workspaceId, r.userId);
     const copy = copies.get(key)!;
     const later = after.get(key) ?? r;
     const behind = copy.workspaceDailySpendMicros < r.workspaceDailySpendMicros || copy.userDailySpendMicros < r.userDailySpendMicros;
