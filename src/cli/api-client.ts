@@ -2,6 +2,7 @@
  * The CLI's client of the daemon's HTTP API: global fetch, a bearer key, errors mapped to the
  * server's `detail`. It imports nothing from the server, so it sees the API as any client would.
  */
+import type { ModelPricing, Page, RunDetail, RunListQuery as WireRunListQuery, RunSummary } from '../contract/index.js';
 import { ApiRequestError, CliError, DaemonUnreachableError } from './errors.js';
 
 export interface ApiClientOptions {
@@ -13,66 +14,11 @@ export interface ApiClientOptions {
   timeoutMs?: number;
 }
 
-export interface Page<T> {
-  items: T[];
-  total: number;
-  page: number;
-  per_page: number;
-}
+// The daemon's answers are typed from the contract: types only, nothing of the server is loaded.
+export type { Decision, ModelPricing, Page, RunDetail, RunStatus, RunSummary, Step } from '../contract/index.js';
 
-export interface Decision {
-  outcome: 'ALLOW' | 'DENY';
-  reason: string | null;
-  evaluated_rules?: Record<string, 'PASS' | 'DENY'>;
-}
-
-export interface RunSummary {
-  id: string;
-  user_id: string;
-  status: 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
-  started_at: string;
-  ended_at: string | null;
-  step_count: number;
-  total_tokens: number;
-  total_cost_usd: number;
-}
-
-export interface Step {
-  id: string;
-  type: string;
-  status: 'ALLOWED' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
-  sequence: number;
-  model: string | null;
-  tool_name: string | null;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  cost_usd: number | null;
-  duration_ms: number | null;
-  decision: Decision;
-  created_at: string;
-}
-
-export interface RunDetail extends RunSummary {
-  metadata: Record<string, unknown> | null;
-  decision: Decision;
-  duration_ms: number;
-  steps: Step[];
-}
-
-export interface ModelPricing {
-  id: string;
-  model: string;
-  input_cost_per_token: number;
-  output_cost_per_token: number;
-  is_active: boolean;
-}
-
-export interface RunListQuery {
-  status?: string;
-  user_id?: string;
-  page?: number;
-  per_page?: number;
-}
+/** `GET /v1/runs`'s query; the daemon fills in what is left out. */
+export type RunListQuery = Partial<WireRunListQuery>;
 
 export class ApiClient {
   readonly url: string;

@@ -1,3 +1,4 @@
+import { DENY_SENTENCES } from '../contract/deny-reasons.js';
 import type { DenyReason, ErrorBody, ValidationIssue } from './types.js';
 
 /** Base class of every error the client throws, so callers can catch the SDK's errors in one place. */
@@ -138,15 +139,6 @@ export class APITimeoutError extends APIConnectionError {
     super(message, options);
   }
 }
-
-const DENY_SENTENCES: Record<DenyReason, string> = {
-  KILL_SWITCH_ACTIVE: 'the workspace kill switch is on',
-  USER_BLOCKED: 'the user is blocked',
-  WORKSPACE_DAILY_BUDGET_EXCEEDED: "the workspace's daily budget is spent",
-  USER_DAILY_BUDGET_EXCEEDED: "the user's daily budget is spent",
-  MONTHLY_RUN_LIMIT_EXCEEDED: "the workspace's monthly run limit is reached",
-  MAX_CONCURRENT_RUNS_EXCEEDED: "the workspace's limit of concurrent runs is reached",
-};
 
 /** What was denied: a run start or a step. */
 export type BlockedTarget =

@@ -5,178 +5,73 @@
  * server's documentation; options passed to the client are camelCase like the rest of a TS codebase.
  */
 
+import type { Static } from 'typebox';
+import type * as Wire from '../contract/index.js';
+
+// Wire types come from the contract (src/contract/) as types only: erased at build, so the SDK
+// loads nothing of the server's and no schema library at run time.
+
 /** A JSON object, as accepted for `metadata` and `input_data`. */
-export type JsonObject = { [key: string]: unknown };
+export type JsonObject = Static<typeof Wire.JsonObject>;
 
 /** Lifecycle of a run. */
-export type RunStatus = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
-
+export type RunStatus = Wire.RunStatus;
 /** Lifecycle of a step. A denied step is stored with status `BLOCKED` as an audit record. */
-export type StepStatus = 'ALLOWED' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
-
+export type StepStatus = Wire.StepStatus;
 /** Kinds of step the service records. */
-export type StepType = 'INPUT' | 'MODEL_CALL' | 'TOOL_CALL' | 'OUTPUT' | 'REASONING' | 'SYSTEM';
-
+export type StepType = Wire.StepType;
 /** Final status a client reports for a run or a step. */
-export type FinalStatus = 'COMPLETED' | 'FAILED';
-
+export type FinalStatus = Wire.EndStatus;
 /** Outcome of a guardrail evaluation. */
-export type DecisionOutcome = 'ALLOW' | 'DENY';
-
+export type DecisionOutcome = Wire.DecisionOutcome;
 /**
  * Why a guardrail denied a run start or a step, in rule priority order.
  * `MONTHLY_RUN_LIMIT_EXCEEDED` and `MAX_CONCURRENT_RUNS_EXCEEDED` only happen at run start.
  */
-export type DenyReason =
-  | 'KILL_SWITCH_ACTIVE'
-  | 'USER_BLOCKED'
-  | 'WORKSPACE_DAILY_BUDGET_EXCEEDED'
-  | 'USER_DAILY_BUDGET_EXCEEDED'
-  | 'MONTHLY_RUN_LIMIT_EXCEEDED'
-  | 'MAX_CONCURRENT_RUNS_EXCEEDED';
-
+export type DenyReason = Wire.DenyReason;
 /** Keys of `Decision.evaluated_rules`, in evaluation order. */
-export type RuleKey =
-  | 'kill_switch'
-  | 'user_blocked'
-  | 'workspace_daily_budget'
-  | 'user_daily_budget'
-  | 'monthly_run_limit'
-  | 'max_concurrent_runs';
-
+export type RuleKey = Wire.RuleKey;
 /** Result of one evaluated rule. */
-export type RuleResult = 'PASS' | 'DENY';
+export type RuleResult = Wire.RuleResult;
 
 /** A guardrail decision. */
-export interface Decision {
-  outcome: DecisionOutcome;
-  /** `null` when the outcome is `ALLOW`. */
-  reason: DenyReason | null;
+export type Decision = Omit<Wire.Decision, 'evaluated_rules'> & {
   /**
    * Rules actually evaluated, in order. The daemon sends it in create answers and in run detail;
    * optional so that a client tolerates a server that leaves it out.
    */
-  evaluated_rules?: Partial<Record<RuleKey, RuleResult>>;
-}
+  evaluated_rules?: Wire.Decision['evaluated_rules'];
+};
+
+/** Answers carry the client's `Decision`, whose `evaluated_rules` may be missing. */
+type WithDecision<T> = Omit<T, 'decision'> & { decision: Decision };
 
 /** Body of `POST /v1/runs/`. */
-export interface RunCreateParams {
-  user_id: string;
-  metadata?: JsonObject | null;
-}
-
+export type RunCreateParams = Wire.RunCreateBody;
 /** Answer of `POST /v1/runs/` (always 201, also when denied). */
-export interface RunCreated {
-  id: string;
-  user_id: string;
-  status: 'RUNNING' | 'BLOCKED';
-  decision: Decision;
-}
-
+export type RunCreated = WithDecision<Wire.RunCreated>;
 /** Body of `POST /v1/runs/{run_id}/end`. */
-export interface RunEndParams {
-  status: FinalStatus;
-}
-
-/** Answer of `POST /v1/runs/{run_id}/end`. */
-export interface RunEnded {
-  id: string;
-  status: FinalStatus;
-  /** ISO 8601 UTC timestamp. */
-  ended_at: string;
-}
-
+export type RunEndParams = Wire.RunEndBody;
+/** Answer of `POST /v1/runs/{run_id}/end`; `ended_at` is an ISO 8601 UTC timestamp. */
+export type RunEnded = Wire.RunEnded;
 /** Body of `POST /v1/runs/{run_id}/steps`. */
-export interface StepCreateParams {
-  type: StepType;
-  /** 1-indexed position in the run, unique per run. */
-  sequence: number;
-  model?: string | null;
-  tool_name?: string | null;
-  input_data?: JsonObject | null;
-}
-
+export type StepCreateParams = Wire.StepCreateBody;
 /** Answer of `POST /v1/runs/{run_id}/steps` (always 201, also when denied). */
-export interface StepCreated {
-  id: string;
-  run_id: string;
-  sequence: number;
-  status: 'ALLOWED' | 'BLOCKED';
-  decision: Decision;
-}
-
+export type StepCreated = WithDecision<Wire.StepCreated>;
 /** Body of `PATCH /v1/runs/{run_id}/steps/{step_id}`. */
-export interface StepUpdateParams {
-  status: FinalStatus;
-  duration_ms?: number | null;
-  prompt_tokens?: number | null;
-  completion_tokens?: number | null;
-}
-
+export type StepUpdateParams = Wire.StepUpdateBody;
 /** Answer of `PATCH /v1/runs/{run_id}/steps/{step_id}`. */
-export interface StepUpdated {
-  id: string;
-  status: FinalStatus;
-}
-
-/** A step as returned in run detail. */
-export interface Step {
-  id: string;
-  type: StepType;
-  status: StepStatus;
-  sequence: number;
-  model: string | null;
-  tool_name: string | null;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  /** `null` when no pricing entry exists for the model. */
-  cost_usd: number | null;
-  duration_ms: number | null;
-  input_data: JsonObject | null;
-  output_data: JsonObject | null;
-  decision: Decision;
-  created_at: string;
-}
-
+export type StepUpdated = Wire.StepUpdated;
+/** A step as returned in run detail; `cost_usd` is `null` when no pricing entry exists for the model. */
+export type Step = WithDecision<Wire.Step>;
 /** A run as returned by `GET /v1/runs/{run_id}`. */
-export interface Run {
-  id: string;
-  user_id: string;
-  status: RunStatus;
-  metadata: JsonObject | null;
-  started_at: string;
-  ended_at: string | null;
-  total_tokens: number;
-  total_cost_usd: number;
-  duration_ms: number;
-  steps: Step[];
-}
-
+export type Run = Omit<WithDecision<Wire.RunDetail>, 'steps'> & { steps: Step[] };
 /** One item of `GET /v1/runs/`. */
-export interface RunSummary {
-  id: string;
-  user_id: string;
-  status: RunStatus;
-  started_at: string;
-  ended_at: string | null;
-  step_count: number;
-  total_tokens: number;
-  total_cost_usd: number;
-}
-
+export type RunSummary = Wire.RunSummary;
 /** One entry of a 422 answer's `errors`. */
-export interface ValidationIssue {
-  /** Where the problem is, e.g. `body.user_id`. */
-  path: string;
-  message: string;
-}
-
+export type ValidationIssue = Wire.ValidationIssue;
 /** Error body of every non-2xx answer. */
-export interface ErrorBody {
-  detail: string;
-  code: string;
-  errors?: ValidationIssue[];
-}
+export type ErrorBody = Wire.ErrorBody;
 
 /** `[promptTokens, completionTokens]` as read from a provider response. */
 export type TokenCounts = readonly [promptTokens: number, completionTokens: number];

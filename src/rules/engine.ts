@@ -3,23 +3,12 @@
  * boundary and a snapshot of the state the rules read, and returns the decision.
  */
 
+// The wire's names for reasons, rule keys and the decision: the contract declares them once.
+import type { Decision, DenyReason, RuleKey } from '../contract/decision.js';
+
+export type { Decision, DenyReason, RuleKey };
+
 export type Boundary = 'run_start' | 'step';
-
-export type DenyReason =
-  | 'KILL_SWITCH_ACTIVE'
-  | 'USER_BLOCKED'
-  | 'WORKSPACE_DAILY_BUDGET_EXCEEDED'
-  | 'USER_DAILY_BUDGET_EXCEEDED'
-  | 'MONTHLY_RUN_LIMIT_EXCEEDED'
-  | 'MAX_CONCURRENT_RUNS_EXCEEDED';
-
-export type RuleKey =
-  | 'kill_switch'
-  | 'user_blocked'
-  | 'workspace_daily_budget'
-  | 'user_daily_budget'
-  | 'monthly_run_limit'
-  | 'max_concurrent_runs';
 
 /** Everything the rules read. A `null` budget or limit is unlimited. Money in integer microdollars. */
 export interface GuardSnapshot {
@@ -33,13 +22,6 @@ export interface GuardSnapshot {
   monthlyRuns: number;
   maxConcurrentRuns: number | null;
   concurrentRuns: number;
-}
-
-export interface Decision {
-  outcome: 'ALLOW' | 'DENY';
-  reason: DenyReason | null;
-  /** One key per rule actually evaluated, in evaluation order. */
-  evaluated_rules: Partial<Record<RuleKey, 'PASS' | 'DENY'>>;
 }
 
 interface Rule {
@@ -88,18 +70,4 @@ export function evaluate(boundary: Boundary, snapshot: GuardSnapshot): Decision 
     evaluated[rule.key] = 'PASS';
   }
   return { outcome: 'ALLOW', reason: null, evaluated_rules: evaluated };
-}
-
-const SENTENCES: Record<DenyReason, string> = {
-  KILL_SWITCH_ACTIVE: 'The workspace kill switch is active.',
-  USER_BLOCKED: 'This user is blocked.',
-  WORKSPACE_DAILY_BUDGET_EXCEEDED: "The workspace's daily budget is spent.",
-  USER_DAILY_BUDGET_EXCEEDED: "This user's daily budget is spent.",
-  MONTHLY_RUN_LIMIT_EXCEEDED: "The workspace's monthly run limit is reached.",
-  MAX_CONCURRENT_RUNS_EXCEEDED: "The workspace's concurrent run limit is reached.",
-};
-
-/** A readable sentence for a deny reason, for error messages. */
-export function describeDenial(reason: DenyReason): string {
-  return SENTENCES[reason];
 }

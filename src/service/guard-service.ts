@@ -3,6 +3,7 @@
  * record, update the hot counters, answer. Data flows one way; the HTTP layer only maps.
  */
 import type { Logger } from 'pino';
+import type { RunCreated, RunEnded, StepCreated, StepUpdated } from '../contract/runs.js';
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
 import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
@@ -36,37 +37,12 @@ export interface Answer<T> {
   body: T;
 }
 
-export interface DecisionView {
-  outcome: Decision['outcome'];
-  reason: Decision['reason'];
-  evaluated_rules: Decision['evaluated_rules'];
-}
-
-export interface StartedRun {
-  id: string;
-  user_id: string;
-  status: 'RUNNING' | 'BLOCKED';
-  decision: DecisionView;
-}
-
-export interface CreatedStep {
-  id: string;
-  run_id: string;
-  sequence: number;
-  status: 'ALLOWED' | 'BLOCKED';
-  decision: DecisionView;
-}
-
-export interface EndedRunView {
-  id: string;
-  status: runs.RunStatus;
-  ended_at: string;
-}
-
-export interface FinishedStepView {
-  id: string;
-  status: runs.StepStatus;
-}
+// The answers are the wire's (src/contract/): the routes send them as they are.
+export type DecisionView = Decision;
+export type StartedRun = RunCreated;
+export type CreatedStep = StepCreated;
+export type EndedRunView = RunEnded;
+export type FinishedStepView = StepUpdated;
 
 export interface StepInput {
   type: runs.StepType;

@@ -7,9 +7,9 @@ import { binaryCopyRows, field, fieldText, isNull, type CopyRows } from './binar
 import type { Queryable } from './db.js';
 import { JsonBytes, STEP_COLUMNS, stepJsonSize, stepSequence, writeStep } from './step-json.js';
 
-export type RunStatus = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
-export type StepStatus = 'ALLOWED' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
-export type StepType = 'INPUT' | 'MODEL_CALL' | 'TOOL_CALL' | 'OUTPUT' | 'REASONING' | 'SYSTEM';
+import type { RunPage, RunStatus, RunSummary, StepStatus, StepType } from '../contract/runs.js';
+
+export type { RunPage, RunStatus, RunSummary, StepStatus, StepType };
 
 export interface NewRun {
   id: string;
@@ -96,7 +96,7 @@ function firstMentions<T>(items: readonly T[], key: (item: T) => string) {
 
 export interface EndedRun {
   id: string;
-  status: RunStatus;
+  status: RunEnd['status'];
   ended_at: Date;
   user_id: string;
 }
@@ -254,7 +254,7 @@ export interface StepFinish {
 
 export interface FinishedStep {
   id: string;
-  status: StepStatus;
+  status: StepResult['status'];
   user_id: string;
   /** The cost rounded half-up to microdollars, added to the day's spend. */
   cost_micros: number;
@@ -283,7 +283,7 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
     id: string;
     run_id: string;
     workspace_id: string;
-    status: StepStatus;
+    status: StepResult['status'];
     cost_micros: string | number | null;
     user_id: string;
     workspace_total: string | number | null;
@@ -370,7 +370,7 @@ export interface RunListQuery {
 
 const iso = (d: unknown): string | null => (d === null || d === undefined ? null : new Date(d as Date).toISOString());
 
-function runSummary(row: Record<string, unknown>) {
+function runSummary(row: Record<string, unknown>): RunSummary {
   return {
     id: String(row.id),
     user_id: String(row.user_id),
@@ -382,8 +382,6 @@ function runSummary(row: Record<string, unknown>) {
     total_cost_usd: numericToUsd(row.total_cost_usd as string)!,
   };
 }
-
-export type RunSummary = ReturnType<typeof runSummary>;
 
 /** Steps `s` summed as a run's totals: what a run from before migration 6, which keeps none, reads. */
 const STEP_SUMS = `count(*) AS step_count,
@@ -405,7 +403,7 @@ const RUN_TOTALS = `LEFT JOIN run_totals rt ON rt.run_id = r.id
     SELECT ${totalsOf('summed')}
     FROM (SELECT ${STEP_SUMS} FROM steps s WHERE s.run_id = r.id AND r.step_count IS NULL) summed) t`;
 
-export async function listRuns(db: Queryable, workspaceId: string, q: RunListQuery) {
+export async function listRuns(db: Queryable, workspaceId: string, q: RunListQuery): Promise<RunPage> {
   const where = ['workspace_id = $1'];
   const params: unknown[] = [workspaceId];
   if (q.status) where.push(`status = $${params.push(q.status)}`);

@@ -1,6 +1,5 @@
 /** The run API: start and end runs, create and finish steps, list and read them. */
 import { Readable } from 'node:stream';
-import { Type } from 'typebox';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
@@ -10,14 +9,9 @@ import { fingerprint, type IdempotencyClaim } from '../../store/idempotency.js';
 import { getRunDetailJson, listRuns, type RunStatus } from '../../store/runs.js';
 import type { Clock } from '../../service/guard-service.js';
 import {
-  Count, DecisionSchema, EndStatus, JsonObject, Nullable, RunDetail, RunStatus as RunStatusSchema, RunSummary,
-  StepStatus, StepType, Uuid, UuidParam, errorResponses, pathUuid,
-} from '../schemas.js';
-
-const UserId = Type.String({ minLength: 1, maxLength: 256 });
-const Name = Type.String({ minLength: 1, maxLength: 256 });
-const RunParams = Type.Object({ run_id: UuidParam });
-const StepParams = Type.Object({ run_id: UuidParam, step_id: UuidParam });
+  RunCreateBody, RunCreated, RunDetail, RunEndBody, RunEnded, RunListQuery, RunPage, RunParams, StepCreateBody,
+  StepCreated, StepParams, StepUpdateBody, StepUpdated, errorResponses, pathUuid,
+} from '../../contract/index.js';
 
 /** The Idempotency-Key of a write, bound to the caller's workspace and this exact request. */
 function idempotencyClaim(request: FastifyRequest): IdempotencyClaim | undefined {
@@ -55,12 +49,9 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
     schema: {
       tags: ['runs'],
       summary: 'Start a run (evaluates all six rules; a denial is a 201 with status BLOCKED)',
-      body: Type.Object(
-        { user_id: UserId, metadata: Type.Optional(Nullable(JsonObject)) },
-        { additionalProperties: false },
-      ),
+      body: RunCreateBody,
       response: {
-        201: Type.Object({ id: Uuid, user_id: Type.String(), status: RunStatusSchema, decision: DecisionSchema }),
+        201: RunCreated,
         ...errorResponses(400, 401, 413, 422),
       },
     },
@@ -75,9 +66,9 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       tags: ['runs'],
       summary: 'End a RUNNING run',
       params: RunParams,
-      body: Type.Object({ status: EndStatus }, { additionalProperties: false }),
+      body: RunEndBody,
       response: {
-        200: Type.Object({ id: Uuid, status: RunStatusSchema, ended_at: Type.String({ format: 'date-time' }) }),
+        200: RunEnded,
         ...errorResponses(400, 401, 404, 409, 422),
       },
     },
@@ -93,18 +84,9 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       tags: ['runs'],
       summary: 'Create a step (evaluates rules 1 to 4; a denial is a 201 with status BLOCKED)',
       params: RunParams,
-      body: Type.Object(
-        {
-          type: StepType,
-          sequence: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }),
-          model: Type.Optional(Nullable(Name)),
-          tool_name: Type.Optional(Nullable(Name)),
-          input_data: Type.Optional(Nullable(JsonObject)),
-        },
-        { additionalProperties: false },
-      ),
+      body: StepCreateBody,
       response: {
-        201: Type.Object({ id: Uuid, run_id: Uuid, sequence: Type.Integer(), status: StepStatus, decision: DecisionSchema }),
+        201: StepCreated,
         ...errorResponses(400, 401, 404, 409, 413, 422),
       },
     },
@@ -120,19 +102,9 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       tags: ['runs'],
       summary: "Report a step's result; token counts price it",
       params: StepParams,
-      body: Type.Object(
-        {
-          status: EndStatus,
-          duration_ms: Type.Optional(Nullable(Count)),
-          prompt_tokens: Type.Optional(Nullable(Count)),
-          completion_tokens: Type.Optional(Nullable(Count)),
-          cached_prompt_tokens: Type.Optional(Nullable(Count)),
-          output_data: Type.Optional(Nullable(JsonObject)),
-        },
-        { additionalProperties: false },
-      ),
+      body: StepUpdateBody,
       response: {
-        200: Type.Object({ id: Uuid, status: StepStatus }),
+        200: StepUpdated,
         ...errorResponses(400, 401, 404, 409, 422),
       },
     },
@@ -154,14 +126,9 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
     schema: {
       tags: ['runs'],
       summary: 'List runs, newest first',
-      querystring: Type.Object({
-        status: Type.Optional(RunStatusSchema),
-        user_id: Type.Optional(UserId),
-        page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
-        per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
-      }),
+      querystring: RunListQuery,
       response: {
-        200: Type.Object({ items: Type.Array(RunSummary), total: Type.Integer(), page: Type.Integer(), per_page: Type.Integer() }),
+        200: RunPage,
         ...errorResponses(401, 422),
       },
     },

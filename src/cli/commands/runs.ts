@@ -1,11 +1,11 @@
 /** `runguard runs list|show|tail`: the audit record of runs, steps and decisions. */
 import { Command, Option } from 'commander';
-import type { ApiClient, RunDetail, RunSummary, Step } from '../api-client.js';
+import type { ApiClient, RunDetail, RunStatus, RunSummary, Step } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { CliError, DaemonUnreachableError, describeError } from '../errors.js';
 import { duration, timestamp, usd, type Output } from '../output.js';
 
-const STATUSES = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
+const STATUSES: RunStatus[] = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
 
 function positiveInt(name: string, max: number) {
   return (text: string): number => {
@@ -26,7 +26,7 @@ function listCommand() {
     .addOption(new Option('--page <n>', 'page, from 1').argParser(positiveInt('--page', 1_000_000)).default(1))
     .addOption(new Option('--per-page <n>', 'runs per page, at most 100').argParser(positiveInt('--per-page', 100)).default(50))
     .action(
-      withApi(async ({ client, out }, options: ApiOptions & { status?: string; user?: string; page: number; perPage: number }) => {
+      withApi(async ({ client, out }, options: ApiOptions & { status?: RunStatus; user?: string; page: number; perPage: number }) => {
         const page = await client.listRuns({ status: options.status, user_id: options.user, page: options.page, per_page: options.perPage });
         if (out.json) return out.data(page);
         if (page.total === 0) return out.line('No runs.');

@@ -1,0 +1,35 @@
+/**
+ * The guardrail's deny reasons, their rule keys and the sentences that explain them: once, for the
+ * rule engine, the wire schemas and the SDK. Plain data with no imports, so the SDK can load it at
+ * run time and stay free of dependencies, and the engine stays pure.
+ */
+
+/** In rule priority order. */
+export const DENY_REASONS = [
+  'KILL_SWITCH_ACTIVE',
+  'USER_BLOCKED',
+  'WORKSPACE_DAILY_BUDGET_EXCEEDED',
+  'USER_DAILY_BUDGET_EXCEEDED',
+  'MONTHLY_RUN_LIMIT_EXCEEDED',
+  'MAX_CONCURRENT_RUNS_EXCEEDED',
+] as const;
+
+/** Keys of a decision's `evaluated_rules`, in evaluation order. */
+export const RULE_KEYS = [
+  'kill_switch',
+  'user_blocked',
+  'workspace_daily_budget',
+  'user_daily_budget',
+  'monthly_run_limit',
+  'max_concurrent_runs',
+] as const;
+
+/** What each denial means, as a clause to put in a sentence ("...was blocked: <clause>."). */
+export const DENY_SENTENCES: Readonly<Record<(typeof DENY_REASONS)[number], string>> = {
+  KILL_SWITCH_ACTIVE: 'the workspace kill switch is on',
+  USER_BLOCKED: 'the user is blocked',
+  WORKSPACE_DAILY_BUDGET_EXCEEDED: "the workspace's daily budget is spent",
+  USER_DAILY_BUDGET_EXCEEDED: "the user's daily budget is spent",
+  MONTHLY_RUN_LIMIT_EXCEEDED: "the workspace's monthly run limit is reached",
+  MAX_CONCURRENT_RUNS_EXCEEDED: "the workspace's limit of concurrent runs is reached",
+};

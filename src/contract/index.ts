@@ -1,0 +1,10 @@
+/**
+ * The wire contract: the one description of what the API takes and answers (TypeBox schemas).
+ * Routes validate and serialize with these schemas, which also make the OpenAPI document; the
+ * store, the CLI and the SDK take their types from them with `import type`, erased at build.
+ */
+export * from './common.js';
+export * from './deny-reasons.js';
+export * from './decision.js';
+export * from './runs.js';
+export * from './pricing.js';

@@ -1,0 +1,137 @@
+/** Runs and steps on the wire: what `/v1/runs` takes and answers. */
+import { Type, type Static } from 'typebox';
+import { Count, JsonObject, Nullable, Page, Timestamp, Uuid, UuidParam } from './common.js';
+import { DecisionSchema } from './decision.js';
+
+export const RunStatus = Type.Enum(['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED']);
+/** A denied step is stored with status `BLOCKED`, as an audit record. */
+export const StepStatus = Type.Enum(['ALLOWED', 'COMPLETED', 'FAILED', 'BLOCKED']);
+export const StepType = Type.Enum(['INPUT', 'MODEL_CALL', 'TOOL_CALL', 'OUTPUT', 'REASONING', 'SYSTEM']);
+/** The status a client reports when it ends a run or finishes a step. */
+export const EndStatus = Type.Enum(['COMPLETED', 'FAILED']);
+
+export const UserId = Type.String({ minLength: 1, maxLength: 256 });
+const Name = Type.String({ minLength: 1, maxLength: 256 });
+
+export const RunParams = Type.Object({ run_id: UuidParam });
+export const StepParams = Type.Object({ run_id: UuidParam, step_id: UuidParam });
+
+/** Body of `POST /v1/runs`. */
+export const RunCreateBody = Type.Object(
+  { user_id: UserId, metadata: Type.Optional(Nullable(JsonObject)) },
+  { additionalProperties: false },
+);
+/** Answer of `POST /v1/runs`: always a 201, a denial too. */
+export const RunCreated = Type.Object({
+  id: Uuid,
+  user_id: Type.String(),
+  status: Type.Enum(['RUNNING', 'BLOCKED']),
+  decision: DecisionSchema,
+});
+
+/** Body of `POST /v1/runs/{run_id}/end`. */
+export const RunEndBody = Type.Object({ status: EndStatus }, { additionalProperties: false });
+export const RunEnded = Type.Object({ id: Uuid, status: EndStatus, ended_at: Timestamp });
+
+/** Body of `POST /v1/runs/{run_id}/steps`. */
+export const StepCreateBody = Type.Object(
+  {
+    type: StepType,
+    /** 1-indexed position in the run, unique per run. */
+    sequence: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }),
+    model: Type.Optional(Nullable(Name)),
+    tool_name: Type.Optional(Nullable(Name)),
+    input_data: Type.Optional(Nullable(JsonObject)),
+  },
+  { additionalProperties: false },
+);
+/** Answer of `POST /v1/runs/{run_id}/steps`: always a 201, a denial too. */
+export const StepCreated = Type.Object({
+  id: Uuid,
+  run_id: Uuid,
+  sequence: Type.Integer(),
+  status: Type.Enum(['ALLOWED', 'BLOCKED']),
+  decision: DecisionSchema,
+});
+
+/** Body of `PATCH /v1/runs/{run_id}/steps/{step_id}`: token counts price the step. */
+export const StepUpdateBody = Type.Object(
+  {
+    status: EndStatus,
+    duration_ms: Type.Optional(Nullable(Count)),
+    prompt_tokens: Type.Optional(Nullable(Count)),
+    completion_tokens: Type.Optional(Nullable(Count)),
+    cached_prompt_tokens: Type.Optional(Nullable(Count)),
+    output_data: Type.Optional(Nullable(JsonObject)),
+  },
+  { additionalProperties: false },
+);
+export const StepUpdated = Type.Object({ id: Uuid, status: EndStatus });
+
+/** Query of `GET /v1/runs`. */
+export const RunListQuery = Type.Object({
+  status: Type.Optional(RunStatus),
+  user_id: Type.Optional(UserId),
+  page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
+  per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+});
+
+/** One item of `GET /v1/runs`. */
+export const RunSummary = Type.Object({
+  id: Uuid,
+  user_id: Type.String(),
+  status: RunStatus,
+  started_at: Timestamp,
+  ended_at: Nullable(Timestamp),
+  step_count: Type.Integer(),
+  total_tokens: Type.Integer(),
+  total_cost_usd: Type.Number(),
+});
+export const RunPage = Page(RunSummary);
+
+/** A step as the run detail shows it. */
+export const Step = Type.Object({
+  id: Uuid,
+  type: StepType,
+  status: StepStatus,
+  sequence: Type.Integer(),
+  model: Nullable(Type.String()),
+  tool_name: Nullable(Type.String()),
+  prompt_tokens: Nullable(Type.Integer()),
+  completion_tokens: Nullable(Type.Integer()),
+  cached_prompt_tokens: Nullable(Type.Integer()),
+  /** `null` when no pricing entry exists for the model. */
+  cost_usd: Nullable(Type.Number()),
+  duration_ms: Nullable(Type.Integer()),
+  input_data: Nullable(JsonObject),
+  output_data: Nullable(JsonObject),
+  decision: DecisionSchema,
+  created_at: Timestamp,
+});
+
+/** `GET /v1/runs/{run_id}`: a run with its steps, ordered by sequence. */
+export const RunDetail = Type.Object({
+  ...RunSummary.properties,
+  metadata: Nullable(JsonObject),
+  decision: DecisionSchema,
+  duration_ms: Type.Integer(),
+  steps: Type.Array(Step),
+});
+
+export type RunStatus = Static<typeof RunStatus>;
+export type StepStatus = Static<typeof StepStatus>;
+export type StepType = Static<typeof StepType>;
+export type EndStatus = Static<typeof EndStatus>;
+export type RunCreateBody = Static<typeof RunCreateBody>;
+export type RunCreated = Static<typeof RunCreated>;
+export type RunEndBody = Static<typeof RunEndBody>;
+export type RunEnded = Static<typeof RunEnded>;
+export type StepCreateBody = Static<typeof StepCreateBody>;
+export type StepCreated = Static<typeof StepCreated>;
+export type StepUpdateBody = Static<typeof StepUpdateBody>;
+export type StepUpdated = Static<typeof StepUpdated>;
+export type RunListQuery = Static<typeof RunListQuery>;
+export type RunSummary = Static<typeof RunSummary>;
+export type RunPage = Static<typeof RunPage>;
+export type Step = Static<typeof Step>;
+export type RunDetail = Static<typeof RunDetail>;
