@@ -9,7 +9,7 @@ import { sharedSecret } from './store/accounts.js';
 import type { Config } from './config.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createProviderRegistry, type ProviderDefinition } from './proxy/provider-registry.js';
-import { systemClock } from './service/guard-service.js';
+import { systemClock } from './clock.js';
 import { periodicReconcile } from './service/reconcile.js';
 import { createStaleRunSweeper } from './service/stale-run-sweeper.js';
 import type { CounterStore } from './store/counters.js';

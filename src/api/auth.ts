@@ -6,20 +6,14 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
+import type { CredentialKind, Principal } from '../service/principal.js';
 import type { Db } from '../store/db.js';
 import { API_KEY_PATTERN, findApiKey, sha256, touchApiKey, type ApiKeyRow } from '../store/workspaces.js';
-import type { Clock } from '../service/guard-service.js';
+import type { Clock } from '../clock.js';
 
-export type CredentialKind = 'key' | 'jwt';
+export type { CredentialKind, Principal };
 /** `key`: API key only; `jwt`: dashboard token only; `any`: either; `none`: public. */
 export type AuthPolicy = CredentialKind | 'any' | 'none';
-
-export interface Principal {
-  workspaceId: string;
-  kind: CredentialKind;
-  /** The API key's id, or the account's id for a JWT. */
-  subjectId: string;
-}
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -4,6 +4,7 @@
  */
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { ApiError, type ErrorCode } from '../errors.js';
+import { isDatabaseDown } from '../store/db.js';
 import { fieldErrors } from './validation.js';
 
 /** Fastify's own error codes, mapped to the contract's. */
@@ -14,25 +15,6 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'BAD_REQUEST',
 };
-
-/** Connection-level failures: the daemon is fine, its database is not. */
-const DATABASE_DOWN = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
-/**
- * Postgres's classes of the same (SQLSTATE): 08 connection exception, 53 insufficient resources
- * (too many connections, disk full), 57 operator intervention (shutdown, cannot connect now,
- * statement timeout).
- */
-const DATABASE_DOWN_CLASS = /^(08|53|57)[0-9A-Z]{3}$/;
-
-/** A failure that passes when the database is back: worth answering 503 (and retrying). */
-function isDatabaseDown(error: unknown): boolean {
-  if (typeof error !== 'object' || error === null) return false;
-  const { code, message } = error as { code?: unknown; message?: unknown };
-  return (
-    (typeof code === 'string' && (DATABASE_DOWN.has(code) || DATABASE_DOWN_CLASS.test(code))) ||
-    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|not currently accepting connections/.test(String(message ?? ''))
-  );
-}
 
 export function toApiError(error: FastifyError & { validationContext?: string }): ApiError {
   if (error instanceof ApiError) return error;

@@ -13,8 +13,9 @@ import type { ApiKeyVerifier } from '../api/auth.js';
 import { toApiError } from '../api/error-handler.js';
 import { pathUuid, UUID_PATTERN } from '../api/schemas.js';
 import { ApiError, isApiError } from '../errors.js';
-import type { Clock, CreatedStep, GuardService, StepInput } from '../service/guard-service.js';
-import type { Db } from '../store/db.js';
+import type { Clock } from '../clock.js';
+import type { CreatedStep, GuardService, StepInput } from '../service/guard-service.js';
+import { isDatabaseDown, type Db } from '../store/db.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import { clientHeaders, forward, upstreamFailure, upstreamHeaders } from './forwarder.js';
@@ -52,9 +53,8 @@ async function untilStored<T>(write: () => Promise<T>, stopping: AbortSignal, re
     try {
       return await write();
     } catch (error) {
-      // The API's own reading of a failure: 503 SERVICE_UNAVAILABLE is the database being down.
-      const down = toApiError(error as FastifyError).code === 'SERVICE_UNAVAILABLE';
-      if (!down || stopping.aborted || performance.now() > giveUpAt) throw error;
+      // The API's own reading of a failure (it answers 503): the database is down, for now.
+      if (!isDatabaseDown(error) || stopping.aborted || performance.now() > giveUpAt) throw error;
       retrying(error);
       const delay = RECORD_RETRY_DELAYS_MS[Math.min(attempt, RECORD_RETRY_DELAYS_MS.length - 1)]!;
       await sleep(delay, undefined, { signal: stopping }).catch(() => {});

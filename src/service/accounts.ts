@@ -1,5 +1,5 @@
 /** Dashboard accounts: register, log in, change password, and resolve a token to its caller. */
-import type { Principal } from '../api/auth.js';
+import type { Principal } from './principal.js';
 import { ApiError } from '../errors.js';
 import { changePasswordHash, findAccount, findAccountByEmail, insertAccount } from '../store/accounts.js';
 import { isUniqueViolation, type Db } from '../store/db.js';

@@ -3,6 +3,7 @@
  * record, update the hot counters, answer. Data flows one way; the HTTP layer only maps.
  */
 import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
 import type { RunCreated, RunEnded, StepCreated, StepUpdated } from '../contract/runs.js';
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
@@ -16,11 +17,9 @@ import { loadGuardState, loadStepGuardState, type GuardState } from '../store/wo
 import { GuardStateCache } from './guard-state-cache.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 
-export interface Clock {
-  now(): Date;
-}
-
-export const systemClock: Clock = { now: () => new Date() };
+// The clock has a module of its own (src/clock.ts); this re-export keeps imports from branches
+// written before the move compiling, until they are merged and changed.
+export { type Clock, systemClock } from '../clock.js';
 
 export type Boundary = 'run_start' | 'step';
 

@@ -16,7 +16,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../store/db.js';
 import { purgeExpiredAnswers } from '../store/idempotency.js';
-import type { Clock } from './guard-service.js';
+import type { Clock } from '../clock.js';
 
 export interface StaleRunSweeperOptions {
   db: Db;

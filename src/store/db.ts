@@ -50,6 +50,25 @@ export function isStatementRefusal(error: unknown): boolean {
   return typeof code === 'string' && /^(22|23|40)[0-9A-Z]{3}$/.test(code);
 }
 
+/** Connection-level failures: the daemon is fine, its database is not. */
+const DATABASE_DOWN = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
+/**
+ * Postgres's classes of the same (SQLSTATE): 08 connection exception, 53 insufficient resources
+ * (too many connections, disk full), 57 operator intervention (shutdown, cannot connect now,
+ * statement timeout).
+ */
+const DATABASE_DOWN_CLASS = /^(08|53|57)[0-9A-Z]{3}$/;
+
+/** A failure that passes when the database is back: worth answering 503 (and retrying). */
+export function isDatabaseDown(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return (
+    (typeof code === 'string' && (DATABASE_DOWN.has(code) || DATABASE_DOWN_CLASS.test(code))) ||
+    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|not currently accepting connections/.test(String(message ?? ''))
+  );
+}
+
 export function isUniqueViolation(error: unknown, constraint?: string): boolean {
   const e = error as { code?: string; constraint?: string; message?: string };
   if (e?.code !== UNIQUE_VIOLATION) return false;

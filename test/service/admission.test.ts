@@ -4,7 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { GuardService, systemClock } from '../../src/service/guard-service.js';
+import { systemClock } from '../../src/clock.js';
+import { GuardService } from '../../src/service/guard-service.js';
 import { createWorkspace, updateWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type Backend, type TestStores } from '../support/harness.js';
 

@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { GuardService, systemClock } from '../../src/service/guard-service.js';
+import { systemClock } from '../../src/clock.js';
+import { GuardService } from '../../src/service/guard-service.js';
 import { SequenceAllocator } from '../../src/service/sequence-allocator.js';
 import type { Db } from '../../src/store/db.js';
 import { createWorkspace } from '../../src/store/workspaces.js';

@@ -9,7 +9,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { GuardService, systemClock } from '../../src/service/guard-service.js';
+import { systemClock } from '../../src/clock.js';
+import { GuardService } from '../../src/service/guard-service.js';
 import { createStaleRunSweeper } from '../../src/service/stale-run-sweeper.js';
 import { listRuns, type RunStatus } from '../../src/store/runs.js';
 import { postgresDb } from '../../src/store/db.js';

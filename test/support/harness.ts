@@ -11,7 +11,7 @@ import type { AuditOptions } from '../../src/proxy/audit-summary.js';
 import { createProviderRegistry, type ProviderDefinition } from '../../src/proxy/provider-registry.js';
 import { buildApp, type AuthSettings } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
-import type { Clock } from '../../src/service/guard-service.js';
+import type { Clock } from '../../src/clock.js';
 import type { CounterStore } from '../../src/store/counters.js';
 import { embeddedDb, postgresDb, type Db } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';

@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ApiKeyVerifier } from '../auth.js';
-import type { Clock } from '../../service/guard-service.js';
+import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/db.js';
 import type { LocalKeyFile } from '../../local-key.js';
 import { listApiKeys, regenerateApiKey } from '../../store/workspaces.js';

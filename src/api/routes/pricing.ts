@@ -2,7 +2,7 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Clock } from '../../service/guard-service.js';
+import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/db.js';
 import { listActivePricing, upsertPricing } from '../../store/pricing.js';
 import { ModelPricing, errorResponses } from '../schemas.js';

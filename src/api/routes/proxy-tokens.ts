@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
-import type { Clock } from '../../service/guard-service.js';
+import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/db.js';
 import { sdkBaseUrl, type ProviderRegistry } from '../../proxy/provider-registry.js';
 import { newProxyToken, saveProxyToken } from '../../proxy/proxy-tokens.js';

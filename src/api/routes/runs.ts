@@ -7,7 +7,7 @@ import type { GuardService } from '../../service/guard-service.js';
 import type { Db } from '../../store/db.js';
 import { fingerprint, type IdempotencyClaim } from '../../store/idempotency.js';
 import { getRunDetailJson, listRuns, type RunStatus } from '../../store/runs.js';
-import type { Clock } from '../../service/guard-service.js';
+import type { Clock } from '../../clock.js';
 import {
   RunCreateBody, RunCreated, RunDetail, RunEndBody, RunEnded, RunListQuery, RunPage, RunParams, StepCreateBody,
   StepCreated, StepParams, StepUpdateBody, StepUpdated, errorResponses, pathUuid,

@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
-import type { Clock } from '../../service/guard-service.js';
+import type { Clock } from '../../clock.js';
 import type { CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';
 import { listUsers, upsertUser, type SdkUserRow } from '../../store/users.js';

@@ -4,7 +4,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
-import type { Clock } from '../../service/guard-service.js';
+import type { Clock } from '../../clock.js';
 import { assertWithinPlan } from '../../service/plans.js';
 import type { CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';

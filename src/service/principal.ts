@@ -1,0 +1,10 @@
+/** Who is calling: resolved from a credential by the API's auth hook, read by the service. */
+
+export type CredentialKind = 'key' | 'jwt';
+
+export interface Principal {
+  workspaceId: string;
+  kind: CredentialKind;
+  /** The API key's id, or the account's id for a JWT. */
+  subjectId: string;
+}
