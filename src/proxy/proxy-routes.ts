@@ -224,7 +224,7 @@ export const proxyRoutes: FastifyPluginAsync<{
 
   async function createStep(target: Target, runId: string, input: StepInput): Promise<CreatedStep> {
     try {
-      return (await guard.createStep(target.workspaceId, runId, { ...input, sequence: null })).body;
+      return (await guard.createStep(target.workspaceId, runId, { ...input, sequence: null }));
     } catch (error) {
       if (isApiError(error) && error.code === 'RUN_NOT_RUNNING') {
         // A token dies with its run. A run id names a run the caller may see, but not use any more.

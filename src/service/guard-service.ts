@@ -31,11 +31,6 @@ export interface GuardObserver {
   decision(boundary: Boundary, decision: Pick<Decision, 'outcome' | 'reason'>): void;
 }
 
-export interface Answer<T> {
-  statusCode: number;
-  body: T;
-}
-
 // The answers are the wire's (src/contract/): the routes send them as they are.
 export type DecisionView = Decision;
 export type StartedRun = RunCreated;
@@ -160,11 +155,11 @@ export class GuardService {
     workspaceId: string,
     input: { user_id: string; metadata?: unknown },
     idempotency?: IdempotencyClaim,
-  ): Promise<Answer<StartedRun>> {
+  ): Promise<StartedRun> {
     const replay = idempotency ? await this.replay<StartedRun>(idempotency) : null;
     if (replay) return replay;
     try {
-      return (await this.start(workspaceId, input, idempotency, null)).answer;
+      return (await this.start(workspaceId, input, idempotency, null)).run;
     } catch (error) {
       if (error instanceof IdempotencyRace) return (await this.replay<StartedRun>(idempotency))!;
       throw error;
@@ -181,8 +176,7 @@ export class GuardService {
     input: { user_id: string; metadata?: unknown },
     firstStep: Omit<StepInput, 'sequence'>,
   ): Promise<{ run: StartedRun; step: CreatedStep | null }> {
-    const { answer, step } = await this.start(workspaceId, input, undefined, firstStep);
-    return { run: answer.body, step };
+    return this.start(workspaceId, input, undefined, firstStep);
   }
 
   private async start(
@@ -190,7 +184,7 @@ export class GuardService {
     input: { user_id: string; metadata?: unknown },
     idempotency: IdempotencyClaim | undefined,
     firstStep: Omit<StepInput, 'sequence'> | null,
-  ): Promise<{ answer: Answer<StartedRun>; step: CreatedStep | null }> {
+  ): Promise<{ run: StartedRun; step: CreatedStep | null }> {
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
     const [state, spend] = await this.decisionInputs(scope);
@@ -215,21 +209,21 @@ export class GuardService {
         : undefined;
       const run = { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null, decision, now, day: scope.day, firstStep: step };
       await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
-      const answer = { statusCode: 201, body: { id, user_id: input.user_id, status, decision: view(decision) } };
-      await this.remember(db, idempotency, answer, now);
-      return { answer, step };
+      const started: StartedRun = { id, user_id: input.user_id, status, decision: view(decision) };
+      await this.remember(db, idempotency, started, now);
+      return { run: started, step };
     };
-    const { answer, step } = batched ? await admit(this.db) : await this.db.transaction(admit);
+    const { run, step } = batched ? await admit(this.db) : await this.db.transaction(admit);
     // The steps that follow (a proxied call's, above all) need not read the run back.
-    if (answer.body.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${answer.body.id}`, input.user_id);
+    if (run.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${run.id}`, input.user_id);
     // Nor, after a proxied call's first step, its highest sequence. (Not told of every run: the
     // allocator would fill with runs that take no proxied step, and forget those that do.)
-    if (step) this.sequences.started(answer.body.id, 1);
-    this.observe('run_start', answer.body.decision);
-    if (!step) return { answer, step: null };
+    if (step) this.sequences.started(run.id, 1);
+    this.observe('run_start', run.decision);
+    if (!step) return { run, step: null };
     const created = createdView(step);
     this.observe('step', created.decision);
-    return { answer, step: created };
+    return { run, step: created };
   }
 
   private newStep(workspaceId: string, runId: string, sequence: number, input: Omit<StepInput, 'sequence'>, decision: Decision, now: Date): runs.NewStep {
@@ -244,18 +238,18 @@ export class GuardService {
     runId: string,
     status: 'COMPLETED' | 'FAILED',
     idempotency?: IdempotencyClaim,
-  ): Promise<Answer<EndedRunView>> {
+  ): Promise<EndedRunView> {
     const replay = idempotency ? await this.replay<EndedRunView>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
-    const end = async (db: Queryable): Promise<Answer<EndedRunView>> => {
+    const end = async (db: Queryable): Promise<EndedRunView> => {
       const request = { workspaceId, runId, status, now };
       const ended = idempotency ? (await runs.endRuns(db, [request]))[0] : await this.runEnds.submit(request);
       if (!ended) {
         if (await runs.runExists(db, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
         throw new ApiError('RUN_NOT_FOUND');
       }
-      const answer = { statusCode: 200, body: { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() } };
+      const answer: EndedRunView = { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() };
       await this.remember(db, idempotency, answer, now);
       // An ended run takes no more steps: what was kept for them goes (a step that still comes
       // reads the run, and is told it no longer runs).
@@ -273,7 +267,7 @@ export class GuardService {
     runId: string,
     input: StepInput,
     idempotency?: IdempotencyClaim,
-  ): Promise<Answer<CreatedStep>> {
+  ): Promise<CreatedStep> {
     const replay = idempotency ? await this.replay<CreatedStep>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
@@ -281,10 +275,10 @@ export class GuardService {
     const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }));
     const template = this.newStep(workspaceId, runId, 0, input, decision, now);
     const step = (sequence: number): runs.NewStep => ({ ...template, sequence });
-    const answer = (sequence: number): Answer<CreatedStep> => ({ statusCode: 201, body: createdView(step(sequence)) });
+    const answer = (sequence: number): CreatedStep => createdView(step(sequence));
     // A remembered answer commits with its step, in a transaction of its own; any other step
     // shares its statement and commit with the steps written at the same moment.
-    const insert = async (sequence: number): Promise<Answer<CreatedStep>> => {
+    const insert = async (sequence: number): Promise<CreatedStep> => {
       const recorded = answer(sequence);
       const outcome = idempotency
         ? await this.db.transaction(async (tx) => {
@@ -301,7 +295,7 @@ export class GuardService {
       const given = input.sequence ?? null;
       const recorded = given === null ? await this.withAllocatedSequence(runId, insert) : await insert(given);
       if (given !== null) await this.sequences.observe(runId, given);
-      this.observe('step', recorded.body.decision);
+      this.observe('step', recorded.decision);
       return recorded;
     } catch (error) {
       // A concurrent twin of an idempotent request took the sequence first: answer as it did.
@@ -320,7 +314,7 @@ export class GuardService {
     stepId: string,
     result: runs.StepResult,
     idempotency?: IdempotencyClaim,
-  ): Promise<Answer<FinishedStepView>> {
+  ): Promise<FinishedStepView> {
     const replay = idempotency ? await this.replay<FinishedStepView>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
@@ -331,7 +325,7 @@ export class GuardService {
       const finished = idempotency
         ? await this.db.transaction(async (tx) => {
             const [step] = await runs.finishSteps(tx, [finish]);
-            if (step) await this.remember(tx, idempotency, { statusCode: 200, body: { id: step.id, status: step.status } }, now);
+            if (step) await this.remember(tx, idempotency, { id: step.id, status: step.status }, now);
             return step ?? null;
           })
         : await this.stepFinishes.submit(finish);
@@ -343,20 +337,20 @@ export class GuardService {
    * The result of a step whose caller is not waiting for this answer (a proxied call, already
    * answered): it shares a statement with the results of the next few milliseconds.
    */
-  async recordResult(workspaceId: string, runId: string, stepId: string, result: runs.StepResult): Promise<Answer<FinishedStepView>> {
+  async recordResult(workspaceId: string, runId: string, stepId: string, result: runs.StepResult): Promise<FinishedStepView> {
     const now = this.clock.now();
     const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
     return this.afterFinish(finish, await this.lingeringResults.submit(finish));
   }
 
   /** A result's statement answered: why nothing was finished, or the spend copy raised and the answer. */
-  private async afterFinish(finish: runs.StepFinish, finished: runs.FinishedStep | null): Promise<Answer<FinishedStepView>> {
+  private async afterFinish(finish: runs.StepFinish, finished: runs.FinishedStep | null): Promise<FinishedStepView> {
     if (!finished) {
       if (await runs.stepExists(this.db, finish.workspaceId, finish.runId, finish.stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
       throw new ApiError('STEP_NOT_FOUND');
     }
     if (finished.totals) await this.counters.spendRecorded(scopeAt(finish.now, finish.workspaceId, finished.user_id), finished.totals);
-    return { statusCode: 200, body: { id: finished.id, status: finished.status } };
+    return { id: finished.id, status: finished.status };
   }
 
   /**
@@ -413,7 +407,7 @@ export class GuardService {
    * (409) and the request carries a key, a twin of it may have done the work first, or the first
    * attempt committed before its answer was lost: answer as that one did.
    */
-  private async replayOnConflict<T>(claim: IdempotencyClaim | undefined, change: () => Promise<Answer<T>>): Promise<Answer<T>> {
+  private async replayOnConflict<T>(claim: IdempotencyClaim | undefined, change: () => Promise<T>): Promise<T> {
     if (!claim) return change();
     try {
       return await change();
@@ -425,16 +419,16 @@ export class GuardService {
     }
   }
 
-  private async replay<T>(claim: IdempotencyClaim | undefined): Promise<Answer<T> | null> {
+  private async replay<T>(claim: IdempotencyClaim | undefined): Promise<T | null> {
     if (!claim) return null;
     const stored = await findAnswer(this.db, claim.workspaceId, claim.key, this.clock.now());
     if (!stored) return null;
     if (stored.fingerprint !== claim.fingerprint) throw new ApiError('IDEMPOTENCY_KEY_REUSED');
-    return { statusCode: stored.statusCode, body: stored.body as T };
+    return stored.body as T;
   }
 
-  private async remember(tx: Queryable, claim: IdempotencyClaim | undefined, answer: Answer<unknown>, now: Date) {
-    if (claim && !(await saveAnswer(tx, claim, answer.statusCode, answer.body, now))) throw new IdempotencyRace();
+  private async remember(tx: Queryable, claim: IdempotencyClaim | undefined, answer: unknown, now: Date) {
+    if (claim && !(await saveAnswer(tx, claim, answer, now))) throw new IdempotencyRace();
   }
 }
 

@@ -16,6 +16,8 @@ export interface IdempotencyClaim {
   key: string;
   /** Hash of the method, route and body: a reuse with another request is refused. */
   fingerprint: string;
+  /** The status the route answers with, kept with the record (the service knows no HTTP). */
+  answerStatus: number;
 }
 
 export interface StoredAnswer {
@@ -45,7 +47,6 @@ export async function findAnswer(db: Queryable, workspaceId: string, key: string
 export async function saveAnswer(
   tx: Queryable,
   claim: IdempotencyClaim,
-  statusCode: number,
   body: unknown,
   now: Date,
 ): Promise<boolean> {
@@ -55,7 +56,7 @@ export async function saveAnswer(
      ON CONFLICT (workspace_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
        status_code = EXCLUDED.status_code, response = EXCLUDED.response, created_at = EXCLUDED.created_at
      WHERE k.created_at <= $6::timestamptz - make_interval(hours => $7)`,
-    [claim.workspaceId, claim.key, claim.fingerprint, statusCode, JSON.stringify(body), now, IDEMPOTENCY_RETENTION_HOURS],
+    [claim.workspaceId, claim.key, claim.fingerprint, claim.answerStatus, JSON.stringify(body), now, IDEMPOTENCY_RETENTION_HOURS],
   );
   return rowCount > 0;
 }

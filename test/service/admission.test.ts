@@ -25,7 +25,7 @@ describe.each<Backend>(BACKENDS)('run admission on %s', (backend) => {
     expect([ws.monthly_run_limit, ws.max_concurrent_runs]).toEqual([null, null]);
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
     const started = await Promise.all(Array.from({ length: 40 }, (_, i) => guard.startRun(ws.id, { user_id: `u${i % 4}` })));
-    expect(started.every((s) => s.body.status === 'RUNNING')).toBe(true);
+    expect(started.every((s) => s.status === 'RUNNING')).toBe(true);
     const { rows: usage } = await stores.db.query<{ runs: number }>('SELECT runs FROM usage_daily WHERE workspace_id = $1', [ws.id]);
     expect(usage.map((r) => Number(r.runs))).toEqual([40]);
     const { rows: users } = await stores.db.query<{ n: string }>(
@@ -35,7 +35,7 @@ describe.each<Backend>(BACKENDS)('run admission on %s', (backend) => {
     await updateWorkspace(stores.db, ws.id, { max_concurrent_runs: 45 }, new Date());
     await stores.counters.stateChanged(ws.id);
     const more = await Promise.all(Array.from({ length: 10 }, () => guard.startRun(ws.id, { user_id: 'late' })));
-    expect(more.filter((s) => s.body.status === 'RUNNING')).toHaveLength(5);
-    expect(more.filter((s) => s.body.decision.reason === 'MAX_CONCURRENT_RUNS_EXCEEDED')).toHaveLength(5);
+    expect(more.filter((s) => s.status === 'RUNNING')).toHaveLength(5);
+    expect(more.filter((s) => s.decision.reason === 'MAX_CONCURRENT_RUNS_EXCEEDED')).toHaveLength(5);
   });
 });

@@ -27,14 +27,14 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
   it('when two daemons and a client add steps to one run at once, then every step lands with its own sequence', async () => {
     const ws = await createWorkspace(stores.db, 'seq', 'enterprise');
     const [a, b] = [0, 1].map(() => new GuardService(stores.db, stores.counters, systemClock, log));
-    const run = (await a!.startRun(ws.id, { user_id: 'u' })).body;
+    const run = await a!.startRun(ws.id, { user_id: 'u' });
     const proxied = (guard: GuardService) => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' });
     for (const sequence of [1, 2, 3]) await a!.createStep(ws.id, run.id, { type: 'TOOL_CALL', sequence, tool_name: 't' });
     // A client's own sequence, written while the daemons allocate theirs.
     const chosen = a!.createStep(ws.id, run.id, { type: 'TOOL_CALL', sequence: 1000, tool_name: 't' });
     const answers = await Promise.all([chosen, ...Array.from({ length: 20 }, (_, i) => proxied(i % 2 ? a! : b!))]);
 
-    const sequences = answers.map((s) => s.body.sequence);
+    const sequences = answers.map((s) => s.sequence);
     expect(sequences[0]).toBe(1000);
     expect(new Set(sequences).size).toBe(21);
     expect(sequences.slice(1).every((n) => n > 3)).toBe(true);
@@ -42,7 +42,7 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     expect(rows.map((r) => Number(r.sequence)).sort((x, y) => x - y)).toEqual([1, 2, 3, ...sequences].sort((x, y) => x - y));
 
     // The daemon that recorded the client's 1000 allocates past it.
-    const next = (await proxied(a!)).body.sequence;
+    const next = (await proxied(a!)).sequence;
     expect(next).toBeGreaterThan(1000);
     expect(sequences).not.toContain(next);
   });
@@ -59,14 +59,14 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     const { run, step: first } = await guard.startRunWithStep(ws.id, { user_id: 'u' }, { type: 'MODEL_CALL', model: 'm' });
     expect(first?.sequence).toBe(1);
     const steps = await Promise.all(Array.from({ length: 3 }, () => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })));
-    expect(steps.map((s) => s.body.sequence).sort()).toEqual([2, 3, 4]);
+    expect(steps.map((s) => s.sequence).sort()).toEqual([2, 3, 4]);
     expect(reads).toEqual([]);
     // Another daemon did not start it: it reads the highest once.
-    expect((await other.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })).body.sequence).toBe(5);
+    expect((await other.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })).sequence).toBe(5);
     expect(reads).toEqual([run.id]);
     // A run started without a step (the API's) is read once, as before.
-    const plain = (await guard.startRun(ws.id, { user_id: 'u' })).body;
-    expect((await guard.createStep(ws.id, plain.id, { type: 'MODEL_CALL', model: 'm' })).body.sequence).toBe(1);
+    const plain = await guard.startRun(ws.id, { user_id: 'u' });
+    expect((await guard.createStep(ws.id, plain.id, { type: 'MODEL_CALL', model: 'm' })).sequence).toBe(1);
     expect(reads).toEqual([run.id, plain.id]);
   });
 
@@ -78,7 +78,7 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
       return stores.db.query(sql, params);
     } };
     const guard = new GuardService(watched, stores.counters, systemClock, log);
-    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    const run = await guard.startRun(ws.id, { user_id: 'u' });
     await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' });
     expect(runReads).toEqual([]); // started here: its user is known
     await guard.endRun(ws.id, run.id, 'COMPLETED');
@@ -92,12 +92,12 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
   it('when steps race the end of their run, then each either lands before the end or is refused', async () => {
     const ws = await createWorkspace(stores.db, 'seq-race', 'enterprise');
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
-    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    const run = await guard.startRun(ws.id, { user_id: 'u' });
     const steps = Array.from({ length: 20 }, () => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })
-      .then((s) => s.body.id, (error: { code?: string }) => error.code));
+      .then((s) => s.id, (error: { code?: string }) => error.code));
     const ended = guard.endRun(ws.id, run.id, 'COMPLETED');
     const outcomes = await Promise.all(steps);
-    expect((await ended).body.status).toBe('COMPLETED');
+    expect((await ended).status).toBe('COMPLETED');
     expect(outcomes.filter((o) => o !== undefined && o.length !== 36).every((o) => o === 'RUN_NOT_RUNNING')).toBe(true);
     const { rows } = await stores.db.query<{ id: string }>('SELECT id FROM steps WHERE run_id = $1', [run.id]);
     expect(rows.map((r) => r.id).sort()).toEqual(outcomes.filter((o) => o?.length === 36).sort());

@@ -34,12 +34,12 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('stale-ru
     const ws = await createWorkspace(stores.db, 'sweep', 'enterprise');
     const total = 24;
     const ids: string[] = [];
-    for (let i = 0; i < total; i++) ids.push((await guard.startRun(ws.id, { user_id: `u${i}` })).body.id);
+    for (let i = 0; i < total; i++) ids.push((await guard.startRun(ws.id, { user_id: `u${i}` })).id);
     // Stale too: its last step is as old as the runs.
     await guard.createStep(ws.id, ids[0]!, { type: 'TOOL_CALL', sequence: 1, tool_name: 'search' });
     // Not stale: a recent step, and a run that ended normally.
-    const fresh = (await guard.startRun(ws.id, { user_id: 'fresh' })).body.id;
-    const done = (await guard.startRun(ws.id, { user_id: 'done' })).body.id;
+    const fresh = (await guard.startRun(ws.id, { user_id: 'fresh' })).id;
+    const done = (await guard.startRun(ws.id, { user_id: 'done' })).id;
     await guard.endRun(ws.id, done, 'COMPLETED');
     const later = new Date(start.getTime() + 2 * HOUR);
     const recently = new GuardService(stores.db, stores.counters, { now: () => new Date(later.getTime() - 60_000) }, log);
@@ -76,7 +76,7 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('stale-ru
     const ws = await createWorkspace(stores.db, 'timer', 'enterprise');
     const start = new Date();
     const guard = new GuardService(stores.db, stores.counters, { now: () => start }, log);
-    const id = (await guard.startRun(ws.id, { user_id: 't' })).body.id;
+    const id = (await guard.startRun(ws.id, { user_id: 't' })).id;
     let swept = 0;
     const sweeper = createStaleRunSweeper({
       db: stores.db, clock: { now: () => new Date(start.getTime() + HOUR + 1) }, logger: log,
@@ -108,14 +108,14 @@ describe('stale-run sweep on postgres, beside a step being written', () => {
     const ws = await createWorkspace(stores.db, 'sweep-race', 'enterprise');
     // An older stale run with many old steps: the sweep takes a while over it (a snapshot taken,
     // the target run not yet locked), long enough for the step below to commit meanwhile.
-    const slow = (await old.startRun(ws.id, { user_id: 'slow' })).body.id;
+    const slow = (await old.startRun(ws.id, { user_id: 'slow' })).id;
     await stores.db.query(
       `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, decision, created_at)
        SELECT gen_random_uuid(), $1, $2, n, 'TOOL_CALL', 'ALLOWED', '{}'::json, $3 FROM generate_series(1, 300000) n`,
       [slow, ws.id, start]);
     await stores.db.query('ANALYZE steps');
     const target = (await new GuardService(stores.db, stores.counters, { now: () => new Date(start.getTime() + 1000) }, log)
-      .startRun(ws.id, { user_id: 'target' })).body.id;
+      .startRun(ws.id, { user_id: 'target' })).id;
 
     // The step is written as the daemon writes it, on a connection of its own: its run stays
     // locked until the commit.

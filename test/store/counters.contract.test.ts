@@ -51,10 +51,10 @@ describe.each(BACKENDS)('counter store contract on %s', (backend) => {
     const scope = scopeAt(clock.now(), ws, user);
     return { ...(await stores.counters.readSpend(scope)), ...(await runCounts(stores.db, scope)) };
   };
-  const start = async (ws: string, user = 'u') => (await guard.startRun(ws, { user_id: user })).body;
+  const start = async (ws: string, user = 'u') => (await guard.startRun(ws, { user_id: user }));
   /** A step of `tokens` prompt tokens at $0.0000015 each. */
   const spend = async (ws: string, runId: string, sequence: number, tokens: number) => {
-    const step = (await guard.createStep(ws, runId, { type: 'MODEL_CALL', sequence, model: 'm' })).body;
+    const step = await guard.createStep(ws, runId, { type: 'MODEL_CALL', sequence, model: 'm' });
     await guard.finishStep(ws, runId, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: tokens, completionTokens: 0 });
   };
 
@@ -141,8 +141,8 @@ describe('Redis counters rebuilt from Postgres', () => {
       [ws.id],
     );
     const runs = [];
-    for (let i = 0; i < 3; i++) runs.push((await guard.startRun(ws.id, { user_id: 'u' })).body);
-    const step = (await guard.createStep(ws.id, runs[0]!.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' })).body;
+    for (let i = 0; i < 3; i++) runs.push(await guard.startRun(ws.id, { user_id: 'u' }));
+    const step = await guard.createStep(ws.id, runs[0]!.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' });
     await guard.finishStep(ws.id, runs[0]!.id, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 7, completionTokens: 0 });
     await guard.endRun(ws.id, runs[1]!.id, 'COMPLETED');
     const scope = scopeAt(clock.now(), ws.id, 'u');
@@ -160,7 +160,7 @@ describe('Redis counters rebuilt from Postgres', () => {
     await redis.flushdb();
     const run = runs[0]!;
     await Promise.all(Array.from({ length: 12 }, async (_, i) => {
-      const s = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 10 + i, model: 'm' })).body;
+      const s = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 10 + i, model: 'm' });
       if (i === 6) await redis.flushdb();
       await guard.finishStep(ws.id, run.id, s.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 1, completionTokens: 0 });
     }));
@@ -190,14 +190,14 @@ describe('Redis counters when Redis is down', () => {
       [ws.id],
     );
     await stores.db.query('UPDATE workspaces SET daily_budget_micros = 1000000 WHERE id = $1', [ws.id]);
-    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    const run = await guard.startRun(ws.id, { user_id: 'u' });
     for (const sequence of [1, 2]) {
-      const s = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' })).body;
+      const s = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' });
       expect(s.status).toBe('ALLOWED');
       await guard.finishStep(ws.id, run.id, s.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 1, completionTokens: 0 });
     }
     expect(await counters.readSpend(scopeAt(new Date(), ws.id, 'u'))).toEqual({ workspaceDailySpendMicros: 1_000_000, userDailySpendMicros: 1_000_000 });
-    const third = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 3, model: 'm' })).body;
+    const third = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 3, model: 'm' });
     expect(third.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
     await expect(counters.health()).rejects.toThrow();
     dead.disconnect();

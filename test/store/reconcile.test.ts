@@ -36,10 +36,10 @@ describe('reconcile', () => {
   };
   /** A run of user 'u' with `count` steps of model 'm'; answers finish(i), which completes step i at 10 + 5 tokens (0.02 USD). */
   const runWithSteps = async (workspaceId: string, count: number) => {
-    const run = (await guard.startRun(workspaceId, { user_id: 'u' })).body;
-    const steps = [];
+    const run = await guard.startRun(workspaceId, { user_id: 'u' });
+    const steps: { id: string }[] = [];
     for (let sequence = 1; sequence <= count; sequence++) {
-      steps.push((await guard.createStep(workspaceId, run.id, { type: 'MODEL_CALL', sequence, model: 'm' })).body);
+      steps.push(await guard.createStep(workspaceId, run.id, { type: 'MODEL_CALL', sequence, model: 'm' }));
     }
     const finish = (i: number) =>
       guard.finishStep(workspaceId, run.id, steps[i]!.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
@@ -48,9 +48,9 @@ describe('reconcile', () => {
 
   it('when counters and the Redis copy are tampered with, then each drift is reported and repaired', async () => {
     const ws = await pricedWorkspace('r');
-    const run = (await guard.startRun(ws.id, { user_id: 'u' })).body;
+    const run = await guard.startRun(ws.id, { user_id: 'u' });
     for (const sequence of [1, 2, 3]) {
-      const s = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' })).body;
+      const s = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' });
       await guard.finishStep(ws.id, run.id, s.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
     }
     const clean = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false });
@@ -183,8 +183,8 @@ describe('reconcile', () => {
     const today = new Date();
     const evening = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - 1, 20));
     const yesterday = new GuardService(stores.db, stores.counters, { now: () => evening }, createLogger('silent'));
-    const run = (await yesterday.startRun(ws.id, { user_id: 'u' })).body;
-    const step = (await yesterday.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' })).body;
+    const run = await yesterday.startRun(ws.id, { user_id: 'u' });
+    const step = await yesterday.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' });
     await yesterday.finishStep(ws.id, run.id, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
     const zoned: Db = {
       ...stores.db,
@@ -211,8 +211,8 @@ describe('reconcile', () => {
     const users = Array.from({ length: 8 }, (_, i) => `user-${i}`);
     const work = async (user: string) => {
       for (let k = 0; k < 4; k++) {
-        const run = (await guard.startRun(ws.id, { user_id: user })).body;
-        const step = (await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' })).body;
+        const run = await guard.startRun(ws.id, { user_id: user });
+        const step = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' });
         await guard.finishStep(ws.id, run.id, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
       }
     };
@@ -260,7 +260,7 @@ describe('reconcile', () => {
     // Repaired while runs start and end: what they write is counted by the triggers, and stays.
     const work = async () => {
       for (let k = 0; k < 6; k++) {
-        const run = (await guard.startRun(ws.id, { user_id: `w${k}` })).body;
+        const run = await guard.startRun(ws.id, { user_id: `w${k}` });
         if (k % 2) await guard.endRun(ws.id, run.id, 'COMPLETED');
       }
     };

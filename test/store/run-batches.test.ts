@@ -149,7 +149,7 @@ describe.each(BACKENDS)('run batch statements on %s', (backend) => {
       expect(await dayRows('usage_daily', [ws])).toEqual({ 'a/2026-05-04': 3 });
       // The daemon knows the run's highest sequence: the next proxied step takes 2 without a read.
       const next = await guard.createStep(ws, started[0]!.run.id, step);
-      expect(next.body.sequence).toBe(2);
+      expect(next.sequence).toBe(2);
       expect(statements.some((sql) => sql.includes('max(sequence)'))).toBe(false);
     }
 

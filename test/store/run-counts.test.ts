@@ -53,7 +53,7 @@ describe.each(BACKENDS)('run counts on %s', (backend) => {
     await stores.db.query(`INSERT INTO sdk_users (workspace_id, user_id, blocked) VALUES ($1, 'blocked', true)`, [ws]);
     const started = await Promise.all(Array.from({ length: 48 }, (_, i) =>
       (i % 2 ? a : b).startRun(ws, { user_id: i % 8 === 0 ? 'blocked' : `u${i % 5}` })));
-    const running = started.map((s) => s.body).filter((r) => r.status === 'RUNNING').map((r) => r.id);
+    const running = started.filter((r) => r.status === 'RUNNING').map((r) => r.id);
     expect(running).toHaveLength(42);
     await Promise.all(running.map(async (runId, i) => {
       const guard = i % 2 ? b : a;
@@ -88,7 +88,7 @@ describe.each(BACKENDS)('run counts on %s', (backend) => {
   it('when a batch of steps raises its run\'s step count, then no count is written', async () => {
     const ws = await workspace();
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
-    const runId = (await guard.startRun(ws, { user_id: 'u' })).body.id;
+    const runId = (await guard.startRun(ws, { user_id: 'u' })).id;
     const versions = async () => (await stores.db.query<{ v: string }>(
       'SELECT string_agg(xmin::text || status || runs, \',\' ORDER BY status, shard) AS v FROM run_counts WHERE workspace_id = $1', [ws])).rows[0]!.v;
     const before = await versions();
@@ -102,7 +102,7 @@ describe.each(BACKENDS)('run counts on %s', (backend) => {
   it('when runs are deleted or the table truncated, then the totals follow', async () => {
     const ws = await workspace();
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
-    const ids = await Promise.all(Array.from({ length: 3 }, async () => (await guard.startRun(ws, { user_id: 'u' })).body.id));
+    const ids = await Promise.all(Array.from({ length: 3 }, async () => (await guard.startRun(ws, { user_id: 'u' })).id));
     await stores.db.query('DELETE FROM runs WHERE id = $1', [ids[0]]);
     expect(await total(ws, 'RUNNING')).toBe(2);
     await stores.db.query('TRUNCATE runs CASCADE');
@@ -114,7 +114,7 @@ describe.each(BACKENDS)('run counts on %s', (backend) => {
   it('when a database from before the counts (version 7) holds runs and is migrated, then the totals are its runs\' counts', async () => {
     const ws = await workspace();
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
-    const ids = await Promise.all(Array.from({ length: 4 }, async () => (await guard.startRun(ws, { user_id: 'u' })).body.id));
+    const ids = await Promise.all(Array.from({ length: 4 }, async () => (await guard.startRun(ws, { user_id: 'u' })).id));
     await guard.endRun(ws, ids[0]!, 'COMPLETED');
     // As version 7 has it: no counts, no triggers.
     await stores.db.exec(`DROP TABLE run_counts; DROP FUNCTION run_counts_raise() CASCADE;

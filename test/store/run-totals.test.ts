@@ -71,11 +71,11 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
   it('when two daemons write steps and results into runs at once, then each run\'s totals are its steps\' sums, listed and in its detail', async () => {
     const ws = await workspace();
     const [a, b] = [0, 1].map(() => new GuardService(stores.db, stores.counters, systemClock, log)) as [GuardService, GuardService];
-    const runIds = [(await a.startRun(ws, { user_id: 'u1' })).body.id, (await b.startRun(ws, { user_id: 'u2' })).body.id];
+    const runIds = [(await a.startRun(ws, { user_id: 'u1' })).id, (await b.startRun(ws, { user_id: 'u2' })).id];
     // A proxied call's run starts with its step (counted in the run's own insert).
     const withFirst = await a.startRunWithStep(ws, { user_id: 'u3' }, { type: 'MODEL_CALL', model: 'm' });
     runIds.push(withFirst.run.id);
-    const ended = (await a.startRun(ws, { user_id: 'u4' })).body.id;
+    const ended = (await a.startRun(ws, { user_id: 'u4' })).id;
     await a.createStep(ws, ended, { type: 'TOOL_CALL', tool_name: 't' });
     await a.endRun(ws, ended, 'COMPLETED');
 
@@ -88,7 +88,7 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
         : await guard.createStep(ws, runId, i % 5 === 0 ? { type: 'TOOL_CALL', tool_name: 't' } : { type: 'MODEL_CALL', model: 'm' });
       if (i % 7 === 6) return; // never finished
       const result = { status: 'COMPLETED' as const, durationMs: 3, promptTokens: i % 5 === 0 ? null : 100 + i, completionTokens: i % 5 === 0 ? null : 7 * i };
-      await (i % 4 === 0 ? guard.recordResult(ws, runId, step.body.id, result) : guard.finishStep(ws, runId, step.body.id, result));
+      await (i % 4 === 0 ? guard.recordResult(ws, runId, step.id, result) : guard.finishStep(ws, runId, step.id, result));
     });
     // A sequence taken twice: the step refused is not counted.
     const taken = [b, a].map((guard) => guard.createStep(ws, runIds[0]!, { type: 'TOOL_CALL', tool_name: 't', sequence: 5000 })
@@ -113,7 +113,7 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
   it('when a run is from before the totals were kept, then it is summed from its steps, and steps written later keep it so', async () => {
     const ws = await workspace();
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
-    const [before, kept] = [(await guard.startRun(ws, { user_id: 'u' })).body.id, (await guard.startRun(ws, { user_id: 'u' })).body.id];
+    const [before, kept] = [(await guard.startRun(ws, { user_id: 'u' })).id, (await guard.startRun(ws, { user_id: 'u' })).id];
     const stepOf = async (runId: string, sequence: number) => {
       const step: NewStep = { ...blockedStep(ws, runId, sequence), status: 'ALLOWED', decision: { outcome: 'ALLOW', reason: null, evaluated_rules: {} } };
       expect(await insertSteps(stores.db, [step])).toEqual(['inserted']);
@@ -167,7 +167,7 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
     const runId = rows[0]!.id;
     for (let i = 0; i < 3; i++) {
       const step = await guard.createStep(ws, runId, { type: 'MODEL_CALL', model: 'm' });
-      await guard.finishStep(ws, runId, step.body.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 1 });
+      await guard.finishStep(ws, runId, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 1 });
     }
     // And steps it writes, counted by nobody.
     await stores.db.query(

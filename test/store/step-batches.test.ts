@@ -54,7 +54,7 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     );
     return ws.id;
   };
-  const startRun = async (ws: string, user = 'u') => (await guard.startRun(ws, { user_id: user })).body.id;
+  const startRun = async (ws: string, user = 'u') => (await guard.startRun(ws, { user_id: user })).id;
   const newStep = (ws: string, runId: string, sequence: number, inputData: unknown = null): NewStep => ({
     id: randomUUID(), runId, workspaceId: ws, sequence, type: 'MODEL_CALL', status: 'ALLOWED', model: 'm', toolName: null,
     inputData, decision: ALLOW, now: NOW,
@@ -342,8 +342,8 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     };
     const result = (p: number, c: number, outputData: unknown = { ok: true }) =>
       ({ status: 'COMPLETED' as const, durationMs: 3, promptTokens: p, completionTokens: c, outputData });
-    const outcome = (p: Promise<{ body: { id: string } }>) =>
-      p.then((a) => a.body.id, (e: { code?: string }) => ({ code: e.code }));
+    const outcome = (p: Promise<{ id: string }>) =>
+      p.then((a) => a.id, (e: { code?: string }) => ({ code: e.code }));
 
     it('when ten results are finished at once and one carries output the database refuses, then only that one fails', async () => {
       const { guard: watchedGuard, batches } = watched();
@@ -397,7 +397,7 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
 
       const answers = await Promise.all(ids.map((id, i) => guard.recordResult(ws, runId, id, result(...tokens(i)))));
 
-      expect(answers.map((a) => a.body)).toEqual(ids.map((id) => ({ id, status: 'COMPLETED' })));
+      expect(answers).toEqual(ids.map((id) => ({ id, status: 'COMPLETED' })));
       expect((await stepsOf(runId)).every((s) => s.status === 'COMPLETED')).toBe(true);
       const expected = ids.reduce((sum, _, i) => sum + PRICES.a.micros(...tokens(i)), 0);
       const both = { workspaceDailySpendMicros: expected, userDailySpendMicros: expected };
@@ -417,7 +417,7 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       const waiting = guard.recordResult(ws, runId, second, result(1, 1));
       await guard.settled();
       expect((await stepsOf(runId)).map((s) => s.status)).toEqual(['COMPLETED', 'COMPLETED']);
-      expect((await waiting).body.status).toBe('COMPLETED');
+      expect((await waiting).status).toBe('COMPLETED');
     });
 
     it('when 40 priced steps are created and finished at once in one run, then each gets its own sequence and the day gains exactly their costs', async () => {
@@ -430,10 +430,10 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       const tokens = (i: number) => [101 + 2 * i, i % 3 === 0 ? 0 : 7 * i + 1] as const;
 
       const pairs = await Promise.all(Array.from({ length: 40 }, async (_, i) => {
-        const step = (await watchedGuard.createStep(ws, runId, { type: 'MODEL_CALL', model: 'm' })).body;
+        const step = await watchedGuard.createStep(ws, runId, { type: 'MODEL_CALL', model: 'm' });
         const [p, c] = tokens(i);
         const finished = await watchedGuard.finishStep(ws, runId, step.id, result(p, c));
-        return { ...step, finished: finished.body.status, micros: PRICES.a.micros(p, c) };
+        return { ...step, finished: finished.status, micros: PRICES.a.micros(p, c) };
       }));
 
       expect(pairs.every((s) => s.finished === 'COMPLETED')).toBe(true);

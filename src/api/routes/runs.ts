@@ -13,8 +13,11 @@ import {
   StepCreated, StepParams, StepUpdateBody, StepUpdated, errorResponses, pathUuid,
 } from '../../contract/index.js';
 
-/** The Idempotency-Key of a write, bound to the caller's workspace and this exact request. */
-function idempotencyClaim(request: FastifyRequest): IdempotencyClaim | undefined {
+/**
+ * The Idempotency-Key of a write, bound to the caller's workspace and this exact request; the
+ * record keeps the status the route answers with.
+ */
+function idempotencyClaim(request: FastifyRequest, answerStatus: number): IdempotencyClaim | undefined {
   const key = request.headers['idempotency-key'];
   if (key === undefined) return undefined;
   if (typeof key !== 'string' || key.length < 1 || key.length > 255) {
@@ -25,6 +28,7 @@ function idempotencyClaim(request: FastifyRequest): IdempotencyClaim | undefined
     key,
     // Lowercase: these paths hold only lowercase words and ids, which name the same run in either case.
     fingerprint: fingerprint(request.method, request.url.replace(/\/$/, '').toLowerCase(), request.body),
+    answerStatus,
   };
 }
 
@@ -56,8 +60,8 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       },
     },
   }, async (request, reply) => {
-    const answer = await guard.startRun(request.principal.workspaceId, request.body, idempotencyClaim(request));
-    return reply.status(201).send(answer.body);
+    const started = await guard.startRun(request.principal.workspaceId, request.body, idempotencyClaim(request, 201));
+    return reply.status(201).send(started);
   });
 
   app.post('/v1/runs/:run_id/end', {
@@ -73,9 +77,8 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       },
     },
   }, async (request) => {
-    const answer = await guard.endRun(request.principal.workspaceId, pathUuid(request.params.run_id), request.body.status,
-      idempotencyClaim(request));
-    return answer.body;
+    return guard.endRun(request.principal.workspaceId, pathUuid(request.params.run_id), request.body.status,
+      idempotencyClaim(request, 200));
   });
 
   app.post('/v1/runs/:run_id/steps', {
@@ -91,9 +94,9 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       },
     },
   }, async (request, reply) => {
-    const answer = await guard.createStep(request.principal.workspaceId, pathUuid(request.params.run_id), request.body,
-      idempotencyClaim(request));
-    return reply.status(201).send(answer.body);
+    const created = await guard.createStep(request.principal.workspaceId, pathUuid(request.params.run_id), request.body,
+      idempotencyClaim(request, 201));
+    return reply.status(201).send(created);
   });
 
   app.patch('/v1/runs/:run_id/steps/:step_id', {
@@ -117,8 +120,8 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       completionTokens: b.completion_tokens ?? null,
       cachedPromptTokens: b.cached_prompt_tokens ?? null,
       outputData: b.output_data ?? null,
-    }, idempotencyClaim(request));
-    return finished.body;
+    }, idempotencyClaim(request, 200));
+    return finished;
   });
 
   app.get('/v1/runs', {
