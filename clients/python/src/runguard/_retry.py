@@ -66,7 +66,7 @@ def backoff_delay(retry_index: int, random: Callable[[], float] = _random.random
     """Exponential backoff: 0.5 s, 1 s, 2 s ... capped at 8 s, minus up to 25 % jitter so that many
     clients failing together do not come back in lockstep. ``retry_index`` is 0 for the first retry.
     """
-    base = min(INITIAL_RETRY_DELAY * 2**retry_index, MAX_RETRY_DELAY)
+    base = min(INITIAL_RETRY_DELAY * 2.0**retry_index, MAX_RETRY_DELAY)
     return base * (1 - random() * 0.25)
 
 

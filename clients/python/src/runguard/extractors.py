@@ -96,7 +96,7 @@ def _count(container: Any, name: str) -> Optional[int]:
     return value if is_token_count(value) else None
 
 
-def openai_chat_completions(response: Any) -> Optional[TokenUsage]:
+def openai_chat_completions(response: object) -> Optional[TokenUsage]:
     """OpenAI Chat Completions (``client.chat.completions.create``): ``usage.prompt_tokens`` and
     ``usage.completion_tokens``; cache reads from ``prompt_tokens_details.cached_tokens``, reasoning
     from ``completion_tokens_details.reasoning_tokens``.
@@ -113,7 +113,7 @@ def openai_chat_completions(response: Any) -> Optional[TokenUsage]:
     )
 
 
-def openai_responses(response: Any) -> Optional[TokenUsage]:
+def openai_responses(response: object) -> Optional[TokenUsage]:
     """OpenAI Responses API (``client.responses.create``): ``usage.input_tokens`` and
     ``usage.output_tokens``; ``input_tokens_details.cached_tokens``, ``output_tokens_details.reasoning_tokens``.
     """
@@ -129,7 +129,7 @@ def openai_responses(response: Any) -> Optional[TokenUsage]:
     )
 
 
-def anthropic_messages(response: Any) -> Optional[TokenUsage]:
+def anthropic_messages(response: object) -> Optional[TokenUsage]:
     """Anthropic Messages (``client.messages.create``). Anthropic counts the prompt cache's writes
     (``cache_creation_input_tokens``) and reads (``cache_read_input_tokens``) apart from
     ``input_tokens``; the prompt is their sum, as the daemon's proxy counts it, so a budget never
