@@ -118,6 +118,32 @@ async def test_when_the_block_raises_then_the_run_is_failed_and_the_same_excepti
     assert workspace.run_detail(run.id)["status"] == "FAILED"
 
 
+async def test_when_the_task_is_cancelled_inside_the_block_then_the_run_and_step_are_failed(
+    client: GuardClient, workspace: Workspace
+) -> None:
+    started = asyncio.Event()
+    holder: dict[str, str] = {}
+
+    async def agent() -> None:
+        async with client.run("henry") as run:
+            holder["id"] = run.id
+
+            async def forever() -> None:
+                started.set()
+                await asyncio.Event().wait()
+
+            await run.model_call(forever, "gpt-4o-mini")
+
+    task = asyncio.ensure_future(agent())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stored = workspace.run_detail(holder["id"])
+    assert stored["status"] == "FAILED"
+    assert [s["status"] for s in stored["steps"]] == ["FAILED"]
+
+
 async def test_when_the_run_start_is_denied_then_blocked_error_and_the_block_never_runs(
     client: GuardClient, workspace: Workspace
 ) -> None:
