@@ -155,3 +155,11 @@ def test_token_usage_is_the_seeds_pair() -> None:
     assert repr(usage) == "TokenUsage(10, 2, cache_read_tokens=4, reasoning_tokens=1)"
     copy = pickle.loads(pickle.dumps(usage))
     assert (copy, copy.cache_read_tokens, copy.reasoning_tokens, copy.cache_write_tokens) == ((10, 2), 4, 1, None)
+
+
+def test_errors_survive_pickling() -> None:
+    blocked = GuardBlockedError("Run start for user \"u\"", {"outcome": "DENY", "reason": "USER_BLOCKED"}, user_id="u", run_id="r")
+    api = APIError.from_response(409, {"detail": "not running", "code": "RUN_NOT_RUNNING"}, {"x-request-id": "q"})
+    for error in (blocked, api):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error) and copy.__dict__ == error.__dict__

@@ -109,7 +109,8 @@ class HttpTransport:
             closing.cancel()
             if not send.done():
                 send.cancel()
-        if self.closed and not (send.done() and not send.cancelled() and send.exception() is None):
+        answered = send.done() and not send.cancelled() and send.exception() is None
+        if self.closed and not answered:
             raise ClientClosedError("The runguard client was closed while a request was in flight.")
         if not send.done() or send.cancelled():
             return _Failed(APITimeoutError(f"Request timed out after {self._timeout:g} s."), retryable=True)

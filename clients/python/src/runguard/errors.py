@@ -28,6 +28,18 @@ __all__ = [
 class GuardError(Exception):
     """Base class of every error the client raises."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other constructor arguments than their message: rebuild from the state,
+        # so errors cross process boundaries (multiprocessing, task queues) intact.
+        return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _restore(cls: type[GuardError], args: tuple[Any, ...], state: dict[str, Any]) -> GuardError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class GuardConfigError(GuardError, ValueError):
     """The client was misconfigured (a malformed API key, a bad option). Raised by the constructor."""
