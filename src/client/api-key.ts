@@ -9,15 +9,21 @@ export function isApiKeyFormat(value: unknown): value is string {
 
 /**
  * Throws {@link GuardConfigError} when `value` is not a well-formed API key.
- * The message says which part is wrong but never echoes the key: it ends up in logs.
+ * The message says which part is wrong, and where the key came from (`source`: the option or the
+ * environment variable), but never echoes the key: it ends up in logs.
  */
-export function assertApiKey(value: unknown): asserts value is string {
+export function assertApiKey(value: unknown, source = 'apiKey'): asserts value is string {
   if (isApiKeyFormat(value)) return;
-  throw new GuardConfigError(`Invalid runguard API key: ${describeProblem(value)} Expected lg_<prefix>_<secret>.`);
+  if (value === undefined || value === null || value === '') {
+    throw new GuardConfigError(
+      'Invalid runguard API key: no apiKey was given and RUNGUARD_API_KEY is not set. A local daemon writes its key ' +
+        'to .runguard/api-key in the folder it was started from: export RUNGUARD_API_KEY="$(cat .runguard/api-key)".',
+    );
+  }
+  throw new GuardConfigError(`Invalid runguard API key (from ${source}): ${describeProblem(value)} Expected lg_<prefix>_<secret>.`);
 }
 
 function describeProblem(value: unknown): string {
-  if (value === undefined || value === null || value === '') return 'no apiKey was given.';
   if (typeof value !== 'string') return `apiKey must be a string, got ${typeof value}.`;
   if (/\s/.test(value)) return 'the key contains whitespace (a trailing newline from a file or env var?).';
   if (!value.startsWith('lg_')) return 'the key must start with "lg_".';

@@ -8,14 +8,25 @@ export const DEFAULT_BASE_URL = 'http://127.0.0.1:8787';
 export const DEFAULT_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_RETRIES = 2;
 
+/** An environment variable, where there is an environment (Node, Deno, Bun); undefined elsewhere. */
+function readEnv(name: string): string | undefined {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  const value = env?.[name];
+  return value === undefined || value === '' ? undefined : value;
+}
+
 /** Validates options once, at construction, so a misconfiguration fails at start-up and not mid-run. */
 export function resolveClientOptions(options: ClientOptions): Readonly<HttpConfig> {
   if (typeof options !== 'object' || options === null) {
     throw new GuardConfigError('GuardClient needs an options object: new GuardClient({ apiKey }).');
   }
-  assertApiKey(options.apiKey);
+  // As the provider SDKs read OPENAI_API_KEY: an agent run by `runguard exec` or a shell that
+  // exported the key needs no code to pass it.
+  const given = options.apiKey !== undefined && options.apiKey !== '';
+  const apiKey = given ? options.apiKey : readEnv('RUNGUARD_API_KEY');
+  assertApiKey(apiKey, given ? 'the apiKey option' : 'RUNGUARD_API_KEY');
 
-  const baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
+  const baseUrl = (options.baseUrl ?? readEnv('RUNGUARD_URL') ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
   let parsed: URL;
   try {
     parsed = new URL(baseUrl);
@@ -39,5 +50,5 @@ export function resolveClientOptions(options: ClientOptions): Readonly<HttpConfi
     throw new GuardConfigError('No fetch implementation: run on Node 20+ or pass options.fetch.');
   }
 
-  return Object.freeze({ apiKey: options.apiKey, baseUrl, timeoutMs, maxRetries, fetch: fetchImpl });
+  return Object.freeze({ apiKey, baseUrl, timeoutMs, maxRetries, fetch: fetchImpl });
 }

@@ -47,7 +47,7 @@ export class GuardClient {
    * Checks the options, makes no request.
    * @throws {GuardConfigError} when the API key is malformed or an option is invalid.
    */
-  constructor(options: ClientOptions) {
+  constructor(options: ClientOptions = {}) {
     const config = resolveClientOptions(options);
     this.baseUrl = config.baseUrl;
     this.timeoutMs = config.timeoutMs;

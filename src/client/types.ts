@@ -88,14 +88,14 @@ export type StepFn<T> = () => T | PromiseLike<T>;
 /** Options of {@link GuardClient}. */
 export interface ClientOptions {
   /**
-   * Workspace API key, `lg_<prefix>_<secret>`. Required; checked when the client is built.
-   * Typed to accept `undefined` so that `apiKey: process.env.RUNGUARD_API_KEY` compiles under
-   * `strict`: an unset variable throws `GuardConfigError` at construction, not a type error.
+   * Workspace API key, `lg_<prefix>_<secret>`; checked when the client is built. Accepts
+   * `undefined` so that `apiKey: process.env.X` compiles under `strict`.
+   * @default process.env.RUNGUARD_API_KEY (none set: `GuardConfigError` at construction)
    */
-  apiKey: string | undefined;
+  apiKey?: string | undefined;
   /**
    * Address of the runguard daemon.
-   * @default 'http://127.0.0.1:8787'
+   * @default process.env.RUNGUARD_URL, else 'http://127.0.0.1:8787'
    */
   baseUrl?: string;
   /**
