@@ -1,10 +1,12 @@
 /** Wires configuration to stores, the app and a listening socket. */
 import { join, resolve } from 'node:path';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './api/app.js';
 import { bootstrapWorkspace } from './bootstrap.js';
 import { LocalKeyFile } from './local-key.js';
+import { recordDaemon } from './local-daemon.js';
 import { sharedSecret } from './store/accounts.js';
 import type { Config } from './config.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -160,7 +162,17 @@ async function prepare(config: Config, logger: Logger, stores: Stores, out: Node
   return { app, providers, metrics };
 }
 
-export async function startDaemon(config: Config, logger: Logger, out: NodeJS.WritableStream = process.stdout): Promise<Daemon> {
+export interface StartOptions {
+  /** Record the daemon's URL for the CLI (see local-daemon.ts), with the user-level path read from this environment. */
+  recordFor?: NodeJS.ProcessEnv;
+}
+
+export async function startDaemon(
+  config: Config,
+  logger: Logger,
+  out: NodeJS.WritableStream = process.stdout,
+  options: StartOptions = {},
+): Promise<Daemon> {
   const stores = await openStores(config, logger);
   // A start that fails past here closes the stores: an embedded database's lock goes with them.
   const { app, providers, metrics } = await prepare(config, logger, stores, out).catch(async (error: unknown) => {
@@ -197,6 +209,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
   reconciler.start();
   const indexes = config.databaseUrl ? buildLateIndexes(config.databaseUrl, logger.child({ component: 'indexes' })) : null;
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
+  const forget = options.recordFor ? recordListening(config, app, options.recordFor, logger) : () => {};
   let closing: Promise<void> | null = null;
   return {
     app,
@@ -204,6 +217,7 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
     stores,
     close() {
       closing ??= (async () => {
+        forget();
         // The socket stops accepting at once; the background jobs stop beside it (they use the
         // stores, closed once all are done).
         await Promise.all([closeWithin(app, config.shutdownGraceMs, logger), sweeper.stop(), reconciler.stop(), indexes?.stop()]);
@@ -213,6 +227,18 @@ export async function startDaemon(config: Config, logger: Logger, out: NodeJS.Wr
       return closing;
     },
   };
+}
+
+/** Where the CLI finds this daemon: its port on loopback when it listens on every address. */
+function recordListening(config: Config, app: FastifyInstance, env: NodeJS.ProcessEnv, logger: Logger): () => void {
+  const { port } = app.server.address() as AddressInfo;
+  const host = ['', '0.0.0.0', '::'].includes(config.host) ? '127.0.0.1' : config.host;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  return recordDaemon(
+    { url, data_dir: resolve(config.dataDir), pid: process.pid, started_at: new Date().toISOString() },
+    env,
+    (file, error) => logger.warn({ file, err: error }, 'cannot record where this daemon listens; the CLI may not find it'),
+  );
 }
 
 /** `app.close()`, but connections still open after `graceMs` are cut. */

@@ -97,6 +97,7 @@ export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess
       REDIS_URL: options.redisUrl,
       RUNGUARD_REDIS_KEY_PREFIX: options.redisKeyPrefix,
       RUNGUARD_DATA_DIR: options.dataDir,
+      XDG_CONFIG_HOME: options.dataDir,
       RUNGUARD_LOG_LEVEL: 'warn',
       RUNGUARD_OPENAI_UPSTREAM: options.openaiUpstream,
       // Unlimited runs: the bench measures speed, not plan ceilings.

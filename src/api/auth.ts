@@ -87,6 +87,9 @@ export function verifyApiKey(db: Db, apiKey: string, now: Date): Promise<Princip
   return new ApiKeyVerifier(db, 0).verify(apiKey, now);
 }
 
+/** A JWT's three base64url parts. */
+const JWT_SHAPE = /^[\w-]+\.[\w-]+\.[\w-]*$/;
+
 export function registerAuth(app: FastifyInstance, deps: { keys: ApiKeyVerifier; clock: Clock; verifyJwt?: JwtVerifier }) {
   app.decorateRequest('principal', null as unknown as Principal);
   app.addHook('onRequest', async (request) => {
@@ -94,7 +97,9 @@ export function registerAuth(app: FastifyInstance, deps: { keys: ApiKeyVerifier;
     if (policy === 'none') return;
     const token = bearerToken(request);
     if (!token) throw new ApiError('UNAUTHORIZED', 'Missing bearer credential.');
-    const kind: CredentialKind = token.startsWith('lg_') ? 'key' : 'jwt';
+    const kind: CredentialKind | null = token.startsWith('lg_') ? 'key' : JWT_SHAPE.test(token) ? 'jwt' : null;
+    // Neither kind: saying which kind the endpoint needs would read as "no credential was sent".
+    if (!kind) throw new ApiError('UNAUTHORIZED', 'The credential is neither an API key (lg_...) nor a dashboard token.');
     if (policy !== 'any' && policy !== kind) {
       throw new ApiError('UNAUTHORIZED', kind === 'key' ? 'This endpoint needs a dashboard token, not an API key.' : 'This endpoint needs an API key.');
     }

@@ -3,7 +3,7 @@
  * server's `detail`. It imports nothing from the server, so it sees the API as any client would.
  */
 import type { ModelPricing, Page, RunDetail, RunListQuery as WireRunListQuery, RunSummary } from '../contract/index.js';
-import { ApiRequestError, CliError, DaemonUnreachableError } from './errors.js';
+import { ApiRequestError, CliError, DaemonUnreachableError, keyHint, type ConnectionOrigin } from './errors.js';
 
 export interface ApiClientOptions {
   /** The daemon's base URL, e.g. `http://127.0.0.1:8787`. */
@@ -12,6 +12,8 @@ export interface ApiClientOptions {
   apiKey: string;
   /** Per request. @default 30000 */
   timeoutMs?: number;
+  /** Where the URL and the key came from, named by failures. */
+  origin?: ConnectionOrigin;
 }
 
 // The daemon's answers are typed from the contract: types only, nothing of the server is loaded.
@@ -24,11 +26,13 @@ export class ApiClient {
   readonly url: string;
   private readonly apiKey: string;
   private readonly timeoutMs: number;
+  private readonly origin: ConnectionOrigin | undefined;
 
   constructor(options: ApiClientOptions) {
     this.url = options.url.replace(/\/+$/, '');
     this.apiKey = options.apiKey;
     this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.origin = options.origin;
   }
 
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -43,7 +47,7 @@ export class ApiClient {
         signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (error) {
-      throw new DaemonUnreachableError(this.url, connectionReason(error));
+      throw new DaemonUnreachableError(this.url, connectionReason(error), this.origin);
     }
     let text: string;
     try {
@@ -60,10 +64,11 @@ export class ApiClient {
     }
     if (!res.ok) {
       const e = (parsed ?? {}) as { detail?: unknown; code?: unknown; errors?: unknown };
+      const detail = typeof e.detail === 'string' ? e.detail : `HTTP ${res.status} ${res.statusText}`.trim();
       throw new ApiRequestError(
         res.status,
         typeof e.code === 'string' ? e.code : null,
-        typeof e.detail === 'string' ? e.detail : `HTTP ${res.status} ${res.statusText}`.trim(),
+        res.status === 401 && this.origin ? `${detail.replace(/\.$/, '')}${keyHint(this.origin)}` : detail,
         Array.isArray(e.errors) ? (e.errors as { path: string; message: string }[]) : [],
       );
     }
@@ -99,7 +104,7 @@ export class ApiClient {
 }
 
 /** `ECONNREFUSED`, `ENOTFOUND`, `timed out`, ...: why fetch could not get an answer. */
-function connectionReason(error: unknown): string {
+export function connectionReason(error: unknown): string {
   const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'no answer in time';
   return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? 'unknown error';

@@ -57,7 +57,7 @@ export function withApi<A extends unknown[], O extends ApiOptions>(
     const args = raw.slice(0, -2) as A;
     const env = process.env;
     const connection = resolveConnection(options, env);
-    const ctx: CommandContext = { client: new ApiClient(connection), connection, out: createOutput(options.json === true), env };
+    const ctx: CommandContext = { client: new ApiClient({ ...connection, origin: connection }), connection, out: createOutput(options.json === true), env };
     await fn(ctx, options, ...args);
   };
 }

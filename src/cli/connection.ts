@@ -1,12 +1,20 @@
 /**
- * Where the daemon is and which key to use: `--url` / `--api-key`, then RUNGUARD_URL /
- * RUNGUARD_API_KEY, then the local daemon as its own configuration places it (the port and the
- * data directory of config/default.json, RUNGUARD_CONFIG, PORT and RUNGUARD_DATA_DIR, read as
- * `runguard start` reads them), with the key file the daemon wrote on its first start.
+ * Where the daemon is and which key to use, first found wins:
+ *
+ * - the URL: `--url`, RUNGUARD_URL, the `daemon.json` a running daemon wrote in its data
+ *   directory (the data directory of its configuration, read as `runguard start` reads it:
+ *   config/default.json, RUNGUARD_CONFIG, RUNGUARD_DATA_DIR), the user-level record of the last
+ *   daemon started (`~/.config/runguard/daemon.json`), then the configured port on loopback;
+ * - the key: `--api-key`, RUNGUARD_API_KEY, then the `api-key` file of the daemon found, else of
+ *   the configured data directory.
+ *
+ * Every place looked at is kept, so a failure can name them all and say where the key came from.
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { isApiKeyFormat } from '../client/api-key.js';
 import { loadConfig, type Config } from '../config.js';
+import { DAEMON_RECORD_FILE, readDaemonRecord, userRecordPath, type DaemonRecord } from '../local-daemon.js';
 import { CliError } from './errors.js';
 
 export interface ConnectionFlags {
@@ -17,8 +25,16 @@ export interface ConnectionFlags {
 export interface Connection {
   url: string;
   apiKey: string;
-  /** Where the key was read from, when it came from the local daemon's key file. */
+  /** Where the key was read from, when it came from a daemon's key file. */
   keyFile?: string;
+  /** Where the URL came from: `--url`, `RUNGUARD_URL`, a record's path, or the configured port. */
+  urlSource: string;
+  /** Where the key came from: `--api-key`, `RUNGUARD_API_KEY`, or a key file's path. */
+  keySource: string;
+  /** Every place looked at for the daemon, in order, with what was found there. */
+  looked: string[];
+  /** A key file the key given by flag or variable overrode, when it holds another key. */
+  overriddenKeyFile?: string;
 }
 
 /**
@@ -33,17 +49,67 @@ function daemonConfig(env: NodeJS.ProcessEnv, names: readonly string[]): Config 
 }
 
 export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv): Connection {
-  const url = (flags.url ?? nonEmpty(env.RUNGUARD_URL) ?? localUrl(daemonConfig(env, ['HOST', 'PORT']))).replace(/\/+$/, '');
+  const looked: string[] = [];
+  const dataDir = resolve(daemonConfig(env, ['RUNGUARD_DATA_DIR']).dataDir);
+  let record: DaemonRecord | null = null;
+  let url: string;
+  let urlSource: string;
+  const given = flags.url ?? nonEmpty(env.RUNGUARD_URL);
+  if (given) {
+    urlSource = flags.url ? '--url' : 'RUNGUARD_URL';
+    url = given;
+  } else {
+    looked.push('--url (not given)', 'RUNGUARD_URL (not set)');
+    const found = findRecord([join(dataDir, DAEMON_RECORD_FILE), userRecordPath(env)], looked);
+    if (found) {
+      [record, urlSource, url] = [found.record, found.file, found.record.url];
+    } else {
+      const config = daemonConfig(env, ['HOST', 'PORT']);
+      url = localUrl(config);
+      urlSource = `the configured port (${config.port}: config/default.json, RUNGUARD_CONFIG or PORT)`;
+      looked.push(`${url} (${urlSource})`);
+    }
+  }
+  url = url.replace(/\/+$/, '');
   try {
     const parsed = new URL(url);
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('not http');
   } catch {
-    throw new CliError(`--url must be an http(s) URL (got ${JSON.stringify(url)}).`);
+    throw new CliError(`the daemon URL from ${urlSource} must be an http(s) URL (got ${JSON.stringify(url)}).`);
   }
-  const given = flags.apiKey ?? nonEmpty(env.RUNGUARD_API_KEY);
-  if (given) return { url, apiKey: given };
-  const keyFile = join(resolve(daemonConfig(env, ['RUNGUARD_DATA_DIR']).dataDir), 'api-key');
-  return { url, apiKey: readKeyFile(keyFile), keyFile };
+
+  // The daemon found's own key file first: from another folder, the configured one is not its.
+  const keyFiles = [...new Set([record?.data_dir, dataDir].filter((d): d is string => !!d).map((d) => join(d, 'api-key')))];
+  const base = { url, urlSource, looked };
+  const givenKey = flags.apiKey ?? nonEmpty(env.RUNGUARD_API_KEY);
+  if (givenKey !== undefined) {
+    const keySource = flags.apiKey !== undefined ? '--api-key' : 'RUNGUARD_API_KEY';
+    if (!isApiKeyFormat(givenKey)) {
+      throw new CliError(`the API key from ${keySource} is not a runguard key (lg_<12 lowercase letters or digits>_<secret>).`);
+    }
+    const other = keyFiles.find((file) => {
+      const kept = readKey(file);
+      return kept !== null && kept !== givenKey;
+    });
+    return { ...base, apiKey: givenKey, keySource, ...(other ? { overriddenKeyFile: other } : {}) };
+  }
+  for (const file of keyFiles) {
+    const key = readKey(file);
+    if (key !== null) return { ...base, apiKey: key, keyFile: file, keySource: file };
+  }
+  throw new CliError(
+    `no API key: pass --api-key, set RUNGUARD_API_KEY, or run the CLI where the daemon keeps its key file ` +
+      `(looked in ${keyFiles.join(' and ')}; set RUNGUARD_DATA_DIR to the daemon's data directory).`,
+  );
+}
+
+function findRecord(files: string[], looked: string[]): { file: string; record: DaemonRecord } | null {
+  for (const file of files) {
+    const record = readDaemonRecord(file);
+    looked.push(record ? `${file} (${record.url})` : `${file} (none)`);
+    if (record) return { file, record };
+  }
+  return null;
 }
 
 /** The local daemon's URL: its port, on loopback when it listens on every address. */
@@ -52,17 +118,12 @@ function localUrl(config: Config): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`;
 }
 
-function readKeyFile(file: string): string {
+function readKey(file: string): string | null {
   try {
-    const key = readFileSync(file, 'utf8').trim();
-    if (key) return key;
+    return readFileSync(file, 'utf8').trim() || null;
   } catch {
-    /* explained below */
+    return null;
   }
-  throw new CliError(
-    `no API key: pass --api-key, set RUNGUARD_API_KEY, or run the CLI where the daemon keeps ${file} ` +
-      '(set RUNGUARD_DATA_DIR to its data directory).',
-  );
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -30,15 +30,34 @@ export class ApiRequestError extends CliError {
   }
 }
 
+/** Where the CLI found the daemon's URL and its key: failures name them. */
+export interface ConnectionOrigin {
+  urlSource: string;
+  keySource: string;
+  looked: string[];
+  overriddenKeyFile?: string;
+}
+
 export class DaemonUnreachableError extends CliError {
   override name = 'DaemonUnreachableError';
-  constructor(url: string, reason: string) {
+  constructor(url: string, reason: string, origin?: Pick<ConnectionOrigin, 'urlSource' | 'looked'>) {
+    const from = origin ? ` (the URL from ${origin.urlSource})` : '';
+    const looked = origin && origin.looked.length > 0 ? `\nLooked for a daemon in:\n${origin.looked.map((l) => `  ${l}`).join('\n')}` : '';
     super(
-      `cannot reach the runguard daemon at ${url} (${reason}). Is it running? Start it with \`runguard start\`, ` +
-        'or point the CLI at it with --url or RUNGUARD_URL.',
+      `cannot reach the runguard daemon at ${url}${from}: ${reason}. Is it running? Start it with \`npx runguard start\`, ` +
+        `or point the CLI at it with --url or RUNGUARD_URL.${looked}`,
       EXIT.UNREACHABLE,
     );
   }
+}
+
+/** What to add to a 401: which key was refused, and a key file it overrode. */
+export function keyHint(origin: Pick<ConnectionOrigin, 'keySource' | 'overriddenKeyFile'>): string {
+  const override = origin.overriddenKeyFile
+    ? ` It overrides ${origin.overriddenKeyFile}, which holds another key (\`keys regenerate\` rewrites that file): ` +
+      `unset ${origin.keySource === '--api-key' ? 'the option' : origin.keySource} to use it.`
+    : '';
+  return `: the API key from ${origin.keySource} was refused.${override}`;
 }
 
 /** The message for a failed command, with a 422's field errors on their own lines. */

@@ -214,7 +214,7 @@ describe('runs', () => {
 describe('connection', () => {
   it('when the key is wrong, then exit 1 with the server\'s detail', async () => {
     const res = await runCli(['runs', 'list', '--url', daemon.url, '--api-key', 'lg_aaaaaaaaaaaa_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb']);
-    expect(res).toMatchObject({ code: 1, stdout: '', stderr: 'runguard: Invalid credential.\n' });
+    expect(res).toMatchObject({ code: 1, stdout: '', stderr: 'runguard: Invalid credential: the API key from --api-key was refused.\n' });
   });
 
   it('when the API key comes from RUNGUARD_API_KEY, then the key file is not needed', async () => {
@@ -226,7 +226,7 @@ describe('connection', () => {
     const url = `http://127.0.0.1:${await freePort()}`;
     const res = await runCli(['runs', 'list', '--url', url, '--api-key', daemon.apiKey!]);
     expect(res.code).toBe(3);
-    expect(res.stderr).toContain(`cannot reach the runguard daemon at ${url} (ECONNREFUSED). Is it running?`);
+    expect(res.stderr).toContain(`cannot reach the runguard daemon at ${url} (the URL from --url): ECONNREFUSED. Is it running?`);
   });
 
   it('when an answer is cut after its status, then a clear message and exit 1', async () => {

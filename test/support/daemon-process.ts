@@ -74,6 +74,7 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
     REDIS_URL: options.redisUrl ?? REDIS_URL,
     RUNGUARD_REDIS_KEY_PREFIX: redisKeyPrefix,
     RUNGUARD_DATA_DIR: dataDir,
+    XDG_CONFIG_HOME: join(dataDir, 'user-config'),
     RUNGUARD_LOG_LEVEL: 'warn',
     ...options.env,
   };

@@ -69,6 +69,8 @@ export async function spawnDaemon(options: DaemonOptions = {}): Promise<SpawnedD
     HOME: process.env.HOME ?? tmpdir(),
     RUNGUARD_DATA_DIR: dataDir,
     RUNGUARD_LOG_FORMAT: 'json',
+    // The user-level record of the last daemon started goes here, not into the real home.
+    XDG_CONFIG_HOME: join(dataDir, 'user-config'),
     ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
     ...options.env,
   };
@@ -123,7 +125,8 @@ export async function runCli(args: string[], env: Record<string, string> = {}, o
   assertBuilt();
   const child = spawn(process.execPath, [BIN, ...args], {
     cwd: options.cwd ?? tmpdir(),
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), ...env },
+    // No user-level record unless the test gives one: the real home's must not decide a test.
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), XDG_CONFIG_HOME: join(tmpdir(), 'rg-no-user-config'), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

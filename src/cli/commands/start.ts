@@ -13,7 +13,7 @@ export function startCommand(): Command {
       // Loaded here, not at the top: the client commands need none of the server.
       const [{ startDaemon }, { createLogger }] = await Promise.all([import('../../daemon.js'), import('../../logger.js')]);
       const logger = createLogger(config.logLevel, { format: config.logFormat });
-      const daemon = await startDaemon(config, logger);
+      const daemon = await startDaemon(config, logger, process.stdout, { recordFor: process.env });
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) {
