@@ -8,6 +8,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
+import { connectionReason, type RunDetail } from './api-client.js';
+import { blockedSummary, execSummary } from './exec-summary.js';
+import { DaemonUnreachableError, keyHint, type ConnectionOrigin } from './errors.js';
 
 /** Exit status when the guard refused the run: the command was not started. */
 export const EXIT_BLOCKED = 3;
@@ -48,6 +51,10 @@ export interface ExecSettings {
   command: string[];
   env: NodeJS.ProcessEnv;
   stderr: NodeJS.WritableStream;
+  /** No summary line at the end (`--quiet`). */
+  quiet?: boolean;
+  /** Where the URL and the key came from: failures name them, as every command's do. */
+  origin?: ConnectionOrigin;
 }
 
 export class ExecError extends Error {
@@ -96,12 +103,15 @@ async function call<T>(
     if (interrupted()) break;
     await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
   }
-  throw new ExecError(`cannot reach the runguard daemon at ${settings.url}: ${(lastError as Error)?.message ?? lastError}`);
+  if (lastError instanceof ExecError) throw lastError;
+  throw new DaemonUnreachableError(settings.url, connectionReason(lastError), settings.origin);
 }
 
-function failure(what: string, res: { status: number; body: unknown }): ExecError {
+function failure(settings: ExecSettings, what: string, res: { status: number; body: unknown }): ExecError {
   const b = res.body as { detail?: string; code?: string } | null;
-  return new ExecError(`${what} failed (${res.status}${b?.code ? ` ${b.code}` : ''}): ${b?.detail ?? 'no detail'}`);
+  const detail = b?.detail ?? 'no detail';
+  const hint = res.status === 401 && settings.origin ? keyHint(settings.origin) : '';
+  return new ExecError(`${what} failed (${res.status}${b?.code ? ` ${b.code}` : ''}): ${hint ? detail.replace(/\.$/, '') + hint : detail}`);
 }
 
 /** Runs the command in a guarded run; resolves to the exit status to leave with. */
@@ -146,17 +156,17 @@ async function guardedRun(
     settings, 'POST', '/v1/runs', { user_id: settings.userId, metadata: settings.metadata }, interrupted,
   ).catch(async (error: unknown) => (await stopBefore(null)) ?? Promise.reject(error));
   if (typeof started === 'number') return started;
-  if (started.status !== 201) throw failure('starting the run', started);
+  if (started.status !== 201) throw failure(settings, 'starting the run', started);
   const run = started.body;
   if (run.status === 'BLOCKED') {
-    settings.stderr.write(`runguard: run blocked (${run.decision.reason}); the command was not started.\n`);
+    settings.stderr.write(blockedSummary(run.id, run.decision.reason));
     return EXIT_BLOCKED;
   }
 
   let minted: { status: number; body: { urls: Record<string, string> } };
   try {
     minted = await call(settings, 'POST', `/v1/runs/${run.id}/proxy-token`, undefined, interrupted);
-    if (minted.status !== 201) throw failure('minting the proxy token', minted);
+    if (minted.status !== 201) throw failure(settings, 'minting the proxy token', minted);
   } catch (error) {
     const stopped = await stopBefore(run.id);
     if (stopped !== null) return stopped;
@@ -184,8 +194,29 @@ async function guardedRun(
   } else {
     status = outcome.code ?? EXIT_RUNGUARD_ERROR;
   }
-  await endRun(settings, run.id, status === 0 ? 'COMPLETED' : 'FAILED');
+  const ended = await endRun(settings, run.id, status === 0 ? 'COMPLETED' : 'FAILED');
+  if (ended && !settings.quiet) await printSummary(settings, run.id, status);
   return status;
+}
+
+/**
+ * The summary line, once the run's proxied results are recorded (each lands just after its answer,
+ * so the last may still be on its way); after a few tries, as it stands.
+ */
+async function printSummary(settings: ExecSettings, runId: string, status: number): Promise<void> {
+  try {
+    let detail: RunDetail | null = null;
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const res = await call<RunDetail>(settings, 'GET', `/v1/runs/${runId}`);
+      if (res.status !== 200) return;
+      detail = res.body;
+      if (detail.steps.every((s) => s.status !== 'ALLOWED')) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    if (detail) settings.stderr.write(execSummary(detail, status));
+  } catch {
+    // A summary is no reason to fail a command that ran: the run is recorded either way.
+  }
 }
 
 /**
@@ -213,13 +244,16 @@ function commandEnv(settings: ExecSettings, runId: string, urls: Record<string, 
   return env;
 }
 
-async function endRun(settings: ExecSettings, runId: string, status: 'COMPLETED' | 'FAILED'): Promise<void> {
+/** Ends the run; false when that failed (said on stderr). */
+async function endRun(settings: ExecSettings, runId: string, status: 'COMPLETED' | 'FAILED'): Promise<boolean> {
   try {
     const res = await call(settings, 'POST', `/v1/runs/${runId}/end`, { status });
     // 409: already ended (the idle sweeper, or an operator); nothing left to do.
-    if (res.status !== 200 && res.status !== 409) throw failure('ending the run', res);
+    if (res.status !== 200 && res.status !== 409) throw failure(settings, 'ending the run', res);
+    return true;
   } catch (error) {
     // The command's status still stands; the daemon's idle timeout will end the run.
     settings.stderr.write(`runguard: warning: ${(error as Error).message}\n`);
+    return false;
   }
 }

@@ -38,7 +38,7 @@ beforeAll(async () => {
     env: {
       ...process.env, DATABASE_URL: database.url, REDIS_URL, RUNGUARD_REDIS_KEY_PREFIX: testKeyPrefix(),
       RUNGUARD_OPENAI_UPSTREAM: upstream.url, RUNGUARD_ANTHROPIC_UPSTREAM: upstream.url, RUNGUARD_LOG_LEVEL: 'info',
-      RUNGUARD_API_KEY: '',
+      RUNGUARD_API_KEY: '', XDG_CONFIG_HOME: dataDir,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -115,7 +115,6 @@ async function settledRunOf(userId: string): Promise<any> {
 describe('runguard exec', () => {
   it('when the agent succeeds, then exec exits 0 and the run is COMPLETED with every call a priced step', async () => {
     const result = await exec(['--user', 'exec-ok', '--metadata', 'ticket=42', 'team=ops', '--', process.execPath, AGENT, '0']);
-    expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(result.stdout).toBe(`${DEFAULT_REPLY} | ${DEFAULT_REPLY}\n`);
     const run = await settledRunOf('exec-ok');
@@ -131,6 +130,10 @@ describe('runguard exec', () => {
       expect(step.cost_usd).toBeGreaterThan(0);
     }
     expect(run.total_cost_usd).toBeGreaterThan(0);
+    // One line of exec's own, on stderr, once the run is over: what it did and what it cost.
+    expect(result.stderr).toMatch(new RegExp(
+      `^runguard: run ${run.id} COMPLETED in [0-9.]+m?s: 3 calls, ${run.total_tokens} tokens, \\$0\\.\\d+\n$`,
+    ));
     // The agent's own provider keys went upstream untouched, and nothing of runguard's did.
     const sent = upstream.requests.slice(-3);
     expect(sent.map((r) => r.headers.authorization ?? r.headers['x-api-key'])).toEqual([
@@ -148,6 +151,20 @@ describe('runguard exec', () => {
     const run = await settledRunOf('exec-fail');
     expect(run.status).toBe('FAILED');
     expect(run.step_count).toBe(3);
+    expect(result.stderr).toMatch(new RegExp(`^runguard: run ${run.id} FAILED \\(exit 7\\) in .*: 3 calls, `));
+  });
+
+  it('when --quiet is given, then exec prints nothing of its own', async () => {
+    const result = await exec(['--quiet', '--user', 'exec-quiet', '--', process.execPath, AGENT, '0']);
+    expect(result).toMatchObject({ status: 0, stderr: '', stdout: `${DEFAULT_REPLY} | ${DEFAULT_REPLY}\n` });
+  });
+
+  it('when a call is denied, then the summary names the denial and its reason', async () => {
+    await api.request('PUT', '/v1/users/exec-denied', { daily_budget_usd: 0.000001 });
+    // The first call spends past the user's budget; the later ones are denied.
+    const result = await exec(['--user', 'exec-denied', '--', process.execPath, AGENT, '0']);
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toMatch(/^runguard: run \S+ FAILED \(exit \d+\) in .*: 2 calls, .*, 1 denied \(USER_DAILY_BUDGET_EXCEEDED\)\n$/m);
   });
 
   it('when the user is blocked, then exec prints the reason, exits 3 and never starts the command', async () => {
@@ -267,7 +284,7 @@ setInterval(() => {}, 1000);
     const result = await exec(['--url', url, '--api-key', apiKey, '--user', 'exec-flags', '--', process.execPath, AGENT, '0'], {
       RUNGUARD_URL: 'http://127.0.0.1:9', RUNGUARD_API_KEY: '',
     });
-    expect(result.stderr).toBe('');
+    expect(result.stderr).toMatch(/^runguard: run \S+ COMPLETED in /);
     expect(result.status).toBe(0);
     expect((await settledRunOf('exec-flags')).status).toBe('COMPLETED');
   });
