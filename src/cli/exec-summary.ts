@@ -4,23 +4,26 @@
  */
 import type { RunDetail } from './api-client.js';
 import { duration, usd } from './output.js';
+import { createStyle, statusWord, type Style } from './style.js';
+
+const plain = createStyle(false);
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
-export function execSummary(run: RunDetail, exitStatus: number): string {
+export function execSummary(run: RunDetail, exitStatus: number, style: Style = plain): string {
   const denied = run.steps.filter((s) => s.status === 'BLOCKED');
   const reasons = [...new Set(denied.map((s) => s.decision.reason ?? 'DENY'))];
   const parts = [
     plural(run.steps.length, 'call'),
     plural(run.total_tokens, 'token'),
     usd(run.total_cost_usd),
-    ...(denied.length > 0 ? [`${denied.length} denied (${reasons.join(', ')})`] : []),
+    ...(denied.length > 0 ? [style.bad(`${denied.length} denied (${reasons.join(', ')})`)] : []),
   ];
-  const status = run.status === 'FAILED' ? `FAILED (exit ${exitStatus})` : run.status;
+  const status = statusWord(style, run.status === 'FAILED' ? `FAILED (exit ${exitStatus})` : run.status);
   return `runguard: run ${run.id} ${status} in ${duration(run.duration_ms)}: ${parts.join(', ')}\n`;
 }
 
 /** A blocked start: the command never ran. */
-export function blockedSummary(runId: string, reason: string | null): string {
-  return `runguard: run ${runId} BLOCKED (${reason ?? 'DENY'}); the command was not started.\n`;
+export function blockedSummary(runId: string, reason: string | null, style: Style = plain): string {
+  return `runguard: run ${runId} ${style.bad(`BLOCKED (${reason ?? 'DENY'})`)}; the command was not started.\n`;
 }

@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { connectionReason, type RunDetail } from './api-client.js';
 import { blockedSummary, execSummary } from './exec-summary.js';
+import { colourWanted, createStyle } from './style.js';
 import { DaemonUnreachableError, keyHint, type ConnectionOrigin } from './errors.js';
 
 /** Exit status when the guard refused the run: the command was not started. */
@@ -159,7 +160,7 @@ async function guardedRun(
   if (started.status !== 201) throw failure(settings, 'starting the run', started);
   const run = started.body;
   if (run.status === 'BLOCKED') {
-    settings.stderr.write(blockedSummary(run.id, run.decision.reason));
+    settings.stderr.write(blockedSummary(run.id, run.decision.reason, stderrStyle(settings)));
     return EXIT_BLOCKED;
   }
 
@@ -199,6 +200,8 @@ async function guardedRun(
   return status;
 }
 
+const stderrStyle = (settings: ExecSettings) => createStyle(colourWanted(settings.stderr, settings.env));
+
 /**
  * The summary line, once the run's proxied results are recorded (each lands just after its answer,
  * so the last may still be on its way); after a few tries, as it stands.
@@ -213,7 +216,7 @@ async function printSummary(settings: ExecSettings, runId: string, status: numbe
       if (detail.steps.every((s) => s.status !== 'ALLOWED')) break;
       await new Promise((r) => setTimeout(r, 50));
     }
-    if (detail) settings.stderr.write(execSummary(detail, status));
+    if (detail) settings.stderr.write(execSummary(detail, status, stderrStyle(settings)));
   } catch {
     // A summary is no reason to fail a command that ran: the run is recorded either way.
   }

@@ -1,4 +1,5 @@
 /** What commands print: aligned tables for people, JSON for scripts. */
+import { colourWanted, createStyle, visible, type Style } from './style.js';
 
 export interface Output {
   /** `--json` was given. */
@@ -12,6 +13,8 @@ export interface Output {
   /** A warning to stderr; never mixed into the data on stdout. */
   warn(text: string): void;
   table(headers: string[], rows: (string | number | null | undefined)[][]): void;
+  /** Colour for stdout (off with --json, in pipes and under NO_COLOR). */
+  readonly style: Style;
 }
 
 export function createOutput(
@@ -21,6 +24,7 @@ export function createOutput(
 ): Output {
   return {
     json,
+    style: createStyle(!json && colourWanted(stdout)),
     line: (text = '') => void stdout.write(`${text}\n`),
     data: (value) => void stdout.write(`${JSON.stringify(value, null, 2)}\n`),
     event: (value) => void stdout.write(`${JSON.stringify(value)}\n`),
@@ -31,20 +35,30 @@ export function createOutput(
 
 export function renderTable(headers: string[], rows: (string | number | null | undefined)[][]): string {
   const cells = rows.map((row) => row.map((c) => (c === null || c === undefined || c === '' ? '-' : String(c))));
-  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
-  const format = (row: string[]) => row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+  // Columns are measured as shown: colour codes take no room on the screen.
+  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => visible(r[i] ?? '').length)));
+  const pad = (c: string, width: number) => c + ' '.repeat(Math.max(0, width - visible(c).length));
+  const format = (row: string[]) => row.map((c, i) => (i === row.length - 1 ? c : pad(c, widths[i]!))).join('  ');
   // Blank headers: a list of name and value pairs, printed without a header line.
   const lines = headers.every((h) => h === '') ? cells.map(format) : [format(headers), ...cells.map(format)];
   return lines.map((l) => `${l.trimEnd()}\n`).join('');
 }
 
-/** USD with enough digits for per-call costs: `$0.000123`, `$12.50`. */
+/**
+ * The one way the CLI writes money: USD with at least two decimals, and under a dollar enough
+ * digits for per-call costs: `$0.00`, `$0.50`, `$12.50`, `$0.006`, `$0.000123`.
+ */
 export function usd(value: number | null | undefined): string {
   if (value === null || value === undefined) return '-';
-  if (value === 0) return '$0';
   const abs = Math.abs(value);
-  const digits = abs >= 1 ? 2 : Math.min(10, Math.max(2, -Math.floor(Math.log10(abs)) + 3));
-  return `$${value.toFixed(digits).replace(/(\.\d*?[1-9])0+$/, '$1')}`;
+  const digits = abs >= 1 || abs === 0 ? 2 : Math.min(10, Math.max(2, -Math.floor(Math.log10(abs)) + 3));
+  return `${value < 0 ? '-' : ''}$${abs.toFixed(digits).replace(/(\.\d\d\d*?)0+$/, '$1')}`;
+}
+
+/** The one footer of a paged list: `Page 1 of 3 (120 runs).` */
+export function pageFooter(page: { page: number; per_page: number; total: number }, noun: string): string {
+  const pages = Math.max(1, Math.ceil(page.total / page.per_page));
+  return `Page ${page.page} of ${pages} (${page.total} ${noun}${page.total === 1 ? '' : 's'}).`;
 }
 
 /** A number in plain decimal notation, digit for digit as JavaScript prints it: `8e-7` is `0.0000008`. */

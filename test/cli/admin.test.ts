@@ -30,7 +30,7 @@ describe('operator commands', () => {
   it('when budgets and limits are set from the CLI, then the workspace and the next decisions follow them', async () => {
     const budget = await cli('budget', 'set', '--workspace-daily', '12.5', '--user-daily', 'none');
     expect(budget.code).toBe(0);
-    expect(budget.stdout).toMatch(/workspace daily budget\s+\$12\.5\n/);
+    expect(budget.stdout).toMatch(/workspace daily budget\s+\$12\.50\n/);
     expect(budget.stdout).toMatch(/per-user daily budget\s+unlimited/);
     const limits = await cli('limits', 'set', '--concurrent-runs', '1', '--monthly-runs', '2', '--json');
     expect(limits.code).toBe(0);
@@ -59,7 +59,7 @@ describe('operator commands', () => {
     expect(JSON.parse(list.stdout).items.map((u: { user_id: string }) => u.user_id)).toEqual(['mallory']);
     const table = await cli('users', 'list');
     expect(table.stdout).toMatch(/^USER\s+BLOCKED\s+SPEND TODAY/);
-    expect(table.stdout).toMatch(/alice\s+no\s+\$0\s+\$0/);
+    expect(table.stdout).toMatch(/alice\s+no\s+\$0\.00\s+\$0\.00/);
     await cli('users', 'unblock', 'mallory');
     await cli('users', 'budget', 'alice', 'none');
     expect((await api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.status).toBe('RUNNING');

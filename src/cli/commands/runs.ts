@@ -3,7 +3,8 @@ import { Command, Option } from 'commander';
 import type { ApiClient, RunDetail, RunStatus, RunSummary, Step } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { CliError, DaemonUnreachableError, describeError } from '../errors.js';
-import { duration, timestamp, usd, type Output } from '../output.js';
+import { duration, pageFooter, timestamp, usd, type Output } from '../output.js';
+import { statusWord } from '../style.js';
 
 const STATUSES: RunStatus[] = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
 
@@ -32,11 +33,10 @@ function listCommand() {
         if (page.total === 0) return out.line('No runs.');
         out.table(
           ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST'],
-          page.items.map((r) => [r.id, r.user_id, r.status, timestamp(r.started_at), timestamp(r.ended_at), r.step_count,
+          page.items.map((r) => [r.id, r.user_id, statusWord(out.style, r.status), timestamp(r.started_at), timestamp(r.ended_at), r.step_count,
             r.total_tokens, usd(r.total_cost_usd)]),
         );
-        const pages = Math.max(1, Math.ceil(page.total / page.per_page));
-        out.line(`\nPage ${page.page} of ${pages} (${page.total} run${page.total === 1 ? '' : 's'}).`);
+        out.line(`\n${pageFooter(page, 'run')}`);
       }),
     );
 }
@@ -44,8 +44,8 @@ function listCommand() {
 export function printRun(out: Output, run: RunDetail) {
   out.line(`Run       ${run.id}`);
   out.line(`User      ${run.user_id}`);
-  out.line(`Status    ${run.status}`);
-  out.line(`Decision  ${decisionText(run.decision)}`);
+  out.line(`Status    ${statusWord(out.style, run.status)}`);
+  out.line(`Decision  ${statusWord(out.style, decisionText(run.decision))}`);
   out.line(`Started   ${timestamp(run.started_at)}`);
   out.line(`Ended     ${timestamp(run.ended_at)}`);
   out.line(`Duration  ${duration(run.duration_ms)}`);
@@ -56,7 +56,7 @@ export function printRun(out: Output, run: RunDetail) {
   if (run.steps.length === 0) return out.line('No steps.');
   out.table(
     ['SEQ', 'TYPE', 'MODEL/TOOL', 'STATUS', 'DECISION', 'TOKENS', 'COST', 'DURATION', 'CREATED'],
-    run.steps.map((s) => [s.sequence, s.type, s.model ?? s.tool_name, s.status, decisionText(s.decision), tokens(s),
+    run.steps.map((s) => [s.sequence, s.type, s.model ?? s.tool_name, statusWord(out.style, s.status), statusWord(out.style, decisionText(s.decision)), tokens(s),
       usd(s.cost_usd), duration(s.duration_ms), timestamp(s.created_at)]),
   );
 }
@@ -160,17 +160,17 @@ function printEvent(out: Output, e: TailEvent) {
   const time = new Date().toISOString().slice(11, 19);
   switch (e.event) {
     case 'run_started':
-      return out.line(`${time}  run ${e.run.id}  user ${e.run.user_id}  ${e.run.status === 'BLOCKED' ? 'BLOCKED at start' : 'started'}`);
+      return out.line(`${time}  run ${e.run.id}  user ${e.run.user_id}  ${e.run.status === 'BLOCKED' ? out.style.bad('BLOCKED at start') : 'started'}`);
     case 'step_created': {
       const s = e.step;
-      return out.line(`${time}  run ${e.run_id}  step ${s.sequence} ${s.type}${s.model ?? s.tool_name ? ` ${s.model ?? s.tool_name}` : ''}  ${s.status === 'BLOCKED' ? `BLOCKED ${s.decision.reason ?? ''}`.trim() : 'allowed'}`);
+      return out.line(`${time}  run ${e.run_id}  step ${s.sequence} ${s.type}${s.model ?? s.tool_name ? ` ${s.model ?? s.tool_name}` : ''}  ${s.status === 'BLOCKED' ? out.style.bad(`BLOCKED ${s.decision.reason ?? ''}`.trim()) : 'allowed'}`);
     }
     case 'step_finished': {
       const s = e.step;
-      return out.line(`${time}  run ${e.run_id}  step ${s.sequence} ${s.status}  tokens ${tokens(s)}  cost ${usd(s.cost_usd)}  ${duration(s.duration_ms)}`);
+      return out.line(`${time}  run ${e.run_id}  step ${s.sequence} ${statusWord(out.style, s.status)}  tokens ${tokens(s)}  cost ${usd(s.cost_usd)}  ${duration(s.duration_ms)}`);
     }
     case 'run_ended':
-      return out.line(`${time}  run ${e.run.id}  ${e.run.status}  steps ${e.run.step_count}  tokens ${e.run.total_tokens}  cost ${usd(e.run.total_cost_usd)}`);
+      return out.line(`${time}  run ${e.run.id}  ${statusWord(out.style, e.run.status)}  steps ${e.run.step_count}  tokens ${e.run.total_tokens}  cost ${usd(e.run.total_cost_usd)}`);
   }
 }
 

@@ -38,9 +38,9 @@ export function statusCommand() {
       ]);
       if (out.json) return out.data({ health, workspace, usage });
       out.table(['', ''], [
-        ['daemon', health ? `${health.status} (v${health.version}; database ${health.checks.database}, counters ${health.checks.counters} [${health.counter_store}])` : 'unreachable'],
+        ['daemon', health ? `${health.status === 'ok' ? health.status : out.style.bad(health.status)} (v${health.version}; database ${health.checks.database}, counters ${health.checks.counters} [${health.counter_store}])` : 'unreachable'],
         ['workspace', `${workspace.name} (${workspace.plan} plan)`],
-        ['kill switch', workspace.kill_switch_active ? 'ON: everything is denied' : 'off'],
+        ['kill switch', workspace.kill_switch_active ? out.style.bad('ON: everything is denied') : 'off'],
         [`spend ${usage.date}`, of(usd(usage.workspace_daily_spend_usd), usage.workspace_daily_budget_usd === null ? null : usd(usage.workspace_daily_budget_usd))],
         ['per-user budget', workspace.user_daily_budget_usd === null ? 'unlimited' : usd(workspace.user_daily_budget_usd)],
         ['runs this month', of(usage.monthly_runs, usage.monthly_run_limit)],
