@@ -1,8 +1,8 @@
 /** `runguard users list|block|unblock|budget`: SDK users, their spend today, blocking and budgets. */
 import { Argument, Command, Option } from 'commander';
-import type { Page } from '../api-client.js';
+import type { ApiClient, Page } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
-import { timestamp, usd } from '../output.js';
+import { pageFooter, timestamp, usd } from '../output.js';
 import { parseUsd, UNLIMITED } from './workspace.js';
 
 interface User {
@@ -17,6 +17,18 @@ interface User {
 
 const path = (userId: string) => `/v1/users/${encodeURIComponent(userId)}`;
 
+/**
+ * Whether a user is blocked, read from the blocked users only (few, as a rule): the API has no
+ * read of one user, and a PUT would create a user never seen.
+ */
+async function isBlocked(client: ApiClient, userId: string): Promise<boolean> {
+  for (let page = 1; ; page++) {
+    const blocked = await client.request<Page<User>>('GET', `/v1/users?blocked=true&per_page=100&page=${page}`);
+    if (blocked.items.some((u) => u.user_id === userId)) return true;
+    if (page * blocked.per_page >= blocked.total || blocked.items.length === 0) return false;
+  }
+}
+
 export function usersCommand(): Command {
   const users = new Command('users').description('SDK users: list, block, unblock, set a daily budget');
   users.addCommand(
@@ -29,24 +41,37 @@ export function usersCommand(): Command {
         if (o.blocked) query.set('blocked', 'true');
         const page = await client.request<Page<User>>('GET', `/v1/users?${query}`);
         if (out.json) return out.data(page);
+        if (page.total === 0) return out.line(o.blocked ? 'No blocked users.' : 'No users yet.');
         out.table(['USER', 'BLOCKED', 'SPEND TODAY', 'DAILY BUDGET', 'RUNS', 'LAST SEEN'], page.items.map((u) => [
-          u.user_id, u.blocked ? 'yes' : 'no', usd(u.daily_spend_usd), u.daily_budget_usd === null ? 'workspace default' : usd(u.daily_budget_usd),
-          u.run_count, timestamp(u.last_seen_at),
+          u.user_id, u.blocked ? out.style.bad('yes') : 'no', usd(u.daily_spend_usd),
+          u.daily_budget_usd === null ? 'workspace default' : usd(u.daily_budget_usd), u.run_count, timestamp(u.last_seen_at),
         ]));
-        out.line(`${page.items.length} of ${page.total} users (page ${page.page}).`);
+        out.line(`\n${pageFooter(page, 'user')}`);
       })),
   );
-  for (const [name, blocked] of [['block', true], ['unblock', false]] as const) {
-    users.addCommand(
-      apiCommand(name, blocked ? 'deny every run start and step of a user (works before their first run)' : 'allow a user again')
-        .addArgument(new Argument('<user_id>'))
-        .action(withApi(async ({ client, out }, _o, userId: string) => {
-          const user = await client.request<User>('PUT', path(userId), { blocked });
-          if (out.json) return out.data(user);
-          out.line(`${user.user_id} is ${user.blocked ? 'blocked' : 'allowed'}.`);
-        })),
-    );
-  }
+  users.addCommand(
+    apiCommand('block', 'deny every run start and step of a user (works before their first run)')
+      .addArgument(new Argument('<user_id>'))
+      .action(withApi(async ({ client, out }, _o, userId: string) => {
+        const user = await client.request<User>('PUT', path(userId), { blocked: true });
+        if (out.json) return out.data(user);
+        out.line(`${user.user_id} is ${out.style.bad('blocked')}.`);
+      })),
+  );
+  users.addCommand(
+    apiCommand('unblock', 'allow a blocked user again')
+      .addArgument(new Argument('<user_id>'))
+      .action(withApi(async ({ client, out }, _o, userId: string) => {
+        // Unblocking someone not blocked changes nothing, and must not create a user never seen.
+        if (!(await isBlocked(client, userId))) {
+          if (out.json) return out.data({ user_id: userId, blocked: false, changed: false });
+          return out.line(`${userId} is not blocked; nothing changed.`);
+        }
+        const user = await client.request<User>('PUT', path(userId), { blocked: false });
+        if (out.json) return out.data(user);
+        out.line(`${user.user_id} is allowed again.`);
+      })),
+  );
   users.addCommand(
     apiCommand('budget', "set a user's own daily budget in USD, or 'none' for the workspace's per-user budget")
       .addArgument(new Argument('<user_id>'))
@@ -55,7 +80,13 @@ export function usersCommand(): Command {
         const budget = parseUsd(amount, 'budget');
         const user = await client.request<User>('PUT', path(userId), { daily_budget_usd: budget === UNLIMITED ? null : budget });
         if (out.json) return out.data(user);
-        out.line(`${user.user_id}: daily budget ${user.daily_budget_usd === null ? "the workspace's per-user budget" : usd(user.daily_budget_usd)}.`);
+        if (user.daily_budget_usd !== null) {
+          if (user.daily_budget_usd === 0) out.warn(`a budget of $0.00 denies every run and call of ${user.user_id}.`);
+          return out.line(`${user.user_id}: daily budget ${usd(user.daily_budget_usd)} (spent today: ${usd(user.daily_spend_usd)}).`);
+        }
+        const workspace = await client.request<{ user_daily_budget_usd: number | null }>('GET', '/v1/workspace');
+        const shared = workspace.user_daily_budget_usd === null ? 'unlimited' : `${usd(workspace.user_daily_budget_usd)} a day`;
+        out.line(`${user.user_id}: no budget of their own; the workspace's per-user budget applies (${shared}).`);
       })),
   );
   return users;

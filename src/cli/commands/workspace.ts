@@ -1,7 +1,8 @@
 /** `runguard budget set` and `runguard limits set`: the workspace's budgets and run limits. */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
-import { usd } from '../output.js';
+import { ApiRequestError } from '../errors.js';
+import { usd, type Output } from '../output.js';
 
 interface Workspace {
   plan: string;
@@ -41,6 +42,32 @@ const show = (w: Workspace) => [
   ['concurrent runs', w.max_concurrent_runs ?? 'unlimited'],
 ];
 
+/** The ceilings of each plan, as the daemon enforces them (src/store/workspaces.ts). */
+const PLAN_CEILINGS = 'basic 1,000 runs a month and 5 at once, pro 25,000 and 25, scale 250,000 and 100, enterprise unlimited';
+
+/** A limit above the plan's ceiling: say what the plans allow and how to move to another. */
+function planHint(error: unknown): unknown {
+  if (!(error instanceof ApiRequestError) || error.code !== 'PLAN_REQUIRED') return error;
+  return new ApiRequestError(
+    error.status,
+    error.code,
+    `${error.detail} Plans allow ${PLAN_CEILINGS} ('none' is unlimited: enterprise only). ` +
+      "Change the plan with POST /v1/billing/plan and an account's token (see the README's dashboard API).",
+    error.errors,
+  );
+}
+
+/** Settings that deny everything are allowed (a way to pause), but never silently. */
+function warnIfDenyingAll(out: Output, changes: Record<string, unknown>): void {
+  const zero: Record<string, string> = {
+    daily_budget_usd: 'a workspace daily budget of $0.00 denies every run and call',
+    user_daily_budget_usd: 'a per-user daily budget of $0.00 denies every run and call of users without a budget of their own',
+    monthly_run_limit: 'a monthly run limit of 0 denies every run start (MONTHLY_RUN_LIMIT_EXCEEDED)',
+    max_concurrent_runs: 'a concurrent run limit of 0 denies every run start (MAX_CONCURRENT_RUNS_EXCEEDED)',
+  };
+  for (const [key, value] of Object.entries(changes)) if (value === 0 && zero[key]) out.warn(`${zero[key]}.`);
+}
+
 function setter(name: string, description: string, options: Option[], body: (o: Record<string, unknown>) => Record<string, unknown>) {
   const command = apiCommand('set', description);
   for (const option of options) command.addOption(option);
@@ -48,7 +75,10 @@ function setter(name: string, description: string, options: Option[], body: (o: 
     command.action(withApi(async ({ client, out }, o: ApiOptions & Record<string, unknown>) => {
       const changes = body(o);
       if (Object.keys(changes).length === 0) throw new InvalidArgumentError(`nothing to set: give at least one of ${options.map((x) => x.long).join(', ')}`);
-      const workspace = await client.request<Workspace>('PATCH', '/v1/workspace', changes);
+      const workspace = await client.request<Workspace>('PATCH', '/v1/workspace', changes).catch((error: unknown) => {
+        throw planHint(error);
+      });
+      warnIfDenyingAll(out, changes);
       if (out.json) return out.data(workspace);
       out.table(['', ''], show(workspace));
     })),
@@ -66,7 +96,7 @@ export function budgetCommand(): Command {
 }
 
 export function limitsCommand(): Command {
-  return setter('limits', "set the monthly run limit and the concurrent run limit ('none' = unlimited, within the plan)", [
+  return setter('limits', "set the monthly run limit and the concurrent run limit, within the plan's ceiling ('none' = unlimited: enterprise plan only)", [
     new Option('--monthly-runs <n>', 'allowed run starts per UTC month').argParser(parseLimit),
     new Option('--concurrent-runs <n>', 'RUNNING runs at once').argParser(parseLimit),
   ], (o) => ({

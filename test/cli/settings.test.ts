@@ -1,0 +1,103 @@
+/**
+ * The settings traps a newcomer fell into, and the CLI's look: what a command says when a setting
+ * is refused, denies everything, or would create a user never seen; colour only on a terminal; one
+ * money format; one footer. Against a spawned daemon on Postgres (scale plan, as a first start).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { caller, type Caller } from '../support/harness.js';
+import { runCli, spawnDaemonOnPostgres } from '../support/daemon.js';
+
+let daemon: Awaited<ReturnType<typeof spawnDaemonOnPostgres>>;
+let api: Caller;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  daemon = await spawnDaemonOnPostgres();
+  api = caller(daemon.url, daemon.apiKey);
+  env = { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: daemon.dataDir };
+});
+afterAll(async () => {
+  await daemon?.close();
+});
+
+const cli = (...args: string[]) => runCli(args, env);
+const ESC = '\u001b[';
+
+describe('settings traps', () => {
+  it("when 'none' is above the plan's ceiling, then the refusal says what each plan allows and how to change it", async () => {
+    const res = await cli('limits', 'set', '--monthly-runs', 'none');
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('may not exceed 250000 on the scale plan.');
+    expect(res.stderr).toContain('scale 250,000 and 100, enterprise unlimited');
+    expect(res.stderr).toContain('POST /v1/billing/plan');
+  });
+
+  it('when a limit or budget of 0 is set, then it is saved with a warning that it denies everything', async () => {
+    const limits = await cli('limits', 'set', '--concurrent-runs', '0');
+    expect(limits.code).toBe(0);
+    expect(limits.stderr).toBe('runguard: warning: a concurrent run limit of 0 denies every run start (MAX_CONCURRENT_RUNS_EXCEEDED).\n');
+    const budget = await cli('budget', 'set', '--workspace-daily', '0');
+    expect(budget.stderr).toContain('a workspace daily budget of $0.00 denies every run and call');
+    const fine = await cli('limits', 'set', '--concurrent-runs', '10');
+    expect(fine.stderr).toBe('');
+    await cli('budget', 'set', '--workspace-daily', 'none');
+  });
+
+  it('when a user never seen is unblocked, then nothing changes and no user is created', async () => {
+    const res = await cli('users', 'unblock', 'nobody-ever');
+    expect(res).toMatchObject({ code: 0, stdout: 'nobody-ever is not blocked; nothing changed.\n' });
+    const users = (await api.request('GET', '/v1/users?per_page=100')).body.items.map((u: any) => u.user_id);
+    expect(users).not.toContain('nobody-ever');
+    expect((await cli('users', 'block', 'eve')).stdout).toBe('eve is blocked.\n');
+    expect((await cli('users', 'unblock', 'eve')).stdout).toBe('eve is allowed again.\n');
+    expect((await api.request('POST', '/v1/runs', { user_id: 'eve' })).body.status).toBe('RUNNING');
+  });
+
+  it("when a user's budget is set to none, then the answer says which budget applies instead", async () => {
+    expect((await cli('users', 'budget', 'bob', '3')).stdout).toBe('bob: daily budget $3.00 (spent today: $0.00).\n');
+    expect((await cli('users', 'budget', 'bob', 'none')).stdout).toBe(
+      "bob: no budget of their own; the workspace's per-user budget applies (unlimited).\n",
+    );
+    await cli('budget', 'set', '--user-daily', '2');
+    expect((await cli('users', 'budget', 'bob', 'none')).stdout).toContain("the workspace's per-user budget applies ($2.00 a day).");
+  });
+
+  it('when kill-switch is given no argument, then it shows the state instead of failing', async () => {
+    expect(await cli('kill-switch')).toMatchObject({ code: 0, stdout: 'Kill switch is OFF.\n' });
+    await cli('kill-switch', 'on');
+    expect((await cli('kill-switch')).stdout).toBe('Kill switch is ON: every run start and step is denied.\n');
+    expect(JSON.parse((await cli('kill-switch', '--json')).stdout)).toEqual({ active: true, plan: 'scale' });
+    await cli('kill-switch', 'off');
+  });
+});
+
+describe("the CLI's look", () => {
+  beforeAll(async () => {
+    await api.request('PUT', '/v1/users/blocked-look', { blocked: true });
+    await api.request('POST', '/v1/runs', { user_id: 'blocked-look' });
+  });
+
+  it('when output goes to a pipe, then there is no colour; FORCE_COLOR colours BLOCKED; NO_COLOR wins over it', async () => {
+    const piped = await cli('runs', 'list', '--user', 'blocked-look');
+    expect(piped.stdout).toContain('BLOCKED');
+    expect(piped.stdout).not.toContain(ESC);
+    const forced = await runCli(['runs', 'list', '--user', 'blocked-look'], { ...env, FORCE_COLOR: '1' });
+    expect(forced.stdout).toContain(`${ESC}31mBLOCKED${ESC}39m`);
+    // Columns are aligned as shown: the colour codes take no width.
+    const strip = (text: string) => text.replace(/\u001b\[[0-9;]*m/g, '');
+    expect(strip(forced.stdout)).toBe(piped.stdout);
+    const noColor = await runCli(['runs', 'list', '--user', 'blocked-look'], { ...env, FORCE_COLOR: '1', NO_COLOR: '1' });
+    expect(noColor.stdout).not.toContain(ESC);
+    const json = await runCli(['runs', 'list', '--json'], { ...env, FORCE_COLOR: '1' });
+    expect(json.stdout).not.toContain(ESC);
+  });
+
+  it('when lists end, then runs and users share one footer, and money has one format', async () => {
+    const runs = await cli('runs', 'list', '--user', 'blocked-look');
+    expect(runs.stdout).toMatch(/\nPage 1 of 1 \(1 run\)\.\n$/);
+    expect(runs.stdout).toMatch(/BLOCKED .* \$0\.00\n/);
+    const users = await cli('users', 'list');
+    expect(users.stdout).toMatch(/\nPage 1 of 1 \(\d+ users\)\.\n$/);
+    expect(users.stdout).toMatch(/blocked-look\s+yes\s+\$0\.00\s+workspace default/);
+  });
+});
