@@ -31,14 +31,25 @@ function listCommand() {
         const page = await client.listRuns({ status: options.status, user_id: options.user, page: options.page, per_page: options.perPage });
         if (out.json) return out.data(page);
         if (page.total === 0) return out.line('No runs.');
+        const reasons = await denyReasons(client, page.items);
         out.table(
-          ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST'],
+          ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST', 'DENIED'],
           page.items.map((r) => [r.id, r.user_id, statusWord(out.style, r.status), timestamp(r.started_at), timestamp(r.ended_at), r.step_count,
-            r.total_tokens, usd(r.total_cost_usd)]),
+            r.total_tokens, usd(r.total_cost_usd), out.style.bad(reasons.get(r.id) ?? '')]),
         );
         out.line(`\n${pageFooter(page, 'run')}`);
       }),
     );
+}
+
+/**
+ * Why each BLOCKED run of a page was denied. The list does not carry decisions; a BLOCKED run has
+ * no steps, so reading its detail is cheap. (Denied calls inside other runs show in `runs show`.)
+ */
+async function denyReasons(client: ApiClient, runs: RunSummary[]): Promise<Map<string, string>> {
+  const blocked = runs.filter((r) => r.status === 'BLOCKED');
+  const details = await Promise.all(blocked.map((r) => client.getRun(r.id).catch(() => null)));
+  return new Map(details.flatMap((d) => (d?.decision.reason ? [[d.id, d.decision.reason] as const] : [])));
 }
 
 export function printRun(out: Output, run: RunDetail) {
