@@ -100,6 +100,19 @@ describe('naming the key', () => {
   });
 });
 
+describe('keys regenerate with RUNGUARD_API_KEY set', () => {
+  it('when the key came from the variable, then regenerate warns that the variable now holds the revoked key', async () => {
+    const current = (await readFile(join(daemon.dataDir, 'api-key'), 'utf8')).trim();
+    const res = await runCli(['keys', 'regenerate', '--yes'], { RUNGUARD_API_KEY: current, RUNGUARD_DATA_DIR: daemon.dataDir });
+    expect(res.code).toBe(0);
+    expect(res.stderr).toBe(
+      'runguard: warning: RUNGUARD_API_KEY in this shell holds the revoked key: export the new one, or unset it to use the key file.\n',
+    );
+    // The daemon rewrote its key file: without the variable, the CLI goes on working.
+    expect((await runCli(['status', '--json'], { RUNGUARD_DATA_DIR: daemon.dataDir })).code).toBe(0);
+  });
+});
+
 describe('when the daemon stops', () => {
   it('then its records are removed', async () => {
     await daemon.stop('SIGTERM');

@@ -40,6 +40,10 @@ export function keysCommand(): Command {
             ? `The daemon saved it in ${connection.keyFile}, which the CLI and runguard exec read.`
             : `${connection.keyFile} still holds the revoked key: put the new one there, or pass --api-key.`);
         }
+        // A variable of this shell would go on overriding the file with the revoked key.
+        if (connection.keySource === 'RUNGUARD_API_KEY') {
+          out.warn('RUNGUARD_API_KEY in this shell holds the revoked key: export the new one, or unset it to use the key file.');
+        }
       })),
   );
   return keys;
