@@ -1,8 +1,8 @@
 /**
- * Streams through the SDK: `run.modelCall` around the official OpenAI and Anthropic SDKs, streaming
- * on, against a fake provider, recorded by the real daemon. The chunks reach the caller untouched;
- * the step is reported when the stream ends, priced like any other call, or FAILED with the usage
- * so far when it breaks or its reader stops early.
+ * Exact cost through the SDK: `run.modelCall` around the official OpenAI and Anthropic SDKs
+ * against a fake provider, recorded by the real daemon, each cost against a hand computation.
+ * Streams, too: the chunks reach the caller untouched; the step is reported when the stream ends,
+ * priced like any other call, or FAILED with the usage so far when it breaks or its reader stops early.
  */
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -54,6 +54,28 @@ async function recorded(fn: Parameters<GuardClient['run']>[1]): Promise<Run> {
   });
   return (await daemon.request<Run>('GET', `/v1/runs/${runId}`)).body;
 }
+
+describe('cached and reasoning calls through the SDK, JSON', () => {
+  it('when an OpenAI chat completion has cached input and reasoning, then its extractor prices it exactly', async () => {
+    const run = await recorded((r) => r.modelCall(
+      () => openai(OPENAI_CACHE).chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }),
+      { model: 'gpt-4o', tokenExtractor: extractors.openai },
+    ));
+    expect(run.steps[0]).toMatchObject(OPENAI_STEP);
+  });
+
+  it('when a Responses call has cached input, then it is priced the same', async () => {
+    const run = await recorded((r) => r.modelCall(() => openai(OPENAI_CACHE).responses.create({ model: 'gpt-4o', input: 'hi' }),
+      { model: 'gpt-4o', tokenExtractor: extractors.openaiResponses }));
+    expect(run.steps[0]).toMatchObject(OPENAI_STEP);
+  });
+
+  it('when an Anthropic message reads and writes the cache, then prompt tokens are all input and each part has its price', async () => {
+    const run = await recorded((r) => r.modelCall(() => anthropic(ANTHROPIC_CACHE).messages.create(message),
+      { model: 'claude-sonnet-4-5', tokenExtractor: extractors.anthropic }));
+    expect(run.steps[0]).toMatchObject(ANTHROPIC_STEP);
+  });
+});
 
 describe('streams through the SDK, read to their end', () => {
   it('when an OpenAI chat stream is read, then its chunks pass untouched and the usage chunk prices the step', async () => {
