@@ -14,6 +14,8 @@
  * Reasoning tokens are part of the completion and priced as output.
  */
 
+import { decimalText } from './decimal.js';
+
 /** Token counts of one call; `null`: not reported. */
 export interface CallTokens {
   promptTokens: number | null;
@@ -28,6 +30,22 @@ export interface TokenPrices {
   output: string;
   cacheRead: string | null;
   cacheWrite: string | null;
+}
+
+/** A pricing entry's prices (USD per token as JSON numbers, as the API and the store give them) as exact decimal text. */
+export function tokenPricesOf(entry: {
+  input_cost_per_token: number;
+  output_cost_per_token: number;
+  cache_read_input_cost_per_token?: number | null;
+  cache_write_input_cost_per_token?: number | null;
+}): TokenPrices {
+  const optional = (price: number | null | undefined) => (price === null || price === undefined ? null : decimalText(price));
+  return {
+    input: decimalText(entry.input_cost_per_token),
+    output: decimalText(entry.output_cost_per_token),
+    cacheRead: optional(entry.cache_read_input_cost_per_token),
+    cacheWrite: optional(entry.cache_write_input_cost_per_token),
+  };
 }
 
 /** A call is priced once any of its counts is known: a call that reports none costs unknown (null). */

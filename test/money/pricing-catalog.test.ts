@@ -7,7 +7,9 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isLosslessNumber, parse, type LosslessNumber } from 'lossless-json';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { callCost, tokenPricesOf } from '../../src/money/cost.js';
 import { decimalText } from '../../src/money/decimal.js';
+import { readShippedCatalog } from '../../src/money/shipped-catalog.js';
 import { CATALOG_PATH, datasetDir, generateCatalog, plainDecimal, withoutDoubleNoise } from '../../scripts/pricing-catalog.js';
 
 type Json = Record<string, any>;
@@ -110,5 +112,14 @@ describe('the shipped pricing catalog', () => {
         expect(decimalText(Number(m[field].value)), `${m.model} ${field}`).toBe(plainDecimal(m[field].value));
       }
     }
+  });
+
+  it('when the server reads the shipped catalog, then every model comes with its prices, ready to price a call exactly', async () => {
+    const shipped = await readShippedCatalog();
+    expect(shipped.entries).toHaveLength(catalog.models.length);
+    expect(shipped.source).toBe(`Portkey-AI/models@${catalog.source.commit}`);
+    const sonnet = shipped.entries.find((e) => e.model === 'claude-sonnet-4-5')!;
+    // 1,200 x $3/M + 150,000 x $0.30/M + 50,000 x $3.75/M + 800 x $15/M.
+    expect(callCost({ promptTokens: 201_200, completionTokens: 800, cacheReadTokens: 150_000, cacheWriteTokens: 50_000 }, tokenPricesOf(sonnet))).toBe('0.2481');
   });
 });
