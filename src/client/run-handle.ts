@@ -190,13 +190,14 @@ export class RunHandle {
         }
       },
       onEnd: async (outcome, failure) => {
-        this.#streams.delete(watched);
         await this.#updateStep(stepId, {
           status: outcome,
           duration_ms: elapsedMs(startedAt),
           ...countsOf(safeUsage(reader)),
           ...(failure ? { output_data: { stream: true, error: failure } } : {}),
         });
+        // Reported: nothing left for the run's end. A failed report stays, for settleStreams to throw.
+        this.#streams.delete(watched);
       },
     });
     this.#streams.add(watched);
