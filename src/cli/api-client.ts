@@ -22,6 +22,25 @@ export type { Decision, ModelPricing, Page, RunDetail, RunStatus, RunSummary, St
 /** `GET /v1/runs`'s query; the daemon fills in what is left out. */
 export type RunListQuery = Partial<WireRunListQuery>;
 
+/** A price as sent: USD per token; cache prices `null` (or absent): the input price applies. */
+export interface PriceInput {
+  input_cost_per_token: number;
+  output_cost_per_token: number;
+  cache_read_input_cost_per_token?: number | null;
+  cache_write_input_cost_per_token?: number | null;
+  is_active?: boolean;
+}
+
+/** `POST /v1/model-pricing/import`'s answer. */
+export interface PricingImport {
+  items: { model: string; change: 'new' | 'changed' | 'unchanged' | 'kept'; before: ModelPricing | null; after: ModelPricing }[];
+  new: number;
+  changed: number;
+  unchanged: number;
+  kept: number;
+  dry_run: boolean;
+}
+
 export class ApiClient {
   readonly url: string;
   private readonly apiKey: string;
@@ -85,10 +104,14 @@ export class ApiClient {
     return this.request<ModelPricing[]>('GET', '/v1/model-pricing');
   }
 
-  putPricing(model: string, price: { input_cost_per_token: number; output_cost_per_token: number; is_active?: boolean }) {
-    const body = { input_cost_per_token: price.input_cost_per_token, output_cost_per_token: price.output_cost_per_token,
-      ...(price.is_active === undefined ? {} : { is_active: price.is_active }) };
-    return this.request<ModelPricing>('PUT', `/v1/model-pricing/${encodeURIComponent(model)}`, body);
+  putPricing(model: string, price: PriceInput) {
+    return this.request<ModelPricing>('PUT', `/v1/model-pricing/${encodeURIComponent(model)}`, priceBody(price));
+  }
+
+  importPricing(models: (PriceInput & { model: string })[], options: { overwrite: boolean; dryRun: boolean }) {
+    return this.request<PricingImport>('POST', '/v1/model-pricing/import', {
+      models: models.map((m) => ({ model: m.model, ...priceBody(m) })), overwrite: options.overwrite, dry_run: options.dryRun,
+    });
   }
 
   listRuns(query: RunListQuery = {}) {
@@ -108,4 +131,15 @@ export function connectionReason(error: unknown): string {
   const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'no answer in time';
   return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? 'unknown error';
+}
+
+/** Only the fields the API takes: it refuses any other (a catalog entry's `provider`, say). */
+function priceBody(price: PriceInput) {
+  return {
+    input_cost_per_token: price.input_cost_per_token,
+    output_cost_per_token: price.output_cost_per_token,
+    ...(price.cache_read_input_cost_per_token === undefined ? {} : { cache_read_input_cost_per_token: price.cache_read_input_cost_per_token }),
+    ...(price.cache_write_input_cost_per_token === undefined ? {} : { cache_write_input_cost_per_token: price.cache_write_input_cost_per_token }),
+    ...(price.is_active === undefined ? {} : { is_active: price.is_active }),
+  };
 }

@@ -80,7 +80,10 @@ export class GuardClient {
     let result: T;
     try {
       result = await this.#currentRun.run(run, fn, run);
+      // The streams its model calls returned are reported before the run ends.
+      await run.settleStreams();
     } catch (error) {
+      await run.settleStreams().catch(() => {});
       try {
         await this.#endRun(run, 'FAILED');
       } catch {

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { ConflictError, GuardBlockedError, GuardError } from './errors.js';
-import { isTokenCount } from './extractors.js';
+import { chunkwiseReader, isTokenCount } from './extractors.js';
+import { isWatchableStream, watchStream, type WatchedStream } from './stream-watch.js';
 import type { HttpClient } from './http.js';
 import type {
   Decision,
@@ -11,7 +12,9 @@ import type {
   StepFn,
   StepUpdated,
   StepUpdateParams,
+  StreamUsageReader,
   TokenExtractor,
+  TokenUsage,
   ToolCallOptions,
 } from './types.js';
 
@@ -49,6 +52,8 @@ export class RunHandle {
   readonly #http: HttpClient;
   #nextSequence = 1;
   #ended = false;
+  /** Streams returned by model calls, reported when they end; the run's end waits for them. */
+  readonly #streams = new Set<WatchedStream>();
 
   /** @internal */
   constructor(http: HttpClient, init: RunHandleInit) {
@@ -110,6 +115,19 @@ export class RunHandle {
     this.#ended = true;
   }
 
+  /**
+   * @internal Called by `GuardClient.run` before ending the run: waits for the streams model calls
+   * returned to be reported (a stream nobody read to its end is reported FAILED), and throws a
+   * failed report that reached no caller, as a failed report of any other step would.
+   */
+  async settleStreams(): Promise<void> {
+    const streams = [...this.#streams];
+    this.#streams.clear();
+    const errors = await Promise.all(streams.map(async (s) => ({ error: await s.close(), unseen: s.unseenFailures })));
+    const lost = errors.find((e) => e.unseen && e.error !== undefined);
+    if (lost) throw lost.error;
+  }
+
   #execute<T>(spec: StepSpec, fn: StepFn<T>, extractor: TokenExtractor<T> | undefined): Promise<T> {
     if (typeof fn !== 'function') return Promise.reject(new GuardError(`${spec.label} needs a function to run.`));
     if (this.#ended) {
@@ -141,6 +159,10 @@ export class RunHandle {
       }
       throw error;
     }
+    if (isWatchableStream(result)) {
+      this.#watch(created.id, result, startedAt, extractor);
+      return result;
+    }
     // A failed report propagates: silently dropping token counts would let spend escape the budgets.
     await this.#updateStep(created.id, {
       status: 'COMPLETED',
@@ -148,6 +170,37 @@ export class RunHandle {
       ...tokenCounts(extractor, result),
     });
     return result;
+  }
+
+  /**
+   * A stream is priced like any other call: its chunks pass through untouched, a reader folds
+   * their usage on the side, and the step is reported when the stream ends (COMPLETED), or FAILED
+   * with the usage so far when it breaks, is aborted or its reader stops early. The duration runs
+   * to the stream's end.
+   */
+  #watch<T>(stepId: string, stream: T, startedAt: number, extractor: TokenExtractor<T> | undefined): void {
+    const reader: StreamUsageReader | null = !extractor ? null
+      : typeof extractor.streamReader === 'function' ? extractor.streamReader() : chunkwiseReader(extractor as TokenExtractor<never>);
+    const watched = watchStream(stream, {
+      onChunk(chunk) {
+        try {
+          reader?.onChunk(chunk);
+        } catch {
+          // A faulty reader means no counts, never a broken stream.
+        }
+      },
+      onEnd: async (outcome, failure) => {
+        await this.#updateStep(stepId, {
+          status: outcome,
+          duration_ms: elapsedMs(startedAt),
+          ...countsOf(safeUsage(reader)),
+          ...(failure ? { output_data: { stream: true, error: failure } } : {}),
+        });
+        // Reported: nothing left for the run's end. A failed report stays, for settleStreams to throw.
+        this.#streams.delete(watched);
+      },
+    });
+    this.#streams.add(watched);
   }
 
   /**
@@ -192,22 +245,49 @@ function elapsedMs(startedAt: number): number {
   return Math.max(0, Math.round(performance.now() - startedAt));
 }
 
-/** Never lets a faulty extractor break the call: anything unusable means "no token counts". */
-function tokenCounts<T>(
-  extractor: TokenExtractor<T> | undefined,
-  result: T,
-): Pick<StepUpdateParams, 'prompt_tokens' | 'completion_tokens'> {
-  if (!extractor) return {};
-  let counts: unknown;
+function safeUsage(reader: StreamUsageReader | null): unknown {
   try {
-    counts = extractor(result);
+    return reader?.usage();
+  } catch {
+    return undefined;
+  }
+}
+
+type TokenFields = Pick<StepUpdateParams, 'prompt_tokens' | 'completion_tokens' | 'cache_read_tokens' | 'cache_write_tokens' | 'reasoning_tokens'>;
+
+/** Never lets a faulty extractor break the call: anything unusable means "no token counts". */
+function tokenCounts<T>(extractor: TokenExtractor<T> | undefined, result: T): TokenFields {
+  if (!extractor) return {};
+  try {
+    return countsOf(extractor(result));
   } catch {
     return {};
   }
-  if (!Array.isArray(counts)) return {};
-  const [prompt, completion] = counts as unknown[];
-  const out: Pick<StepUpdateParams, 'prompt_tokens' | 'completion_tokens'> = {};
-  if (isTokenCount(prompt)) out.prompt_tokens = prompt;
-  if (isTokenCount(completion)) out.completion_tokens = completion;
+}
+
+/**
+ * The fields of `[prompt, completion]` or a {@link TokenUsage}. Parts that do not add up (cache
+ * tokens past the prompt, reasoning past the completion) are left out, not sent for the server
+ * to refuse the whole report.
+ */
+function countsOf(counts: unknown): TokenFields {
+  if (Array.isArray(counts)) {
+    const [prompt, completion] = counts as unknown[];
+    return countsOf({ promptTokens: prompt, completionTokens: completion });
+  }
+  if (typeof counts !== 'object' || counts === null) return {};
+  const usage = counts as Partial<Record<keyof TokenUsage, unknown>>;
+  const out: TokenFields = {};
+  if (isTokenCount(usage.promptTokens)) out.prompt_tokens = usage.promptTokens;
+  if (isTokenCount(usage.completionTokens)) out.completion_tokens = usage.completionTokens;
+  const read = isTokenCount(usage.cacheReadTokens) ? usage.cacheReadTokens : 0;
+  const write = isTokenCount(usage.cacheWriteTokens) ? usage.cacheWriteTokens : 0;
+  if (typeof out.prompt_tokens === 'number' && read + write <= out.prompt_tokens) {
+    if (isTokenCount(usage.cacheReadTokens)) out.cache_read_tokens = usage.cacheReadTokens;
+    if (isTokenCount(usage.cacheWriteTokens)) out.cache_write_tokens = usage.cacheWriteTokens;
+  }
+  if (typeof out.completion_tokens === 'number' && isTokenCount(usage.reasoningTokens) && usage.reasoningTokens <= out.completion_tokens) {
+    out.reasoning_tokens = usage.reasoningTokens;
+  }
   return out;
 }

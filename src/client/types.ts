@@ -76,11 +76,38 @@ export type ErrorBody = Wire.ErrorBody;
 /** `[promptTokens, completionTokens]` as read from a provider response. */
 export type TokenCounts = readonly [promptTokens: number, completionTokens: number];
 
+/** A call's token counts, as the bundled extractors read them. */
+export interface TokenUsage {
+  /** Every input token, cached ones included (OpenAI's `prompt_tokens` meaning). */
+  promptTokens: number;
+  /** Every output token, reasoning included. */
+  completionTokens: number;
+  /** Part of `promptTokens` read from the prompt cache (priced at the cache-read price). */
+  cacheReadTokens?: number | null;
+  /** Part of `promptTokens` written to the prompt cache (priced at the cache-write price). */
+  cacheWriteTokens?: number | null;
+  /** Part of `completionTokens` spent reasoning: recorded, priced as output. */
+  reasoningTokens?: number | null;
+}
+
+/** Folds the chunks (or events) of one streamed answer into its usage. */
+export interface StreamUsageReader {
+  /** Sees each chunk as it passes; never changes it. */
+  onChunk(chunk: unknown): void;
+  /** The usage seen so far; undefined while none. */
+  usage(): TokenCounts | TokenUsage | undefined;
+}
+
 /**
- * Reads token counts from the value a model call resolved to.
- * Returning nothing (or throwing) records the step without token counts.
+ * Reads token counts from the value a model call resolved to: `[prompt, completion]`, or a
+ * {@link TokenUsage} with the cache and reasoning parts. Returning nothing (or throwing) records
+ * the step without token counts. When the call returns a stream, `streamReader` (the bundled
+ * extractors have one) folds its chunks; an extractor without one is called with each chunk and
+ * its last answer counts.
  */
-export type TokenExtractor<T = unknown> = (result: T) => TokenCounts | null | undefined;
+export type TokenExtractor<T = unknown> = ((result: T) => TokenCounts | TokenUsage | null | undefined) & {
+  streamReader?: () => StreamUsageReader;
+};
 
 /** A function guarded as a step: sync or async. */
 export type StepFn<T> = () => T | PromiseLike<T>;
@@ -127,7 +154,10 @@ export interface ModelCallOptions<T = unknown> {
   model: string;
   /** Audit payload stored with the step. */
   inputData?: JsonObject | null;
-  /** Reads `[promptTokens, completionTokens]` from the result; see `extractors`. */
+  /**
+   * Reads the token counts from the result, or from the chunks of a stream the call returns;
+   * see `extractors`.
+   */
   tokenExtractor?: TokenExtractor<T>;
 }
 

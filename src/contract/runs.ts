@@ -61,6 +61,11 @@ export const StepUpdateBody = Type.Object(
     duration_ms: Type.Optional(Nullable(Count)),
     prompt_tokens: Type.Optional(Nullable(Count)),
     completion_tokens: Type.Optional(Nullable(Count)),
+    /** Parts of prompt_tokens read from and written to the prompt cache; reasoning, a part of completion_tokens. */
+    cache_read_tokens: Type.Optional(Nullable(Count)),
+    cache_write_tokens: Type.Optional(Nullable(Count)),
+    reasoning_tokens: Type.Optional(Nullable(Count)),
+    /** The older name of `cache_read_tokens`. */
     cached_prompt_tokens: Type.Optional(Nullable(Count)),
     output_data: Type.Optional(Nullable(JsonObject)),
   },
@@ -99,7 +104,10 @@ export const Step = Type.Object({
   tool_name: Nullable(Type.String()),
   prompt_tokens: Nullable(Type.Integer()),
   completion_tokens: Nullable(Type.Integer()),
-  cached_prompt_tokens: Nullable(Type.Integer()),
+  cached_prompt_tokens: Nullable(Type.Integer({ description: 'Deprecated: the same as cache_read_tokens.' })),
+  cache_read_tokens: Nullable(Type.Integer({ description: 'Part of prompt_tokens read from the prompt cache.' })),
+  cache_write_tokens: Nullable(Type.Integer({ description: 'Part of prompt_tokens written to the prompt cache.' })),
+  reasoning_tokens: Nullable(Type.Integer({ description: 'Part of completion_tokens spent reasoning (priced as output).' })),
   /** `null` when no pricing entry exists for the model. */
   cost_usd: Nullable(Type.Number()),
   duration_ms: Nullable(Type.Integer()),

@@ -298,7 +298,8 @@ export const proxyRoutes: FastifyPluginAsync<{
       timer.finish(status === 'COMPLETED' ? 'ok' : outcome.error === 'CLIENT_ABORTED' ? 'aborted' : 'error');
       const result = {
         status, durationMs: Math.round(performance.now() - started), promptTokens: usage.promptTokens,
-        completionTokens: usage.completionTokens, cachedPromptTokens: usage.cachedPromptTokens, outputData: outcome,
+        completionTokens: usage.completionTokens, cacheReadTokens: usage.cacheReadTokens,
+        cacheWriteTokens: usage.cacheWriteTokens, reasoningTokens: usage.reasoningTokens, outputData: outcome,
       };
       // The client has its answer and the provider bills the call: the result (its cost) and the
       // end of a run of the call's own are retried until the store takes them, so a moment without

@@ -310,6 +310,27 @@ INSERT INTO run_counts (workspace_id, status, shard, runs)
 SELECT workspace_id, status, 0, count(*) FROM runs GROUP BY workspace_id, status;
 `,
   },
+  {
+    version: 10,
+    name: 'prompt_cache_prices',
+    sql: `
+-- Prompt caching priced apart: a cache read or write costs its own price when the entry has one
+-- (NULL: the input price applies). \`source\` says who set an entry: 'user' (a PUT, by hand) or
+-- 'catalog' (an import); an import never overwrites a user's entry unless told to. Entries from
+-- before this version count as the user's: nothing says they were not set by hand.
+ALTER TABLE model_pricing
+  ADD COLUMN cache_read_input_cost_per_token numeric,
+  ADD COLUMN cache_write_input_cost_per_token numeric,
+  ADD COLUMN source text NOT NULL DEFAULT 'user';
+
+-- A step's input split: cached_prompt_tokens holds the cache reads (its name is older than cache
+-- writes); both are parts of prompt_tokens. Reasoning tokens are part of completion_tokens, kept
+-- for the audit. Catalog changes only: no row is rewritten.
+ALTER TABLE steps
+  ADD COLUMN cache_write_tokens bigint,
+  ADD COLUMN reasoning_tokens bigint;
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

@@ -1,14 +1,23 @@
 /** Per-workspace model pricing: USD per token, stored as exact NUMERIC. */
 import { randomUUID } from 'node:crypto';
+import { formatDecimal, parseDecimal } from '../money/cost.js';
 import { decimalText, numericToUsd } from '../money/decimal.js';
-import type { Queryable } from './db.js';
+import type { Db, Queryable } from './db.js';
+
+/** Who set an entry: a person (a PUT) or an import of a catalog, which never overwrites a person's entry unasked. */
+export type PricingSource = 'user' | 'catalog';
 
 export interface ModelPricing {
   id: string;
   model: string;
   input_cost_per_token: number;
   output_cost_per_token: number;
+  /** `null`: cache reads cost the input price. */
+  cache_read_input_cost_per_token: number | null;
+  /** `null`: cache writes cost the input price. */
+  cache_write_input_cost_per_token: number | null;
   is_active: boolean;
+  source: PricingSource;
 }
 
 function toPricing(row: Record<string, unknown>): ModelPricing {
@@ -17,7 +26,10 @@ function toPricing(row: Record<string, unknown>): ModelPricing {
     model: String(row.model),
     input_cost_per_token: numericToUsd(row.input_cost_per_token as string)!,
     output_cost_per_token: numericToUsd(row.output_cost_per_token as string)!,
+    cache_read_input_cost_per_token: numericToUsd((row.cache_read_input_cost_per_token ?? null) as string | null),
+    cache_write_input_cost_per_token: numericToUsd((row.cache_write_input_cost_per_token ?? null) as string | null),
     is_active: Boolean(row.is_active),
+    source: row.source === 'catalog' ? 'catalog' : 'user',
   };
 }
 
@@ -32,9 +44,30 @@ export async function listActivePricing(db: Queryable, workspaceId: string): Pro
 export interface PricingInput {
   input_cost_per_token: number;
   output_cost_per_token: number;
+  cache_read_input_cost_per_token?: number | null;
+  cache_write_input_cost_per_token?: number | null;
   is_active: boolean;
 }
 
+const UPSERT = `INSERT INTO model_pricing AS p (id, workspace_id, model, input_cost_per_token, output_cost_per_token,
+    cache_read_input_cost_per_token, cache_write_input_cost_per_token, is_active, source, created_at, updated_at)
+  VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6::numeric, $7::numeric, $8, $9, $10, $10)
+  ON CONFLICT (workspace_id, model) DO UPDATE SET input_cost_per_token = EXCLUDED.input_cost_per_token,
+    output_cost_per_token = EXCLUDED.output_cost_per_token,
+    cache_read_input_cost_per_token = EXCLUDED.cache_read_input_cost_per_token,
+    cache_write_input_cost_per_token = EXCLUDED.cache_write_input_cost_per_token,
+    is_active = EXCLUDED.is_active, source = EXCLUDED.source, updated_at = $10
+  RETURNING *`;
+
+const optionalDecimal = (value: number | null | undefined) => (value === null || value === undefined ? null : decimalText(value));
+
+function upsertParams(workspaceId: string, model: string, input: PricingInput, source: PricingSource, now: Date): unknown[] {
+  return [randomUUID(), workspaceId, model, decimalText(input.input_cost_per_token), decimalText(input.output_cost_per_token),
+    optionalDecimal(input.cache_read_input_cost_per_token), optionalDecimal(input.cache_write_input_cost_per_token),
+    input.is_active, source, now];
+}
+
+/** A PUT: the entry is the user's from now on (an import keeps it unless told to overwrite). */
 export async function upsertPricing(
   db: Queryable,
   workspaceId: string,
@@ -42,14 +75,125 @@ export async function upsertPricing(
   input: PricingInput,
   now: Date,
 ): Promise<ModelPricing> {
-  const { rows } = await db.query(
-    `INSERT INTO model_pricing AS p (id, workspace_id, model, input_cost_per_token, output_cost_per_token, is_active, created_at, updated_at)
-     VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6, $7, $7)
-     ON CONFLICT (workspace_id, model) DO UPDATE SET input_cost_per_token = EXCLUDED.input_cost_per_token,
-       output_cost_per_token = EXCLUDED.output_cost_per_token, is_active = EXCLUDED.is_active, updated_at = $7
-     RETURNING *`,
-    [randomUUID(), workspaceId, model, decimalText(input.input_cost_per_token), decimalText(input.output_cost_per_token),
-      input.is_active, now],
-  );
+  const { rows } = await db.query(UPSERT, upsertParams(workspaceId, model, input, 'user', now));
   return toPricing(rows[0]!);
+}
+
+export interface CatalogEntry extends PricingInput {
+  model: string;
+}
+
+/**
+ * What an import did to one model: `new` (created), `changed` (its prices replaced),
+ * `unchanged`, or `kept` (a user's entry that differs from the catalog, left alone).
+ */
+export type ImportChange = 'new' | 'changed' | 'unchanged' | 'kept';
+
+export interface ImportedEntry {
+  model: string;
+  change: ImportChange;
+  /** The entry before the import; `null` when it is new. */
+  before: ModelPricing | null;
+  /** The entry after the import (for `dryRun`: what it would be). */
+  after: Omit<ModelPricing, 'id'> & { id: string | null };
+}
+
+export interface ImportOptions {
+  /** Replace entries a user set by hand too. */
+  overwrite: boolean;
+  /** Answer what would change, change nothing. */
+  dryRun: boolean;
+  now: Date;
+}
+
+/** Exact decimal text in one spelling, so that `0.000000150` and `1.5e-7` compare equal. */
+function sameDecimal(stored: unknown, given: number | null | undefined): boolean {
+  if (stored === null || stored === undefined) return given === null || given === undefined;
+  if (given === null || given === undefined) return false;
+  return formatDecimal(parseDecimal(String(stored))) === formatDecimal(parseDecimal(decimalText(given)));
+}
+
+function samePrices(row: Record<string, unknown>, entry: CatalogEntry): boolean {
+  return sameDecimal(row.input_cost_per_token, entry.input_cost_per_token)
+    && sameDecimal(row.output_cost_per_token, entry.output_cost_per_token)
+    && sameDecimal(row.cache_read_input_cost_per_token, entry.cache_read_input_cost_per_token ?? null)
+    && sameDecimal(row.cache_write_input_cost_per_token, entry.cache_write_input_cost_per_token ?? null)
+    && Boolean(row.is_active) === entry.is_active;
+}
+
+/**
+ * Imports catalog prices into a workspace in one transaction: creates the models it lacks,
+ * replaces catalog entries whose prices changed, and leaves entries a user set by hand
+ * (source `user`) alone unless `overwrite`. Entries the import writes are the catalog's.
+ * Answers one line per entry, in the order given (a model named twice: its last mention wins).
+ */
+export async function importPricing(
+  db: Db,
+  workspaceId: string,
+  entries: readonly CatalogEntry[],
+  options: ImportOptions,
+): Promise<ImportedEntry[]> {
+  const last = new Map(entries.map((e) => [e.model, e]));
+  return db.transaction(async (tx) => {
+    // Locked so that two imports (or an import and a PUT) do not decide on the same stale rows.
+    const { rows } = await tx.query(
+      'SELECT * FROM model_pricing WHERE workspace_id = $1 AND model = ANY($2::text[]) ORDER BY model FOR UPDATE',
+      [workspaceId, [...last.keys()]],
+    );
+    const existing = new Map(rows.map((row) => [String(row.model), row]));
+    const decided = [...last.values()].map((entry) => {
+      const row = existing.get(entry.model);
+      const before = row ? toPricing(row) : null;
+      const change: ImportChange = !row ? 'new'
+        : samePrices(row, entry) ? 'unchanged'
+        : before!.source === 'user' && !options.overwrite ? 'kept'
+        : 'changed';
+      return { entry, before, change };
+    });
+    const writes = decided.filter((d) => d.change === 'new' || d.change === 'changed').map((d) => d.entry);
+    const written = options.dryRun ? new Map<string, ModelPricing>() : await writeCatalogEntries(tx, workspaceId, writes, options.now);
+    return decided.map(({ entry, before, change }): ImportedEntry => {
+      const after = written.get(entry.model)
+        ?? (change === 'new' || change === 'changed'
+          ? { id: before?.id ?? null, model: entry.model, ...entryPrices(entry), source: 'catalog' as const }
+          : before!);
+      return { model: entry.model, change, before, after };
+    });
+  });
+}
+
+/** Catalog entries upserted in one statement (a new workspace takes a whole catalog at once). */
+async function writeCatalogEntries(tx: Queryable, workspaceId: string, entries: readonly CatalogEntry[], now: Date): Promise<Map<string, ModelPricing>> {
+  if (entries.length === 0) return new Map();
+  const { rows } = await tx.query(
+    `INSERT INTO model_pricing AS p (id, workspace_id, model, input_cost_per_token, output_cost_per_token,
+       cache_read_input_cost_per_token, cache_write_input_cost_per_token, is_active, source, created_at, updated_at)
+     SELECT id, $2::uuid, model, input, output, cache_read, cache_write, is_active, 'catalog', $3::timestamptz, $3::timestamptz
+     FROM json_to_recordset($1::json) AS v(id uuid, model text, input numeric, output numeric, cache_read numeric,
+       cache_write numeric, is_active boolean)
+     ORDER BY model
+     ON CONFLICT (workspace_id, model) DO UPDATE SET input_cost_per_token = EXCLUDED.input_cost_per_token,
+       output_cost_per_token = EXCLUDED.output_cost_per_token,
+       cache_read_input_cost_per_token = EXCLUDED.cache_read_input_cost_per_token,
+       cache_write_input_cost_per_token = EXCLUDED.cache_write_input_cost_per_token,
+       is_active = EXCLUDED.is_active, source = 'catalog', updated_at = $3
+     RETURNING *`,
+    // Prices as decimal text (JSON strings), so that json_to_recordset reads them as written.
+    [JSON.stringify(entries.map((e) => ({
+      id: randomUUID(), model: e.model, input: decimalText(e.input_cost_per_token), output: decimalText(e.output_cost_per_token),
+      cache_read: optionalDecimal(e.cache_read_input_cost_per_token), cache_write: optionalDecimal(e.cache_write_input_cost_per_token),
+      is_active: e.is_active,
+    }))), workspaceId, now],
+  );
+  return new Map(rows.map((row) => [String(row.model), toPricing(row)]));
+}
+
+function entryPrices(entry: CatalogEntry) {
+  return {
+    input_cost_per_token: entry.input_cost_per_token,
+    output_cost_per_token: entry.output_cost_per_token,
+    cache_read_input_cost_per_token: entry.cache_read_input_cost_per_token ?? null,
+    cache_write_input_cost_per_token: entry.cache_write_input_cost_per_token ?? null,
+    is_active: entry.is_active,
+  };
 }

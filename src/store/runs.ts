@@ -1,5 +1,6 @@
 /** Run and step records, and the durable usage counters written with them. */
 import type { Decision } from '../rules/engine.js';
+import { costSql, pricedSql } from '../money/cost.js';
 import { numericToUsd } from '../money/decimal.js';
 import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
 import { escapeLiteral } from 'pg';
@@ -238,9 +239,18 @@ export interface StepResult {
   durationMs: number | null;
   promptTokens: number | null;
   completionTokens: number | null;
-  cachedPromptTokens?: number | null;
+  /** Parts of `promptTokens` read from and written to the provider's prompt cache. */
+  cacheReadTokens?: number | null;
+  cacheWriteTokens?: number | null;
+  /** Part of `completionTokens` spent reasoning: recorded, priced as output. */
+  reasoningTokens?: number | null;
   outputData?: unknown;
 }
+
+/** A step result's token counts (`v`), priced by src/money/cost.ts's rule. */
+const RESULT_TOKENS = {
+  prompt: 'v.prompt_tokens', completion: 'v.completion_tokens', cacheRead: 'v.cache_read_tokens', cacheWrite: 'v.cache_write_tokens',
+};
 
 export interface StepFinish {
   workspaceId: string;
@@ -292,14 +302,16 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
     `WITH v AS (
        SELECT * FROM json_to_recordset($1::json)
          AS v(workspace_id uuid, run_id uuid, step_id uuid, status text, duration_ms bigint, prompt_tokens bigint,
-           completion_tokens bigint, cached_prompt_tokens bigint, output_json json, finished_at timestamptz, day date)
+           completion_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, reasoning_tokens bigint,
+           output_json json, finished_at timestamptz, day date)
        LIMIT $2
      ), step AS (
        UPDATE steps s SET status = v.status, duration_ms = v.duration_ms, prompt_tokens = v.prompt_tokens,
-         completion_tokens = v.completion_tokens, cached_prompt_tokens = v.cached_prompt_tokens, output_json = v.output_json,
+         completion_tokens = v.completion_tokens, cached_prompt_tokens = v.cache_read_tokens,
+         cache_write_tokens = v.cache_write_tokens, reasoning_tokens = v.reasoning_tokens, output_json = v.output_json,
          finished_at = v.finished_at,
-         cost_usd = CASE WHEN v.prompt_tokens IS NOT NULL OR v.completion_tokens IS NOT NULL THEN (
-           SELECT coalesce(v.prompt_tokens, 0) * p.input_cost_per_token + coalesce(v.completion_tokens, 0) * p.output_cost_per_token
+         cost_usd = CASE WHEN ${pricedSql(RESULT_TOKENS)} THEN (
+           SELECT ${costSql(RESULT_TOKENS, 'p')}
            FROM model_pricing p WHERE p.workspace_id = s.workspace_id AND p.model = s.model AND p.is_active) END
        FROM v
        WHERE s.id = v.step_id AND s.run_id = v.run_id AND s.workspace_id = v.workspace_id AND s.status = 'ALLOWED'
@@ -337,7 +349,8 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
     [JSON.stringify(unique.map((f) => ({
       workspace_id: f.workspaceId, run_id: f.runId, step_id: f.stepId, status: f.result.status,
       duration_ms: f.result.durationMs, prompt_tokens: f.result.promptTokens, completion_tokens: f.result.completionTokens,
-      cached_prompt_tokens: f.result.cachedPromptTokens ?? null, output_json: f.result.outputData ?? null,
+      cache_read_tokens: f.result.cacheReadTokens ?? null, cache_write_tokens: f.result.cacheWriteTokens ?? null,
+      reasoning_tokens: f.result.reasoningTokens ?? null, output_json: f.result.outputData ?? null,
       finished_at: f.now, day: f.day,
     }))), unique.length],
   );

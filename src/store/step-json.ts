@@ -19,6 +19,7 @@ const COLUMNS = [
   ['id', 's.id::uuid'], ['type', 's.type::text'], ['status', 's.status::text'], ['sequence', 's.sequence::int4'],
   ['model', 's.model::text'], ['toolName', 's.tool_name::text'], ['promptTokens', 's.prompt_tokens::int8'],
   ['completionTokens', 's.completion_tokens::int8'], ['cachedPromptTokens', 's.cached_prompt_tokens::int8'],
+  ['cacheWriteTokens', 's.cache_write_tokens::int8'], ['reasoningTokens', 's.reasoning_tokens::int8'],
   ['cost', 's.cost_usd::numeric'], ['duration', 's.duration_ms::int8'], ['inputJson', 's.input_json::json'],
   ['inputJsonb', 's.input_data::jsonb'], ['outputJson', 's.output_json::json'], ['outputJsonb', 's.output_data::jsonb'],
   ['decision', 's.decision::json'], ['createdAt', 's.created_at::timestamptz'],
@@ -36,6 +37,8 @@ const KEYS = {
   id: ascii('{"id":"'), type: ascii('","type":'), status: ascii(',"status":'), sequence: ascii(',"sequence":'),
   model: ascii(',"model":'), toolName: ascii(',"tool_name":'), promptTokens: ascii(',"prompt_tokens":'),
   completionTokens: ascii(',"completion_tokens":'), cachedPromptTokens: ascii(',"cached_prompt_tokens":'),
+  cacheReadTokens: ascii(',"cache_read_tokens":'), cacheWriteTokens: ascii(',"cache_write_tokens":'),
+  reasoningTokens: ascii(',"reasoning_tokens":'),
   cost: ascii(',"cost_usd":'), duration: ascii(',"duration_ms":'), input: ascii(',"input_data":'),
   output: ascii(',"output_data":'), decision: ascii(',"decision":'), createdAt: ascii(',"created_at":'), close: ascii('}'),
 };
@@ -44,7 +47,7 @@ const NULL = ascii('null');
  * Bytes a step's keys take, and the most its values do past their own bytes: the uuid, the
  * integers, the date, and 4 for each text (its quotes, or null) and each JSON value (null).
  */
-const FIXED_BYTES = Object.values(KEYS).reduce((sum, key) => sum + key.length, 0) + 36 + 11 + 4 * 20 + 32 + 4 * 4 + 3 * 4;
+const FIXED_BYTES = Object.values(KEYS).reduce((sum, key) => sum + key.length, 0) + 36 + 11 + 8 * 20 + 32 + 4 * 4 + 3 * 4;
 /** The span of a JavaScript date, in milliseconds from the Unix epoch either way. */
 const MAX_DATE_MS = 8.64e15;
 /** Two hex digits per byte value. */
@@ -321,8 +324,15 @@ export function writeStep(out: JsonBytes, rows: CopyRows, r: number, first: numb
   pos = putInt8(b, pos, data, at, i + F.promptTokens);
   pos = putKey(b, pos, KEYS.completionTokens);
   pos = putInt8(b, pos, data, at, i + F.completionTokens);
+  // cached_prompt_tokens: the older name of cache_read_tokens (one column), kept for clients that read it.
   pos = putKey(b, pos, KEYS.cachedPromptTokens);
   pos = putInt8(b, pos, data, at, i + F.cachedPromptTokens);
+  pos = putKey(b, pos, KEYS.cacheReadTokens);
+  pos = putInt8(b, pos, data, at, i + F.cachedPromptTokens);
+  pos = putKey(b, pos, KEYS.cacheWriteTokens);
+  pos = putInt8(b, pos, data, at, i + F.cacheWriteTokens);
+  pos = putKey(b, pos, KEYS.reasoningTokens);
+  pos = putInt8(b, pos, data, at, i + F.reasoningTokens);
   pos = putKey(b, pos, KEYS.cost);
   pos = putNumeric(b, pos, data, at, i + F.cost);
   pos = putKey(b, pos, KEYS.duration);

@@ -365,7 +365,10 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       expect(b.body.id).toBe(a.body.id);
       await ws.api.request('PUT', '/v1/model-pricing/off', { input_cost_per_token: 1, output_cost_per_token: 1, is_active: false });
       const list = await ws.api.request('GET', '/v1/model-pricing/');
-      expect(list.body).toEqual([{ id: a.body.id, model: 'x', input_cost_per_token: 3, output_cost_per_token: 4, is_active: true }]);
+      expect(list.body).toEqual([{
+        id: a.body.id, model: 'x', input_cost_per_token: 3, output_cost_per_token: 4, cache_read_input_cost_per_token: null,
+        cache_write_input_cost_per_token: null, is_active: true, source: 'user',
+      }]);
       expect((await api.request('GET', '/v1/model-pricing')).body.some((p: any) => p.model === 'x')).toBe(false);
     });
   });

@@ -43,42 +43,91 @@ async function startRunWithStep(userId: string) {
 }
 
 describe('pricing', () => {
-  it('when a price is set, then the table shows it per token and per million, and the API has it', async () => {
+  it('when a price is set per token, then the table shows it per token and per million, and the API has it', async () => {
     const res = await cli('pricing', 'set', 'cli-model', '--input', '0.000002', '--output', '0.000008');
     expect(res.code).toBe(0);
     expect(res.stderr).toBe('');
-    expect(res.stdout).toMatch(/^MODEL\s+INPUT\/TOKEN\s+OUTPUT\/TOKEN\s+INPUT\/1M\s+OUTPUT\/1M\s+ACTIVE/);
-    expect(res.stdout).toMatch(/cli-model\s+0\.000002\s+0\.000008\s+\$2\s+\$8\s+yes/);
+    expect(res.stdout).toMatch(/^MODEL\s+INPUT\/TOKEN\s+OUTPUT\/TOKEN\s+INPUT\/1M\s+OUTPUT\/1M\s+CACHE READ\/1M\s+CACHE WRITE\/1M\s+ACTIVE\s+SET BY/);
+    expect(res.stdout).toMatch(/cli-model\s+0\.000002\s+0\.000008\s+\$2\s+\$8\s+input\s+input\s+yes\s+hand/);
     const prices = (await api.request('GET', '/v1/model-pricing')).body;
-    expect(prices.find((p: any) => p.model === 'cli-model')).toMatchObject({ input_cost_per_token: 0.000002, output_cost_per_token: 0.000008 });
+    expect(prices.find((p: any) => p.model === 'cli-model')).toMatchObject({
+      input_cost_per_token: 0.000002, output_cost_per_token: 0.000008, cache_read_input_cost_per_token: null, source: 'user',
+    });
   });
 
-  it('when prices are given per million, then they are stored per token, with --json answering the entry', async () => {
-    const res = await cli('pricing', 'set', 'per-million-model', '--input', '0.15', '--output', '0.6', '--per-million', '--json');
+  it('when prices are given --per-million, as the README writes them, then they are stored per token, cache prices too', async () => {
+    const res = await cli('pricing', 'set', 'per-million-model', '--per-million', '--input', '0.15', '--output', '0.6', '--cache-read', '0.075', '--json');
     expect(res.code).toBe(0);
-    expect(JSON.parse(res.stdout)).toMatchObject({ model: 'per-million-model', input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7, is_active: true });
+    expect(JSON.parse(res.stdout)).toMatchObject({
+      model: 'per-million-model', input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7,
+      cache_read_input_cost_per_token: 7.5e-8, cache_write_input_cost_per_token: null, is_active: true, source: 'user',
+    });
   });
 
-  it('when a per-million figure is typed as per-token, then it warns on stderr (and still saves what was asked)', async () => {
-    const res = await cli('pricing', 'set', 'typo-model', '--input', '2.5', '--output', '10', '--json');
-    expect(res.code).toBe(0);
-    expect(res.stderr).toContain('typo-model: input price 2.5 USD per token looks like a per-million price');
-    expect(res.stderr).toContain('0.0000025');
-    expect(JSON.parse(res.stdout).input_cost_per_token).toBe(2.5);
+  it('when a figure could be per million or per token, then it is refused with what to type, and nothing is saved', async () => {
+    const noUnit = await cli('pricing', 'set', 'typo-model', '--input', '2.5', '--output', '10');
+    expect(noUnit.code).toBe(1);
+    expect(noUnit.stderr).toContain('--input 2.5 USD with no unit would be $2.5M per million tokens');
+    expect(noUnit.stderr).toContain('add --per-million');
+    const tiny = await cli('pricing', 'set', 'typo-model', '--per-million', '--input', '0.0000025', '--output', '0.00001');
+    expect(tiny.code).toBe(1);
+    expect(tiny.stderr).toContain('give --per-token instead of --per-million');
+    const both = await cli('pricing', 'set', 'typo-model', '--per-million', '--per-token', '--input', '1', '--output', '1');
+    expect(both.stderr).toContain('give --per-million or --per-token, not both');
+    const asValue = await cli('pricing', 'set', 'typo-model', '--per-million', '0.15', '--input', '0.15', '--output', '0.6');
+    expect(asValue.code).toBe(1);
+    expect(asValue.stderr).toContain('--per-million is a unit, not a price');
+    const prices: any[] = (await api.request('GET', '/v1/model-pricing')).body;
+    expect(prices.some((p) => p.model === 'typo-model')).toBe(false);
   });
 
-  it('when the catalog is imported with one command, then every catalog model is priced', async () => {
+  it('when the catalog is imported, then every catalog model is priced; imported again, nothing changes', async () => {
     const res = await cli('pricing', 'import');
     expect(res.code).toBe(0);
     expect(res.stderr).toBe('');
-    expect(res.stdout).toMatch(/Imported \d+ prices from the shipped catalog \(prices as of \d{4}-\d{2}-\d{2}\)\./);
+    expect(res.stdout).toMatch(/Imported (\d+) prices from the shipped catalog \(Portkey-AI\/models@[0-9a-f]{12}, prices as of \d{4}-\d{2}-\d{2}\): \1 new, 0 changed, 0 unchanged, 0 kept\./);
     const prices: any[] = (await api.request('GET', '/v1/model-pricing')).body;
     const byModel = new Map(prices.map((p) => [p.model, p]));
-    expect(byModel.get('gpt-4o-mini')).toMatchObject({ input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7 });
-    for (const model of ['gpt-4o', 'claude-sonnet-4-5', 'gemini-2.5-pro']) expect(byModel.has(model)).toBe(true);
+    expect(byModel.get('gpt-4o-mini')).toMatchObject({ input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7, cache_read_input_cost_per_token: 7.5e-8, source: 'catalog' });
+    expect(byModel.get('claude-sonnet-4-5')).toMatchObject({ cache_read_input_cost_per_token: 3e-7, cache_write_input_cost_per_token: 3.75e-6 });
+    for (const model of ['gpt-4o', 'claude-sonnet-4-5', 'gemini-2.5-pro', 'text-embedding-3-small']) expect(byModel.has(model)).toBe(true);
     const again = await cli('pricing', 'import', '--catalog', '--json');
     expect(again.code).toBe(0);
-    expect(JSON.parse(again.stdout).length).toBe(Number(/Imported (\d+)/.exec(res.stdout)?.[1]));
+    const answer = JSON.parse(again.stdout);
+    expect(answer).toMatchObject({ new: 0, changed: 0, kept: 0, unchanged: Number(/Imported (\d+)/.exec(res.stdout)?.[1]) });
+  });
+
+  it('when a price was set by hand, then an import keeps it and says so, and --overwrite replaces it', async () => {
+    const file = join(scratch, 'hand.json');
+    await writeFile(file, JSON.stringify({ models: [
+      { model: 'hand-model', input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 },
+      { model: 'catalog-model', input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 },
+    ] }));
+    expect((await cli('pricing', 'import', file)).code).toBe(0);
+    expect((await cli('pricing', 'set', 'hand-model', '--per-million', '--input', '5', '--output', '7')).code).toBe(0);
+    await writeFile(file, JSON.stringify({ models: [
+      { model: 'hand-model', input_cost_per_token: 0.000003, output_cost_per_token: 0.000004 },
+      { model: 'catalog-model', input_cost_per_token: 0.000003, output_cost_per_token: 0.000004, cache_read_input_cost_per_token: 3e-7 },
+      { model: 'new-model', input_cost_per_token: 0.000001, output_cost_per_token: 0.000001 },
+    ] }));
+
+    const dry = await cli('pricing', 'import', file, '--dry-run');
+    expect(dry.stdout).toContain('Would import 3 prices');
+    const kept = await cli('pricing', 'import', file);
+    expect(kept.code).toBe(0);
+    expect(kept.stdout).toMatch(/hand-model\s+kept \(set by hand\)\s+\$3\s+\$4\s+input\s+input\s+\$5 \/ \$7/);
+    expect(kept.stdout).toMatch(/catalog-model\s+changed\s+\$3\s+\$4\s+\$0\.3\s+input\s+\$1 \/ \$2/);
+    expect(kept.stdout).toMatch(/new-model\s+new\s+\$1\s+\$1/);
+    expect(kept.stdout).toContain('1 new, 1 changed, 0 unchanged, 1 kept.');
+    expect(kept.stdout).toContain('Replace them with --overwrite.');
+    const prices = new Map(((await api.request('GET', '/v1/model-pricing')).body as any[]).map((p) => [p.model, p]));
+    expect(prices.get('hand-model')).toMatchObject({ input_cost_per_token: 0.000005, source: 'user' });
+    expect(prices.get('catalog-model')).toMatchObject({ input_cost_per_token: 0.000003, cache_read_input_cost_per_token: 3e-7, source: 'catalog' });
+
+    const overwritten = await cli('pricing', 'import', file, '--overwrite', '--json');
+    expect(JSON.parse(overwritten.stdout)).toMatchObject({ new: 0, changed: 1, unchanged: 2, kept: 0 });
+    const after = ((await api.request('GET', '/v1/model-pricing')).body as any[]).find((p) => p.model === 'hand-model');
+    expect(after).toMatchObject({ input_cost_per_token: 0.000003, source: 'catalog' });
   });
 
   it('when a file is imported, then its prices are saved; a bad file names the bad entry', async () => {
@@ -86,7 +135,7 @@ describe('pricing', () => {
     await writeFile(file, JSON.stringify([{ model: 'file-model', input_cost_per_token: 1e-6, output_cost_per_token: 2e-6 }]));
     const res = await cli('pricing', 'import', file, '--json');
     expect(res.code).toBe(0);
-    expect(JSON.parse(res.stdout)).toEqual([expect.objectContaining({ model: 'file-model', output_cost_per_token: 2e-6 })]);
+    expect(JSON.parse(res.stdout).items).toEqual([expect.objectContaining({ model: 'file-model', change: 'new' })]);
     const list = await cli('pricing', 'list', '--json');
     expect(JSON.parse(list.stdout).map((p: any) => p.model)).toContain('file-model');
 

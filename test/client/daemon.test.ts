@@ -423,7 +423,8 @@ describe('token extractors on responses of the real provider SDKs, recorded by t
         () => anthropic.messages.create({ model: 'claude-haiku-4-5', max_tokens: 32, messages: [{ role: 'user', content: 'hi' }] }),
         { model: 'claude-haiku-4-5', tokenExtractor: extractors.anthropic },
       );
-      // A stream carries no usage on the object the SDK returns: no token counts, not a failure.
+      // A stream read to its end is reported then; asked without stream_options.include_usage,
+      // OpenAI sends no usage: no token counts, not a failure (test/client/sdk-streams.test.ts prices streams).
       const stream = await run.modelCall(
         () => openai.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
         { model: 'gpt-4o-mini', tokenExtractor: extractors.openai },

@@ -70,24 +70,43 @@ const anthropicMessage = {
 
 describe('extractors (pure)', () => {
   it('when given an OpenAI chat completion, then prompt and completion tokens are read', () => {
-    expect(extractors.openaiChatCompletions(chatCompletion)).toEqual([19, 10]);
+    expect(extractors.openaiChatCompletions(chatCompletion)).toEqual({
+      promptTokens: 19, completionTokens: 10, cacheReadTokens: 0, cacheWriteTokens: null, reasoningTokens: 0,
+    });
     expect(extractors.openai).toBe(extractors.openaiChatCompletions);
   });
 
   it('when given an OpenAI Responses object, then input and output tokens are read', () => {
-    expect(extractors.openaiResponses(response)).toEqual([36, 87]);
+    expect(extractors.openaiResponses(response)).toEqual({
+      promptTokens: 36, completionTokens: 87, cacheReadTokens: 0, cacheWriteTokens: null, reasoningTokens: 0,
+    });
   });
 
   it('when given an Anthropic message, then input and output tokens are read', () => {
-    expect(extractors.anthropicMessages(anthropicMessage)).toEqual([2095, 503]);
+    expect(extractors.anthropicMessages(anthropicMessage)).toEqual({
+      promptTokens: 2095, completionTokens: 503, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: null,
+    });
     expect(extractors.anthropic).toBe(extractors.anthropicMessages);
   });
 
-  it('when an Anthropic message used the prompt cache, then its writes and reads count as prompt tokens, as the proxy counts them', () => {
-    const cached = { ...anthropicMessage, usage: { ...anthropicMessage.usage, input_tokens: 12, cache_creation_input_tokens: 50_000, cache_read_input_tokens: 150_000 } };
-    expect(extractors.anthropicMessages(cached)).toEqual([200_012, 503]);
+  it('when an Anthropic message used the prompt cache, then its writes and reads are prompt tokens, and kept apart to be priced', () => {
+    const cached = { ...anthropicMessage, usage: { ...anthropicMessage.usage, input_tokens: 12, cache_creation_input_tokens: 50_000,
+      cache_read_input_tokens: 150_000, output_tokens_details: { thinking_tokens: 300 } } };
+    expect(extractors.anthropicMessages(cached)).toEqual({
+      promptTokens: 200_012, completionTokens: 503, cacheReadTokens: 150_000, cacheWriteTokens: 50_000, reasoningTokens: 300,
+    });
     // Older responses carry no cache fields, or null ones.
-    expect(extractors.anthropicMessages({ usage: { input_tokens: 7, output_tokens: 3, cache_read_input_tokens: null } })).toEqual([7, 3]);
+    expect(extractors.anthropicMessages({ usage: { input_tokens: 7, output_tokens: 3, cache_read_input_tokens: null } })).toEqual({
+      promptTokens: 7, completionTokens: 3, cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null,
+    });
+  });
+
+  it('when an OpenAI answer reports cache writes and reasoning, then they are read as parts of the totals', () => {
+    const usage = { ...chatCompletion.usage, prompt_tokens: 5_000, completion_tokens: 900,
+      prompt_tokens_details: { cached_tokens: 3_000, cache_write_tokens: 1_500 }, completion_tokens_details: { reasoning_tokens: 640 } };
+    expect(extractors.openai({ ...chatCompletion, usage })).toEqual({
+      promptTokens: 5_000, completionTokens: 900, cacheReadTokens: 3_000, cacheWriteTokens: 1_500, reasoningTokens: 640,
+    });
   });
 
   it.each([
@@ -133,15 +152,16 @@ describe('token counts on model call steps', () => {
   }
 
   it.each([
-    ['OpenAI chat', chatCompletion, extractors.openai, [19, 10]],
-    ['OpenAI Responses', response, extractors.openaiResponses, [36, 87]],
-    ['Anthropic', anthropicMessage, extractors.anthropic, [2095, 503]],
-  ])('when the %s extractor is given, then the step is updated with its token counts', async (_label, result, extractor, [p, c]) => {
+    ['OpenAI chat', chatCompletion, extractors.openai, [19, 10], { cache_read_tokens: 0, reasoning_tokens: 0 }],
+    ['OpenAI Responses', response, extractors.openaiResponses, [36, 87], { cache_read_tokens: 0, reasoning_tokens: 0 }],
+    ['Anthropic', anthropicMessage, extractors.anthropic, [2095, 503], { cache_read_tokens: 0, cache_write_tokens: 0 }],
+  ] as const)('when the %s extractor is given, then the step is updated with its token counts', async (_label, result, extractor, [p, c], parts) => {
     expect(await patchBodyFor(result, extractor)).toEqual({
       status: 'COMPLETED',
       duration_ms: expect.any(Number),
       prompt_tokens: p,
       completion_tokens: c,
+      ...parts,
     });
     expect(server.onlyRun().steps[0]).toMatchObject({ prompt_tokens: p, completion_tokens: c });
   });

@@ -238,7 +238,8 @@ export class FakeRunguard {
     const invalid = validate(
       body,
       { status: 'final' },
-      { duration_ms: 'count?', prompt_tokens: 'count?', completion_tokens: 'count?' },
+      { duration_ms: 'count?', prompt_tokens: 'count?', completion_tokens: 'count?', cache_read_tokens: 'count?',
+        cache_write_tokens: 'count?', reasoning_tokens: 'count?', output_data: 'object?' },
     );
     if (invalid) return invalid;
     if (step.status !== 'ALLOWED') return error(409, `Step is ${step.status}.`, 'STEP_ALREADY_FINISHED');

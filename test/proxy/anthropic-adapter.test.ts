@@ -4,7 +4,7 @@ import type { Usage, UsageTracker } from '../../src/proxy/providers/types.js';
 import { bytes, pieces, sse } from './chunks.js';
 
 const anthropic = adapterFor('anthropic');
-const NONE: Usage = { promptTokens: null, completionTokens: null, cachedPromptTokens: null };
+const NONE: Usage = { promptTokens: null, completionTokens: null, cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null };
 
 function track(tracker: UsageTracker, chunks: Uint8Array[]): Usage {
   for (const chunk of chunks) tracker.push(chunk);
@@ -37,7 +37,7 @@ describe('anthropic adapter: usage', () => {
     expect(track(tracker, pieces(JSON.stringify(message), 16))).toEqual({
       promptTokens: 2095 + 100 + 1800,
       completionTokens: 503,
-      cachedPromptTokens: 1800,
+      cacheReadTokens: 1800, cacheWriteTokens: 100, reasoningTokens: null,
     });
   });
 
@@ -46,7 +46,7 @@ describe('anthropic adapter: usage', () => {
     expect(track(anthropic.usageTracker('/v1/messages', 'application/json'), [bytes(JSON.stringify(body))])).toEqual({
       promptTokens: 12,
       completionTokens: 6,
-      cachedPromptTokens: null,
+      cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null,
     });
   });
 
@@ -64,14 +64,14 @@ describe('anthropic adapter: usage', () => {
 
   it('when the body is an SSE stream cut byte by byte, then input comes from message_start and output from message_delta', () => {
     const tracker = anthropic.usageTracker('/v1/messages', 'text/event-stream');
-    expect(track(tracker, pieces(stream, 1))).toEqual({ promptTokens: 25, completionTokens: 15, cachedPromptTokens: null });
+    expect(track(tracker, pieces(stream, 1))).toEqual({ promptTokens: 25, completionTokens: 15, cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null });
   });
 
   it('when the stream is cut before message_delta, then usage is what message_start said', () => {
     const tracker = anthropic.usageTracker('/v1/messages', 'text/event-stream');
     tracker.push(bytes(stream.slice(0, stream.indexOf('event: message_delta'))));
-    expect(tracker.current()).toEqual({ promptTokens: 25, completionTokens: 1, cachedPromptTokens: null });
-    expect(tracker.end()).toEqual({ promptTokens: 25, completionTokens: 1, cachedPromptTokens: null });
+    expect(tracker.current()).toEqual({ promptTokens: 25, completionTokens: 1, cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null });
+    expect(tracker.end()).toEqual({ promptTokens: 25, completionTokens: 1, cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null });
   });
 
   it('when several message_delta events arrive, then the latest cumulative counts win, input ones included', () => {
@@ -83,7 +83,7 @@ describe('anthropic adapter: usage', () => {
     expect(track(anthropic.usageTracker('/v1/messages', 'text/event-stream'), [bytes(deltas)])).toEqual({
       promptTokens: 12 + 90,
       completionTokens: 70,
-      cachedPromptTokens: 90,
+      cacheReadTokens: 90, cacheWriteTokens: 0, reasoningTokens: null,
     });
   });
 
@@ -95,7 +95,7 @@ describe('anthropic adapter: usage', () => {
     expect(track(anthropic.usageTracker('/v1/messages', 'text/event-stream'), [bytes(broken)])).toEqual({
       promptTokens: 7,
       completionTokens: 1,
-      cachedPromptTokens: null,
+      cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null,
     });
   });
 
@@ -123,6 +123,18 @@ describe('anthropic adapter: error bodies', () => {
     expect(anthropic.errorBody(status, 'Upstream unreachable', 'UPSTREAM_UNREACHABLE')).toEqual({
       type: 'error',
       error: { type, message: 'Upstream unreachable', details: { error_code: 'UPSTREAM_UNREACHABLE' } },
+    });
+  });
+});
+
+describe('anthropic adapter: thinking tokens', () => {
+  it('when a stream reports thinking tokens in message_delta, then they are the reasoning part of the output', () => {
+    const stream = sse([
+      ['message_start', { type: 'message_start', message: { usage: { input_tokens: 10, cache_read_input_tokens: 4000, cache_creation_input_tokens: 1000, output_tokens: 1 } } }],
+      ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 700, output_tokens_details: { thinking_tokens: 512 } } }],
+    ]);
+    expect(track(anthropic.usageTracker('/v1/messages', 'text/event-stream'), pieces(stream, 5))).toEqual({
+      promptTokens: 10 + 4000 + 1000, completionTokens: 700, cacheReadTokens: 4000, cacheWriteTokens: 1000, reasoningTokens: 512,
     });
   });
 });

@@ -158,11 +158,11 @@ describe('fake upstream read by the usage trackers', () => {
   it('when the OpenAI stream was rewritten to include usage, then the tracker reads it', async () => {
     const inspected = adapterFor('openai').inspectRequest('/v1/chat/completions', { ...chatRequest, stream: true });
     const usage = await trackRaw('openai', '/v1/chat/completions', inspected.rewrittenBody);
-    expect(usage).toEqual({ promptTokens: promptTokensFor(chatRequest), completionTokens: completion, cachedPromptTokens: 2 });
+    expect(usage).toEqual({ promptTokens: promptTokensFor(chatRequest), completionTokens: completion, cacheReadTokens: 2, cacheWriteTokens: 0, reasoningTokens: 0 });
   });
 
   it('when the Anthropic stream breaks after message_start, then the tracker has the input usage', async () => {
     const usage = await trackRaw('anthropic', '/v1/messages', { ...messageRequest, stream: true }, { 'x-fake-abort-after-events': '2' });
-    expect(usage).toEqual({ promptTokens: promptTokensFor(messageRequest), completionTokens: 1, cachedPromptTokens: 2 });
+    expect(usage).toEqual({ promptTokens: promptTokensFor(messageRequest), completionTokens: 1, cacheReadTokens: 2, cacheWriteTokens: 0, reasoningTokens: null });
   });
 });

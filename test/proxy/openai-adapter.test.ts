@@ -4,7 +4,7 @@ import type { Usage, UsageTracker } from '../../src/proxy/providers/types.js';
 import { bytes, pieces, sse } from './chunks.js';
 
 const openai = adapterFor('openai');
-const NONE: Usage = { promptTokens: null, completionTokens: null, cachedPromptTokens: null };
+const NONE: Usage = { promptTokens: null, completionTokens: null, cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null };
 
 function track(tracker: UsageTracker, chunks: Uint8Array[]): Usage {
   for (const chunk of chunks) tracker.push(chunk);
@@ -102,13 +102,13 @@ describe('openai adapter: usage of chat completions', () => {
     const text = JSON.stringify(completion);
     for (const chunk of pieces(text, 50)) tracker.push(chunk);
     expect(tracker.current()).toEqual(NONE); // half a JSON body says nothing
-    expect(tracker.end()).toEqual({ promptTokens: 1117, completionTokens: 46, cachedPromptTokens: 1024 });
+    expect(tracker.end()).toEqual({ promptTokens: 1117, completionTokens: 46, cacheReadTokens: 1024, cacheWriteTokens: null, reasoningTokens: 0 });
   });
 
   it('when an OpenAI-compatible server omits the details, then cached tokens are null', () => {
     const body = { ...completion, usage: { prompt_tokens: 9, completion_tokens: 12, total_tokens: 21 } };
     const tracker = openai.usageTracker('/chat/completions', 'application/json; charset=utf-8');
-    expect(track(tracker, [bytes(JSON.stringify(body))])).toEqual({ promptTokens: 9, completionTokens: 12, cachedPromptTokens: null });
+    expect(track(tracker, [bytes(JSON.stringify(body))])).toEqual({ promptTokens: 9, completionTokens: 12, cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null });
   });
 
   const chunk = (delta: object, finish: string | null): object => ({
@@ -130,7 +130,7 @@ describe('openai adapter: usage of chat completions', () => {
 
   it('when the body is an SSE stream cut byte by byte, then usage comes from the final usage chunk', () => {
     const tracker = openai.usageTracker('/v1/chat/completions', 'text/event-stream; charset=utf-8');
-    expect(track(tracker, pieces(stream, 1))).toEqual({ promptTokens: 19, completionTokens: 10, cachedPromptTokens: 0 });
+    expect(track(tracker, pieces(stream, 1))).toEqual({ promptTokens: 19, completionTokens: 10, cacheReadTokens: 0, cacheWriteTokens: null, reasoningTokens: null });
   });
 
   it('when the stream is cut before the usage chunk, then usage is unknown; after it, known', () => {
@@ -142,7 +142,7 @@ describe('openai adapter: usage of chat completions', () => {
 
     const late = openai.usageTracker('/v1/chat/completions', 'text/event-stream');
     late.push(bytes(stream.slice(0, stream.indexOf('[DONE]'))));
-    expect(late.current()).toEqual({ promptTokens: 19, completionTokens: 10, cachedPromptTokens: 0 });
+    expect(late.current()).toEqual({ promptTokens: 19, completionTokens: 10, cacheReadTokens: 0, cacheWriteTokens: null, reasoningTokens: null });
   });
 
   it('when the upstream answers an error body, then there is no usage', () => {
@@ -160,7 +160,7 @@ describe('openai adapter: usage of other endpoints', () => {
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: 123,
   };
-  const expected: Usage = { promptTokens: 36, completionTokens: 87, cachedPromptTokens: 12 };
+  const expected: Usage = { promptTokens: 36, completionTokens: 87, cacheReadTokens: 12, cacheWriteTokens: null, reasoningTokens: 0 };
 
   it('when a Responses body is JSON, then usage is input and output tokens', () => {
     const body = { id: 'resp_67ccd3a9da748190', object: 'response', status: 'completed', output: [], usage: responseUsage };
@@ -195,7 +195,7 @@ describe('openai adapter: usage of other endpoints', () => {
     expect(track(openai.usageTracker('/v1/embeddings', 'application/json'), [bytes(JSON.stringify(body))])).toEqual({
       promptTokens: 8,
       completionTokens: 0,
-      cachedPromptTokens: null,
+      cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null,
     });
   });
 
@@ -204,7 +204,7 @@ describe('openai adapter: usage of other endpoints', () => {
     expect(track(openai.usageTracker('/v1/completions', 'application/json'), [bytes(JSON.stringify(body))])).toEqual({
       promptTokens: 5,
       completionTokens: 7,
-      cachedPromptTokens: null,
+      cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null,
     });
   });
 
@@ -226,5 +226,31 @@ describe('openai adapter: error bodies', () => {
       error: { type: 'server_error', code: 'UPSTREAM_UNREACHABLE', message: 'Upstream unreachable', param: null },
     });
     expect(openai.errorBody(401, 'Missing key', 'UNAUTHORIZED')).toMatchObject({ error: { type: 'invalid_request_error' } });
+  });
+});
+
+describe('openai adapter: cache writes and reasoning', () => {
+  const usage = {
+    prompt_tokens: 5000, completion_tokens: 900, total_tokens: 5900,
+    prompt_tokens_details: { cached_tokens: 3000, cache_write_tokens: 1500, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: 640, audio_tokens: 0 },
+  };
+
+  it('when a chat answer reports cache writes and reasoning, then they are read as parts of prompt and completion', () => {
+    const body = { id: 'chatcmpl-1', object: 'chat.completion', choices: [], usage };
+    expect(track(openai.usageTracker('/v1/chat/completions', 'application/json'), [bytes(JSON.stringify(body))])).toEqual({
+      promptTokens: 5000, completionTokens: 900, cacheReadTokens: 3000, cacheWriteTokens: 1500, reasoningTokens: 640,
+    });
+  });
+
+  it('when a streamed Responses call completes with cache writes and reasoning, then they are read from response.completed', () => {
+    const responseUsage = {
+      input_tokens: 5000, input_tokens_details: { cached_tokens: 3000, cache_write_tokens: 1500 },
+      output_tokens: 900, output_tokens_details: { reasoning_tokens: 640 }, total_tokens: 5900,
+    };
+    const stream = sse([['response.completed', { type: 'response.completed', response: { id: 'resp_1', status: 'completed', usage: responseUsage } }]]);
+    expect(track(openai.usageTracker('/v1/responses', 'text/event-stream'), pieces(stream, 7))).toEqual({
+      promptTokens: 5000, completionTokens: 900, cacheReadTokens: 3000, cacheWriteTokens: 1500, reasoningTokens: 640,
+    });
   });
 });

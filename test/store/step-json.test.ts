@@ -23,6 +23,9 @@ const POSTGRES_STEP_JSON = `concat('{"id":"', s.id,
   ',"prompt_tokens":', coalesce(s.prompt_tokens::text, 'null'),
   ',"completion_tokens":', coalesce(s.completion_tokens::text, 'null'),
   ',"cached_prompt_tokens":', coalesce(s.cached_prompt_tokens::text, 'null'),
+  ',"cache_read_tokens":', coalesce(s.cached_prompt_tokens::text, 'null'),
+  ',"cache_write_tokens":', coalesce(s.cache_write_tokens::text, 'null'),
+  ',"reasoning_tokens":', coalesce(s.reasoning_tokens::text, 'null'),
   ',"cost_usd":', coalesce(to_json(trim_scale(CASE WHEN s.cost_usd NOT IN ('NaN', 'Infinity', '-Infinity') THEN s.cost_usd END))::text, 'null'),
   ',"duration_ms":', coalesce(s.duration_ms::text, 'null'),
   ',"input_data":', coalesce(s.input_json::text, s.input_data::text, 'null'),
@@ -121,7 +124,7 @@ describe.each([
   });
 
   it('when counts reach past 2^53 and to int8\'s ends, then their digits are exact', async () => {
-    const { written, postgres } = await both(await insert(INTEGERS.map((n) => ({ prompt_tokens: n, completion_tokens: n, cached_prompt_tokens: n, duration_ms: n }))));
+    const { written, postgres } = await both(await insert(INTEGERS.map((n) => ({ prompt_tokens: n, completion_tokens: n, cached_prompt_tokens: n, cache_write_tokens: n, reasoning_tokens: n, duration_ms: n }))));
     expect(written).toEqual(postgres);
     expect(written[5]).toContain('"prompt_tokens":9223372036854775807,');
   });
@@ -157,7 +160,8 @@ describe.each([
     // Empty type and status, every nullable column NULL and the integers at their longest: the
     // most a step writes past its own bytes (the room writeStep makes for it has no slack here).
     const widest = { type: '', status: '', model: null, tool_name: null, decision: '{}', created_at: '275760-09-13 00:00:00+00',
-      prompt_tokens: '-9223372036854775808', completion_tokens: '-9223372036854775808', cached_prompt_tokens: '-9223372036854775808', duration_ms: '-9223372036854775808' };
+      prompt_tokens: '-9223372036854775808', completion_tokens: '-9223372036854775808', cached_prompt_tokens: '-9223372036854775808',
+      cache_write_tokens: '-9223372036854775808', reasoning_tokens: '-9223372036854775808', duration_ms: '-9223372036854775808' };
     const sequences = await insert(Array.from({ length: 300 }, (_, n) => (n % 3 === 0
       ? { ...widest, sequence: String(-2147483648 + n) }
       : { model: ODD_TEXT.repeat(n % 7), input_json: JSON.stringify({ n, s: 'x'.repeat(n * 10) }), cost_usd: COSTS[n % COSTS.length]! })));

@@ -31,10 +31,18 @@ export interface FakeUpstreamOptions {
   promptTokens?: number;
   /** @default completionTokensFor(reply) */
   completionTokens?: number;
-  /** The part of the prompt reported as read from cache. @default 0 */
+  /** The part of the prompt reported as read from cache. Per request: header `x-fake-cached-tokens`. @default 0 */
   cachedTokens?: number;
-  /** Anthropic only: the part of the prompt reported as written to cache. @default 0 */
+  /**
+   * The part of the prompt reported as written to cache (Anthropic's `cache_creation_input_tokens`,
+   * OpenAI's `cache_write_tokens`). Per request: header `x-fake-cache-write-tokens`. @default 0
+   */
   cacheCreationTokens?: number;
+  /**
+   * The part of the completion reported as reasoning (OpenAI's `reasoning_tokens`, Anthropic's
+   * `thinking_tokens`, sent only when given). Per request: header `x-fake-reasoning-tokens`. @default 0
+   */
+  reasoningTokens?: number;
   /** @default 8 */
   embeddingDimensions?: number;
 }
@@ -84,6 +92,7 @@ interface Call {
   completion: number;
   cached: number;
   cacheCreation: number;
+  reasoning: number;
   id: string;
   created: number;
 }
@@ -126,8 +135,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       reply,
       prompt: options.promptTokens ?? promptTokensFor(body),
       completion: options.completionTokens ?? completionTokensFor(reply),
-      cached: options.cachedTokens ?? 0,
-      cacheCreation: options.cacheCreationTokens ?? 0,
+      cached: headerNumber(req, 'x-fake-cached-tokens') ?? options.cachedTokens ?? 0,
+      cacheCreation: headerNumber(req, 'x-fake-cache-write-tokens') ?? options.cacheCreationTokens ?? 0,
+      reasoning: headerNumber(req, 'x-fake-reasoning-tokens') ?? options.reasoningTokens ?? 0,
       id: String(sequence),
       created: Math.floor(Date.now() / 1000),
     };
@@ -169,9 +179,9 @@ function chatCompletion(call: Call): Json | SseMessage[] {
     prompt_tokens: call.prompt,
     completion_tokens: call.completion,
     total_tokens: call.prompt + call.completion,
-    prompt_tokens_details: { cached_tokens: call.cached, audio_tokens: 0 },
+    prompt_tokens_details: { cached_tokens: call.cached, cache_write_tokens: call.cacheCreation, audio_tokens: 0 },
     completion_tokens_details: {
-      reasoning_tokens: 0,
+      reasoning_tokens: call.reasoning,
       audio_tokens: 0,
       accepted_prediction_tokens: 0,
       rejected_prediction_tokens: 0,
@@ -243,9 +253,9 @@ function response(call: Call): Json | SseMessage[] {
     output: [item],
     usage: {
       input_tokens: call.prompt,
-      input_tokens_details: { cached_tokens: call.cached },
+      input_tokens_details: { cached_tokens: call.cached, cache_write_tokens: call.cacheCreation },
       output_tokens: call.completion,
-      output_tokens_details: { reasoning_tokens: 0 },
+      output_tokens_details: { reasoning_tokens: call.reasoning },
       total_tokens: call.prompt + call.completion,
     },
   };
@@ -292,6 +302,7 @@ function message(call: Call): Json | SseMessage[] {
     cache_creation_input_tokens: call.cacheCreation,
     cache_read_input_tokens: call.cached,
     output_tokens: call.completion,
+    ...(call.reasoning > 0 ? { output_tokens_details: { thinking_tokens: call.reasoning } } : {}),
     service_tier: 'standard',
   };
   const head = { id: `msg_fake${call.id}`, type: 'message', role: 'assistant', model: call.model };
@@ -310,7 +321,7 @@ function message(call: Call): Json | SseMessage[] {
     {
       type: 'message_delta',
       delta: { stop_reason: 'end_turn', stop_sequence: null },
-      usage: { output_tokens: call.completion },
+      usage: { output_tokens: call.completion, ...(call.reasoning > 0 ? { output_tokens_details: { thinking_tokens: call.reasoning } } : {}) },
     },
     { type: 'message_stop' },
   ];

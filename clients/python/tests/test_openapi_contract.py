@@ -155,8 +155,8 @@ async def test_when_the_client_works_then_every_request_and_answer_matches_the_o
     assert statuses == {200, 201}
     # The PATCH bodies carried the token fields the daemon accepts, cache reads included.
     patches = [r.body for r in relay.requests if r.method == "PATCH"]
-    assert {"prompt_tokens": 50, "completion_tokens": 20, "cached_prompt_tokens": 30}.items() <= patches[0].items()
-    assert {"prompt_tokens": 21, "completion_tokens": 2, "cached_prompt_tokens": 9}.items() <= patches[1].items()
+    assert {"prompt_tokens": 50, "completion_tokens": 20, "cache_read_tokens": 30}.items() <= patches[0].items()
+    assert {"prompt_tokens": 21, "completion_tokens": 2, "cache_read_tokens": 9}.items() <= patches[1].items()
 
 
 def test_the_answers_the_client_reads_are_declared_by_the_daemon(openapi: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
+import { stepTokens } from '../step-tokens.js';
 import type { GuardService } from '../../service/guard-service.js';
 import type { Db } from '../../store/db.js';
 import { fingerprint, type IdempotencyClaim } from '../../store/idempotency.js';
@@ -116,9 +117,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
     const finished = await guard.finishStep(request.principal.workspaceId, pathUuid(request.params.run_id), pathUuid(request.params.step_id), {
       status: b.status,
       durationMs: b.duration_ms ?? null,
-      promptTokens: b.prompt_tokens ?? null,
-      completionTokens: b.completion_tokens ?? null,
-      cachedPromptTokens: b.cached_prompt_tokens ?? null,
+      ...stepTokens(b),
       outputData: b.output_data ?? null,
     }, idempotencyClaim(request, 200));
     return finished;

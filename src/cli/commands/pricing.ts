@@ -4,57 +4,41 @@
  */
 import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
-import type { ModelPricing } from '../api-client.js';
+import type { ModelPricing, PriceInput, PricingImport } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
-import { CliError, describeError } from '../errors.js';
+import { CliError } from '../errors.js';
 import { perMillion, plainDecimal, type Output } from '../output.js';
+import { priceUnit, pricePerToken } from '../price-units.js';
 
 export const CATALOG_URL = new URL('../../../config/pricing-catalog.json', import.meta.url);
 
-/** No model costs a cent per token; a price above that is almost surely a per-million figure. */
-export const SUSPICIOUS_PER_TOKEN_USD = 0.01;
-
-export interface PriceEntry {
+export interface PriceEntry extends PriceInput {
   model: string;
-  input_cost_per_token: number;
-  output_cost_per_token: number;
-  is_active?: boolean;
 }
 
-/**
- * A decimal text as a number, parsed once from its text (never computed in binary floating
- * point), optionally scaled from per-million: `"0.15"` per million is `0.15e-6`.
- */
-export function parsePrice(text: string, label: string, perMillionUnit = false): number {
-  if (!/^\d+(\.\d+)?([eE][-+]?\d+)?$/.test(text.trim())) {
-    throw new CliError(`${label} must be a non-negative decimal number of USD (got ${JSON.stringify(text)}).`);
-  }
-  const value = Number(perMillionUnit ? `${text.trim()}e-6` : text.trim());
-  if (!Number.isFinite(value)) throw new CliError(`${label} is out of range (got ${JSON.stringify(text)}).`);
-  return value;
-}
-
-function warnIfPerMillion(out: Output, entry: PriceEntry) {
-  for (const [side, price] of [['input', entry.input_cost_per_token], ['output', entry.output_cost_per_token]] as const) {
-    if (price > SUSPICIOUS_PER_TOKEN_USD) {
-      out.warn(
-        `${entry.model}: ${side} price ${price} USD per token looks like a per-million price; ` +
-          `per token it would be ${plainDecimal(Number(`${price}e-6`))} (use --per-million to give prices per million tokens).`,
-      );
-    }
-  }
-}
+const cachePrice = (price: number | null) => (price === null ? 'input' : perMillion(price));
 
 function printPrices(out: Output, entries: ModelPricing[]) {
   out.table(
-    ['MODEL', 'INPUT/TOKEN', 'OUTPUT/TOKEN', 'INPUT/1M', 'OUTPUT/1M', 'ACTIVE'],
+    ['MODEL', 'INPUT/TOKEN', 'OUTPUT/TOKEN', 'INPUT/1M', 'OUTPUT/1M', 'CACHE READ/1M', 'CACHE WRITE/1M', 'ACTIVE', 'SET BY'],
     entries.map((p) => [p.model, plainDecimal(p.input_cost_per_token), plainDecimal(p.output_cost_per_token), perMillion(p.input_cost_per_token),
-      perMillion(p.output_cost_per_token), p.is_active ? 'yes' : 'no']),
+      perMillion(p.output_cost_per_token), cachePrice(p.cache_read_input_cost_per_token), cachePrice(p.cache_write_input_cost_per_token),
+      p.is_active ? 'yes' : 'no', p.source === 'catalog' ? 'catalog' : 'hand']),
   );
 }
 
+/** A price field of a catalog entry: a non-negative number, or (`nullable`) null or absent. */
+function priceField(e: Record<string, unknown>, key: string, where: string, nullable: boolean): number | null | undefined {
+  const value = e[key];
+  if (nullable && (value === null || value === undefined)) return value as null | undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new CliError(`${where} (${String(e.model)}): "${key}" must be a non-negative number of USD per token${nullable ? ' or null' : ''}.`);
+  }
+  return value;
+}
+
 /** A catalog (`{taken_at, source, models: [...]}`) or a bare array of entries, checked. */
-export function parseCatalog(text: string, name: string): { entries: PriceEntry[]; takenAt: string | null } {
+export function parseCatalog(text: string, name: string): { entries: PriceEntry[]; takenAt: string | null; source: string | null } {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -67,41 +51,61 @@ export function parseCatalog(text: string, name: string): { entries: PriceEntry[
     const e = raw as Record<string, unknown>;
     const where = `${name}: models[${i}]`;
     if (typeof e?.model !== 'string' || e.model.length === 0) throw new CliError(`${where}: "model" must be a non-empty string.`);
-    for (const key of ['input_cost_per_token', 'output_cost_per_token'] as const) {
-      if (typeof e[key] !== 'number' || !Number.isFinite(e[key]) || (e[key] as number) < 0) {
-        throw new CliError(`${where} (${e.model}): "${key}" must be a non-negative number of USD per token.`);
-      }
-    }
     if (e.is_active !== undefined && typeof e.is_active !== 'boolean') {
       throw new CliError(`${where} (${e.model}): "is_active" must be true or false.`);
     }
+    const cacheRead = priceField(e, 'cache_read_input_cost_per_token', where, true);
+    const cacheWrite = priceField(e, 'cache_write_input_cost_per_token', where, true);
     return {
       model: e.model,
-      input_cost_per_token: e.input_cost_per_token as number,
-      output_cost_per_token: e.output_cost_per_token as number,
+      input_cost_per_token: priceField(e, 'input_cost_per_token', where, false)!,
+      output_cost_per_token: priceField(e, 'output_cost_per_token', where, false)!,
+      ...(cacheRead === undefined ? {} : { cache_read_input_cost_per_token: cacheRead }),
+      ...(cacheWrite === undefined ? {} : { cache_write_input_cost_per_token: cacheWrite }),
       ...(e.is_active === undefined ? {} : { is_active: e.is_active as boolean }),
     };
   });
-  const takenAt = Array.isArray(doc) ? null : ((doc as { taken_at?: unknown }).taken_at as string | undefined) ?? null;
-  return { entries, takenAt: typeof takenAt === 'string' ? takenAt : null };
+  const meta = Array.isArray(doc) ? {} : (doc as { taken_at?: unknown; source?: { name?: unknown; commit?: unknown } | string });
+  const takenAt = typeof meta.taken_at === 'string' ? meta.taken_at : null;
+  const source = typeof meta.source === 'object' && meta.source && typeof meta.source.name === 'string'
+    ? `${meta.source.name}${typeof meta.source.commit === 'string' ? `@${meta.source.commit.slice(0, 12)}` : ''}`
+    : null;
+  return { entries, takenAt, source };
 }
 
+type SetOptions = ApiOptions & {
+  input: string; output: string; cacheRead?: string; cacheWrite?: string;
+  perMillion?: boolean; perToken?: boolean; inactive?: boolean;
+};
+
 function setCommand() {
-  return apiCommand('set', "create or update a model's price")
+  return apiCommand('set', "create or update a model's price (the entry is then yours: imports keep it)")
     .argument('<model>', 'model id, exactly as steps and provider requests name it')
-    .requiredOption('--input <usd>', 'USD per input token (e.g. 0.00000015), or per million with --per-million')
-    .requiredOption('--output <usd>', 'USD per output token, or per million with --per-million')
+    .argument('[extra...]')
+    .requiredOption('--input <usd>', 'input price: USD per million tokens with --per-million, per token with --per-token')
+    .requiredOption('--output <usd>', 'output price, in the same unit')
+    .option('--cache-read <usd>', 'price of a prompt-cache read, in the same unit (default: the input price)')
+    .option('--cache-write <usd>', 'price of a prompt-cache write, in the same unit (default: the input price)')
     .addOption(new Option('--per-million', 'the prices are USD per million tokens, as providers publish them'))
+    .addOption(new Option('--per-token', 'the prices are USD per token, as the API stores them'))
     .addOption(new Option('--inactive', 'store the entry as inactive (steps of this model are not priced)'))
+    .addHelpText('after', '\nExample:\n  runguard pricing set gpt-4o-mini --per-million --input 0.15 --output 0.6 --cache-read 0.075\n'
+      + '\nWithout a unit, only a figure that can only be a price per token (at most 0.001) is taken.')
     .action(
-      withApi(async ({ client, out }, options: ApiOptions & { input: string; output: string; perMillion?: boolean; inactive?: boolean }, model: string) => {
-        const entry: PriceEntry = {
-          model,
-          input_cost_per_token: parsePrice(options.input, '--input', options.perMillion),
-          output_cost_per_token: parsePrice(options.output, '--output', options.perMillion),
+      withApi(async ({ client, out }, options: SetOptions, model: string, extra: string[] = []) => {
+        if (extra.length > 0) {
+          throw new CliError(`unexpected ${JSON.stringify(extra.join(' '))}: --per-million is a unit, not a price; write `
+            + `runguard pricing set ${model} --per-million --input 0.15 --output 0.6`);
+        }
+        const unit = priceUnit(options);
+        const price = (text: string | undefined, flag: string) => (text === undefined ? undefined : pricePerToken(text, flag, unit));
+        const entry: PriceInput = {
+          input_cost_per_token: price(options.input, '--input')!,
+          output_cost_per_token: price(options.output, '--output')!,
+          ...(options.cacheRead === undefined ? {} : { cache_read_input_cost_per_token: price(options.cacheRead, '--cache-read') }),
+          ...(options.cacheWrite === undefined ? {} : { cache_write_input_cost_per_token: price(options.cacheWrite, '--cache-write') }),
           is_active: options.inactive !== true,
         };
-        warnIfPerMillion(out, entry);
         const saved = await client.putPricing(model, entry);
         if (out.json) return out.data(saved);
         printPrices(out, [saved]);
@@ -123,37 +127,58 @@ function listCommand() {
   );
 }
 
+const CHANGE_LABEL = { new: 'new', changed: 'changed', unchanged: 'unchanged', kept: 'kept (set by hand)' } as const;
+
+/**
+ * One line per model the import touches (unchanged ones on request: a catalog has hundreds), at
+ * the catalog's price; WAS is the price before, which a kept entry keeps.
+ */
+function printImport(out: Output, result: PricingImport, catalog: ReadonlyMap<string, PriceEntry>, all: boolean) {
+  const shown = result.items.filter((i) => all || i.change !== 'unchanged');
+  if (shown.length === 0) return;
+  out.table(
+    ['MODEL', 'CHANGE', 'INPUT/1M', 'OUTPUT/1M', 'CACHE READ/1M', 'CACHE WRITE/1M', 'WAS (INPUT / OUTPUT per 1M)'],
+    shown.map(({ model, change, before }) => {
+      const price = catalog.get(model)!;
+      const was = before && (change === 'changed' || change === 'kept')
+        ? `${perMillion(before.input_cost_per_token)} / ${perMillion(before.output_cost_per_token)}` : '';
+      return [model, CHANGE_LABEL[change], perMillion(price.input_cost_per_token), perMillion(price.output_cost_per_token),
+        cachePrice(price.cache_read_input_cost_per_token ?? null), cachePrice(price.cache_write_input_cost_per_token ?? null), was];
+    }),
+  );
+  out.line('');
+}
+
 function importCommand() {
-  return apiCommand('import', 'create or update prices from a JSON file; without a file, from the shipped catalog')
-    .argument('[file]', 'a catalog ({"models": [...]}) or an array of {model, input_cost_per_token, output_cost_per_token}')
+  return apiCommand('import', 'import prices from a JSON file, or from the shipped catalog: shows what is new, changed and unchanged')
+    .argument('[file]', 'a catalog ({"models": [...]}) or an array of {model, input_cost_per_token, output_cost_per_token, ...}')
     .addOption(new Option('--catalog', 'import the catalog shipped with runguard (config/pricing-catalog.json)'))
+    .addOption(new Option('--overwrite', 'replace prices set by hand too (by default they are kept)'))
+    .addOption(new Option('--dry-run', 'show what would change, change nothing'))
+    .addOption(new Option('--all', 'list unchanged models too'))
     .action(
-      withApi(async ({ client, out }, options: ApiOptions & { catalog?: boolean }, file?: string) => {
+      withApi(async ({ client, out }, options: ApiOptions & { catalog?: boolean; overwrite?: boolean; dryRun?: boolean; all?: boolean }, file?: string) => {
         if (file && options.catalog) throw new CliError('give a file or --catalog, not both.');
-        const source = file ?? CATALOG_URL;
+        const path = file ?? CATALOG_URL;
         const name = file ?? 'the shipped catalog';
         let text: string;
         try {
-          text = await readFile(source, 'utf8');
+          text = await readFile(path, 'utf8');
         } catch (error) {
           throw new CliError(`cannot read ${name}: ${(error as Error).message}`);
         }
-        const { entries, takenAt } = parseCatalog(text, name);
-        for (const entry of entries) warnIfPerMillion(out, entry);
-        const saved: ModelPricing[] = [];
-        // One at a time: a failure names its model and leaves the earlier ones saved.
-        for (const entry of entries) {
-          try {
-            saved.push(await client.putPricing(entry.model, entry));
-          } catch (error) {
-            if (!(error instanceof CliError)) throw error;
-            if (saved.length > 0) out.warn(`imported ${saved.length} of ${entries.length} prices before ${entry.model} failed.`);
-            throw new CliError(`${entry.model}: ${describeError(error).message}`, error.exitCode);
-          }
+        const { entries, takenAt, source } = parseCatalog(text, name);
+        const result = await client.importPricing(entries, { overwrite: options.overwrite === true, dryRun: options.dryRun === true });
+        if (out.json) return out.data(result);
+        printImport(out, result, new Map(entries.map((e) => [e.model, e])), options.all === true);
+        const from = `${name}${source ? ` (${source}${takenAt ? `, prices as of ${takenAt}` : ''})` : takenAt ? ` (prices as of ${takenAt})` : ''}`;
+        const verb = result.dry_run ? 'Would import' : 'Imported';
+        out.line(`${verb} ${entries.length} price${entries.length === 1 ? '' : 's'} from ${from}: ${result.new} new, ${result.changed} changed, `
+          + `${result.unchanged} unchanged, ${result.kept} kept.`);
+        if (result.kept > 0) {
+          out.line(`${result.kept} price${result.kept === 1 ? ' was' : 's were'} set by hand and differ from ${name}; kept. `
+            + 'Replace them with --overwrite.');
         }
-        if (out.json) return out.data(saved);
-        printPrices(out, saved);
-        out.line(`\nImported ${saved.length} price${saved.length === 1 ? '' : 's'} from ${name}${takenAt ? ` (prices as of ${takenAt})` : ''}.`);
       }),
     );
 }

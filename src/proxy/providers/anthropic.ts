@@ -4,15 +4,16 @@ import type { InspectedRequest, ProviderAdapter, Usage } from './types.js';
 
 /**
  * Anthropic's counters as reported. Its `input_tokens` excludes cache reads and cache writes, both
- * billed as input, so the normalised `promptTokens` is their sum (OpenAI's meaning) and
- * `cachedPromptTokens` the cache reads. Cache writes cost more than plain input; pricing that
- * needs them apart can read `cache_creation_input_tokens` itself.
+ * billed as input (at their own prices), so the normalised `promptTokens` is the sum of the three
+ * (OpenAI's meaning), with the reads and writes kept apart as its parts. `thinking_tokens` are
+ * part of `output_tokens`.
  */
 interface Counters {
   input: number | null;
   cacheCreation: number | null;
   cacheRead: number | null;
   output: number | null;
+  thinking: number | null;
 }
 
 /** Counters are whole-message totals, omitted when they do not apply: overwrite, never add. */
@@ -24,6 +25,7 @@ function merge(counters: Counters, value: unknown): Counters {
     cacheCreation: tokenCount(usage.cache_creation_input_tokens) ?? counters.cacheCreation,
     cacheRead: tokenCount(usage.cache_read_input_tokens) ?? counters.cacheRead,
     output: tokenCount(usage.output_tokens) ?? counters.output,
+    thinking: tokenCount(asObject(usage.output_tokens_details)?.thinking_tokens) ?? counters.thinking,
   };
 }
 
@@ -31,11 +33,13 @@ function toUsage(c: Counters): Usage {
   return {
     promptTokens: c.input === null ? null : c.input + (c.cacheCreation ?? 0) + (c.cacheRead ?? 0),
     completionTokens: c.output,
-    cachedPromptTokens: c.cacheRead,
+    cacheReadTokens: c.cacheRead,
+    cacheWriteTokens: c.cacheCreation,
+    reasoningTokens: c.thinking,
   };
 }
 
-const EMPTY: Counters = { input: null, cacheCreation: null, cacheRead: null, output: null };
+const EMPTY: Counters = { input: null, cacheCreation: null, cacheRead: null, output: null, thinking: null };
 
 const messagesUsage: UsageExtractor = {
   fromJson: (body) => toUsage(merge(EMPTY, asObject(body)?.usage)),

@@ -18,31 +18,42 @@ function endpointOf(path: string): Endpoint | null {
   return null;
 }
 
-/** Chat and legacy completions; `prompt_tokens` already includes the cached ones. */
+/**
+ * Chat and legacy completions. `prompt_tokens` counts every input token: the cache reads
+ * (`cached_tokens`) and writes (`cache_write_tokens`) are parts of it, as `reasoning_tokens` are
+ * of `completion_tokens`.
+ */
 function completionUsage(value: unknown): Usage | undefined {
   const usage = asObject(value);
   if (!usage) return undefined;
+  const input = asObject(usage.prompt_tokens_details);
   return {
     promptTokens: tokenCount(usage.prompt_tokens),
     completionTokens: tokenCount(usage.completion_tokens),
-    cachedPromptTokens: tokenCount(asObject(usage.prompt_tokens_details)?.cached_tokens),
+    cacheReadTokens: tokenCount(input?.cached_tokens),
+    cacheWriteTokens: tokenCount(input?.cache_write_tokens),
+    reasoningTokens: tokenCount(asObject(usage.completion_tokens_details)?.reasoning_tokens),
   };
 }
 
+/** The Responses API: the same counts under other names. */
 function responsesUsage(value: unknown): Usage | undefined {
   const usage = asObject(value);
   if (!usage) return undefined;
+  const input = asObject(usage.input_tokens_details);
   return {
     promptTokens: tokenCount(usage.input_tokens),
     completionTokens: tokenCount(usage.output_tokens),
-    cachedPromptTokens: tokenCount(asObject(usage.input_tokens_details)?.cached_tokens),
+    cacheReadTokens: tokenCount(input?.cached_tokens),
+    cacheWriteTokens: tokenCount(input?.cache_write_tokens),
+    reasoningTokens: tokenCount(asObject(usage.output_tokens_details)?.reasoning_tokens),
   };
 }
 
 function embeddingsUsage(value: unknown): Usage | undefined {
   const usage = asObject(value);
   if (!usage) return undefined;
-  return { promptTokens: tokenCount(usage.prompt_tokens), completionTokens: 0, cachedPromptTokens: null };
+  return { ...NO_USAGE, promptTokens: tokenCount(usage.prompt_tokens), completionTokens: 0 };
 }
 
 /**

@@ -4,7 +4,11 @@ export interface Usage {
   promptTokens: number | null;
   completionTokens: number | null;
   /** The part of `promptTokens` read from the provider's prompt cache. */
-  cachedPromptTokens: number | null;
+  cacheReadTokens: number | null;
+  /** The part of `promptTokens` written to the provider's prompt cache. */
+  cacheWriteTokens: number | null;
+  /** The part of `completionTokens` spent reasoning (OpenAI's reasoning, Anthropic's thinking). */
+  reasoningTokens: number | null;
 }
 
 export type ProviderType = 'openai' | 'anthropic';
@@ -62,5 +66,7 @@ export interface ProviderAdapter {
 export const NO_USAGE: Readonly<Usage> = Object.freeze({
   promptTokens: null,
   completionTokens: null,
-  cachedPromptTokens: null,
+  cacheReadTokens: null,
+  cacheWriteTokens: null,
+  reasoningTokens: null,
 });

@@ -25,12 +25,14 @@ MAX_SEQUENCE = 2_147_483_647
 PATCH_TOKEN_FIELDS: dict[str, str] = {
     "prompt_tokens": "prompt_tokens",
     "completion_tokens": "completion_tokens",
-    "cache_read_tokens": "cached_prompt_tokens",
+    "cache_read_tokens": "cache_read_tokens",
+    "cache_write_tokens": "cache_write_tokens",
+    "reasoning_tokens": "reasoning_tokens",
 }
 """Which counts of a :class:`TokenUsage` the step update sends, and under which field of the
-daemon's PATCH body. Only fields the daemon's schema has are sent: it answers 422 to any other.
-``cache_write_tokens`` and ``reasoning_tokens`` are read by the extractors but not sent until the
-daemon accepts them (a test compares this table with the daemon's OpenAPI document)."""
+daemon's PATCH body. Only fields the daemon's schema has are sent: it answers 422 to any other
+(a test compares this table with the daemon's OpenAPI document). The daemon prices cache reads
+and writes at their own prices and refuses counts that do not add up (docs/cost.md)."""
 
 
 class Run:
