@@ -67,6 +67,9 @@ export class FailedAuthLimiter {
 /** Registers the limit on every route of `app`: call before the auth hook, so it runs first. */
 export function registerFailedAuthLimit(app: FastifyInstance, limiter: FailedAuthLimiter) {
   app.addHook('onRequest', async (request, reply) => {
+    // A health probe takes no credential: refusing it would let a neighbour on a shared address
+    // have an orchestrator restart a healthy daemon.
+    if (request.routeOptions.url === '/health') return;
     const waitMs = limiter.blockedFor(request.ip);
     if (waitMs <= 0) return;
     void reply.header('retry-after', String(Math.max(1, Math.ceil(waitMs / 1000))));

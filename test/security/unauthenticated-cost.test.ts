@@ -155,6 +155,8 @@ describe('failed authentication is rate-limited per address', () => {
       expect(((await proxied.json()) as { error: { code: string } }).error.code).toBe('RATE_LIMITED');
       // The address as a whole is refused, a valid credential too, until its window ends.
       expect((await limited.request('GET', '/v1/runs')).status).toBe(429);
+      // Except the health probe, which takes no credential.
+      expect((await fetch(`${limited.url}/health`)).status).toBe(200);
     } finally {
       await limited.close();
     }
