@@ -21,7 +21,7 @@ import { guardConnections } from './connection-guard.js';
 import { registerErrorHandler } from './error-handler.js';
 import { FailedAuthLimiter, registerFailedAuthLimit } from './failed-auth-limit.js';
 import { listenUrl } from './public-url.js';
-import { registerUnreadBodyClose } from './unread-body.js';
+import { registerUnreadBodyLinger } from './unread-body.js';
 import { registerJsonBody } from './json-body.js';
 import { registerMetrics } from './metrics.js';
 import { registerValidation } from './validation.js';
@@ -129,7 +129,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   if (deps.http?.maxConnections) guardConnections(app.server, deps.http.maxConnections);
-  registerUnreadBodyClose(app);
+  registerUnreadBodyLinger(app);
   registerValidation(app);
   registerErrorHandler(app);
   registerJsonBody(app);

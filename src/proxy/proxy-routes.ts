@@ -265,8 +265,8 @@ export const proxyRoutes: FastifyPluginAsync<{
 
   /**
    * Everything decided from the request line and headers, before a byte of the body is read: an
-   * unknown provider, a bad path or credential is refused at once (the unread body is not read:
-   * unread-body.ts closes the connection), and the body's bytes are reserved from the budget.
+   * unknown provider, a bad path or credential is refused at once (its body is never held:
+   * unread-body.ts discards a little of it, then closes), and the body's bytes are reserved.
    */
   async function beforeBody(request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply, skip: number) {
     const resolving = process.hrtime.bigint();
