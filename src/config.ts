@@ -53,11 +53,31 @@ export interface Config {
   /** Longest silence between two body chunks of the upstream. */
   proxyBodyTimeoutMs: number;
   proxyConnectionsPerUpstream: number;
+  /** Bytes of proxied request bodies held at once across all calls; beyond it, 503 OVERLOADED. */
+  proxyBodyBudgetBytes: number;
   /** Largest audit summary of a proxied request kept as the step's `input_data`. */
   proxyAuditMaxBytes: number;
   /** Keep an excerpt of the last message in the audit summary (off: prompts are not stored). */
   proxyAuditPrompts: boolean;
+  /**
+   * The daemon's address as its clients reach it (`https://guard.example.com`): proxy-token URLs
+   * are built from it, never from a request's Host header. Null: the address it listens on.
+   */
+  publicUrl: string | null;
+  /** Who may create accounts. Null: `open` on a loopback-only daemon, `closed` otherwise. */
+  registration: Registration | null;
+  /** Failed authentications per client address per minute before the address is answered 429. */
+  authFailuresPerMinute: number;
+  /** Time to receive a request whole (headers and body); a stalled upload is cut at it. */
+  requestTimeoutMs: number;
+  /** Time to receive a request's headers. */
+  headersTimeoutMs: number;
+  /** Open client connections at most; 0: derived from the process's open-file limit. */
+  maxConnections: number;
 }
+
+export const REGISTRATION_MODES = ['open', 'closed'] as const;
+export type Registration = (typeof REGISTRATION_MODES)[number];
 
 export interface ProviderEntry {
   type: ProviderType;
@@ -189,6 +209,13 @@ const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } }
   proxyConnectionsPerUpstream: { env: 'RUNGUARD_PROXY_CONNECTIONS_PER_UPSTREAM', parse: integer(1, 10_000) },
   proxyAuditMaxBytes: { env: 'RUNGUARD_PROXY_AUDIT_MAX_BYTES', parse: integer(256, 1024 * 1024) },
   proxyAuditPrompts: { env: 'RUNGUARD_PROXY_AUDIT_PROMPTS', parse: boolean },
+  proxyBodyBudgetBytes: { env: 'RUNGUARD_PROXY_BODY_BUDGET_BYTES', parse: integer(1_024, 16 * 1024 * 1024 * 1024) },
+  publicUrl: { env: 'RUNGUARD_PUBLIC_URL', parse: (raw) => (optionalText(raw) === null ? null : httpUrl(raw)) },
+  registration: { env: 'RUNGUARD_REGISTRATION', parse: (raw) => (optionalText(raw) === null ? null : oneOf(REGISTRATION_MODES)(raw)) },
+  authFailuresPerMinute: { env: 'RUNGUARD_AUTH_FAILURES_PER_MINUTE', parse: integer(1, 1_000_000) },
+  requestTimeoutMs: { env: 'RUNGUARD_REQUEST_TIMEOUT_MS', parse: integer(1_000, 3_600_000) },
+  headersTimeoutMs: { env: 'RUNGUARD_HEADERS_TIMEOUT_MS', parse: integer(1_000, 600_000) },
+  maxConnections: { env: 'RUNGUARD_MAX_CONNECTIONS', parse: integer(0, 1_000_000) },
 };
 
 function readJson(path: string | URL, label: string): Record<string, unknown> {
@@ -222,6 +249,10 @@ export function loadConfig(
       const got = SECRET_KEYS.has(key) ? `a value of ${String(raw).length} characters, not shown` : JSON.stringify(raw);
       throw new ConfigError(`Invalid configuration: ${source} ${(error as Error).message} (got ${got})`);
     }
+  }
+  // Node refuses a headers timeout longer than the request's: say so by name rather than crash at listen.
+  if ((config.headersTimeoutMs as number) > (config.requestTimeoutMs as number)) {
+    throw new ConfigError(`Invalid configuration: "headersTimeoutMs" (${String(config.headersTimeoutMs)}) may not exceed "requestTimeoutMs" (${String(config.requestTimeoutMs)})`);
   }
   return Object.freeze(config) as unknown as Config;
 }

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './api/app.js';
+import { connectionCapFor, openFileLimit } from './api/connection-guard.js';
 import { bootstrapWorkspace } from './bootstrap.js';
 import { LocalKeyFile } from './local-key.js';
 import { recordDaemon } from './local-daemon.js';
@@ -101,6 +102,11 @@ function proxyDefaultKey(config: Config, localKey: LocalKeyFile): string | null 
   return config.proxyApiKey ?? localKey.current;
 }
 
+/** Who may register when the configuration does not say: anyone only where only this machine can reach the port. */
+export function registrationPolicy(config: Pick<Config, 'registration' | 'host'>): 'open' | 'closed' {
+  return config.registration ?? (LOOPBACK_HOSTS.has(config.host) ? 'open' : 'closed');
+}
+
 export interface Daemon {
   app: FastifyInstance;
   url: string;
@@ -145,6 +151,14 @@ async function prepare(config: Config, logger: Logger, stores: Stores, out: Node
       jwtTtlSeconds: config.jwtTtlSeconds,
       scryptCost: config.scryptCost,
       rateLimitPerMinute: config.authRateLimitPerMinute,
+      failedAuthPerMinute: config.authFailuresPerMinute,
+      registration: registrationPolicy(config),
+    },
+    publicUrl: config.publicUrl,
+    http: {
+      requestTimeoutMs: config.requestTimeoutMs,
+      headersTimeoutMs: config.headersTimeoutMs,
+      maxConnections: config.maxConnections || connectionCapFor(openFileLimit()),
     },
     metrics,
     localKey,
@@ -156,6 +170,7 @@ async function prepare(config: Config, logger: Logger, stores: Stores, out: Node
       },
       defaultUserId: config.proxyDefaultUserId,
       bodyLimitBytes: config.proxyBodyLimitBytes,
+      bodyBudgetBytes: config.proxyBodyBudgetBytes,
       audit: { maxBytes: config.proxyAuditMaxBytes, includePrompt: config.proxyAuditPrompts },
     },
   });

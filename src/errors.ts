@@ -24,6 +24,7 @@ const TABLE = {
   RATE_LIMITED: [429, 'Too many requests.'],
   INTERNAL: [500, 'Internal server error.'],
   SERVICE_UNAVAILABLE: [503, 'A backing service is unavailable.'],
+  OVERLOADED: [503, 'The daemon is at capacity; try again shortly.'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof TABLE;

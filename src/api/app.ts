@@ -17,7 +17,11 @@ import type { CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
 import { observeCounters, observeDb } from '../store/observed.js';
 import { ApiKeyVerifier, registerAuth } from './auth.js';
+import { guardConnections } from './connection-guard.js';
 import { registerErrorHandler } from './error-handler.js';
+import { FailedAuthLimiter, registerFailedAuthLimit } from './failed-auth-limit.js';
+import { listenUrl } from './public-url.js';
+import { registerUnreadBodyLinger } from './unread-body.js';
 import { registerJsonBody } from './json-body.js';
 import { registerMetrics } from './metrics.js';
 import { registerValidation } from './validation.js';
@@ -51,6 +55,19 @@ export interface AppDeps {
   proxy?: ProxyOptions;
   /** A local daemon's key file, kept up to date when its key is regenerated. */
   localKey?: LocalKeyFile;
+  /** The daemon's address as clients reach it, for the URLs it hands out. Absent: where it listens. */
+  publicUrl?: string | null;
+  http?: HttpLimits;
+}
+
+/** What one client may hold of the HTTP server. */
+export interface HttpLimits {
+  /** Time to receive a whole request; a stalled upload is cut (408) at it. @default 120_000 */
+  requestTimeoutMs?: number;
+  /** Time to receive a request's headers. @default 30_000 */
+  headersTimeoutMs?: number;
+  /** Open client connections at most (see connection-guard.ts); absent or null: no cap. */
+  maxConnections?: number | null;
 }
 
 export interface AuthSettings {
@@ -61,6 +78,10 @@ export interface AuthSettings {
   scryptCost: number;
   /** Login and register attempts per client address per minute. */
   rateLimitPerMinute: number;
+  /** Failed authentications (401s) per client address per minute, on any route. @default 60 */
+  failedAuthPerMinute?: number;
+  /** Whether anyone who reaches the port may create an account. @default 'closed' */
+  registration?: 'open' | 'closed';
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -69,7 +90,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const counters = metrics
     ? observeCounters(deps.counters, (operation) => metrics.counterStoreErrors.inc({ operation }))
     : deps.counters;
+  const requestTimeout = deps.http?.requestTimeoutMs ?? 120_000;
+  const headersTimeout = Math.min(deps.http?.headersTimeoutMs ?? 30_000, requestTimeout);
   const app = Fastify({
+    // Node checks these timeouts every connectionsCheckingInterval (30 s by default): often enough
+    // that a stalled client is cut near its timeout, not up to 30 s after it.
+    requestTimeout,
+    http: { headersTimeout, requestTimeout, connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(headersTimeout / 4))) },
     loggerInstance: deps.logger as FastifyBaseLogger,
     childLoggerFactory: deferredChildLogger,
     bodyLimit: deps.bodyLimitBytes,
@@ -101,12 +128,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if ((request.routeOptions.url ?? request.url).startsWith('/v1/')) reply.header('cache-control', 'no-store');
   });
 
+  if (deps.http?.maxConnections) guardConnections(app.server, deps.http.maxConnections);
+  registerUnreadBodyLinger(app);
   registerValidation(app);
   registerErrorHandler(app);
   registerJsonBody(app);
   const accounts = new Accounts(db, new TokenIssuer(deps.auth.jwtSecret, deps.auth.jwtTtlSeconds), deps.auth.scryptCost);
   if (metrics) registerMetrics(app, metrics);
   const keys = new ApiKeyVerifier(db);
+  // Before the auth hook: an address over its failures is answered without a credential lookup.
+  registerFailedAuthLimit(app, new FailedAuthLimiter(deps.auth.failedAuthPerMinute ?? 60));
   registerAuth(app, { keys, clock: deps.clock, verifyJwt: (token) => accounts.verifyToken(token) });
   // Only routes that ask for it (login, register) are limited.
   await app.register(rateLimit, { global: false });
@@ -134,12 +165,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(runRoutes, { guard, db, clock: deps.clock });
   await app.register(pricingRoutes, { db, clock: deps.clock });
   await app.register(workspaceRoutes, { db, counters, clock: deps.clock });
-  await app.register(authRoutes, { accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute });
+  await app.register(authRoutes, {
+    accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute, registration: deps.auth.registration ?? 'closed',
+  });
   await app.register(apiKeyRoutes, { db, clock: deps.clock, keys, localKey: deps.localKey });
   await app.register(userRoutes, { db, counters, clock: deps.clock });
   await app.register(usageRoutes, { db, counters, clock: deps.clock });
   if (deps.proxy) {
-    await app.register(proxyTokenRoutes, { db, clock: deps.clock, providers: deps.proxy.providers });
+    const configuredUrl = deps.publicUrl ?? null;
+    await app.register(proxyTokenRoutes, {
+      db, clock: deps.clock, providers: deps.proxy.providers, publicUrl: () => configuredUrl ?? listenUrl(app.server),
+    });
     await app.register(proxyRoutes, {
       guard, db, keys, clock: deps.clock, options: deps.proxy, metrics, calls: proxyCalls,
       // Proxy URLs can carry a run's token (and a gateway's key in the query): neither is logged.

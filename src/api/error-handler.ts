@@ -5,6 +5,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { ApiError, type ErrorCode } from '../errors.js';
 import { isDatabaseDown } from '../store/db.js';
+import { CLIENT_ABORT_MESSAGE, isClientAbort } from './client-abort.js';
 import { fieldErrors } from './validation.js';
 
 /** Fastify's own error codes, mapped to the contract's. */
@@ -32,6 +33,8 @@ export function toApiError(error: FastifyError & { validationContext?: string })
     return new ApiError('VALIDATION_FAILED', 'Text may not contain NUL characters or invalid Unicode.');
   }
   if (error.statusCode === 429) return new ApiError('RATE_LIMITED', error.message);
+  // Before the database's reading of the same codes: the client's socket, not the database's.
+  if (isClientAbort(error)) return new ApiError('BAD_REQUEST', 'The client closed the connection before its request was complete.');
   if (isDatabaseDown(error)) return new ApiError('SERVICE_UNAVAILABLE', 'The database is unavailable; try again shortly.');
   if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) return new ApiError('BAD_REQUEST', error.message);
   return new ApiError('INTERNAL');
@@ -40,7 +43,10 @@ export function toApiError(error: FastifyError & { validationContext?: string })
 export function registerErrorHandler(app: FastifyInstance) {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const apiError = toApiError(error);
-    if (apiError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    if (apiError.statusCode >= 500 && apiError.code !== 'OVERLOADED') request.log.error({ err: error }, 'request failed');
+    // Nobody reads the answer; one line without a stack says what happened.
+    if (isClientAbort(error)) request.log.info({ code: error.code }, CLIENT_ABORT_MESSAGE);
+    if (apiError.code === 'OVERLOADED') void reply.header('retry-after', '1');
     const body: Record<string, unknown> = { detail: apiError.message, code: apiError.code };
     if (apiError.errors) body.errors = apiError.errors;
     void reply.status(apiError.statusCode).send(body);

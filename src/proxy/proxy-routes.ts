@@ -10,6 +10,7 @@ import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } f
 import type { ServerResponse } from 'node:http';
 import { formatOverheadMs, OVERHEAD_HEADER, ProxyCallTimer, type Metrics } from '../metrics.js';
 import type { ApiKeyVerifier } from '../api/auth.js';
+import { CLIENT_ABORT_MESSAGE, isClientAbort } from '../api/client-abort.js';
 import { toApiError } from '../api/error-handler.js';
 import { pathUuid, UUID_PATTERN } from '../api/schemas.js';
 import { ApiError, isApiError } from '../errors.js';
@@ -17,6 +18,7 @@ import type { Clock } from '../clock.js';
 import type { CreatedStep, GuardService, StepInput } from '../service/guard-service.js';
 import { isDatabaseDown, type Db } from '../store/db.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
+import { BodyBudget, BodyReservation, declaredLength, exposeBodyBudget, meteredBody, overloaded } from './body-budget.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import { clientHeaders, forward, upstreamFailure, upstreamHeaders } from './forwarder.js';
 import { rewrittenBytes } from './json-rewrite.js';
@@ -35,6 +37,8 @@ export interface ProxyOptions {
   defaultUserId: string | null;
   /** Largest request body; it is read whole, as the model must be known before forwarding. */
   bodyLimitBytes: number;
+  /** Request-body bytes held at once across all calls (see body-budget.ts). @default 4 x bodyLimitBytes */
+  bodyBudgetBytes?: number;
   audit?: AuditOptions;
 }
 
@@ -76,6 +80,22 @@ interface Target {
   userId: string | null;
   /** How the run was named: an ended run reads as a dead token, or as a refused run id. */
   via: 'token' | 'run' | 'auto';
+}
+
+/** What is known of a call from its request line and headers, before a byte of its body is read. */
+interface CallHead {
+  provider: Provider;
+  path: string;
+  target: Target;
+  reservation: BodyReservation;
+  /** Time spent resolving the target: the daemon's overhead, though spent before the body came. */
+  resolveNs: bigint;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    proxyCall: CallHead | null;
+  }
 }
 
 interface ProxyParams {
@@ -159,6 +179,9 @@ export const proxyRoutes: FastifyPluginAsync<{
   const registry = options.providers;
   const tokens = deps.tokens ?? proxyTokenStore(db);
   const audit = options.audit ?? {};
+  const budget = new BodyBudget(options.bodyBudgetBytes ?? 4 * options.bodyLimitBytes);
+  if (metrics) exposeBodyBudget(metrics.registry, budget);
+  app.decorateRequest('proxyCall', null);
 
   // The body is the client's bytes, forwarded as they are; JSON is parsed only to look inside.
   app.removeAllContentTypeParsers();
@@ -177,7 +200,9 @@ export const proxyRoutes: FastifyPluginAsync<{
       if (error.stepId) void reply.header('x-runguard-step-id', error.stepId);
     } else {
       const apiError = toApiError(error);
-      if (apiError.statusCode >= 500) request.log.error({ err: error }, 'proxy request failed');
+      if (apiError.statusCode >= 500 && apiError.code !== 'OVERLOADED') request.log.error({ err: error }, 'proxy request failed');
+      if (apiError.code === 'OVERLOADED') void reply.header('retry-after', '1');
+      if (isClientAbort(error)) request.log.info({ code: (error as FastifyError).code }, CLIENT_ABORT_MESSAGE);
       [status, code, message] = [apiError.statusCode, apiError.code, apiError.message];
     }
     // A refusal by the guard does not get better by retrying; SDKs honour this header.
@@ -238,8 +263,13 @@ export const proxyRoutes: FastifyPluginAsync<{
     }
   }
 
-  async function handle(request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply, skip: number) {
-    const arrived = process.hrtime.bigint();
+  /**
+   * Everything decided from the request line and headers, before a byte of the body is read: an
+   * unknown provider, a bad path or credential is refused at once (its body is never held:
+   * unread-body.ts discards a little of it, then closes), and the body's bytes are reserved.
+   */
+  async function beforeBody(request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply, skip: number) {
+    const resolving = process.hrtime.bigint();
     const provider = registry.get(request.params.provider);
     if (!provider) throw new ApiError('NOT_FOUND', `No provider named "${request.params.provider}" is configured.`);
     const path = upstreamPath(request.raw.url ?? '/', skip);
@@ -250,6 +280,16 @@ export const proxyRoutes: FastifyPluginAsync<{
     if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
       throw new ProxyRefusal(415, 'UNSUPPORTED_CONTENT_ENCODING', 'runguard reads a request to check it: send it without Content-Encoding.');
     }
+    const reservation = new BodyReservation(budget, reply.raw);
+    const declared = declaredLength(request.raw);
+    // Over the per-request limit, the body parser answers 413 without reading: nothing to hold.
+    if (declared !== null && declared <= options.bodyLimitBytes && !reservation.take(declared)) throw overloaded();
+    request.proxyCall = { provider, path, target, reservation, resolveNs: process.hrtime.bigint() - resolving };
+  }
+
+  async function handle(request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply) {
+    const { provider, path, target, resolveNs } = request.proxyCall!;
+    const arrived = process.hrtime.bigint() - resolveNs;
 
     const raw = Buffer.isBuffer(request.body) ? request.body : undefined;
     const parsed = parseBody(raw, request.headers['content-type']);
@@ -390,9 +430,17 @@ export const proxyRoutes: FastifyPluginAsync<{
     });
   }
 
-  const route = { config: { auth: 'none' as const }, schema: { hide: true } };
-  app.all<{ Params: ProxyParams }>('/proxy/runs/:run_id/:provider/*', route, (request, reply) => handle(request, reply, 5));
-  app.all<{ Params: ProxyParams }>('/proxy/t/:token/:provider/*', route, (request, reply) => handle(request, reply, 5));
-  app.all<{ Params: ProxyParams }>('/proxy/:provider/*', route, (request, reply) => handle(request, reply, 3));
+  // A body without a declared length is reserved chunk by chunk as it arrives.
+  const preParsing = async (request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream) =>
+    request.proxyCall && declaredLength(request.raw) === null ? meteredBody(payload, request.proxyCall.reservation) : payload;
+  const route = (skip: number) => ({
+    config: { auth: 'none' as const },
+    schema: { hide: true },
+    onRequest: (request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply) => beforeBody(request, reply, skip),
+    preParsing,
+  });
+  app.all<{ Params: ProxyParams }>('/proxy/runs/:run_id/:provider/*', route(5), handle);
+  app.all<{ Params: ProxyParams }>('/proxy/t/:token/:provider/*', route(5), handle);
+  app.all<{ Params: ProxyParams }>('/proxy/:provider/*', route(3), handle);
 };
 

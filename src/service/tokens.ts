@@ -30,7 +30,8 @@ export class TokenIssuer {
   /** The claims of a valid, unexpired token; null for anything else. */
   async verify(token: string): Promise<TokenClaims | null> {
     try {
-      const { payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'] });
+      // A token without `exp` would never expire, and one without `iat` escapes any later rule on age.
+      const { payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'], requiredClaims: ['exp', 'iat'] });
       if (typeof payload.sub !== 'string' || typeof payload.ws !== 'string' || typeof payload.tv !== 'number') return null;
       return { accountId: payload.sub, workspaceId: payload.ws, tokenVersion: payload.tv };
     } catch {

@@ -51,6 +51,8 @@ export interface DaemonProcessOptions {
   /** Redis for the counters. @default the shared test Redis */
   redisUrl?: string;
   env?: NodeJS.ProcessEnv;
+  /** Starts the daemon under `ulimit -n <n>` (through a shell that then becomes the daemon). */
+  openFileLimit?: number;
 }
 
 export async function startDaemonProcess(options: DaemonProcessOptions = {}): Promise<DaemonProcess> {
@@ -84,9 +86,13 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
   async function start(startOptions: { unhealthy?: boolean } = {}): Promise<void> {
     if (child) throw new Error('The daemon is already running.');
     output = '';
-    const proc = spawn(process.execPath, [BIN, 'start', '--port', String(port), '--host', '127.0.0.1'], {
-      cwd: PACKAGE_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const args = [BIN, 'start', '--port', String(port), '--host', '127.0.0.1'];
+    const proc = options.openFileLimit === undefined
+      ? spawn(process.execPath, args, { cwd: PACKAGE_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+      // `exec`: the shell's process becomes the daemon, so its pid and signals are the daemon's.
+      : spawn('/bin/sh', ['-c', `ulimit -n ${options.openFileLimit} && exec "$0" "$@"`, process.execPath, ...args], {
+        cwd: PACKAGE_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'],
+      });
     child = proc;
     proc.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     proc.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));

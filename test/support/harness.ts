@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { AuditOptions } from '../../src/proxy/audit-summary.js';
 import { createProviderRegistry, type ProviderDefinition } from '../../src/proxy/provider-registry.js';
-import { buildApp, type AuthSettings } from '../../src/api/app.js';
+import { buildApp, type AppDeps, type AuthSettings } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
 import type { CounterStore } from '../../src/store/counters.js';
@@ -26,6 +26,8 @@ export const TEST_AUTH: AuthSettings = {
   jwtTtlSeconds: 3600,
   scryptCost: 1024,
   rateLimitPerMinute: 1000,
+  failedAuthPerMinute: 100_000,
+  registration: 'open',
 };
 
 export type Backend = 'postgres+redis' | 'postgres+sql' | 'embedded';
@@ -128,6 +130,7 @@ export interface TestProxyOptions {
   workspaceKeyAsDefault?: boolean;
   defaultUserId?: string | null;
   bodyLimitBytes?: number;
+  bodyBudgetBytes?: number;
   headersTimeoutMs?: number;
   audit?: AuditOptions;
 }
@@ -142,6 +145,10 @@ export async function startTestApi(
     rateLimitPerMinute?: number;
     logger?: Logger;
     proxy?: TestProxyOptions;
+    /** Auth settings over TEST_AUTH's (failed-auth limit, registration). */
+    auth?: Partial<AuthSettings>;
+    publicUrl?: string | null;
+    http?: AppDeps['http'];
   } = {},
 ): Promise<TestApi> {
   const stores = await openTestStores(backend);
@@ -168,7 +175,10 @@ export async function startTestApi(
       ...TEST_AUTH,
       jwtTtlSeconds: options.jwtTtlSeconds ?? TEST_AUTH.jwtTtlSeconds,
       rateLimitPerMinute: options.rateLimitPerMinute ?? TEST_AUTH.rateLimitPerMinute,
+      ...options.auth,
     },
+    ...(options.publicUrl !== undefined ? { publicUrl: options.publicUrl } : {}),
+    ...(options.http ? { http: options.http } : {}),
     ...(p && providers
       ? {
         proxy: {
@@ -176,6 +186,7 @@ export async function startTestApi(
           defaultApiKey: p.workspaceKeyAsDefault ? firstKey.apiKey : null,
           defaultUserId: p.defaultUserId ?? null,
           bodyLimitBytes: p.bodyLimitBytes ?? 1024 * 1024,
+          ...(p.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: p.bodyBudgetBytes } : {}),
           ...(p.audit ? { audit: p.audit } : {}),
         },
       }

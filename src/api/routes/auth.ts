@@ -2,6 +2,7 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { ApiError } from '../../errors.js';
 import type { Accounts } from '../../service/accounts.js';
 import { errorResponses, Uuid } from '../schemas.js';
 
@@ -14,15 +15,23 @@ export interface AuthRouteOptions {
   accounts: Accounts;
   /** Attempts per client address per minute on login and register. */
   rateLimitPerMinute: number;
+  /** `closed`: register answers 403 (accounts come from an operator, not from whoever reaches the port). */
+  registration: 'open' | 'closed';
 }
 
-export const authRoutes: FastifyPluginAsync<AuthRouteOptions> = async (base, { accounts, rateLimitPerMinute }) => {
+export const authRoutes: FastifyPluginAsync<AuthRouteOptions> = async (base, { accounts, rateLimitPerMinute, registration }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
   // Against brute force and credential stuffing: per client address.
   const rateLimit = { max: rateLimitPerMinute, timeWindow: 60_000 };
 
   app.post('/v1/auth/register', {
     config: { auth: 'none', rateLimit },
+    // Refused from the request line: a closed daemon reads no body and hashes no password.
+    onRequest: async () => {
+      if (registration === 'closed') {
+        throw new ApiError('FORBIDDEN', 'Registration is closed on this daemon (configuration key "registration").');
+      }
+    },
     schema: {
       tags: ['auth'],
       summary: 'Create an account, its workspace (basic plan) and its first API key (shown once)',
@@ -38,7 +47,7 @@ export const authRoutes: FastifyPluginAsync<AuthRouteOptions> = async (base, { a
           api_key: Type.String(),
           ...Token.properties,
         }),
-        ...errorResponses(400, 409, 422, 429),
+        ...errorResponses(400, 403, 409, 422, 429),
       },
     },
   }, async (request, reply) => reply.status(201).send(await accounts.register(request.body)));

@@ -9,10 +9,13 @@ import { sdkBaseUrl, type ProviderRegistry } from '../../proxy/provider-registry
 import { newProxyToken, saveProxyToken } from '../../proxy/proxy-tokens.js';
 import { NoBody, Nullable, UuidParam, errorResponses, pathUuid } from '../schemas.js';
 
-export const proxyTokenRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; providers: ProviderRegistry }> = async (
-  base,
-  { db, clock, providers },
-) => {
+export const proxyTokenRoutes: FastifyPluginAsync<{
+  db: Db;
+  clock: Clock;
+  providers: ProviderRegistry;
+  /** The daemon's address as agents reach it (configuration, or where it listens). */
+  publicUrl: () => string;
+}> = async (base, { db, clock, providers, publicUrl }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.post('/v1/runs/:run_id/proxy-token', {
@@ -41,8 +44,9 @@ export const proxyTokenRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; provid
     if (rows[0].status !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
     const token = newProxyToken();
     await saveProxyToken(db, token, { runId, workspaceId }, clock.now());
-    // The caller reached us at this address; its agent will too (exec runs it on the same host).
-    const proxyBase = `${request.protocol}://${request.host}/proxy/t/${token}`;
+    // From configuration, never from the Host header: a client may write any host there, and the
+    // URL carries a credential to wherever it names.
+    const proxyBase = `${publicUrl()}/proxy/t/${token}`;
     const urls: Record<string, string> = {};
     for (const name of providers.names()) urls[name] = sdkBaseUrl(providers.get(name)!, proxyBase);
     // Valid for as long as the run is RUNNING: no clock of its own.
