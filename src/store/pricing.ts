@@ -1,15 +1,10 @@
 /** Per-workspace model pricing: USD per token, stored as exact NUMERIC. */
 import { randomUUID } from 'node:crypto';
 import { decimalText, numericToUsd } from '../money/decimal.js';
+import type { ModelPricing } from '../contract/pricing.js';
 import type { Queryable } from './db.js';
 
-export interface ModelPricing {
-  id: string;
-  model: string;
-  input_cost_per_token: number;
-  output_cost_per_token: number;
-  is_active: boolean;
-}
+export type { ModelPricing };
 
 function toPricing(row: Record<string, unknown>): ModelPricing {
   return {
