@@ -70,6 +70,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ? observeCounters(deps.counters, (operation) => metrics.counterStoreErrors.inc({ operation }))
     : deps.counters;
   const app = Fastify({
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- fixes the instance's logger type for the routes
     loggerInstance: deps.logger as FastifyBaseLogger,
     childLoggerFactory: deferredChildLogger,
     bodyLimit: deps.bodyLimitBytes,

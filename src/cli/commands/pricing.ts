@@ -68,7 +68,7 @@ export function parseCatalog(text: string, name: string): { entries: PriceEntry[
     const where = `${name}: models[${i}]`;
     if (typeof e?.model !== 'string' || e.model.length === 0) throw new CliError(`${where}: "model" must be a non-empty string.`);
     for (const key of ['input_cost_per_token', 'output_cost_per_token'] as const) {
-      if (typeof e[key] !== 'number' || !Number.isFinite(e[key]) || (e[key] as number) < 0) {
+      if (typeof e[key] !== 'number' || !Number.isFinite(e[key]) || (e[key]) < 0) {
         throw new CliError(`${where} (${e.model}): "${key}" must be a non-negative number of USD per token.`);
       }
     }
@@ -79,7 +79,7 @@ export function parseCatalog(text: string, name: string): { entries: PriceEntry[
       model: e.model,
       input_cost_per_token: e.input_cost_per_token as number,
       output_cost_per_token: e.output_cost_per_token as number,
-      ...(e.is_active === undefined ? {} : { is_active: e.is_active as boolean }),
+      ...(e.is_active === undefined ? {} : { is_active: e.is_active }),
     };
   });
   const takenAt = Array.isArray(doc) ? null : ((doc as { taken_at?: unknown }).taken_at as string | undefined) ?? null;
