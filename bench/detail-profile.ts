@@ -76,7 +76,7 @@ function pct(samples: number[]) {
   return `p50 ${at(0.5).toFixed(2)} ms, p99 ${at(0.99).toFixed(2)} ms`;
 }
 
-async function time(label: string, fn: () => Promise<unknown> | unknown) {
+async function time(label: string, fn: () => unknown) {
   for (let i = 0; i < 20; i++) await fn();
   const samples: number[] = [];
   for (let i = 0; i < N; i++) {

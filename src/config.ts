@@ -151,7 +151,7 @@ const providers: Parser<Record<string, ProviderEntry>> = (raw) => {
     try {
       out[name] = { type: e.type, upstream: httpUrl(e.upstream) };
     } catch (error) {
-      throw new Error(`provider "${name}" upstream ${(error as Error).message}`);
+      throw new Error(`provider "${name}" upstream ${(error as Error).message}`, { cause: error });
     }
   }
   return out;

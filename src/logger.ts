@@ -147,6 +147,7 @@ export class DeferredChildLogger implements FastifyBaseLogger {
   private write(level: LogLevel, args: unknown[]): void {
     // A level of the route's own (`logLevel`) is the child's to judge: then it is made at once.
     if (this.made === null && this.options.level === undefined && !this.parent.isLevelEnabled(level)) return;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- needed for the spread call
     (this.logger()[level] as (...a: unknown[]) => void)(...args);
   }
 

@@ -82,11 +82,6 @@ export class ApiKeyVerifier {
   }
 }
 
-/** One uncached verification (start-up checks, tests). */
-export function verifyApiKey(db: Db, apiKey: string, now: Date): Promise<Principal | null> {
-  return new ApiKeyVerifier(db, 0).verify(apiKey, now);
-}
-
 /** A JWT's three base64url parts. */
 const JWT_SHAPE = /^[\w-]+\.[\w-]+\.[\w-]*$/;
 

@@ -75,7 +75,7 @@ export class ApiClient {
       // A streamed answer (a large run's detail) cut after its status: the daemon logged why.
       throw new CliError(`the daemon's answer from ${this.url} was cut short (${connectionReason(error)}); try again.`);
     }
-    let parsed: unknown = null;
+    let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : null;
     } catch {

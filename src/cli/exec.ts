@@ -155,6 +155,7 @@ async function guardedRun(
 
   const started = await call<{ id: string; status: string; decision: { reason: string | null } }>(
     settings, 'POST', '/v1/runs', { user_id: settings.userId, metadata: settings.metadata }, interrupted,
+  // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- rethrows the caught error as it is
   ).catch(async (error: unknown) => (await stopBefore(null)) ?? Promise.reject(error));
   if (typeof started === 'number') return started;
   if (started.status !== 201) throw failure(settings, 'starting the run', started);

@@ -102,7 +102,7 @@ export function forward(provider: Provider, request: ForwardRequest, res: Server
     provider.pool.dispatch({
       origin: provider.origin,
       path: provider.basePath + request.path,
-      method: request.method as Dispatcher.HttpMethod,
+      method: request.method,
       headers: request.headers,
       body: request.body,
     }, relay);

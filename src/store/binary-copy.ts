@@ -26,7 +26,7 @@ export const isNull = (rows: CopyRows, r: number, f: number): boolean => rows.at
 /** Row r's field f as a view of its bytes (not a copy); null for SQL NULL. */
 export function field(rows: CopyRows, r: number, f: number): Buffer | null {
   const i = 2 * (r * rows.fields + f);
-  return rows.at[i + 1]! < 0 ? null : rows.data[r]!.subarray(rows.at[i]!, rows.at[i]! + rows.at[i + 1]!);
+  return rows.at[i + 1]! < 0 ? null : rows.data[r]!.subarray(rows.at[i], rows.at[i]! + rows.at[i + 1]!);
 }
 
 /** A text field's value as a string. */

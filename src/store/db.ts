@@ -65,7 +65,8 @@ export function isDatabaseDown(error: unknown): boolean {
   const { code, message } = error as { code?: unknown; message?: unknown };
   return (
     (typeof code === 'string' && (DATABASE_DOWN.has(code) || DATABASE_DOWN_CLASS.test(code))) ||
-    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|not currently accepting connections/.test(String(message ?? ''))
+    (typeof message === 'string' &&
+      /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|not currently accepting connections/.test(message))
   );
 }
 

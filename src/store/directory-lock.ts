@@ -27,6 +27,7 @@ import { readFileSync, readlinkSync } from 'node:fs';
 import { open, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import type { HeartbeatData, HeartbeatMessage } from './lock-heartbeat.js';
 
 export class DirectoryInUseError extends Error {
   override name = 'DirectoryInUseError';
@@ -247,29 +248,8 @@ async function create(lockFile: string): Promise<FileHandle | null> {
   }
 }
 
-/**
- * The heartbeat, in a thread of its own: every `updateMs` it checks that the file at the lock's
- * path is still the one this process created (else it says so, and stops), and refreshes its
- * mtime through the file's descriptor (shared by the process's threads). It says so too when
- * refreshing has failed for `staleMs`.
- */
-const HEARTBEAT = `
-const { parentPort, workerData: { lockFile, fd, dev, ino, updateMs, staleMs } } = require('node:worker_threads');
-const fs = require('node:fs');
-let lastBeat = performance.now();
-const timer = setInterval(() => {
-  try {
-    let s = null;
-    try { s = fs.statSync(lockFile); } catch (e) { if (e.code !== 'ENOENT') throw e; }
-    if (!s || s.dev !== dev || s.ino !== ino) { clearInterval(timer); parentPort.postMessage({ lost: true }); return; }
-    const now = new Date();
-    fs.futimesSync(fd, now, now);
-    lastBeat = performance.now();
-  } catch (e) {
-    if (performance.now() - lastBeat >= staleMs) { clearInterval(timer); parentPort.postMessage({ failed: String(e && e.message) }); }
-  }
-}, updateMs);
-`;
+/** The heartbeat's module: plain JavaScript beside this file, in src/ and in dist/ alike. */
+const HEARTBEAT_MODULE = new URL('./lock-heartbeat.js', import.meta.url);
 
 /** Holds the lock just created: its heartbeat, and its release. */
 async function hold(
@@ -310,15 +290,14 @@ async function hold(
     }
   };
   // A small isolate: it only stats and touches one file.
-  const heartbeat = new Worker(HEARTBEAT, {
-    eval: true,
-    workerData: { lockFile, fd: handle.fd, dev, ino, updateMs, staleMs },
+  const heartbeat = new Worker(HEARTBEAT_MODULE, {
+    workerData: { lockFile, fd: handle.fd, dev, ino, updateMs, staleMs } satisfies HeartbeatData,
     resourceLimits: { maxOldGenerationSizeMb: 8, maxYoungGenerationSizeMb: 2 },
   });
   heartbeat.unref(); // the lock keeps no process alive
-  heartbeat.on('message', (message: { lost?: true; failed?: string }) => {
+  heartbeat.on('message', (message: HeartbeatMessage) => {
     if (released || lost) return;
-    if (message.failed !== undefined) return report(compromise(`its heartbeat failed for ${staleMs} ms (${message.failed})`));
+    if ('failed' in message) return report(compromise(`its heartbeat failed for ${staleMs} ms (${message.failed})`));
     void intruder().then((why) => {
       if (!released && !lost) report(compromise(why ?? 'the lock file was replaced'));
     }, (error: unknown) => report(compromise(`the lock file could not be read (${(error as Error).message})`)));

@@ -66,7 +66,7 @@ export function observeDb(db: Db, onError: (operation: DbOperation, code: string
         throw error;
       }
     },
-  }) as Queryable;
+  });
   return {
     kind: db.kind,
     ...wrap(db),

@@ -2,23 +2,13 @@
 import { randomUUID } from 'node:crypto';
 import { formatDecimal, parseDecimal } from '../money/cost.js';
 import { decimalText, numericToUsd } from '../money/decimal.js';
+import type { ModelPricing } from '../contract/pricing.js';
 import type { Db, Queryable } from './db.js';
 
-/** Who set an entry: a person (a PUT) or an import of a catalog, which never overwrites a person's entry unasked. */
-export type PricingSource = 'user' | 'catalog';
+export type { ModelPricing };
 
-export interface ModelPricing {
-  id: string;
-  model: string;
-  input_cost_per_token: number;
-  output_cost_per_token: number;
-  /** `null`: cache reads cost the input price. */
-  cache_read_input_cost_per_token: number | null;
-  /** `null`: cache writes cost the input price. */
-  cache_write_input_cost_per_token: number | null;
-  is_active: boolean;
-  source: PricingSource;
-}
+/** Who set an entry: a person (a PUT) or an import of a catalog, which never overwrites a person's entry unasked. */
+export type PricingSource = ModelPricing['source'];
 
 function toPricing(row: Record<string, unknown>): ModelPricing {
   return {

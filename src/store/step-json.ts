@@ -30,7 +30,7 @@ const F = Object.fromEntries(COLUMNS.map(([name], i) => [name, 2 * i])) as Recor
 
 /** The sequence of the step in row `r`, whose STEP_COLUMNS start at field `first`. */
 export const stepSequence = (rows: CopyRows, r: number, first: number): number =>
-  rows.data[r]!.readInt32BE(rows.at[2 * (r * rows.fields + first) + F.sequence]!);
+  rows.data[r]!.readInt32BE(rows.at[2 * (r * rows.fields + first) + F.sequence]);
 
 const ascii = (text: string) => Buffer.from(text, 'latin1');
 const KEYS = {
@@ -173,10 +173,10 @@ function putInteger(b: Buffer, pos: number, n: number): number {
 /** A binary int8 field, or null. */
 function putInt8(b: Buffer, pos: number, source: Buffer, at: Int32Array, f: number): number {
   if (at[f + 1]! < 0) return putKey(b, pos, NULL);
-  const high = source.readInt32BE(at[f]!);
+  const high = source.readInt32BE(at[f]);
   // Up to 2^53 in magnitude the two halves add up exactly; past it, a bigint writes the digits.
   if (high >= -0x200000 && high < 0x200000) return putInteger(b, pos, high * TWO_32 + source.readUInt32BE(at[f]! + 4));
-  return putKey(b, pos, ascii(source.readBigInt64BE(at[f]!).toString()));
+  return putKey(b, pos, ascii(source.readBigInt64BE(at[f]).toString()));
 }
 
 /**
@@ -185,7 +185,7 @@ function putInt8(b: Buffer, pos: number, source: Buffer, at: Int32Array, f: numb
  */
 function numericBytes(source: Buffer, at: Int32Array, f: number): number {
   if (at[f + 1]! < 0) return 4;
-  const count = source.readInt16BE(at[f]!);
+  const count = source.readInt16BE(at[f]);
   const weight = source.readInt16BE(at[f]! + 2);
   return 6 + 4 * (Math.max(weight, 0) + 1) + 4 * Math.max(count - 1 - weight, 0);
 }
@@ -259,13 +259,13 @@ function putUuid(b: Buffer, pos: number, source: Buffer, at: number): number {
  */
 function putTimestamp(out: JsonBytes, b: Buffer, pos: number, source: Buffer, at: Int32Array, f: number): number {
   if (at[f + 1]! < 0) return putKey(b, pos, NULL);
-  const high = source.readInt32BE(at[f]!);
+  const high = source.readInt32BE(at[f]);
   let ms: number;
   if (high >= -0x200000 && high < 0x200000) {
     const us = high * TWO_32 + source.readUInt32BE(at[f]! + 4);
     ms = (us - (((us % 1000) + 1000) % 1000)) / 1000;
   } else {
-    const us = source.readBigInt64BE(at[f]!);
+    const us = source.readBigInt64BE(at[f]);
     if (us === 0x7fffffffffffffffn || us === -0x8000000000000000n) return putKey(b, pos, NULL);
     ms = Number((us - (((us % 1000n) + 1000n) % 1000n)) / 1000n);
   }

@@ -10,7 +10,7 @@ import { startDaemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/logger.js';
 import { embeddedDb, postgresDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
-import { verifyApiKey } from '../../src/api/auth.js';
+import { ApiKeyVerifier } from '../../src/api/auth.js';
 import { createTestDatabase } from '../support/services.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -90,7 +90,7 @@ describe('first start and the embedded database', () => {
 
     const second = await embeddedDb(join(dir, 'pgdata'));
     expect(await migrate(second)).toEqual([]);
-    const principal = await verifyApiKey(second, created!.apiKey, new Date());
+    const principal = await new ApiKeyVerifier(second, 0).verify(created!.apiKey, new Date());
     expect(principal).toMatchObject({ workspaceId: created!.workspaceId, kind: 'key' });
     const { rows } = await second.query<{ plan: string }>('SELECT plan FROM workspaces');
     expect(rows).toEqual([{ plan: 'scale' }]);
@@ -125,7 +125,7 @@ describe('first start and the embedded database', () => {
     expect(created).not.toBeNull();
     const kept = (await readFile(join(dir, 'data', 'api-key'), 'utf8')).trim();
     expect(kept).toBe(created!.apiKey);
-    expect(await verifyApiKey(db, kept, new Date())).toMatchObject({ workspaceId: created!.workspaceId });
+    expect(await new ApiKeyVerifier(db, 0).verify(kept, new Date())).toMatchObject({ workspaceId: created!.workspaceId });
   });
 
   it('when a start fails after the embedded database opened, then its lock goes with it: the next start succeeds', async () => {

@@ -3,7 +3,6 @@
  * flight, the grace period cutting what does not finish, and the stale-run sweep it runs.
  */
 import { request as httpRequest, type ClientRequest } from 'node:http';
-import { rm } from 'node:fs/promises';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { caller } from '../support/harness.js';

@@ -10,7 +10,7 @@ import { type Clock } from '../../src/clock.js';
 import { GuardService } from '../../src/service/guard-service.js';
 import { createStaleRunSweeper } from '../../src/service/stale-run-sweeper.js';
 import { runCounts, scopeAt } from '../../src/store/counters.js';
-import type { Queryable } from '../../src/store/db.js';
+import type { Db, Queryable } from '../../src/store/db.js';
 import { insertSteps } from '../../src/store/runs.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { openTestStores, type Backend, type TestStores } from '../support/harness.js';
@@ -106,22 +106,30 @@ describe('stale-run sweep on postgres, beside a step being written', () => {
     const now = new Date();
     const old = new GuardService(stores.db, stores.counters, { now: () => start }, log);
     const ws = await createWorkspace(stores.db, 'sweep-race', 'enterprise');
-    // An older stale run with many old steps: the sweep takes a while over it (a snapshot taken,
-    // the target run not yet locked), long enough for the step below to commit meanwhile.
-    const slow = (await old.startRun(ws.id, { user_id: 'slow' })).id;
-    await stores.db.query(
-      `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, decision, created_at)
-       SELECT gen_random_uuid(), $1, $2, n, 'TOOL_CALL', 'ALLOWED', '{}'::json, $3 FROM generate_series(1, 300000) n`,
-      [slow, ws.id, start]);
-    await stores.db.query('ANALYZE steps');
-    const target = (await new GuardService(stores.db, stores.counters, { now: () => new Date(start.getTime() + 1000) }, log)
-      .startRun(ws.id, { user_id: 'target' })).id;
+    const idle = (await old.startRun(ws.id, { user_id: 'idle' })).id;
+    const target = (await old.startRun(ws.id, { user_id: 'target' })).id;
+
+    // The race, made to happen rather than hoped for: the sweep's first statement (its snapshot
+    // taken) waits at a gate on the target's row, before it locks it, while the step commits.
+    // (It used to be made likely with 300,000 steps that slowed the statement down: beside other
+    // work that took past the statement timeout, and never proved the step committed in time.)
+    const GATE = 7_318_842_999;
+    await stores.db.query(`CREATE OR REPLACE FUNCTION sweep_gate(run uuid) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+      BEGIN IF run = '${target}' THEN PERFORM pg_advisory_xact_lock_shared(${GATE}); END IF; RETURN true; END $$`);
+    const gated: Db = {
+      ...stores.db,
+      transaction: (fn) => stores.db.transaction((tx) => fn({
+        query: (sql: string, params?: readonly unknown[]) =>
+          tx.query(sql.includes('SKIP LOCKED') ? sql.replace("WHERE r.status = 'RUNNING'", "WHERE sweep_gate(r.id) AND r.status = 'RUNNING'") : sql, params),
+      } as Queryable)),
+    };
 
     // The step is written as the daemon writes it, on a connection of its own: its run stays
     // locked until the commit.
     const client = new pg.Client({ connectionString: stores.databaseUrl! });
     await client.connect();
     try {
+      await client.query('SELECT pg_advisory_lock($1)', [GATE]);
       await client.query('BEGIN');
       const tx = { query: (sql: string, params?: unknown[]) => client.query(sql, params) } as unknown as Queryable;
       expect(await insertSteps(tx, [{
@@ -129,18 +137,18 @@ describe('stale-run sweep on postgres, beside a step being written', () => {
         toolName: 'search', inputData: null, decision: { outcome: 'ALLOW', reason: null, evaluated_rules: {} }, now,
       }])).toEqual(['inserted']);
 
-      const sweeper = createStaleRunSweeper({ db: stores.db, clock: { now: () => now }, logger: log, idleMs: HOUR, intervalMs: 0 });
+      const sweeper = createStaleRunSweeper({ db: gated, clock: { now: () => now }, logger: log, idleMs: HOUR, intervalMs: 0 });
       const swept = sweeper.sweep();
-      // Once the sweep's statement runs (its snapshot taken), the step commits.
-      const deadline = Date.now() + 5_000;
+      // The sweep waits at the gate: its snapshot predates the commit below.
       for (;;) {
         const { rows } = await client.query(
-          `SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%SKIP LOCKED%' AND pid <> pg_backend_pid()`);
-        if (rows.length > 0 || Date.now() > deadline) break;
+          `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`, [GATE % 2 ** 32]);
+        if (rows.length > 0) break;
       }
       await client.query('COMMIT');
+      await client.query('SELECT pg_advisory_unlock($1)', [GATE]);
       const ended = (await swept).map((r) => r.id);
-      expect(ended).toContain(slow);
+      expect(ended).toContain(idle);
       expect(ended).not.toContain(target);
     } finally {
       await client.end();

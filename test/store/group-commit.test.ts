@@ -16,6 +16,7 @@ class HeldWrites<I, O> {
   readonly write = async (items: I[]): Promise<(O | Error)[]> => {
     this.batches.push([...items]);
     await new Promise<void>((resolve) => this.pending.push({ resolve }));
+    // eslint-disable-next-line @typescript-eslint/await-thenable -- an answer may be a promise, or not
     return Promise.all(items.map((item) => this.answer(item)));
   };
 
@@ -154,7 +155,7 @@ describe('GroupCommit', () => {
     let calls = 0;
     const group = new GroupCommit<string, string>(async (items) => {
       if (++calls === 1) await held;
-      if (items.includes('bad')) throw 'a string, not an Error'; // eslint-disable-line no-throw-literal
+      if (items.includes('bad')) throw 'a string, not an Error'; // eslint-disable-line @typescript-eslint/only-throw-error
       return items;
     });
     const first = group.submit('first');

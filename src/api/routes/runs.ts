@@ -7,7 +7,7 @@ import { stepTokens } from '../step-tokens.js';
 import type { GuardService } from '../../service/guard-service.js';
 import type { Db } from '../../store/db.js';
 import { fingerprint, type IdempotencyClaim } from '../../store/idempotency.js';
-import { getRunDetailJson, listRuns, type RunStatus } from '../../store/runs.js';
+import { getRunDetailJson, listRuns } from '../../store/runs.js';
 import type { Clock } from '../../clock.js';
 import {
   RunCreateBody, RunCreated, RunDetail, RunEndBody, RunEnded, RunListQuery, RunPage, RunParams, StepCreateBody,
@@ -137,7 +137,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
   }, async (request) => {
     const q = request.query;
     return listRuns(db, request.principal.workspaceId, {
-      status: (q.status as RunStatus | undefined) ?? null,
+      status: q.status ?? null,
       userId: q.user_id ?? null,
       page: q.page,
       perPage: q.per_page,

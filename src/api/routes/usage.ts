@@ -8,7 +8,7 @@ import { planChange, planView } from '../../service/plans.js';
 import { runCounts, scopeAt, type CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';
 import { dailyUsage } from '../../store/users.js';
-import { PLAN_NAMES, updateWorkspace, type Plan, type WorkspaceRow } from '../../store/workspaces.js';
+import { PLAN_NAMES, updateWorkspace, type WorkspaceRow } from '../../store/workspaces.js';
 import { errorResponses, Nullable } from '../schemas.js';
 import { requireWorkspace } from './workspace.js';
 
@@ -94,7 +94,7 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; c
     },
   }, async (request) => {
     const workspace = await requireWorkspace(db, request.principal.workspaceId);
-    const changes = planChange(workspace, request.body.plan as Plan);
+    const changes = planChange(workspace, request.body.plan);
     const updated = await updateWorkspace(db, workspace.id, changes, clock.now());
     await counters.stateChanged(workspace.id);
     return billingView(updated);
