@@ -8,3 +8,4 @@ export * from './deny-reasons.js';
 export * from './decision.js';
 export * from './runs.js';
 export * from './pricing.js';
+export * from './deletion.js';

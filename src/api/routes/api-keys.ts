@@ -7,7 +7,8 @@ import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/db.js';
 import type { LocalKeyFile } from '../../local-key.js';
 import { listApiKeys, regenerateApiKey } from '../../store/workspaces.js';
-import { errorResponses, NoBody, Nullable, Uuid } from '../schemas.js';
+import { revokeKey } from '../../service/deletion.js';
+import { errorResponses, NoBody, Nullable, pathUuid, Uuid, UuidParam } from '../schemas.js';
 
 const Timestamp = Type.String({ format: 'date-time' });
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
@@ -55,5 +56,19 @@ export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; keys: ApiK
       (error: unknown) => request.log.error({ err: error, file: localKey.path }, 'the local key file could not take the regenerated key'),
     );
     return reply.status(201).send({ id: key.id, prefix: key.prefix, api_key: key.apiKey });
+  });
+
+  app.delete('/v1/api-keys/:id', {
+    config: { auth: 'any' },
+    schema: {
+      tags: ['api-keys'],
+      summary: "Revoke one key (never the workspace's last active one: 409 LAST_ACTIVE_KEY)",
+      params: Type.Object({ id: UuidParam }),
+      response: { 204: Type.Null(), ...errorResponses(401, 404, 409) },
+    },
+  }, async (request, reply) => {
+    await revokeKey(db, request.principal.workspaceId, pathUuid(request.params.id), clock.now());
+    keys.forget(); // the verifier's cache must not go on accepting the revoked key
+    return reply.status(204).send(null);
   });
 };

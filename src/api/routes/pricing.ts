@@ -5,6 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/db.js';
 import { importPricing, listActivePricing, upsertPricing } from '../../store/pricing.js';
+import { deletePricingEntry } from '../../service/deletion.js';
 import { ModelPricing, Nullable, errorResponses } from '../schemas.js';
 
 /** Generous: a per-token price above $1 is almost surely a per-million figure typed as per-token. */
@@ -71,5 +72,18 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async
     const items = await importPricing(db, request.principal.workspaceId, models, { overwrite, dryRun, now: clock.now() });
     const count = (change: string) => items.filter((i) => i.change === change).length;
     return { items, new: count('new'), changed: count('changed'), unchanged: count('unchanged'), kept: count('kept'), dry_run: dryRun };
+  });
+
+  app.delete('/v1/model-pricing/:model', {
+    config: { auth: 'any' },
+    schema: {
+      tags: ['pricing'],
+      summary: "Delete a model's pricing entry (calls of the model are then priced as unknown)",
+      params: Type.Object({ model: ModelName }),
+      response: { 204: Type.Null(), ...errorResponses(401, 404) },
+    },
+  }, async (request, reply) => {
+    await deletePricingEntry(db, request.principal.workspaceId, request.params.model);
+    return reply.status(204).send(null);
   });
 };

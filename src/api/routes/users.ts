@@ -7,7 +7,8 @@ import type { Clock } from '../../clock.js';
 import type { CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';
 import { listUsers, upsertUser, type SdkUserRow } from '../../store/users.js';
-import { errorResponses, Nullable, Usd } from '../schemas.js';
+import { deleteUser } from '../../service/deletion.js';
+import { errorResponses, Nullable, Usd, UserDeletion } from '../schemas.js';
 
 const User = Type.Object({
   user_id: Type.String(),
@@ -79,5 +80,20 @@ export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; cl
     // Before the answer: a decision anywhere after it sees the change.
     await counters.stateChanged(request.principal.workspaceId);
     return view(user);
+  });
+
+  app.delete('/v1/users/:user_id', {
+    config: { auth: 'any' },
+    schema: {
+      tags: ['users'],
+      summary: "Delete a user's record and runs (409 USER_HAS_COUNTED_RUNS while a run is RUNNING or in a counted window)",
+      params: Type.Object({ user_id: Type.String({ minLength: 1, maxLength: 256 }) }),
+      response: { 200: UserDeletion, ...errorResponses(401, 404, 409) },
+    },
+  }, async (request) => {
+    const deleted = await deleteUser(db, request.principal.workspaceId, request.params.user_id, clock.now());
+    // The user's block and budget went with the record: decisions must not read them from a cache.
+    await counters.stateChanged(request.principal.workspaceId);
+    return deleted;
   });
 };

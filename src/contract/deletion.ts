@@ -1,0 +1,14 @@
+/** What a deletion answers with, where it has more to say than 204. */
+import { Type, type Static } from 'typebox';
+import { Count } from './common.js';
+
+export const UserDeletion = Type.Object({
+  user_id: Type.String(),
+  /** Runs deleted with the user (with their steps). */
+  runs_deleted: Count,
+});
+export type UserDeletion = Static<typeof UserDeletion>;
+
+/** Retention of ended runs: null keeps them forever. */
+export const RETENTION_MIN_DAYS = 35;
+export const RetentionDays = Type.Union([Type.Integer({ minimum: RETENTION_MIN_DAYS, maximum: 36_500 }), Type.Null()]);
