@@ -12,10 +12,12 @@
  * Its timer also purges the Idempotency-Key records past their retention, at a slower cadence of
  * their own (`idempotencyPurgeIntervalMs`), in batches that purgers on several daemons share
  * (see `purgeExpiredAnswers`). With the sweep off (`intervalMs` 0) the timer runs for the purge alone.
+ * At the same cadence it deletes the ended runs past their workspace's retention (`purgeRuns`).
  */
 import type { Logger } from 'pino';
 import type { Db } from '../store/db.js';
 import { purgeExpiredAnswers } from '../store/idempotency.js';
+import { purgeExpiredRuns } from '../store/deletion.js';
 import type { Clock } from '../clock.js';
 
 export interface StaleRunSweeperOptions {
@@ -38,6 +40,8 @@ export interface StaleRunSweeperOptions {
   idempotencyPurgeIntervalMs?: number;
   /** Idempotency records deleted per statement. @default 5000 */
   idempotencyPurgeBatchSize?: number;
+  /** Runs past their workspace's retention deleted per transaction. @default 1000 */
+  runPurgeBatchSize?: number;
 }
 
 export interface EndedStaleRun {
@@ -51,6 +55,8 @@ export interface StaleRunSweeper {
   sweep(): Promise<EndedStaleRun[]>;
   /** Purges the Idempotency-Key records past their retention at the clock's now; resolves with how many. */
   purge(): Promise<number>;
+  /** Deletes the ended runs past their workspace's retention at the clock's now; resolves with how many. */
+  purgeRuns(): Promise<number>;
   /** Sweeps (and purges) now, then every `intervalMs` (purging when `idempotencyPurgeIntervalMs` has passed). */
   start(): void;
   /** Stops the timer and waits for a sweep or purge in progress (a purge stops after its batch). */
@@ -116,6 +122,12 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
     return purged;
   }
 
+  async function purgeRuns(): Promise<number> {
+    const purged = await purgeExpiredRuns(db, clock.now(), { batchSize: options.runPurgeBatchSize, stop: () => stopped });
+    if (purged > 0) logger.info({ count: purged }, 'deleted runs past their workspace retention');
+    return purged;
+  }
+
   async function housekeeping() {
     const tickAt = performance.now();
     if (intervalMs > 0) await sweep().catch((error: unknown) => logger.error({ err: error }, 'stale-run sweep failed'));
@@ -124,6 +136,7 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
     if (purgeIntervalMs > 0 && !stopped && tickAt - lastPurgeTick + period / 2 >= purgeIntervalMs) {
       lastPurgeTick = tickAt;
       await purge().catch((error: unknown) => logger.error({ err: error }, 'idempotency record purge failed'));
+      if (!stopped) await purgeRuns().catch((error: unknown) => logger.error({ err: error }, 'run retention purge failed'));
     }
   }
 
@@ -137,6 +150,7 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
   return {
     sweep,
     purge,
+    purgeRuns,
     start() {
       if (period <= 0 || timer) return;
       stopped = false;

@@ -331,6 +331,17 @@ ALTER TABLE steps
   ADD COLUMN reasoning_tokens bigint;
 `,
   },
+  {
+    version: 14,
+    name: 'workspace_retention',
+    sql: `
+-- Ended runs older than this many days are purged (with their steps and totals); NULL keeps them
+-- forever. At least 35 days, so a retention can never reach into a counted window (this UTC
+-- month, yesterday): the purge also stops at their start, whatever this says.
+ALTER TABLE workspaces ADD COLUMN retention_days integer
+  CONSTRAINT workspaces_retention_days_min CHECK (retention_days IS NULL OR retention_days >= 35);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

@@ -29,6 +29,8 @@ export interface WorkspaceRow {
   user_daily_budget_micros: number | null;
   monthly_run_limit: number | null;
   max_concurrent_runs: number | null;
+  /** Days ended runs are kept; null: forever (migration 14). */
+  retention_days: number | null;
   updated_at: Date;
 }
 
@@ -44,6 +46,7 @@ export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
     user_daily_budget_micros: nullableNumber(row.user_daily_budget_micros),
     monthly_run_limit: nullableNumber(row.monthly_run_limit),
     max_concurrent_runs: nullableNumber(row.max_concurrent_runs),
+    retention_days: nullableNumber(row.retention_days),
     updated_at: row.updated_at as Date,
   };
 }
@@ -186,9 +189,10 @@ export interface WorkspaceChanges {
   monthly_run_limit?: number | null;
   max_concurrent_runs?: number | null;
   plan?: Plan;
+  retention_days?: number | null;
 }
 
-const CHANGEABLE = ['name', 'daily_budget_micros', 'user_daily_budget_micros', 'monthly_run_limit', 'max_concurrent_runs', 'plan'] as const;
+const CHANGEABLE = ['name', 'daily_budget_micros', 'user_daily_budget_micros', 'monthly_run_limit', 'max_concurrent_runs', 'plan', 'retention_days'] as const;
 
 export async function updateWorkspace(db: Queryable, id: string, changes: WorkspaceChanges, now: Date): Promise<WorkspaceRow> {
   const columns = CHANGEABLE.filter((c) => changes[c] !== undefined);

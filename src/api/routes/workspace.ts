@@ -9,7 +9,7 @@ import { assertWithinPlan } from '../../service/plans.js';
 import type { CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';
 import { getWorkspace, PLANS, setKillSwitch, updateWorkspace, type WorkspaceRow } from '../../store/workspaces.js';
-import { errorResponses, Nullable, Usd, Uuid } from '../schemas.js';
+import { errorResponses, Nullable, RetentionDays, Usd, Uuid } from '../schemas.js';
 
 const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });
 
@@ -22,6 +22,8 @@ export const WorkspaceSchema = Type.Object({
   user_daily_budget_usd: Nullable(Type.Number()),
   monthly_run_limit: Nullable(Type.Integer()),
   max_concurrent_runs: Nullable(Type.Integer()),
+  /** Days ended runs are kept before the purge deletes them; null: forever. */
+  retention_days: Nullable(Type.Integer()),
   updated_at: Type.String({ format: 'date-time' }),
 });
 
@@ -38,6 +40,7 @@ export function workspaceView(w: WorkspaceRow) {
     user_daily_budget_usd: usd(w.user_daily_budget_micros),
     monthly_run_limit: w.monthly_run_limit,
     max_concurrent_runs: w.max_concurrent_runs,
+    retention_days: w.retention_days,
     updated_at: new Date(w.updated_at).toISOString(),
   };
 }
@@ -68,6 +71,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStor
           user_daily_budget_usd: Type.Optional(Nullable(Usd)),
           monthly_run_limit: Type.Optional(Nullable(Limit)),
           max_concurrent_runs: Type.Optional(Nullable(Limit)),
+          retention_days: Type.Optional(RetentionDays),
         },
         { additionalProperties: false },
       ),
@@ -84,7 +88,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStor
       max_concurrent_runs: b.max_concurrent_runs,
     };
     assertWithinPlan(workspace.plan, changes);
-    const updated = await updateWorkspace(db, workspace.id, changes, clock.now());
+    const updated = await updateWorkspace(db, workspace.id, { ...changes, retention_days: b.retention_days }, clock.now());
     // Before the answer: a decision anywhere after it sees the change.
     await counters.stateChanged(workspace.id);
     return workspaceView(updated);
