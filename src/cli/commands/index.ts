@@ -9,6 +9,7 @@ import { killSwitchCommand } from './kill-switch.js';
 import { migrateCommand } from './migrate.js';
 import { pricingCommand } from './pricing.js';
 import { reconcileCommand } from './reconcile.js';
+import { retentionCommand } from './retention.js';
 import { runsCommand } from './runs.js';
 import { startCommand } from './start.js';
 import { statusCommand } from './status.js';
@@ -27,5 +28,6 @@ export const COMMANDS: (() => Command)[] = [
   budgetCommand,
   limitsCommand,
   keysCommand,
+  retentionCommand,
   reconcileCommand,
 ];

@@ -1,6 +1,6 @@
-/** `runguard keys list|regenerate`: the workspace's API keys. */
+/** `runguard keys list|regenerate|revoke`: the workspace's API keys. */
 import { readFile } from 'node:fs/promises';
-import { Command, Option } from 'commander';
+import { Argument, Command, Option } from 'commander';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
 
@@ -44,6 +44,15 @@ export function keysCommand(): Command {
         if (connection.keySource === 'RUNGUARD_API_KEY') {
           out.warn('RUNGUARD_API_KEY in this shell holds the revoked key: export the new one, or unset it to use the key file.');
         }
+      })),
+  );
+  keys.addCommand(
+    apiCommand('revoke', "revoke one key by its id (`keys list --json` shows ids); never the workspace's last active key")
+      .addArgument(new Argument('<id>', 'the key id'))
+      .action(withApi(async ({ client, out }, _o: ApiOptions, id: string) => {
+        await client.request('DELETE', `/v1/api-keys/${encodeURIComponent(id)}`);
+        if (out.json) return out.data({ id, revoked: true });
+        out.line(`Key ${id} is revoked: clients using it get 401 from now on.`);
       })),
   );
   return keys;

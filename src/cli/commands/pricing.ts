@@ -183,10 +183,23 @@ function importCommand() {
     );
 }
 
+function deleteCommand() {
+  return apiCommand('delete', "delete a model's price (its calls are then recorded without cost)")
+    .argument('<model>', 'the model, as `pricing list` shows it')
+    .action(
+      withApi(async ({ client, out }, _options: ApiOptions, model: string) => {
+        await client.request('DELETE', `/v1/model-pricing/${encodeURIComponent(model)}`);
+        if (out.json) return out.data({ model, deleted: true });
+        out.line(`Deleted the price of ${model}.`);
+      }),
+    );
+}
+
 export function pricingCommand(): Command {
   return new Command('pricing')
     .description('model prices used to compute step costs')
     .addCommand(setCommand())
     .addCommand(listCommand())
-    .addCommand(importCommand());
+    .addCommand(importCommand())
+    .addCommand(deleteCommand());
 }

@@ -1,4 +1,4 @@
-/** `runguard users list|block|unblock|budget`: SDK users, their spend today, blocking and budgets. */
+/** `runguard users list|block|unblock|budget|delete`: SDK users, their spend today, blocking and budgets. */
 import { Argument, Command, Option } from 'commander';
 import type { ApiClient, Page } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
@@ -87,6 +87,17 @@ export function usersCommand(): Command {
         const workspace = await client.request<{ user_daily_budget_usd: number | null }>('GET', '/v1/workspace');
         const shared = workspace.user_daily_budget_usd === null ? 'unlimited' : `${usd(workspace.user_daily_budget_usd)} a day`;
         out.line(`${user.user_id}: no budget of their own; the workspace's per-user budget applies (${shared}).`);
+      })),
+  );
+  users.addCommand(
+    apiCommand('delete', "delete a user's record and ended runs (refused while a run is RUNNING or in this month / since yesterday, UTC)")
+      .addArgument(new Argument('<user_id>'))
+      .addOption(new Option('--yes', 'confirm: their runs and steps are deleted for good'))
+      .action(withApi(async ({ client, out }, o: ApiOptions & { yes?: boolean }, userId: string) => {
+        if (!o.yes) throw new Error(`deleting ${userId} deletes their runs and steps for good; run again with --yes`);
+        const deleted = await client.request<{ user_id: string; runs_deleted: number }>('DELETE', path(userId));
+        if (out.json) return out.data(deleted);
+        out.line(`Deleted ${deleted.user_id} and ${deleted.runs_deleted} run${deleted.runs_deleted === 1 ? '' : 's'}.`);
       })),
   );
   return users;

@@ -1,0 +1,71 @@
+/** `runguard pricing delete`, `keys revoke`, `users delete` and `retention` against a real daemon on Postgres. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postgresDb } from '../../src/store/db.js';
+import { createApiKey } from '../../src/store/workspaces.js';
+import { caller, type Caller } from '../support/harness.js';
+import { runCli, spawnDaemonOnPostgres } from '../support/daemon.js';
+
+let daemon: Awaited<ReturnType<typeof spawnDaemonOnPostgres>>;
+let api: Caller;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  daemon = await spawnDaemonOnPostgres();
+  api = caller(daemon.url, daemon.apiKey);
+  env = { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: daemon.dataDir };
+});
+afterAll(async () => {
+  await daemon?.close();
+});
+
+const cli = (...args: string[]) => runCli(args, env);
+
+describe('deletion from the CLI', () => {
+  it('when a price is deleted, then it is gone; an unknown model fails naming it', async () => {
+    await api.request('PUT', '/v1/model-pricing/gpt-x', { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 });
+    const deleted = await cli('pricing', 'delete', 'gpt-x');
+    expect(deleted).toMatchObject({ code: 0, stdout: 'Deleted the price of gpt-x.\n' });
+    expect((await api.request('GET', '/v1/model-pricing')).body).toEqual([]);
+    const again = await cli('pricing', 'delete', 'gpt-x');
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('The workspace has no pricing entry for "gpt-x".');
+  });
+
+  it('when a key is revoked, then it stops working; the last active key is refused with the way out', async () => {
+    const db = postgresDb({ connectionString: daemon.database.url, max: 1 });
+    try {
+      const [only] = (await api.request('GET', '/v1/api-keys')).body;
+      const refused = await cli('keys', 'revoke', only.id);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/last active API key.*keys regenerate --yes/);
+      const { rows: [owner] } = await db.query<{ workspace_id: string }>('SELECT workspace_id FROM api_keys WHERE id = $1', [only.id]);
+      const second = await createApiKey(db, owner!.workspace_id);
+      const revoked = await cli('keys', 'revoke', second.id);
+      expect(revoked).toMatchObject({ code: 0, stdout: `Key ${second.id} is revoked: clients using it get 401 from now on.\n` });
+      expect((await caller(daemon.url, second.apiKey).request('GET', '/v1/workspace')).status).toBe(401);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('when a user is deleted, then --yes is required, and a user with a run this month is refused', async () => {
+    expect((await cli('users', 'delete', 'carol')).stderr).toMatch(/run again with --yes/);
+    await api.request('POST', '/v1/runs', { user_id: 'carol' });
+    const refused = await cli('users', 'delete', 'carol', '--yes');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/carol has 1 run\(s\) RUNNING or inside a counted window/);
+    await api.request('PUT', '/v1/users/dave', { blocked: true });
+    expect(await cli('users', 'delete', 'dave', '--yes')).toMatchObject({ code: 0, stdout: 'Deleted dave and 0 runs.\n' });
+    expect((await cli('users', 'delete', 'dave', '--yes')).stderr).toContain('The workspace has no user with this id.');
+  });
+
+  it('when retention is set, then it must be 35 days or more, and none keeps runs forever', async () => {
+    expect((await cli('retention')).stdout).toBe('Runs are kept forever (no retention).\n');
+    const short = await cli('retention', '30');
+    expect(short.code).not.toBe(0);
+    expect(short.stderr).toMatch(/at least 35/);
+    expect((await cli('retention', '90')).stdout).toBe('Ended runs are deleted 90 days after they end (checked hourly, in batches).\n');
+    expect((await api.request('GET', '/v1/workspace')).body.retention_days).toBe(90);
+    expect(JSON.parse((await cli('retention', 'none', '--json')).stdout)).toEqual({ retention_days: null });
+  });
+});
