@@ -46,8 +46,16 @@ export async function revokeApiKey(tx: Queryable, workspaceId: string, keyId: st
   return 'revoked';
 }
 
-/** Which runs a purge may take: ended, and started and ended before `$1`. */
-const DELETABLE = `r.status <> 'RUNNING' AND r.ended_at IS NOT NULL AND r.ended_at < $1 AND r.started_at < $1`;
+/**
+ * No step of the run finished at or after `$1`: a result may land after its run ended (a proxied
+ * call's lingering result), and its cost counts on the day it lands. (Checked on the statement's
+ * snapshot: a result committing while its batch is deleted is not seen. It would need a run ended
+ * before the counted window, so 35 days at least under a retention, to land at that instant.)
+ */
+const NO_COUNTED_STEP = 'NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id AND s.finished_at >= $1)';
+
+/** Which runs a purge may take: ended, started and ended before `$1`, no step finished since. */
+const DELETABLE = `r.status <> 'RUNNING' AND r.ended_at IS NOT NULL AND r.ended_at < $1 AND r.started_at < $1 AND ${NO_COUNTED_STEP}`;
 
 /** A batch of a user's deletable runs, locked; SKIP LOCKED, so purgers on several daemons share the work. */
 const LOCK_USER_RUNS = `
@@ -61,6 +69,7 @@ WHERE w.retention_days IS NOT NULL
   AND r.status <> 'RUNNING' AND r.ended_at IS NOT NULL
   AND r.ended_at < least($1::timestamptz, $2::timestamptz - make_interval(days => w.retention_days))
   AND r.started_at < least($1::timestamptz, $2::timestamptz - make_interval(days => w.retention_days))
+  AND ${NO_COUNTED_STEP}
 ORDER BY r.started_at LIMIT $3 FOR UPDATE OF r SKIP LOCKED`;
 
 /** Deletes locked runs and what hangs on them, children first (foreign keys). */

@@ -72,6 +72,18 @@ describe.each(BACKENDS)('run retention purge on %s', (backend) => {
     expect(await runsOf(stores.db, keepAll.id)).toEqual({ runs: kept.sort(), steps: 6, totals: 3, counted: 3 });
   });
 
+  it('when an old run has a step whose result landed today, then it stays: that cost counts today', async () => {
+    const now = new Date('2031-04-01T10:00:00Z'); // before the runs the test above left inside its retention
+    const ws = await createWorkspace(stores.db, 'late result', 'scale');
+    await stores.db.query('UPDATE workspaces SET retention_days = 35 WHERE id = $1', [ws.id]);
+    const [late] = await seedRuns(stores.db, ws.id, new Date(now.getTime() - 90 * DAY), 1);
+    const [plain] = await seedRuns(stores.db, ws.id, new Date(now.getTime() - 90 * DAY), 1);
+    await stores.db.query('UPDATE steps SET finished_at = $2 WHERE run_id = $1 AND sequence = 2', [late, new Date(now.getTime() - 1000)]);
+    expect(await purgeExpiredRuns(stores.db, now)).toBe(1);
+    expect((await runsOf(stores.db, ws.id)).runs).toEqual([late]);
+    expect(plain).not.toBe(late);
+  });
+
   it('when the sweeper runs on its timer, then it purges expired runs and stops cleanly', async () => {
     const now = new Date('2031-09-20T10:00:00Z');
     const ws = await createWorkspace(stores.db, 'timed', 'scale');
