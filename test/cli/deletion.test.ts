@@ -68,4 +68,21 @@ describe('deletion from the CLI', () => {
     expect((await api.request('GET', '/v1/workspace')).body.retention_days).toBe(90);
     expect(JSON.parse((await cli('retention', 'none', '--json')).stdout)).toEqual({ retention_days: null });
   });
+
+  // Last: it revokes the key the other tests use.
+  it("when the CLI revokes its own key, then it says so, and another key goes on working", async () => {
+    const db = postgresDb({ connectionString: daemon.database.url, max: 1 });
+    try {
+      const [own] = (await api.request('GET', '/v1/api-keys')).body.filter((k: any) => !k.revoked_at);
+      const { rows: [owner] } = await db.query<{ workspace_id: string }>('SELECT workspace_id FROM api_keys WHERE id = $1', [own.id]);
+      const other = await createApiKey(db, owner!.workspace_id);
+      const revoked = await cli('keys', 'revoke', own.id);
+      expect(revoked.code).toBe(0);
+      expect(revoked.stderr).toMatch(/that is the key this CLI used \(from .*api-key\)/);
+      expect((await api.request('GET', '/v1/workspace')).status).toBe(401);
+      expect((await runCli(['keys', 'list'], { ...env, RUNGUARD_API_KEY: other.apiKey })).code).toBe(0);
+    } finally {
+      await db.close();
+    }
+  });
 });

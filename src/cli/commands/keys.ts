@@ -49,10 +49,14 @@ export function keysCommand(): Command {
   keys.addCommand(
     apiCommand('revoke', "revoke one key by its id (`keys list --json` shows ids); never the workspace's last active key")
       .addArgument(new Argument('<id>', 'the key id'))
-      .action(withApi(async ({ client, out }, _o: ApiOptions, id: string) => {
+      .action(withApi(async ({ client, connection, out }, _o: ApiOptions, id: string) => {
+        // Read before: once revoked, the CLI's own key may be the one that no longer works.
+        const listed = await client.request<ApiKey[]>('GET', '/v1/api-keys');
+        const own = listed.find((k) => k.id === id.toLowerCase())?.prefix === connection.apiKey.split('_')[1];
         await client.request('DELETE', `/v1/api-keys/${encodeURIComponent(id)}`);
         if (out.json) return out.data({ id, revoked: true });
         out.line(`Key ${id} is revoked: clients using it get 401 from now on.`);
+        if (own) out.warn(`that is the key this CLI used (from ${connection.keySource}): give it another key.`);
       })),
   );
   return keys;
