@@ -23,7 +23,10 @@ export function countedWindowStart(now: Date): Date {
 }
 
 export async function deletePricing(db: Queryable, workspaceId: string, model: string): Promise<boolean> {
-  const { rowCount } = await db.query('DELETE FROM model_pricing WHERE workspace_id = $1 AND model = $2', [workspaceId, model]);
+  const { rowCount } = await db.query('DELETE FROM model_pricing WHERE workspace_id = $1 AND model = $2', [
+    workspaceId,
+    model,
+  ]);
   return rowCount > 0;
 }
 
@@ -34,9 +37,15 @@ export type RevokeOutcome = 'revoked' | 'not_found' | 'already_revoked' | 'last_
  * can only be reached by a dashboard login, if it has an account at all). The workspace's keys
  * are locked first, so two revocations at once cannot each leave the other's key as the last.
  */
-export async function revokeApiKey(tx: Queryable, workspaceId: string, keyId: string, now: Date): Promise<RevokeOutcome> {
+export async function revokeApiKey(
+  tx: Queryable,
+  workspaceId: string,
+  keyId: string,
+  now: Date,
+): Promise<RevokeOutcome> {
   const { rows } = await tx.query<{ id: string; revoked_at: Date | null }>(
-    'SELECT id, revoked_at FROM api_keys WHERE workspace_id = $1 ORDER BY id FOR UPDATE', [workspaceId],
+    'SELECT id, revoked_at FROM api_keys WHERE workspace_id = $1 ORDER BY id FOR UPDATE',
+    [workspaceId],
   );
   const key = rows.find((r) => r.id === keyId);
   if (!key) return 'not_found';
@@ -106,19 +115,38 @@ async function purgeInBatches(
 /** Deletes every run past its workspace's retention at `now`, a batch per transaction; resolves with how many. */
 export function purgeExpiredRuns(db: Db, now: Date, options: PurgeOptions = {}): Promise<number> {
   const floor = countedWindowStart(now);
-  return purgeInBatches(db, async (tx, batchSize) =>
-    (await tx.query<{ id: string }>(LOCK_EXPIRED_RUNS, [floor, now, batchSize])).rows.map((r) => r.id), options);
+  return purgeInBatches(
+    db,
+    async (tx, batchSize) =>
+      (await tx.query<{ id: string }>(LOCK_EXPIRED_RUNS, [floor, now, batchSize])).rows.map((r) => r.id),
+    options,
+  );
 }
 
 /** Deletes the user's ended runs outside the counted windows at `now`; resolves with how many. */
-export function purgeUserRuns(db: Db, workspaceId: string, userId: string, now: Date, options: PurgeOptions = {}): Promise<number> {
+export function purgeUserRuns(
+  db: Db,
+  workspaceId: string,
+  userId: string,
+  now: Date,
+  options: PurgeOptions = {},
+): Promise<number> {
   const floor = countedWindowStart(now);
-  return purgeInBatches(db, async (tx, batchSize) =>
-    (await tx.query<{ id: string }>(LOCK_USER_RUNS, [floor, workspaceId, userId, batchSize])).rows.map((r) => r.id), options);
+  return purgeInBatches(
+    db,
+    async (tx, batchSize) =>
+      (await tx.query<{ id: string }>(LOCK_USER_RUNS, [floor, workspaceId, userId, batchSize])).rows.map((r) => r.id),
+    options,
+  );
 }
 
 /** How many of the user's runs a deletion must leave: RUNNING, or touching a counted window. */
-export async function countUserCountedRuns(db: Queryable, workspaceId: string, userId: string, now: Date): Promise<number> {
+export async function countUserCountedRuns(
+  db: Queryable,
+  workspaceId: string,
+  userId: string,
+  now: Date,
+): Promise<number> {
   const { rows } = await db.query<{ n: string }>(
     `SELECT count(*) AS n FROM runs r WHERE r.workspace_id = $2 AND r.user_id = $3 AND NOT (${DELETABLE})`,
     [countedWindowStart(now), workspaceId, userId],
@@ -131,11 +159,20 @@ export async function countUserCountedRuns(db: Queryable, workspaceId: string, u
  * before the counted windows; those inside them stay, as the budgets read them. False when the
  * workspace has no such user and no runs of theirs were found.
  */
-export async function deleteUserRecord(tx: Queryable, workspaceId: string, userId: string, now: Date): Promise<boolean> {
-  const { rowCount } = await tx.query('DELETE FROM sdk_users WHERE workspace_id = $1 AND user_id = $2', [workspaceId, userId]);
-  await tx.query(
-    'DELETE FROM user_usage_daily WHERE workspace_id = $1 AND user_id = $2 AND day < $3::date',
-    [workspaceId, userId, countedWindowStart(now).toISOString().slice(0, 10)],
-  );
+export async function deleteUserRecord(
+  tx: Queryable,
+  workspaceId: string,
+  userId: string,
+  now: Date,
+): Promise<boolean> {
+  const { rowCount } = await tx.query('DELETE FROM sdk_users WHERE workspace_id = $1 AND user_id = $2', [
+    workspaceId,
+    userId,
+  ]);
+  await tx.query('DELETE FROM user_usage_daily WHERE workspace_id = $1 AND user_id = $2 AND day < $3::date', [
+    workspaceId,
+    userId,
+    countedWindowStart(now).toISOString().slice(0, 10),
+  ]);
   return rowCount > 0;
 }

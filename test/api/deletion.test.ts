@@ -10,7 +10,7 @@ import { createApiKey } from '../../src/store/workspaces.js';
 import { caller, startTestApi, type Caller, type TestApi } from '../support/harness.js';
 
 describe('counted window', () => {
-  it('when it is early in a month, then the window starts yesterday; later, at the month\'s start (UTC)', () => {
+  it("when it is early in a month, then the window starts yesterday; later, at the month's start (UTC)", () => {
     expect(countedWindowStart(new Date('2026-03-01T05:00:00Z')).toISOString()).toBe('2026-02-28T00:00:00.000Z');
     expect(countedWindowStart(new Date('2026-03-20T23:59:00Z')).toISOString()).toBe('2026-03-01T00:00:00.000Z');
   });
@@ -31,10 +31,19 @@ describe.each(['postgres+redis', 'embedded'] as const)('deletion on %s', (backen
   const recordRun = async (ws: Caller, userId: string, options: { running?: boolean } = {}) => {
     const run = await ws.request('POST', '/v1/runs', { user_id: userId });
     expect(run.status).toBe(201);
-    const step = await ws.request('POST', `/v1/runs/${run.body.id}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'priced' });
+    const step = await ws.request('POST', `/v1/runs/${run.body.id}/steps`, {
+      type: 'MODEL_CALL',
+      sequence: 1,
+      model: 'priced',
+    });
     expect(step.status).toBe(201);
-    await ws.request('PATCH', `/v1/runs/${run.body.id}/steps/${step.body.id}`, { status: 'COMPLETED', prompt_tokens: 1000, completion_tokens: 0 });
-    if (!options.running) expect((await ws.request('POST', `/v1/runs/${run.body.id}/end`, { status: 'COMPLETED' })).status).toBe(200);
+    await ws.request('PATCH', `/v1/runs/${run.body.id}/steps/${step.body.id}`, {
+      status: 'COMPLETED',
+      prompt_tokens: 1000,
+      completion_tokens: 0,
+    });
+    if (!options.running)
+      expect((await ws.request('POST', `/v1/runs/${run.body.id}/end`, { status: 'COMPLETED' })).status).toBe(200);
     return run.body.id as string;
   };
   const newWorkspace = async () => {
@@ -43,23 +52,30 @@ describe.each(['postgres+redis', 'embedded'] as const)('deletion on %s', (backen
     return ws;
   };
   const sql = async (text: string, params: unknown[]) => (await api.stores.db.query(text, params)).rows;
-  const stepsOf = async (ids: string[]) => Number((await sql('SELECT count(*) AS n FROM steps WHERE run_id = ANY($1::uuid[])', [ids]))[0].n);
+  const stepsOf = async (ids: string[]) =>
+    Number((await sql('SELECT count(*) AS n FROM steps WHERE run_id = ANY($1::uuid[])', [ids]))[0].n);
   /** The counters the guards read: every day's spend and runs of the workspace. */
-  const usage = (workspaceId: string) => sql('SELECT day::text, spend_micros::text, runs FROM usage_daily WHERE workspace_id = $1 ORDER BY day', [workspaceId]);
+  const usage = (workspaceId: string) =>
+    sql('SELECT day::text, spend_micros::text, runs FROM usage_daily WHERE workspace_id = $1 ORDER BY day', [
+      workspaceId,
+    ]);
   /** The run list's total (run_counts) must equal the runs there are. */
   const expectCountsRight = async (ws: Caller, workspaceId: string) => {
     const [{ n }] = await sql('SELECT count(*) AS n FROM runs WHERE workspace_id = $1', [workspaceId]);
     expect((await ws.request('GET', '/v1/runs')).body.total).toBe(Number(n));
   };
 
-  it('when a pricing entry is deleted, then it is gone, and deleting it again (or another workspace\'s) is a 404', async () => {
+  it("when a pricing entry is deleted, then it is gone, and deleting it again (or another workspace's) is a 404", async () => {
     const ws = await newWorkspace();
     const other = await newWorkspace();
     expect((await ws.api.request('DELETE', '/v1/model-pricing/priced')).status).toBe(204);
     expect((await ws.api.request('GET', '/v1/model-pricing')).body).toEqual([]);
     const again = await ws.api.request('DELETE', '/v1/model-pricing/priced');
     expect(again.status).toBe(404);
-    expect(again.body).toEqual({ code: 'PRICING_NOT_FOUND', detail: 'The workspace has no pricing entry for "priced".' });
+    expect(again.body).toEqual({
+      code: 'PRICING_NOT_FOUND',
+      detail: 'The workspace has no pricing entry for "priced".',
+    });
     expect((await other.api.request('GET', '/v1/model-pricing')).body.map((p: any) => p.model)).toEqual(['priced']);
   });
 
@@ -153,7 +169,9 @@ describe.each(['postgres+redis', 'embedded'] as const)('deletion on %s', (backen
     expect((await ws.api.request('GET', '/v1/runs?user_id=bob')).body.total).toBe(0);
     const users = (await ws.api.request('GET', '/v1/users')).body.items.map((u: any) => u.user_id);
     expect(users).not.toContain('bob');
-    expect(await sql('SELECT * FROM user_usage_daily WHERE workspace_id = $1 AND user_id = $2', [ws.workspaceId, 'bob'])).toEqual([]);
+    expect(
+      await sql('SELECT * FROM user_usage_daily WHERE workspace_id = $1 AND user_id = $2', [ws.workspaceId, 'bob']),
+    ).toEqual([]);
     expect(await usage(ws.workspaceId)).toEqual(usageBefore);
     await expectCountsRight(ws.api, ws.workspaceId);
 

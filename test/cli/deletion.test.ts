@@ -22,7 +22,10 @@ const cli = (...args: string[]) => runCli(args, env);
 
 describe('deletion from the CLI', () => {
   it('when a price is deleted, then it is gone; an unknown model fails naming it', async () => {
-    await api.request('PUT', '/v1/model-pricing/gpt-x', { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 });
+    await api.request('PUT', '/v1/model-pricing/gpt-x', {
+      input_cost_per_token: 0.000001,
+      output_cost_per_token: 0.000002,
+    });
     const deleted = await cli('pricing', 'delete', 'gpt-x');
     expect(deleted).toMatchObject({ code: 0, stdout: 'Deleted the price of gpt-x.\n' });
     expect((await api.request('GET', '/v1/model-pricing')).body).toEqual([]);
@@ -38,10 +41,15 @@ describe('deletion from the CLI', () => {
       const refused = await cli('keys', 'revoke', only.id);
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/last active API key.*keys regenerate --yes/);
-      const { rows: [owner] } = await db.query<{ workspace_id: string }>('SELECT workspace_id FROM api_keys WHERE id = $1', [only.id]);
+      const {
+        rows: [owner],
+      } = await db.query<{ workspace_id: string }>('SELECT workspace_id FROM api_keys WHERE id = $1', [only.id]);
       const second = await createApiKey(db, owner!.workspace_id);
       const revoked = await cli('keys', 'revoke', second.id);
-      expect(revoked).toMatchObject({ code: 0, stdout: `Key ${second.id} is revoked: clients using it get 401 from now on.\n` });
+      expect(revoked).toMatchObject({
+        code: 0,
+        stdout: `Key ${second.id} is revoked: clients using it get 401 from now on.\n`,
+      });
       expect((await caller(daemon.url, second.apiKey).request('GET', '/v1/workspace')).status).toBe(401);
     } finally {
       await db.close();
@@ -55,7 +63,10 @@ describe('deletion from the CLI', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/carol has 1 run\(s\) RUNNING or inside a counted window/);
     await api.request('PUT', '/v1/users/dave', { blocked: true });
-    expect(await cli('users', 'delete', 'dave', '--yes')).toMatchObject({ code: 0, stdout: 'Deleted dave and 0 runs.\n' });
+    expect(await cli('users', 'delete', 'dave', '--yes')).toMatchObject({
+      code: 0,
+      stdout: 'Deleted dave and 0 runs.\n',
+    });
     expect((await cli('users', 'delete', 'dave', '--yes')).stderr).toContain('The workspace has no user with this id.');
   });
 
@@ -64,17 +75,21 @@ describe('deletion from the CLI', () => {
     const short = await cli('retention', '30');
     expect(short.code).not.toBe(0);
     expect(short.stderr).toMatch(/at least 35/);
-    expect((await cli('retention', '90')).stdout).toBe('Ended runs are deleted 90 days after they end (checked hourly, in batches).\n');
+    expect((await cli('retention', '90')).stdout).toBe(
+      'Ended runs are deleted 90 days after they end (checked hourly, in batches).\n',
+    );
     expect((await api.request('GET', '/v1/workspace')).body.retention_days).toBe(90);
     expect(JSON.parse((await cli('retention', 'none', '--json')).stdout)).toEqual({ retention_days: null });
   });
 
   // Last: it revokes the key the other tests use.
-  it("when the CLI revokes its own key, then it says so, and another key goes on working", async () => {
+  it('when the CLI revokes its own key, then it says so, and another key goes on working', async () => {
     const db = postgresDb({ connectionString: daemon.database.url, max: 1 });
     try {
       const [own] = (await api.request('GET', '/v1/api-keys')).body.filter((k: any) => !k.revoked_at);
-      const { rows: [owner] } = await db.query<{ workspace_id: string }>('SELECT workspace_id FROM api_keys WHERE id = $1', [own.id]);
+      const {
+        rows: [owner],
+      } = await db.query<{ workspace_id: string }>('SELECT workspace_id FROM api_keys WHERE id = $1', [own.id]);
       const other = await createApiKey(db, owner!.workspace_id);
       const revoked = await cli('keys', 'revoke', own.id);
       expect(revoked.code).toBe(0);

@@ -15,7 +15,13 @@ import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js
 const DAY = 86_400_000;
 
 /** Runs of the workspace started and ended at `at`, each with two steps and a totals row. */
-async function seedRuns(db: Queryable, workspaceId: string, at: Date, count: number, status = 'COMPLETED'): Promise<string[]> {
+async function seedRuns(
+  db: Queryable,
+  workspaceId: string,
+  at: Date,
+  count: number,
+  status = 'COMPLETED',
+): Promise<string[]> {
   const ids = Array.from({ length: count }, () => randomUUID());
   await db.query(
     `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at, step_count)
@@ -28,17 +34,27 @@ async function seedRuns(db: Queryable, workspaceId: string, at: Date, count: num
      FROM unnest($1::uuid[]) AS id, generate_series(1, 2) AS seq`,
     [ids, workspaceId, at],
   );
-  await db.query('INSERT INTO run_totals (run_id, total_tokens, total_cost_usd) SELECT id, 10, 0.5 FROM unnest($1::uuid[]) AS id', [ids]);
+  await db.query(
+    'INSERT INTO run_totals (run_id, total_tokens, total_cost_usd) SELECT id, 10, 0.5 FROM unnest($1::uuid[]) AS id',
+    [ids],
+  );
   return ids;
 }
 
-async function runsOf(db: Queryable, workspaceId: string): Promise<{ runs: string[]; steps: number; totals: number; counted: number }> {
-  const { rows } = await db.query<{ id: string }>('SELECT id FROM runs WHERE workspace_id = $1 ORDER BY id', [workspaceId]);
+async function runsOf(
+  db: Queryable,
+  workspaceId: string,
+): Promise<{ runs: string[]; steps: number; totals: number; counted: number }> {
+  const { rows } = await db.query<{ id: string }>('SELECT id FROM runs WHERE workspace_id = $1 ORDER BY id', [
+    workspaceId,
+  ]);
   const one = async (sql: string) => Number((await db.query<{ n: string }>(sql, [workspaceId])).rows[0]!.n);
   return {
     runs: rows.map((r) => r.id),
     steps: await one('SELECT count(*) AS n FROM steps WHERE workspace_id = $1'),
-    totals: await one('SELECT count(*) AS n FROM run_totals t JOIN runs r ON r.id = t.run_id WHERE r.workspace_id = $1'),
+    totals: await one(
+      'SELECT count(*) AS n FROM run_totals t JOIN runs r ON r.id = t.run_id WHERE r.workspace_id = $1',
+    ),
     counted: await one('SELECT coalesce(sum(runs), 0) AS n FROM run_counts WHERE workspace_id = $1'),
   };
 }
@@ -67,8 +83,13 @@ describe.each(BACKENDS)('run retention purge on %s', (backend) => {
       purgeExpiredRuns(stores.db, now, { batchSize: 20 }),
     ]);
     const rest = await purgeExpiredRuns(stores.db, now, { batchSize: 20 });
-    expect(purged[0]! + purged[1]! + rest).toBe(230);
-    expect(await runsOf(stores.db, ws.id)).toEqual({ runs: [...running, ...inside].sort(), steps: 6, totals: 3, counted: 3 });
+    expect(purged[0] + purged[1] + rest).toBe(230);
+    expect(await runsOf(stores.db, ws.id)).toEqual({
+      runs: [...running, ...inside].sort(),
+      steps: 6,
+      totals: 3,
+      counted: 3,
+    });
     expect(await runsOf(stores.db, keepAll.id)).toEqual({ runs: kept.sort(), steps: 6, totals: 3, counted: 3 });
   });
 
@@ -78,7 +99,10 @@ describe.each(BACKENDS)('run retention purge on %s', (backend) => {
     await stores.db.query('UPDATE workspaces SET retention_days = 35 WHERE id = $1', [ws.id]);
     const [late] = await seedRuns(stores.db, ws.id, new Date(now.getTime() - 90 * DAY), 1);
     const [plain] = await seedRuns(stores.db, ws.id, new Date(now.getTime() - 90 * DAY), 1);
-    await stores.db.query('UPDATE steps SET finished_at = $2 WHERE run_id = $1 AND sequence = 2', [late, new Date(now.getTime() - 1000)]);
+    await stores.db.query('UPDATE steps SET finished_at = $2 WHERE run_id = $1 AND sequence = 2', [
+      late,
+      new Date(now.getTime() - 1000),
+    ]);
     expect(await purgeExpiredRuns(stores.db, now)).toBe(1);
     expect((await runsOf(stores.db, ws.id)).runs).toEqual([late]);
     expect(plain).not.toBe(late);
@@ -90,13 +114,19 @@ describe.each(BACKENDS)('run retention purge on %s', (backend) => {
     await stores.db.query('UPDATE workspaces SET retention_days = 35 WHERE id = $1', [ws.id]);
     await seedRuns(stores.db, ws.id, new Date(now.getTime() - 36 * DAY), 7);
     const sweeper = createStaleRunSweeper({
-      db: stores.db, clock: { now: () => now }, logger: createLogger('silent'), idleMs: DAY, intervalMs: 0,
-      idempotencyPurgeIntervalMs: 20, runPurgeBatchSize: 3,
+      db: stores.db,
+      clock: { now: () => now },
+      logger: createLogger('silent'),
+      idleMs: DAY,
+      intervalMs: 0,
+      idempotencyPurgeIntervalMs: 20,
+      runPurgeBatchSize: 3,
     });
     sweeper.start();
     try {
       const deadline = Date.now() + 5_000;
-      while ((await runsOf(stores.db, ws.id)).runs.length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      while ((await runsOf(stores.db, ws.id)).runs.length > 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 10));
     } finally {
       await sweeper.stop();
     }

@@ -8,25 +8,35 @@ const MIN_DAYS = 35;
 function parseDays(text: string): number | null {
   if (/^(none|forever)$/i.test(text)) return null;
   if (!/^\d+$/.test(text) || Number(text) < MIN_DAYS) {
-    throw new InvalidArgumentError(`must be a whole number of days, at least ${MIN_DAYS} (a retention never reaches this month's runs), or 'none'.`);
+    throw new InvalidArgumentError(
+      `must be a whole number of days, at least ${MIN_DAYS} (a retention never reaches this month's runs), or 'none'.`,
+    );
   }
   return Number(text);
 }
 
 function say(out: Output, days: number | null) {
-  out.line(days === null
-    ? 'Runs are kept forever (no retention).'
-    : `Ended runs are deleted ${days} days after they end (checked hourly, in batches).`);
+  out.line(
+    days === null
+      ? 'Runs are kept forever (no retention).'
+      : `Ended runs are deleted ${days} days after they end (checked hourly, in batches).`,
+  );
 }
 
 export function retentionCommand() {
-  return apiCommand('retention', `show how long ended runs are kept, or set it in days (at least ${MIN_DAYS}; 'none' = forever)`)
+  return apiCommand(
+    'retention',
+    `show how long ended runs are kept, or set it in days (at least ${MIN_DAYS}; 'none' = forever)`,
+  )
     .addArgument(new Argument('[days]', `days, at least ${MIN_DAYS}, or 'none'`).argParser(parseDays))
     .action(
       withApi(async ({ client, out }, _options, days?: number | null) => {
-        const workspace = days === undefined
-          ? await client.request<{ retention_days: number | null }>('GET', '/v1/workspace')
-          : await client.request<{ retention_days: number | null }>('PATCH', '/v1/workspace', { retention_days: days });
+        const workspace =
+          days === undefined
+            ? await client.request<{ retention_days: number | null }>('GET', '/v1/workspace')
+            : await client.request<{ retention_days: number | null }>('PATCH', '/v1/workspace', {
+                retention_days: days,
+              });
         if (out.json) return out.data({ retention_days: workspace.retention_days });
         say(out, workspace.retention_days);
       }),
