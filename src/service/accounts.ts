@@ -40,7 +40,7 @@ export class Accounts {
       });
       const { workspace, account, key } = created;
       return {
-        account: { id: account.id, email: account.email, created_at: new Date(account.created_at).toISOString() },
+        account: { id: account.id, email, created_at: new Date(account.created_at).toISOString() },
         workspace: { id: workspace.id, name: workspace.name, plan: workspace.plan },
         api_key: key.apiKey,
         ...(await this.tokenFor(account)),
@@ -73,6 +73,9 @@ export class Accounts {
   async changePassword(accountId: string, currentPassword: string, newPassword: string): Promise<void> {
     const account = await findAccount(this.db, accountId);
     if (!account) throw new ApiError('UNAUTHORIZED');
+    if (account.password_hash === null) {
+      throw new ApiError('BAD_REQUEST', 'This account has no password yet: set the owner email and password first.');
+    }
     if (!(await verifyPassword(currentPassword, account.password_hash))) {
       throw new ApiError('BAD_REQUEST', 'The current password is wrong.');
     }

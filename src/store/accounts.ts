@@ -4,8 +4,9 @@ import type { Queryable } from './db.js';
 
 export interface AccountRow {
   id: string;
-  email: string;
-  password_hash: string;
+  /** Null for an account a sign-in link created, until its owner names an email and password. */
+  email: string | null;
+  password_hash: string | null;
   workspace_id: string;
   token_version: number;
   created_at: Date;
@@ -41,6 +42,40 @@ export async function changePasswordHash(db: Queryable, id: string, passwordHash
     [id, passwordHash],
   );
   return rows[0]!.token_version;
+}
+
+/** The workspace's first account: the one a sign-in link signs in as. */
+export async function firstAccountOf(db: Queryable, workspaceId: string): Promise<AccountRow | null> {
+  const { rows } = await db.query<AccountRow>(
+    'SELECT * FROM accounts WHERE workspace_id = $1 ORDER BY created_at, id LIMIT 1', [workspaceId]);
+  return rows[0] ?? null;
+}
+
+/** An account without email or password, for a workspace that has none (see migration 13). */
+export async function insertUnnamedAccount(db: Queryable, workspaceId: string): Promise<AccountRow> {
+  const { rows } = await db.query<AccountRow>(
+    'INSERT INTO accounts (id, email, password_hash, workspace_id) VALUES ($1, NULL, NULL, $2) RETURNING *',
+    [randomUUID(), workspaceId],
+  );
+  return rows[0]!;
+}
+
+/**
+ * Names an unnamed account's owner: only while it has no password (a named account changes its
+ * password with the current one). Bumps the token version: the link's session ends with it.
+ */
+export async function nameAccount(db: Queryable, id: string, email: string, passwordHash: string): Promise<AccountRow | null> {
+  const { rows } = await db.query<AccountRow>(
+    `UPDATE accounts SET email = $2, password_hash = $3, token_version = token_version + 1
+     WHERE id = $1 AND password_hash IS NULL RETURNING *`,
+    [id, email, passwordHash],
+  );
+  return rows[0] ?? null;
+}
+
+/** Ends every session of the account: tokens carry the version they were issued at. */
+export async function bumpTokenVersion(db: Queryable, id: string): Promise<void> {
+  await db.query('UPDATE accounts SET token_version = token_version + 1 WHERE id = $1', [id]);
 }
 
 /**

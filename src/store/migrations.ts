@@ -332,6 +332,26 @@ ALTER TABLE steps
 `,
   },
   {
+    version: 13,
+    name: 'dashboard_sign_in_links',
+    sql: `
+-- One-time dashboard sign-in links (runguard dashboard), minted with an API key: only the
+-- SHA-256 of the token is kept; redeeming sets used_at in the same statement that checks it, so
+-- a link signs in once. A workspace made by the first start has no account: a link creates one
+-- without email or password (its owner names both from the dashboard), hence the NULLs. Login
+-- matches by email, so such an account cannot be signed in to with a password.
+ALTER TABLE accounts ALTER COLUMN email DROP NOT NULL, ALTER COLUMN password_hash DROP NOT NULL;
+CREATE TABLE sign_in_links (
+  token_sha256 bytea PRIMARY KEY,
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  expires_at timestamptz NOT NULL,
+  used_at timestamptz,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX sign_in_links_expiry ON sign_in_links (expires_at);
+`,
+  },
+  {
     version: 14,
     name: 'workspace_retention',
     sql: `

@@ -4,7 +4,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
 import type { Accounts } from '../../service/accounts.js';
-import { errorResponses, Uuid } from '../schemas.js';
+import { errorResponses, Nullable, Uuid } from '../schemas.js';
 
 const Email = Type.String({ format: 'email', maxLength: 254 });
 const Password = Type.String({ minLength: 8, maxLength: 1024 });
@@ -69,7 +69,8 @@ export const authRoutes: FastifyPluginAsync<AuthRouteOptions> = async (base, { a
       tags: ['auth'],
       summary: 'The logged-in account',
       response: {
-        200: Type.Object({ id: Uuid, email: Type.String(), created_at: Type.String({ format: 'date-time' }), workspace: WorkspaceRef }),
+        // email is null for the account a sign-in link made, until its owner names one.
+        200: Type.Object({ id: Uuid, email: Nullable(Type.String()), created_at: Type.String({ format: 'date-time' }), workspace: WorkspaceRef }),
         ...errorResponses(401),
       },
     },

@@ -3,6 +3,7 @@
  * folder (see `../command.ts` for the shared shape) and one line here.
  */
 import type { Command } from 'commander';
+import { dashboardCommand } from './dashboard.js';
 import { execCommand } from './exec.js';
 import { keysCommand } from './keys.js';
 import { killSwitchCommand } from './kill-switch.js';
@@ -21,6 +22,7 @@ export const COMMANDS: (() => Command)[] = [
   execCommand,
   migrateCommand,
   statusCommand,
+  dashboardCommand,
   runsCommand,
   pricingCommand,
   killSwitchCommand,

@@ -1,0 +1,81 @@
+/**
+ * The dashboard's sign-in link (minted with an API key, redeemed once for a token), naming the
+ * owner of the account a link made, and sign-out. See docs/dashboard.md.
+ */
+import { Type } from 'typebox';
+import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Clock } from '../../service/guard-service.js';
+import type { DashboardSignIn } from '../../service/dashboard-sign-in.js';
+import { errorResponses, NoBody } from '../schemas.js';
+
+const Token = Type.Object({ access_token: Type.String(), token_type: Type.Literal('bearer'), expires_in: Type.Integer() });
+
+export interface DashboardAuthRouteOptions {
+  signIn: DashboardSignIn;
+  clock: Clock;
+  /** Attempts per client address per minute on redeeming a link (as on login). */
+  rateLimitPerMinute: number;
+}
+
+export const dashboardAuthRoutes: FastifyPluginAsync<DashboardAuthRouteOptions> = async (base, { signIn, clock, rateLimitPerMinute }) => {
+  const app = base.withTypeProvider<TypeBoxTypeProvider>();
+  const rateLimit = { max: rateLimitPerMinute, timeWindow: 60_000 };
+
+  app.post('/v1/auth/sign-in-links', {
+    config: { auth: 'key' },
+    schema: {
+      tags: ['auth'],
+      summary: "A one-time dashboard sign-in link to the key's workspace (single use, 10 minutes)",
+      body: NoBody,
+      response: {
+        201: Type.Object({
+          path: Type.String({ description: 'Append to the daemon URL; the token is in the fragment' }),
+          token: Type.String(),
+          expires_at: Type.String({ format: 'date-time' }),
+        }),
+        ...errorResponses(401, 422),
+      },
+    },
+  }, async (request, reply) => reply.status(201).send(await signIn.mintLink(request.principal.workspaceId, clock.now())));
+
+  app.post('/v1/auth/sign-in-links/redeem', {
+    config: { auth: 'none', rateLimit },
+    schema: {
+      tags: ['auth'],
+      summary: "Exchange a sign-in link's token for a dashboard token (the link is used up)",
+      security: [],
+      body: Type.Object({ token: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
+      response: {
+        200: Type.Object({ ...Token.properties, owner_set: Type.Boolean({ description: 'false: the account has no email and password yet' }) }),
+        ...errorResponses(401, 422, 429),
+      },
+    },
+  }, async (request) => signIn.redeemLink(request.body.token, clock.now()));
+
+  app.post('/v1/auth/owner', {
+    config: { auth: 'jwt' },
+    schema: {
+      tags: ['auth'],
+      summary: 'Name the email and password of an account a sign-in link made (once); answers a new token',
+      body: Type.Object(
+        { email: Type.String({ format: 'email', maxLength: 254 }), password: Type.String({ minLength: 8, maxLength: 1024 }) },
+        { additionalProperties: false },
+      ),
+      response: { 200: Token, ...errorResponses(401, 409, 422) },
+    },
+  }, async (request) => signIn.setOwner(request.principal.subjectId, request.body.email, request.body.password));
+
+  app.post('/v1/auth/sign-out', {
+    config: { auth: 'jwt' },
+    schema: {
+      tags: ['auth'],
+      summary: "End every session of the signed-in account (its tokens stop working)",
+      body: NoBody,
+      response: { 204: Type.Null(), ...errorResponses(401, 422) },
+    },
+  }, async (request, reply) => {
+    await signIn.signOut(request.principal.subjectId);
+    return reply.status(204).send(null);
+  });
+};
