@@ -77,6 +77,8 @@ export const StepUpdated = Type.Object({ id: Uuid, status: EndStatus });
 export const RunListQuery = Type.Object({
   status: Type.Optional(RunStatus),
   user_id: Type.Optional(UserId),
+  started_from: Type.Optional(Type.String({ format: 'date-time', description: 'Runs started at or after this instant' })),
+  started_before: Type.Optional(Type.String({ format: 'date-time', description: 'Runs started before this instant' })),
   page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
   per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
 });

@@ -379,6 +379,10 @@ export interface RunListQuery {
   userId: string | null;
   page: number;
   perPage: number;
+  /** Runs started at or after this instant (the dashboard's time range); absent: no bound. */
+  startedFrom?: Date | null;
+  /** Runs started before this instant; absent: no bound. */
+  startedBefore?: Date | null;
 }
 
 const iso = (d: unknown): string | null => (d === null || d === undefined ? null : new Date(d as Date).toISOString());
@@ -421,6 +425,9 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
   const params: unknown[] = [workspaceId];
   if (q.status) where.push(`status = $${params.push(q.status)}`);
   if (q.userId !== null) where.push(`user_id = $${params.push(q.userId)}`);
+  if (q.startedFrom) where.push(`started_at >= $${params.push(q.startedFrom)}`);
+  if (q.startedBefore) where.push(`started_at < $${params.push(q.startedBefore)}`);
+  const timeBound = Boolean(q.startedFrom || q.startedBefore);
   const filter = where.join(' AND ');
   const [{ rows }, { rows: countRows }] = await Promise.all([
     // Only the page's runs from before migration 6 are summed. Not RUN_TOTALS's lateral sum: the
@@ -440,8 +447,8 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
       [...params, q.perPage, (q.page - 1) * q.perPage],
     ),
     // Without a user, the counts Postgres keeps (migration 8): a few rows, however many runs. A
-    // user's runs are counted through the (workspace, user) index.
-    q.userId === null
+    // user's runs, or a time range's, are counted through the listing indexes.
+    q.userId === null && !timeBound
       ? db.query<{ total: string | number }>(
         `SELECT coalesce(sum(runs), 0) AS total FROM run_counts WHERE ${filter}`, params)
       : db.query<{ total: string | number }>(`SELECT count(*) AS total FROM runs WHERE ${filter}`, params),

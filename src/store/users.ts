@@ -31,19 +31,22 @@ export async function listUsers(
   db: Queryable,
   workspaceId: string,
   day: string,
-  q: { blocked: boolean | null; page: number; perPage: number },
+  q: { blocked: boolean | null; page: number; perPage: number; search?: string | null },
 ) {
-  // The blocked filter is NULL for all users.
+  // The blocked filter is NULL for all users; so is the search (a case-insensitive substring of the id).
+  const search = q.search ? q.search.toLowerCase() : null;
   const [{ rows }, { rows: count }] = await Promise.all([
     db.query(
       `SELECT ${COLUMNS} FROM sdk_users u ${SPEND_JOIN}
        WHERE u.workspace_id = $1 AND ($3::boolean IS NULL OR u.blocked = $3)
+         AND ($6::text IS NULL OR strpos(lower(u.user_id), $6) > 0)
        ORDER BY u.last_seen_at DESC, u.user_id LIMIT $4 OFFSET $5`,
-      [workspaceId, day, q.blocked, q.perPage, (q.page - 1) * q.perPage],
+      [workspaceId, day, q.blocked, q.perPage, (q.page - 1) * q.perPage, search],
     ),
     db.query<{ total: string | number }>(
-      `SELECT count(*) AS total FROM sdk_users u WHERE u.workspace_id = $1 AND ($2::boolean IS NULL OR u.blocked = $2)`,
-      [workspaceId, q.blocked],
+      `SELECT count(*) AS total FROM sdk_users u WHERE u.workspace_id = $1 AND ($2::boolean IS NULL OR u.blocked = $2)
+         AND ($3::text IS NULL OR strpos(lower(u.user_id), $3) > 0)`,
+      [workspaceId, q.blocked, search],
     ),
   ]);
   return { items: rows.map(toUser), total: Number(count[0]!.total) };

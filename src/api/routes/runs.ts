@@ -139,6 +139,8 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
     return listRuns(db, request.principal.workspaceId, {
       status: q.status ?? null,
       userId: q.user_id ?? null,
+      startedFrom: q.started_from ? new Date(q.started_from) : null,
+      startedBefore: q.started_before ? new Date(q.started_before) : null,
       page: q.page,
       perPage: q.per_page,
     });

@@ -44,6 +44,7 @@ export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; cl
       summary: 'SDK users, most recently seen first',
       querystring: Type.Object({
         blocked: Type.Optional(Type.Boolean()),
+        search: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'Users whose id contains this text (any case)' })),
         page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
         per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
       }),
@@ -55,7 +56,7 @@ export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; cl
   }, async (request) => {
     const q = request.query;
     const { items, total } = await listUsers(db, request.principal.workspaceId, today(clock), {
-      blocked: q.blocked ?? null, page: q.page, perPage: q.per_page,
+      blocked: q.blocked ?? null, search: q.search ?? null, page: q.page, perPage: q.per_page,
     });
     return { items: items.map(view), total, page: q.page, per_page: q.per_page };
   });
