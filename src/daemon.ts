@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './api/app.js';
 import { connectionCapFor, openFileLimit } from './api/connection-guard.js';
+import { fileURLToPath } from 'node:url';
 import { bootstrapWorkspace } from './bootstrap.js';
 import { LocalKeyFile } from './local-key.js';
 import { recordDaemon } from './local-daemon.js';
@@ -162,6 +163,8 @@ async function prepare(config: Config, logger: Logger, stores: Stores, out: Node
     },
     metrics,
     localKey,
+    // Beside this module in dist/: `npm run build` writes the dashboard there.
+    dashboardDir: fileURLToPath(new URL('./dashboard/', import.meta.url)),
     proxy: {
       providers,
       // Read per call (a getter): the local key file's key changes when it is regenerated.
@@ -225,6 +228,7 @@ export async function startDaemon(
   const indexes = config.databaseUrl ? buildLateIndexes(config.databaseUrl, logger.child({ component: 'indexes' })) : null;
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
   const forget = options.recordFor ? recordListening(config, app, options.recordFor, logger) : () => {};
+  out.write(`runguard: dashboard at ${address}/ (sign in with \`runguard dashboard\`: it prints a one-time link)\n`);
   let closing: Promise<void> | null = null;
   return {
     app,

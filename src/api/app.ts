@@ -35,6 +35,11 @@ import { usageRoutes } from './routes/usage.js';
 import { userRoutes } from './routes/users.js';
 import { workspaceRoutes } from './routes/workspace.js';
 import { proxyTokenRoutes } from './routes/proxy-tokens.js';
+import { overviewRoutes } from './routes/overview.js';
+import { pricingCatalogRoutes } from './routes/pricing-catalog.js';
+import { dashboardAuthRoutes } from './routes/dashboard-auth.js';
+import { registerDashboard } from './dashboard-assets.js';
+import { DashboardSignIn } from '../service/dashboard-sign-in.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
 import { proxyRequestSerializer, proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
 
@@ -58,6 +63,8 @@ export interface AppDeps {
   /** The daemon's address as clients reach it, for the URLs it hands out. Absent: where it listens. */
   publicUrl?: string | null;
   http?: HttpLimits;
+  /** The built web dashboard's folder (`dist/dashboard`). Absent or not built: `/` says how to build it. */
+  dashboardDir?: string;
 }
 
 /** What one client may hold of the HTTP server. */
@@ -134,7 +141,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerValidation(app);
   registerErrorHandler(app);
   registerJsonBody(app);
-  const accounts = new Accounts(db, new TokenIssuer(deps.auth.jwtSecret, deps.auth.jwtTtlSeconds), deps.auth.scryptCost);
+  const tokenIssuer = new TokenIssuer(deps.auth.jwtSecret, deps.auth.jwtTtlSeconds);
+  const accounts = new Accounts(db, tokenIssuer, deps.auth.scryptCost);
   if (metrics) registerMetrics(app, metrics);
   const keys = new ApiKeyVerifier(db);
   // Before the auth hook: an address over its failures is answered without a credential lookup.
@@ -172,6 +180,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(apiKeyRoutes, { db, clock: deps.clock, keys, localKey: deps.localKey });
   await app.register(userRoutes, { db, counters, clock: deps.clock });
   await app.register(usageRoutes, { db, counters, clock: deps.clock });
+  await app.register(overviewRoutes, { db, clock: deps.clock });
+  await app.register(pricingCatalogRoutes);
+  await app.register(dashboardAuthRoutes, {
+    signIn: new DashboardSignIn(db, tokenIssuer, deps.auth.scryptCost), clock: deps.clock,
+    rateLimitPerMinute: deps.auth.rateLimitPerMinute,
+  });
+  await registerDashboard(app, deps.dashboardDir);
   if (deps.proxy) {
     const configuredUrl = deps.publicUrl ?? null;
     await app.register(proxyTokenRoutes, {

@@ -1,0 +1,93 @@
+/** The documented /v1 API, with the session's token. The only source of data the pages have. */
+import { clearToken, getToken } from './session';
+
+export class ApiError extends Error {
+  constructor(readonly status: number, readonly code: string, detail: string) {
+    super(detail);
+  }
+}
+
+/** Called when the API says the session is over (401): the app goes to the sign-in page. */
+let onSignedOut: () => void = () => {};
+export function whenSignedOut(fn: () => void): void {
+  onSignedOut = fn;
+}
+
+export async function api<T>(method: string, path: string, body?: unknown, token = getToken()): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  let res: Response;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  } catch {
+    throw new ApiError(0, 'NETWORK', 'The daemon did not answer: is it running?');
+  }
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  const json = text ? (JSON.parse(text) as unknown) : undefined;
+  if (!res.ok) {
+    const error = json as { detail?: string; code?: string } | undefined;
+    if (res.status === 401 && token && !path.startsWith('/v1/auth/login') && !path.startsWith('/v1/auth/sign-in-links')) {
+      clearToken();
+      onSignedOut();
+    }
+    throw new ApiError(res.status, error?.code ?? 'ERROR', error?.detail ?? `The daemon answered ${res.status}.`);
+  }
+  // Every view on screen reloads after a write (the kill switch banner, a list): see useLoad.
+  if (method !== 'GET') window.dispatchEvent(new Event(CHANGED));
+  return json as T;
+}
+
+/** The event a successful write dispatches on window. */
+export const CHANGED = 'runguard:changed';
+
+export const qs = (params: Record<string, string | number | boolean | undefined | null>): string => {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) if (value !== undefined && value !== null && value !== '') search.set(key, String(value));
+  const text = search.toString();
+  return text ? `?${text}` : '';
+};
+
+export interface Page<T> { items: T[]; total: number; page: number; per_page: number }
+export interface Decision { outcome: 'ALLOW' | 'DENY'; reason: string | null; evaluated_rules: Record<string, 'PASS' | 'DENY'>; detail?: unknown }
+export interface RunSummary {
+  id: string; user_id: string; status: string; started_at: string; ended_at: string | null;
+  step_count: number; total_tokens: number; total_cost_usd: number;
+}
+export interface Step {
+  id: string; type: string; status: string; sequence: number; model: string | null; tool_name: string | null;
+  prompt_tokens: number | null; completion_tokens: number | null; cached_prompt_tokens: number | null;
+  cost_usd: number | null; duration_ms: number | null; input_data: unknown; output_data: unknown;
+  decision: Decision; created_at: string;
+}
+export interface RunDetail extends RunSummary { metadata: unknown; decision: Decision; duration_ms: number; steps: Step[] }
+export interface Workspace {
+  id: string; name: string; plan: string; kill_switch_active: boolean; updated_at: string;
+  [setting: string]: unknown;
+}
+export interface Me { id: string; email: string | null; created_at: string; workspace: { id: string; name: string; plan: string } }
+export interface Usage {
+  date: string; workspace_daily_spend_usd: number; workspace_daily_budget_usd: number | null;
+  monthly_runs: number; monthly_run_limit: number | null; concurrent_runs: number; max_concurrent_runs: number | null;
+  daily: { date: string; spend_usd: number; runs: number }[];
+}
+export interface Overview {
+  date: string;
+  denials_by_reason: { reason: string; count: number }[];
+  top_users: { user_id: string; spend_usd: number; runs: number }[];
+  top_models: { model: string; spend_usd: number; calls: number; tokens: number }[];
+  unpriced_calls: { model: string; calls: number; tokens: number }[];
+}
+export interface SdkUser {
+  user_id: string; blocked: boolean; daily_budget_usd: number | null; daily_spend_usd: number; run_count: number;
+  first_seen_at: string; last_seen_at: string;
+}
+export interface Billing {
+  plan: string;
+  limits: { monthly_run_limit: number | null; max_concurrent_runs: number | null; kill_switch: boolean };
+  plans: { name: string; monthly_run_limit: number | null; max_concurrent_runs: number | null; kill_switch: boolean }[];
+}
+export interface Price { id: string; model: string; input_cost_per_token: number; output_cost_per_token: number; is_active: boolean }
+export interface ApiKey { id: string; prefix: string; name: string | null; created_at: string; last_used_at: string | null; revoked_at: string | null }
+export interface TokenAnswer { access_token: string; token_type: 'bearer'; expires_in: number }
