@@ -1,0 +1,344 @@
+/**
+ * The web dashboard in a real Chromium against the real daemon (built dist/, real Postgres and
+ * Redis): signing in with a one-time link, live runs, the kill switch, blocking and budgets from
+ * the pages, user data rendered as text, accessibility and the keyboard. Screenshots of every page
+ * go to test-artifacts/dashboard/ (git-ignored).
+ *
+ * One browser page walks the journey in order, as an operator would: each test leaves the
+ * session signed in for the next.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
+import { caller, type Caller } from '../support/harness.js';
+import { runCli } from '../support/daemon.js';
+import { axeViolations, controlsTabCannotReach, launchChromium, screenshot } from '../support/browser.js';
+
+let daemon: DaemonProcess;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let api: Caller;
+const dialogs: string[] = [];
+const pageErrors: string[] = [];
+const cspViolations: string[] = [];
+
+const OWNER = { email: 'owner@example.com', password: 'correct horse battery' };
+const XSS_IMG = '<img src=x onerror=alert(1)>';
+const XSS_SCRIPT = '<script>alert(2)</script>';
+
+async function signInLink(): Promise<string> {
+  const result = await runCli(['dashboard', '--json', '--url', daemon.url, '--api-key', daemon.apiKey]);
+  expect(result.stderr).toBe('');
+  expect(result.code).toBe(0);
+  const { url } = JSON.parse(result.stdout) as { url: string };
+  return url;
+}
+
+async function startRun(userId: string, metadata?: object) {
+  const res = await api.request('POST', '/v1/runs', { user_id: userId, ...(metadata ? { metadata } : {}) });
+  expect(res.status).toBe(201);
+  return res.body as { id: string; status: string; decision: { outcome: string; reason: string | null } };
+}
+
+async function step(runId: string, sequence: number, extra: object = {}) {
+  const res = await api.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', sequence, model: 'gpt-4o-mini', ...extra });
+  expect(res.status).toBe(201);
+  return res.body as { id: string; status: string; decision: { outcome: string; reason: string | null } };
+}
+
+async function goTo(path: string, heading: string) {
+  await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: heading, exact: true }).click();
+  await page.waitForURL((url) => url.pathname === path);
+  await page.getByRole('heading', { level: 1, name: heading }).waitFor();
+}
+
+beforeAll(async () => {
+  // A cheap scrypt: the daemon's default is tuned for production, not for two shared cores.
+  daemon = await startDaemonProcess({ env: { RUNGUARD_SCRYPT_COST: '1024' } });
+  api = caller(daemon.url, daemon.apiKey);
+  browser = await launchChromium();
+  context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  page = await context.newPage();
+  page.on('dialog', (dialog) => {
+    dialogs.push(dialog.message());
+    void dialog.dismiss();
+  });
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+  page.on('console', (message) => {
+    if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await daemon?.close();
+});
+
+describe('the web dashboard', () => {
+  it('when the daemon starts, then its output says how to open the dashboard, and / serves it under a strict CSP', async () => {
+    expect(daemon.output()).toContain(`runguard: dashboard at ${daemon.url}/`);
+    expect(daemon.output()).toContain('runguard dashboard');
+    const res = await fetch(`${daemon.url}/`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/html');
+    const csp = res.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toContain('unsafe-inline');
+    expect(csp).not.toContain('unsafe-eval');
+    const html = await res.text();
+    // No inline script or style in the page itself.
+    expect(html).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>/);
+    expect(html).not.toMatch(/<style|\sstyle=/);
+    // The API's 404s are untouched.
+    expect((await fetch(`${daemon.url}/v1/nope`)).status).toBe(404);
+  });
+
+  it('when signed in with the one-time link, then the owner is offered; with a password set, sign-out and sign-in work', async () => {
+    const link = await signInLink();
+    expect(link).toMatch(new RegExp(`^${daemon.url}/sign-in#token=[\\w-]{43}$`));
+    await page.goto(link);
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    // The token left the address bar.
+    expect(new URL(page.url()).hash).toBe('');
+    await page.getByRole('heading', { name: 'Set an owner email and password' }).waitFor();
+
+    // The link is used up: a second browser cannot use it.
+    const other = await browser.newContext();
+    const otherPage = await other.newPage();
+    await otherPage.goto(link);
+    await otherPage.getByText('This sign-in link is unknown, used or expired').waitFor();
+    await other.close();
+
+    await page.getByLabel('Owner email', { exact: true }).fill(OWNER.email);
+    await page.getByLabel('Password (8 or more characters)').fill(OWNER.password);
+    await page.getByRole('button', { name: 'Set owner' }).click();
+    await page.getByText(`${OWNER.email} · default`).waitFor();
+    await expect(page.getByRole('heading', { name: 'Set an owner email and password' }).count()).resolves.toBe(0);
+
+    // The session survives a reload.
+    await page.reload();
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+
+    // Sign-out ends the token on the server, not only in this tab.
+    const token = await page.evaluate(() => sessionStorage.getItem('runguard.session'));
+    expect(token).toBeTruthy();
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Sign in to runguard' }).waitFor();
+    expect(await page.evaluate(() => sessionStorage.getItem('runguard.session'))).toBeNull();
+    expect((await caller(daemon.url, token).request('GET', '/v1/auth/me')).status).toBe(401);
+    await screenshot(page, 'sign-in');
+    expect(await axeViolations(page)).toEqual([]);
+
+    await page.getByLabel('Email').fill(OWNER.email);
+    await page.getByLabel('Password').fill('wrong password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('Invalid email or password.').waitFor();
+    await page.getByLabel('Password').fill(OWNER.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    await page.getByText(`${OWNER.email} · default`).waitFor();
+  });
+
+  it('when a run is created through the API, then it appears in the list without a reload, and its detail shows steps and decisions as text', async () => {
+    await goTo('/runs', 'Runs');
+    const run = await startRun('alice', { note: XSS_IMG, tag: XSS_SCRIPT });
+    await page.locator(`tr[data-run-id="${run.id}"]`).waitFor();
+    const first = await step(run.id, 1, { input_data: { prompt: XSS_IMG } });
+    expect(first.status).toBe('ALLOWED');
+    expect((await api.request('PATCH', `/v1/runs/${run.id}/steps/${first.id}`, {
+      status: 'COMPLETED', duration_ms: 1234, prompt_tokens: 100, completion_tokens: 20, output_data: { answer: XSS_SCRIPT },
+    })).status).toBe(200);
+    await step(run.id, 2, { type: 'TOOL_CALL', model: null, tool_name: 'search' });
+
+    await page.locator(`tr[data-run-id="${run.id}"] a`).click();
+    await page.getByRole('heading', { level: 1, name: /^Run / }).waitFor();
+    const timeline = page.locator('ol.timeline');
+    await timeline.locator('li.step').nth(1).waitFor();
+    await expect(timeline.locator('li.step').count()).resolves.toBe(2);
+    const firstStep = timeline.locator('li.step').first();
+    await expect(firstStep.textContent()).resolves.toContain('MODEL_CALL');
+    await expect(firstStep.textContent()).resolves.toContain('gpt-4o-mini');
+    await expect(firstStep.textContent()).resolves.toContain('COMPLETED');
+    await expect(firstStep.textContent()).resolves.toContain('1.23 s');
+    await expect(firstStep.textContent()).resolves.toContain('100 in / 20 out');
+    // Each decision with its evaluated rules, in order.
+    const rules = await firstStep.locator('ol.rules li code').allTextContents();
+    expect(rules).toEqual(['kill_switch', 'user_blocked', 'workspace_daily_budget', 'user_daily_budget']);
+    await expect(timeline.locator('li.step').nth(1).textContent()).resolves.toContain('search');
+
+    // The metadata and the step data are text: no element made of them, no script run.
+    await firstStep.getByText('Input and output data').click();
+    await expect(page.locator('figure.json pre').allTextContents()).resolves.toEqual(expect.arrayContaining([
+      expect.stringContaining(XSS_IMG), expect.stringContaining(XSS_SCRIPT),
+    ]));
+    await expect(page.locator('main img').count()).resolves.toBe(0);
+    await expect(page.locator('main script').count()).resolves.toBe(0);
+    expect(dialogs).toEqual([]);
+    await screenshot(page, 'run-detail');
+  });
+
+  it('when the kill switch is turned on from the page (by keyboard), then the next API run is BLOCKED; turned off, ALLOWED', async () => {
+    await goTo('/settings', 'Settings');
+    const turnOn = page.getByRole('button', { name: 'Turn the kill switch on' });
+    await turnOn.focus();
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog', { name: 'Turn the kill switch on?' });
+    await dialog.waitFor();
+    // The confirmation holds the focus; Tab reaches its confirm button.
+    await page.keyboard.press('Tab');
+    await expect(page.evaluate(() => document.activeElement?.textContent)).resolves.toBe('Turn on: deny everything');
+    await page.keyboard.press('Enter');
+    await page.getByText('Kill switch is ON:').waitFor();
+
+    const blocked = await startRun('bob');
+    expect(blocked.status).toBe('BLOCKED');
+    expect(blocked.decision.reason).toBe('KILL_SWITCH_ACTIVE');
+    // The banner is on every page.
+    await goTo('/users', 'Users');
+    await page.getByText('Kill switch is ON:').waitFor();
+    await goTo('/settings', 'Settings');
+    await page.getByRole('button', { name: 'Turn the kill switch off' }).click();
+    await page.getByRole('dialog', { name: 'Turn the kill switch off?' }).getByRole('button', { name: 'Turn off' }).click();
+    await page.getByRole('button', { name: 'Turn the kill switch on' }).waitFor();
+    await page.getByText('Kill switch is ON:').waitFor({ state: 'detached' });
+    const allowed = await startRun('bob');
+    expect(allowed.decision.outcome).toBe('ALLOW');
+    expect(allowed.status).toBe('RUNNING');
+  });
+
+  it('when the plan has no kill switch, then the page shows the reason instead of a button; the plan is changed back from the page', async () => {
+    await page.getByRole('combobox', { name: 'Plan' }).selectOption('basic');
+    await page.getByRole('button', { name: 'Change plan' }).click();
+    await page.getByText('The kill switch needs the scale plan or higher; this workspace is on basic.').waitFor();
+    await expect(page.getByRole('button', { name: /Turn the kill switch/ }).count()).resolves.toBe(0);
+    const forbidden = await api.request('POST', '/v1/workspace/kill-switch', { active: true });
+    expect(forbidden.status).toBe(403);
+    expect((forbidden.body as { detail: string }).detail).toBe('The kill switch needs the scale plan or higher; this workspace is on basic.');
+    await page.getByRole('combobox', { name: 'Plan' }).selectOption('scale');
+    await page.getByRole('button', { name: 'Change plan' }).click();
+    await page.getByRole('button', { name: 'Turn the kill switch on' }).waitFor();
+  });
+
+  it('when a user is blocked from the page, then their next step is denied; unblocked, allowed', async () => {
+    const run = await startRun('carol');
+    await goTo('/users', 'Users');
+    await page.getByLabel('Search user ids').fill('caro');
+    await page.getByRole('button', { name: 'Search' }).click();
+    const row = page.locator('tr[data-user-id="carol"]');
+    await row.waitFor();
+    await expect.poll(() => page.locator('tbody tr[data-user-id]').count()).toBe(1);
+    await row.getByRole('button', { name: 'Block carol' }).click();
+    await row.getByText('Blocked', { exact: true }).waitFor();
+    const denied = await step(run.id, 1);
+    expect(denied.status).toBe('BLOCKED');
+    expect(denied.decision.reason).toBe('USER_BLOCKED');
+    await row.getByRole('button', { name: 'Unblock carol' }).click();
+    await row.getByText('Active', { exact: true }).waitFor();
+    expect((await step(run.id, 2)).status).toBe('ALLOWED');
+  });
+
+  it('when budgets are set from the pages, then they are enforced', async () => {
+    const run = await startRun('dave');
+    // A user's budget of 0 from the Users page.
+    await page.getByLabel('Search user ids').fill('dave');
+    await page.getByRole('button', { name: 'Search' }).click();
+    const row = page.locator('tr[data-user-id="dave"]');
+    await row.waitFor();
+    await row.getByLabel('Daily budget in USD for dave').fill('0');
+    await row.getByRole('button', { name: 'Save budget' }).click();
+    await row.getByText('of $0.00').waitFor();
+    const userDenied = await step(run.id, 1);
+    expect(userDenied.decision.reason).toBe('USER_DAILY_BUDGET_EXCEEDED');
+    await row.getByLabel('Daily budget in USD for dave').fill('');
+    await row.getByRole('button', { name: 'Save budget' }).click();
+    await row.getByText('(default)').waitFor();
+    expect((await step(run.id, 2)).status).toBe('ALLOWED');
+
+    // The workspace's daily budget of 0 from the Settings page.
+    await goTo('/settings', 'Settings');
+    await page.getByLabel('Workspace daily budget (USD)').fill('0');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByText('Saved.').waitFor();
+    const workspaceDenied = await step(run.id, 3);
+    expect(workspaceDenied.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
+    await page.getByLabel('Workspace daily budget (USD)').fill('25');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await expect.poll(async () => ((await api.request('GET', '/v1/workspace')).body as { daily_budget_usd: number | null }).daily_budget_usd).toBe(25);
+    expect((await step(run.id, 4)).status).toBe('ALLOWED');
+  });
+
+  it('when the catalog is imported from the Pricing page, then the prices are listed and editable', async () => {
+    await goTo('/pricing', 'Pricing');
+    await page.getByRole('button', { name: 'Import catalog' }).click();
+    await page.getByText(/Imported \d+ prices from the catalog/).waitFor();
+    const prices = (await api.request('GET', '/v1/model-pricing')).body as { model: string; input_cost_per_token: number }[];
+    expect(prices.length).toBeGreaterThan(5);
+    const mini = prices.find((p) => p.model === 'gpt-4o-mini');
+    expect(mini).toBeDefined();
+    // Edited in USD per million tokens; stored per token.
+    await page.getByLabel('Input $/1M tokens for gpt-4o-mini').fill('0.2');
+    await page.getByRole('button', { name: 'Save gpt-4o-mini' }).click();
+    await screenshot(page, 'pricing-saved');
+    await expect.poll(async () => ((await api.request('GET', '/v1/model-pricing')).body as { model: string; input_cost_per_token: number }[])
+      .find((p) => p.model === 'gpt-4o-mini')?.input_cost_per_token).toBe(0.0000002);
+  });
+
+  it('when every page is visited, then axe finds no serious or critical violation, Tab reaches every control, and a screenshot is kept', async () => {
+    // Something to show: a priced call, a denial, an unpriced call.
+    const run = await startRun('erin', { purpose: 'screenshots' });
+    const priced = await step(run.id, 1);
+    await api.request('PATCH', `/v1/runs/${run.id}/steps/${priced.id}`, { status: 'COMPLETED', prompt_tokens: 12000, completion_tokens: 800, duration_ms: 900 });
+    const unpriced = await step(run.id, 2, { model: 'my-local-llama' });
+    await api.request('PATCH', `/v1/runs/${run.id}/steps/${unpriced.id}`, { status: 'COMPLETED', prompt_tokens: 500, completion_tokens: 50, duration_ms: 300 });
+
+    const pages: [string, string, string][] = [
+      ['/', 'Overview', 'overview'], ['/runs', 'Runs', 'runs'], ['/users', 'Users', 'users'],
+      ['/settings', 'Settings', 'settings'], ['/pricing', 'Pricing', 'pricing'], ['/api-keys', 'API keys', 'api-keys'],
+    ];
+    for (const [path, heading, name] of pages) {
+      await goTo(path, heading);
+      if (name === 'overview') await page.locator('.chart canvas').waitFor();
+      if (name === 'runs' || name === 'users') await page.locator('tbody tr').first().waitFor();
+      if (name === 'pricing') await page.locator('ul.prices li').first().waitFor();
+      if (name === 'api-keys') await page.locator('tbody tr').first().waitFor();
+      await screenshot(page, name);
+      expect(await axeViolations(page), name).toEqual([]);
+      expect(await controlsTabCannotReach(page), name).toEqual([]);
+    }
+    await page.goto(`${daemon.url}/runs/${run.id}`);
+    await page.locator('ol.timeline li.step').nth(1).waitFor();
+    expect(await axeViolations(page), 'run detail').toEqual([]);
+    expect(await controlsTabCannotReach(page), 'run detail').toEqual([]);
+    await goTo('/', 'Overview');
+    await page.getByText('Unpriced model calls today:').waitFor();
+    await expect(page.locator('.banner-warn').textContent()).resolves.toContain('my-local-llama');
+  });
+
+  it('when the API key is regenerated from the page, then the new key is shown once with a copy button and the old key stops working', async () => {
+    await goTo('/api-keys', 'API keys');
+    await page.getByRole('button', { name: 'Regenerate key' }).click();
+    await page.getByRole('dialog', { name: 'Regenerate the API key?' }).getByRole('button', { name: 'Regenerate' }).click();
+    const shown = await page.getByRole('textbox', { name: 'New API key' }).inputValue();
+    expect(shown).toMatch(/^lg_[a-z0-9]{12}_[\w-]{32,}$/);
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: daemon.url });
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByText('Copied.').waitFor();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(shown);
+    await screenshot(page, 'api-key-shown');
+    expect((await api.request('GET', '/v1/workspace')).status).toBe(401);
+    expect((await caller(daemon.url, shown).request('GET', '/v1/workspace')).status).toBe(200);
+    await page.getByRole('button', { name: 'Done, I saved it' }).click();
+    await expect(page.getByRole('textbox', { name: 'New API key' }).count()).resolves.toBe(0);
+    // Nowhere in the browser's storage.
+    const stored = await page.evaluate(() => JSON.stringify({ ...sessionStorage }) + JSON.stringify({ ...localStorage }));
+    expect(stored).not.toContain(shown);
+    api = caller(daemon.url, shown);
+  });
+
+  it('when the journey is over, then no dialog opened, no script failed and the CSP refused nothing', () => {
+    expect(dialogs).toEqual([]);
+    expect(pageErrors).toEqual([]);
+    expect(cspViolations).toEqual([]);
+  });
+});
