@@ -13,7 +13,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json ./
 COPY src ./src
-RUN npx tsc -p tsconfig.json
+COPY web ./web
+# The API, then the web dashboard (dist/dashboard, served at /).
+RUN npx tsc -p tsconfig.json && node web/build.mjs
 
 # --- production dependencies only -------------------------------------------------------------
 FROM node:20-slim AS deps
