@@ -102,6 +102,9 @@ describe('the web dashboard', () => {
     // The token left the address bar.
     expect(new URL(page.url()).hash).toBe('');
     await page.getByRole('heading', { name: 'Set an owner email and password' }).waitFor();
+    await page.locator('.chart canvas').waitFor();
+    await screenshot(page, 'owner-offered');
+    expect(await axeViolations(page)).toEqual([]);
 
     // The link is used up: a second browser cannot use it.
     const other = await browser.newContext();
@@ -190,6 +193,7 @@ describe('the web dashboard', () => {
     await expect(page.evaluate(() => document.activeElement?.textContent)).resolves.toBe('Turn on: deny everything');
     await page.keyboard.press('Enter');
     await page.getByText('Kill switch is ON:').waitFor();
+    await screenshot(page, 'kill-switch-on');
 
     const blocked = await startRun('bob');
     expect(blocked.status).toBe('BLOCKED');
@@ -211,7 +215,9 @@ describe('the web dashboard', () => {
     await page.getByRole('combobox', { name: 'Plan' }).selectOption('basic');
     await page.getByRole('button', { name: 'Change plan' }).click();
     await page.getByText('The kill switch needs the scale plan or higher; this workspace is on basic.').waitFor();
+    await page.getByText(`${OWNER.email} · default (basic)`).waitFor();
     await expect(page.getByRole('button', { name: /Turn the kill switch/ }).count()).resolves.toBe(0);
+    await screenshot(page, 'settings-basic-plan');
     const forbidden = await api.request('POST', '/v1/workspace/kill-switch', { active: true });
     expect(forbidden.status).toBe(403);
     expect((forbidden.body as { detail: string }).detail).toBe('The kill switch needs the scale plan or higher; this workspace is on basic.');
@@ -334,6 +340,20 @@ describe('the web dashboard', () => {
     const stored = await page.evaluate(() => JSON.stringify({ ...sessionStorage }) + JSON.stringify({ ...localStorage }));
     expect(stored).not.toContain(shown);
     api = caller(daemon.url, shown);
+  });
+
+  it('when the password is changed from the page, then the session ends and the new password signs in', async () => {
+    await goTo('/settings', 'Settings');
+    const token = await page.evaluate(() => sessionStorage.getItem('runguard.session'));
+    await page.getByLabel('Current password').fill(OWNER.password);
+    await page.getByLabel('New password').fill('a brand new password');
+    await page.getByRole('button', { name: 'Change password' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Sign in to runguard' }).waitFor();
+    expect((await caller(daemon.url, token).request('GET', '/v1/auth/me')).status).toBe(401);
+    await page.getByLabel('Email').fill(OWNER.email);
+    await page.getByLabel('Password').fill('a brand new password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
   });
 
   it('when the journey is over, then no dialog opened, no script failed and the CSP refused nothing', () => {

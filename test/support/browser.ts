@@ -81,5 +81,10 @@ export async function controlsTabCannotReach(page: Page): Promise<string[]> {
 
 export async function screenshot(page: Page, name: string): Promise<void> {
   await mkdir(ARTIFACTS, { recursive: true });
+  // The page as one arrives on it: from its top, with no control's focus ring.
+  await page.evaluate(() => {
+    (document.activeElement as HTMLElement | null)?.blur();
+    window.scrollTo(0, 0);
+  });
   await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: false });
 }

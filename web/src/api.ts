@@ -35,7 +35,8 @@ export async function api<T>(method: string, path: string, body?: unknown, token
     throw new ApiError(res.status, error?.code ?? 'ERROR', error?.detail ?? `The daemon answered ${res.status}.`);
   }
   // Every view on screen reloads after a write (the kill switch banner, a list): see useLoad.
-  if (method !== 'GET') window.dispatchEvent(new Event(CHANGED));
+  // Not after the session's own writes: their answer is a new token (or none) the caller stores first.
+  if (method !== 'GET' && !path.startsWith('/v1/auth/')) window.dispatchEvent(new Event(CHANGED));
   return json as T;
 }
 

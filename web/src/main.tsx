@@ -2,7 +2,7 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { Link, Route, Switch, useLocation } from 'wouter-preact';
-import { api, whenSignedOut, type Me, type Workspace } from './api';
+import { api, CHANGED, whenSignedOut, type Me, type Workspace } from './api';
 import { clearToken, getToken } from './session';
 import { useLoad } from './hooks';
 import { SignIn } from './pages/sign-in';
@@ -88,6 +88,16 @@ function App() {
       setMe(null);
       navigate('/sign-in');
     });
+    // The header names the workspace and its plan: both can change on the Settings page.
+    let soon: ReturnType<typeof setTimeout> | undefined;
+    const refresh = () => {
+      clearTimeout(soon);
+      soon = setTimeout(() => {
+        if (getToken()) api<Me>('GET', '/v1/auth/me').then(setMe, () => {});
+      }, 100);
+    };
+    window.addEventListener(CHANGED, refresh);
+    return () => window.removeEventListener(CHANGED, refresh);
   }, []);
   useEffect(() => {
     if (!getToken()) {
