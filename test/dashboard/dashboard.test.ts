@@ -75,7 +75,8 @@ afterAll(async () => {
   await daemon?.close();
 });
 
-describe('the web dashboard', () => {
+// A browser on a shared machine: generous, so a slow hour fails nothing that works.
+describe('the web dashboard', { timeout: 120_000 }, () => {
   it('when the daemon starts, then its output says how to open the dashboard, and / serves it under a strict CSP', async () => {
     expect(daemon.output()).toContain(`runguard: dashboard at ${daemon.url}/`);
     expect(daemon.output()).toContain('runguard dashboard');
