@@ -7,6 +7,8 @@ import { buildApp } from './api/app.js';
 import { connectionCapFor, openFileLimit } from './api/connection-guard.js';
 import { fileURLToPath } from 'node:url';
 import { bootstrapWorkspace } from './bootstrap.js';
+import { SIGN_IN_LINK_TTL_MS } from './service/dashboard-sign-in.js';
+import { createSignInLink } from './store/sign-in-links.js';
 import { LocalKeyFile } from './local-key.js';
 import { recordDaemon } from './local-daemon.js';
 import { sharedSecret } from './store/accounts.js';
@@ -177,7 +179,21 @@ async function prepare(config: Config, logger: Logger, stores: Stores, out: Node
       audit: { maxBytes: config.proxyAuditMaxBytes, includePrompt: config.proxyAuditPrompts },
     },
   });
-  return { app, providers, metrics };
+  return { app, providers, metrics, created };
+}
+
+/**
+ * On the start that created the workspace, a first sign-in link on the terminal (never through the
+ * logger), beside the key: the operator is one click from the dashboard. It works once, for 10
+ * minutes; `runguard dashboard` prints another.
+ */
+async function printFirstSignInLink(db: Db, workspaceId: string, address: string, out: NodeJS.WritableStream, logger: Logger) {
+  try {
+    const link = await createSignInLink(db, workspaceId, systemClock.now(), SIGN_IN_LINK_TTL_MS);
+    out.write(`runguard: open ${address}/sign-in#token=${link.token} to sign in (works once, for 10 minutes)\n`);
+  } catch (error) {
+    logger.warn({ err: error }, 'no first sign-in link: run `runguard dashboard` for one');
+  }
 }
 
 export interface StartOptions {
@@ -193,7 +209,7 @@ export async function startDaemon(
 ): Promise<Daemon> {
   const stores = await openStores(config, logger);
   // A start that fails past here closes the stores: an embedded database's lock goes with them.
-  const { app, providers, metrics } = await prepare(config, logger, stores, out).catch(async (error: unknown) => {
+  const { app, providers, metrics, created } = await prepare(config, logger, stores, out).catch(async (error: unknown) => {
     await stores.close().catch(() => {});
     throw error;
   });
@@ -229,6 +245,7 @@ export async function startDaemon(
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
   const forget = options.recordFor ? recordListening(config, app, options.recordFor, logger) : () => {};
   out.write(`runguard: dashboard at ${address}/ (sign in with \`runguard dashboard\`: it prints a one-time link)\n`);
+  if (created) await printFirstSignInLink(stores.db, created.workspaceId, address, out, logger);
   let closing: Promise<void> | null = null;
   return {
     app,

@@ -80,6 +80,12 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
   it('when the daemon starts, then its output says how to open the dashboard, and / serves it under a strict CSP', async () => {
     expect(daemon.output()).toContain(`runguard: dashboard at ${daemon.url}/`);
     expect(daemon.output()).toContain('runguard dashboard');
+    // The start that created the workspace also prints a first link; it works once.
+    const first = new RegExp(`runguard: open ${daemon.url}/sign-in#token=([\\w-]{43}) to sign in`).exec(daemon.output());
+    expect(first).not.toBeNull();
+    const redeem = () => caller(daemon.url, null).request('POST', '/v1/auth/sign-in-links/redeem', { token: first![1] });
+    expect((await redeem()).status).toBe(200);
+    expect((await redeem()).status).toBe(401);
     const res = await fetch(`${daemon.url}/`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('text/html');
