@@ -7,8 +7,8 @@ import { useLoad } from '../hooks';
 import { int, limit, usd } from '../format';
 
 export function OverviewPage() {
-  const usage = useLoad(() => api<Usage>('GET', '/v1/usage?days=30'), [], 5000);
-  const overview = useLoad(() => api<Overview>('GET', '/v1/overview'), [], 5000);
+  const usage = useLoad(() => api<Usage>('GET', '/v1/usage?days=30'), [], 2000);
+  const overview = useLoad(() => api<Overview>('GET', '/v1/overview'), [], 2000);
   const u = usage.data;
   const o = overview.data;
   return (

@@ -36,7 +36,7 @@ function StepItem({ step }: { step: Step }) {
 }
 
 export function RunDetailPage({ id }: { id: string }) {
-  // Live while it runs: a finished run changes no more.
+  // Live: steps of a running run appear as they are made.
   const run = useLoad(() => api<RunDetail>('GET', `/v1/runs/${encodeURIComponent(id)}`), [id], 2000);
   const r = run.data;
   return (

@@ -43,7 +43,7 @@ export function RunsPage() {
             {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
         </label>
-        <label>User <input type="search" value={draft.user_id} onInput={(e) => setDraft({ ...draft, user_id: e.currentTarget.value })} /></label>
+        <label>User id <input type="search" value={draft.user_id} onInput={(e) => setDraft({ ...draft, user_id: e.currentTarget.value })} /></label>
         <label>Started from (UTC) <input type="datetime-local" value={toInput(draft.started_from)} onInput={(e) => setDraft({ ...draft, started_from: fromInput(e.currentTarget.value) })} /></label>
         <label>Started before (UTC) <input type="datetime-local" value={toInput(draft.started_before)} onInput={(e) => setDraft({ ...draft, started_before: fromInput(e.currentTarget.value) })} /></label>
         <button type="submit" class="primary">Apply</button>

@@ -73,7 +73,7 @@ export function UsersPage() {
   const users = useLoad(
     () => api<Page<SdkUser>>('GET', `/v1/users${qs({ search: applied, blocked, page, per_page: PER_PAGE })}`),
     [applied, blocked, page],
-    5000,
+    2000,
   );
   const workspace = useLoad(() => api<{ user_daily_budget_usd: number | null }>('GET', '/v1/workspace'), []);
   const workspaceDefault = `${limit(workspace.data?.user_daily_budget_usd ?? null, usd)} (default)`;
