@@ -46,20 +46,24 @@ interface Asset {
   etag: string;
 }
 
+/** What `web/build.mjs` writes: `index.html` and the files under `assets/`. */
 async function loadAssets(dir: string): Promise<Map<string, Asset> | null> {
   let names: string[];
   try {
-    names = (await readdir(dir, { recursive: true, withFileTypes: true }))
-      .filter((entry) => entry.isFile())
-      .map((entry) => join(entry.parentPath, entry.name).slice(dir.length).replace(/^[\\/]+/, '').replaceAll('\\', '/'));
+    names = ['index.html', ...(await readdir(join(dir, 'assets'))).map((name) => `assets/${name}`)];
   } catch {
     return null;
   }
   const assets = new Map<string, Asset>();
   for (const name of names) {
     const type = TYPES[extname(name)];
-    if (!type || name.endsWith('.map')) continue;
-    const body = await readFile(join(dir, name));
+    if (!type) continue;
+    let body: Buffer;
+    try {
+      body = await readFile(join(dir, name));
+    } catch {
+      continue;
+    }
     assets.set(name, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"` });
   }
   return assets.has('index.html') ? assets : null;

@@ -97,6 +97,16 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     // No inline script or style in the page itself.
     expect(html).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>/);
     expect(html).not.toMatch(/<style|\sstyle=/);
+    // The assets are the build's files, cached for good; nothing else on disk is reachable.
+    const script = /src="(\/assets\/app-[\w-]+\.js)"/.exec(html)![1]!;
+    const asset = await fetch(`${daemon.url}${script}`);
+    expect(asset.status).toBe(200);
+    expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    for (const path of ['/assets/..%2F..%2Fpackage.json', '/assets/../package.json', '/assets/%2e%2e/api-key', '/index.html/../../bin/runguard']) {
+      const res = await fetch(`${daemon.url}${path}`);
+      expect(res.status, path).toBe(404);
+      expect(await res.text(), path).not.toContain('runguard"');
+    }
     // The API's 404s are untouched.
     expect((await fetch(`${daemon.url}/v1/nope`)).status).toBe(404);
   });
