@@ -228,6 +228,23 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     expect(allowed.status).toBe('RUNNING');
   });
 
+  it('when runs are filtered by status, user and time, then the list holds those only, and the filter is in the address', async () => {
+    await goTo('/runs', 'Runs');
+    await page.getByLabel('Status').selectOption('BLOCKED');
+    await page.getByLabel('User id').fill('bob');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.waitForURL((url) => url.search.includes('status=BLOCKED') && url.search.includes('user_id=bob'));
+    await expect.poll(() => page.locator('tbody tr[data-run-id]').count()).toBe(1);
+    await expect(page.locator('tbody tr[data-run-id] .badge').allTextContents()).resolves.toEqual(['BLOCKED']);
+    // A range that ended before any run: none.
+    await page.getByLabel('Started before (UTC)').fill('2020-01-01T00:00');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.getByText('No runs match.').waitFor();
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await expect.poll(() => page.locator('tbody tr[data-run-id]').count()).toBeGreaterThan(2);
+    await goTo('/settings', 'Settings');
+  });
+
   it('when the plan has no kill switch, then the page shows the reason instead of a button; the plan is changed back from the page', async () => {
     await page.getByRole('combobox', { name: 'Plan' }).selectOption('basic');
     await page.getByRole('button', { name: 'Change plan' }).click();
