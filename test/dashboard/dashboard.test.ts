@@ -319,7 +319,6 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     // Edited in USD per million tokens; stored per token.
     await page.getByLabel('Input $/1M tokens for gpt-4o-mini').fill('0.2');
     await page.getByRole('button', { name: 'Save gpt-4o-mini' }).click();
-    await screenshot(page, 'pricing-saved');
     await expect.poll(async () => ((await api.request('GET', '/v1/model-pricing')).body as { model: string; input_cost_per_token: number }[])
       .find((p) => p.model === 'gpt-4o-mini')?.input_cost_per_token).toBe(0.0000002);
   });
