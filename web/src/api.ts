@@ -50,19 +50,11 @@ export const qs = (params: Record<string, string | number | boolean | undefined 
   return text ? `?${text}` : '';
 };
 
-export interface Page<T> { items: T[]; total: number; page: number; per_page: number }
-export interface Decision { outcome: 'ALLOW' | 'DENY'; reason: string | null; evaluated_rules: Record<string, 'PASS' | 'DENY'>; detail?: unknown }
-export interface RunSummary {
-  id: string; user_id: string; status: string; started_at: string; ended_at: string | null;
-  step_count: number; total_tokens: number; total_cost_usd: number;
-}
-export interface Step {
-  id: string; type: string; status: string; sequence: number; model: string | null; tool_name: string | null;
-  prompt_tokens: number | null; completion_tokens: number | null; cached_prompt_tokens: number | null;
-  cost_usd: number | null; duration_ms: number | null; input_data: unknown; output_data: unknown;
-  decision: Decision; created_at: string;
-}
-export interface RunDetail extends RunSummary { metadata: unknown; decision: Decision; duration_ms: number; steps: Step[] }
+// The wire types, from the one contract the daemon validates with (types only: nothing of it is bundled).
+export type {
+  Decision, Page, RunSummary, Step, RunDetail, Overview, AccessToken as TokenAnswer, ModelPricing as Price,
+} from '../../src/contract/index.js';
+
 export interface Workspace {
   id: string; name: string; plan: string; kill_switch_active: boolean; updated_at: string;
   [setting: string]: unknown;
@@ -73,13 +65,6 @@ export interface Usage {
   monthly_runs: number; monthly_run_limit: number | null; concurrent_runs: number; max_concurrent_runs: number | null;
   daily: { date: string; spend_usd: number; runs: number }[];
 }
-export interface Overview {
-  date: string;
-  denials_by_reason: { reason: string; count: number }[];
-  top_users: { user_id: string; spend_usd: number; runs: number }[];
-  top_models: { model: string; spend_usd: number; calls: number; tokens: number }[];
-  unpriced_calls: { model: string; calls: number; tokens: number }[];
-}
 export interface SdkUser {
   user_id: string; blocked: boolean; daily_budget_usd: number | null; daily_spend_usd: number; run_count: number;
   first_seen_at: string; last_seen_at: string;
@@ -89,6 +74,4 @@ export interface Billing {
   limits: { monthly_run_limit: number | null; max_concurrent_runs: number | null; kill_switch: boolean };
   plans: { name: string; monthly_run_limit: number | null; max_concurrent_runs: number | null; kill_switch: boolean }[];
 }
-export interface Price { id: string; model: string; input_cost_per_token: number; output_cost_per_token: number; is_active: boolean }
 export interface ApiKey { id: string; prefix: string; name: string | null; created_at: string; last_used_at: string | null; revoked_at: string | null }
-export interface TokenAnswer { access_token: string; token_type: 'bearer'; expires_in: number }

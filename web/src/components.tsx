@@ -51,6 +51,8 @@ export function JsonView({ value, label }: { value: unknown; label: string }) {
 
 export function Rules({ decision }: { decision: Decision }) {
   const rules = Object.entries(decision.evaluated_rules ?? {});
+  // A denial's numbers (the contract's `decision.detail`, where the daemon sends it).
+  const detail = (decision as { detail?: unknown }).detail;
   return (
     <div class="decision">
       <p>
@@ -66,7 +68,7 @@ export function Rules({ decision }: { decision: Decision }) {
           ))}
         </ol>
       )}
-      {decision.detail !== undefined && decision.detail !== null && <JsonView label="Decision detail" value={decision.detail} />}
+      {detail !== undefined && detail !== null && <JsonView label="Decision detail" value={detail} />}
     </div>
   );
 }

@@ -7,9 +7,9 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Clock } from '../../service/guard-service.js';
 import type { DashboardSignIn } from '../../service/dashboard-sign-in.js';
-import { errorResponses, NoBody } from '../schemas.js';
-
-const Token = Type.Object({ access_token: Type.String(), token_type: Type.Literal('bearer'), expires_in: Type.Integer() });
+import {
+  AccessToken, errorResponses, NoBody, OwnerBody, SignInLink, SignInLinkRedeemBody, SignInLinkRedeemed,
+} from '../../contract/index.js';
 
 export interface DashboardAuthRouteOptions {
   signIn: DashboardSignIn;
@@ -29,11 +29,7 @@ export const dashboardAuthRoutes: FastifyPluginAsync<DashboardAuthRouteOptions> 
       summary: "A one-time dashboard sign-in link to the key's workspace (single use, 10 minutes)",
       body: NoBody,
       response: {
-        201: Type.Object({
-          path: Type.String({ description: 'Append to the daemon URL; the token is in the fragment' }),
-          token: Type.String(),
-          expires_at: Type.String({ format: 'date-time' }),
-        }),
+        201: SignInLink,
         ...errorResponses(401, 422),
       },
     },
@@ -45,11 +41,8 @@ export const dashboardAuthRoutes: FastifyPluginAsync<DashboardAuthRouteOptions> 
       tags: ['auth'],
       summary: "Exchange a sign-in link's token for a dashboard token (the link is used up)",
       security: [],
-      body: Type.Object({ token: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
-      response: {
-        200: Type.Object({ ...Token.properties, owner_set: Type.Boolean({ description: 'false: the account has no email and password yet' }) }),
-        ...errorResponses(401, 422, 429),
-      },
+      body: SignInLinkRedeemBody,
+      response: { 200: SignInLinkRedeemed, ...errorResponses(401, 422, 429) },
     },
   }, async (request) => signIn.redeemLink(request.body.token, clock.now()));
 
@@ -58,11 +51,8 @@ export const dashboardAuthRoutes: FastifyPluginAsync<DashboardAuthRouteOptions> 
     schema: {
       tags: ['auth'],
       summary: 'Name the email and password of an account a sign-in link made (once); answers a new token',
-      body: Type.Object(
-        { email: Type.String({ format: 'email', maxLength: 254 }), password: Type.String({ minLength: 8, maxLength: 1024 }) },
-        { additionalProperties: false },
-      ),
-      response: { 200: Token, ...errorResponses(401, 409, 422) },
+      body: OwnerBody,
+      response: { 200: AccessToken, ...errorResponses(401, 409, 422) },
     },
   }, async (request) => signIn.setOwner(request.principal.subjectId, request.body.email, request.body.password));
 
