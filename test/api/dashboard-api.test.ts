@@ -150,7 +150,11 @@ describe.each(BACKENDS)('the dashboard API on %s', (backend) => {
       const res = await api.request('GET', '/v1/model-pricing/catalog');
       expect(res.status).toBe(200);
       expect(res.body.models.length).toBeGreaterThan(10);
-      expect(res.body.models[0]).toEqual({ model: expect.any(String), input_cost_per_token: expect.any(Number), output_cost_per_token: expect.any(Number) });
+      expect(res.body.models[0]).toMatchObject({ model: expect.any(String), input_cost_per_token: expect.any(Number), output_cost_per_token: expect.any(Number) });
+      // As the import takes them: the whole list goes in as it came.
+      const imported = await api.request('POST', '/v1/model-pricing/import', { models: res.body.models, dry_run: true });
+      expect(imported.status).toBe(200);
+      expect(imported.body.new).toBe(res.body.models.length);
     });
 
     it('when / and the page paths are asked for without a build, then they say how to build it; the API 404s stay JSON', async () => {

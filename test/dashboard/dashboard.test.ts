@@ -311,14 +311,14 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
   it('when the catalog is imported from the Pricing page, then the prices are listed and editable', async () => {
     await goTo('/pricing', 'Pricing');
     await page.getByRole('button', { name: 'Import catalog' }).click();
-    await page.getByText(/Imported \d+ prices from the catalog/).waitFor();
+    await page.getByText(/Imported the catalog of [\d-]+: \d+ new, 0 changed, 0 unchanged, 0 set by hand and kept\./).waitFor();
     const prices = (await api.request('GET', '/v1/model-pricing')).body as { model: string; input_cost_per_token: number }[];
     expect(prices.length).toBeGreaterThan(5);
     const mini = prices.find((p) => p.model === 'gpt-4o-mini');
     expect(mini).toBeDefined();
     // Edited in USD per million tokens; stored per token.
-    await page.getByLabel('Input $/1M tokens for gpt-4o-mini').fill('0.2');
-    await page.getByRole('button', { name: 'Save gpt-4o-mini' }).click();
+    await page.getByLabel('Input $/1M tokens for gpt-4o-mini', { exact: true }).fill('0.2');
+    await page.getByRole('button', { name: 'Save gpt-4o-mini', exact: true }).click();
     await expect.poll(async () => ((await api.request('GET', '/v1/model-pricing')).body as { model: string; input_cost_per_token: number }[])
       .find((p) => p.model === 'gpt-4o-mini')?.input_cost_per_token).toBe(0.0000002);
   });

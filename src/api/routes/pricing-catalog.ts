@@ -13,6 +13,8 @@ const CatalogEntry = Type.Object({
   model: Type.String(),
   input_cost_per_token: Type.Number(),
   output_cost_per_token: Type.Number(),
+  cache_read_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
+  cache_write_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
 });
 
 export const pricingCatalogRoutes: FastifyPluginAsync = async (base) => {
@@ -21,14 +23,19 @@ export const pricingCatalogRoutes: FastifyPluginAsync = async (base) => {
     config: { auth: 'any' },
     schema: {
       tags: ['pricing'],
-      summary: 'The list prices shipped with runguard (USD per token); import them with PUT /v1/model-pricing/{model}',
+      summary: 'The list prices shipped with runguard (USD per token), as POST /v1/model-pricing/import takes them',
       response: {
-        200: Type.Object({ taken_at: Nullable(Type.String()), source: Nullable(Type.String()), models: Type.Array(CatalogEntry) }),
+        200: Type.Object({
+          taken_at: Nullable(Type.String()),
+          // Where the prices come from, as the catalog file says it (a sentence, or a record of the source).
+          source: Type.Unknown(),
+          models: Type.Array(CatalogEntry),
+        }),
         ...errorResponses(401, 404),
       },
     },
   }, async () => {
-    let doc: { taken_at?: string; source?: string; models?: unknown[] };
+    let doc: { taken_at?: string; source?: unknown; models?: unknown[] };
     try {
       doc = JSON.parse(await readFile(CATALOG_URL, 'utf8')) as typeof doc;
     } catch {

@@ -60,14 +60,18 @@ export function PricingPage() {
     setError(null);
     setImported('');
     try {
-      const catalog = await api<{ taken_at: string | null; models: { model: string; input_cost_per_token: number; output_cost_per_token: number }[] }>(
-        'GET', '/v1/model-pricing/catalog');
-      for (const entry of catalog.models) {
-        await api('PUT', `/v1/model-pricing/${encodeURIComponent(entry.model)}`, {
-          input_cost_per_token: entry.input_cost_per_token, output_cost_per_token: entry.output_cost_per_token, is_active: true,
-        });
-      }
-      setImported(`Imported ${catalog.models.length} prices from the catalog${catalog.taken_at ? ` of ${catalog.taken_at}` : ''}.`);
+      type Entry = { model: string; input_cost_per_token: number; output_cost_per_token: number;
+        cache_read_input_cost_per_token?: number | null; cache_write_input_cost_per_token?: number | null };
+      const catalog = await api<{ taken_at: string | null; models: Entry[] }>('GET', '/v1/model-pricing/catalog');
+      // One import: new models are added, catalog entries updated, prices set by hand kept.
+      const models = catalog.models.map((m) => ({
+        model: m.model, input_cost_per_token: m.input_cost_per_token, output_cost_per_token: m.output_cost_per_token,
+        cache_read_input_cost_per_token: m.cache_read_input_cost_per_token ?? null,
+        cache_write_input_cost_per_token: m.cache_write_input_cost_per_token ?? null,
+      }));
+      const result = await api<{ new: number; changed: number; unchanged: number; kept: number }>('POST', '/v1/model-pricing/import', { models });
+      setImported(`Imported the catalog${catalog.taken_at ? ` of ${catalog.taken_at}` : ''}: ${result.new} new, ${result.changed} changed, `
+        + `${result.unchanged} unchanged, ${result.kept} set by hand and kept.`);
       void prices.reload();
     } catch (e) {
       setError(e as ApiError);
@@ -80,7 +84,7 @@ export function PricingPage() {
       <h1>Pricing</h1>
       <p class="muted">USD per million tokens. A model call is priced by its model's active entry; without one it is recorded without cost.</p>
       <Card title="Import the catalog">
-        <p>Load the list prices shipped with runguard (OpenAI, Anthropic, Google). Existing entries of the same models are overwritten.</p>
+        <p>Load the list prices shipped with runguard. New models are added and earlier catalog prices updated; prices you set here are kept.</p>
         <button type="button" class="primary" disabled={importing} onClick={() => void importCatalog()}>{importing ? 'Importing…' : 'Import catalog'}</button>
         <span role="status"> {imported}</span>
         <ErrorNote error={error} />
