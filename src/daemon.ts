@@ -244,8 +244,10 @@ export async function startDaemon(
   const indexes = config.databaseUrl ? buildLateIndexes(config.databaseUrl, logger.child({ component: 'indexes' })) : null;
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
   const forget = options.recordFor ? recordListening(config, app, options.recordFor, logger) : () => {};
-  out.write(`runguard: dashboard at ${address}/ (sign in with \`runguard dashboard\`: it prints a one-time link)\n`);
-  if (created) await printFirstSignInLink(stores.db, created.workspaceId, address, out, logger);
+  // Where a browser reaches the daemon: the configured public URL, else where it listens.
+  const dashboardUrl = config.publicUrl?.replace(/\/+$/, '') ?? address;
+  out.write(`runguard: dashboard at ${dashboardUrl}/ (sign in with \`runguard dashboard\`: it prints a one-time link)\n`);
+  if (created) await printFirstSignInLink(stores.db, created.workspaceId, dashboardUrl, out, logger);
   let closing: Promise<void> | null = null;
   return {
     app,
