@@ -7,7 +7,8 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.runguard/**'] },
+  // web/: the browser's code, type-checked by its own web/tsconfig.json (npm run typecheck).
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.runguard/**', 'web/**', 'test-artifacts/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

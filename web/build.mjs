@@ -52,5 +52,7 @@ await writeFile(join(out, 'index.html'), html);
 
 for (const file of [script, style].filter(Boolean)) {
   const bytes = await readFile(join(out, 'assets', file));
-  console.log(`dashboard: ${file} ${(bytes.length / 1024).toFixed(1)} KiB, ${(gzipSync(bytes, { level: 9 }).length / 1024).toFixed(1)} KiB gzipped`);
+  console.log(
+    `dashboard: ${file} ${(bytes.length / 1024).toFixed(1)} KiB, ${(gzipSync(bytes, { level: 9 }).length / 1024).toFixed(1)} KiB gzipped`,
+  );
 }

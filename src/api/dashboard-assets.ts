@@ -10,7 +10,16 @@ import { extname, join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 /** The dashboard's pages (its router's paths): each answers the same index.html. */
-export const DASHBOARD_PAGES = ['/', '/sign-in', '/runs', '/runs/:run_id', '/users', '/settings', '/pricing', '/api-keys'] as const;
+export const DASHBOARD_PAGES = [
+  '/',
+  '/sign-in',
+  '/runs',
+  '/runs/:run_id',
+  '/users',
+  '/settings',
+  '/pricing',
+  '/api-keys',
+] as const;
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -80,7 +89,9 @@ export async function registerDashboard(app: FastifyInstance, dir: string | unde
   const index = assets?.get('index.html');
   const page = async (request: FastifyRequest, reply: FastifyReply) => {
     if (!index) {
-      return reply.status(404).type('text/plain; charset=utf-8')
+      return reply
+        .status(404)
+        .type('text/plain; charset=utf-8')
         .send('The dashboard is not built: run `npm run build`, then start the daemon again.\n');
     }
     reply.header('content-security-policy', DASHBOARD_CSP);

@@ -2,7 +2,11 @@
 import { Type, type Static } from 'typebox';
 import { Count, Timestamp } from './common.js';
 
-export const AccessToken = Type.Object({ access_token: Type.String(), token_type: Type.Literal('bearer'), expires_in: Type.Integer() });
+export const AccessToken = Type.Object({
+  access_token: Type.String(),
+  token_type: Type.Literal('bearer'),
+  expires_in: Type.Integer(),
+});
 
 /** `POST /v1/auth/sign-in-links`. */
 export const SignInLink = Type.Object({
@@ -10,7 +14,10 @@ export const SignInLink = Type.Object({
   token: Type.String(),
   expires_at: Timestamp,
 });
-export const SignInLinkRedeemBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false });
+export const SignInLinkRedeemBody = Type.Object(
+  { token: Type.String({ minLength: 1, maxLength: 256 }) },
+  { additionalProperties: false },
+);
 export const SignInLinkRedeemed = Type.Object({
   ...AccessToken.properties,
   owner_set: Type.Boolean({ description: 'false: the account has no email and password yet' }),

@@ -5,7 +5,14 @@
  * ends every session of the account (tokens carry the account's token version).
  */
 import { ApiError } from '../errors.js';
-import { bumpTokenVersion, findAccount, firstAccountOf, insertUnnamedAccount, nameAccount, type AccountRow } from '../store/accounts.js';
+import {
+  bumpTokenVersion,
+  findAccount,
+  firstAccountOf,
+  insertUnnamedAccount,
+  nameAccount,
+  type AccountRow,
+} from '../store/accounts.js';
 import { isUniqueViolation, type Db } from '../store/db.js';
 import { createSignInLink, redeemSignInLink } from '../store/sign-in-links.js';
 import { normalizeEmail } from './accounts.js';
@@ -24,7 +31,9 @@ export class DashboardSignIn {
 
   private async tokenFor(account: AccountRow) {
     const accessToken = await this.tokens.sign({
-      accountId: account.id, workspaceId: account.workspace_id, tokenVersion: account.token_version,
+      accountId: account.id,
+      workspaceId: account.workspace_id,
+      tokenVersion: account.token_version,
     });
     return { access_token: accessToken, token_type: 'bearer' as const, expires_in: this.tokens.ttlSeconds };
   }
@@ -43,7 +52,11 @@ export class DashboardSignIn {
       await tx.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE', [workspaceId]);
       return (await firstAccountOf(tx, workspaceId)) ?? (await insertUnnamedAccount(tx, workspaceId));
     });
-    if (!account) throw new ApiError('UNAUTHORIZED', 'This sign-in link is unknown, used or expired: run `runguard dashboard` for a new one.');
+    if (!account)
+      throw new ApiError(
+        'UNAUTHORIZED',
+        'This sign-in link is unknown, used or expired: run `runguard dashboard` for a new one.',
+      );
     return { ...(await this.tokenFor(account)), owner_set: account.password_hash !== null };
   }
 
@@ -59,7 +72,10 @@ export class DashboardSignIn {
     }
     if (!named) {
       if (!(await findAccount(this.db, accountId))) throw new ApiError('UNAUTHORIZED');
-      throw new ApiError('CONFLICT', 'This account already has an owner email and password: change the password instead.');
+      throw new ApiError(
+        'CONFLICT',
+        'This account already has an owner email and password: change the password instead.',
+      );
     }
     return this.tokenFor(named);
   }

@@ -52,9 +52,18 @@ export async function readOverview(db: Queryable, workspaceId: string, day: stri
     ),
   ]);
   return {
-    denials: denials.rows.map((r) => ({ reason: r.reason, count: Number(r.count) })),
-    topUsers: users.rows.map((r) => ({ userId: r.user_id, spendMicros: Number(r.spend_micros), runs: Number(r.runs) })),
-    topModels: models.rows.map((r) => ({ model: r.model, spendUsd: r.spend, calls: Number(r.calls), tokens: Number(r.tokens) })),
-    unpriced: unpriced.rows.map((r) => ({ model: r.model, calls: Number(r.calls), tokens: Number(r.tokens) })),
+    denials: denials.rows.map((row) => ({ reason: row.reason, count: Number(row.count) })),
+    topUsers: users.rows.map((row) => ({
+      userId: row.user_id,
+      spendMicros: Number(row.spend_micros),
+      runs: Number(row.runs),
+    })),
+    topModels: models.rows.map((row) => ({
+      model: row.model,
+      spendUsd: row.spend,
+      calls: Number(row.calls),
+      tokens: Number(row.tokens),
+    })),
+    unpriced: unpriced.rows.map((row) => ({ model: row.model, calls: Number(row.calls), tokens: Number(row.tokens) })),
   };
 }

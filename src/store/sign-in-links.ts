@@ -9,13 +9,20 @@ export interface SignInLink {
   expiresAt: Date;
 }
 
-export async function createSignInLink(db: Queryable, workspaceId: string, now: Date, ttlMs: number): Promise<SignInLink> {
+export async function createSignInLink(
+  db: Queryable,
+  workspaceId: string,
+  now: Date,
+  ttlMs: number,
+): Promise<SignInLink> {
   const token = randomBytes(32).toString('base64url');
   const expiresAt = new Date(now.getTime() + ttlMs);
   // Links past their expiry are of no use to anyone: each new link clears them.
   await db.query('DELETE FROM sign_in_links WHERE expires_at < $1', [now]);
   await db.query('INSERT INTO sign_in_links (token_sha256, workspace_id, expires_at) VALUES ($1, $2, $3)', [
-    sha256(token), workspaceId, expiresAt,
+    sha256(token),
+    workspaceId,
+    expiresAt,
   ]);
   return { token, expiresAt };
 }

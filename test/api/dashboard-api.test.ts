@@ -45,15 +45,31 @@ describe.each(BACKENDS)('the dashboard API on %s', (backend) => {
       const me = await session.request('GET', '/v1/auth/me');
       expect(me.body).toMatchObject({ email: null, workspace: { id: api.workspaceId } });
       // No password yet: changing it is refused with a reason, naming the owner works once.
-      expect((await session.request('POST', '/v1/auth/password', { current_password: 'x', new_password: 'new password 1' })).status).toBe(400);
-      const named = await session.request('POST', '/v1/auth/owner', { email: 'Owner@Example.com', password: 'correct horse battery' });
+      expect(
+        (await session.request('POST', '/v1/auth/password', { current_password: 'x', new_password: 'new password 1' }))
+          .status,
+      ).toBe(400);
+      const named = await session.request('POST', '/v1/auth/owner', {
+        email: 'Owner@Example.com',
+        password: 'correct horse battery',
+      });
       expect(named.status).toBe(200);
       // The link's session ended with the naming; the new token works.
       expect((await session.request('GET', '/v1/auth/me')).status).toBe(401);
       const owner = as(named.body.access_token);
       expect((await owner.request('GET', '/v1/auth/me')).body).toMatchObject({ email: 'owner@example.com' });
-      expect((await owner.request('POST', '/v1/auth/owner', { email: 'other@example.com', password: 'correct horse battery' })).status).toBe(409);
-      const login = await anonymous().request('POST', '/v1/auth/login', { email: 'owner@example.com', password: 'correct horse battery' });
+      expect(
+        (
+          await owner.request('POST', '/v1/auth/owner', {
+            email: 'other@example.com',
+            password: 'correct horse battery',
+          })
+        ).status,
+      ).toBe(409);
+      const login = await anonymous().request('POST', '/v1/auth/login', {
+        email: 'owner@example.com',
+        password: 'correct horse battery',
+      });
       expect(login.status).toBe(200);
 
       // A later link signs in as that same owner, whose account now has a password.
@@ -73,7 +89,10 @@ describe.each(BACKENDS)('the dashboard API on %s', (backend) => {
     });
 
     it('when links are minted with a token or without a credential, then they are refused; a made-up token is refused', async () => {
-      const login = await anonymous().request('POST', '/v1/auth/login', { email: 'owner@example.com', password: 'correct horse battery' });
+      const login = await anonymous().request('POST', '/v1/auth/login', {
+        email: 'owner@example.com',
+        password: 'correct horse battery',
+      });
       expect((await as(login.body.access_token).request('POST', '/v1/auth/sign-in-links')).status).toBe(401);
       expect((await anonymous().request('POST', '/v1/auth/sign-in-links')).status).toBe(401);
       expect((await redeem('made-up-token')).status).toBe(401);
@@ -87,7 +106,10 @@ describe.each(BACKENDS)('the dashboard API on %s', (backend) => {
     });
 
     it('when an account signs out, then its tokens stop working', async () => {
-      const login = await anonymous().request('POST', '/v1/auth/login', { email: 'owner@example.com', password: 'correct horse battery' });
+      const login = await anonymous().request('POST', '/v1/auth/login', {
+        email: 'owner@example.com',
+        password: 'correct horse battery',
+      });
       const session = as(login.body.access_token);
       expect((await session.request('POST', '/v1/auth/sign-out')).status).toBe(204);
       expect((await session.request('GET', '/v1/workspace')).status).toBe(401);
@@ -95,19 +117,41 @@ describe.each(BACKENDS)('the dashboard API on %s', (backend) => {
   });
 
   describe('what the pages read', () => {
-    it("when runs are denied, priced and unpriced today, then the overview counts them", async () => {
+    it('when runs are denied, priced and unpriced today, then the overview counts them', async () => {
       const ws = await api.newWorkspace();
-      await ws.api.request('PUT', '/v1/model-pricing/priced-model', { input_cost_per_token: 0.001, output_cost_per_token: 0.002 });
+      await ws.api.request('PUT', '/v1/model-pricing/priced-model', {
+        input_cost_per_token: 0.001,
+        output_cost_per_token: 0.002,
+      });
       const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'u1' })).body;
-      const priced = (await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'priced-model' })).body;
-      await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${priced.id}`, { status: 'COMPLETED', prompt_tokens: 10, completion_tokens: 5 });
-      const unpriced = (await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 2, model: 'mystery' })).body;
-      await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${unpriced.id}`, { status: 'COMPLETED', prompt_tokens: 7, completion_tokens: 3 });
+      const priced = (
+        await ws.api.request('POST', `/v1/runs/${run.id}/steps`, {
+          type: 'MODEL_CALL',
+          sequence: 1,
+          model: 'priced-model',
+        })
+      ).body;
+      await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${priced.id}`, {
+        status: 'COMPLETED',
+        prompt_tokens: 10,
+        completion_tokens: 5,
+      });
+      const unpriced = (
+        await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 2, model: 'mystery' })
+      ).body;
+      await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${unpriced.id}`, {
+        status: 'COMPLETED',
+        prompt_tokens: 7,
+        completion_tokens: 3,
+      });
       await ws.api.request('PUT', '/v1/users/u2', { blocked: true });
       expect((await ws.api.request('POST', '/v1/runs', { user_id: 'u2' })).body.status).toBe('BLOCKED');
       const other = (await ws.api.request('POST', '/v1/runs', { user_id: 'u3' })).body;
       await ws.api.request('PUT', '/v1/users/u3', { blocked: true });
-      expect((await ws.api.request('POST', `/v1/runs/${other.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 't' })).body.status).toBe('BLOCKED');
+      expect(
+        (await ws.api.request('POST', `/v1/runs/${other.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 't' }))
+          .body.status,
+      ).toBe('BLOCKED');
 
       const res = await ws.api.request('GET', '/v1/overview');
       expect(res.status).toBe(200);
@@ -115,7 +159,10 @@ describe.each(BACKENDS)('the dashboard API on %s', (backend) => {
         date: now.toISOString().slice(0, 10),
         denials_by_reason: [{ reason: 'USER_BLOCKED', count: 2 }],
         // u2's run was denied: only allowed runs count as a user's runs.
-        top_users: [{ user_id: 'u1', spend_usd: 0.02, runs: 1 }, { user_id: 'u3', spend_usd: 0, runs: 1 }],
+        top_users: [
+          { user_id: 'u1', spend_usd: 0.02, runs: 1 },
+          { user_id: 'u3', spend_usd: 0, runs: 1 },
+        ],
         top_models: [{ model: 'priced-model', spend_usd: 0.02, calls: 1, tokens: 15 }],
         unpriced_calls: [{ model: 'mystery', calls: 1, tokens: 10 }],
       });
@@ -138,7 +185,8 @@ describe.each(BACKENDS)('the dashboard API on %s', (backend) => {
 
     it('when users are searched, then the ids containing the text (any case) are listed and counted', async () => {
       const ws = await api.newWorkspace();
-      for (const id of ['Alice-1', 'alice-2', 'bob', 'x%_y']) await ws.api.request('PUT', `/v1/users/${encodeURIComponent(id)}`, { blocked: false });
+      for (const id of ['Alice-1', 'alice-2', 'bob', 'x%_y'])
+        await ws.api.request('PUT', `/v1/users/${encodeURIComponent(id)}`, { blocked: false });
       const found = await ws.api.request('GET', '/v1/users?search=ALICE');
       expect(found.body.total).toBe(2);
       expect(found.body.items.map((u: { user_id: string }) => u.user_id).sort()).toEqual(['Alice-1', 'alice-2']);
@@ -150,9 +198,16 @@ describe.each(BACKENDS)('the dashboard API on %s', (backend) => {
       const res = await api.request('GET', '/v1/model-pricing/catalog');
       expect(res.status).toBe(200);
       expect(res.body.models.length).toBeGreaterThan(10);
-      expect(res.body.models[0]).toMatchObject({ model: expect.any(String), input_cost_per_token: expect.any(Number), output_cost_per_token: expect.any(Number) });
+      expect(res.body.models[0]).toMatchObject({
+        model: expect.any(String),
+        input_cost_per_token: expect.any(Number),
+        output_cost_per_token: expect.any(Number),
+      });
       // As the import takes them: the whole list goes in as it came.
-      const imported = await api.request('POST', '/v1/model-pricing/import', { models: res.body.models, dry_run: true });
+      const imported = await api.request('POST', '/v1/model-pricing/import', {
+        models: res.body.models,
+        dry_run: true,
+      });
       expect(imported.status).toBe(200);
       expect(imported.body.new).toBe(res.body.models.length);
     });

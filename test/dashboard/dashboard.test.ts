@@ -42,7 +42,12 @@ async function startRun(userId: string, metadata?: object) {
 }
 
 async function step(runId: string, sequence: number, extra: object = {}) {
-  const res = await api.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', sequence, model: 'gpt-4o-mini', ...extra });
+  const res = await api.request('POST', `/v1/runs/${runId}/steps`, {
+    type: 'MODEL_CALL',
+    sequence,
+    model: 'gpt-4o-mini',
+    ...extra,
+  });
   expect(res.status).toBe(201);
   return res.body as { id: string; status: string; decision: { outcome: string; reason: string | null } };
 }
@@ -81,9 +86,12 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     expect(daemon.output()).toContain(`runguard: dashboard at ${daemon.url}/`);
     expect(daemon.output()).toContain('runguard dashboard');
     // The start that created the workspace also prints a first link; it works once.
-    const first = new RegExp(`runguard: open ${daemon.url}/sign-in#token=([\\w-]{43}) to sign in`).exec(daemon.output());
+    const first = new RegExp(`runguard: open ${daemon.url}/sign-in#token=([\\w-]{43}) to sign in`).exec(
+      daemon.output(),
+    );
     expect(first).not.toBeNull();
-    const redeem = () => caller(daemon.url, null).request('POST', '/v1/auth/sign-in-links/redeem', { token: first![1] });
+    const redeem = () =>
+      caller(daemon.url, null).request('POST', '/v1/auth/sign-in-links/redeem', { token: first![1] });
     expect((await redeem()).status).toBe(200);
     expect((await redeem()).status).toBe(401);
     const res = await fetch(`${daemon.url}/`);
@@ -102,7 +110,12 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     const asset = await fetch(`${daemon.url}${script}`);
     expect(asset.status).toBe(200);
     expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
-    for (const path of ['/assets/..%2F..%2Fpackage.json', '/assets/../package.json', '/assets/%2e%2e/api-key', '/index.html/../../bin/runguard']) {
+    for (const path of [
+      '/assets/..%2F..%2Fpackage.json',
+      '/assets/../package.json',
+      '/assets/%2e%2e/api-key',
+      '/index.html/../../bin/runguard',
+    ]) {
       const res = await fetch(`${daemon.url}${path}`);
       expect(res.status, path).toBe(404);
       expect(await res.text(), path).not.toContain('runguard"');
@@ -166,9 +179,17 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     await page.locator(`tr[data-run-id="${run.id}"]`).waitFor();
     const first = await step(run.id, 1, { input_data: { prompt: XSS_IMG } });
     expect(first.status).toBe('ALLOWED');
-    expect((await api.request('PATCH', `/v1/runs/${run.id}/steps/${first.id}`, {
-      status: 'COMPLETED', duration_ms: 1234, prompt_tokens: 100, completion_tokens: 20, output_data: { answer: XSS_SCRIPT },
-    })).status).toBe(200);
+    expect(
+      (
+        await api.request('PATCH', `/v1/runs/${run.id}/steps/${first.id}`, {
+          status: 'COMPLETED',
+          duration_ms: 1234,
+          prompt_tokens: 100,
+          completion_tokens: 20,
+          output_data: { answer: XSS_SCRIPT },
+        })
+      ).status,
+    ).toBe(200);
     await step(run.id, 2, { type: 'TOOL_CALL', model: null, tool_name: 'search' });
 
     await page.locator(`tr[data-run-id="${run.id}"] a`).click();
@@ -189,9 +210,9 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
 
     // The metadata and the step data are text: no element made of them, no script run.
     await firstStep.getByText('Input and output data').click();
-    await expect(page.locator('figure.json pre').allTextContents()).resolves.toEqual(expect.arrayContaining([
-      expect.stringContaining(XSS_IMG), expect.stringContaining(XSS_SCRIPT),
-    ]));
+    await expect(page.locator('figure.json pre').allTextContents()).resolves.toEqual(
+      expect.arrayContaining([expect.stringContaining(XSS_IMG), expect.stringContaining(XSS_SCRIPT)]),
+    );
     await expect(page.locator('main img').count()).resolves.toBe(0);
     await expect(page.locator('main script').count()).resolves.toBe(0);
     expect(dialogs).toEqual([]);
@@ -220,7 +241,10 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     await page.getByText('Kill switch is ON:').waitFor();
     await goTo('/settings', 'Settings');
     await page.getByRole('button', { name: 'Turn the kill switch off' }).click();
-    await page.getByRole('dialog', { name: 'Turn the kill switch off?' }).getByRole('button', { name: 'Turn off' }).click();
+    await page
+      .getByRole('dialog', { name: 'Turn the kill switch off?' })
+      .getByRole('button', { name: 'Turn off' })
+      .click();
     await page.getByRole('button', { name: 'Turn the kill switch on' }).waitFor();
     await page.getByText('Kill switch is ON:').waitFor({ state: 'detached' });
     const allowed = await startRun('bob');
@@ -254,7 +278,9 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     await screenshot(page, 'settings-basic-plan');
     const forbidden = await api.request('POST', '/v1/workspace/kill-switch', { active: true });
     expect(forbidden.status).toBe(403);
-    expect((forbidden.body as { detail: string }).detail).toBe('The kill switch needs the scale plan or higher; this workspace is on basic.');
+    expect((forbidden.body as { detail: string }).detail).toBe(
+      'The kill switch needs the scale plan or higher; this workspace is on basic.',
+    );
     await page.getByRole('combobox', { name: 'Plan' }).selectOption('scale');
     await page.getByRole('button', { name: 'Change plan' }).click();
     await page.getByRole('button', { name: 'Turn the kill switch on' }).waitFor();
@@ -304,36 +330,66 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     expect(workspaceDenied.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
     await page.getByLabel('Workspace daily budget (USD)').fill('25');
     await page.getByRole('button', { name: 'Save settings' }).click();
-    await expect.poll(async () => ((await api.request('GET', '/v1/workspace')).body as { daily_budget_usd: number | null }).daily_budget_usd).toBe(25);
+    await expect
+      .poll(
+        async () =>
+          ((await api.request('GET', '/v1/workspace')).body as { daily_budget_usd: number | null }).daily_budget_usd,
+      )
+      .toBe(25);
     expect((await step(run.id, 4)).status).toBe('ALLOWED');
   });
 
   it('when the catalog is imported from the Pricing page, then the prices are listed and editable', async () => {
     await goTo('/pricing', 'Pricing');
     await page.getByRole('button', { name: 'Import catalog' }).click();
-    await page.getByText(/Imported the catalog of [\d-]+: \d+ new, 0 changed, 0 unchanged, 0 set by hand and kept\./).waitFor();
-    const prices = (await api.request('GET', '/v1/model-pricing')).body as { model: string; input_cost_per_token: number }[];
+    await page
+      .getByText(/Imported the catalog of [\d-]+: \d+ new, 0 changed, 0 unchanged, 0 set by hand and kept\./)
+      .waitFor();
+    const prices = (await api.request('GET', '/v1/model-pricing')).body as {
+      model: string;
+      input_cost_per_token: number;
+    }[];
     expect(prices.length).toBeGreaterThan(5);
     const mini = prices.find((p) => p.model === 'gpt-4o-mini');
     expect(mini).toBeDefined();
     // Edited in USD per million tokens; stored per token.
     await page.getByLabel('Input $/1M tokens for gpt-4o-mini', { exact: true }).fill('0.2');
     await page.getByRole('button', { name: 'Save gpt-4o-mini', exact: true }).click();
-    await expect.poll(async () => ((await api.request('GET', '/v1/model-pricing')).body as { model: string; input_cost_per_token: number }[])
-      .find((p) => p.model === 'gpt-4o-mini')?.input_cost_per_token).toBe(0.0000002);
+    await expect
+      .poll(
+        async () =>
+          (
+            (await api.request('GET', '/v1/model-pricing')).body as { model: string; input_cost_per_token: number }[]
+          ).find((p) => p.model === 'gpt-4o-mini')?.input_cost_per_token,
+      )
+      .toBe(0.0000002);
   });
 
   it('when every page is visited, then axe finds no serious or critical violation, Tab reaches every control, and a screenshot is kept', async () => {
     // Something to show: a priced call, a denial, an unpriced call.
     const run = await startRun('erin', { purpose: 'screenshots' });
     const priced = await step(run.id, 1);
-    await api.request('PATCH', `/v1/runs/${run.id}/steps/${priced.id}`, { status: 'COMPLETED', prompt_tokens: 12000, completion_tokens: 800, duration_ms: 900 });
+    await api.request('PATCH', `/v1/runs/${run.id}/steps/${priced.id}`, {
+      status: 'COMPLETED',
+      prompt_tokens: 12000,
+      completion_tokens: 800,
+      duration_ms: 900,
+    });
     const unpriced = await step(run.id, 2, { model: 'my-local-llama' });
-    await api.request('PATCH', `/v1/runs/${run.id}/steps/${unpriced.id}`, { status: 'COMPLETED', prompt_tokens: 500, completion_tokens: 50, duration_ms: 300 });
+    await api.request('PATCH', `/v1/runs/${run.id}/steps/${unpriced.id}`, {
+      status: 'COMPLETED',
+      prompt_tokens: 500,
+      completion_tokens: 50,
+      duration_ms: 300,
+    });
 
     const pages: [string, string, string][] = [
-      ['/', 'Overview', 'overview'], ['/runs', 'Runs', 'runs'], ['/users', 'Users', 'users'],
-      ['/settings', 'Settings', 'settings'], ['/pricing', 'Pricing', 'pricing'], ['/api-keys', 'API keys', 'api-keys'],
+      ['/', 'Overview', 'overview'],
+      ['/runs', 'Runs', 'runs'],
+      ['/users', 'Users', 'users'],
+      ['/settings', 'Settings', 'settings'],
+      ['/pricing', 'Pricing', 'pricing'],
+      ['/api-keys', 'API keys', 'api-keys'],
     ];
     for (const [path, heading, name] of pages) {
       await goTo(path, heading);
@@ -357,7 +413,10 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
   it('when the API key is regenerated from the page, then the new key is shown once with a copy button and the old key stops working', async () => {
     await goTo('/api-keys', 'API keys');
     await page.getByRole('button', { name: 'Regenerate key' }).click();
-    await page.getByRole('dialog', { name: 'Regenerate the API key?' }).getByRole('button', { name: 'Regenerate' }).click();
+    await page
+      .getByRole('dialog', { name: 'Regenerate the API key?' })
+      .getByRole('button', { name: 'Regenerate' })
+      .click();
     const shown = await page.getByRole('textbox', { name: 'New API key' }).inputValue();
     expect(shown).toMatch(/^lg_[a-z0-9]{12}_[\w-]{32,}$/);
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: daemon.url });
@@ -370,7 +429,9 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     await page.getByRole('button', { name: 'Done, I saved it' }).click();
     await expect(page.getByRole('textbox', { name: 'New API key' }).count()).resolves.toBe(0);
     // Nowhere in the browser's storage.
-    const stored = await page.evaluate(() => JSON.stringify({ ...sessionStorage }) + JSON.stringify({ ...localStorage }));
+    const stored = await page.evaluate(
+      () => JSON.stringify({ ...sessionStorage }) + JSON.stringify({ ...localStorage }),
+    );
     expect(stored).not.toContain(shown);
     api = caller(daemon.url, shown);
   });

@@ -14,18 +14,33 @@ export const ARTIFACTS = join(PACKAGE_ROOT, 'test-artifacts', 'dashboard');
 
 export async function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does.`);
+    throw new Error(
+      `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does.`,
+    );
   }
   return chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-dev-shm-usage',
+    ],
   });
 }
 
 let axeSource: string | null = null;
 
-export interface AxeViolation { id: string; impact: string | null; help: string; nodes: { target: string[]; html: string }[] }
+export interface AxeViolation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: { target: string[]; html: string }[];
+}
 
 /**
  * axe-core's serious and critical violations on the page as it is. The script goes in through
@@ -37,9 +52,16 @@ export async function axeViolations(page: Page): Promise<AxeViolation[]> {
   const hasAxe = await page.evaluate(() => 'axe' in window);
   if (!hasAxe) await page.evaluate(axeSource);
   const violations = await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: (ctx: Document, opts: object) => Promise<{ violations: AxeViolation[] }> } }).axe;
+    const axe = (
+      window as unknown as { axe: { run: (ctx: Document, opts: object) => Promise<{ violations: AxeViolation[] }> } }
+    ).axe;
     const result = await axe.run(document, { resultTypes: ['violations'] });
-    return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => ({ target: n.target, html: n.html })) }));
+    return result.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      help: v.help,
+      nodes: v.nodes.slice(0, 3).map((n) => ({ target: n.target, html: n.html })),
+    }));
   });
   return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
 }
@@ -50,7 +72,8 @@ export async function axeViolations(page: Page): Promise<AxeViolation[]> {
  */
 export async function controlsTabCannotReach(page: Page): Promise<string[]> {
   const count = await page.evaluate(() => {
-    const selector = 'a[href], button:not([disabled]), input:not([type="hidden"]):not([hidden]):not([disabled]), select:not([disabled]), textarea, summary, [tabindex="0"]';
+    const selector =
+      'a[href], button:not([disabled]), input:not([type="hidden"]):not([hidden]):not([disabled]), select:not([disabled]), textarea, summary, [tabindex="0"]';
     const visible = [...document.querySelectorAll<HTMLElement>(selector)].filter((el) => {
       if (el.closest('dialog:not([open])')) return false;
       const box = el.getBoundingClientRect();
@@ -68,14 +91,24 @@ export async function controlsTabCannotReach(page: Page): Promise<string[]> {
     await page.keyboard.press('Tab');
     const tag = await page.evaluate(() => {
       const el = document.activeElement;
-      return { kb: el?.getAttribute('data-kb') ?? null, name: `${el?.tagName.toLowerCase()}:${(el?.textContent ?? '').trim().slice(0, 20)}` };
+      return {
+        kb: el?.getAttribute('data-kb') ?? null,
+        name: `${el?.tagName.toLowerCase()}:${(el?.textContent ?? '').trim().slice(0, 20)}`,
+      };
     });
     order.push(tag.kb ?? tag.name);
     if (tag.kb !== null) reached.add(tag.kb);
   }
-  const missed = await page.evaluate((seen) => [...document.querySelectorAll<HTMLElement>('[data-kb]')]
-    .filter((el) => !seen.includes(el.getAttribute('data-kb')!))
-    .map((el) => `${el.tagName.toLowerCase()} "${(el.textContent ?? el.getAttribute('aria-label') ?? '').trim().slice(0, 40)}"`), [...reached]);
+  const missed = await page.evaluate(
+    (seen) =>
+      [...document.querySelectorAll<HTMLElement>('[data-kb]')]
+        .filter((el) => !seen.includes(el.getAttribute('data-kb')!))
+        .map(
+          (el) =>
+            `${el.tagName.toLowerCase()} "${(el.textContent ?? el.getAttribute('aria-label') ?? '').trim().slice(0, 40)}"`,
+        ),
+    [...reached],
+  );
   return missed.length === 0 ? [] : [...missed, `Tab went: ${order.join(' ')}`];
 }
 
@@ -83,7 +116,7 @@ export async function screenshot(page: Page, name: string): Promise<void> {
   await mkdir(ARTIFACTS, { recursive: true });
   // The page as one arrives on it: from its top, with no control's focus ring.
   await page.evaluate(() => {
-    (document.activeElement as HTMLElement | null)?.blur();
+    (document.activeElement as { blur?: () => void } | null)?.blur?.();
     window.scrollTo(0, 0);
   });
   await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: false });

@@ -2,7 +2,11 @@
 import { clearToken, getToken } from './session';
 
 export class ApiError extends Error {
-  constructor(readonly status: number, readonly code: string, detail: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    detail: string,
+  ) {
     super(detail);
   }
 }
@@ -19,7 +23,12 @@ export async function api<T>(method: string, path: string, body?: unknown, token
   if (body !== undefined) headers['content-type'] = 'application/json';
   let res: Response;
   try {
-    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: 'no-store',
+    });
   } catch {
     throw new ApiError(0, 'NETWORK', 'The daemon did not answer: is it running?');
   }
@@ -28,7 +37,12 @@ export async function api<T>(method: string, path: string, body?: unknown, token
   const json = text ? (JSON.parse(text) as unknown) : undefined;
   if (!res.ok) {
     const error = json as { detail?: string; code?: string } | undefined;
-    if (res.status === 401 && token && !path.startsWith('/v1/auth/login') && !path.startsWith('/v1/auth/sign-in-links')) {
+    if (
+      res.status === 401 &&
+      token &&
+      !path.startsWith('/v1/auth/login') &&
+      !path.startsWith('/v1/auth/sign-in-links')
+    ) {
       clearToken();
       onSignedOut();
     }
@@ -45,33 +59,67 @@ export const CHANGED = 'runguard:changed';
 
 export const qs = (params: Record<string, string | number | boolean | undefined | null>): string => {
   const search = new URLSearchParams();
-  for (const [key, value] of Object.entries(params)) if (value !== undefined && value !== null && value !== '') search.set(key, String(value));
+  for (const [key, value] of Object.entries(params))
+    if (value !== undefined && value !== null && value !== '') search.set(key, String(value));
   const text = search.toString();
   return text ? `?${text}` : '';
 };
 
 // The wire types, from the one contract the daemon validates with (types only: nothing of it is bundled).
 export type {
-  Decision, Page, RunSummary, Step, RunDetail, Overview, AccessToken as TokenAnswer, ModelPricing as Price,
+  Decision,
+  Page,
+  RunSummary,
+  Step,
+  RunDetail,
+  Overview,
+  AccessToken as TokenAnswer,
+  ModelPricing as Price,
 } from '../../src/contract/index.js';
 
 export interface Workspace {
-  id: string; name: string; plan: string; kill_switch_active: boolean; updated_at: string;
+  id: string;
+  name: string;
+  plan: string;
+  kill_switch_active: boolean;
+  updated_at: string;
   [setting: string]: unknown;
 }
-export interface Me { id: string; email: string | null; created_at: string; workspace: { id: string; name: string; plan: string } }
+export interface Me {
+  id: string;
+  email: string | null;
+  created_at: string;
+  workspace: { id: string; name: string; plan: string };
+}
 export interface Usage {
-  date: string; workspace_daily_spend_usd: number; workspace_daily_budget_usd: number | null;
-  monthly_runs: number; monthly_run_limit: number | null; concurrent_runs: number; max_concurrent_runs: number | null;
+  date: string;
+  workspace_daily_spend_usd: number;
+  workspace_daily_budget_usd: number | null;
+  monthly_runs: number;
+  monthly_run_limit: number | null;
+  concurrent_runs: number;
+  max_concurrent_runs: number | null;
   daily: { date: string; spend_usd: number; runs: number }[];
 }
 export interface SdkUser {
-  user_id: string; blocked: boolean; daily_budget_usd: number | null; daily_spend_usd: number; run_count: number;
-  first_seen_at: string; last_seen_at: string;
+  user_id: string;
+  blocked: boolean;
+  daily_budget_usd: number | null;
+  daily_spend_usd: number;
+  run_count: number;
+  first_seen_at: string;
+  last_seen_at: string;
 }
 export interface Billing {
   plan: string;
   limits: { monthly_run_limit: number | null; max_concurrent_runs: number | null; kill_switch: boolean };
   plans: { name: string; monthly_run_limit: number | null; max_concurrent_runs: number | null; kill_switch: boolean }[];
 }
-export interface ApiKey { id: string; prefix: string; name: string | null; created_at: string; last_used_at: string | null; revoked_at: string | null }
+export interface ApiKey {
+  id: string;
+  prefix: string;
+  name: string | null;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}

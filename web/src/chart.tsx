@@ -16,11 +16,29 @@ export function DailyChart({ days }: { days: { date: string; spend_usd: number; 
         height: 240,
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
         // Half a day each side: the first and last days' bars are drawn whole.
-        scales: { x: { time: true, range: (_u, min, max) => [min - 43_200, max + 43_200] }, usd: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] }, runs: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+        scales: {
+          x: { time: true, range: (_u, min, max) => [min - 43_200, max + 43_200] },
+          usd: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
+          runs: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
+        },
         series: [
           { label: 'Day (UTC)' },
-          { label: 'Runs', scale: 'runs', stroke: '#94a3b8', fill: 'rgba(148,163,184,0.35)', paths: bars, points: { show: false }, value: (_u, v) => (v == null ? '—' : String(v)) },
-          { label: 'Spend (USD)', scale: 'usd', stroke: '#1d4ed8', width: 2, value: (_u, v) => (v == null ? '—' : `$${v.toFixed(4)}`) },
+          {
+            label: 'Runs',
+            scale: 'runs',
+            stroke: '#94a3b8',
+            fill: 'rgba(148,163,184,0.35)',
+            paths: bars,
+            points: { show: false },
+            value: (_u, v) => (v == null ? '—' : String(v)),
+          },
+          {
+            label: 'Spend (USD)',
+            scale: 'usd',
+            stroke: '#1d4ed8',
+            width: 2,
+            value: (_u, v) => (v == null ? '—' : `$${v.toFixed(4)}`),
+          },
         ],
         axes: [
           { stroke: '#334155' },
@@ -37,7 +55,10 @@ export function DailyChart({ days }: { days: { date: string; spend_usd: number; 
     <figure class="chart">
       <div ref={box} role="img" aria-label={`Spend and runs per day for the last ${days.length} days`} />
       <figcaption class="sr-only">
-        {days.filter((d) => d.runs > 0 || d.spend_usd > 0).map((d) => `${d.date}: ${d.runs} runs, $${d.spend_usd}`).join('; ') || 'No runs in this period.'}
+        {days
+          .filter((d) => d.runs > 0 || d.spend_usd > 0)
+          .map((d) => `${d.date}: ${d.runs} runs, $${d.spend_usd}`)
+          .join('; ') || 'No runs in this period.'}
       </figcaption>
     </figure>
   );

@@ -6,7 +6,11 @@ import { share } from './format';
 
 export function ErrorNote({ error }: { error: ApiError | Error | null | undefined }) {
   if (!error) return null;
-  return <p class="error" role="alert">{error.message}</p>;
+  return (
+    <p class="error" role="alert">
+      {error.message}
+    </p>
+  );
 }
 
 export function Status({ value }: { value: string }) {
@@ -44,7 +48,9 @@ export function JsonView({ value, label }: { value: unknown; label: string }) {
   return (
     <figure class="json">
       <figcaption>{label}</figcaption>
-      <pre tabIndex={0} aria-label={label}>{JSON.stringify(value, null, 2)}</pre>
+      <pre tabIndex={0} aria-label={label}>
+        {JSON.stringify(value, null, 2)}
+      </pre>
     </figure>
   );
 }
@@ -56,8 +62,14 @@ export function Rules({ decision }: { decision: Decision }) {
   return (
     <div class="decision">
       <p>
-        <strong>Decision:</strong> <span class={decision.outcome === 'ALLOW' ? 'ok-text' : 'deny-text'}>{decision.outcome}</span>
-        {decision.reason && <> — <code>{decision.reason}</code></>}
+        <strong>Decision:</strong>{' '}
+        <span class={decision.outcome === 'ALLOW' ? 'ok-text' : 'deny-text'}>{decision.outcome}</span>
+        {decision.reason && (
+          <>
+            {' '}
+            — <code>{decision.reason}</code>
+          </>
+        )}
       </p>
       {rules.length > 0 && (
         <ol class="rules" aria-label="Evaluated rules, in order">
@@ -74,9 +86,22 @@ export function Rules({ decision }: { decision: Decision }) {
 }
 
 /** A modal that asks before something that cannot be taken back. Native <dialog>: focus and Escape work. */
-export function Confirm({ open, title, children, confirmLabel, danger, onConfirm, onCancel }: {
-  open: boolean; title: string; children: ComponentChildren; confirmLabel: string; danger?: boolean;
-  onConfirm: () => void; onCancel: () => void;
+export function Confirm({
+  open,
+  title,
+  children,
+  confirmLabel,
+  danger,
+  onConfirm,
+  onCancel,
+}: {
+  open: boolean;
+  title: string;
+  children: ComponentChildren;
+  confirmLabel: string;
+  danger?: boolean;
+  onConfirm: () => void;
+  onCancel: () => void;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
@@ -86,24 +111,53 @@ export function Confirm({ open, title, children, confirmLabel, danger, onConfirm
     if (!open && dialog.open) dialog.close();
   }, [open]);
   return (
-    <dialog ref={ref} aria-labelledby="confirm-title" onCancel={(e) => { e.preventDefault(); onCancel(); }}>
+    <dialog
+      ref={ref}
+      aria-labelledby="confirm-title"
+      onCancel={(e) => {
+        e.preventDefault();
+        onCancel();
+      }}
+    >
       <h2 id="confirm-title">{title}</h2>
       <div>{children}</div>
       <div class="actions">
-        <button type="button" onClick={onCancel}>Cancel</button>
-        <button type="button" class={danger ? 'danger' : 'primary'} onClick={onConfirm}>{confirmLabel}</button>
+        <button type="button" onClick={onCancel}>
+          Cancel
+        </button>
+        <button type="button" class={danger ? 'danger' : 'primary'} onClick={onConfirm}>
+          {confirmLabel}
+        </button>
       </div>
     </dialog>
   );
 }
 
-export function Pager({ page, perPage, total, onPage, label }: { page: number; perPage: number; total: number; onPage: (p: number) => void; label: string }) {
+export function Pager({
+  page,
+  perPage,
+  total,
+  onPage,
+  label,
+}: {
+  page: number;
+  perPage: number;
+  total: number;
+  onPage: (p: number) => void;
+  label: string;
+}) {
   const pages = Math.max(1, Math.ceil(total / perPage));
   return (
     <nav class="pager" aria-label={`${label} pages`}>
-      <button type="button" disabled={page <= 1} onClick={() => onPage(page - 1)}>Previous</button>
-      <span aria-live="polite">Page {page} of {pages} ({total} in all)</span>
-      <button type="button" disabled={page >= pages} onClick={() => onPage(page + 1)}>Next</button>
+      <button type="button" disabled={page <= 1} onClick={() => onPage(page - 1)}>
+        Previous
+      </button>
+      <span aria-live="polite">
+        Page {page} of {pages} ({total} in all)
+      </span>
+      <button type="button" disabled={page >= pages} onClick={() => onPage(page + 1)}>
+        Next
+      </button>
     </nav>
   );
 }

@@ -1,9 +1,16 @@
 /** How numbers, money and times are shown. */
-const usdFormat = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: 6 });
+const usdFormat = new Intl.NumberFormat('en-US', {
+  style: 'currency',
+  currency: 'USD',
+  minimumFractionDigits: 2,
+  maximumFractionDigits: 6,
+});
 const intFormat = new Intl.NumberFormat('en-US');
 
-export const usd = (value: number | null | undefined): string => (value === null || value === undefined ? '—' : usdFormat.format(value));
-export const int = (value: number | null | undefined): string => (value === null || value === undefined ? '—' : intFormat.format(value));
+export const usd = (value: number | null | undefined): string =>
+  value === null || value === undefined ? '—' : usdFormat.format(value);
+export const int = (value: number | null | undefined): string =>
+  value === null || value === undefined ? '—' : intFormat.format(value);
 export const limit = (value: number | null | undefined, format: (v: number) => string = int): string =>
   value === null || value === undefined ? 'unlimited' : format(value);
 
@@ -22,4 +29,5 @@ export function duration(ms: number | null | undefined): string {
 }
 
 /** Share of a limit used, 0 to 1; null when unlimited. */
-export const share = (used: number, of: number | null): number | null => (of === null ? null : of === 0 ? 1 : Math.min(1, used / of));
+export const share = (used: number, of: number | null): number | null =>
+  of === null ? null : of === 0 ? 1 : Math.min(1, used / of);

@@ -39,9 +39,11 @@ export function useLoad<T>(fetcher: () => Promise<T>, deps: unknown[], everyMs?:
       soon = setTimeout(() => void reload(), 100);
     };
     window.addEventListener(CHANGED, onChanged);
-    const timer = everyMs ? setInterval(() => {
-      if (!document.hidden) void reload();
-    }, everyMs) : undefined;
+    const timer = everyMs
+      ? setInterval(() => {
+          if (!document.hidden) void reload();
+        }, everyMs)
+      : undefined;
     return () => {
       clearInterval(timer);
       clearTimeout(soon);

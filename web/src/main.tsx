@@ -17,18 +17,26 @@ import { ApiKeysPage } from './pages/api-keys';
 import './styles.css';
 
 const NAV: [string, string][] = [
-  ['/', 'Overview'], ['/runs', 'Runs'], ['/users', 'Users'], ['/settings', 'Settings'], ['/pricing', 'Pricing'], ['/api-keys', 'API keys'],
+  ['/', 'Overview'],
+  ['/runs', 'Runs'],
+  ['/users', 'Users'],
+  ['/settings', 'Settings'],
+  ['/pricing', 'Pricing'],
+  ['/api-keys', 'API keys'],
 ];
 
 function Nav() {
   const [location] = useLocation();
-  const current = (path: string) => (path === '/' ? location === '/' : location === path || location.startsWith(`${path}/`));
+  const current = (path: string) =>
+    path === '/' ? location === '/' : location === path || location.startsWith(`${path}/`);
   return (
     <nav aria-label="Pages">
       <ul>
         {NAV.map(([path, label]) => (
           <li key={path}>
-            <Link href={path} aria-current={current(path) ? 'page' : undefined}>{label}</Link>
+            <Link href={path} aria-current={current(path) ? 'page' : undefined}>
+              {label}
+            </Link>
           </li>
         ))}
       </ul>
@@ -51,27 +59,52 @@ function KillSwitchBanner() {
 function Shell({ me, onSignOut, onOwnerSet }: { me: Me; onSignOut: () => void; onOwnerSet: () => void }) {
   return (
     <>
-      <a class="skip" href="#main">Skip to content</a>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
       <header class="top">
-        <div class="brand"><img src="/assets/favicon.svg" alt="" width={24} height={24} /> runguard</div>
+        <div class="brand">
+          <img src="/assets/favicon.svg" alt="" width={24} height={24} /> runguard
+        </div>
         <Nav />
         <div class="who">
-          <span class="muted">{me.email ?? 'owner not set'} · {me.workspace.name} ({me.workspace.plan})</span>
-          <button type="button" onClick={onSignOut}>Sign out</button>
+          <span class="muted">
+            {me.email ?? 'owner not set'} · {me.workspace.name} ({me.workspace.plan})
+          </span>
+          <button type="button" onClick={onSignOut}>
+            Sign out
+          </button>
         </div>
       </header>
       <KillSwitchBanner />
       {me.email === null && <OwnerForm onDone={onOwnerSet} />}
       <main id="main" tabIndex={-1}>
         <Switch>
-          <Route path="/"><OverviewPage /></Route>
-          <Route path="/runs"><RunsPage /></Route>
+          <Route path="/">
+            <OverviewPage />
+          </Route>
+          <Route path="/runs">
+            <RunsPage />
+          </Route>
           <Route path="/runs/:id">{(params) => <RunDetailPage id={params.id} />}</Route>
-          <Route path="/users"><UsersPage /></Route>
-          <Route path="/settings"><SettingsPage me={me} /></Route>
-          <Route path="/pricing"><PricingPage /></Route>
-          <Route path="/api-keys"><ApiKeysPage /></Route>
-          <Route><h1>Not found</h1><p>No such page. <Link href="/">Go to the overview</Link>.</p></Route>
+          <Route path="/users">
+            <UsersPage />
+          </Route>
+          <Route path="/settings">
+            <SettingsPage me={me} />
+          </Route>
+          <Route path="/pricing">
+            <PricingPage />
+          </Route>
+          <Route path="/api-keys">
+            <ApiKeysPage />
+          </Route>
+          <Route>
+            <h1>Not found</h1>
+            <p>
+              No such page. <Link href="/">Go to the overview</Link>.
+            </p>
+          </Route>
         </Switch>
       </main>
     </>
@@ -121,7 +154,12 @@ function App() {
   };
 
   if (location === '/sign-in' || !getToken()) return <SignIn onSignedIn={signedIn} />;
-  if (!me) return <main id="main" class="loading"><p>Loading…</p></main>;
+  if (!me)
+    return (
+      <main id="main" class="loading">
+        <p>Loading…</p>
+      </main>
+    );
   return <Shell me={me} onSignOut={signOut} onOwnerSet={() => setSession((s) => s + 1)} />;
 }
 

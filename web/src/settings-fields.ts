@@ -10,19 +10,61 @@ export type SettingField =
 
 export const WORKSPACE_FIELDS: SettingField[] = [
   { key: 'name', label: 'Workspace name', help: '', kind: 'text' },
-  { key: 'daily_budget_usd', label: 'Workspace daily budget (USD)', help: 'Spend per UTC day across all users. Empty: unlimited.', kind: 'usd', nullable: true },
-  { key: 'user_daily_budget_usd', label: 'Default daily budget per user (USD)', help: 'Applies to users without a budget of their own. Empty: unlimited.', kind: 'usd', nullable: true },
-  { key: 'monthly_run_limit', label: 'Monthly run limit', help: 'Allowed run starts per UTC month, up to the plan’s ceiling. Empty: unlimited (only where the plan has no ceiling).', kind: 'integer', nullable: true },
-  { key: 'max_concurrent_runs', label: 'Maximum concurrent runs', help: 'Runs RUNNING at once, up to the plan’s ceiling. Empty: unlimited (only where the plan has no ceiling).', kind: 'integer', nullable: true },
   {
-    key: 'budget_mode', label: 'Budget mode', help: 'Spend: deny once spend reaches a budget. Reserve: also count calls in flight and this call’s estimate.',
-    kind: 'choice', options: [{ value: 'spend', label: 'Spend so far' }, { value: 'reserve', label: 'Reserve before each call' }],
+    key: 'daily_budget_usd',
+    label: 'Workspace daily budget (USD)',
+    help: 'Spend per UTC day across all users. Empty: unlimited.',
+    kind: 'usd',
+    nullable: true,
   },
   {
-    key: 'unpriced_models', label: 'Calls to unpriced models', help: 'Deny: a model call whose model has no price is refused.',
-    kind: 'choice', options: [{ value: 'allow', label: 'Allow (recorded without cost)' }, { value: 'deny', label: 'Deny' }],
+    key: 'user_daily_budget_usd',
+    label: 'Default daily budget per user (USD)',
+    help: 'Applies to users without a budget of their own. Empty: unlimited.',
+    kind: 'usd',
+    nullable: true,
   },
-  { key: 'user_steps_per_minute', label: 'Steps per user per minute', help: 'Empty: no rate limit.', kind: 'integer', nullable: true },
+  {
+    key: 'monthly_run_limit',
+    label: 'Monthly run limit',
+    help: 'Allowed run starts per UTC month, up to the plan’s ceiling. Empty: unlimited (only where the plan has no ceiling).',
+    kind: 'integer',
+    nullable: true,
+  },
+  {
+    key: 'max_concurrent_runs',
+    label: 'Maximum concurrent runs',
+    help: 'Runs RUNNING at once, up to the plan’s ceiling. Empty: unlimited (only where the plan has no ceiling).',
+    kind: 'integer',
+    nullable: true,
+  },
+  {
+    key: 'budget_mode',
+    label: 'Budget mode',
+    help: 'Spend: deny once spend reaches a budget. Reserve: also count calls in flight and this call’s estimate.',
+    kind: 'choice',
+    options: [
+      { value: 'spend', label: 'Spend so far' },
+      { value: 'reserve', label: 'Reserve before each call' },
+    ],
+  },
+  {
+    key: 'unpriced_models',
+    label: 'Calls to unpriced models',
+    help: 'Deny: a model call whose model has no price is refused.',
+    kind: 'choice',
+    options: [
+      { value: 'allow', label: 'Allow (recorded without cost)' },
+      { value: 'deny', label: 'Deny' },
+    ],
+  },
+  {
+    key: 'user_steps_per_minute',
+    label: 'Steps per user per minute',
+    help: 'Empty: no rate limit.',
+    kind: 'integer',
+    nullable: true,
+  },
 ];
 
 /** A field's value as the form shows it. */
@@ -39,7 +81,8 @@ export function fromText(field: SettingField, text: string): unknown {
       return trimmed;
     case 'usd':
       if (trimmed === '') return null;
-      if (!/^\d+(\.\d+)?$/.test(trimmed)) throw new Error(`${field.label}: enter an amount like 10 or 2.50, or leave it empty.`);
+      if (!/^\d+(\.\d+)?$/.test(trimmed))
+        throw new Error(`${field.label}: enter an amount like 10 or 2.50, or leave it empty.`);
       return Number(trimmed);
     case 'integer':
       if (trimmed === '') return null;

@@ -20,11 +20,17 @@ export function KeyOnce({ apiKey, onDone }: { apiKey: string; onDone: () => void
     <div class="key-once" role="region" aria-labelledby="key-once-title">
       <h2 id="key-once-title">Your new API key</h2>
       <p>It is shown this once: copy it now. Every earlier key of the workspace no longer works.</p>
-      <label for="new-key" class="sr-only">New API key</label>
+      <label for="new-key" class="sr-only">
+        New API key
+      </label>
       <input id="new-key" class="key" readOnly value={apiKey} onFocus={(e) => e.currentTarget.select()} />
       <div class="actions">
-        <button type="button" class="primary" onClick={() => void copy()}>Copy</button>
-        <button type="button" onClick={onDone}>Done, I saved it</button>
+        <button type="button" class="primary" onClick={() => void copy()}>
+          Copy
+        </button>
+        <button type="button" onClick={onDone}>
+          Done, I saved it
+        </button>
         <span role="status">{copied}</span>
       </div>
     </div>
@@ -56,26 +62,54 @@ export function ApiKeysPage() {
         {keys.data && (
           <table>
             <caption class="sr-only">API keys of this workspace (prefixes only)</caption>
-            <thead><tr><th scope="col">Prefix</th><th scope="col">Name</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">State</th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Prefix</th>
+                <th scope="col">Name</th>
+                <th scope="col">Created</th>
+                <th scope="col">Last used</th>
+                <th scope="col">State</th>
+              </tr>
+            </thead>
             <tbody>
               {keys.data.map((k) => (
                 <tr key={k.id}>
-                  <td><code>lg_{k.prefix}_…</code></td>
+                  <td>
+                    <code>lg_{k.prefix}_…</code>
+                  </td>
                   <td>{k.name ?? '—'}</td>
                   <td>{when(k.created_at)}</td>
                   <td>{when(k.last_used_at)}</td>
-                  <td>{k.revoked_at ? <span class="badge badge-failed">revoked {when(k.revoked_at)}</span> : <span class="badge badge-completed">active</span>}</td>
+                  <td>
+                    {k.revoked_at ? (
+                      <span class="badge badge-failed">revoked {when(k.revoked_at)}</span>
+                    ) : (
+                      <span class="badge badge-completed">active</span>
+                    )}
+                  </td>
                 </tr>
               ))}
             </tbody>
           </table>
         )}
         <div class="actions">
-          <button type="button" class="danger" onClick={() => setAsking(true)}>Regenerate key</button>
+          <button type="button" class="danger" onClick={() => setAsking(true)}>
+            Regenerate key
+          </button>
         </div>
       </Card>
-      <Confirm open={asking} title="Regenerate the API key?" confirmLabel="Regenerate" danger onConfirm={() => void regenerate()} onCancel={() => setAsking(false)}>
-        <p>A new key is issued and every earlier key stops working at once: agents and scripts using them will be refused until they get the new one. The daemon's local key file is updated.</p>
+      <Confirm
+        open={asking}
+        title="Regenerate the API key?"
+        confirmLabel="Regenerate"
+        danger
+        onConfirm={() => void regenerate()}
+        onCancel={() => setAsking(false)}
+      >
+        <p>
+          A new key is issued and every earlier key stops working at once: agents and scripts using them will be refused
+          until they get the new one. The daemon's local key file is updated.
+        </p>
       </Confirm>
     </>
   );

@@ -17,47 +17,119 @@ export function OverviewPage() {
       <ErrorNote error={usage.error ?? overview.error} />
       {u && (
         <div class="grid3">
-          <Meter label="Spend today" used={u.workspace_daily_spend_usd} of={u.workspace_daily_budget_usd}
-            text={`${usd(u.workspace_daily_spend_usd)} of ${limit(u.workspace_daily_budget_usd, usd)}`} />
-          <Meter label="Runs this month" used={u.monthly_runs} of={u.monthly_run_limit}
-            text={`${int(u.monthly_runs)} of ${limit(u.monthly_run_limit)}`} />
-          <Meter label="Running now" used={u.concurrent_runs} of={u.max_concurrent_runs}
-            text={`${int(u.concurrent_runs)} of ${limit(u.max_concurrent_runs)}`} />
+          <Meter
+            label="Spend today"
+            used={u.workspace_daily_spend_usd}
+            of={u.workspace_daily_budget_usd}
+            text={`${usd(u.workspace_daily_spend_usd)} of ${limit(u.workspace_daily_budget_usd, usd)}`}
+          />
+          <Meter
+            label="Runs this month"
+            used={u.monthly_runs}
+            of={u.monthly_run_limit}
+            text={`${int(u.monthly_runs)} of ${limit(u.monthly_run_limit)}`}
+          />
+          <Meter
+            label="Running now"
+            used={u.concurrent_runs}
+            of={u.max_concurrent_runs}
+            text={`${int(u.concurrent_runs)} of ${limit(u.max_concurrent_runs)}`}
+          />
         </div>
       )}
       {o && o.unpriced_calls.length > 0 && (
         <div class="banner banner-warn" role="status">
           <strong>Unpriced model calls today:</strong>{' '}
-          {o.unpriced_calls.map((c) => `${c.model} (${int(c.calls)} ${c.calls === 1 ? 'call' : 'calls'}, ${int(c.tokens)} tokens)`).join(', ')}.
-          Their cost is not counted. <Link href="/pricing">Add prices</Link>
+          {o.unpriced_calls
+            .map((c) => `${c.model} (${int(c.calls)} ${c.calls === 1 ? 'call' : 'calls'}, ${int(c.tokens)} tokens)`)
+            .join(', ')}
+          . Their cost is not counted. <Link href="/pricing">Add prices</Link>
         </div>
       )}
       <Card title="Spend and runs per day (30 days, UTC)">{u ? <DailyChart days={u.daily} /> : <p>Loading…</p>}</Card>
       {o && (
         <div class="grid3">
           <Card title="Denials today by reason">
-            {o.denials_by_reason.length === 0 ? <p class="muted">No denials today.</p> : (
+            {o.denials_by_reason.length === 0 ? (
+              <p class="muted">No denials today.</p>
+            ) : (
               <table>
-                <thead><tr><th scope="col">Reason</th><th scope="col" class="num">Count</th></tr></thead>
-                <tbody>{o.denials_by_reason.map((d) => <tr key={d.reason}><td><code>{d.reason}</code></td><td class="num">{int(d.count)}</td></tr>)}</tbody>
+                <thead>
+                  <tr>
+                    <th scope="col">Reason</th>
+                    <th scope="col" class="num">
+                      Count
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {o.denials_by_reason.map((d) => (
+                    <tr key={d.reason}>
+                      <td>
+                        <code>{d.reason}</code>
+                      </td>
+                      <td class="num">{int(d.count)}</td>
+                    </tr>
+                  ))}
+                </tbody>
               </table>
             )}
           </Card>
           <Card title="Top users today by spend">
-            {o.top_users.length === 0 ? <p class="muted">No user activity today.</p> : (
+            {o.top_users.length === 0 ? (
+              <p class="muted">No user activity today.</p>
+            ) : (
               <table>
-                <thead><tr><th scope="col">User</th><th scope="col" class="num">Spend</th><th scope="col" class="num">Runs</th></tr></thead>
-                <tbody>{o.top_users.map((t) => (
-                  <tr key={t.user_id}><td><Link href={`/runs?user_id=${encodeURIComponent(t.user_id)}`}>{t.user_id}</Link></td><td class="num">{usd(t.spend_usd)}</td><td class="num">{int(t.runs)}</td></tr>
-                ))}</tbody>
+                <thead>
+                  <tr>
+                    <th scope="col">User</th>
+                    <th scope="col" class="num">
+                      Spend
+                    </th>
+                    <th scope="col" class="num">
+                      Runs
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {o.top_users.map((t) => (
+                    <tr key={t.user_id}>
+                      <td>
+                        <Link href={`/runs?user_id=${encodeURIComponent(t.user_id)}`}>{t.user_id}</Link>
+                      </td>
+                      <td class="num">{usd(t.spend_usd)}</td>
+                      <td class="num">{int(t.runs)}</td>
+                    </tr>
+                  ))}
+                </tbody>
               </table>
             )}
           </Card>
           <Card title="Top models today by spend">
-            {o.top_models.length === 0 ? <p class="muted">No priced calls today.</p> : (
+            {o.top_models.length === 0 ? (
+              <p class="muted">No priced calls today.</p>
+            ) : (
               <table>
-                <thead><tr><th scope="col">Model</th><th scope="col" class="num">Spend</th><th scope="col" class="num">Calls</th></tr></thead>
-                <tbody>{o.top_models.map((m) => <tr key={m.model}><td>{m.model}</td><td class="num">{usd(m.spend_usd)}</td><td class="num">{int(m.calls)}</td></tr>)}</tbody>
+                <thead>
+                  <tr>
+                    <th scope="col">Model</th>
+                    <th scope="col" class="num">
+                      Spend
+                    </th>
+                    <th scope="col" class="num">
+                      Calls
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {o.top_models.map((m) => (
+                    <tr key={m.model}>
+                      <td>{m.model}</td>
+                      <td class="num">{usd(m.spend_usd)}</td>
+                      <td class="num">{int(m.calls)}</td>
+                    </tr>
+                  ))}
+                </tbody>
               </table>
             )}
           </Card>

@@ -25,9 +25,30 @@ export function OwnerForm({ onDone }: { onDone: () => void }) {
       <h2 id="owner-title">Set an owner email and password</h2>
       <p>You signed in with a one-time link. Set an email and password to sign in again without one.</p>
       <form class="inline" onSubmit={submit}>
-        <label>Owner email <input type="email" autoComplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} /></label>
-        <label>Password (8 or more characters) <input type="password" autoComplete="new-password" required minLength={8} value={password} onInput={(e) => setPassword(e.currentTarget.value)} /></label>
-        <button type="submit" class="primary">Set owner</button>
+        <label>
+          Owner email{' '}
+          <input
+            type="email"
+            autoComplete="username"
+            required
+            value={email}
+            onInput={(e) => setEmail(e.currentTarget.value)}
+          />
+        </label>
+        <label>
+          Password (8 or more characters){' '}
+          <input
+            type="password"
+            autoComplete="new-password"
+            required
+            minLength={8}
+            value={password}
+            onInput={(e) => setPassword(e.currentTarget.value)}
+          />
+        </label>
+        <button type="submit" class="primary">
+          Set owner
+        </button>
       </form>
       <ErrorNote error={error} />
     </section>

@@ -26,9 +26,17 @@ function PriceForm({ initial, onSaved, submitLabel }: { initial?: Price; onSaved
     event.preventDefault();
     setError(null);
     try {
-      const body = { input_cost_per_token: perToken(input, 'Input'), output_cost_per_token: perToken(output, 'Output'), is_active: active };
+      const body = {
+        input_cost_per_token: perToken(input, 'Input'),
+        output_cost_per_token: perToken(output, 'Output'),
+        is_active: active,
+      };
       await api('PUT', `/v1/model-pricing/${encodeURIComponent(model.trim())}`, body);
-      if (!initial) { setModel(''); setInput(''); setOutput(''); }
+      if (!initial) {
+        setModel('');
+        setInput('');
+        setOutput('');
+      }
       onSaved();
     } catch (e) {
       setError(e as Error);
@@ -36,15 +44,42 @@ function PriceForm({ initial, onSaved, submitLabel }: { initial?: Price; onSaved
   };
   return (
     <form class="inline price" onSubmit={save}>
-      {initial ? <span class="model">{initial.model}</span> : (
-        <label>Model <input required value={model} onInput={(e) => setModel(e.currentTarget.value)} /></label>
+      {initial ? (
+        <span class="model">{initial.model}</span>
+      ) : (
+        <label>
+          Model <input required value={model} onInput={(e) => setModel(e.currentTarget.value)} />
+        </label>
       )}
-      <label>Input $/1M<span class="sr-only"> tokens{initial ? ` for ${initial.model}` : ''}</span>
-        <input id={`${id}-in`} class="narrow" inputMode="decimal" required value={input} onInput={(e) => setInput(e.currentTarget.value)} /></label>
-      <label>Output $/1M<span class="sr-only"> tokens{initial ? ` for ${initial.model}` : ''}</span>
-        <input id={`${id}-out`} class="narrow" inputMode="decimal" required value={output} onInput={(e) => setOutput(e.currentTarget.value)} /></label>
-      <label class="check"><input type="checkbox" checked={active} onChange={(e) => setActive(e.currentTarget.checked)} /> Active</label>
-      <button type="submit">{submitLabel}<span class="sr-only">{initial ? ` ${initial.model}` : ''}</span></button>
+      <label>
+        Input $/1M<span class="sr-only"> tokens{initial ? ` for ${initial.model}` : ''}</span>
+        <input
+          id={`${id}-in`}
+          class="narrow"
+          inputMode="decimal"
+          required
+          value={input}
+          onInput={(e) => setInput(e.currentTarget.value)}
+        />
+      </label>
+      <label>
+        Output $/1M<span class="sr-only"> tokens{initial ? ` for ${initial.model}` : ''}</span>
+        <input
+          id={`${id}-out`}
+          class="narrow"
+          inputMode="decimal"
+          required
+          value={output}
+          onInput={(e) => setOutput(e.currentTarget.value)}
+        />
+      </label>
+      <label class="check">
+        <input type="checkbox" checked={active} onChange={(e) => setActive(e.currentTarget.checked)} /> Active
+      </label>
+      <button type="submit">
+        {submitLabel}
+        <span class="sr-only">{initial ? ` ${initial.model}` : ''}</span>
+      </button>
       <ErrorNote error={error} />
     </form>
   );
@@ -60,18 +95,31 @@ export function PricingPage() {
     setError(null);
     setImported('');
     try {
-      type Entry = { model: string; input_cost_per_token: number; output_cost_per_token: number;
-        cache_read_input_cost_per_token?: number | null; cache_write_input_cost_per_token?: number | null };
+      type Entry = {
+        model: string;
+        input_cost_per_token: number;
+        output_cost_per_token: number;
+        cache_read_input_cost_per_token?: number | null;
+        cache_write_input_cost_per_token?: number | null;
+      };
       const catalog = await api<{ taken_at: string | null; models: Entry[] }>('GET', '/v1/model-pricing/catalog');
       // One import: new models are added, catalog entries updated, prices set by hand kept.
       const models = catalog.models.map((m) => ({
-        model: m.model, input_cost_per_token: m.input_cost_per_token, output_cost_per_token: m.output_cost_per_token,
+        model: m.model,
+        input_cost_per_token: m.input_cost_per_token,
+        output_cost_per_token: m.output_cost_per_token,
         cache_read_input_cost_per_token: m.cache_read_input_cost_per_token ?? null,
         cache_write_input_cost_per_token: m.cache_write_input_cost_per_token ?? null,
       }));
-      const result = await api<{ new: number; changed: number; unchanged: number; kept: number }>('POST', '/v1/model-pricing/import', { models });
-      setImported(`Imported the catalog${catalog.taken_at ? ` of ${catalog.taken_at}` : ''}: ${result.new} new, ${result.changed} changed, `
-        + `${result.unchanged} unchanged, ${result.kept} set by hand and kept.`);
+      const result = await api<{ new: number; changed: number; unchanged: number; kept: number }>(
+        'POST',
+        '/v1/model-pricing/import',
+        { models },
+      );
+      setImported(
+        `Imported the catalog${catalog.taken_at ? ` of ${catalog.taken_at}` : ''}: ${result.new} new, ${result.changed} changed, ` +
+          `${result.unchanged} unchanged, ${result.kept} set by hand and kept.`,
+      );
       void prices.reload();
     } catch (e) {
       setError(e as ApiError);
@@ -82,20 +130,34 @@ export function PricingPage() {
   return (
     <>
       <h1>Pricing</h1>
-      <p class="muted">USD per million tokens. A model call is priced by its model's active entry; without one it is recorded without cost.</p>
+      <p class="muted">
+        USD per million tokens. A model call is priced by its model's active entry; without one it is recorded without
+        cost.
+      </p>
       <Card title="Import the catalog">
-        <p>Load the list prices shipped with runguard. New models are added and earlier catalog prices updated; prices you set here are kept.</p>
-        <button type="button" class="primary" disabled={importing} onClick={() => void importCatalog()}>{importing ? 'Importing…' : 'Import catalog'}</button>
+        <p>
+          Load the list prices shipped with runguard. New models are added and earlier catalog prices updated; prices
+          you set here are kept.
+        </p>
+        <button type="button" class="primary" disabled={importing} onClick={() => void importCatalog()}>
+          {importing ? 'Importing…' : 'Import catalog'}
+        </button>
         <span role="status"> {imported}</span>
         <ErrorNote error={error} />
       </Card>
-      <Card title="Add a price"><PriceForm onSaved={() => void prices.reload()} submitLabel="Add price" /></Card>
+      <Card title="Add a price">
+        <PriceForm onSaved={() => void prices.reload()} submitLabel="Add price" />
+      </Card>
       <Card title={prices.data ? `Prices (${prices.data.length})` : 'Prices'}>
         {!prices.data && !prices.error && <p class="muted">Loading…</p>}
         <ErrorNote error={prices.error} />
         {prices.data && prices.data.length === 0 && <p class="muted">No prices yet.</p>}
         <ul class="prices">
-          {prices.data?.map((p) => <li key={`${p.model}:${p.input_cost_per_token}:${p.output_cost_per_token}:${p.is_active}`}><PriceForm initial={p} onSaved={() => void prices.reload()} submitLabel="Save" /></li>)}
+          {prices.data?.map((p) => (
+            <li key={`${p.model}:${p.input_cost_per_token}:${p.output_cost_per_token}:${p.is_active}`}>
+              <PriceForm initial={p} onSaved={() => void prices.reload()} submitLabel="Save" />
+            </li>
+          ))}
         </ul>
       </Card>
     </>

@@ -6,9 +6,10 @@ import { useLoad } from '../hooks';
 import { duration, int, usd, when } from '../format';
 
 function StepItem({ step }: { step: Step }) {
-  const tokens = step.prompt_tokens === null && step.completion_tokens === null
-    ? '—'
-    : `${int(step.prompt_tokens ?? 0)} in / ${int(step.completion_tokens ?? 0)} out`;
+  const tokens =
+    step.prompt_tokens === null && step.completion_tokens === null
+      ? '—'
+      : `${int(step.prompt_tokens ?? 0)} in / ${int(step.completion_tokens ?? 0)} out`;
   return (
     <li class={`step step-${step.status.toLowerCase()}`}>
       <div class="step-head">
@@ -18,10 +19,22 @@ function StepItem({ step }: { step: Step }) {
         <Status value={step.status} />
       </div>
       <dl class="facts">
-        <div><dt>At</dt><dd>{when(step.created_at)}</dd></div>
-        <div><dt>Duration</dt><dd>{duration(step.duration_ms)}</dd></div>
-        <div><dt>Tokens</dt><dd>{tokens}</dd></div>
-        <div><dt>Cost</dt><dd>{usd(step.cost_usd)}</dd></div>
+        <div>
+          <dt>At</dt>
+          <dd>{when(step.created_at)}</dd>
+        </div>
+        <div>
+          <dt>Duration</dt>
+          <dd>{duration(step.duration_ms)}</dd>
+        </div>
+        <div>
+          <dt>Tokens</dt>
+          <dd>{tokens}</dd>
+        </div>
+        <div>
+          <dt>Cost</dt>
+          <dd>{usd(step.cost_usd)}</dd>
+        </div>
       </dl>
       <Rules decision={step.decision} />
       {(step.input_data != null || step.output_data != null) && (
@@ -41,27 +54,69 @@ export function RunDetailPage({ id }: { id: string }) {
   const r = run.data;
   return (
     <>
-      <p><Link href="/runs">← All runs</Link></p>
-      <h1>Run <code>{id}</code></h1>
+      <p>
+        <Link href="/runs">← All runs</Link>
+      </p>
+      <h1>
+        Run <code>{id}</code>
+      </h1>
       <ErrorNote error={run.error} />
       {r && (
         <>
           <dl class="facts summary">
-            <div><dt>User</dt><dd>{r.user_id}</dd></div>
-            <div><dt>Status</dt><dd><Status value={r.status} /></dd></div>
-            <div><dt>Started</dt><dd>{when(r.started_at)}</dd></div>
-            <div><dt>Ended</dt><dd>{when(r.ended_at)}</dd></div>
-            <div><dt>Duration</dt><dd>{duration(r.duration_ms)}</dd></div>
-            <div><dt>Steps</dt><dd>{int(r.step_count)}</dd></div>
-            <div><dt>Tokens</dt><dd>{int(r.total_tokens)}</dd></div>
-            <div><dt>Cost</dt><dd>{usd(r.total_cost_usd)}</dd></div>
+            <div>
+              <dt>User</dt>
+              <dd>{r.user_id}</dd>
+            </div>
+            <div>
+              <dt>Status</dt>
+              <dd>
+                <Status value={r.status} />
+              </dd>
+            </div>
+            <div>
+              <dt>Started</dt>
+              <dd>{when(r.started_at)}</dd>
+            </div>
+            <div>
+              <dt>Ended</dt>
+              <dd>{when(r.ended_at)}</dd>
+            </div>
+            <div>
+              <dt>Duration</dt>
+              <dd>{duration(r.duration_ms)}</dd>
+            </div>
+            <div>
+              <dt>Steps</dt>
+              <dd>{int(r.step_count)}</dd>
+            </div>
+            <div>
+              <dt>Tokens</dt>
+              <dd>{int(r.total_tokens)}</dd>
+            </div>
+            <div>
+              <dt>Cost</dt>
+              <dd>{usd(r.total_cost_usd)}</dd>
+            </div>
           </dl>
           <div class="grid2">
-            <Card title="Run start decision"><Rules decision={r.decision} /></Card>
-            <Card title="Metadata"><JsonView label="Run metadata" value={r.metadata} /></Card>
+            <Card title="Run start decision">
+              <Rules decision={r.decision} />
+            </Card>
+            <Card title="Metadata">
+              <JsonView label="Run metadata" value={r.metadata} />
+            </Card>
           </div>
           <Card title={`Steps (${r.steps.length})`}>
-            {r.steps.length === 0 ? <p class="muted">No steps yet.</p> : <ol class="timeline">{r.steps.map((s) => <StepItem key={s.id} step={s} />)}</ol>}
+            {r.steps.length === 0 ? (
+              <p class="muted">No steps yet.</p>
+            ) : (
+              <ol class="timeline">
+                {r.steps.map((s) => (
+                  <StepItem key={s.id} step={s} />
+                ))}
+              </ol>
+            )}
           </Card>
         </>
       )}

@@ -31,43 +31,106 @@ export function RunsPage() {
     [JSON.stringify(filter), page],
     1500,
   );
-  const go = (next: typeof filter, nextPage = 1) => navigate(`/runs${qs({ ...next, page: nextPage > 1 ? nextPage : undefined })}`);
+  const go = (next: typeof filter, nextPage = 1) =>
+    navigate(`/runs${qs({ ...next, page: nextPage > 1 ? nextPage : undefined })}`);
 
   return (
     <>
       <h1>Runs</h1>
-      <form class="filters" onSubmit={(e) => { e.preventDefault(); go(draft); }} aria-label="Filter runs">
-        <label>Status
+      <form
+        class="filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          go(draft);
+        }}
+        aria-label="Filter runs"
+      >
+        <label>
+          Status
           <select value={draft.status} onChange={(e) => setDraft({ ...draft, status: e.currentTarget.value })}>
             <option value="">Any</option>
-            {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+            {STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {s}
+              </option>
+            ))}
           </select>
         </label>
-        <label>User id <input type="search" value={draft.user_id} onInput={(e) => setDraft({ ...draft, user_id: e.currentTarget.value })} /></label>
-        <label>Started from (UTC) <input type="datetime-local" value={toInput(draft.started_from)} onInput={(e) => setDraft({ ...draft, started_from: fromInput(e.currentTarget.value) })} /></label>
-        <label>Started before (UTC) <input type="datetime-local" value={toInput(draft.started_before)} onInput={(e) => setDraft({ ...draft, started_before: fromInput(e.currentTarget.value) })} /></label>
-        <button type="submit" class="primary">Apply</button>
-        <button type="button" onClick={() => go({ status: '', user_id: '', started_from: '', started_before: '' })}>Clear</button>
+        <label>
+          User id{' '}
+          <input
+            type="search"
+            value={draft.user_id}
+            onInput={(e) => setDraft({ ...draft, user_id: e.currentTarget.value })}
+          />
+        </label>
+        <label>
+          Started from (UTC){' '}
+          <input
+            type="datetime-local"
+            value={toInput(draft.started_from)}
+            onInput={(e) => setDraft({ ...draft, started_from: fromInput(e.currentTarget.value) })}
+          />
+        </label>
+        <label>
+          Started before (UTC){' '}
+          <input
+            type="datetime-local"
+            value={toInput(draft.started_before)}
+            onInput={(e) => setDraft({ ...draft, started_before: fromInput(e.currentTarget.value) })}
+          />
+        </label>
+        <button type="submit" class="primary">
+          Apply
+        </button>
+        <button type="button" onClick={() => go({ status: '', user_id: '', started_from: '', started_before: '' })}>
+          Clear
+        </button>
       </form>
       <ErrorNote error={runs.error} />
-      <p class="muted live" aria-live="off">Updates every 1.5 s.</p>
+      <p class="muted live" aria-live="off">
+        Updates every 1.5 s.
+      </p>
       {runs.data && (
         <>
           <table class="runs">
             <caption class="sr-only">Runs, newest first</caption>
             <thead>
               <tr>
-                <th scope="col">Run</th><th scope="col">User</th><th scope="col">Status</th><th scope="col">Started</th>
-                <th scope="col" class="num">Steps</th><th scope="col" class="num">Tokens</th><th scope="col" class="num">Cost</th>
+                <th scope="col">Run</th>
+                <th scope="col">User</th>
+                <th scope="col">Status</th>
+                <th scope="col">Started</th>
+                <th scope="col" class="num">
+                  Steps
+                </th>
+                <th scope="col" class="num">
+                  Tokens
+                </th>
+                <th scope="col" class="num">
+                  Cost
+                </th>
               </tr>
             </thead>
             <tbody>
-              {runs.data.items.length === 0 && <tr><td colSpan={7} class="muted">No runs match.</td></tr>}
+              {runs.data.items.length === 0 && (
+                <tr>
+                  <td colSpan={7} class="muted">
+                    No runs match.
+                  </td>
+                </tr>
+              )}
               {runs.data.items.map((r) => (
                 <tr key={r.id} data-run-id={r.id}>
-                  <td><Link href={`/runs/${r.id}`}><code>{r.id}</code></Link></td>
+                  <td>
+                    <Link href={`/runs/${r.id}`}>
+                      <code>{r.id}</code>
+                    </Link>
+                  </td>
                   <td>{r.user_id}</td>
-                  <td><Status value={r.status} /></td>
+                  <td>
+                    <Status value={r.status} />
+                  </td>
                   <td>{when(r.started_at)}</td>
                   <td class="num">{int(r.step_count)}</td>
                   <td class="num">{int(r.total_tokens)}</td>

@@ -46,26 +46,46 @@ function WorkspaceForm({ workspace, onSaved }: { workspace: Workspace; onSaved: 
             const set = (text: string) => setValues({ ...values, [field.key]: text });
             return (
               <tr key={field.key}>
-                <th scope="row"><label for={id}>{field.label}</label></th>
+                <th scope="row">
+                  <label for={id}>{field.label}</label>
+                </th>
                 <td>
                   {field.kind === 'choice' ? (
-                    <select id={id} value={value} onChange={(e) => set(e.currentTarget.value)} aria-describedby={`${id}-help`}>
-                      {field.options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
+                    <select
+                      id={id}
+                      value={value}
+                      onChange={(e) => set(e.currentTarget.value)}
+                      aria-describedby={`${id}-help`}
+                    >
+                      {field.options.map((o) => (
+                        <option key={o.value} value={o.value}>
+                          {o.label}
+                        </option>
+                      ))}
                     </select>
                   ) : (
-                    <input id={id} value={value} inputMode={field.kind === 'text' ? 'text' : 'decimal'}
-                      placeholder={field.kind === 'text' ? '' : 'unlimited'} aria-describedby={`${id}-help`}
-                      onInput={(e) => set(e.currentTarget.value)} />
+                    <input
+                      id={id}
+                      value={value}
+                      inputMode={field.kind === 'text' ? 'text' : 'decimal'}
+                      placeholder={field.kind === 'text' ? '' : 'unlimited'}
+                      aria-describedby={`${id}-help`}
+                      onInput={(e) => set(e.currentTarget.value)}
+                    />
                   )}
                 </td>
-                <td id={`${id}-help`} class="muted">{field.help}</td>
+                <td id={`${id}-help`} class="muted">
+                  {field.help}
+                </td>
               </tr>
             );
           })}
         </tbody>
       </table>
       <div class="actions">
-        <button type="submit" class="primary">Save settings</button>
+        <button type="submit" class="primary">
+          Save settings
+        </button>
         <span role="status">{status}</span>
       </div>
       <ErrorNote error={error} />
@@ -91,11 +111,25 @@ function PlanCard({ billing, onChanged }: { billing: Billing; onChanged: () => v
     <Card title="Plan">
       <table>
         <caption class="sr-only">Plans and their ceilings</caption>
-        <thead><tr><th scope="col">Plan</th><th scope="col" class="num">Monthly runs</th><th scope="col" class="num">Concurrent runs</th><th scope="col">Kill switch</th></tr></thead>
+        <thead>
+          <tr>
+            <th scope="col">Plan</th>
+            <th scope="col" class="num">
+              Monthly runs
+            </th>
+            <th scope="col" class="num">
+              Concurrent runs
+            </th>
+            <th scope="col">Kill switch</th>
+          </tr>
+        </thead>
         <tbody>
           {billing.plans.map((p) => (
             <tr key={p.name} class={p.name === billing.plan ? 'current' : ''}>
-              <td>{p.name}{p.name === billing.plan && <strong> (current)</strong>}</td>
+              <td>
+                {p.name}
+                {p.name === billing.plan && <strong> (current)</strong>}
+              </td>
               <td class="num">{limit(p.monthly_run_limit)}</td>
               <td class="num">{limit(p.max_concurrent_runs)}</td>
               <td>{p.kill_switch ? 'yes' : 'no'}</td>
@@ -104,12 +138,19 @@ function PlanCard({ billing, onChanged }: { billing: Billing; onChanged: () => v
         </tbody>
       </table>
       <form class="inline" onSubmit={change}>
-        <label>Plan
+        <label>
+          Plan
           <select value={plan} onChange={(e) => setPlan(e.currentTarget.value)}>
-            {billing.plans.map((p) => <option key={p.name} value={p.name}>{p.name}</option>)}
+            {billing.plans.map((p) => (
+              <option key={p.name} value={p.name}>
+                {p.name}
+              </option>
+            ))}
           </select>
         </label>
-        <button type="submit" disabled={plan === billing.plan}>Change plan</button>
+        <button type="submit" disabled={plan === billing.plan}>
+          Change plan
+        </button>
       </form>
       <p class="muted">Self-hosted: the plan is the licence tier. A lower plan lowers limits above its ceilings.</p>
       <ErrorNote error={error} />
@@ -117,7 +158,15 @@ function PlanCard({ billing, onChanged }: { billing: Billing; onChanged: () => v
   );
 }
 
-function KillSwitchCard({ workspace, billing, onChanged }: { workspace: Workspace; billing: Billing | null; onChanged: () => void }) {
+function KillSwitchCard({
+  workspace,
+  billing,
+  onChanged,
+}: {
+  workspace: Workspace;
+  billing: Billing | null;
+  onChanged: () => void;
+}) {
   const [asking, setAsking] = useState(false);
   const [error, setError] = useState<ApiError | null>(null);
   const on = workspace.kill_switch_active;
@@ -135,8 +184,8 @@ function KillSwitchCard({ workspace, billing, onChanged }: { workspace: Workspac
   return (
     <Card title="Kill switch" id="kill-switch">
       <p>
-        The kill switch is <strong class={on ? 'deny-text' : 'ok-text'}>{on ? 'ON' : 'OFF'}</strong>.
-        While on, every run start and step of this workspace is denied.
+        The kill switch is <strong class={on ? 'deny-text' : 'ok-text'}>{on ? 'ON' : 'OFF'}</strong>. While on, every
+        run start and step of this workspace is denied.
       </p>
       {available || on ? (
         <button type="button" class={on ? 'primary' : 'danger'} onClick={() => setAsking(true)}>
@@ -144,12 +193,24 @@ function KillSwitchCard({ workspace, billing, onChanged }: { workspace: Workspac
         </button>
       ) : (
         // What the API's 403 says, without a button that could only fail.
-        <p class="notice" role="note">The kill switch needs the scale plan or higher; this workspace is on {workspace.plan}.</p>
+        <p class="notice" role="note">
+          The kill switch needs the scale plan or higher; this workspace is on {workspace.plan}.
+        </p>
       )}
       <ErrorNote error={error} />
-      <Confirm open={asking} title={on ? 'Turn the kill switch off?' : 'Turn the kill switch on?'}
-        confirmLabel={on ? 'Turn off' : 'Turn on: deny everything'} danger={!on} onConfirm={() => void flip()} onCancel={() => setAsking(false)}>
-        <p>{on ? 'Runs and steps will be decided by the other rules again.' : 'Every run start and every step of every user will be denied until it is turned off.'}</p>
+      <Confirm
+        open={asking}
+        title={on ? 'Turn the kill switch off?' : 'Turn the kill switch on?'}
+        confirmLabel={on ? 'Turn off' : 'Turn on: deny everything'}
+        danger={!on}
+        onConfirm={() => void flip()}
+        onCancel={() => setAsking(false)}
+      >
+        <p>
+          {on
+            ? 'Runs and steps will be decided by the other rules again.'
+            : 'Every run start and every step of every user will be denied until it is turned off.'}
+        </p>
       </Confirm>
     </Card>
   );
@@ -178,8 +239,27 @@ function PasswordCard({ me }: { me: Me }) {
     <Card title="Your password">
       <form class="inline" onSubmit={change}>
         <input type="email" autoComplete="username" value={me.email} readOnly hidden />
-        <label>Current password <input type="password" autoComplete="current-password" required value={current} onInput={(e) => setCurrent(e.currentTarget.value)} /></label>
-        <label>New password <input type="password" autoComplete="new-password" minLength={8} required value={next} onInput={(e) => setNext(e.currentTarget.value)} /></label>
+        <label>
+          Current password{' '}
+          <input
+            type="password"
+            autoComplete="current-password"
+            required
+            value={current}
+            onInput={(e) => setCurrent(e.currentTarget.value)}
+          />
+        </label>
+        <label>
+          New password{' '}
+          <input
+            type="password"
+            autoComplete="new-password"
+            minLength={8}
+            required
+            value={next}
+            onInput={(e) => setNext(e.currentTarget.value)}
+          />
+        </label>
         <button type="submit">Change password</button>
       </form>
       <p class="muted">Changing it signs out every session of this account, this one included.</p>
@@ -202,7 +282,9 @@ export function SettingsPage({ me }: { me: Me }) {
       {workspace.data && (
         <>
           <KillSwitchCard workspace={workspace.data} billing={billing.data} onChanged={reload} />
-          <Card title="Budgets and limits"><WorkspaceForm workspace={workspace.data} onSaved={reload} /></Card>
+          <Card title="Budgets and limits">
+            <WorkspaceForm workspace={workspace.data} onSaved={reload} />
+          </Card>
         </>
       )}
       {billing.data && <PlanCard billing={billing.data} onChanged={reload} />}

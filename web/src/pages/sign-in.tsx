@@ -44,7 +44,12 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
         setToken(answer.access_token);
         onSignedIn();
       } else {
-        const answer = await api<TokenAnswer & { api_key: string }>('POST', '/v1/auth/register', { email, password }, null);
+        const answer = await api<TokenAnswer & { api_key: string }>(
+          'POST',
+          '/v1/auth/register',
+          { email, password },
+          null,
+        );
         setToken(answer.access_token);
         setNewKey(answer.api_key);
       }
@@ -59,7 +64,13 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
     return (
       <main id="main" class="sign-in">
         <h1>Account created</h1>
-        <KeyOnce apiKey={newKey} onDone={() => { setNewKey(null); onSignedIn(); }} />
+        <KeyOnce
+          apiKey={newKey}
+          onDone={() => {
+            setNewKey(null);
+            onSignedIn();
+          }}
+        />
       </main>
     );
   }
@@ -68,19 +79,48 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
     <main id="main" class="sign-in">
       <h1>{mode === 'login' ? 'Sign in to runguard' : 'Create a runguard account'}</h1>
       <form onSubmit={submit} class="stack">
-        <label>Email <input type="email" name="email" autoComplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} /></label>
-        <label>Password <input type="password" name="password" autoComplete={mode === 'login' ? 'current-password' : 'new-password'} required minLength={mode === 'register' ? 8 : undefined} value={password} onInput={(e) => setPassword(e.currentTarget.value)} /></label>
-        <button type="submit" class="primary" disabled={busy}>{mode === 'login' ? 'Sign in' : 'Create account'}</button>
+        <label>
+          Email{' '}
+          <input
+            type="email"
+            name="email"
+            autoComplete="username"
+            required
+            value={email}
+            onInput={(e) => setEmail(e.currentTarget.value)}
+          />
+        </label>
+        <label>
+          Password{' '}
+          <input
+            type="password"
+            name="password"
+            autoComplete={mode === 'login' ? 'current-password' : 'new-password'}
+            required
+            minLength={mode === 'register' ? 8 : undefined}
+            value={password}
+            onInput={(e) => setPassword(e.currentTarget.value)}
+          />
+        </label>
+        <button type="submit" class="primary" disabled={busy}>
+          {mode === 'login' ? 'Sign in' : 'Create account'}
+        </button>
         <ErrorNote error={error} />
       </form>
       <p>
-        {mode === 'login'
-          ? <button type="button" class="link" onClick={() => setMode('register')}>Create an account (a new workspace)</button>
-          : <button type="button" class="link" onClick={() => setMode('login')}>I have an account: sign in</button>}
+        {mode === 'login' ? (
+          <button type="button" class="link" onClick={() => setMode('register')}>
+            Create an account (a new workspace)
+          </button>
+        ) : (
+          <button type="button" class="link" onClick={() => setMode('login')}>
+            I have an account: sign in
+          </button>
+        )}
       </p>
       <p class="muted">
-        First time on this daemon? Run <code>runguard dashboard</code> on its machine: it prints a one-time link
-        that signs you in to the workspace the daemon created.
+        First time on this daemon? Run <code>runguard dashboard</code> on its machine: it prints a one-time link that
+        signs you in to the workspace the daemon created.
       </p>
     </main>
   );
