@@ -12,6 +12,7 @@ import { deferredChildLogger } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import type { Clock } from '../clock.js';
 import { GuardService } from '../service/guard-service.js';
+import { GuardSettings } from '../service/guard-settings.js';
 import { TokenIssuer } from '../service/tokens.js';
 import type { CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
@@ -164,14 +165,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(healthRoutes, { db, counters, version: deps.version });
   await app.register(runRoutes, { guard, db, clock: deps.clock });
-  await app.register(pricingRoutes, { db, clock: deps.clock });
-  await app.register(workspaceRoutes, { db, counters, clock: deps.clock });
+  // Every change to what a decision reads passes here: it bumps the state version itself.
+  const settings = new GuardSettings(db, counters, deps.clock);
+  await app.register(pricingRoutes, { db, settings, clock: deps.clock });
+  await app.register(workspaceRoutes, { settings });
   await app.register(authRoutes, {
     accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute, registration: deps.auth.registration ?? 'closed',
   });
   await app.register(apiKeyRoutes, { db, clock: deps.clock, keys, localKey: deps.localKey });
-  await app.register(userRoutes, { db, counters, clock: deps.clock });
-  await app.register(usageRoutes, { db, counters, clock: deps.clock });
+  await app.register(userRoutes, { db, counters, settings, clock: deps.clock });
+  await app.register(usageRoutes, { db, counters, settings, clock: deps.clock });
   if (deps.proxy) {
     const configuredUrl = deps.publicUrl ?? null;
     await app.register(proxyTokenRoutes, {

@@ -3,8 +3,9 @@ import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Clock } from '../../clock.js';
+import type { GuardSettings } from '../../service/guard-settings.js';
 import type { Db } from '../../store/db.js';
-import { importPricing, listActivePricing, upsertPricing } from '../../store/pricing.js';
+import { importPricing, listActivePricing } from '../../store/pricing.js';
 import { deletePricingEntry } from '../../service/deletion.js';
 import { ModelPricing, Nullable, errorResponses } from '../schemas.js';
 
@@ -28,7 +29,7 @@ const ImportLine = Type.Object({
   after: Type.Object({ ...ModelPricing.properties, id: Nullable(Type.String()) }),
 });
 
-export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (base, { db, clock }) => {
+export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings; clock: Clock }> = async (base, { db, settings, clock }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/v1/model-pricing', {
@@ -46,7 +47,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async
       response: { 200: ModelPricing, ...errorResponses(400, 401, 422) },
     },
   }, async (request) =>
-    upsertPricing(db, request.principal.workspaceId, request.params.model, request.body, clock.now()));
+    settings.setPricing(request.principal.workspaceId, request.params.model, request.body));
 
   app.post('/v1/model-pricing/import', {
     config: { auth: 'any' },
