@@ -13,6 +13,7 @@ import { createMetrics, type Metrics } from '../metrics.js';
 import type { Clock } from '../clock.js';
 import { GuardService } from '../service/guard-service.js';
 import { GuardSettings } from '../service/guard-settings.js';
+import { Webhooks, type WebhookSettings } from '../service/webhooks.js';
 import { TokenIssuer } from '../service/tokens.js';
 import type { CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
@@ -36,6 +37,7 @@ import { usageRoutes } from './routes/usage.js';
 import { userRoutes } from './routes/users.js';
 import { workspaceRoutes } from './routes/workspace.js';
 import { proxyTokenRoutes } from './routes/proxy-tokens.js';
+import { webhookRoutes } from './routes/webhooks.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
 import { proxyRequestSerializer, proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
 
@@ -59,6 +61,8 @@ export interface AppDeps {
   /** The daemon's address as clients reach it, for the URLs it hands out. Absent: where it listens. */
   publicUrl?: string | null;
   http?: HttpLimits;
+  /** Where webhooks may go, and a test ping's timeout. @default private targets refused, 10 s */
+  webhooks?: WebhookSettings;
 }
 
 /** What one client may hold of the HTTP server. */
@@ -175,6 +179,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(apiKeyRoutes, { db, clock: deps.clock, keys, localKey: deps.localKey });
   await app.register(userRoutes, { db, counters, settings, clock: deps.clock });
   await app.register(usageRoutes, { db, counters, settings, clock: deps.clock });
+  await app.register(webhookRoutes, {
+    webhooks: new Webhooks(db, deps.clock, deps.webhooks ?? {
+      policy: { allowPrivate: false, ownPort: null }, timeoutMs: 10_000, userAgent: `runguard/${deps.version}`,
+    }),
+  });
   if (deps.proxy) {
     const configuredUrl = deps.publicUrl ?? null;
     await app.register(proxyTokenRoutes, {

@@ -31,6 +31,17 @@ export async function listActivePricing(db: Queryable, workspaceId: string): Pro
   return rows.map(toPricing);
 }
 
+/** One model's price; `forUpdate` locks its row until the transaction ends. */
+export async function getPricing(
+  db: Queryable, workspaceId: string, model: string, options: { forUpdate?: boolean } = {},
+): Promise<ModelPricing | null> {
+  const { rows } = await db.query(
+    `SELECT * FROM model_pricing WHERE workspace_id = $1 AND model = $2${options.forUpdate ? ' FOR UPDATE' : ''}`,
+    [workspaceId, model],
+  );
+  return rows[0] ? toPricing(rows[0]) : null;
+}
+
 export interface PricingInput {
   input_cost_per_token: number;
   output_cost_per_token: number;

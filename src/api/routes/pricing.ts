@@ -8,6 +8,7 @@ import type { Db } from '../../store/db.js';
 import { importPricing, listActivePricing } from '../../store/pricing.js';
 import { deletePricingEntry } from '../../service/deletion.js';
 import { ModelPricing, Nullable, errorResponses } from '../schemas.js';
+import { actorOf } from '../actor.js';
 
 /** Generous: a per-token price above $1 is almost surely a per-million figure typed as per-token. */
 const PricePerToken = Type.Number({ minimum: 0, maximum: 1_000 });
@@ -47,7 +48,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings
       response: { 200: ModelPricing, ...errorResponses(400, 401, 422) },
     },
   }, async (request) =>
-    settings.setPricing(request.principal.workspaceId, request.params.model, request.body));
+    settings.setPricing(actorOf(request.principal), request.principal.workspaceId, request.params.model, request.body));
 
   app.post('/v1/model-pricing/import', {
     config: { auth: 'any' },

@@ -10,6 +10,7 @@ import type { Db } from '../../store/db.js';
 import { dailyUsage } from '../../store/users.js';
 import type { GuardSettings } from '../../service/guard-settings.js';
 import { PLAN_NAMES, type WorkspaceRow } from '../../store/workspaces.js';
+import { actorOf } from '../actor.js';
 import { errorResponses, Nullable } from '../schemas.js';
 
 const PlanSchema = Type.Object({
@@ -93,6 +94,6 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; s
       response: { 200: Billing, ...errorResponses(401, 409, 422) },
     },
   }, async (request) => {
-    return billingView(await settings.changePlan(request.principal.workspaceId, request.body.plan));
+    return billingView(await settings.changePlan(actorOf(request.principal), request.principal.workspaceId, request.body.plan));
   });
 };

@@ -10,6 +10,7 @@ import { listUsers, type SdkUserRow } from '../../store/users.js';
 import type { CounterStore } from '../../store/counters.js';
 import { deleteUser } from '../../service/deletion.js';
 import { errorResponses, Nullable, Usd, UserDeletion } from '../schemas.js';
+import { actorOf } from '../actor.js';
 
 const User = Type.Object({
   user_id: Type.String(),
@@ -79,7 +80,7 @@ export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; se
   }, async (request) => {
     const b = request.body;
     const budget = b.daily_budget_usd === undefined ? undefined : b.daily_budget_usd === null ? null : usdToMicros(b.daily_budget_usd);
-    const user = await settings.updateUser(request.principal.workspaceId, request.params.user_id,
+    const user = await settings.updateUser(actorOf(request.principal), request.principal.workspaceId, request.params.user_id,
       { blocked: b.blocked, daily_budget_micros: budget });
     return view(user);
   });

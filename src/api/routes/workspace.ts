@@ -6,6 +6,7 @@ import { microsToUsd, usdToMicros } from '../../money/decimal.js';
 import type { GuardSettings } from '../../service/guard-settings.js';
 import type { WorkspaceRow } from '../../store/workspaces.js';
 import { errorResponses, Nullable, RetentionDays, Usd, Uuid } from '../schemas.js';
+import { actorOf } from '../actor.js';
 
 const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });
 
@@ -69,7 +70,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
     },
   }, async (request) => {
     const b = request.body;
-    const updated = await settings.updateWorkspace(request.principal.workspaceId, {
+    const updated = await settings.updateWorkspace(actorOf(request.principal), request.principal.workspaceId, {
       name: b.name,
       daily_budget_micros: micros(b.daily_budget_usd),
       user_daily_budget_micros: micros(b.user_daily_budget_usd),
@@ -92,7 +93,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
       },
     },
   }, async (request) => {
-    const updated = await settings.setKillSwitch(request.principal.workspaceId, request.body.active);
+    const updated = await settings.setKillSwitch(actorOf(request.principal), request.principal.workspaceId, request.body.active);
     return { active: updated.kill_switch_active, updated_at: updated.updated_at.toISOString() };
   });
 };
