@@ -9,6 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Received {
+  /** The request's path: each endpoint of a test has its own. */
+  path: string;
   id: string;
   timestamp: string;
   signature: string;
@@ -45,6 +47,8 @@ export interface Receiver {
   /** Secrets by path (`/` when the endpoint was created at the bare URL). */
   secrets: Map<string, string>;
   mode: ReceiverMode;
+  /** Requests held open by a hung receiver. */
+  hung: number;
   /** Distinct events (by webhook-id) in the order of their first arrival. */
   unique(): Received[];
   waitFor(predicate: (unique: Received[]) => boolean, timeoutMs?: number): Promise<Received[]>;
@@ -58,6 +62,9 @@ export async function startReceiver(): Promise<Receiver> {
     received: [],
     secrets: new Map(),
     mode: { status: 200 },
+    get hung() {
+      return hung.length;
+    },
     unique() {
       const seen = new Set<string>();
       return receiver.received.filter((r) => (seen.has(r.id) ? false : (seen.add(r.id), true)));
@@ -102,7 +109,7 @@ export async function startReceiver(): Promise<Receiver> {
       }
       // Only answered deliveries count as received: a failure status is a delivery not taken.
       if (mode.status >= 200 && mode.status < 300) {
-        receiver.received.push({ ...headers, body, json, verified: verifyStandardWebhook(secret, headers, body) });
+        receiver.received.push({ path: req.url ?? '/', ...headers, body, json, verified: verifyStandardWebhook(secret, headers, body) });
       }
       res.writeHead(mode.status, mode.headers ?? {}).end('ok');
     });

@@ -79,5 +79,87 @@ describe('webhooks across two daemons', () => {
     expect(new Set(all.map((r) => r.id)).size).toBe(6);
     expect(all.every((r) => r.verified)).toBe(true);
     expect(hook.id).toBeTruthy();
+    await a.request('PATCH', '/v1/workspace', { daily_budget_usd: null, user_daily_budget_usd: null });
   });
+
+  it('when the receiver is down for a while, then it gets every event afterwards, in order, each verified; the log shows the failures', async () => {
+    receiver.mode = { status: 503, headers: { 'retry-after': '1' } };
+    const hook = await endpoint('/ordered', { events: ['user.blocked'] });
+    for (let i = 1; i <= 20; i++) {
+      expect((await (i % 2 ? a : b).request('PUT', `/v1/users/u${i}`, { blocked: true })).status).toBe(200);
+    }
+    // Down long enough for the first delivery to be tried and refused twice.
+    for (let tries = 0; ; tries++) {
+      const { rows } = await sql.query('SELECT max(attempts) AS n FROM webhook_deliveries WHERE endpoint_id = $1', [hook.id]);
+      if (Number(rows[0].n) >= 2) break;
+      if (tries > 300) throw new Error('the first delivery was not retried');
+      await sleep(50);
+    }
+    expect(receiver.unique().filter((r) => r.path === '/ordered')).toEqual([]);
+    receiver.mode = { status: 200 };
+    await receiver.waitFor((u) => u.filter((r) => r.path === '/ordered').length >= 20);
+    const got = receiver.unique().filter((r) => r.path === '/ordered');
+    expect(got.map((r) => r.json.data.user_id)).toEqual(Array.from({ length: 20 }, (_, i) => `u${i + 1}`));
+    expect(got.every((r) => r.json.type === 'user.blocked' && r.json.data.actor.type === 'api_key')).toBe(true);
+    expect(receiver.received.filter((r) => r.path === '/ordered').every((r) => r.verified)).toBe(true);
+
+    const log = (await a.request('GET', `/v1/webhooks/${hook.id}/deliveries?per_page=100`)).body;
+    expect(log.total).toBe(20);
+    expect(log.items.every((d: any) => d.status === 'delivered')).toBe(true);
+    const first = log.items.find((d: any) => d.event_id === got[0]!.id);
+    expect(first.attempt_log.slice(0, 2).map((x: any) => x.status_code)).toEqual([503, 503]);
+    expect(first.attempt_log.at(-1).status_code).toBe(200);
+
+    // A replay sends the same event (same webhook-id) again; a ping is signed like any event.
+    const replay = await a.request('POST', `/v1/webhooks/${hook.id}/deliveries/${first.id}/replay`);
+    expect(replay.status).toBe(202);
+    await receiver.waitFor(() => receiver.received.filter((r) => r.id === got[0]!.id).length === 2);
+    const ping = await b.request('POST', `/v1/webhooks/${hook.id}/test`);
+    expect(ping.body).toMatchObject({ ok: true, status_code: 200, error: null });
+    const pinged = receiver.received.find((r) => r.id === ping.body.event_id)!;
+    expect(pinged).toMatchObject({ path: '/ordered', verified: true });
+    expect(pinged.json.type).toBe('webhook.test');
+  });
+
+  it('when a storm of denials hits, then a few aggregated guard.denied events carry the counts', async () => {
+    await endpoint('/denials', { events: ['guard.denied'] });
+    await a.request('PUT', '/v1/users/mallory', { blocked: true });
+    const starts = (n: number, user: (i: number) => string) => Promise.all(Array.from({ length: n }, (_, i) =>
+      (i % 2 ? a : b).request('POST', '/v1/runs', { user_id: user(i) })));
+    expect((await starts(60, () => 'mallory')).every((r) => r.body.decision?.reason === 'USER_BLOCKED')).toBe(true);
+    await a.request('POST', '/v1/workspace/kill-switch', { active: true });
+    expect((await starts(150, (i) => `s${i % 3}`)).every((r) => r.body.decision?.reason === 'KILL_SWITCH_ACTIVE')).toBe(true);
+    await a.request('POST', '/v1/workspace/kill-switch', { active: false });
+    const denials = (reason: string) => receiver.unique().filter((r) => r.path === '/denials' && r.json.data.reason === reason).map((r) => r.json.data);
+    const total = (reason: string) => denials(reason).reduce((sum, d) => sum + d.count, 0);
+    await receiver.waitFor(() => total('USER_BLOCKED') === 60 && total('KILL_SWITCH_ACTIVE') === 150);
+    // 2 s windows: the storm spans a few of them at most, one event per subject and reason in each.
+    for (const [reason, subject] of [['USER_BLOCKED', { type: 'user', id: 'mallory' }], ['KILL_SWITCH_ACTIVE', { type: 'workspace', id: expect.any(String) }]] as const) {
+      const events = denials(reason);
+      expect(events.length).toBeLessThanOrEqual(5);
+      expect(events.every((d) => expect.objectContaining({ subject }).asymmetricMatch(d))).toBe(true);
+      expect(new Set(events.map((d) => d.window_start)).size).toBe(events.length);
+    }
+    expect(denials('KILL_SWITCH_ACTIVE').reduce((n, d) => n + d.run_starts, 0)).toBe(150);
+  });
+
+  it('when a daemon is killed (SIGKILL) in the middle of a delivery, then another delivers every pending event, in order', async () => {
+    const hook = await endpoint('/crash', { events: ['settings.changed'] });
+    await b.kill(); // a alone delivers, until it dies
+    receiver.mode = 'hang';
+    for (let i = 1; i <= 10; i++) expect((await a.request('PATCH', '/v1/workspace', { name: `n${i}` })).status).toBe(200);
+    await receiver.waitFor(() => receiver.hung > 0);
+    await a.kill('SIGKILL');
+    receiver.mode = { status: 200 };
+    await b.start();
+    const got = await receiver.waitFor((u) => u.filter((r) => r.path === '/crash').length >= 10, 60_000);
+    expect(got.filter((r) => r.path === '/crash').map((r) => r.json.data.changes.name.after))
+      .toEqual(Array.from({ length: 10 }, (_, i) => `n${i + 1}`));
+    expect(receiver.received.filter((r) => r.path === '/crash').every((r) => r.verified)).toBe(true);
+    // The receiver has them all; the daemon records the last one's answer right after.
+    const statuses = async () => (await sql.query(
+      `SELECT status, count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 GROUP BY status`, [hook.id])).rows;
+    for (let tries = 0; tries < 100 && (await statuses()).some((r) => r.status === 'pending'); tries++) await sleep(50);
+    expect(await statuses()).toEqual([{ status: 'delivered', n: 10 }]);
+  }, 90_000);
 });
