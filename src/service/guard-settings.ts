@@ -82,7 +82,7 @@ export class GuardSettings {
     const now = this.clock.now();
     const day = utcDay(now);
     const user = await this.db.transaction(async (tx) => {
-      // Locked by the upsert's row lock from here on: the "before" below is this change's own.
+      // Locked until the commit: two changes to one user at once each see the other's result.
       const before = await getUser(tx, workspaceId, userId, day, { forUpdate: true });
       const after = await upsertUser(tx, workspaceId, userId, day, changes, now);
       if ((before?.blocked ?? false) !== after.blocked) {

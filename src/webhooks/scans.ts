@@ -8,8 +8,14 @@
 import type { Db } from '../store/db.js';
 import { insertDenialEvents, insertRunFailedEvents, insertThresholdEvents, lockCursor, moveCursor } from '../store/webhooks.js';
 
-/** Writes that commit a little after the time they carry are still counted in their window. */
+/** Failed runs are looked for up to this long ago: their end has committed by then, nearly always. */
 const SETTLE_MS = 2_000;
+/**
+ * A denial window is counted this long after it ends: a denial committed later than that (a
+ * database stalled for longer) is not in its window's count. Windows cannot be recounted without
+ * sending a second event for them; minutes-long windows make the wait unnoticeable.
+ */
+const DENIAL_SETTLE_MS = 10_000;
 /** Failed runs are looked for this far behind the cursor too: a late commit is still found (once). */
 const FAILED_RUN_OVERLAP_MS = 60_000;
 /** At most this many denial windows are emitted per scan; a cursor further behind skips ahead. */
@@ -35,7 +41,7 @@ export async function scanDenials(db: Db, now: Date, windowMs: number): Promise<
     const earliest = Math.floor((now.getTime() - DAY_MS) / windowMs) * windowMs;
     if (from < earliest) from = earliest;
     let emitted = 0;
-    for (let windows = 0; windows < MAX_WINDOWS && from + windowMs + SETTLE_MS <= now.getTime(); windows++) {
+    for (let windows = 0; windows < MAX_WINDOWS && from + windowMs + DENIAL_SETTLE_MS <= now.getTime(); windows++) {
       emitted += await insertDenialEvents(tx, new Date(from), new Date(from + windowMs), now);
       from += windowMs;
     }

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { runCli } from '../support/daemon.js';
 import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
 import { startReceiver, type Receiver } from '../support/webhook-receiver.js';
 
@@ -132,7 +133,8 @@ describe('webhooks across two daemons', () => {
     await a.request('POST', '/v1/workspace/kill-switch', { active: false });
     const denials = (reason: string) => receiver.unique().filter((r) => r.path === '/denials' && r.json.data.reason === reason).map((r) => r.json.data);
     const total = (reason: string) => denials(reason).reduce((sum, d) => sum + d.count, 0);
-    await receiver.waitFor(() => total('USER_BLOCKED') === 60 && total('KILL_SWITCH_ACTIVE') === 150);
+    // Each window is counted 10 s after it ends.
+    await receiver.waitFor(() => total('USER_BLOCKED') === 60 && total('KILL_SWITCH_ACTIVE') === 150, 60_000);
     // 2 s windows: the storm spans a few of them at most, one event per subject and reason in each.
     for (const [reason, subject] of [['USER_BLOCKED', { type: 'user', id: 'mallory' }], ['KILL_SWITCH_ACTIVE', { type: 'workspace', id: expect.any(String) }]] as const) {
       const events = denials(reason);
@@ -141,6 +143,26 @@ describe('webhooks across two daemons', () => {
       expect(new Set(events.map((d) => d.window_start)).size).toBe(events.length);
     }
     expect(denials('KILL_SWITCH_ACTIVE').reduce((n, d) => n + d.run_starts, 0)).toBe(150);
+  }, 90_000);
+
+  it('when an operator manages endpoints from the CLI, then create shows the secret once and test, deliveries and delete work', { timeout: 60_000 }, async () => {
+    const cli = (...args: string[]) => runCli(args, { RUNGUARD_URL: a.url, RUNGUARD_API_KEY: a.apiKey });
+    const created = await cli('webhooks', 'create', `${receiver.url}/cli`, '--events', 'kill_switch.changed', '--format', 'slack');
+    expect(created.code).toBe(0);
+    const [, id] = /Created webhook (\S+) ->/.exec(created.stdout)!;
+    const [, secret] = /Signing secret \(shown only now\): (whsec_\S+)/.exec(created.stdout)!;
+    receiver.secrets.set('/cli', secret!);
+    expect((await cli('webhooks', 'list')).stdout).toContain(`${receiver.url}/cli`);
+    expect((await cli('webhooks', 'list', '--json')).stdout).not.toContain('whsec_');
+    const test = await cli('webhooks', 'test', id!);
+    expect([test.code, test.stdout]).toEqual([0, expect.stringMatching(/^Delivered: HTTP 200 in \d+ ms\.\n$/)]);
+    const slack = receiver.received.filter((r) => r.path === '/cli');
+    expect(slack.map((r) => [r.verified, r.json.text])).toEqual([[true, "runguard · webhook.test: this endpoint receives runguard's events."]]);
+    const log = JSON.parse((await cli('webhooks', 'deliveries', id!, '--json')).stdout);
+    expect(log.items.map((d: any) => [d.event_type, d.status])).toEqual([['webhook.test', 'delivered']]);
+    expect((await cli('webhooks', 'update', id!, '--enabled', 'off')).stdout).toMatch(/disabled/);
+    expect((await cli('webhooks', 'delete', id!)).code).toBe(0);
+    expect((await a.request('GET', `/v1/webhooks/${id}`)).status).toBe(404);
   });
 
   it('when a daemon is killed (SIGKILL) in the middle of a delivery, then another delivers every pending event, in order', async () => {
