@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
+import { ConfigError, loadConfig } from '../../src/config.js';
 import { recordResultLost } from '../../src/service/webhook-events.js';
 import { insertEndpoint } from '../../src/store/webhooks.js';
 import { parseRetryAfter, retryDelayMs } from '../../src/webhooks/backoff.js';
@@ -89,6 +90,17 @@ describe('delivery pieces', () => {
       .toBe('runguard · budget.threshold: user `alice` has spent $8.25 of its $10.00 daily budget on 2026-11-26 (80% threshold).');
     expect(slackText({ id: 'evt_2', type: 'kill_switch.changed', workspace_id: 'w', created_at: at,
       data: { active: true, actor: { type: 'api_key', id: 'k1' } } })).toContain('the kill switch is now ON');
+  });
+});
+
+describe('webhook configuration', () => {
+  it('when thresholds come from the environment, then they are read as sorted fractions; nonsense names the key', () => {
+    expect(loadConfig({}).webhookBudgetThresholds).toEqual([0.5, 0.8, 1]);
+    expect(loadConfig({}).webhookAllowPrivate).toBe(false);
+    expect(loadConfig({ RUNGUARD_WEBHOOK_BUDGET_THRESHOLDS: '0.95, 0.8' }).webhookBudgetThresholds).toEqual([0.8, 0.95]);
+    expect(loadConfig({ RUNGUARD_WEBHOOK_ALLOW_PRIVATE: 'true' }).webhookAllowPrivate).toBe(true);
+    expect(() => loadConfig({ RUNGUARD_WEBHOOK_BUDGET_THRESHOLDS: '0.5,lots' })).toThrow(ConfigError);
+    expect(() => loadConfig({ RUNGUARD_WEBHOOK_BUDGET_THRESHOLDS: '-1' })).toThrow(/RUNGUARD_WEBHOOK_BUDGET_THRESHOLDS/);
   });
 });
 
