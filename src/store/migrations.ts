@@ -403,12 +403,10 @@ CREATE TABLE webhook_cursors (
   position timestamptz NOT NULL
 );
 
--- The scans read only what they need: today's usage, denials and failures since their cursor.
+-- The threshold scan reads today's usage only (one row per workspace and day: small). The
+-- indexes on steps, runs and users' usage are late indexes (late-indexes.ts): built without
+-- holding writes.
 CREATE INDEX usage_daily_day ON usage_daily (day);
-CREATE INDEX user_usage_daily_day ON user_usage_daily (day);
-CREATE INDEX steps_blocked ON steps (created_at) WHERE status = 'BLOCKED';
-CREATE INDEX runs_blocked ON runs (started_at) WHERE status = 'BLOCKED';
-CREATE INDEX runs_failed ON runs (ended_at) WHERE status = 'FAILED';
 `,
   },
   {
