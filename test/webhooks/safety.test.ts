@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { recordResultLost } from '../../src/service/webhook-events.js';
+import { recordEvent, recordResultLost } from '../../src/service/webhook-events.js';
 import { insertEndpoint } from '../../src/store/webhooks.js';
 import { parseRetryAfter, retryDelayMs } from '../../src/webhooks/backoff.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
@@ -67,6 +67,67 @@ describe('outbound safety', () => {
     expect(() => checkAddress(new URL('http://127.0.0.1:8787/'), '127.0.0.1', allowed)).toThrow(OutboundRefused);
     expect(() => checkAddress(new URL('http://localhost:8787/'), '::1', allowed)).toThrow(/own port/);
     expect(() => checkAddress(new URL('https://example.com/'), '93.184.215.14', { allowPrivate: false, ownPort: 443 })).not.toThrow();
+  });
+});
+
+describe('what the receiver answers', () => {
+  let api: TestApi;
+  let receiver: Receiver;
+  beforeAll(async () => {
+    api = await startTestApi('postgres+sql');
+    receiver = await startReceiver();
+  });
+  afterAll(async () => {
+    await api?.close();
+    await receiver?.close();
+  });
+
+  /** One event to a new endpoint, one round of a dispatcher that may reach loopback; the delivery after it. */
+  async function deliverOnce(path: string) {
+    const endpoint = await insertEndpoint(api.stores.db, {
+      workspaceId: api.workspaceId, url: `${receiver.url}${path}`, description: null, events: ['user.blocked'], format: 'standard',
+      secret: generateSecret(),
+    }, new Date());
+    await api.stores.db.transaction((tx) => recordEvent(tx, api.workspaceId, 'user.blocked', { user_id: 'x' }, new Date(), { endpointId: endpoint.id }));
+    const dispatcher = new WebhookDispatcher({
+      db: api.stores.db, clock: { now: () => new Date() }, logger: pino({ level: 'silent' }),
+      policy: { allowPrivate: true, ownPort: null }, userAgent: 'test', concurrency: 2, timeoutMs: 500, pollIntervalMs: 0,
+      retryBaseMs: 1_000, maxAgeMs: 86_400_000, scanIntervalMs: 60_000, denialWindowMs: 60_000, thresholdsPpm: [], retentionMs: 86_400_000,
+    });
+    const started = Date.now();
+    await dispatcher.tick();
+    await dispatcher.stop();
+    const [delivery] = (await api.request('GET', `/v1/webhooks/${endpoint.id}/deliveries`)).body.items;
+    const after = (await api.request('GET', `/v1/webhooks/${endpoint.id}`)).body;
+    return { delivery, endpoint: after, started };
+  }
+
+  it('when the receiver answers 410 Gone, then the endpoint is disabled and the delivery ends', async () => {
+    receiver.mode = { status: 410 };
+    const { delivery, endpoint } = await deliverOnce('/gone');
+    expect(delivery).toMatchObject({ status: 'failed', attempts: 1, last_status_code: 410 });
+    expect(endpoint).toMatchObject({ enabled: false, disabled_reason: expect.stringMatching(/^The endpoint answered 410 Gone at /) });
+  });
+
+  it('when the receiver asks to Retry-After an hour, then the next attempt waits that long', async () => {
+    receiver.mode = { status: 503, headers: { 'retry-after': '3600' } };
+    const { delivery, started } = await deliverOnce('/busy');
+    expect(delivery).toMatchObject({ status: 'pending', attempts: 1, last_status_code: 503 });
+    expect(Date.parse(delivery.next_attempt_at) - started).toBeGreaterThanOrEqual(3_600_000);
+  });
+
+  it('when the receiver redirects, then the redirect is not followed and the attempt failed', async () => {
+    receiver.mode = { status: 302, headers: { location: `${receiver.url}/elsewhere` } };
+    const { delivery } = await deliverOnce('/moved');
+    expect(delivery).toMatchObject({ status: 'pending', last_status_code: 302 });
+    expect(receiver.received.filter((r) => r.path === '/elsewhere')).toEqual([]);
+  });
+
+  it('when the receiver never answers, then the attempt ends at its timeout and is retried later', async () => {
+    receiver.mode = 'hang';
+    const { delivery } = await deliverOnce('/slow');
+    expect(delivery).toMatchObject({ status: 'pending', attempts: 1, last_status_code: null, last_error: 'timed out' });
+    receiver.mode = { status: 200 };
   });
 });
 
