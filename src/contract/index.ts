@@ -9,3 +9,4 @@ export * from './decision.js';
 export * from './runs.js';
 export * from './pricing.js';
 export * from './deletion.js';
+export * from './webhooks.js';

@@ -14,7 +14,7 @@ import {
   getWorkspace, lockWorkspace, PLANS, setKillSwitch, updateWorkspace,
   type Plan, type WorkspaceChanges, type WorkspaceRow,
 } from '../store/workspaces.js';
-import type { Clock } from './guard-service.js';
+import type { Clock } from '../clock.js';
 import { assertWithinPlan, planChange } from './plans.js';
 import { differences, recordEvent, type Actor } from './webhook-events.js';
 

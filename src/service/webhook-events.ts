@@ -2,21 +2,13 @@
  * The events runguard tells webhooks about, and how each is written: always into the caller's
  * transaction (the outbox), so an event exists exactly when the change that caused it committed.
  */
+import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../contract/index.js';
 import type { Queryable } from '../store/db.js';
 import { insertEvent } from '../store/webhooks.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 
-export const EVENT_TYPES = [
-  'budget.threshold',
-  'guard.denied',
-  'kill_switch.changed',
-  'user.blocked',
-  'user.unblocked',
-  'settings.changed',
-  'run.failed',
-  'result.lost',
-] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
+export const EVENT_TYPES = WEBHOOK_EVENT_TYPES;
+export type EventType = WebhookEventType;
 
 /** What an endpoint gets when it names no events: all but `run.failed`, which is opt-in (it is one per failed run). */
 export const DEFAULT_EVENTS: EventType[] = EVENT_TYPES.filter((t) => t !== 'run.failed');

@@ -9,7 +9,7 @@ import { checkUrlForm, OutboundRefused, resolveAllowed, type OutboundPolicy } fr
 import { body } from '../webhooks/payload.js';
 import { attemptDelivery, type AttemptResult } from '../webhooks/sender.js';
 import { generateSecret } from '../webhooks/signing.js';
-import type { Clock } from './guard-service.js';
+import type { Clock } from '../clock.js';
 import { DEFAULT_EVENTS, newEventId, recordEvent, TEST_EVENT } from './webhook-events.js';
 
 export interface WebhookSettings {

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Clock } from '../service/guard-service.js';
+import type { Clock } from '../clock.js';
 import type { Db } from '../store/db.js';
 import {
   endpointById, headDelivery, leaseDueEndpoints, purgeWebhookHistory, recordAttempt, releaseLease, renewLease,

@@ -2,48 +2,12 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { EVENT_TYPES } from '../../service/webhook-events.js';
+import {
+  CreatedWebhookEndpoint, errorResponses, NoBody, pathUuid, UuidParam, WebhookDelivery, WebhookDeliveryStatus, WebhookDescription,
+  WebhookEndpoint, WebhookEvents, WebhookFormat, WebhookPing, WebhookUrl, Page, Uuid,
+} from '../../contract/index.js';
 import type { Webhooks } from '../../service/webhooks.js';
 import type { EndpointRow } from '../../store/webhooks.js';
-import { errorResponses, NoBody, Nullable, Uuid, UuidParam, pathUuid } from '../schemas.js';
-
-const Timestamp = Type.String({ format: 'date-time' });
-const EventType = Type.Enum([...EVENT_TYPES]);
-const Events = Type.Array(EventType, { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true });
-const Format = Type.Enum(['standard', 'slack']);
-const Url = Type.String({ minLength: 1, maxLength: 2_048 });
-const Description = Nullable(Type.String({ maxLength: 500 }));
-
-const Endpoint = Type.Object({
-  id: Uuid,
-  url: Type.String(),
-  description: Nullable(Type.String()),
-  events: Type.Array(Type.String()),
-  format: Type.String(),
-  enabled: Type.Boolean(),
-  disabled_reason: Nullable(Type.String()),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-});
-const CreatedEndpoint = Type.Object({ ...Endpoint.properties, secret: Type.String() });
-
-const Attempt = Type.Object({
-  attempt: Type.Integer(), attempted_at: Timestamp, status_code: Nullable(Type.Integer()), latency_ms: Type.Integer(),
-  error: Nullable(Type.String()),
-});
-const Delivery = Type.Object({
-  id: Uuid,
-  event_id: Type.String(),
-  event_type: Type.String(),
-  status: Type.Enum(['pending', 'delivered', 'failed']),
-  attempts: Type.Integer(),
-  created_at: Timestamp,
-  next_attempt_at: Nullable(Timestamp),
-  finished_at: Nullable(Timestamp),
-  last_status_code: Nullable(Type.Integer()),
-  last_error: Nullable(Type.String()),
-  attempt_log: Type.Array(Attempt),
-});
 
 const Params = Type.Object({ id: UuidParam });
 
@@ -61,7 +25,7 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
 
   app.get('/v1/webhooks', {
     config: { auth: 'any' },
-    schema: { tags, summary: "The workspace's webhook endpoints (never their secrets)", response: { 200: Type.Array(Endpoint), ...errorResponses(401) } },
+    schema: { tags, summary: "The workspace's webhook endpoints (never their secrets)", response: { 200: Type.Array(WebhookEndpoint), ...errorResponses(401) } },
   }, async (request) => (await webhooks.list(request.principal.workspaceId)).map(view));
 
   app.post('/v1/webhooks', {
@@ -70,10 +34,10 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       tags,
       summary: 'Add an endpoint; its signing secret is in this answer only',
       body: Type.Object(
-        { url: Url, events: Type.Optional(Events), format: Type.Optional(Format), description: Type.Optional(Description) },
+        { url: WebhookUrl, events: Type.Optional(WebhookEvents), format: Type.Optional(WebhookFormat), description: Type.Optional(WebhookDescription) },
         { additionalProperties: false },
       ),
-      response: { 201: CreatedEndpoint, ...errorResponses(400, 401, 422) },
+      response: { 201: CreatedWebhookEndpoint, ...errorResponses(400, 401, 422) },
     },
   }, async (request, reply) => {
     const endpoint = await webhooks.create(request.principal.workspaceId, request.body);
@@ -82,7 +46,7 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
 
   app.get('/v1/webhooks/:id', {
     config: { auth: 'any' },
-    schema: { tags, summary: 'One endpoint', params: Params, response: { 200: Endpoint, ...errorResponses(401, 404, 422) } },
+    schema: { tags, summary: 'One endpoint', params: Params, response: { 200: WebhookEndpoint, ...errorResponses(401, 404, 422) } },
   }, async (request) => view(await webhooks.get(request.principal.workspaceId, pathUuid(request.params.id))));
 
   app.patch('/v1/webhooks/:id', {
@@ -93,12 +57,12 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       params: Params,
       body: Type.Object(
         {
-          url: Type.Optional(Url), events: Type.Optional(Events), format: Type.Optional(Format),
-          description: Type.Optional(Description), enabled: Type.Optional(Type.Boolean()),
+          url: Type.Optional(WebhookUrl), events: Type.Optional(WebhookEvents), format: Type.Optional(WebhookFormat),
+          description: Type.Optional(WebhookDescription), enabled: Type.Optional(Type.Boolean()),
         },
         { additionalProperties: false },
       ),
-      response: { 200: Endpoint, ...errorResponses(400, 401, 404, 422) },
+      response: { 200: WebhookEndpoint, ...errorResponses(400, 401, 404, 422) },
     },
   }, async (request) => view(await webhooks.update(request.principal.workspaceId, pathUuid(request.params.id), request.body)));
 
@@ -118,10 +82,7 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       params: Params,
       body: NoBody,
       response: {
-        200: Type.Object({
-          ok: Type.Boolean(), event_id: Type.String(), delivery_id: Uuid, status_code: Nullable(Type.Integer()),
-          latency_ms: Type.Integer(), error: Nullable(Type.String()),
-        }),
+        200: WebhookPing,
         ...errorResponses(401, 404, 422),
       },
     },
@@ -140,12 +101,12 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       summary: "The endpoint's deliveries, newest first, with their attempts",
       params: Params,
       querystring: Type.Object({
-        status: Type.Optional(Type.Enum(['pending', 'delivered', 'failed'])),
+        status: Type.Optional(WebhookDeliveryStatus),
         page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
         per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
       }),
       response: {
-        200: Type.Object({ items: Type.Array(Delivery), total: Type.Integer(), page: Type.Integer(), per_page: Type.Integer() }),
+        200: Page(WebhookDelivery),
         ...errorResponses(401, 404, 422),
       },
     },

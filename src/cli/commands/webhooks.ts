@@ -1,32 +1,12 @@
 /** `runguard webhooks list|create|update|delete|test|deliveries|replay`: alert endpoints and their deliveries. */
 import { Argument, Command, InvalidArgumentError, Option } from 'commander';
+import type { WebhookDelivery, WebhookEndpoint, WebhookPing } from '../../contract/index.js';
 import type { Page } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
 
-interface Endpoint {
-  id: string;
-  url: string;
-  description: string | null;
-  events: string[];
-  format: string;
-  enabled: boolean;
-  disabled_reason: string | null;
-  created_at: string;
-  secret?: string;
-}
-
-interface Delivery {
-  id: string;
-  event_id: string;
-  event_type: string;
-  status: string;
-  attempts: number;
-  created_at: string;
-  next_attempt_at: string | null;
-  last_status_code: number | null;
-  last_error: string | null;
-}
+type Endpoint = WebhookEndpoint & { secret?: string };
+type Delivery = WebhookDelivery;
 
 const path = (id: string) => `/v1/webhooks/${encodeURIComponent(id)}`;
 const list = (value: string) => value.split(',').map((s) => s.trim()).filter(Boolean);
@@ -100,8 +80,7 @@ export function webhooksCommand(): Command {
     apiCommand('test', 'send a signed webhook.test event now and show what the receiver answered')
       .addArgument(new Argument('<id>'))
       .action(withApi(async ({ client, out }, _o, id: string) => {
-        const r = await client.request<{ ok: boolean; status_code: number | null; latency_ms: number; error: string | null }>(
-          'POST', `${path(id)}/test`);
+        const r = await client.request<WebhookPing>('POST', `${path(id)}/test`);
         if (out.json) return out.data(r);
         out.line(r.ok ? `Delivered: HTTP ${r.status_code} in ${r.latency_ms} ms.` : `Not delivered: ${r.error ?? `HTTP ${r.status_code}`}.`);
         if (!r.ok) process.exitCode = 1;
