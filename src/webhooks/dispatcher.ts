@@ -55,6 +55,8 @@ export class WebhookDispatcher {
   private ticking: Promise<void> | null = null;
   private lastScan = 0;
   private lastPurge = 0;
+  private failingSince: number | null = null;
+  private lastFailureLog = 0;
 
   constructor(private readonly o: DispatcherOptions) {}
 
@@ -76,8 +78,21 @@ export class WebhookDispatcher {
   /** One round: scans when due, then leases what this daemon has room for. Never overlaps itself. */
   tick(): Promise<void> {
     this.ticking ??= this.round()
-      .catch((error: unknown) => this.o.logger.warn({ err: error }, 'webhook dispatch round failed'))
-      .finally(() => (this.ticking = null));
+      .then(() => {
+        this.failingSince = null;
+      })
+      .catch((error: unknown) => {
+        // Once when rounds start failing (a database outage), then once a minute: not every poll.
+        const now = Date.now();
+        if (this.failingSince === null || now - this.lastFailureLog >= 60_000) {
+          this.lastFailureLog = now;
+          this.o.logger.warn({ err: error, failingForMs: this.failingSince === null ? 0 : now - this.failingSince }, 'webhook dispatch round failed');
+        }
+        this.failingSince ??= now;
+      })
+      .finally(() => {
+        this.ticking = null;
+      });
     return this.ticking;
   }
 
