@@ -171,7 +171,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(runRoutes, { guard, db, clock: deps.clock });
   // Every change to what a decision reads passes here: it bumps the state version itself.
   const settings = new GuardSettings(db, counters, deps.clock);
-  await app.register(pricingRoutes, { db, settings, clock: deps.clock });
+  await app.register(pricingRoutes, { db, settings });
   await app.register(workspaceRoutes, { settings });
   await app.register(authRoutes, {
     accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute, registration: deps.auth.registration ?? 'closed',

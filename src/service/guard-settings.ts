@@ -8,7 +8,9 @@ import { ApiError } from '../errors.js';
 import { microsToUsd } from '../money/decimal.js';
 import type { CounterStore } from '../store/counters.js';
 import type { Db, Queryable } from '../store/db.js';
-import { getPricing, upsertPricing, type ModelPricing, type PricingInput } from '../store/pricing.js';
+import {
+  getPricing, importPricing, upsertPricing, type CatalogEntry, type ImportedEntry, type ModelPricing, type PricingInput,
+} from '../store/pricing.js';
 import { getUser, upsertUser, type SdkUserRow } from '../store/users.js';
 import {
   getWorkspace, lockWorkspace, PLANS, setKillSwitch, updateWorkspace,
@@ -34,6 +36,9 @@ const settingsView = (w: WorkspaceRow) => ({
   monthly_run_limit: w.monthly_run_limit,
   max_concurrent_runs: w.max_concurrent_runs,
 });
+const PRICE_FIELDS = [
+  'input_cost_per_token', 'output_cost_per_token', 'cache_read_input_cost_per_token', 'cache_write_input_cost_per_token', 'is_active',
+] as const;
 const SETTINGS = ['name', 'plan', 'daily_budget_usd', 'user_daily_budget_usd', 'monthly_run_limit', 'max_concurrent_runs'] as const;
 
 export class GuardSettings {
@@ -106,10 +111,9 @@ export class GuardSettings {
     const pricing = await this.db.transaction(async (tx) => {
       const before = await getPricing(tx, workspaceId, model, { forUpdate: true });
       const after = await upsertPricing(tx, workspaceId, model, input, now);
-      const keys = ['input_cost_per_token', 'output_cost_per_token', 'is_active'] as const;
       const changes = before
-        ? differences({ ...before }, { ...after }, keys)
-        : Object.fromEntries(keys.map((k) => [k, { before: null, after: after[k] }]));
+        ? differences({ ...before }, { ...after }, PRICE_FIELDS)
+        : Object.fromEntries(PRICE_FIELDS.filter((k) => after[k] !== null).map((k) => [k, { before: null, after: after[k] }]));
       if (Object.keys(changes).length > 0) {
         await recordEvent(tx, workspaceId, 'settings.changed', { actor, subject: { type: 'model_pricing', id: model }, changes }, now);
       }
@@ -117,6 +121,31 @@ export class GuardSettings {
     });
     await this.counters.stateChanged(workspaceId);
     return pricing;
+  }
+
+  /**
+   * Imports catalog prices (see `importPricing`). One `settings.changed` event tells of every model
+   * the import created or changed, keyed by model; a dry run changes nothing and tells nothing.
+   */
+  async importPricing(
+    actor: Actor, workspaceId: string, entries: readonly CatalogEntry[], options: { overwrite: boolean; dryRun: boolean },
+  ): Promise<ImportedEntry[]> {
+    const now = this.clock.now();
+    const lines = await importPricing(this.db, workspaceId, entries, {
+      ...options, now,
+      inTransaction: async (tx, imported) => {
+        if (options.dryRun) return;
+        const changed = imported.filter((l) => l.change === 'new' || l.change === 'changed');
+        if (changed.length === 0) return;
+        const changes = Object.fromEntries(changed.map((l) => [l.model, {
+          before: l.before && Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.before![k]])),
+          after: Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.after[k]])),
+        }]));
+        await recordEvent(tx, workspaceId, 'settings.changed', { actor, subject: { type: 'model_pricing', id: null }, changes }, now);
+      },
+    });
+    if (!options.dryRun) await this.counters.stateChanged(workspaceId);
+    return lines;
   }
 
   /**

@@ -51,6 +51,20 @@ for (const backend of ['postgres+redis', 'embedded'] as Backend[]) {
       await api.request('POST', '/v1/workspace/kill-switch', { active: false });
     });
 
+    it('when catalog prices are imported, then one event lists the models it changed; a dry run writes none', async () => {
+      const before = (await events('settings.changed')).length;
+      const models = [{ model: 'cat-a', input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 },
+        { model: 'cat-b', input_cost_per_token: 0.000003, output_cost_per_token: 0.000004 }];
+      expect((await api.request('POST', '/v1/model-pricing/import', { models, dry_run: true })).status).toBe(200);
+      expect((await events('settings.changed')).length).toBe(before);
+      expect((await api.request('POST', '/v1/model-pricing/import', { models })).status).toBe(200);
+      const imported = (await events('settings.changed')).slice(before);
+      expect(imported).toHaveLength(1);
+      expect(imported[0]!.data.subject).toEqual({ type: 'model_pricing', id: null });
+      expect(Object.keys(imported[0]!.data.changes).sort()).toEqual(['cat-a', 'cat-b']);
+      expect(imported[0]!.data.changes['cat-a']).toMatchObject({ before: null, after: { input_cost_per_token: 0.000001 } });
+    });
+
     it('when a change is refused, then no event is written', async () => {
       const before = (await events()).length;
       const refused = await api.request('PATCH', '/v1/workspace', { daily_budget_usd: 3, monthly_run_limit: 999_999_999 });
