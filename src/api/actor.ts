@@ -2,5 +2,7 @@
 import type { Actor } from '../service/webhook-events.js';
 import type { Principal } from './auth.js';
 
-export const actorOf = (principal: Principal): Actor =>
-  ({ type: principal.kind === 'jwt' ? 'account' : 'api_key', id: principal.subjectId });
+export const actorOf = (principal: Principal): Actor => ({
+  type: principal.kind === 'jwt' ? 'account' : 'api_key',
+  id: principal.subjectId,
+});

@@ -15,7 +15,9 @@ export const WEBHOOK_EVENT_TYPES = [
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 export const WebhookEvents = Type.Array(Type.Enum([...WEBHOOK_EVENT_TYPES]), {
-  minItems: 1, maxItems: WEBHOOK_EVENT_TYPES.length, uniqueItems: true,
+  minItems: 1,
+  maxItems: WEBHOOK_EVENT_TYPES.length,
+  uniqueItems: true,
 });
 export const WebhookFormat = Type.Enum(['standard', 'slack']);
 export const WebhookUrl = Type.String({ minLength: 1, maxLength: 2_048 });

@@ -9,12 +9,24 @@ import { microsToUsd } from '../money/decimal.js';
 import type { CounterStore } from '../store/counters.js';
 import type { Db, Queryable } from '../store/db.js';
 import {
-  getPricing, importPricing, upsertPricing, type CatalogEntry, type ImportedEntry, type ModelPricing, type PricingInput,
+  getPricing,
+  importPricing,
+  upsertPricing,
+  type CatalogEntry,
+  type ImportedEntry,
+  type ModelPricing,
+  type PricingInput,
 } from '../store/pricing.js';
 import { getUser, upsertUser, type SdkUserRow } from '../store/users.js';
 import {
-  getWorkspace, lockWorkspace, PLANS, setKillSwitch, updateWorkspace,
-  type Plan, type WorkspaceChanges, type WorkspaceRow,
+  getWorkspace,
+  lockWorkspace,
+  PLANS,
+  setKillSwitch,
+  updateWorkspace,
+  type Plan,
+  type WorkspaceChanges,
+  type WorkspaceRow,
 } from '../store/workspaces.js';
 import type { Clock } from '../clock.js';
 import { assertWithinPlan, planChange } from './plans.js';
@@ -37,9 +49,20 @@ const settingsView = (w: WorkspaceRow) => ({
   max_concurrent_runs: w.max_concurrent_runs,
 });
 const PRICE_FIELDS = [
-  'input_cost_per_token', 'output_cost_per_token', 'cache_read_input_cost_per_token', 'cache_write_input_cost_per_token', 'is_active',
+  'input_cost_per_token',
+  'output_cost_per_token',
+  'cache_read_input_cost_per_token',
+  'cache_write_input_cost_per_token',
+  'is_active',
 ] as const;
-const SETTINGS = ['name', 'plan', 'daily_budget_usd', 'user_daily_budget_usd', 'monthly_run_limit', 'max_concurrent_runs'] as const;
+const SETTINGS = [
+  'name',
+  'plan',
+  'daily_budget_usd',
+  'user_daily_budget_usd',
+  'monthly_run_limit',
+  'max_concurrent_runs',
+] as const;
 
 export class GuardSettings {
   constructor(
@@ -67,11 +90,20 @@ export class GuardSettings {
   async setKillSwitch(actor: Actor, workspaceId: string, active: boolean): Promise<WorkspaceRow> {
     return this.change(actor, workspaceId, async (tx, before, now) => {
       if (!PLANS[before.plan].kill_switch) {
-        throw new ApiError('PLAN_REQUIRED', `The kill switch needs the scale plan or higher; this workspace is on ${before.plan}.`);
+        throw new ApiError(
+          'PLAN_REQUIRED',
+          `The kill switch needs the scale plan or higher; this workspace is on ${before.plan}.`,
+        );
       }
       const after = await setKillSwitch(tx, workspaceId, active, now);
       if (before.kill_switch_active !== active) {
-        await recordEvent(tx, workspaceId, 'kill_switch.changed', { actor, active, before: before.kill_switch_active }, now);
+        await recordEvent(
+          tx,
+          workspaceId,
+          'kill_switch.changed',
+          { actor, active, before: before.kill_switch_active },
+          now,
+        );
       }
       return after;
     });
@@ -79,7 +111,9 @@ export class GuardSettings {
 
   /** Moves to another plan tier; limits follow it (see `planChange`). */
   async changePlan(actor: Actor, workspaceId: string, plan: Plan): Promise<WorkspaceRow> {
-    return this.change(actor, workspaceId, (tx, before, now) => updateWorkspace(tx, workspaceId, planChange(before, plan), now));
+    return this.change(actor, workspaceId, (tx, before, now) =>
+      updateWorkspace(tx, workspaceId, planChange(before, plan), now),
+    );
   }
 
   /** Blocks, unblocks or sets a user's daily budget; a user never seen is created (pre-blocking). */
@@ -91,13 +125,27 @@ export class GuardSettings {
       const before = await getUser(tx, workspaceId, userId, day, { forUpdate: true });
       const after = await upsertUser(tx, workspaceId, userId, day, changes, now);
       if ((before?.blocked ?? false) !== after.blocked) {
-        await recordEvent(tx, workspaceId, after.blocked ? 'user.blocked' : 'user.unblocked', { actor, user_id: userId }, now);
+        await recordEvent(
+          tx,
+          workspaceId,
+          after.blocked ? 'user.blocked' : 'user.unblocked',
+          { actor, user_id: userId },
+          now,
+        );
       }
       const budget = differences(
         { daily_budget_usd: usd(before?.daily_budget_micros ?? null) },
-        { daily_budget_usd: usd(after.daily_budget_micros) }, ['daily_budget_usd']);
+        { daily_budget_usd: usd(after.daily_budget_micros) },
+        ['daily_budget_usd'],
+      );
       if (Object.keys(budget).length > 0) {
-        await recordEvent(tx, workspaceId, 'settings.changed', { actor, subject: { type: 'user', id: userId }, changes: budget }, now);
+        await recordEvent(
+          tx,
+          workspaceId,
+          'settings.changed',
+          { actor, subject: { type: 'user', id: userId }, changes: budget },
+          now,
+        );
       }
       return after;
     });
@@ -113,9 +161,17 @@ export class GuardSettings {
       const after = await upsertPricing(tx, workspaceId, model, input, now);
       const changes = before
         ? differences({ ...before }, { ...after }, PRICE_FIELDS)
-        : Object.fromEntries(PRICE_FIELDS.filter((k) => after[k] !== null).map((k) => [k, { before: null, after: after[k] }]));
+        : Object.fromEntries(
+            PRICE_FIELDS.filter((k) => after[k] !== null).map((k) => [k, { before: null, after: after[k] }]),
+          );
       if (Object.keys(changes).length > 0) {
-        await recordEvent(tx, workspaceId, 'settings.changed', { actor, subject: { type: 'model_pricing', id: model }, changes }, now);
+        await recordEvent(
+          tx,
+          workspaceId,
+          'settings.changed',
+          { actor, subject: { type: 'model_pricing', id: model }, changes },
+          now,
+        );
       }
       return after;
     });
@@ -128,20 +184,35 @@ export class GuardSettings {
    * the import created or changed, keyed by model; a dry run changes nothing and tells nothing.
    */
   async importPricing(
-    actor: Actor, workspaceId: string, entries: readonly CatalogEntry[], options: { overwrite: boolean; dryRun: boolean },
+    actor: Actor,
+    workspaceId: string,
+    entries: readonly CatalogEntry[],
+    options: { overwrite: boolean; dryRun: boolean },
   ): Promise<ImportedEntry[]> {
     const now = this.clock.now();
     const lines = await importPricing(this.db, workspaceId, entries, {
-      ...options, now,
+      ...options,
+      now,
       inTransaction: async (tx, imported) => {
         if (options.dryRun) return;
         const changed = imported.filter((l) => l.change === 'new' || l.change === 'changed');
         if (changed.length === 0) return;
-        const changes = Object.fromEntries(changed.map((l) => [l.model, {
-          before: l.before && Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.before![k]])),
-          after: Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.after[k]])),
-        }]));
-        await recordEvent(tx, workspaceId, 'settings.changed', { actor, subject: { type: 'model_pricing', id: null }, changes }, now);
+        const changes = Object.fromEntries(
+          changed.map((l) => [
+            l.model,
+            {
+              before: l.before && Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.before![k]])),
+              after: Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.after[k]])),
+            },
+          ]),
+        );
+        await recordEvent(
+          tx,
+          workspaceId,
+          'settings.changed',
+          { actor, subject: { type: 'model_pricing', id: null }, changes },
+          now,
+        );
       },
     });
     if (!options.dryRun) await this.counters.stateChanged(workspaceId);
@@ -165,7 +236,13 @@ export class GuardSettings {
       const after = await apply(tx, before, now);
       const changes = differences(settingsView(before), settingsView(after), SETTINGS);
       if (Object.keys(changes).length > 0) {
-        await recordEvent(tx, workspaceId, 'settings.changed', { actor, subject: { type: 'workspace', id: workspaceId }, changes }, now);
+        await recordEvent(
+          tx,
+          workspaceId,
+          'settings.changed',
+          { actor, subject: { type: 'workspace', id: workspaceId }, changes },
+          now,
+        );
       }
       return after;
     });

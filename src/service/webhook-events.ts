@@ -35,13 +35,23 @@ export async function recordEvent(
 ): Promise<{ id: string; inserted: boolean }> {
   const id = options.id ?? newEventId(now);
   const inserted = await insertEvent(tx, {
-    id, workspaceId, type, dedupeKey: options.dedupeKey ?? null, data, now, endpointId: options.endpointId,
+    id,
+    workspaceId,
+    type,
+    dedupeKey: options.dedupeKey ?? null,
+    data,
+    now,
+    endpointId: options.endpointId,
   });
   return { id, inserted };
 }
 
 /** Fields whose value differs, each as `{before, after}`. */
-export function differences<T extends Record<string, unknown>>(before: T, after: T, keys: readonly (keyof T & string)[]) {
+export function differences<T extends Record<string, unknown>>(
+  before: T,
+  after: T,
+  keys: readonly (keyof T & string)[],
+) {
   const changes: Record<string, { before: unknown; after: unknown }> = {};
   for (const key of keys) {
     if (before[key] !== after[key]) changes[key] = { before: before[key], after: after[key] };
@@ -67,13 +77,20 @@ export interface LostResult {
  * if that recovery committed; at most one per step, however often recovery runs.
  */
 export async function recordResultLost(tx: Queryable, lost: LostResult, now: Date): Promise<boolean> {
-  const { inserted } = await recordEvent(tx, lost.workspaceId, 'result.lost', {
-    run_id: lost.runId,
-    step_id: lost.stepId,
-    user_id: lost.userId,
-    provider: lost.provider ?? null,
-    model: lost.model ?? null,
-    reason: lost.reason,
-  }, now, { dedupeKey: JSON.stringify(['result.lost', lost.stepId]) });
+  const { inserted } = await recordEvent(
+    tx,
+    lost.workspaceId,
+    'result.lost',
+    {
+      run_id: lost.runId,
+      step_id: lost.stepId,
+      user_id: lost.userId,
+      provider: lost.provider ?? null,
+      model: lost.model ?? null,
+      reason: lost.reason,
+    },
+    now,
+    { dedupeKey: JSON.stringify(['result.lost', lost.stepId]) },
+  );
   return inserted;
 }

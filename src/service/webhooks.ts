@@ -2,8 +2,17 @@
 import { ApiError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import {
-  deleteEndpoint, getEndpoint, insertEndpoint, listDeliveries, listEndpoints, recordAttempt, replayDelivery, updateEndpoint,
-  type EndpointChanges, type EndpointRow, type WebhookFormat,
+  deleteEndpoint,
+  getEndpoint,
+  insertEndpoint,
+  listDeliveries,
+  listEndpoints,
+  recordAttempt,
+  replayDelivery,
+  updateEndpoint,
+  type EndpointChanges,
+  type EndpointRow,
+  type WebhookFormat,
 } from '../store/webhooks.js';
 import { checkUrlForm, OutboundRefused, resolveAllowed, type OutboundPolicy } from '../webhooks/outbound-policy.js';
 import { body } from '../webhooks/payload.js';
@@ -40,14 +49,18 @@ export class Webhooks {
   /** The new endpoint with its secret: the only time the secret is shown. */
   async create(workspaceId: string, input: NewWebhook): Promise<EndpointRow> {
     const url = await this.checkUrl(input.url);
-    return insertEndpoint(this.db, {
-      workspaceId,
-      url,
-      description: input.description ?? null,
-      events: input.events ?? DEFAULT_EVENTS,
-      format: input.format ?? 'standard',
-      secret: generateSecret(),
-    }, this.clock.now());
+    return insertEndpoint(
+      this.db,
+      {
+        workspaceId,
+        url,
+        description: input.description ?? null,
+        events: input.events ?? DEFAULT_EVENTS,
+        format: input.format ?? 'standard',
+        secret: generateSecret(),
+      },
+      this.clock.now(),
+    );
   }
 
   list(workspaceId: string): Promise<EndpointRow[]> {
@@ -78,19 +91,41 @@ export class Webhooks {
   async ping(workspaceId: string, id: string): Promise<PingResult> {
     const endpoint = await this.get(workspaceId, id);
     const now = this.clock.now();
-    const event = { id: newEventId(now), type: TEST_EVENT, workspace_id: workspaceId, created_at: now, data: { endpoint_id: endpoint.id } };
-    const result = await attemptDelivery({
-      url: endpoint.url, secret: endpoint.secret, messageId: event.id, body: body(endpoint.format, event),
-      timestampSeconds: Math.floor(now.getTime() / 1000), userAgent: this.settings.userAgent,
-    }, this.settings.policy, this.settings.timeoutMs);
+    const event = {
+      id: newEventId(now),
+      type: TEST_EVENT,
+      workspace_id: workspaceId,
+      created_at: now,
+      data: { endpoint_id: endpoint.id },
+    };
+    const result = await attemptDelivery(
+      {
+        url: endpoint.url,
+        secret: endpoint.secret,
+        messageId: event.id,
+        body: body(endpoint.format, event),
+        timestampSeconds: Math.floor(now.getTime() / 1000),
+        userAgent: this.settings.userAgent,
+      },
+      this.settings.policy,
+      this.settings.timeoutMs,
+    );
     const ok = result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
     const deliveryId = await this.db.transaction(async (tx) => {
       await recordEvent(tx, workspaceId, TEST_EVENT, event.data, now, { endpointId: endpoint.id, id: event.id });
-      const { rows } = await tx.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE event_id = $1', [event.id]);
+      const { rows } = await tx.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE event_id = $1', [
+        event.id,
+      ]);
       const deliveryId = rows[0]!.id;
       await recordAttempt(tx, {
-        deliveryId, endpointId: endpoint.id, attempt: 1, attemptedAt: now, statusCode: result.statusCode,
-        latencyMs: result.latencyMs, error: result.error, disableEndpoint: null,
+        deliveryId,
+        endpointId: endpoint.id,
+        attempt: 1,
+        attemptedAt: now,
+        statusCode: result.statusCode,
+        latencyMs: result.latencyMs,
+        error: result.error,
+        disableEndpoint: null,
         outcome: { status: ok ? 'delivered' : 'failed', at: this.clock.now() },
       });
       return deliveryId;

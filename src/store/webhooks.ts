@@ -51,18 +51,32 @@ export async function insertEndpoint(db: Queryable, endpoint: NewEndpoint, now: 
   const { rows } = await db.query(
     `INSERT INTO webhook_endpoints (id, workspace_id, url, description, events, format, secret, created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING *`,
-    [randomUUID(), endpoint.workspaceId, endpoint.url, endpoint.description, endpoint.events, endpoint.format, endpoint.secret, now],
+    [
+      randomUUID(),
+      endpoint.workspaceId,
+      endpoint.url,
+      endpoint.description,
+      endpoint.events,
+      endpoint.format,
+      endpoint.secret,
+      now,
+    ],
   );
   return toEndpoint(rows[0]!);
 }
 
 export async function listEndpoints(db: Queryable, workspaceId: string): Promise<EndpointRow[]> {
-  const { rows } = await db.query('SELECT * FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY created_at, id', [workspaceId]);
+  const { rows } = await db.query('SELECT * FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY created_at, id', [
+    workspaceId,
+  ]);
   return rows.map(toEndpoint);
 }
 
 export async function getEndpoint(db: Queryable, workspaceId: string, id: string): Promise<EndpointRow | null> {
-  const { rows } = await db.query('SELECT * FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2', [workspaceId, id]);
+  const { rows } = await db.query('SELECT * FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2', [
+    workspaceId,
+    id,
+  ]);
   return rows[0] ? toEndpoint(rows[0]) : null;
 }
 
@@ -83,7 +97,11 @@ export interface EndpointChanges {
 const CHANGEABLE = ['url', 'description', 'events', 'format', 'enabled'] as const;
 
 export async function updateEndpoint(
-  db: Queryable, workspaceId: string, id: string, changes: EndpointChanges, now: Date,
+  db: Queryable,
+  workspaceId: string,
+  id: string,
+  changes: EndpointChanges,
+  now: Date,
 ): Promise<EndpointRow | null> {
   const columns = CHANGEABLE.filter((c) => changes[c] !== undefined);
   const sets = columns.map((c, i) => `${c} = $${i + 4}`);
@@ -97,7 +115,10 @@ export async function updateEndpoint(
 }
 
 export async function deleteEndpoint(db: Queryable, workspaceId: string, id: string): Promise<boolean> {
-  const { rowCount } = await db.query('DELETE FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2', [workspaceId, id]);
+  const { rowCount } = await db.query('DELETE FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2', [
+    workspaceId,
+    id,
+  ]);
   return rowCount > 0;
 }
 
@@ -132,7 +153,15 @@ export async function insertEvent(db: Queryable, event: NewEvent): Promise<boole
        WHERE CASE WHEN $7::uuid IS NULL THEN ep.enabled AND e.type = ANY (ep.events) ELSE ep.id = $7::uuid END
      )
      SELECT EXISTS (SELECT 1 FROM e) AS inserted`,
-    [event.id, event.workspaceId, event.type, event.dedupeKey, JSON.stringify(event.data), event.now, event.endpointId ?? null],
+    [
+      event.id,
+      event.workspaceId,
+      event.type,
+      event.dedupeKey,
+      JSON.stringify(event.data),
+      event.now,
+      event.endpointId ?? null,
+    ],
   );
   return rows[0]!.inserted;
 }
@@ -161,7 +190,12 @@ const subscribed = (workspace: string, type: string) =>
  * daily budget (fractions in parts per million), once per subject, day and fraction: the dedupe
  * key holds across daemons and rescans. Only workspaces with an endpoint that wants them.
  */
-export async function insertThresholdEvents(db: Queryable, days: string[], fractionsPpm: number[], now: Date): Promise<number> {
+export async function insertThresholdEvents(
+  db: Queryable,
+  days: string[],
+  fractionsPpm: number[],
+  now: Date,
+): Promise<number> {
   const { rows } = await db.query<{ inserted: number }>(
     `WITH f AS (SELECT unnest($2::int[]) AS ppm),
      crossed AS (
@@ -180,7 +214,8 @@ export async function insertThresholdEvents(db: Queryable, days: string[], fract
        WHERE u.day = ANY ($1::date[]) AND coalesce(s.daily_budget_micros, w.user_daily_budget_micros) > 0
          AND u.spend_micros::numeric * 1000000 >= coalesce(s.daily_budget_micros, w.user_daily_budget_micros)::numeric * f.ppm
          AND ${subscribed('u.workspace_id', 'budget.threshold')}
-     )${fanOut(`SELECT ${EVENT_ID} AS id, workspace_id, 'budget.threshold' AS type,
+     )${fanOut(
+       `SELECT ${EVENT_ID} AS id, workspace_id, 'budget.threshold' AS type,
          jsonb_build_array('budget.threshold', workspace_id, subject_type, subject_id, day, ppm)::text AS dedupe_key,
          jsonb_build_object(
            'subject', jsonb_build_object('type', subject_type, 'id', subject_id),
@@ -189,14 +224,21 @@ export async function insertThresholdEvents(db: Queryable, days: string[], fract
            'spend_usd', spend_micros::float8 / 1000000,
            'budget_usd', budget_micros::float8 / 1000000) AS data,
          row_number() OVER (ORDER BY workspace_id, subject_type DESC, subject_id, day, ppm) AS ord
-       FROM crossed`, '$3')}`,
+       FROM crossed`,
+       '$3',
+     )}`,
     [days, fractionsPpm, now],
   );
   return rows[0]!.inserted;
 }
 
 /** Reasons that concern the whole workspace: aggregated per workspace, not per user. */
-export const WORKSPACE_REASONS = ['KILL_SWITCH_ACTIVE', 'WORKSPACE_DAILY_BUDGET_EXCEEDED', 'MONTHLY_RUN_LIMIT_EXCEEDED', 'MAX_CONCURRENT_RUNS_EXCEEDED'];
+export const WORKSPACE_REASONS = [
+  'KILL_SWITCH_ACTIVE',
+  'WORKSPACE_DAILY_BUDGET_EXCEEDED',
+  'MONTHLY_RUN_LIMIT_EXCEEDED',
+  'MAX_CONCURRENT_RUNS_EXCEEDED',
+];
 
 /**
  * One `guard.denied` per subject and reason with denials (blocked run starts and steps) in the
@@ -218,7 +260,8 @@ export async function insertDenialEvents(db: Queryable, from: Date, to: Date, no
          count(DISTINCT user_id) AS users, min(at) AS first_at, max(at) AS last_at
        FROM denied d WHERE ${subscribed('d.workspace_id', 'guard.denied')}
        GROUP BY 1, 2, 3, 4
-     )${fanOut(`SELECT ${EVENT_ID} AS id, workspace_id, 'guard.denied' AS type,
+     )${fanOut(
+       `SELECT ${EVENT_ID} AS id, workspace_id, 'guard.denied' AS type,
          jsonb_build_array('guard.denied', workspace_id, workspace_wide, subject_id, reason, $1::timestamptz)::text AS dedupe_key,
          jsonb_build_object(
            'subject', jsonb_build_object('type', CASE WHEN workspace_wide THEN 'workspace' ELSE 'user' END, 'id', subject_id),
@@ -228,7 +271,9 @@ export async function insertDenialEvents(db: Queryable, from: Date, to: Date, no
            'first_at', to_char(first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
            'last_at', to_char(last_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS data,
          row_number() OVER (ORDER BY workspace_id, first_at, subject_id, reason) AS ord
-       FROM grouped`, '$4')}`,
+       FROM grouped`,
+       '$4',
+     )}`,
     [from, to, WORKSPACE_REASONS, now],
   );
   return rows[0]!.inserted;
@@ -246,14 +291,17 @@ export async function insertRunFailedEvents(db: Queryable, from: Date, to: Date,
        FROM runs r LEFT JOIN run_totals t ON t.run_id = r.id
        WHERE r.status = 'FAILED' AND r.ended_at >= $1 AND r.ended_at < $2
          AND ${subscribed('r.workspace_id', 'run.failed')}
-     )${fanOut(`SELECT ${EVENT_ID} AS id, workspace_id, 'run.failed' AS type,
+     )${fanOut(
+       `SELECT ${EVENT_ID} AS id, workspace_id, 'run.failed' AS type,
          jsonb_build_array('run.failed', id)::text AS dedupe_key,
          jsonb_build_object('run_id', id, 'user_id', user_id,
            'started_at', to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
            'ended_at', to_char(ended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
            'step_count', step_count, 'total_tokens', total_tokens, 'total_cost_usd', total_cost_usd::float8) AS data,
          row_number() OVER (ORDER BY ended_at, id) AS ord
-       FROM failed`, '$3')}`,
+       FROM failed`,
+       '$3',
+     )}`,
     [from, to, now],
   );
   return rows[0]!.inserted;
@@ -264,9 +312,14 @@ export async function insertRunFailedEvents(db: Queryable, from: Date, to: Date,
  * A cursor seen for the first time starts at `initial`.
  */
 export async function lockCursor(tx: Queryable, name: string, initial: Date): Promise<Date | null> {
-  await tx.query('INSERT INTO webhook_cursors (name, position) VALUES ($1, $2) ON CONFLICT DO NOTHING', [name, initial]);
+  await tx.query('INSERT INTO webhook_cursors (name, position) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+    name,
+    initial,
+  ]);
   const { rows } = await tx.query<{ position: Date }>(
-    'SELECT position FROM webhook_cursors WHERE name = $1 FOR UPDATE SKIP LOCKED', [name]);
+    'SELECT position FROM webhook_cursors WHERE name = $1 FOR UPDATE SKIP LOCKED',
+    [name],
+  );
   return rows[0]?.position ?? null;
 }
 
@@ -280,7 +333,13 @@ export async function moveCursor(tx: Queryable, name: string, position: Date): P
  * Leases up to `limit` endpoints whose oldest pending delivery is due, and that no other daemon
  * holds: while the lease lasts, only `owner` delivers to them.
  */
-export async function leaseDueEndpoints(db: Queryable, owner: string, now: Date, until: Date, limit: number): Promise<string[]> {
+export async function leaseDueEndpoints(
+  db: Queryable,
+  owner: string,
+  now: Date,
+  until: Date,
+  limit: number,
+): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
     `WITH due AS (
        SELECT e.id FROM webhook_endpoints e
@@ -298,12 +357,17 @@ export async function leaseDueEndpoints(db: Queryable, owner: string, now: Date,
 /** Extends the lease while `owner` still holds it; false when it was lost (expired and taken). */
 export async function renewLease(db: Queryable, endpointId: string, owner: string, until: Date): Promise<boolean> {
   const { rowCount } = await db.query(
-    'UPDATE webhook_endpoints SET lease_until = $3 WHERE id = $1 AND lease_owner = $2', [endpointId, owner, until]);
+    'UPDATE webhook_endpoints SET lease_until = $3 WHERE id = $1 AND lease_owner = $2',
+    [endpointId, owner, until],
+  );
   return rowCount > 0;
 }
 
 export async function releaseLease(db: Queryable, endpointId: string, owner: string): Promise<void> {
-  await db.query('UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2', [endpointId, owner]);
+  await db.query(
+    'UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2',
+    [endpointId, owner],
+  );
 }
 
 export interface DueDelivery {
@@ -328,8 +392,11 @@ export async function headDelivery(db: Queryable, endpointId: string, now: Date)
     attempts: Number(row.attempts),
     created_at: row.created_at as Date,
     event: {
-      id: String(row.event_id), type: String(row.type), workspace_id: String(row.workspace_id),
-      data: row.data, created_at: row.event_created_at as Date,
+      id: String(row.event_id),
+      type: String(row.type),
+      workspace_id: String(row.workspace_id),
+      data: row.data,
+      created_at: row.event_created_at as Date,
     },
   };
 }
@@ -358,8 +425,15 @@ export async function recordAttempt(tx: Queryable, record: AttemptRecord): Promi
   await tx.query(
     `UPDATE webhook_deliveries SET status = $2, attempts = $3, next_attempt_at = coalesce($4, next_attempt_at),
        finished_at = $5, last_status_code = $6, last_error = $7 WHERE id = $1`,
-    [record.deliveryId, o.status, record.attempt, o.status === 'pending' ? o.nextAttemptAt : null,
-      o.status === 'pending' ? null : o.at, record.statusCode, record.error],
+    [
+      record.deliveryId,
+      o.status,
+      record.attempt,
+      o.status === 'pending' ? o.nextAttemptAt : null,
+      o.status === 'pending' ? null : o.at,
+      record.statusCode,
+      record.error,
+    ],
   );
   if (record.disableEndpoint) {
     await tx.query(
@@ -380,12 +454,20 @@ export interface DeliveryView {
   finished_at: Date | null;
   last_status_code: number | null;
   last_error: string | null;
-  attempt_log: { attempt: number; attempted_at: Date; status_code: number | null; latency_ms: number; error: string | null }[];
+  attempt_log: {
+    attempt: number;
+    attempted_at: Date;
+    status_code: number | null;
+    latency_ms: number;
+    error: string | null;
+  }[];
 }
 
 /** The endpoint's deliveries, newest first, each with its attempts (the last 20). */
 export async function listDeliveries(
-  db: Queryable, endpointId: string, q: { status: string | null; page: number; perPage: number },
+  db: Queryable,
+  endpointId: string,
+  q: { status: string | null; page: number; perPage: number },
 ): Promise<{ items: DeliveryView[]; total: number }> {
   const [{ rows }, { rows: count }] = await Promise.all([
     db.query<Record<string, unknown>>(
@@ -414,7 +496,10 @@ export async function listDeliveries(
     finished_at: (r.finished_at as Date | null) ?? null,
     last_status_code: r.last_status_code === null ? null : Number(r.last_status_code),
     last_error: (r.last_error as string | null) ?? null,
-    attempt_log: (r.attempt_log as DeliveryView['attempt_log']).map((a) => ({ ...a, attempted_at: new Date(a.attempted_at) })),
+    attempt_log: (r.attempt_log as DeliveryView['attempt_log']).map((a) => ({
+      ...a,
+      attempted_at: new Date(a.attempted_at),
+    })),
   }));
   return { items, total: Number(count[0]!.total) };
 }
@@ -423,7 +508,12 @@ export async function listDeliveries(
  * A new pending delivery of a delivered or failed one's event to the same endpoint, due now, at
  * the end of the endpoint's queue. Null when the delivery is not the endpoint's.
  */
-export async function replayDelivery(db: Queryable, endpointId: string, deliveryId: string, now: Date): Promise<string | null> {
+export async function replayDelivery(
+  db: Queryable,
+  endpointId: string,
+  deliveryId: string,
+  now: Date,
+): Promise<string | null> {
   const { rows } = await db.query<{ id: string }>(
     `INSERT INTO webhook_deliveries (id, endpoint_id, event_id, seq, next_attempt_at, created_at)
      SELECT gen_random_uuid(), d.endpoint_id, d.event_id, nextval(pg_get_serial_sequence('webhook_events', 'seq')), $3, $3
@@ -439,5 +529,7 @@ export async function purgeWebhookHistory(db: Queryable, before: Date): Promise<
   await db.query(`DELETE FROM webhook_deliveries WHERE status <> 'pending' AND created_at < $1`, [before]);
   await db.query(
     `DELETE FROM webhook_events e WHERE e.created_at < $1
-     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`, [before]);
+     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`,
+    [before],
+  );
 }

@@ -8,7 +8,12 @@ const MAX_DELAY_MS = 60 * 60_000;
  * jitter" (between half and all of it), so that endpoints that failed together are not retried
  * together. A Retry-After longer than that wins.
  */
-export function retryDelayMs(attempt: number, baseMs: number, retryAfterMs: number | null, random: () => number = Math.random): number {
+export function retryDelayMs(
+  attempt: number,
+  baseMs: number,
+  retryAfterMs: number | null,
+  random: () => number = Math.random,
+): number {
   const exponential = Math.min(MAX_DELAY_MS, baseMs * 2 ** Math.min(attempt - 1, 30));
   const jittered = exponential / 2 + random() * (exponential / 2);
   return Math.max(jittered, retryAfterMs ?? 0);

@@ -11,8 +11,16 @@ import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/db.js';
 import {
-  endpointById, headDelivery, leaseDueEndpoints, purgeWebhookHistory, recordAttempt, releaseLease, renewLease,
-  type AttemptRecord, type DueDelivery, type EndpointRow,
+  endpointById,
+  headDelivery,
+  leaseDueEndpoints,
+  purgeWebhookHistory,
+  recordAttempt,
+  releaseLease,
+  renewLease,
+  type AttemptRecord,
+  type DueDelivery,
+  type EndpointRow,
 } from '../store/webhooks.js';
 import { parseRetryAfter, retryDelayMs } from './backoff.js';
 import type { OutboundPolicy } from './outbound-policy.js';
@@ -86,7 +94,10 @@ export class WebhookDispatcher {
         const now = Date.now();
         if (this.failingSince === null || now - this.lastFailureLog >= 60_000) {
           this.lastFailureLog = now;
-          this.o.logger.warn({ err: error, failingForMs: this.failingSince === null ? 0 : now - this.failingSince }, 'webhook dispatch round failed');
+          this.o.logger.warn(
+            { err: error, failingForMs: this.failingSince === null ? 0 : now - this.failingSince },
+            'webhook dispatch round failed',
+          );
         }
         this.failingSince ??= now;
       })
@@ -126,7 +137,9 @@ export class WebhookDispatcher {
       ['failed runs', () => scanFailedRuns(this.o.db, now)],
     ];
     for (const [name, run] of scans) {
-      await run().catch((error: unknown) => this.o.logger.warn({ err: error, scan: name }, 'webhook event scan failed'));
+      await run().catch((error: unknown) =>
+        this.o.logger.warn({ err: error, scan: name }, 'webhook event scan failed'),
+      );
     }
   }
 
@@ -156,34 +169,52 @@ export class WebhookDispatcher {
 
   private send(endpoint: EndpointRow, delivery: Pick<DueDelivery, 'event'>): Promise<AttemptResult> {
     const now = this.o.clock.now();
-    return attemptDelivery({
-      url: endpoint.url,
-      secret: endpoint.secret,
-      messageId: delivery.event.id,
-      body: body(endpoint.format, delivery.event),
-      timestampSeconds: Math.floor(now.getTime() / 1000),
-      userAgent: this.o.userAgent,
-    }, this.o.policy, this.o.timeoutMs);
+    return attemptDelivery(
+      {
+        url: endpoint.url,
+        secret: endpoint.secret,
+        messageId: delivery.event.id,
+        body: body(endpoint.format, delivery.event),
+        timestampSeconds: Math.floor(now.getTime() / 1000),
+        userAgent: this.o.userAgent,
+      },
+      this.o.policy,
+      this.o.timeoutMs,
+    );
   }
 
   private outcome(endpoint: EndpointRow, delivery: DueDelivery, result: AttemptResult): AttemptRecord {
     const now = this.o.clock.now();
     const attempt = delivery.attempts + 1;
     const base = {
-      deliveryId: delivery.id, endpointId: endpoint.id, attempt, attemptedAt: now,
-      statusCode: result.statusCode, latencyMs: result.latencyMs, error: result.error, disableEndpoint: null,
+      deliveryId: delivery.id,
+      endpointId: endpoint.id,
+      attempt,
+      attemptedAt: now,
+      statusCode: result.statusCode,
+      latencyMs: result.latencyMs,
+      error: result.error,
+      disableEndpoint: null,
     };
     if (result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300) {
       return { ...base, outcome: { status: 'delivered', at: now } };
     }
     if (result.statusCode === 410) {
       // The receiver says the endpoint is gone for good: stop sending to it until someone re-enables it.
-      return { ...base, outcome: { status: 'failed', at: now }, disableEndpoint: `The endpoint answered 410 Gone at ${now.toISOString()}.` };
+      return {
+        ...base,
+        outcome: { status: 'failed', at: now },
+        disableEndpoint: `The endpoint answered 410 Gone at ${now.toISOString()}.`,
+      };
     }
     const delay = retryDelayMs(attempt, this.o.retryBaseMs, parseRetryAfter(result.retryAfter ?? undefined, now));
     const next = new Date(now.getTime() + delay);
     if (next.getTime() - delivery.created_at.getTime() > this.o.maxAgeMs) {
-      return { ...base, error: `${result.error ?? 'failed'} (gave up after ${attempt} attempts)`, outcome: { status: 'failed', at: now } };
+      return {
+        ...base,
+        error: `${result.error ?? 'failed'} (gave up after ${attempt} attempts)`,
+        outcome: { status: 'failed', at: now },
+      };
     }
     return { ...base, outcome: { status: 'pending', nextAttemptAt: next } };
   }

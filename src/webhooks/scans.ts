@@ -6,7 +6,13 @@
  * anywhere finds the same records.
  */
 import type { Db } from '../store/db.js';
-import { insertDenialEvents, insertRunFailedEvents, insertThresholdEvents, lockCursor, moveCursor } from '../store/webhooks.js';
+import {
+  insertDenialEvents,
+  insertRunFailedEvents,
+  insertThresholdEvents,
+  lockCursor,
+  moveCursor,
+} from '../store/webhooks.js';
 
 /** Failed runs are looked for up to this long ago: their end has committed by then, nearly always. */
 const SETTLE_MS = 2_000;

@@ -29,7 +29,11 @@ export interface AttemptResult {
   refused: boolean;
 }
 
-export async function attemptDelivery(attempt: Attempt, policy: OutboundPolicy, timeoutMs: number): Promise<AttemptResult> {
+export async function attemptDelivery(
+  attempt: Attempt,
+  policy: OutboundPolicy,
+  timeoutMs: number,
+): Promise<AttemptResult> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
   let agent: Agent | null = null;
@@ -42,7 +46,8 @@ export async function attemptDelivery(attempt: Attempt, policy: OutboundPolicy, 
       connect: {
         timeout: timeoutMs,
         lookup: (_host, options, callback) => {
-          if ((options as { all?: boolean }).all) callback(null, [{ address: target.address, family: target.family }] as never);
+          if ((options as { all?: boolean }).all)
+            callback(null, [{ address: target.address, family: target.family }] as never);
           else callback(null, target.address, target.family);
         },
       },
@@ -97,12 +102,22 @@ async function readLimited(body: AsyncIterable<Buffer> & { destroy(): unknown })
   } finally {
     body.destroy();
   }
-  return Buffer.concat(chunks).subarray(0, RESPONSE_LIMIT_BYTES).toString('utf8').replace(/\s+/g, ' ').trim().slice(0, 500);
+  return Buffer.concat(chunks)
+    .subarray(0, RESPONSE_LIMIT_BYTES)
+    .toString('utf8')
+    .replace(/\s+/g, ' ')
+    .trim()
+    .slice(0, 500);
 }
 
 function describe(error: unknown): string {
   const e = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT') {
+  if (
+    e?.name === 'TimeoutError' ||
+    e?.name === 'AbortError' ||
+    e?.code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    e?.code === 'UND_ERR_BODY_TIMEOUT'
+  ) {
     return 'timed out';
   }
   const code = e?.code ?? e?.cause?.code;

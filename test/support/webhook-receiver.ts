@@ -27,7 +27,11 @@ export type ReceiverMode = { status: number; headers?: Record<string, string> } 
  * `${id}.${timestamp}.${body}`; the header holds space-separated `v1,<base64 HMAC-SHA256>`
  * signatures, any of which may match; the timestamp must be within 5 minutes of now.
  */
-export function verifyStandardWebhook(secret: string, headers: { id: string; timestamp: string; signature: string }, body: string): boolean {
+export function verifyStandardWebhook(
+  secret: string,
+  headers: { id: string; timestamp: string; signature: string },
+  body: string,
+): boolean {
   if (!secret.startsWith('whsec_')) return false;
   const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
   const seconds = Number(headers.timestamp);
@@ -73,7 +77,9 @@ export async function startReceiver(): Promise<Receiver> {
       const deadline = Date.now() + timeoutMs;
       while (!predicate(receiver.unique())) {
         if (Date.now() > deadline) {
-          throw new Error(`receiver: condition not met in ${timeoutMs} ms; got ${JSON.stringify(receiver.unique().map((r) => r.json?.type))}`);
+          throw new Error(
+            `receiver: condition not met in ${timeoutMs} ms; got ${JSON.stringify(receiver.unique().map((r) => r.json?.type))}`,
+          );
         }
         await sleep(50);
       }
@@ -109,7 +115,13 @@ export async function startReceiver(): Promise<Receiver> {
       }
       // Only answered deliveries count as received: a failure status is a delivery not taken.
       if (mode.status >= 200 && mode.status < 300) {
-        receiver.received.push({ path: req.url ?? '/', ...headers, body, json, verified: verifyStandardWebhook(secret, headers, body) });
+        receiver.received.push({
+          path: req.url ?? '/',
+          ...headers,
+          body,
+          json,
+          verified: verifyStandardWebhook(secret, headers, body),
+        });
       }
       res.writeHead(mode.status, mode.headers ?? {}).end('ok');
     });
