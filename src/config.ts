@@ -74,6 +74,24 @@ export interface Config {
   headersTimeoutMs: number;
   /** Open client connections at most; 0: derived from the process's open-file limit. */
   maxConnections: number;
+  /** Webhooks may go to loopback, link-local and private addresses (never to this daemon's own port). */
+  webhookAllowPrivate: boolean;
+  /** Endpoints this daemon delivers to at once. */
+  webhookConcurrency: number;
+  /** One delivery attempt, connect to answer. */
+  webhookTimeoutMs: number;
+  /** How often this daemon looks for due deliveries; 0: it delivers none (others do). */
+  webhookPollIntervalMs: number;
+  /** The first retry's delay; each next doubles, with jitter, up to an hour, for up to 24 hours. */
+  webhookRetryBaseMs: number;
+  /** How often budget thresholds, denial windows and failed runs are scanned for. */
+  webhookScanIntervalMs: number;
+  /** Denials are told of once per subject and reason per window of this length. */
+  webhookDenialWindowMs: number;
+  /** Fractions of a daily budget whose crossing is told of (`budget.threshold`). */
+  webhookBudgetThresholds: number[];
+  /** Finished deliveries and their events are kept this many days. */
+  webhookRetentionDays: number;
 }
 
 export const REGISTRATION_MODES = ['open', 'closed'] as const;
@@ -157,6 +175,15 @@ const providers: Parser<Record<string, ProviderEntry>> = (raw) => {
   return out;
 };
 
+/** Fractions, from a JSON array or `0.5,0.8,1`: each above 0 and at most 10, at most 20 of them. */
+const fractions: Parser<number[]> = (raw) => {
+  const list = typeof raw === 'string' ? raw.split(',').filter((s) => s.trim() !== '').map((s) => Number(s.trim())) : raw;
+  if (!Array.isArray(list) || list.length > 20 || !list.every((n) => typeof n === 'number' && Number.isFinite(n) && n > 0 && n <= 10)) {
+    throw new Error('must be a list of fractions above 0 and at most 10 (e.g. 0.5,0.8,1)');
+  }
+  return [...new Set(list as number[])].sort((x, y) => x - y);
+};
+
 /** Keys whose values may carry credentials (a URL's password, a secret, a key). */
 const SECRET_KEYS = new Set<keyof Config>(['databaseUrl', 'redisUrl', 'jwtSecret', 'proxyApiKey']);
 
@@ -216,6 +243,15 @@ const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } }
   requestTimeoutMs: { env: 'RUNGUARD_REQUEST_TIMEOUT_MS', parse: integer(1_000, 3_600_000) },
   headersTimeoutMs: { env: 'RUNGUARD_HEADERS_TIMEOUT_MS', parse: integer(1_000, 600_000) },
   maxConnections: { env: 'RUNGUARD_MAX_CONNECTIONS', parse: integer(0, 1_000_000) },
+  webhookAllowPrivate: { env: 'RUNGUARD_WEBHOOK_ALLOW_PRIVATE', parse: boolean },
+  webhookConcurrency: { env: 'RUNGUARD_WEBHOOK_CONCURRENCY', parse: integer(1, 1_000) },
+  webhookTimeoutMs: { env: 'RUNGUARD_WEBHOOK_TIMEOUT_MS', parse: integer(100, 120_000) },
+  webhookPollIntervalMs: { env: 'RUNGUARD_WEBHOOK_POLL_INTERVAL_MS', parse: integer(0, 60_000) },
+  webhookRetryBaseMs: { env: 'RUNGUARD_WEBHOOK_RETRY_BASE_MS', parse: integer(10, 3_600_000) },
+  webhookScanIntervalMs: { env: 'RUNGUARD_WEBHOOK_SCAN_INTERVAL_MS', parse: integer(100, 3_600_000) },
+  webhookDenialWindowMs: { env: 'RUNGUARD_WEBHOOK_DENIAL_WINDOW_MS', parse: integer(1_000, 86_400_000) },
+  webhookBudgetThresholds: { env: 'RUNGUARD_WEBHOOK_BUDGET_THRESHOLDS', parse: fractions },
+  webhookRetentionDays: { env: 'RUNGUARD_WEBHOOK_RETENTION_DAYS', parse: integer(1, 3_650) },
 };
 
 function readJson(path: string | URL, label: string): Record<string, unknown> {

@@ -25,6 +25,8 @@ import { buildLateIndexes, buildLateIndexesNow } from './store/late-indexes.js';
 import { migrate } from './store/migrations.js';
 import { RedisCounters, redisClient } from './store/redis-counters.js';
 import { SqlCounters } from './store/sql-counters.js';
+import { WebhookDispatcher } from './webhooks/dispatcher.js';
+import type { OutboundPolicy } from './webhooks/outbound-policy.js';
 
 import { VERSION } from './version.js';
 
@@ -123,7 +125,7 @@ export interface Daemon {
 }
 
 /** Everything between the stores and the listening socket: bootstrap, the providers, the app. */
-async function prepare(config: Config, logger: Logger, stores: Stores, out: NodeJS.WritableStream) {
+async function prepare(config: Config, logger: Logger, stores: Stores, out: NodeJS.WritableStream, webhookPolicy: OutboundPolicy) {
   if (stores.db.kind === 'embedded') await buildLateIndexesNow(stores.db);
   const created = await bootstrapWorkspace(stores.db, config.defaultPlan, resolve(config.dataDir));
   if (created) {
@@ -167,6 +169,7 @@ async function prepare(config: Config, logger: Logger, stores: Stores, out: Node
     localKey,
     // Beside this module in dist/: `npm run build` writes the dashboard there.
     dashboardDir: fileURLToPath(new URL('./dashboard/', import.meta.url)),
+    webhooks: { policy: webhookPolicy, timeoutMs: config.webhookTimeoutMs, userAgent: `runguard/${VERSION}` },
     proxy: {
       providers,
       // Read per call (a getter): the local key file's key changes when it is regenerated.
@@ -208,8 +211,10 @@ export async function startDaemon(
   options: StartOptions = {},
 ): Promise<Daemon> {
   const stores = await openStores(config, logger);
+  // Where webhooks may go; the port is the one bound, once the daemon listens (0 picks one).
+  const webhookPolicy: OutboundPolicy = { allowPrivate: config.webhookAllowPrivate, ownPort: config.port || null };
   // A start that fails past here closes the stores: an embedded database's lock goes with them.
-  const { app, providers, metrics, created } = await prepare(config, logger, stores, out).catch(async (error: unknown) => {
+  const { app, providers, metrics, created } = await prepare(config, logger, stores, out, webhookPolicy).catch(async (error: unknown) => {
     await stores.close().catch(() => {});
     throw error;
   });
@@ -223,6 +228,22 @@ export async function startDaemon(
     idempotencyPurgeIntervalMs: IDEMPOTENCY_PURGE_INTERVAL_MS,
     onEnded: metrics ? (count) => metrics.staleRunsEnded.inc(count) : undefined,
   });
+  const webhooks = new WebhookDispatcher({
+    db: stores.db,
+    clock: systemClock,
+    logger: logger.child({ component: 'webhooks' }),
+    policy: webhookPolicy,
+    userAgent: `runguard/${VERSION}`,
+    concurrency: config.webhookConcurrency,
+    timeoutMs: config.webhookTimeoutMs,
+    pollIntervalMs: config.webhookPollIntervalMs,
+    retryBaseMs: config.webhookRetryBaseMs,
+    maxAgeMs: 24 * 3_600_000,
+    scanIntervalMs: config.webhookScanIntervalMs,
+    denialWindowMs: config.webhookDenialWindowMs,
+    thresholdsPpm: config.webhookBudgetThresholds.map((f) => Math.round(f * 1_000_000)),
+    retentionMs: config.webhookRetentionDays * 86_400_000,
+  });
   const reconciler = periodicReconcile({
     db: stores.db,
     counters: stores.counters,
@@ -233,6 +254,8 @@ export async function startDaemon(
   let address: string;
   try {
     address = await app.listen({ host: config.host, port: config.port });
+    // The port actually bound (0 in the configuration picks one): webhooks never go to it.
+    webhookPolicy.ownPort = Number(new URL(address).port) || webhookPolicy.ownPort;
   } catch (error) {
     await app.close().catch(() => {});
     await providers.close().catch(() => {});
@@ -241,6 +264,7 @@ export async function startDaemon(
   }
   sweeper.start();
   reconciler.start();
+  webhooks.start();
   const indexes = config.databaseUrl ? buildLateIndexes(config.databaseUrl, logger.child({ component: 'indexes' })) : null;
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
   const forget = options.recordFor ? recordListening(config, app, options.recordFor, logger) : () => {};
@@ -258,7 +282,9 @@ export async function startDaemon(
         forget();
         // The socket stops accepting at once; the background jobs stop beside it (they use the
         // stores, closed once all are done).
-        await Promise.all([closeWithin(app, config.shutdownGraceMs, logger), sweeper.stop(), reconciler.stop(), indexes?.stop()]);
+        await Promise.all([
+          closeWithin(app, config.shutdownGraceMs, logger), sweeper.stop(), reconciler.stop(), indexes?.stop(), webhooks.stop(),
+        ]);
         await providers.close();
         await stores.close();
       })();

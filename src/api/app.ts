@@ -12,6 +12,8 @@ import { deferredChildLogger } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import type { Clock } from '../clock.js';
 import { GuardService } from '../service/guard-service.js';
+import { GuardSettings } from '../service/guard-settings.js';
+import { Webhooks, type WebhookSettings } from '../service/webhooks.js';
 import { TokenIssuer } from '../service/tokens.js';
 import type { CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
@@ -40,6 +42,7 @@ import { pricingCatalogRoutes } from './routes/pricing-catalog.js';
 import { dashboardAuthRoutes } from './routes/dashboard-auth.js';
 import { registerDashboard } from './dashboard-assets.js';
 import { DashboardSignIn } from '../service/dashboard-sign-in.js';
+import { webhookRoutes } from './routes/webhooks.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
 import { proxyRequestSerializer, proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
 
@@ -65,6 +68,8 @@ export interface AppDeps {
   http?: HttpLimits;
   /** The built web dashboard's folder (`dist/dashboard`). Absent or not built: `/` says how to build it. */
   dashboardDir?: string;
+  /** Where webhooks may go, and a test ping's timeout. @default private targets refused, 10 s */
+  webhooks?: WebhookSettings;
 }
 
 /** What one client may hold of the HTTP server. */
@@ -172,14 +177,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(healthRoutes, { db, counters, version: deps.version });
   await app.register(runRoutes, { guard, db, clock: deps.clock });
-  await app.register(pricingRoutes, { db, clock: deps.clock });
-  await app.register(workspaceRoutes, { db, counters, clock: deps.clock });
+  // Every change to what a decision reads passes here: it bumps the state version itself.
+  const settings = new GuardSettings(db, counters, deps.clock);
+  await app.register(pricingRoutes, { db, settings });
+  await app.register(workspaceRoutes, { settings });
   await app.register(authRoutes, {
     accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute, registration: deps.auth.registration ?? 'closed',
   });
   await app.register(apiKeyRoutes, { db, clock: deps.clock, keys, localKey: deps.localKey });
-  await app.register(userRoutes, { db, counters, clock: deps.clock });
-  await app.register(usageRoutes, { db, counters, clock: deps.clock });
+  await app.register(userRoutes, { db, counters, settings, clock: deps.clock });
+  await app.register(usageRoutes, { db, counters, settings, clock: deps.clock });
+  await app.register(webhookRoutes, {
+    webhooks: new Webhooks(db, deps.clock, deps.webhooks ?? {
+      policy: { allowPrivate: false, ownPort: null }, timeoutMs: 10_000, userAgent: `runguard/${deps.version}`,
+    }),
+  });
   await app.register(overviewRoutes, { db, clock: deps.clock });
   await app.register(pricingCatalogRoutes);
   await app.register(dashboardAuthRoutes, {

@@ -10,3 +10,4 @@ export * from './runs.js';
 export * from './pricing.js';
 export * from './deletion.js';
 export * from './dashboard.js';
+export * from './webhooks.js';

@@ -22,6 +22,12 @@ export const LATE_INDEXES: readonly LateIndex[] = [
   // reads every step ever recorded (~0.2-0.5 s at a million, growing with history). Partial: a
   // step without a cost is never counted, and never costs an entry.
   { name: 'steps_priced_finish', table: 'steps', definition: '(finished_at) WHERE cost_usd IS NOT NULL' },
+  // The webhook scans (webhooks/scans.ts): today's per-user spend for budget thresholds, the denials
+  // of a window, the runs failed since the last scan. Partial: only denials and failures cost an entry.
+  { name: 'user_usage_daily_day', table: 'user_usage_daily', definition: '(day)' },
+  { name: 'steps_blocked', table: 'steps', definition: "(created_at) WHERE status = 'BLOCKED'" },
+  { name: 'runs_blocked', table: 'runs', definition: "(started_at) WHERE status = 'BLOCKED'" },
+  { name: 'runs_failed', table: 'runs', definition: "(ended_at) WHERE status = 'FAILED'" },
 ];
 
 export interface LateIndexBuild {

@@ -332,6 +332,84 @@ ALTER TABLE steps
 `,
   },
   {
+    version: 12,
+    name: 'webhooks',
+    sql: `
+-- Alerts and webhooks (docs/webhooks.md). An event is written in the same transaction as the
+-- change that causes it, with one delivery per subscribed endpoint (the outbox); daemons claim
+-- endpoints by lease and deliver each endpoint's queue in order.
+CREATE TABLE webhook_endpoints (
+  id uuid PRIMARY KEY,
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  url text NOT NULL,
+  description text,
+  events text[] NOT NULL,
+  format text NOT NULL DEFAULT 'standard',
+  -- whsec_<base64>: kept as is, since every delivery is signed with it.
+  secret text NOT NULL,
+  enabled boolean NOT NULL DEFAULT true,
+  disabled_reason text,
+  -- The daemon delivering to it holds it until lease_until: one attempt at a time per endpoint.
+  lease_owner text,
+  lease_until timestamptz,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+CREATE INDEX webhook_endpoints_workspace ON webhook_endpoints (workspace_id, created_at);
+
+CREATE TABLE webhook_events (
+  id text PRIMARY KEY,
+  -- Commit order within a workspace, near enough: deliveries follow it per endpoint.
+  seq bigserial NOT NULL,
+  workspace_id uuid NOT NULL,
+  type text NOT NULL,
+  -- At most one event per key: a threshold per subject and day, a denial window, a failed run.
+  dedupe_key text UNIQUE,
+  data jsonb NOT NULL,
+  created_at timestamptz NOT NULL
+);
+CREATE INDEX webhook_events_age ON webhook_events (created_at);
+
+CREATE TABLE webhook_deliveries (
+  id uuid PRIMARY KEY,
+  endpoint_id uuid NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+  event_id text NOT NULL REFERENCES webhook_events (id) ON DELETE CASCADE,
+  seq bigint NOT NULL,
+  -- pending, delivered, failed (gave up or refused); a replay is a new pending delivery.
+  status text NOT NULL DEFAULT 'pending',
+  attempts integer NOT NULL DEFAULT 0,
+  next_attempt_at timestamptz NOT NULL,
+  created_at timestamptz NOT NULL,
+  finished_at timestamptz,
+  last_status_code integer,
+  last_error text
+);
+CREATE INDEX webhook_deliveries_queue ON webhook_deliveries (endpoint_id, seq) WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_listing ON webhook_deliveries (endpoint_id, created_at DESC, id DESC);
+
+CREATE TABLE webhook_attempts (
+  delivery_id uuid NOT NULL REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
+  attempt integer NOT NULL,
+  attempted_at timestamptz NOT NULL,
+  status_code integer,
+  latency_ms integer NOT NULL,
+  error text,
+  PRIMARY KEY (delivery_id, attempt)
+);
+
+-- Where each periodic scan (denial windows, failed runs) got to, shared by every daemon.
+CREATE TABLE webhook_cursors (
+  name text PRIMARY KEY,
+  position timestamptz NOT NULL
+);
+
+-- The threshold scan reads today's usage only (one row per workspace and day: small). The
+-- indexes on steps, runs and users' usage are late indexes (late-indexes.ts): built without
+-- holding writes.
+CREATE INDEX usage_daily_day ON usage_daily (day);
+`,
+  },
+  {
     version: 13,
     name: 'dashboard_sign_in_links',
     sql: `

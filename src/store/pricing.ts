@@ -31,6 +31,17 @@ export async function listActivePricing(db: Queryable, workspaceId: string): Pro
   return rows.map(toPricing);
 }
 
+/** One model's price; `forUpdate` locks its row until the transaction ends. */
+export async function getPricing(
+  db: Queryable, workspaceId: string, model: string, options: { forUpdate?: boolean } = {},
+): Promise<ModelPricing | null> {
+  const { rows } = await db.query(
+    `SELECT * FROM model_pricing WHERE workspace_id = $1 AND model = $2${options.forUpdate ? ' FOR UPDATE' : ''}`,
+    [workspaceId, model],
+  );
+  return rows[0] ? toPricing(rows[0]) : null;
+}
+
 export interface PricingInput {
   input_cost_per_token: number;
   output_cost_per_token: number;
@@ -94,6 +105,8 @@ export interface ImportOptions {
   /** Answer what would change, change nothing. */
   dryRun: boolean;
   now: Date;
+  /** Runs in the import's transaction, after its writes (the caller's record of the change). */
+  inTransaction?: (tx: Queryable, lines: ImportedEntry[]) => Promise<void>;
 }
 
 /** Exact decimal text in one spelling, so that `0.000000150` and `1.5e-7` compare equal. */
@@ -142,13 +155,15 @@ export async function importPricing(
     });
     const writes = decided.filter((d) => d.change === 'new' || d.change === 'changed').map((d) => d.entry);
     const written = options.dryRun ? new Map<string, ModelPricing>() : await writeCatalogEntries(tx, workspaceId, writes, options.now);
-    return decided.map(({ entry, before, change }): ImportedEntry => {
+    const lines = decided.map(({ entry, before, change }): ImportedEntry => {
       const after = written.get(entry.model)
         ?? (change === 'new' || change === 'changed'
           ? { id: before?.id ?? null, model: entry.model, ...entryPrices(entry), source: 'catalog' as const }
           : before!);
       return { model: entry.model, change, before, after };
     });
+    await options.inTransaction?.(tx, lines);
+    return lines;
   });
 }
 

@@ -52,6 +52,17 @@ export async function listUsers(
   return { items: rows.map(toUser), total: Number(count[0]!.total) };
 }
 
+/** One user with the day's spend; `forUpdate` locks the row until the transaction ends. */
+export async function getUser(
+  db: Queryable, workspaceId: string, userId: string, day: string, options: { forUpdate?: boolean } = {},
+): Promise<SdkUserRow | null> {
+  const { rows } = await db.query(
+    `SELECT ${COLUMNS} FROM sdk_users u ${SPEND_JOIN} WHERE u.workspace_id = $1 AND u.user_id = $3${options.forUpdate ? ' FOR UPDATE OF u' : ''}`,
+    [workspaceId, day, userId],
+  );
+  return rows[0] ? toUser(rows[0]) : null;
+}
+
 /** Creates the user when never seen (so a user can be blocked before their first run). */
 export async function upsertUser(
   db: Queryable,

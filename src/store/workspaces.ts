@@ -66,6 +66,12 @@ export async function getWorkspace(db: Queryable, id: string): Promise<Workspace
   return rows[0] ? toWorkspace(rows[0]) : null;
 }
 
+/** The workspace, locked until the transaction ends: changes to it are made one at a time. */
+export async function lockWorkspace(tx: Queryable, id: string): Promise<WorkspaceRow | null> {
+  const { rows } = await tx.query('SELECT * FROM workspaces WHERE id = $1 FOR UPDATE', [id]);
+  return rows[0] ? toWorkspace(rows[0]) : null;
+}
+
 export async function setKillSwitch(db: Queryable, id: string, active: boolean, now: Date): Promise<WorkspaceRow> {
   const { rows } = await db.query(
     'UPDATE workspaces SET kill_switch_active = $2, updated_at = $3 WHERE id = $1 RETURNING *',

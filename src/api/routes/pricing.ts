@@ -2,11 +2,12 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Clock } from '../../clock.js';
+import type { GuardSettings } from '../../service/guard-settings.js';
 import type { Db } from '../../store/db.js';
-import { importPricing, listActivePricing, upsertPricing } from '../../store/pricing.js';
+import { listActivePricing } from '../../store/pricing.js';
 import { deletePricingEntry } from '../../service/deletion.js';
 import { ModelPricing, Nullable, errorResponses } from '../schemas.js';
+import { actorOf } from '../actor.js';
 
 /** Generous: a per-token price above $1 is almost surely a per-million figure typed as per-token. */
 const PricePerToken = Type.Number({ minimum: 0, maximum: 1_000 });
@@ -28,7 +29,7 @@ const ImportLine = Type.Object({
   after: Type.Object({ ...ModelPricing.properties, id: Nullable(Type.String()) }),
 });
 
-export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (base, { db, clock }) => {
+export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings }> = async (base, { db, settings }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/v1/model-pricing', {
@@ -46,7 +47,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async
       response: { 200: ModelPricing, ...errorResponses(400, 401, 422) },
     },
   }, async (request) =>
-    upsertPricing(db, request.principal.workspaceId, request.params.model, request.body, clock.now()));
+    settings.setPricing(actorOf(request.principal), request.principal.workspaceId, request.params.model, request.body));
 
   app.post('/v1/model-pricing/import', {
     config: { auth: 'any' },
@@ -69,7 +70,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async
     },
   }, async (request) => {
     const { models, overwrite, dry_run: dryRun } = request.body;
-    const items = await importPricing(db, request.principal.workspaceId, models, { overwrite, dryRun, now: clock.now() });
+    const items = await settings.importPricing(actorOf(request.principal), request.principal.workspaceId, models, { overwrite, dryRun });
     const count = (change: string) => items.filter((i) => i.change === change).length;
     return { items, new: count('new'), changed: count('changed'), unchanged: count('unchanged'), kept: count('kept'), dry_run: dryRun };
   });

@@ -4,13 +4,14 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd } from '../../money/decimal.js';
 import type { Clock } from '../../clock.js';
-import { planChange, planView } from '../../service/plans.js';
+import { planView } from '../../service/plans.js';
 import { runCounts, scopeAt, type CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';
 import { dailyUsage } from '../../store/users.js';
-import { PLAN_NAMES, updateWorkspace, type WorkspaceRow } from '../../store/workspaces.js';
+import type { GuardSettings } from '../../service/guard-settings.js';
+import { PLAN_NAMES, type WorkspaceRow } from '../../store/workspaces.js';
+import { actorOf } from '../actor.js';
 import { errorResponses, Nullable } from '../schemas.js';
-import { requireWorkspace } from './workspace.js';
 
 const PlanSchema = Type.Object({
   name: Type.String(),
@@ -32,9 +33,9 @@ function billingView(w: WorkspaceRow) {
   };
 }
 
-export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; clock: Clock }> = async (
+export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; settings: GuardSettings; clock: Clock }> = async (
   base,
-  { db, counters, clock },
+  { db, counters, settings, clock },
 ) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
@@ -62,7 +63,7 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; c
     const now = clock.now();
     const scope = scopeAt(now, request.principal.workspaceId, '');
     const [workspace, spend, counts, daily] = await Promise.all([
-      requireWorkspace(db, scope.workspaceId),
+      settings.workspace(scope.workspaceId),
       counters.readSpend(scope),
       runCounts(db, scope),
       dailyUsage(db, scope.workspaceId, scope.day, request.query.days),
@@ -82,7 +83,7 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; c
   app.get('/v1/billing', {
     config: { auth: 'jwt' },
     schema: { tags: ['billing'], summary: 'The plan, its limits, and the tiers', response: { 200: Billing, ...errorResponses(401) } },
-  }, async (request) => billingView(await requireWorkspace(db, request.principal.workspaceId)));
+  }, async (request) => billingView(await settings.workspace(request.principal.workspaceId)));
 
   app.post('/v1/billing/plan', {
     config: { auth: 'jwt' },
@@ -93,10 +94,6 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; c
       response: { 200: Billing, ...errorResponses(401, 409, 422) },
     },
   }, async (request) => {
-    const workspace = await requireWorkspace(db, request.principal.workspaceId);
-    const changes = planChange(workspace, request.body.plan);
-    const updated = await updateWorkspace(db, workspace.id, changes, clock.now());
-    await counters.stateChanged(workspace.id);
-    return billingView(updated);
+    return billingView(await settings.changePlan(actorOf(request.principal), request.principal.workspaceId, request.body.plan));
   });
 };

@@ -4,11 +4,13 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
 import type { Clock } from '../../clock.js';
-import type { CounterStore } from '../../store/counters.js';
+import type { GuardSettings } from '../../service/guard-settings.js';
 import type { Db } from '../../store/db.js';
-import { listUsers, upsertUser, type SdkUserRow } from '../../store/users.js';
+import { listUsers, type SdkUserRow } from '../../store/users.js';
+import type { CounterStore } from '../../store/counters.js';
 import { deleteUser } from '../../service/deletion.js';
 import { errorResponses, Nullable, Usd, UserDeletion } from '../schemas.js';
+import { actorOf } from '../actor.js';
 
 const User = Type.Object({
   user_id: Type.String(),
@@ -34,7 +36,10 @@ function view(u: SdkUserRow) {
 
 const today = (clock: Clock) => clock.now().toISOString().slice(0, 10);
 
-export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; clock: Clock }> = async (base, { db, counters, clock }) => {
+export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; settings: GuardSettings; clock: Clock }> = async (
+  base,
+  { db, counters, settings, clock },
+) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/v1/users', {
@@ -76,10 +81,8 @@ export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; cl
   }, async (request) => {
     const b = request.body;
     const budget = b.daily_budget_usd === undefined ? undefined : b.daily_budget_usd === null ? null : usdToMicros(b.daily_budget_usd);
-    const user = await upsertUser(db, request.principal.workspaceId, request.params.user_id, today(clock),
-      { blocked: b.blocked, daily_budget_micros: budget }, clock.now());
-    // Before the answer: a decision anywhere after it sees the change.
-    await counters.stateChanged(request.principal.workspaceId);
+    const user = await settings.updateUser(actorOf(request.principal), request.principal.workspaceId, request.params.user_id,
+      { blocked: b.blocked, daily_budget_micros: budget });
     return view(user);
   });
 

@@ -2,14 +2,11 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { ApiError } from '../../errors.js';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
-import type { Clock } from '../../clock.js';
-import { assertWithinPlan } from '../../service/plans.js';
-import type { CounterStore } from '../../store/counters.js';
-import type { Db } from '../../store/db.js';
-import { getWorkspace, PLANS, setKillSwitch, updateWorkspace, type WorkspaceRow } from '../../store/workspaces.js';
+import type { GuardSettings } from '../../service/guard-settings.js';
+import type { WorkspaceRow } from '../../store/workspaces.js';
 import { errorResponses, Nullable, RetentionDays, Usd, Uuid } from '../schemas.js';
+import { actorOf } from '../actor.js';
 
 const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });
 
@@ -45,19 +42,13 @@ export function workspaceView(w: WorkspaceRow) {
   };
 }
 
-export async function requireWorkspace(db: Db, id: string): Promise<WorkspaceRow> {
-  const workspace = await getWorkspace(db, id);
-  if (!workspace) throw new ApiError('UNAUTHORIZED');
-  return workspace;
-}
-
-export const workspaceRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; clock: Clock }> = async (base, { db, counters, clock }) => {
+export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = async (base, { settings }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/v1/workspace', {
     config: { auth: 'any' },
     schema: { tags: ['workspace'], summary: 'Workspace configuration', response: { 200: WorkspaceSchema, ...errorResponses(401) } },
-  }, async (request) => workspaceView(await requireWorkspace(db, request.principal.workspaceId)));
+  }, async (request) => workspaceView(await settings.workspace(request.principal.workspaceId)));
 
   app.patch('/v1/workspace', {
     config: { auth: 'any' },
@@ -78,19 +69,15 @@ export const workspaceRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStor
       response: { 200: WorkspaceSchema, ...errorResponses(400, 401, 403, 422) },
     },
   }, async (request) => {
-    const workspace = await requireWorkspace(db, request.principal.workspaceId);
     const b = request.body;
-    const changes = {
+    const updated = await settings.updateWorkspace(actorOf(request.principal), request.principal.workspaceId, {
       name: b.name,
       daily_budget_micros: micros(b.daily_budget_usd),
       user_daily_budget_micros: micros(b.user_daily_budget_usd),
       monthly_run_limit: b.monthly_run_limit,
       max_concurrent_runs: b.max_concurrent_runs,
-    };
-    assertWithinPlan(workspace.plan, changes);
-    const updated = await updateWorkspace(db, workspace.id, { ...changes, retention_days: b.retention_days }, clock.now());
-    // Before the answer: a decision anywhere after it sees the change.
-    await counters.stateChanged(workspace.id);
+      retention_days: b.retention_days,
+    });
     return workspaceView(updated);
   });
 
@@ -106,12 +93,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStor
       },
     },
   }, async (request) => {
-    const workspace = await requireWorkspace(db, request.principal.workspaceId);
-    if (!PLANS[workspace.plan].kill_switch) {
-      throw new ApiError('PLAN_REQUIRED', `The kill switch needs the scale plan or higher; this workspace is on ${workspace.plan}.`);
-    }
-    const updated = await setKillSwitch(db, workspace.id, request.body.active, clock.now());
-    await counters.stateChanged(workspace.id);
+    const updated = await settings.setKillSwitch(actorOf(request.principal), request.principal.workspaceId, request.body.active);
     return { active: updated.kill_switch_active, updated_at: updated.updated_at.toISOString() };
   });
 };

@@ -15,6 +15,7 @@ import { runsCommand } from './runs.js';
 import { startCommand } from './start.js';
 import { statusCommand } from './status.js';
 import { usersCommand } from './users.js';
+import { webhooksCommand } from './webhooks.js';
 import { budgetCommand, limitsCommand } from './workspace.js';
 
 export const COMMANDS: (() => Command)[] = [
@@ -31,5 +32,6 @@ export const COMMANDS: (() => Command)[] = [
   limitsCommand,
   keysCommand,
   retentionCommand,
+  webhooksCommand,
   reconcileCommand,
 ];

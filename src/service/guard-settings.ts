@@ -1,0 +1,254 @@
+/**
+ * The one door to what a decision reads from the records: a workspace's settings, plan and kill
+ * switch, a user's block and budget, model pricing. Each change commits in a transaction of its
+ * own, with the webhook event that tells of it (the outbox), and then bumps the workspace's state
+ * version, so the very next decision in any daemon reads it; no caller has to remember any step.
+ */
+import { ApiError } from '../errors.js';
+import { microsToUsd } from '../money/decimal.js';
+import type { CounterStore } from '../store/counters.js';
+import type { Db, Queryable } from '../store/db.js';
+import {
+  getPricing,
+  importPricing,
+  upsertPricing,
+  type CatalogEntry,
+  type ImportedEntry,
+  type ModelPricing,
+  type PricingInput,
+} from '../store/pricing.js';
+import { getUser, upsertUser, type SdkUserRow } from '../store/users.js';
+import {
+  getWorkspace,
+  lockWorkspace,
+  PLANS,
+  setKillSwitch,
+  updateWorkspace,
+  type Plan,
+  type WorkspaceChanges,
+  type WorkspaceRow,
+} from '../store/workspaces.js';
+import type { Clock } from '../clock.js';
+import { assertWithinPlan, planChange } from './plans.js';
+import { differences, recordEvent, type Actor } from './webhook-events.js';
+
+export interface UserChanges {
+  blocked?: boolean;
+  daily_budget_micros?: number | null;
+}
+
+const usd = (micros: number | null) => (micros === null ? null : microsToUsd(micros));
+
+/** A workspace's settings as events show them: USD, not microdollars. */
+const settingsView = (w: WorkspaceRow) => ({
+  name: w.name,
+  plan: w.plan,
+  daily_budget_usd: usd(w.daily_budget_micros),
+  user_daily_budget_usd: usd(w.user_daily_budget_micros),
+  monthly_run_limit: w.monthly_run_limit,
+  max_concurrent_runs: w.max_concurrent_runs,
+});
+const PRICE_FIELDS = [
+  'input_cost_per_token',
+  'output_cost_per_token',
+  'cache_read_input_cost_per_token',
+  'cache_write_input_cost_per_token',
+  'is_active',
+] as const;
+const SETTINGS = [
+  'name',
+  'plan',
+  'daily_budget_usd',
+  'user_daily_budget_usd',
+  'monthly_run_limit',
+  'max_concurrent_runs',
+] as const;
+
+export class GuardSettings {
+  constructor(
+    private readonly db: Db,
+    private readonly counters: CounterStore,
+    private readonly clock: Clock,
+  ) {}
+
+  /** The workspace; a workspace that vanished under a valid credential answers as a bad credential. */
+  async workspace(workspaceId: string): Promise<WorkspaceRow> {
+    const workspace = await getWorkspace(this.db, workspaceId);
+    if (!workspace) throw new ApiError('UNAUTHORIZED');
+    return workspace;
+  }
+
+  /** Budgets, limits (within the plan's ceilings) and the name. */
+  async updateWorkspace(actor: Actor, workspaceId: string, changes: WorkspaceChanges): Promise<WorkspaceRow> {
+    return this.change(actor, workspaceId, async (tx, before, now) => {
+      assertWithinPlan(before.plan, changes);
+      return updateWorkspace(tx, workspaceId, changes, now);
+    });
+  }
+
+  /** Scale plan or higher. */
+  async setKillSwitch(actor: Actor, workspaceId: string, active: boolean): Promise<WorkspaceRow> {
+    return this.change(actor, workspaceId, async (tx, before, now) => {
+      if (!PLANS[before.plan].kill_switch) {
+        throw new ApiError(
+          'PLAN_REQUIRED',
+          `The kill switch needs the scale plan or higher; this workspace is on ${before.plan}.`,
+        );
+      }
+      const after = await setKillSwitch(tx, workspaceId, active, now);
+      if (before.kill_switch_active !== active) {
+        await recordEvent(
+          tx,
+          workspaceId,
+          'kill_switch.changed',
+          { actor, active, before: before.kill_switch_active },
+          now,
+        );
+      }
+      return after;
+    });
+  }
+
+  /** Moves to another plan tier; limits follow it (see `planChange`). */
+  async changePlan(actor: Actor, workspaceId: string, plan: Plan): Promise<WorkspaceRow> {
+    return this.change(actor, workspaceId, (tx, before, now) =>
+      updateWorkspace(tx, workspaceId, planChange(before, plan), now),
+    );
+  }
+
+  /** Blocks, unblocks or sets a user's daily budget; a user never seen is created (pre-blocking). */
+  async updateUser(actor: Actor, workspaceId: string, userId: string, changes: UserChanges): Promise<SdkUserRow> {
+    const now = this.clock.now();
+    const day = utcDay(now);
+    const user = await this.db.transaction(async (tx) => {
+      // Locked until the commit: two changes to one user at once each see the other's result.
+      const before = await getUser(tx, workspaceId, userId, day, { forUpdate: true });
+      const after = await upsertUser(tx, workspaceId, userId, day, changes, now);
+      if ((before?.blocked ?? false) !== after.blocked) {
+        await recordEvent(
+          tx,
+          workspaceId,
+          after.blocked ? 'user.blocked' : 'user.unblocked',
+          { actor, user_id: userId },
+          now,
+        );
+      }
+      const budget = differences(
+        { daily_budget_usd: usd(before?.daily_budget_micros ?? null) },
+        { daily_budget_usd: usd(after.daily_budget_micros) },
+        ['daily_budget_usd'],
+      );
+      if (Object.keys(budget).length > 0) {
+        await recordEvent(
+          tx,
+          workspaceId,
+          'settings.changed',
+          { actor, subject: { type: 'user', id: userId }, changes: budget },
+          now,
+        );
+      }
+      return after;
+    });
+    await this.counters.stateChanged(workspaceId);
+    return user;
+  }
+
+  /** Creates or updates a model's price. */
+  async setPricing(actor: Actor, workspaceId: string, model: string, input: PricingInput): Promise<ModelPricing> {
+    const now = this.clock.now();
+    const pricing = await this.db.transaction(async (tx) => {
+      const before = await getPricing(tx, workspaceId, model, { forUpdate: true });
+      const after = await upsertPricing(tx, workspaceId, model, input, now);
+      const changes = before
+        ? differences({ ...before }, { ...after }, PRICE_FIELDS)
+        : Object.fromEntries(
+            PRICE_FIELDS.filter((k) => after[k] !== null).map((k) => [k, { before: null, after: after[k] }]),
+          );
+      if (Object.keys(changes).length > 0) {
+        await recordEvent(
+          tx,
+          workspaceId,
+          'settings.changed',
+          { actor, subject: { type: 'model_pricing', id: model }, changes },
+          now,
+        );
+      }
+      return after;
+    });
+    await this.counters.stateChanged(workspaceId);
+    return pricing;
+  }
+
+  /**
+   * Imports catalog prices (see `importPricing`). One `settings.changed` event tells of every model
+   * the import created or changed, keyed by model; a dry run changes nothing and tells nothing.
+   */
+  async importPricing(
+    actor: Actor,
+    workspaceId: string,
+    entries: readonly CatalogEntry[],
+    options: { overwrite: boolean; dryRun: boolean },
+  ): Promise<ImportedEntry[]> {
+    const now = this.clock.now();
+    const lines = await importPricing(this.db, workspaceId, entries, {
+      ...options,
+      now,
+      inTransaction: async (tx, imported) => {
+        if (options.dryRun) return;
+        const changed = imported.filter((l) => l.change === 'new' || l.change === 'changed');
+        if (changed.length === 0) return;
+        const changes = Object.fromEntries(
+          changed.map((l) => [
+            l.model,
+            {
+              before: l.before && Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.before![k]])),
+              after: Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.after[k]])),
+            },
+          ]),
+        );
+        await recordEvent(
+          tx,
+          workspaceId,
+          'settings.changed',
+          { actor, subject: { type: 'model_pricing', id: null }, changes },
+          now,
+        );
+      },
+    });
+    if (!options.dryRun) await this.counters.stateChanged(workspaceId);
+    return lines;
+  }
+
+  /**
+   * A change to the workspace row, made under its row lock (two changes at once see each other's
+   * result, not the same "before"), with a `settings.changed` event when a setting moved; then the
+   * version bump: after the commit, and before the answer.
+   */
+  private async change(
+    actor: Actor,
+    workspaceId: string,
+    apply: (tx: Queryable, before: WorkspaceRow, now: Date) => Promise<WorkspaceRow>,
+  ): Promise<WorkspaceRow> {
+    const now = this.clock.now();
+    const after = await this.db.transaction(async (tx) => {
+      const before = await lockWorkspace(tx, workspaceId);
+      if (!before) throw new ApiError('UNAUTHORIZED');
+      const after = await apply(tx, before, now);
+      const changes = differences(settingsView(before), settingsView(after), SETTINGS);
+      if (Object.keys(changes).length > 0) {
+        await recordEvent(
+          tx,
+          workspaceId,
+          'settings.changed',
+          { actor, subject: { type: 'workspace', id: workspaceId }, changes },
+          now,
+        );
+      }
+      return after;
+    });
+    await this.counters.stateChanged(workspaceId);
+    return after;
+  }
+}
+
+export const utcDay = (now: Date) => now.toISOString().slice(0, 10);

@@ -1,0 +1,221 @@
+/**
+ * Delivers the outbox, in the background of every daemon. Each tick leases endpoints whose next
+ * delivery is due (a lease in Postgres, so each endpoint is delivered to by one daemon at a time
+ * and in order), and works through each leased endpoint's queue while its deliveries succeed. A
+ * bounded number of endpoints are worked on at once, each attempt with a timeout; nothing here
+ * is on the path of a decision or a proxied call. A daemon that dies holding a lease holds it
+ * only until it expires: another daemon then delivers what it had not.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import type { Db } from '../store/db.js';
+import {
+  endpointById,
+  headDelivery,
+  leaseDueEndpoints,
+  purgeWebhookHistory,
+  recordAttempt,
+  releaseLease,
+  renewLease,
+  type AttemptRecord,
+  type DueDelivery,
+  type EndpointRow,
+} from '../store/webhooks.js';
+import { parseRetryAfter, retryDelayMs } from './backoff.js';
+import type { OutboundPolicy } from './outbound-policy.js';
+import { body } from './payload.js';
+import { scanDenials, scanFailedRuns, scanThresholds } from './scans.js';
+import { attemptDelivery, type AttemptResult } from './sender.js';
+
+export interface DispatcherOptions {
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  policy: OutboundPolicy;
+  userAgent: string;
+  /** Endpoints delivered to at once by this daemon. */
+  concurrency: number;
+  /** One attempt, connect to last byte read. */
+  timeoutMs: number;
+  /** How often due deliveries are looked for; 0: this daemon delivers nothing (it still writes events). */
+  pollIntervalMs: number;
+  /** The first retry's delay; each next one doubles (with jitter), up to an hour. */
+  retryBaseMs: number;
+  /** A delivery not done this long after its event gives up. @default 24 h */
+  maxAgeMs: number;
+  /** How often thresholds, denial windows and failed runs are scanned for. */
+  scanIntervalMs: number;
+  denialWindowMs: number;
+  /** Fractions of a daily budget, in parts per million (0.8 = 800,000). */
+  thresholdsPpm: number[];
+  /** Finished deliveries and their events are kept this long. */
+  retentionMs: number;
+}
+
+const PURGE_INTERVAL_MS = 3_600_000;
+
+export class WebhookDispatcher {
+  private readonly owner = randomUUID();
+  private readonly working = new Set<Promise<void>>();
+  private timer: NodeJS.Timeout | null = null;
+  private stopping = false;
+  private ticking: Promise<void> | null = null;
+  private lastScan = 0;
+  private lastPurge = 0;
+  private failingSince: number | null = null;
+  private lastFailureLog = 0;
+
+  constructor(private readonly o: DispatcherOptions) {}
+
+  start(): void {
+    if (this.o.pollIntervalMs <= 0 || this.timer) return;
+    this.timer = setInterval(() => void this.tick(), this.o.pollIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops leasing; lets attempts under way finish (each is bounded by its timeout), then releases leases. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.ticking;
+    await Promise.all(this.working);
+  }
+
+  /** One round: scans when due, then leases what this daemon has room for. Never overlaps itself. */
+  tick(): Promise<void> {
+    this.ticking ??= this.round()
+      .then(() => {
+        this.failingSince = null;
+      })
+      .catch((error: unknown) => {
+        // Once when rounds start failing (a database outage), then once a minute: not every poll.
+        const now = Date.now();
+        if (this.failingSince === null || now - this.lastFailureLog >= 60_000) {
+          this.lastFailureLog = now;
+          this.o.logger.warn(
+            { err: error, failingForMs: this.failingSince === null ? 0 : now - this.failingSince },
+            'webhook dispatch round failed',
+          );
+        }
+        this.failingSince ??= now;
+      })
+      .finally(() => {
+        this.ticking = null;
+      });
+    return this.ticking;
+  }
+
+  private async round(): Promise<void> {
+    if (this.stopping) return;
+    const now = this.o.clock.now();
+    if (now.getTime() - this.lastScan >= this.o.scanIntervalMs) {
+      this.lastScan = now.getTime();
+      await this.scan(now);
+    }
+    if (now.getTime() - this.lastPurge >= PURGE_INTERVAL_MS) {
+      this.lastPurge = now.getTime();
+      await purgeWebhookHistory(this.o.db, new Date(now.getTime() - this.o.retentionMs));
+    }
+    const room = this.o.concurrency - this.working.size;
+    if (room <= 0) return;
+    const leased = await leaseDueEndpoints(this.o.db, this.owner, now, this.leaseEnd(), room);
+    for (const endpointId of leased) {
+      const work: Promise<void> = this.work(endpointId)
+        .catch((error: unknown) => this.o.logger.warn({ err: error, endpointId }, 'webhook delivery failed'))
+        .finally(() => this.working.delete(work));
+      this.working.add(work);
+    }
+  }
+
+  private async scan(now: Date): Promise<void> {
+    // Each scan on its own: one failing does not stop the others.
+    const scans: [string, () => Promise<number>][] = [
+      ['thresholds', () => scanThresholds(this.o.db, now, this.o.thresholdsPpm)],
+      ['denials', () => scanDenials(this.o.db, now, this.o.denialWindowMs)],
+      ['failed runs', () => scanFailedRuns(this.o.db, now)],
+    ];
+    for (const [name, run] of scans) {
+      await run().catch((error: unknown) =>
+        this.o.logger.warn({ err: error, scan: name }, 'webhook event scan failed'),
+      );
+    }
+  }
+
+  /** Long enough for one attempt and its bookkeeping; renewed before each attempt. */
+  private leaseEnd(): Date {
+    return new Date(this.o.clock.now().getTime() + this.o.timeoutMs + 5_000);
+  }
+
+  /** The endpoint's due deliveries, oldest first, until one must wait (or the daemon stops). */
+  private async work(endpointId: string): Promise<void> {
+    try {
+      while (!this.stopping) {
+        const endpoint = await endpointById(this.o.db, endpointId);
+        if (!endpoint?.enabled) return;
+        const delivery = await headDelivery(this.o.db, endpointId, this.o.clock.now());
+        if (!delivery) return;
+        if (!(await renewLease(this.o.db, endpointId, this.owner, this.leaseEnd()))) return; // taken over: stop
+        const result = await this.send(endpoint, delivery);
+        const record = this.outcome(endpoint, delivery, result);
+        await this.o.db.transaction((tx) => recordAttempt(tx, record));
+        if (record.outcome.status === 'pending' || record.disableEndpoint) return;
+      }
+    } finally {
+      await releaseLease(this.o.db, endpointId, this.owner).catch(() => {});
+    }
+  }
+
+  private send(endpoint: EndpointRow, delivery: Pick<DueDelivery, 'event'>): Promise<AttemptResult> {
+    const now = this.o.clock.now();
+    return attemptDelivery(
+      {
+        url: endpoint.url,
+        secret: endpoint.secret,
+        messageId: delivery.event.id,
+        body: body(endpoint.format, delivery.event),
+        timestampSeconds: Math.floor(now.getTime() / 1000),
+        userAgent: this.o.userAgent,
+      },
+      this.o.policy,
+      this.o.timeoutMs,
+    );
+  }
+
+  private outcome(endpoint: EndpointRow, delivery: DueDelivery, result: AttemptResult): AttemptRecord {
+    const now = this.o.clock.now();
+    const attempt = delivery.attempts + 1;
+    const base = {
+      deliveryId: delivery.id,
+      endpointId: endpoint.id,
+      attempt,
+      attemptedAt: now,
+      statusCode: result.statusCode,
+      latencyMs: result.latencyMs,
+      error: result.error,
+      disableEndpoint: null,
+    };
+    if (result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300) {
+      return { ...base, outcome: { status: 'delivered', at: now } };
+    }
+    if (result.statusCode === 410) {
+      // The receiver says the endpoint is gone for good: stop sending to it until someone re-enables it.
+      return {
+        ...base,
+        outcome: { status: 'failed', at: now },
+        disableEndpoint: `The endpoint answered 410 Gone at ${now.toISOString()}.`,
+      };
+    }
+    const delay = retryDelayMs(attempt, this.o.retryBaseMs, parseRetryAfter(result.retryAfter ?? undefined, now));
+    const next = new Date(now.getTime() + delay);
+    if (next.getTime() - delivery.created_at.getTime() > this.o.maxAgeMs) {
+      return {
+        ...base,
+        error: `${result.error ?? 'failed'} (gave up after ${attempt} attempts)`,
+        outcome: { status: 'failed', at: now },
+      };
+    }
+    return { ...base, outcome: { status: 'pending', nextAttemptAt: next } };
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Events found by scanning the records rather than written by one change: budget thresholds
+ * (spend is raised by batched statements on the hot path, which stay as they are), denials
+ * aggregated per window, and runs that failed. Each scan is idempotent (dedupe keys) and safe
+ * with any number of daemons; a daemon that dies between two scans loses nothing, the next scan
+ * anywhere finds the same records.
+ */
+import type { Db } from '../store/db.js';
+import {
+  insertDenialEvents,
+  insertRunFailedEvents,
+  insertThresholdEvents,
+  lockCursor,
+  moveCursor,
+} from '../store/webhooks.js';
+
+/** Failed runs are looked for up to this long ago: their end has committed by then, nearly always. */
+const SETTLE_MS = 2_000;
+/**
+ * A denial window is counted this long after it ends: a denial committed later than that (a
+ * database stalled for longer) is not in its window's count. Windows cannot be recounted without
+ * sending a second event for them; minutes-long windows make the wait unnoticeable.
+ */
+const DENIAL_SETTLE_MS = 10_000;
+/** Failed runs are looked for this far behind the cursor too: a late commit is still found (once). */
+const FAILED_RUN_OVERLAP_MS = 60_000;
+/** At most this many denial windows are emitted per scan; a cursor further behind skips ahead. */
+const MAX_WINDOWS = 288;
+const DAY_MS = 86_400_000;
+
+const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+/** Today and yesterday (UTC): a crossing just before midnight is still found just after it. */
+export async function scanThresholds(db: Db, now: Date, fractionsPpm: number[]): Promise<number> {
+  if (fractionsPpm.length === 0) return 0;
+  return insertThresholdEvents(db, [utcDay(now.getTime()), utcDay(now.getTime() - DAY_MS)], fractionsPpm, now);
+}
+
+/** Closes the denial windows that ended (and settled) since the last scan, each once across daemons. */
+export async function scanDenials(db: Db, now: Date, windowMs: number): Promise<number> {
+  const current = Math.floor(now.getTime() / windowMs) * windowMs;
+  return db.transaction(async (tx) => {
+    const position = await lockCursor(tx, 'guard.denied', new Date(current));
+    if (!position) return 0; // another daemon is scanning
+    let from = position.getTime();
+    // Far behind (no daemon ran for a while): only the last day's windows are still news.
+    const earliest = Math.floor((now.getTime() - DAY_MS) / windowMs) * windowMs;
+    if (from < earliest) from = earliest;
+    let emitted = 0;
+    for (let windows = 0; windows < MAX_WINDOWS && from + windowMs + DENIAL_SETTLE_MS <= now.getTime(); windows++) {
+      emitted += await insertDenialEvents(tx, new Date(from), new Date(from + windowMs), now);
+      from += windowMs;
+    }
+    if (from !== position.getTime()) await moveCursor(tx, 'guard.denied', new Date(from));
+    return emitted;
+  });
+}
+
+export async function scanFailedRuns(db: Db, now: Date): Promise<number> {
+  return db.transaction(async (tx) => {
+    const to = new Date(now.getTime() - SETTLE_MS);
+    const position = await lockCursor(tx, 'run.failed', to);
+    if (!position) return 0;
+    const from = new Date(Math.max(position.getTime() - FAILED_RUN_OVERLAP_MS, now.getTime() - DAY_MS));
+    const emitted = to > from ? await insertRunFailedEvents(tx, from, to, now) : 0;
+    if (to > position) await moveCursor(tx, 'run.failed', to);
+    return emitted;
+  });
+}
