@@ -31,6 +31,7 @@ import {
 import type { Clock } from '../clock.js';
 import { assertWithinPlan, planChange } from './plans.js';
 import { differences, recordEvent, type Actor } from './webhook-events.js';
+import { deletePricingEntry, deleteUser } from './deletion.js';
 
 export interface UserChanges {
   blocked?: boolean;
@@ -177,6 +178,19 @@ export class GuardSettings {
     });
     await this.counters.stateChanged(workspaceId);
     return pricing;
+  }
+
+  /** Deletes a model's price: the model's calls are then unpriced, in every daemon's next decision. */
+  async deletePricing(workspaceId: string, model: string): Promise<void> {
+    await deletePricingEntry(this.db, workspaceId, model);
+    await this.counters.stateChanged(workspaceId);
+  }
+
+  /** Deletes a user's record and ended runs (see `deleteUser`): their block and budget go with it. */
+  async deleteUser(workspaceId: string, userId: string): Promise<{ user_id: string; runs_deleted: number }> {
+    const deleted = await deleteUser(this.db, workspaceId, userId, this.clock.now());
+    await this.counters.stateChanged(workspaceId);
+    return deleted;
   }
 
   /**

@@ -5,7 +5,6 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { GuardSettings } from '../../service/guard-settings.js';
 import type { Db } from '../../store/db.js';
 import { listActivePricing } from '../../store/pricing.js';
-import { deletePricingEntry } from '../../service/deletion.js';
 import { ModelPricing, Nullable, errorResponses } from '../schemas.js';
 import { actorOf } from '../actor.js';
 
@@ -84,7 +83,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings
       response: { 204: Type.Null(), ...errorResponses(401, 404) },
     },
   }, async (request, reply) => {
-    await deletePricingEntry(db, request.principal.workspaceId, request.params.model);
+    await settings.deletePricing(request.principal.workspaceId, request.params.model);
     return reply.status(204).send(null);
   });
 };

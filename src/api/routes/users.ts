@@ -8,7 +8,6 @@ import type { GuardSettings } from '../../service/guard-settings.js';
 import type { Db } from '../../store/db.js';
 import { listUsers, type SdkUserRow } from '../../store/users.js';
 import type { CounterStore } from '../../store/counters.js';
-import { deleteUser } from '../../service/deletion.js';
 import { errorResponses, Nullable, Usd, UserDeletion } from '../schemas.js';
 import { actorOf } from '../actor.js';
 
@@ -38,7 +37,7 @@ const today = (clock: Clock) => clock.now().toISOString().slice(0, 10);
 
 export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; settings: GuardSettings; clock: Clock }> = async (
   base,
-  { db, counters, settings, clock },
+  { db, settings, clock },
 ) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
@@ -95,9 +94,6 @@ export const userRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; se
       response: { 200: UserDeletion, ...errorResponses(401, 404, 409) },
     },
   }, async (request) => {
-    const deleted = await deleteUser(db, request.principal.workspaceId, request.params.user_id, clock.now());
-    // The user's block and budget went with the record: decisions must not read them from a cache.
-    await counters.stateChanged(request.principal.workspaceId);
-    return deleted;
+    return settings.deleteUser(request.principal.workspaceId, request.params.user_id);
   });
 };
