@@ -15,6 +15,9 @@ import * as runs from '../store/runs.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
 import { GuardStateCache } from './guard-state-cache.js';
+import { costMicros } from '../money/step-cost.js';
+import { PendingSpend } from './pending-spend.js';
+import { PriceBook } from './price-book.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 
 // The clock has a module of its own (src/clock.ts); this re-export keeps imports from branches
@@ -116,6 +119,11 @@ export class GuardService {
   /** Run (`workspace/run`) to its user, for runs this daemon has seen. */
   private readonly runUsers = new RecentMap<string>(10_000);
   private readonly states = new GuardStateCache();
+  /** Whose spend a MODEL_CALL step's result is, for the steps this daemon allowed. */
+  private readonly stepFacts = new RecentMap<{ userId: string; model: string }>(10_000);
+  /** Results released and not yet in the counters: every check of this daemon counts them. */
+  private readonly pending = new PendingSpend();
+  readonly prices: PriceBook;
   private readonly sequences: SequenceAllocator;
   private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
   private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
@@ -131,6 +139,7 @@ export class GuardService {
     private readonly observer: GuardObserver | null = null,
   ) {
     this.sequences = new SequenceAllocator((runId) => runs.maxSequence(db, runId));
+    this.prices = new PriceBook(db);
     const finish = (finishes: runs.StepFinish[]) => runs.finishSteps(db, finishes);
     this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps), { retryAlone: isStatementRefusal });
     this.stepFinishes = new GroupCommit(finish, { retryAlone: isStatementRefusal });
@@ -218,12 +227,20 @@ export class GuardService {
     if (run.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${run.id}`, input.user_id);
     // Nor, after a proxied call's first step, its highest sequence. (Not told of every run: the
     // allocator would fill with runs that take no proxied step, and forget those that do.)
-    if (step) this.sequences.started(run.id, 1);
+    if (step) {
+      this.sequences.started(run.id, 1);
+      this.rememberStep(step, input.user_id);
+    }
     this.observe('run_start', run.decision);
     if (!step) return { run, step: null };
     const created = createdView(step);
     this.observe('step', created.decision);
     return { run, step: created };
+  }
+
+  /** A MODEL_CALL step allowed here: its result's cost will be held as pending spend. */
+  private rememberStep(step: runs.NewStep, userId: string): void {
+    if (step.status === 'ALLOWED' && step.model !== null) this.stepFacts.remember(step.id, { userId, model: step.model });
   }
 
   private newStep(workspaceId: string, runId: string, sequence: number, input: Omit<StepInput, 'sequence'>, decision: Decision, now: Date): runs.NewStep {
@@ -271,7 +288,7 @@ export class GuardService {
     const replay = idempotency ? await this.replay<CreatedStep>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
-    const [state, spend] = await this.stepCheckInputs(workspaceId, runId, now);
+    const [state, spend, userId] = await this.stepCheckInputs(workspaceId, runId, now);
     const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }));
     const template = this.newStep(workspaceId, runId, 0, input, decision, now);
     const step = (sequence: number): runs.NewStep => ({ ...template, sequence });
@@ -295,6 +312,7 @@ export class GuardService {
       const given = input.sequence ?? null;
       const recorded = given === null ? await this.withAllocatedSequence(runId, insert) : await insert(given);
       if (given !== null) await this.sequences.observe(runId, given);
+      this.rememberStep({ ...template, id: recorded.id }, userId);
       this.observe('step', recorded.decision);
       return recorded;
     } catch (error) {
@@ -319,6 +337,7 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
+    const release = this.holdSpend(finish);
     return this.replayOnConflict(idempotency, async () => {
       // A remembered answer commits with the result, in a transaction of its own; any other
       // result shares its statement and commit with the results written at the same moment.
@@ -330,7 +349,7 @@ export class GuardService {
           })
         : await this.stepFinishes.submit(finish);
       return this.afterFinish(finish, finished);
-    });
+    }).finally(release);
   }
 
   /**
@@ -340,7 +359,26 @@ export class GuardService {
   async recordResult(workspaceId: string, runId: string, stepId: string, result: runs.StepResult): Promise<FinishedStepView> {
     const now = this.clock.now();
     const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
-    return this.afterFinish(finish, await this.lingeringResults.submit(finish));
+    const release = this.holdSpend(finish);
+    try {
+      return await this.afterFinish(finish, await this.lingeringResults.submit(finish));
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Holds a result's cost as pending spend from now (its answer is released) until its record
+   * and the counters hold it; answers the function that stops holding it. Priced as the record
+   * will be, from the model's active prices.
+   */
+  private holdSpend(finish: runs.StepFinish): () => void {
+    const facts = this.stepFacts.get(finish.stepId);
+    const { promptTokens, completionTokens } = finish.result;
+    if (!facts || (promptTokens === null && completionTokens === null)) return () => {};
+    const cost = this.prices.prices(finish.workspaceId, facts.model)
+      .then((prices) => (prices ? costMicros(prices, promptTokens, completionTokens) : 0));
+    return this.pending.add(scopeAt(finish.now, finish.workspaceId, facts.userId), cost);
   }
 
   /** A result's statement answered: why nothing was finished, or the spend copy raised and the answer. */
@@ -349,6 +387,7 @@ export class GuardService {
       if (await runs.stepExists(this.db, finish.workspaceId, finish.runId, finish.stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
       throw new ApiError('STEP_NOT_FOUND');
     }
+    this.stepFacts.forget(finish.stepId);
     if (finished.totals) await this.counters.spendRecorded(scopeAt(finish.now, finish.workspaceId, finished.user_id), finished.totals);
     return { id: finished.id, status: finished.status };
   }
@@ -358,15 +397,17 @@ export class GuardService {
    * never change: once this daemon has seen the run, both are read at once, and whether it still
    * runs is left to the step's insert.
    */
-  private async stepCheckInputs(workspaceId: string, runId: string, now: Date): Promise<[GuardState, DailySpend]> {
+  private async stepCheckInputs(workspaceId: string, runId: string, now: Date): Promise<[GuardState, DailySpend, string]> {
     const runKey = `${workspaceId}/${runId}`;
     const userId = this.runUsers.get(runKey);
-    if (userId !== undefined) return this.decisionInputs(scopeAt(now, workspaceId, userId));
+    if (userId !== undefined) return [...(await this.decisionInputs(scopeAt(now, workspaceId, userId))), userId];
     const found = await loadStepGuardState(this.db, workspaceId, runId);
     if (!found) throw new ApiError('RUN_NOT_FOUND');
     if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
     this.runUsers.remember(runKey, found.userId);
-    return [found, await this.counters.readSpend(scopeAt(now, workspaceId, found.userId))];
+    const scope = scopeAt(now, workspaceId, found.userId);
+    const held = this.pending.held(scope);
+    return [found, await held.addTo(await this.counters.readSpend(scope)), found.userId];
   }
 
   /**
@@ -374,13 +415,14 @@ export class GuardService {
    * counters, then the rules' state of the workspace and user, remembered while that version holds.
    */
   private async decisionInputs(scope: CounterScope): Promise<[GuardState, DailySpend]> {
+    const held = this.pending.held(scope);
     const { spend, stateVersion } = await this.counters.readDecisionInputs(scope);
     let state = this.states.get(scope.workspaceId, scope.userId, stateVersion);
     if (!state) {
       state = await loadGuardState(this.db, scope.workspaceId, scope.userId);
       this.states.set(scope.workspaceId, scope.userId, stateVersion, state);
     }
-    return [state, spend];
+    return [state, await held.addTo(spend)];
   }
 
   /** Resolves once every step and result submitted so far is written (before the stores close). */

@@ -1,0 +1,75 @@
+/**
+ * Read-your-writes for spend within one daemon. A proxied call's result is written after its
+ * answer, in a batch with others (group commit), and reaches the counters a few milliseconds
+ * later (more under load). From the moment the answer is released until its cost is in the
+ * counters every check reads (the records, or Redis raised to them), the cost waits here, and
+ * every check of this daemon adds it to what it read.
+ *
+ * A check takes the entries held when it starts reading the counters, and counts them even if
+ * they are released while it reads (its read may have begun before their commit). So a cost can
+ * be counted twice for the few milliseconds around its commit: the error is toward denying,
+ * never toward allowing.
+ */
+import type { CounterScope, DailySpend } from '../store/counters.js';
+import { SPEND_CAP_MICROS } from '../store/counters.js';
+
+interface Entry {
+  userId: string;
+  /** Null while the price is being read; then the entry's `known` settles. */
+  micros: number | null;
+  known: Promise<void>;
+}
+
+export class PendingSpend {
+  /** By workspace and day. */
+  private readonly entries = new Map<string, Set<Entry>>();
+
+  /**
+   * Counts `cost` (microdollars, or a promise of them while the price is read) for the scope's
+   * workspace and user until the function answered is called (once the counters hold it).
+   */
+  add(scope: CounterScope, cost: number | Promise<number>): () => void {
+    const key = dayKey(scope);
+    const entry: Entry = { userId: scope.userId, micros: null, known: Promise.resolve() };
+    if (typeof cost === 'number') entry.micros = cost;
+    else entry.known = cost.then((micros) => { entry.micros = micros; }, () => { entry.micros = 0; });
+    let set = this.entries.get(key);
+    if (!set) this.entries.set(key, (set = new Set()));
+    set.add(entry);
+    return () => {
+      set.delete(entry);
+      if (set.size === 0 && this.entries.get(key) === set) this.entries.delete(key);
+    };
+  }
+
+  /**
+   * What is held for the scope now, to add to counters read from now on: `addTo(spend)`.
+   * Take it before reading the counters.
+   */
+  held(scope: CounterScope): HeldSpend {
+    const set = this.entries.get(dayKey(scope));
+    return set ? new HeldSpend(scope.userId, [...set]) : NOTHING_HELD;
+  }
+}
+
+export class HeldSpend {
+  constructor(private readonly userId: string, private readonly entries: readonly Entry[]) {}
+
+  /** `spend` read from the counters, plus what this daemon had released and not yet written. */
+  async addTo(spend: DailySpend): Promise<DailySpend> {
+    if (this.entries.length === 0) return spend;
+    const unknown = this.entries.filter((e) => e.micros === null).map((e) => e.known);
+    if (unknown.length) await Promise.all(unknown);
+    let workspace = spend.workspaceDailySpendMicros;
+    let user = spend.userDailySpendMicros;
+    for (const entry of this.entries) {
+      workspace += entry.micros ?? 0;
+      if (entry.userId === this.userId) user += entry.micros ?? 0;
+    }
+    return { workspaceDailySpendMicros: Math.min(workspace, SPEND_CAP_MICROS), userDailySpendMicros: Math.min(user, SPEND_CAP_MICROS) };
+  }
+}
+
+const NOTHING_HELD = new HeldSpend('', []);
+
+const dayKey = (scope: CounterScope) => `${scope.workspaceId}\u0000${scope.day}`;
