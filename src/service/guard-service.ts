@@ -53,9 +53,20 @@ export interface StepInput {
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
 const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
 
-export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts): GuardSnapshot {
+/** When the UTC day and month of `now` end: a budget's and the monthly limit's reset. */
+export function windowEnds(now: Date): { dayResetsAt: string; monthResetsAt: string } {
+  const y = now.getUTCFullYear();
+  const m = now.getUTCMonth();
+  return {
+    dayResetsAt: new Date(Date.UTC(y, m, now.getUTCDate() + 1)).toISOString().replace('.000Z', 'Z'),
+    monthResetsAt: new Date(Date.UTC(y, m + 1, 1)).toISOString().replace('.000Z', 'Z'),
+  };
+}
+
+export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts, now?: Date): GuardSnapshot {
   const w = state.workspace;
   return {
+    ...(now ? windowEnds(now) : {}),
     killSwitchActive: w.kill_switch_active,
     userBlocked: state.userBlocked,
     workspaceDailyBudgetMicros: w.daily_budget_micros,
@@ -69,7 +80,9 @@ export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts):
   };
 }
 
-const view = (d: Decision): DecisionView => ({ outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules });
+const view = (d: Decision): DecisionView =>
+  (d.detail ? { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules, detail: d.detail }
+    : { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules });
 /** A step as its creation answers it. */
 const createdView = (step: runs.NewStep): CreatedStep =>
   ({ id: step.id, run_id: step.runId, sequence: step.sequence, status: step.status, decision: view(step.decision) });
@@ -210,11 +223,11 @@ export class GuardService {
         await lockAdmissions(db, workspaceId);
         counts = await runCounts(db, scope);
       }
-      const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }));
+      const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }, now));
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
       const id = timeOrderedId(now.getTime());
       const step = status === 'RUNNING' && firstStep
-        ? this.newStep(workspaceId, id, 1, firstStep, evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED })), now)
+        ? this.newStep(workspaceId, id, 1, firstStep, evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }, now)), now)
         : undefined;
       const run = { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null, decision, now, day: scope.day, firstStep: step };
       await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
@@ -289,7 +302,7 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const [state, spend, userId] = await this.stepCheckInputs(workspaceId, runId, now);
-    const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }));
+    const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }, now));
     const template = this.newStep(workspaceId, runId, 0, input, decision, now);
     const step = (sequence: number): runs.NewStep => ({ ...template, sequence });
     const answer = (sequence: number): CreatedStep => createdView(step(sequence));

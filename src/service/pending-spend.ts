@@ -5,16 +5,18 @@
  * counters every check reads (the records, or Redis raised to them), the cost waits here, and
  * every check of this daemon adds it to what it read.
  *
- * A check takes the entries held when it starts reading the counters, and counts them even if
- * they are released while it reads (its read may have begun before their commit). So a cost can
- * be counted twice for the few milliseconds around its commit: the error is toward denying,
- * never toward allowing.
+ * A check takes the entries held when it starts reading the counters and adds them to what it
+ * read. An entry released while it read (its cost reached the counters meanwhile) may or may not
+ * be in what was read: the check reads again (`overtaken`); after a few tries it counts the entry
+ * anyway, so the only possible error is counting a cost twice (toward denying).
  */
 import type { CounterScope, DailySpend } from '../store/counters.js';
 import { SPEND_CAP_MICROS } from '../store/counters.js';
 
 interface Entry {
   userId: string;
+  /** The counters hold it now. */
+  released: boolean;
   /** Null while the price is being read; then the entry's `known` settles. */
   micros: number | null;
   known: Promise<void>;
@@ -30,13 +32,14 @@ export class PendingSpend {
    */
   add(scope: CounterScope, cost: number | Promise<number>): () => void {
     const key = dayKey(scope);
-    const entry: Entry = { userId: scope.userId, micros: null, known: Promise.resolve() };
+    const entry: Entry = { userId: scope.userId, released: false, micros: null, known: Promise.resolve() };
     if (typeof cost === 'number') entry.micros = cost;
     else entry.known = cost.then((micros) => { entry.micros = micros; }, () => { entry.micros = 0; });
     let set = this.entries.get(key);
     if (!set) this.entries.set(key, (set = new Set()));
     set.add(entry);
     return () => {
+      entry.released = true;
       set.delete(entry);
       if (set.size === 0 && this.entries.get(key) === set) this.entries.delete(key);
     };
@@ -54,6 +57,11 @@ export class PendingSpend {
 
 export class HeldSpend {
   constructor(private readonly userId: string, private readonly entries: readonly Entry[]) {}
+
+  /** Some cost held reached the counters since: a read made meanwhile may hold it already. */
+  overtaken(): boolean {
+    return this.entries.some((e) => e.released);
+  }
 
   /** `spend` read from the counters, plus what this daemon had released and not yet written. */
   async addTo(spend: DailySpend): Promise<DailySpend> {
