@@ -370,6 +370,8 @@ export const proxyRoutes: FastifyPluginAsync<{
             });
         }
       };
+      // A run of the call's own stops holding a concurrency slot here now; its end follows.
+      if (step.endRun) guard.runAnswered(step.workspaceId, step.runId);
       written()
         .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'))
         .finally(recorded);

@@ -18,6 +18,7 @@ import { GuardStateCache } from './guard-state-cache.js';
 import { costMicros } from '../money/step-cost.js';
 import { PendingSpend } from './pending-spend.js';
 import { PriceBook } from './price-book.js';
+import { ReleasedRuns } from './released-runs.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 
 // The clock has a module of its own (src/clock.ts); this re-export keeps imports from branches
@@ -137,6 +138,8 @@ export class GuardService {
   /** Results released and not yet in the counters: every check of this daemon counts them. */
   private readonly pending = new PendingSpend();
   readonly prices: PriceBook;
+  /** Runs of proxied calls' own, answered and not yet written ended: they hold no slot here. */
+  private readonly releasedRuns = new ReleasedRuns();
   private readonly sequences: SequenceAllocator;
   private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
   private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
@@ -221,7 +224,7 @@ export class GuardService {
       let counts = NOT_COUNTED;
       if (limited) {
         await lockAdmissions(db, workspaceId);
-        counts = await runCounts(db, scope);
+        counts = await this.runCountsLessReleased(db, scope);
       }
       const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }, now));
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
@@ -251,6 +254,30 @@ export class GuardService {
     return { run, step: created };
   }
 
+  /**
+   * Allowed runs this month, and RUNNING runs less those whose call this daemon has answered (their
+   * end is on its way). A released run ended during the count may be in it or not: count again.
+   */
+  private async runCountsLessReleased(db: Queryable, scope: CounterScope): Promise<RunCounts> {
+    for (let attempt = 1; ; attempt++) {
+      const released = this.releasedRuns.held(scope.workspaceId);
+      const counts = await runCounts(db, scope);
+      if (released.count === 0) return counts;
+      if (released.overtaken() && attempt < PENDING_READ_ATTEMPTS) continue;
+      // Counted anyway after a few tries: an overtaken run then counts as running (toward denying).
+      const freed = released.overtaken() ? 0 : released.count;
+      return { ...counts, concurrentRuns: Math.max(0, counts.concurrentRuns - freed) };
+    }
+  }
+
+  /**
+   * A run of a proxied call's own has answered its call: from now it holds no concurrency slot
+   * in this daemon's admissions, until its end (which follows) is written.
+   */
+  runAnswered(workspaceId: string, runId: string): void {
+    this.releasedRuns.release(workspaceId, runId);
+  }
+
   /** A MODEL_CALL step allowed here: its result's cost will be held as pending spend. */
   private rememberStep(step: runs.NewStep, userId: string): void {
     if (step.status === 'ALLOWED' && step.model !== null) this.stepFacts.remember(step.id, { userId, model: step.model });
@@ -274,7 +301,8 @@ export class GuardService {
     const now = this.clock.now();
     const end = async (db: Queryable): Promise<EndedRunView> => {
       const request = { workspaceId, runId, status, now };
-      const ended = idempotency ? (await runs.endRuns(db, [request]))[0] : await this.runEnds.submit(request);
+      const ended = await (idempotency ? runs.endRuns(db, [request]).then((all) => all[0]) : this.runEnds.submit(request))
+        .finally(() => this.releasedRuns.ended(workspaceId, runId));
       if (!ended) {
         if (await runs.runExists(db, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
         throw new ApiError('RUN_NOT_FOUND');
