@@ -172,7 +172,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(healthRoutes, { db, counters, version: deps.version });
   await app.register(runRoutes, { guard, db, clock: deps.clock });
-  await app.register(pricingRoutes, { db, clock: deps.clock });
+  await app.register(pricingRoutes, { db, clock: deps.clock, pricesChanged: (workspaceId: string) => guard.prices.changed(workspaceId) });
   await app.register(workspaceRoutes, { db, counters, clock: deps.clock });
   await app.register(authRoutes, {
     accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute, registration: deps.auth.registration ?? 'closed',

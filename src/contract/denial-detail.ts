@@ -9,7 +9,8 @@ export type DenialDetail =
   | { runs: number; limit: number; resets_at: string | null }
   | { running: number; limit: number }
   | { kill_switch_active: true }
-  | { user_blocked: true };
+  | { user_blocked: true }
+  | { model: string | null; unpriced_models: 'deny' };
 
 const WHAT: Readonly<Record<string, string>> = {
   KILL_SWITCH_ACTIVE: 'the workspace kill switch is active',
@@ -18,6 +19,7 @@ const WHAT: Readonly<Record<string, string>> = {
   USER_DAILY_BUDGET_EXCEEDED: 'user daily budget spent',
   MONTHLY_RUN_LIMIT_EXCEEDED: 'monthly run limit reached',
   MAX_CONCURRENT_RUNS_EXCEEDED: 'concurrent run limit reached',
+  MODEL_NOT_PRICED: 'model has no active price (unpriced_models is "deny")',
 };
 
 /**
@@ -35,5 +37,6 @@ export function explainDenial(reason: string, detail: DenialDetail | Record<stri
   }
   if (typeof d.runs === 'number') return `${what}: ${d.runs} of ${String(d.limit)} runs this month${resets}`;
   if (typeof d.running === 'number') return `${what}: ${d.running} of ${String(d.limit)} runs running`;
+  if (d.unpriced_models === 'deny') return `${what}: ${typeof d.model === 'string' ? JSON.stringify(d.model) : 'the model could not be read'}`;
   return what;
 }

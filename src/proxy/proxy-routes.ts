@@ -305,7 +305,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     let step: CreatedStep;
     if (target.runId === null) {
       // A run of the call's own: started with its step, in one commit. The step's rules are the
-      // first four of the start's, read from the same inputs: a RUNNING run's step is ALLOWED.
+      // first four of the start's, read from the same inputs, and the step-only rules (below).
       const started = await guard.startRunWithStep(target.workspaceId, { user_id: target.userId!, metadata: { proxy: provider.name } }, stepInput);
       if (started.run.status === 'BLOCKED') throw denial({ decision: started.run.decision }, 'run');
       runId = started.run.id;
@@ -314,7 +314,11 @@ export const proxyRoutes: FastifyPluginAsync<{
       runId = target.runId;
       step = await createStep(target, runId, stepInput);
     }
-    if (step.status === 'BLOCKED') throw denial(step, 'model call');
+    if (step.status === 'BLOCKED') {
+      // A step-only rule (model_priced) denied the call of a run of its own: that run ends here.
+      if (target.runId === null) await guard.endRun(target.workspaceId, runId, 'FAILED').catch((error: unknown) => request.log.warn({ err: error }, 'ending a denied call\'s run failed'));
+      throw denial(step, 'model call');
+    }
 
     const body = inspected.rewrittenBody === undefined ? (raw ?? null) : rewrittenBytes(raw ?? Buffer.alloc(0), parsed, inspected.rewrittenBody);
     reply.hijack();

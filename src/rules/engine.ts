@@ -29,11 +29,18 @@ export interface GuardSnapshot {
   /** When the day's and the month's windows end (ISO 8601 UTC): what a denial's detail says. */
   dayResetsAt?: string;
   monthResetsAt?: string;
+  /**
+   * A MODEL_CALL step in a workspace with `unpriced_models: "deny"`: whether its model has an
+   * active price. Absent (any other step or setting): the rule is not evaluated.
+   */
+  modelPriced?: { model: string | null; priced: boolean };
 }
 
 interface Rule {
   key: RuleKey;
   reason: DenyReason;
+  /** Rules beyond the seed are evaluated only where configured; the seed's always. */
+  configured?(s: GuardSnapshot): boolean;
   denies(s: GuardSnapshot): boolean;
   explain(s: GuardSnapshot): DenialDetail;
 }
@@ -79,12 +86,23 @@ const RULES: readonly Rule[] = [
 
 const RULES_AT: Record<Boundary, readonly Rule[]> = {
   run_start: RULES,
-  step: RULES.slice(0, 4),
+  step: [
+    ...RULES.slice(0, 4),
+    // Rules beyond the seed: at step creation only, after rule 4, each where configured.
+    {
+      key: 'model_priced',
+      reason: 'MODEL_NOT_PRICED',
+      configured: (s) => s.modelPriced !== undefined,
+      denies: (s) => s.modelPriced?.priced === false,
+      explain: (s) => ({ model: s.modelPriced?.model ?? null, unpriced_models: 'deny' }),
+    },
+  ],
 };
 
 export function evaluate(boundary: Boundary, snapshot: GuardSnapshot): Decision {
   const evaluated: Decision['evaluated_rules'] = {};
   for (const rule of RULES_AT[boundary]) {
+    if (rule.configured && !rule.configured(snapshot)) continue;
     if (rule.denies(snapshot)) {
       evaluated[rule.key] = 'DENY';
       return { outcome: 'DENY', reason: rule.reason, evaluated_rules: evaluated, detail: rule.explain(snapshot) };

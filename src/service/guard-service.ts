@@ -9,13 +9,13 @@ import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
 import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
-import { lockAdmissions, runCounts, scopeAt, type CounterScope, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
+import { lockAdmissions, runCounts, scopeAt, SPEND_CAP_MICROS, type CounterScope, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
 import { findAnswer, saveAnswer, type IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
 import { GuardStateCache } from './guard-state-cache.js';
-import { costMicros } from '../money/step-cost.js';
+import { callCost, costToMicros, type TokenPrices } from '../money/cost.js';
 import { PendingSpend } from './pending-spend.js';
 import { PriceBook } from './price-book.js';
 import { ReleasedRuns } from './released-runs.js';
@@ -33,6 +33,8 @@ export type Boundary = 'run_start' | 'step';
  */
 export interface GuardObserver {
   decision(boundary: Boundary, decision: Pick<Decision, 'outcome' | 'reason'>): void;
+  /** A model call's result had tokens and its model no active price: it counts $0. */
+  unpricedCall?(): void;
 }
 
 // The answers are the wire's (src/contract/): the routes send them as they are.
@@ -103,6 +105,9 @@ const RESULT_LINGER_MS = 10;
  */
 const RESULT_DELAY_MS = 4;
 
+/** Reads of the counters before a cost that reached them meanwhile is counted anyway (twice, toward denying). */
+const PENDING_READ_ATTEMPTS = 3;
+
 /** Tries at taking an allocated sequence before giving up (each collision resyncs first). */
 const SEQUENCE_ATTEMPTS = 10;
 
@@ -140,6 +145,8 @@ export class GuardService {
   readonly prices: PriceBook;
   /** Runs of proxied calls' own, answered and not yet written ended: they hold no slot here. */
   private readonly releasedRuns = new ReleasedRuns();
+  /** Workspace and model pairs already warned of as unpriced (once each, while remembered). */
+  private readonly warnedUnpriced = new RecentMap<true>(10_000);
   private readonly sequences: SequenceAllocator;
   private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
   private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
@@ -213,6 +220,7 @@ export class GuardService {
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
     const [state, spend] = await this.decisionInputs(scope);
+    const modelPriced = firstStep ? await this.modelPriced(state, workspaceId, firstStep) : undefined;
     // Rules 5 and 6 count runs only where the workspace has a run limit: then under its admission
     // lock, so the counts are exact and stay so until this start commits. Without one, no rule
     // reads them, and starts do not queue behind each other.
@@ -230,7 +238,7 @@ export class GuardService {
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
       const id = timeOrderedId(now.getTime());
       const step = status === 'RUNNING' && firstStep
-        ? this.newStep(workspaceId, id, 1, firstStep, evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }, now)), now)
+        ? this.newStep(workspaceId, id, 1, firstStep, evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced }), now)
         : undefined;
       const run = { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null, decision, now, day: scope.day, firstStep: step };
       await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
@@ -330,7 +338,8 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const [state, spend, userId] = await this.stepCheckInputs(workspaceId, runId, now);
-    const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }, now));
+    const modelPriced = await this.modelPriced(state, workspaceId, input);
+    const decision = evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced });
     const template = this.newStep(workspaceId, runId, 0, input, decision, now);
     const step = (sequence: number): runs.NewStep => ({ ...template, sequence });
     const answer = (sequence: number): CreatedStep => createdView(step(sequence));
@@ -408,6 +417,29 @@ export class GuardService {
     }
   }
 
+  /** Unpriced spend is invisible to budgets: say so (a metric per call, a warning per model and workspace). */
+  private unpricedCall(workspaceId: string, model: string): void {
+    try {
+      this.observer?.unpricedCall?.();
+    } catch (error) {
+      this.log.warn({ err: error }, 'guard observer failed');
+    }
+    const key = `${workspaceId}\u0000${model}`;
+    if (this.warnedUnpriced.get(key)) return;
+    this.warnedUnpriced.remember(key, true);
+    this.log.warn({ workspaceId, model }, 'a model call was recorded without a price: its cost counts $0 against every budget (set a price, or unpriced_models "deny")');
+  }
+
+  /**
+   * With `unpriced_models: "deny"`, whether a MODEL_CALL step's model has an active price (the
+   * rule model_priced); undefined where the rule is not evaluated.
+   */
+  private async modelPriced(state: GuardState, workspaceId: string, input: Omit<StepInput, 'sequence'>): Promise<GuardSnapshot['modelPriced']> {
+    if (input.type !== 'MODEL_CALL' || state.workspace.unpriced_models !== 'deny') return undefined;
+    const model = input.model ?? null;
+    return { model, priced: model !== null && (await this.prices.prices(workspaceId, model)) !== null };
+  }
+
   /**
    * Holds a result's cost as pending spend from now (its answer is released) until its record
    * and the counters hold it; answers the function that stops holding it. Priced as the record
@@ -415,10 +447,16 @@ export class GuardService {
    */
   private holdSpend(finish: runs.StepFinish): () => void {
     const facts = this.stepFacts.get(finish.stepId);
-    const { promptTokens, completionTokens } = finish.result;
-    if (!facts || (promptTokens === null && completionTokens === null)) return () => {};
-    const cost = this.prices.prices(finish.workspaceId, facts.model)
-      .then((prices) => (prices ? costMicros(prices, promptTokens, completionTokens) : 0));
+    const r = finish.result;
+    const tokens = { promptTokens: r.promptTokens, completionTokens: r.completionTokens, cacheReadTokens: r.cacheReadTokens ?? null, cacheWriteTokens: r.cacheWriteTokens ?? null };
+    const costText = (prices: TokenPrices) => callCost(tokens, prices);
+    if (!facts || costText({ input: '0', output: '0', cacheRead: null, cacheWrite: null }) === null) return () => {};
+    const cost = this.prices.prices(finish.workspaceId, facts.model).then((prices) => {
+      // Priced as the record will be (src/money/cost.ts is the one definition), capped as the counters are.
+      if (prices) return Math.min(Number(costToMicros(costText(prices)!)), SPEND_CAP_MICROS);
+      this.unpricedCall(finish.workspaceId, facts.model);
+      return 0;
+    });
     return this.pending.add(scopeAt(finish.now, finish.workspaceId, facts.userId), cost);
   }
 
@@ -447,8 +485,8 @@ export class GuardService {
     if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
     this.runUsers.remember(runKey, found.userId);
     const scope = scopeAt(now, workspaceId, found.userId);
-    const held = this.pending.held(scope);
-    return [found, await held.addTo(await this.counters.readSpend(scope)), found.userId];
+    const { spend } = await this.withPendingSpend(scope, async () => ({ spend: await this.counters.readSpend(scope) }));
+    return [found, spend, found.userId];
   }
 
   /**
@@ -456,14 +494,26 @@ export class GuardService {
    * counters, then the rules' state of the workspace and user, remembered while that version holds.
    */
   private async decisionInputs(scope: CounterScope): Promise<[GuardState, DailySpend]> {
-    const held = this.pending.held(scope);
-    const { spend, stateVersion } = await this.counters.readDecisionInputs(scope);
+    const { spend, stateVersion } = await this.withPendingSpend(scope, () => this.counters.readDecisionInputs(scope));
     let state = this.states.get(scope.workspaceId, scope.userId, stateVersion);
     if (!state) {
       state = await loadGuardState(this.db, scope.workspaceId, scope.userId);
       this.states.set(scope.workspaceId, scope.userId, stateVersion, state);
     }
-    return [state, await held.addTo(spend)];
+    return [state, spend];
+  }
+
+  /**
+   * Reads the counters with `read`, and adds the spend this daemon released and has not written
+   * yet. A held cost that reached the counters during the read may be in it or not: read again.
+   */
+  private async withPendingSpend<T extends { spend: DailySpend }>(scope: CounterScope, read: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const held = this.pending.held(scope);
+      const got = await read();
+      if (held.overtaken() && attempt < PENDING_READ_ATTEMPTS) continue;
+      return { ...got, spend: await held.addTo(got.spend) };
+    }
   }
 
   /** Resolves once every step and result submitted so far is written (before the stores close). */

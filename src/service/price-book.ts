@@ -5,14 +5,14 @@
  * through another daemon within MAX_AGE_MS.
  */
 import type { Queryable } from '../store/db.js';
-import { parsePrice, type ModelPrices } from '../money/step-cost.js';
+import type { TokenPrices } from '../money/cost.js';
 
 const MAX_AGE_MS = 2_000;
 const CAPACITY = 10_000;
 
 interface Entry {
   loadedAt: number;
-  prices: Promise<ModelPrices | null>;
+  prices: Promise<TokenPrices | null>;
 }
 
 export class PriceBook {
@@ -23,7 +23,7 @@ export class PriceBook {
   constructor(private readonly db: Queryable) {}
 
   /** The model's active prices; null when it has none (an unpriced model). */
-  prices(workspaceId: string, model: string): Promise<ModelPrices | null> {
+  prices(workspaceId: string, model: string): Promise<TokenPrices | null> {
     const key = `${workspaceId}\u0000${model}`;
     const entry = this.entries.get(key);
     if (entry && performance.now() - entry.loadedAt <= MAX_AGE_MS) return entry.prices;
@@ -47,13 +47,15 @@ export class PriceBook {
     for (const key of this.entries.keys()) if (key.startsWith(`${workspaceId}\u0000`)) this.entries.delete(key);
   }
 
-  private async load(workspaceId: string, model: string): Promise<ModelPrices | null> {
-    const { rows } = await this.db.query<{ input: string; output: string }>(
-      `SELECT input_cost_per_token::text AS input, output_cost_per_token::text AS output
+  /** Exact decimal text as Postgres writes a numeric: what callCost takes, digit for digit. */
+  private async load(workspaceId: string, model: string): Promise<TokenPrices | null> {
+    const { rows } = await this.db.query<{ input: string; output: string; cache_read: string | null; cache_write: string | null }>(
+      `SELECT input_cost_per_token::text AS input, output_cost_per_token::text AS output,
+         cache_read_input_cost_per_token::text AS cache_read, cache_write_input_cost_per_token::text AS cache_write
        FROM model_pricing WHERE workspace_id = $1 AND model = $2 AND is_active`,
       [workspaceId, model],
     );
     const row = rows[0];
-    return row ? { input: parsePrice(row.input), output: parsePrice(row.output) } : null;
+    return row ? { input: row.input, output: row.output, cacheRead: row.cache_read, cacheWrite: row.cache_write } : null;
   }
 }

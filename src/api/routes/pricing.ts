@@ -28,7 +28,7 @@ const ImportLine = Type.Object({
   after: Type.Object({ ...ModelPricing.properties, id: Nullable(Type.String()) }),
 });
 
-export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (base, { db, clock }) => {
+export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; pricesChanged?: (workspaceId: string) => void }> = async (base, { db, clock, pricesChanged }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/v1/model-pricing', {
@@ -45,8 +45,12 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async
       body: Type.Object(Prices, { additionalProperties: false }),
       response: { 200: ModelPricing, ...errorResponses(400, 401, 422) },
     },
-  }, async (request) =>
-    upsertPricing(db, request.principal.workspaceId, request.params.model, request.body, clock.now()));
+  }, async (request) => {
+    const saved = await upsertPricing(db, request.principal.workspaceId, request.params.model, request.body, clock.now());
+    // This daemon's checks see the price at once; other daemons within the price cache's age.
+    pricesChanged?.(request.principal.workspaceId);
+    return saved;
+  });
 
   app.post('/v1/model-pricing/import', {
     config: { auth: 'any' },
@@ -70,6 +74,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async
   }, async (request) => {
     const { models, overwrite, dry_run: dryRun } = request.body;
     const items = await importPricing(db, request.principal.workspaceId, models, { overwrite, dryRun, now: clock.now() });
+    if (!dryRun) pricesChanged?.(request.principal.workspaceId);
     const count = (change: string) => items.filter((i) => i.change === change).length;
     return { items, new: count('new'), changed: count('changed'), unchanged: count('unchanged'), kept: count('kept'), dry_run: dryRun };
   });

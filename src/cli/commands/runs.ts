@@ -25,6 +25,15 @@ const explanation = (d: RunDetail['decision']) => (d.outcome === 'DENY' && d.rea
 const tokens = (s: Pick<Step, 'prompt_tokens' | 'completion_tokens'>) =>
   s.prompt_tokens === null && s.completion_tokens === null ? '-' : `${s.prompt_tokens ?? 0}+${s.completion_tokens ?? 0}`;
 
+/** Model calls with tokens and no cost: `2 calls, 130 tokens (llama3:8b)`, or null when none. */
+function unpricedCalls(steps: Step[]): string | null {
+  const calls = steps.filter((s) => s.type === 'MODEL_CALL' && s.cost_usd === null && (s.prompt_tokens !== null || s.completion_tokens !== null));
+  if (calls.length === 0) return null;
+  const tokenSum = calls.reduce((n, s) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0), 0);
+  const models = [...new Set(calls.map((s) => s.model ?? '(unknown model)'))].join(', ');
+  return `${calls.length} call${calls.length === 1 ? '' : 's'}, ${tokenSum} tokens (${models})`;
+}
+
 function listCommand() {
   return apiCommand('list', 'list runs, newest first')
     .addOption(new Option('--status <status>', 'only runs in this status').choices(STATUSES))
@@ -68,6 +77,8 @@ export function printRun(out: Output, run: RunDetail) {
   out.line(`Tokens    ${run.total_tokens}`);
   out.line(`Cost      ${usd(run.total_cost_usd)}`);
   if (run.metadata) out.line(`Metadata  ${JSON.stringify(run.metadata)}`);
+  const unpriced = unpricedCalls(run.steps);
+  if (unpriced) out.line(`Unpriced  ${unpriced} (counted as $0 against budgets)`);
   out.line();
   if (run.steps.length === 0) return out.line('No steps.');
   out.table(
