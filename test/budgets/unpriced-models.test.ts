@@ -60,7 +60,7 @@ describe.each(BACKENDS)('unpriced models on %s', (backend) => {
       await stores.close();
       await rm(dir, { recursive: true, force: true });
     }
-  });
+  }, 120_000); // a second embedded database starts slowly on a busy machine
 
   it('when unpriced_models is "deny", then an unpriced model is denied MODEL_NOT_PRICED after rule 4, and a priced one passes it', async () => {
     const ws = await api.newWorkspace('scale');
