@@ -58,11 +58,11 @@ const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
 
 /** When the UTC day and month of `now` end: a budget's and the monthly limit's reset. */
 export function windowEnds(now: Date): { dayResetsAt: string; monthResetsAt: string } {
-  const y = now.getUTCFullYear();
-  const m = now.getUTCMonth();
+  const year = now.getUTCFullYear();
+  const month = now.getUTCMonth();
   return {
-    dayResetsAt: new Date(Date.UTC(y, m, now.getUTCDate() + 1)).toISOString().replace('.000Z', 'Z'),
-    monthResetsAt: new Date(Date.UTC(y, m + 1, 1)).toISOString().replace('.000Z', 'Z'),
+    dayResetsAt: new Date(Date.UTC(year, month, now.getUTCDate() + 1)).toISOString().replace('.000Z', 'Z'),
+    monthResetsAt: new Date(Date.UTC(year, month + 1, 1)).toISOString().replace('.000Z', 'Z'),
   };
 }
 
@@ -447,8 +447,8 @@ export class GuardService {
    */
   private holdSpend(finish: runs.StepFinish): () => void {
     const facts = this.stepFacts.get(finish.stepId);
-    const r = finish.result;
-    const tokens = { promptTokens: r.promptTokens, completionTokens: r.completionTokens, cacheReadTokens: r.cacheReadTokens ?? null, cacheWriteTokens: r.cacheWriteTokens ?? null };
+    const { result } = finish;
+    const tokens = { promptTokens: result.promptTokens, completionTokens: result.completionTokens, cacheReadTokens: result.cacheReadTokens ?? null, cacheWriteTokens: result.cacheWriteTokens ?? null };
     const costText = (prices: TokenPrices) => callCost(tokens, prices);
     if (!facts || costText({ input: '0', output: '0', cacheRead: null, cacheWrite: null }) === null) return () => {};
     const cost = this.prices.prices(finish.workspaceId, facts.model).then((prices) => {

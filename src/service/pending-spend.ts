@@ -60,13 +60,13 @@ export class HeldSpend {
 
   /** Some cost held reached the counters since: a read made meanwhile may hold it already. */
   overtaken(): boolean {
-    return this.entries.some((e) => e.released);
+    return this.entries.some((entry) => entry.released);
   }
 
   /** `spend` read from the counters, plus what this daemon had released and not yet written. */
   async addTo(spend: DailySpend): Promise<DailySpend> {
     if (this.entries.length === 0) return spend;
-    const unknown = this.entries.filter((e) => e.micros === null).map((e) => e.known);
+    const unknown = this.entries.filter((entry) => entry.micros === null).map((entry) => entry.known);
     if (unknown.length) await Promise.all(unknown);
     let workspace = spend.workspaceDailySpendMicros;
     let user = spend.userDailySpendMicros;

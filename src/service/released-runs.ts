@@ -37,6 +37,6 @@ export class ReleasedRuns {
   /** The released runs of a workspace now; take it before counting RUNNING runs. */
   held(workspaceId: string): { count: number; overtaken(): boolean } {
     const entries = [...(this.byWorkspace.get(workspaceId)?.values() ?? [])];
-    return { count: entries.length, overtaken: () => entries.some((e) => e.ended) };
+    return { count: entries.length, overtaken: () => entries.some((entry) => entry.ended) };
   }
 }

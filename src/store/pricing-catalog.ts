@@ -19,9 +19,9 @@ export async function seedPricing(db: Queryable, workspaceId: string, entries: r
        true, 'catalog', $3, $3
      FROM json_to_recordset($2::json) AS e(model text, input text, output text, cache_read text, cache_write text)
      ON CONFLICT (workspace_id, model) DO NOTHING`,
-    [workspaceId, JSON.stringify(entries.map((e) => ({
-      model: e.model, input: decimalText(e.input_cost_per_token), output: decimalText(e.output_cost_per_token),
-      cache_read: optional(e.cache_read_input_cost_per_token), cache_write: optional(e.cache_write_input_cost_per_token),
+    [workspaceId, JSON.stringify(entries.map((entry) => ({
+      model: entry.model, input: decimalText(entry.input_cost_per_token), output: decimalText(entry.output_cost_per_token),
+      cache_read: optional(entry.cache_read_input_cost_per_token), cache_write: optional(entry.cache_write_input_cost_per_token),
     }))), now],
   );
 }

@@ -29,5 +29,5 @@ export async function unpricedUsage(db: Queryable, workspaceId: string, day: str
      GROUP BY s.model ORDER BY calls DESC, s.model`,
     [workspaceId, day],
   );
-  return rows.map((r) => ({ model: r.model, calls: Number(r.calls), tokens: Number(r.tokens) }));
+  return rows.map((row) => ({ model: row.model, calls: Number(row.calls), tokens: Number(row.tokens) }));
 }
