@@ -79,6 +79,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: 'RUNNING runs ended FAILED by the stale-run sweep',
     registers: [registry],
   });
+  const unpricedCalls = new Counter({
+    name: 'runguard_unpriced_model_calls_total',
+    help: 'Model calls recorded with tokens but no active price (counted as $0); the log names each model once per workspace',
+    registers: [registry],
+  });
   const proxyUpstreamSeconds = new Histogram({
     name: 'runguard_proxy_upstream_duration_seconds',
     help: 'Upstream time of proxied model calls, to the last byte',
@@ -106,6 +111,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     guardObserver: {
       decision(boundary, decision) {
         decisions.inc({ boundary, outcome: decision.outcome, reason: decision.reason ?? 'none' });
+      },
+      unpricedCall() {
+        unpricedCalls.inc();
       },
     },
     async scrape() {

@@ -178,7 +178,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { db, counters, version: deps.version });
   await app.register(runRoutes, { guard, db, clock: deps.clock });
   // Every change to what a decision reads passes here: it bumps the state version itself.
-  const settings = new GuardSettings(db, counters, deps.clock);
+  const settings = new GuardSettings(db, counters, deps.clock, (workspaceId) => guard.prices.changed(workspaceId));
   await app.register(pricingRoutes, { db, settings });
   await app.register(workspaceRoutes, { settings });
   await app.register(authRoutes, {

@@ -2,6 +2,7 @@
  * The line `runguard exec` prints to stderr when its run is over: the run, its status, its calls,
  * tokens and cost, and what was denied, so a guarded command never ends in silence.
  */
+import { explainDenial, type DenialDetail } from '../contract/denial-detail.js';
 import type { RunDetail } from './api-client.js';
 import { duration, usd } from './output.js';
 import { createStyle, statusWord, type Style } from './style.js';
@@ -24,6 +25,8 @@ export function execSummary(run: RunDetail, exitStatus: number, style: Style = p
 }
 
 /** A blocked start: the command never ran. */
-export function blockedSummary(runId: string, reason: string | null, style: Style = plain): string {
-  return `runguard: run ${runId} ${style.bad(`BLOCKED (${reason ?? 'DENY'})`)}; the command was not started.\n`;
+export function blockedSummary(runId: string, reason: string | null, style: Style = plain, detail?: DenialDetail | Record<string, unknown> | null): string {
+  // The numbers behind the denial, when the daemon sent them: `user daily budget spent: $... of $...; resets ...`.
+  const numbers = reason && detail ? `: ${explainDenial(reason, detail)}` : '';
+  return `runguard: run ${runId} ${style.bad(`BLOCKED (${reason ?? 'DENY'}${numbers})`)}; the command was not started.\n`;
 }

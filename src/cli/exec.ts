@@ -4,6 +4,7 @@
  * URLs that proxy into that run by a run-scoped token; the run ends COMPLETED or FAILED by the
  * command's exit status, which becomes ours.
  */
+import type { DenialDetail } from '../contract/denial-detail.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -153,7 +154,7 @@ async function guardedRun(
     return 128 + (constants.signals[signal] ?? 0);
   };
 
-  const started = await call<{ id: string; status: string; decision: { reason: string | null } }>(
+  const started = await call<{ id: string; status: string; decision: { reason: string | null; detail?: DenialDetail } }>(
     settings, 'POST', '/v1/runs', { user_id: settings.userId, metadata: settings.metadata }, interrupted,
   // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- rethrows the caught error as it is
   ).catch(async (error: unknown) => (await stopBefore(null)) ?? Promise.reject(error));
@@ -161,7 +162,7 @@ async function guardedRun(
   if (started.status !== 201) throw failure(settings, 'starting the run', started);
   const run = started.body;
   if (run.status === 'BLOCKED') {
-    settings.stderr.write(blockedSummary(run.id, run.decision.reason, stderrStyle(settings)));
+    settings.stderr.write(blockedSummary(run.id, run.decision.reason, stderrStyle(settings), run.decision.detail));
     return EXIT_BLOCKED;
   }
 

@@ -1,5 +1,6 @@
+import { explainDenial } from '../contract/denial-detail.js';
 import { DENY_SENTENCES } from '../contract/deny-reasons.js';
-import type { DenyReason, ErrorBody, ValidationIssue } from './types.js';
+import type { DenialDetail, DenyReason, ErrorBody, ValidationIssue } from './types.js';
 
 /** Base class of every error the client throws, so callers can catch the SDK's errors in one place. */
 export class GuardError extends Error {
@@ -161,10 +162,14 @@ export class GuardBlockedError extends GuardError {
   readonly stepId: string | undefined;
   /** The SDK user the run belongs to. */
   readonly userId: string;
+  /** The numbers behind the denial (spend, budget, reset time...); null when the daemon sent none. */
+  readonly detail: DenialDetail | null;
 
-  constructor(target: BlockedTarget, denyReason: DenyReason | null) {
+  constructor(target: BlockedTarget, denyReason: DenyReason | null, detail: DenialDetail | null = null) {
+    // The numbers, when there are any: `user daily budget spent: $0.00045 of $0.0004; resets ...`.
+    const numbers = denyReason && detail && explainDenial(denyReason, detail).includes(':') ? `; ${explainDenial(denyReason, detail)}` : '';
     const why = denyReason
-      ? `${DENY_SENTENCES[denyReason] ?? 'a guardrail denied it'} (${denyReason})`
+      ? `${DENY_SENTENCES[denyReason] ?? 'a guardrail denied it'} (${denyReason}${numbers})`
       : 'a guardrail denied it';
     const what =
       target.kind === 'run'
@@ -177,5 +182,6 @@ export class GuardBlockedError extends GuardError {
     this.userId = target.userId;
     this.runId = target.runId;
     this.stepId = target.kind === 'step' ? target.stepId : undefined;
+    this.detail = detail;
   }
 }

@@ -144,6 +144,7 @@ export class RunHandle {
       throw new GuardBlockedError(
         { kind: 'step', userId: this.userId, runId: this.id, stepId: created.id, stepLabel: `${spec.label} (step ${sequence})` },
         created.decision?.reason ?? null,
+        created.decision?.detail ?? null,
       );
     }
 

@@ -43,6 +43,13 @@ export type Decision = Omit<Wire.Decision, 'evaluated_rules'> & {
   evaluated_rules?: Wire.Decision['evaluated_rules'];
 };
 
+/**
+ * The numbers that explain a denial. Budgets: `spend_usd`, `budget_usd`, `reserved_usd` (calls in
+ * flight, reserve mode) and `resets_at`; the monthly limit: `runs`, `limit`, `resets_at`;
+ * concurrency: `running`, `limit`. Absent on an ALLOW, and from a daemon that predates it.
+ */
+export type DenialDetail = NonNullable<Wire.Decision['detail']>;
+
 /** Answers carry the client's `Decision`, whose `evaluated_rules` may be missing. */
 type WithDecision<T> = Omit<T, 'decision'> & { decision: Decision };
 

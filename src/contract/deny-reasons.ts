@@ -12,6 +12,7 @@ export const DENY_REASONS = [
   'USER_DAILY_BUDGET_EXCEEDED',
   'MONTHLY_RUN_LIMIT_EXCEEDED',
   'MAX_CONCURRENT_RUNS_EXCEEDED',
+  'MODEL_NOT_PRICED',
 ] as const;
 
 /** Keys of a decision's `evaluated_rules`, in evaluation order. */
@@ -22,6 +23,7 @@ export const RULE_KEYS = [
   'user_daily_budget',
   'monthly_run_limit',
   'max_concurrent_runs',
+  'model_priced',
 ] as const;
 
 /** What each denial means, as a clause to put in a sentence ("...was blocked: <clause>."). */
@@ -32,4 +34,5 @@ export const DENY_SENTENCES: Readonly<Record<(typeof DENY_REASONS)[number], stri
   USER_DAILY_BUDGET_EXCEEDED: "the user's daily budget is spent",
   MONTHLY_RUN_LIMIT_EXCEEDED: "the workspace's monthly run limit is reached",
   MAX_CONCURRENT_RUNS_EXCEEDED: "the workspace's limit of concurrent runs is reached",
+  MODEL_NOT_PRICED: 'the model has no price and the workspace denies unpriced models',
 };

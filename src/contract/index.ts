@@ -6,6 +6,7 @@
 export * from './common.js';
 export * from './deny-reasons.js';
 export * from './decision.js';
+export * from './denial-detail.js';
 export * from './runs.js';
 export * from './pricing.js';
 export * from './deletion.js';

@@ -15,10 +15,11 @@ import { toApiError } from '../api/error-handler.js';
 import { pathUuid, UUID_PATTERN } from '../api/schemas.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Clock } from '../clock.js';
-import type { CreatedStep, GuardService, StepInput } from '../service/guard-service.js';
+import type { CreatedStep, DecisionView, GuardService, StepInput } from '../service/guard-service.js';
 import { isDatabaseDown, type Db } from '../store/db.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
 import { BodyBudget, BodyReservation, declaredLength, exposeBodyBudget, meteredBody, overloaded } from './body-budget.js';
+import { denialMessage } from './denial-message.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import { clientHeaders, forward, upstreamFailure, upstreamHeaders } from './forwarder.js';
 import { rewrittenBytes } from './json-rewrite.js';
@@ -244,8 +245,8 @@ export const proxyRoutes: FastifyPluginAsync<{
     return { workspaceId, runId: null, userId, via: 'auto' };
   }
 
-  const denial = (step: { id?: string; reason: string | null }, what: string) =>
-    new ProxyRefusal(403, step.reason ?? 'DENIED', `runguard denied this ${what}: ${step.reason ?? 'DENIED'}.`, step.id);
+  const denial = (step: { id?: string; decision: DecisionView }, what: string) =>
+    new ProxyRefusal(403, step.decision.reason ?? 'DENIED', denialMessage(what, step.decision), step.id);
 
   async function createStep(target: Target, runId: string, input: StepInput): Promise<CreatedStep> {
     try {
@@ -304,16 +305,20 @@ export const proxyRoutes: FastifyPluginAsync<{
     let step: CreatedStep;
     if (target.runId === null) {
       // A run of the call's own: started with its step, in one commit. The step's rules are the
-      // first four of the start's, read from the same inputs: a RUNNING run's step is ALLOWED.
+      // first four of the start's, read from the same inputs, and the step-only rules (below).
       const started = await guard.startRunWithStep(target.workspaceId, { user_id: target.userId!, metadata: { proxy: provider.name } }, stepInput);
-      if (started.run.status === 'BLOCKED') throw denial({ reason: started.run.decision.reason }, 'run');
+      if (started.run.status === 'BLOCKED') throw denial({ decision: started.run.decision }, 'run');
       runId = started.run.id;
       step = started.step!;
     } else {
       runId = target.runId;
       step = await createStep(target, runId, stepInput);
     }
-    if (step.status === 'BLOCKED') throw denial({ id: step.id, reason: step.decision.reason }, 'model call');
+    if (step.status === 'BLOCKED') {
+      // A step-only rule (model_priced) denied the call of a run of its own: that run ends here.
+      if (target.runId === null) await guard.endRun(target.workspaceId, runId, 'FAILED').catch((error: unknown) => request.log.warn({ err: error }, 'ending a denied call\'s run failed'));
+      throw denial(step, 'model call');
+    }
 
     const body = inspected.rewrittenBody === undefined ? (raw ?? null) : rewrittenBytes(raw ?? Buffer.alloc(0), parsed, inspected.rewrittenBody);
     reply.hijack();
@@ -369,6 +374,8 @@ export const proxyRoutes: FastifyPluginAsync<{
             });
         }
       };
+      // A run of the call's own stops holding a concurrency slot here now; its end follows.
+      if (step.endRun) guard.runAnswered(step.workspaceId, step.runId);
       written()
         .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'))
         .finally(recorded);

@@ -5,8 +5,9 @@
 
 // The wire's names for reasons, rule keys and the decision: the contract declares them once.
 import type { Decision, DenyReason, RuleKey } from '../contract/decision.js';
+import type { DenialDetail } from '../contract/denial-detail.js';
 
-export type { Decision, DenyReason, RuleKey };
+export type { Decision, DenialDetail, DenyReason, RuleKey };
 
 export type Boundary = 'run_start' | 'step';
 
@@ -22,50 +23,89 @@ export interface GuardSnapshot {
   monthlyRuns: number;
   maxConcurrentRuns: number | null;
   concurrentRuns: number;
+  /** Outstanding reservations counted against the budgets (reserve mode); 0 otherwise. */
+  workspaceReservedMicros?: number;
+  userReservedMicros?: number;
+  /** When the day's and the month's windows end (ISO 8601 UTC): what a denial's detail says. */
+  dayResetsAt?: string;
+  monthResetsAt?: string;
+  /**
+   * A MODEL_CALL step in a workspace with `unpriced_models: "deny"`: whether its model has an
+   * active price. Absent (any other step or setting): the rule is not evaluated.
+   */
+  modelPriced?: { model: string | null; priced: boolean };
 }
 
 interface Rule {
   key: RuleKey;
   reason: DenyReason;
+  /** Rules beyond the seed are evaluated only where configured; the seed's always. */
+  configured?(s: GuardSnapshot): boolean;
   denies(s: GuardSnapshot): boolean;
+  explain(s: GuardSnapshot): DenialDetail;
 }
+
+/** Microdollars as USD: one correctly rounded division (the money helpers are not imported: the engine stays alone). */
+const usd = (micros: number): number => micros / 1_000_000;
+
+const budgetDetail = (spend: number, budget: number | null, reserved: number | undefined, resetsAt: string | undefined): DenialDetail =>
+  ({ spend_usd: usd(spend), budget_usd: usd(budget ?? 0), reserved_usd: usd(reserved ?? 0), resets_at: resetsAt ?? null });
 
 /** Spend so far at or over the budget denies, so a budget of 0 denies everything. */
 const reached = (amount: number, limit: number | null): boolean => limit !== null && amount >= limit;
 
 /** In priority order. A run start evaluates all of them; a step creation the first four. */
 const RULES: readonly Rule[] = [
-  { key: 'kill_switch', reason: 'KILL_SWITCH_ACTIVE', denies: (s) => s.killSwitchActive },
-  { key: 'user_blocked', reason: 'USER_BLOCKED', denies: (s) => s.userBlocked },
+  { key: 'kill_switch', reason: 'KILL_SWITCH_ACTIVE', denies: (s) => s.killSwitchActive, explain: () => ({ kill_switch_active: true }) },
+  { key: 'user_blocked', reason: 'USER_BLOCKED', denies: (s) => s.userBlocked, explain: () => ({ user_blocked: true }) },
   {
     key: 'workspace_daily_budget',
     reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED',
     denies: (s) => reached(s.workspaceDailySpendMicros, s.workspaceDailyBudgetMicros),
+    explain: (s) => budgetDetail(s.workspaceDailySpendMicros, s.workspaceDailyBudgetMicros, s.workspaceReservedMicros, s.dayResetsAt),
   },
   {
     key: 'user_daily_budget',
     reason: 'USER_DAILY_BUDGET_EXCEEDED',
     denies: (s) => reached(s.userDailySpendMicros, s.userDailyBudgetMicros),
+    explain: (s) => budgetDetail(s.userDailySpendMicros, s.userDailyBudgetMicros, s.userReservedMicros, s.dayResetsAt),
   },
-  { key: 'monthly_run_limit', reason: 'MONTHLY_RUN_LIMIT_EXCEEDED', denies: (s) => reached(s.monthlyRuns, s.monthlyRunLimit) },
+  {
+    key: 'monthly_run_limit',
+    reason: 'MONTHLY_RUN_LIMIT_EXCEEDED',
+    denies: (s) => reached(s.monthlyRuns, s.monthlyRunLimit),
+    explain: (s) => ({ runs: s.monthlyRuns, limit: s.monthlyRunLimit ?? 0, resets_at: s.monthResetsAt ?? null }),
+  },
   {
     key: 'max_concurrent_runs',
     reason: 'MAX_CONCURRENT_RUNS_EXCEEDED',
     denies: (s) => reached(s.concurrentRuns, s.maxConcurrentRuns),
+    explain: (s) => ({ running: s.concurrentRuns, limit: s.maxConcurrentRuns ?? 0 }),
   },
 ];
 
 const RULES_AT: Record<Boundary, readonly Rule[]> = {
   run_start: RULES,
-  step: RULES.slice(0, 4),
+  step: [
+    ...RULES.slice(0, 4),
+    // Rules beyond the seed: at step creation only, after rule 4, each where configured.
+    {
+      key: 'model_priced',
+      reason: 'MODEL_NOT_PRICED',
+      configured: (s) => s.modelPriced !== undefined,
+      denies: (s) => s.modelPriced?.priced === false,
+      explain: (s) => ({ model: s.modelPriced?.model ?? null, unpriced_models: 'deny' }),
+    },
+  ],
 };
 
 export function evaluate(boundary: Boundary, snapshot: GuardSnapshot): Decision {
   const evaluated: Decision['evaluated_rules'] = {};
   for (const rule of RULES_AT[boundary]) {
+    if (rule.configured && !rule.configured(snapshot)) continue;
     if (rule.denies(snapshot)) {
       evaluated[rule.key] = 'DENY';
-      return { outcome: 'DENY', reason: rule.reason, evaluated_rules: evaluated };
+      return { outcome: 'DENY', reason: rule.reason, evaluated_rules: evaluated, detail: rule.explain(snapshot) };
     }
     evaluated[rule.key] = 'PASS';
   }

@@ -1,4 +1,6 @@
 /** Dashboard accounts: register, log in, change password, and resolve a token to its caller. */
+import { readShippedCatalog } from '../money/shipped-catalog.js';
+import { seedPricing } from '../store/pricing-catalog.js';
 import type { Principal } from './principal.js';
 import { ApiError } from '../errors.js';
 import { changePasswordHash, findAccount, findAccountByEmail, insertAccount } from '../store/accounts.js';
@@ -31,9 +33,12 @@ export class Accounts {
   async register(input: { email: string; password: string; workspace_name?: string }) {
     const email = normalizeEmail(input.email);
     const passwordHash = await hashPassword(input.password, this.scryptCost);
+    const catalog = (await readShippedCatalog()).entries;
     try {
       const created = await this.db.transaction(async (tx) => {
         const workspace = await createWorkspace(tx, input.workspace_name ?? `${email}'s workspace`, 'basic');
+        // Priced from the first call: without prices every budget would count $0.
+        await seedPricing(tx, workspace.id, catalog, new Date());
         const account = await insertAccount(tx, email, passwordHash, workspace.id);
         const key = await createApiKey(tx, workspace.id, 'first key');
         return { workspace, account, key };

@@ -9,12 +9,16 @@ import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
 import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
-import { lockAdmissions, runCounts, scopeAt, type CounterScope, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
+import { lockAdmissions, runCounts, scopeAt, SPEND_CAP_MICROS, type CounterScope, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
 import { findAnswer, saveAnswer, type IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
 import { GuardStateCache } from './guard-state-cache.js';
+import { callCost, costToMicros, type TokenPrices } from '../money/cost.js';
+import { PendingSpend } from './pending-spend.js';
+import { PriceBook } from './price-book.js';
+import { ReleasedRuns } from './released-runs.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 
 // The clock has a module of its own (src/clock.ts); this re-export keeps imports from branches
@@ -29,6 +33,8 @@ export type Boundary = 'run_start' | 'step';
  */
 export interface GuardObserver {
   decision(boundary: Boundary, decision: Pick<Decision, 'outcome' | 'reason'>): void;
+  /** A model call's result had tokens and its model no active price: it counts $0. */
+  unpricedCall?(): void;
 }
 
 // The answers are the wire's (src/contract/): the routes send them as they are.
@@ -50,9 +56,20 @@ export interface StepInput {
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
 const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
 
-export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts): GuardSnapshot {
+/** When the UTC day and month of `now` end: a budget's and the monthly limit's reset. */
+export function windowEnds(now: Date): { dayResetsAt: string; monthResetsAt: string } {
+  const year = now.getUTCFullYear();
+  const month = now.getUTCMonth();
+  return {
+    dayResetsAt: new Date(Date.UTC(year, month, now.getUTCDate() + 1)).toISOString().replace('.000Z', 'Z'),
+    monthResetsAt: new Date(Date.UTC(year, month + 1, 1)).toISOString().replace('.000Z', 'Z'),
+  };
+}
+
+export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts, now?: Date): GuardSnapshot {
   const w = state.workspace;
   return {
+    ...(now ? windowEnds(now) : {}),
     killSwitchActive: w.kill_switch_active,
     userBlocked: state.userBlocked,
     workspaceDailyBudgetMicros: w.daily_budget_micros,
@@ -66,7 +83,9 @@ export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts):
   };
 }
 
-const view = (d: Decision): DecisionView => ({ outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules });
+const view = (d: Decision): DecisionView =>
+  (d.detail ? { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules, detail: d.detail }
+    : { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules });
 /** A step as its creation answers it. */
 const createdView = (step: runs.NewStep): CreatedStep =>
   ({ id: step.id, run_id: step.runId, sequence: step.sequence, status: step.status, decision: view(step.decision) });
@@ -85,6 +104,9 @@ const RESULT_LINGER_MS = 10;
  * did; the very next call's read usually came before the raise already.
  */
 const RESULT_DELAY_MS = 4;
+
+/** Reads of the counters before a cost that reached them meanwhile is counted anyway (twice, toward denying). */
+const PENDING_READ_ATTEMPTS = 3;
 
 /** Tries at taking an allocated sequence before giving up (each collision resyncs first). */
 const SEQUENCE_ATTEMPTS = 10;
@@ -116,6 +138,15 @@ export class GuardService {
   /** Run (`workspace/run`) to its user, for runs this daemon has seen. */
   private readonly runUsers = new RecentMap<string>(10_000);
   private readonly states = new GuardStateCache();
+  /** Whose spend a MODEL_CALL step's result is, for the steps this daemon allowed. */
+  private readonly stepFacts = new RecentMap<{ userId: string; model: string }>(10_000);
+  /** Results released and not yet in the counters: every check of this daemon counts them. */
+  private readonly pending = new PendingSpend();
+  readonly prices: PriceBook;
+  /** Runs of proxied calls' own, answered and not yet written ended: they hold no slot here. */
+  private readonly releasedRuns = new ReleasedRuns();
+  /** Workspace and model pairs already warned of as unpriced (once each, while remembered). */
+  private readonly warnedUnpriced = new RecentMap<true>(10_000);
   private readonly sequences: SequenceAllocator;
   private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
   private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
@@ -131,6 +162,7 @@ export class GuardService {
     private readonly observer: GuardObserver | null = null,
   ) {
     this.sequences = new SequenceAllocator((runId) => runs.maxSequence(db, runId));
+    this.prices = new PriceBook(db);
     const finish = (finishes: runs.StepFinish[]) => runs.finishSteps(db, finishes);
     this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps), { retryAlone: isStatementRefusal });
     this.stepFinishes = new GroupCommit(finish, { retryAlone: isStatementRefusal });
@@ -188,6 +220,7 @@ export class GuardService {
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
     const [state, spend] = await this.decisionInputs(scope);
+    const modelPriced = firstStep ? await this.modelPriced(state, workspaceId, firstStep) : undefined;
     // Rules 5 and 6 count runs only where the workspace has a run limit: then under its admission
     // lock, so the counts are exact and stay so until this start commits. Without one, no rule
     // reads them, and starts do not queue behind each other.
@@ -199,13 +232,13 @@ export class GuardService {
       let counts = NOT_COUNTED;
       if (limited) {
         await lockAdmissions(db, workspaceId);
-        counts = await runCounts(db, scope);
+        counts = await this.runCountsLessReleased(db, scope);
       }
-      const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }));
+      const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }, now));
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
       const id = timeOrderedId(now.getTime());
       const step = status === 'RUNNING' && firstStep
-        ? this.newStep(workspaceId, id, 1, firstStep, evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED })), now)
+        ? this.newStep(workspaceId, id, 1, firstStep, evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced }), now)
         : undefined;
       const run = { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null, decision, now, day: scope.day, firstStep: step };
       await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
@@ -218,12 +251,44 @@ export class GuardService {
     if (run.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${run.id}`, input.user_id);
     // Nor, after a proxied call's first step, its highest sequence. (Not told of every run: the
     // allocator would fill with runs that take no proxied step, and forget those that do.)
-    if (step) this.sequences.started(run.id, 1);
+    if (step) {
+      this.sequences.started(run.id, 1);
+      this.rememberStep(step, input.user_id);
+    }
     this.observe('run_start', run.decision);
     if (!step) return { run, step: null };
     const created = createdView(step);
     this.observe('step', created.decision);
     return { run, step: created };
+  }
+
+  /**
+   * Allowed runs this month, and RUNNING runs less those whose call this daemon has answered (their
+   * end is on its way). A released run ended during the count may be in it or not: count again.
+   */
+  private async runCountsLessReleased(db: Queryable, scope: CounterScope): Promise<RunCounts> {
+    for (let attempt = 1; ; attempt++) {
+      const released = this.releasedRuns.held(scope.workspaceId);
+      const counts = await runCounts(db, scope);
+      if (released.count === 0) return counts;
+      if (released.overtaken() && attempt < PENDING_READ_ATTEMPTS) continue;
+      // Counted anyway after a few tries: an overtaken run then counts as running (toward denying).
+      const freed = released.overtaken() ? 0 : released.count;
+      return { ...counts, concurrentRuns: Math.max(0, counts.concurrentRuns - freed) };
+    }
+  }
+
+  /**
+   * A run of a proxied call's own has answered its call: from now it holds no concurrency slot
+   * in this daemon's admissions, until its end (which follows) is written.
+   */
+  runAnswered(workspaceId: string, runId: string): void {
+    this.releasedRuns.release(workspaceId, runId);
+  }
+
+  /** A MODEL_CALL step allowed here: its result's cost will be held as pending spend. */
+  private rememberStep(step: runs.NewStep, userId: string): void {
+    if (step.status === 'ALLOWED' && step.model !== null) this.stepFacts.remember(step.id, { userId, model: step.model });
   }
 
   private newStep(workspaceId: string, runId: string, sequence: number, input: Omit<StepInput, 'sequence'>, decision: Decision, now: Date): runs.NewStep {
@@ -244,7 +309,8 @@ export class GuardService {
     const now = this.clock.now();
     const end = async (db: Queryable): Promise<EndedRunView> => {
       const request = { workspaceId, runId, status, now };
-      const ended = idempotency ? (await runs.endRuns(db, [request]))[0] : await this.runEnds.submit(request);
+      const ended = await (idempotency ? runs.endRuns(db, [request]).then((all) => all[0]) : this.runEnds.submit(request))
+        .finally(() => this.releasedRuns.ended(workspaceId, runId));
       if (!ended) {
         if (await runs.runExists(db, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
         throw new ApiError('RUN_NOT_FOUND');
@@ -271,8 +337,9 @@ export class GuardService {
     const replay = idempotency ? await this.replay<CreatedStep>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
-    const [state, spend] = await this.stepCheckInputs(workspaceId, runId, now);
-    const decision = evaluate('step', toSnapshot(state, { ...spend, ...NOT_COUNTED }));
+    const [state, spend, userId] = await this.stepCheckInputs(workspaceId, runId, now);
+    const modelPriced = await this.modelPriced(state, workspaceId, input);
+    const decision = evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced });
     const template = this.newStep(workspaceId, runId, 0, input, decision, now);
     const step = (sequence: number): runs.NewStep => ({ ...template, sequence });
     const answer = (sequence: number): CreatedStep => createdView(step(sequence));
@@ -295,6 +362,7 @@ export class GuardService {
       const given = input.sequence ?? null;
       const recorded = given === null ? await this.withAllocatedSequence(runId, insert) : await insert(given);
       if (given !== null) await this.sequences.observe(runId, given);
+      this.rememberStep({ ...template, id: recorded.id }, userId);
       this.observe('step', recorded.decision);
       return recorded;
     } catch (error) {
@@ -319,6 +387,7 @@ export class GuardService {
     if (replay) return replay;
     const now = this.clock.now();
     const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
+    const release = this.holdSpend(finish);
     return this.replayOnConflict(idempotency, async () => {
       // A remembered answer commits with the result, in a transaction of its own; any other
       // result shares its statement and commit with the results written at the same moment.
@@ -330,7 +399,7 @@ export class GuardService {
           })
         : await this.stepFinishes.submit(finish);
       return this.afterFinish(finish, finished);
-    });
+    }).finally(release);
   }
 
   /**
@@ -340,7 +409,55 @@ export class GuardService {
   async recordResult(workspaceId: string, runId: string, stepId: string, result: runs.StepResult): Promise<FinishedStepView> {
     const now = this.clock.now();
     const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
-    return this.afterFinish(finish, await this.lingeringResults.submit(finish));
+    const release = this.holdSpend(finish);
+    try {
+      return await this.afterFinish(finish, await this.lingeringResults.submit(finish));
+    } finally {
+      release();
+    }
+  }
+
+  /** Unpriced spend is invisible to budgets: say so (a metric per call, a warning per model and workspace). */
+  private unpricedCall(workspaceId: string, model: string): void {
+    try {
+      this.observer?.unpricedCall?.();
+    } catch (error) {
+      this.log.warn({ err: error }, 'guard observer failed');
+    }
+    const key = `${workspaceId}\u0000${model}`;
+    if (this.warnedUnpriced.get(key)) return;
+    this.warnedUnpriced.remember(key, true);
+    this.log.warn({ workspaceId, model }, 'a model call was recorded without a price: its cost counts $0 against every budget (set a price, or unpriced_models "deny")');
+  }
+
+  /**
+   * With `unpriced_models: "deny"`, whether a MODEL_CALL step's model has an active price (the
+   * rule model_priced); undefined where the rule is not evaluated.
+   */
+  private async modelPriced(state: GuardState, workspaceId: string, input: Omit<StepInput, 'sequence'>): Promise<GuardSnapshot['modelPriced']> {
+    if (input.type !== 'MODEL_CALL' || state.workspace.unpriced_models !== 'deny') return undefined;
+    const model = input.model ?? null;
+    return { model, priced: model !== null && (await this.prices.prices(workspaceId, model)) !== null };
+  }
+
+  /**
+   * Holds a result's cost as pending spend from now (its answer is released) until its record
+   * and the counters hold it; answers the function that stops holding it. Priced as the record
+   * will be, from the model's active prices.
+   */
+  private holdSpend(finish: runs.StepFinish): () => void {
+    const facts = this.stepFacts.get(finish.stepId);
+    const { result } = finish;
+    const tokens = { promptTokens: result.promptTokens, completionTokens: result.completionTokens, cacheReadTokens: result.cacheReadTokens ?? null, cacheWriteTokens: result.cacheWriteTokens ?? null };
+    const costText = (prices: TokenPrices) => callCost(tokens, prices);
+    if (!facts || costText({ input: '0', output: '0', cacheRead: null, cacheWrite: null }) === null) return () => {};
+    const cost = this.prices.prices(finish.workspaceId, facts.model).then((prices) => {
+      // Priced as the record will be (src/money/cost.ts is the one definition), capped as the counters are.
+      if (prices) return Math.min(Number(costToMicros(costText(prices)!)), SPEND_CAP_MICROS);
+      this.unpricedCall(finish.workspaceId, facts.model);
+      return 0;
+    });
+    return this.pending.add(scopeAt(finish.now, finish.workspaceId, facts.userId), cost);
   }
 
   /** A result's statement answered: why nothing was finished, or the spend copy raised and the answer. */
@@ -349,6 +466,7 @@ export class GuardService {
       if (await runs.stepExists(this.db, finish.workspaceId, finish.runId, finish.stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
       throw new ApiError('STEP_NOT_FOUND');
     }
+    this.stepFacts.forget(finish.stepId);
     if (finished.totals) await this.counters.spendRecorded(scopeAt(finish.now, finish.workspaceId, finished.user_id), finished.totals);
     return { id: finished.id, status: finished.status };
   }
@@ -358,15 +476,17 @@ export class GuardService {
    * never change: once this daemon has seen the run, both are read at once, and whether it still
    * runs is left to the step's insert.
    */
-  private async stepCheckInputs(workspaceId: string, runId: string, now: Date): Promise<[GuardState, DailySpend]> {
+  private async stepCheckInputs(workspaceId: string, runId: string, now: Date): Promise<[GuardState, DailySpend, string]> {
     const runKey = `${workspaceId}/${runId}`;
     const userId = this.runUsers.get(runKey);
-    if (userId !== undefined) return this.decisionInputs(scopeAt(now, workspaceId, userId));
+    if (userId !== undefined) return [...(await this.decisionInputs(scopeAt(now, workspaceId, userId))), userId];
     const found = await loadStepGuardState(this.db, workspaceId, runId);
     if (!found) throw new ApiError('RUN_NOT_FOUND');
     if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
     this.runUsers.remember(runKey, found.userId);
-    return [found, await this.counters.readSpend(scopeAt(now, workspaceId, found.userId))];
+    const scope = scopeAt(now, workspaceId, found.userId);
+    const { spend } = await this.withPendingSpend(scope, async () => ({ spend: await this.counters.readSpend(scope) }));
+    return [found, spend, found.userId];
   }
 
   /**
@@ -374,13 +494,26 @@ export class GuardService {
    * counters, then the rules' state of the workspace and user, remembered while that version holds.
    */
   private async decisionInputs(scope: CounterScope): Promise<[GuardState, DailySpend]> {
-    const { spend, stateVersion } = await this.counters.readDecisionInputs(scope);
+    const { spend, stateVersion } = await this.withPendingSpend(scope, () => this.counters.readDecisionInputs(scope));
     let state = this.states.get(scope.workspaceId, scope.userId, stateVersion);
     if (!state) {
       state = await loadGuardState(this.db, scope.workspaceId, scope.userId);
       this.states.set(scope.workspaceId, scope.userId, stateVersion, state);
     }
     return [state, spend];
+  }
+
+  /**
+   * Reads the counters with `read`, and adds the spend this daemon released and has not written
+   * yet. A held cost that reached the counters during the read may be in it or not: read again.
+   */
+  private async withPendingSpend<T extends { spend: DailySpend }>(scope: CounterScope, read: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const held = this.pending.held(scope);
+      const got = await read();
+      if (held.overtaken() && attempt < PENDING_READ_ATTEMPTS) continue;
+      return { ...got, spend: await held.addTo(got.spend) };
+    }
   }
 
   /** Resolves once every step and result submitted so far is written (before the stores close). */

@@ -48,6 +48,8 @@ const settingsView = (w: WorkspaceRow) => ({
   user_daily_budget_usd: usd(w.user_daily_budget_micros),
   monthly_run_limit: w.monthly_run_limit,
   max_concurrent_runs: w.max_concurrent_runs,
+  retention_days: w.retention_days,
+  unpriced_models: w.unpriced_models,
 });
 const PRICE_FIELDS = [
   'input_cost_per_token',
@@ -63,6 +65,8 @@ const SETTINGS = [
   'user_daily_budget_usd',
   'monthly_run_limit',
   'max_concurrent_runs',
+  'retention_days',
+  'unpriced_models',
 ] as const;
 
 export class GuardSettings {
@@ -70,6 +74,8 @@ export class GuardSettings {
     private readonly db: Db,
     private readonly counters: CounterStore,
     private readonly clock: Clock,
+    /** Told after a price changes, so this daemon's price cache (read-your-writes) drops it at once. */
+    private readonly pricesChanged: (workspaceId: string) => void = () => {},
   ) {}
 
   /** The workspace; a workspace that vanished under a valid credential answers as a bad credential. */
@@ -177,6 +183,7 @@ export class GuardSettings {
       return after;
     });
     await this.counters.stateChanged(workspaceId);
+    this.pricesChanged(workspaceId);
     return pricing;
   }
 
@@ -184,6 +191,7 @@ export class GuardSettings {
   async deletePricing(workspaceId: string, model: string): Promise<void> {
     await deletePricingEntry(this.db, workspaceId, model);
     await this.counters.stateChanged(workspaceId);
+    this.pricesChanged(workspaceId);
   }
 
   /** Deletes a user's record and ended runs (see `deleteUser`): their block and budget go with it. */
@@ -229,7 +237,10 @@ export class GuardSettings {
         );
       },
     });
-    if (!options.dryRun) await this.counters.stateChanged(workspaceId);
+    if (!options.dryRun) {
+      await this.counters.stateChanged(workspaceId);
+      this.pricesChanged(workspaceId);
+    }
     return lines;
   }
 

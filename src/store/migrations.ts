@@ -311,6 +311,16 @@ SELECT workspace_id, status, 0, count(*) FROM runs GROUP BY workspace_id, status
 `,
   },
   {
+    version: 9,
+    name: 'budgets_that_hold',
+    sql: `
+-- Whether a MODEL_CALL step of a model without an active price is allowed (its cost then
+-- unknown, counted as 0) or denied MODEL_NOT_PRICED. A default: no rewrite of the table.
+ALTER TABLE workspaces ADD COLUMN unpriced_models text NOT NULL DEFAULT 'allow'
+  CHECK (unpriced_models IN ('allow', 'deny'));
+`,
+  },
+  {
     version: 10,
     name: 'prompt_cache_prices',
     sql: `

@@ -508,6 +508,7 @@ function runDetailStatement(values: { runId: string; workspaceId: string; now: s
       ',"decision":{"outcome":', coalesce((r.decision -> 'outcome')::text, 'null'),
       ',"reason":', coalesce((r.decision -> 'reason')::text, 'null'),
       ',"evaluated_rules":', coalesce((r.decision -> 'evaluated_rules')::text, 'null'),
+      CASE WHEN r.decision -> 'detail' IS NOT NULL THEN ',"detail":' || (r.decision -> 'detail')::text END,
       '},"duration_ms":', coalesce((CASE WHEN isfinite(r.started_at) AND isfinite(${end})
         THEN greatest(0, ${ms(end)} - ${ms('r.started_at')})::bigint END)::text, 'null'),
       ',"steps":[') AS head,

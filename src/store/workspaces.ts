@@ -31,8 +31,12 @@ export interface WorkspaceRow {
   max_concurrent_runs: number | null;
   /** Days ended runs are kept; null: forever (migration 14). */
   retention_days: number | null;
+  /** A MODEL_CALL step of a model without an active price: allowed (cost null) or denied. */
+  unpriced_models: UnpricedModels;
   updated_at: Date;
 }
+
+export type UnpricedModels = 'allow' | 'deny';
 
 const nullableNumber = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
@@ -47,6 +51,7 @@ export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
     monthly_run_limit: nullableNumber(row.monthly_run_limit),
     max_concurrent_runs: nullableNumber(row.max_concurrent_runs),
     retention_days: nullableNumber(row.retention_days),
+    unpriced_models: row.unpriced_models === 'deny' ? 'deny' : 'allow',
     updated_at: row.updated_at as Date,
   };
 }
@@ -196,9 +201,10 @@ export interface WorkspaceChanges {
   max_concurrent_runs?: number | null;
   plan?: Plan;
   retention_days?: number | null;
+  unpriced_models?: UnpricedModels;
 }
 
-const CHANGEABLE = ['name', 'daily_budget_micros', 'user_daily_budget_micros', 'monthly_run_limit', 'max_concurrent_runs', 'plan', 'retention_days'] as const;
+const CHANGEABLE = ['name', 'daily_budget_micros', 'user_daily_budget_micros', 'monthly_run_limit', 'max_concurrent_runs', 'plan', 'retention_days', 'unpriced_models'] as const;
 
 export async function updateWorkspace(db: Queryable, id: string, changes: WorkspaceChanges, now: Date): Promise<WorkspaceRow> {
   const columns = CHANGEABLE.filter((c) => changes[c] !== undefined);

@@ -262,7 +262,8 @@ describe('accounts and administration', () => {
       expect((await b.key.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 2 })).status).toBe(404);
       expect((await b.key.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, { status: 'FAILED' })).status).toBe(404);
       expect((await b.key.request('POST', `/v1/runs/${run.id}/end`, { status: 'FAILED' })).status).toBe(404);
-      expect((await b.key.request('GET', '/v1/model-pricing')).body).toEqual([]);
+      // B has the shipped catalog (every new workspace does), never A's own prices.
+      expect((await b.key.request('GET', '/v1/model-pricing')).body.map((p: any) => p.model)).not.toContain('secret-model');
       expect((await b.key.request('GET', '/v1/users')).body).toMatchObject({ items: [], total: 0 });
       expect((await b.jwt.request('GET', '/v1/usage')).body).toMatchObject({ monthly_runs: 0, concurrent_runs: 0 });
       const bKeys = (await b.jwt.request('GET', '/v1/api-keys')).body;

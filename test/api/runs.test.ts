@@ -186,7 +186,7 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       await api.stores.db.query('INSERT INTO sdk_users (workspace_id, user_id, blocked) VALUES ($1, $2, true)', [ws.workspaceId, 'bad']);
       const bad = await ws.api.request('POST', '/v1/runs', { user_id: 'bad' });
       expect(bad.body.decision).toEqual({
-        outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' },
+        outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' }, detail: { user_blocked: true },
       });
       expect((await ws.api.request('POST', '/v1/runs', { user_id: 'good' })).body.status).toBe('RUNNING');
     });
@@ -235,6 +235,7 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
           kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS',
           monthly_run_limit: 'PASS', max_concurrent_runs: 'DENY',
         },
+        detail: { running: 1, limit: 1 },
       });
       await ws.api.request('POST', `/v1/runs/${first.id}/end`, { status: 'FAILED' });
       expect((await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body.status).toBe('RUNNING');

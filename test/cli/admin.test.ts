@@ -32,6 +32,9 @@ describe('operator commands', () => {
     expect(budget.code).toBe(0);
     expect(budget.stdout).toMatch(/workspace daily budget\s+\$12\.50\n/);
     expect(budget.stdout).toMatch(/per-user daily budget\s+unlimited/);
+    const deny = await cli('budget', 'set', '--unpriced-models', 'deny');
+    expect(deny.stdout).toMatch(/unpriced models\s+deny/);
+    expect((await cli('budget', 'set', '--unpriced-models', 'allow', '--json')).stdout).toContain('"unpriced_models": "allow"');
     const limits = await cli('limits', 'set', '--concurrent-runs', '1', '--monthly-runs', '2', '--json');
     expect(limits.code).toBe(0);
     expect(JSON.parse(limits.stdout)).toMatchObject({ max_concurrent_runs: 1, monthly_run_limit: 2 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { explainDenial } from '../../src/contract/denial-detail.js';
 import { evaluate, type Boundary, type GuardSnapshot } from '../../src/rules/engine.js';
 
 const open: GuardSnapshot = {
@@ -70,10 +71,36 @@ describe('rule engine', () => {
       killSwitchActive: true, userBlocked: true, workspaceDailyBudgetMicros: 0, workspaceDailySpendMicros: 1,
       userDailyBudgetMicros: 0, userDailySpendMicros: 1, monthlyRunLimit: 0, monthlyRuns: 1, maxConcurrentRuns: 0, concurrentRuns: 1,
     };
-    expect(evaluate('run_start', everything)).toEqual({ outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE', evaluated_rules: { kill_switch: 'DENY' } });
+    expect(evaluate('run_start', everything)).toEqual({
+      outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE', evaluated_rules: { kill_switch: 'DENY' }, detail: { kill_switch_active: true },
+    });
     expect(evaluate('run_start', { ...everything, killSwitchActive: false }).reason).toBe('USER_BLOCKED');
     expect(evaluate('run_start', { ...everything, killSwitchActive: false, userBlocked: false }).evaluated_rules).toEqual({
       kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'DENY',
     });
+  });
+});
+
+describe('denial detail', () => {
+  const base: GuardSnapshot = {
+    killSwitchActive: false, userBlocked: false, workspaceDailyBudgetMicros: null, workspaceDailySpendMicros: 0,
+    userDailyBudgetMicros: null, userDailySpendMicros: 0, monthlyRunLimit: null, monthlyRuns: 0, maxConcurrentRuns: null, concurrentRuns: 0,
+    dayResetsAt: '2026-11-27T00:00:00Z', monthResetsAt: '2026-12-01T00:00:00Z',
+  };
+
+  it('when a user budget denies, then the detail has its spend, budget, reservations and reset, and the sentence says them', () => {
+    const d = evaluate('step', { ...base, userDailyBudgetMicros: 400, userDailySpendMicros: 450, userReservedMicros: 0 });
+    expect(d.detail).toEqual({ spend_usd: 0.00045, budget_usd: 0.0004, reserved_usd: 0, resets_at: '2026-11-27T00:00:00Z' });
+    expect(explainDenial(d.reason!, d.detail)).toBe('user daily budget spent: $0.00045 of $0.0004; resets 2026-11-27T00:00:00Z');
+  });
+
+  it('when the monthly limit or concurrency denies, then the detail has the counts', () => {
+    expect(evaluate('run_start', { ...base, monthlyRunLimit: 3, monthlyRuns: 3 }).detail)
+      .toEqual({ runs: 3, limit: 3, resets_at: '2026-12-01T00:00:00Z' });
+    expect(evaluate('run_start', { ...base, maxConcurrentRuns: 2, concurrentRuns: 2 }).detail).toEqual({ running: 2, limit: 2 });
+  });
+
+  it('when the decision allows, then it has no detail', () => {
+    expect(evaluate('run_start', base)).not.toHaveProperty('detail');
   });
 });

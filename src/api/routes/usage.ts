@@ -7,6 +7,7 @@ import type { Clock } from '../../clock.js';
 import { planView } from '../../service/plans.js';
 import { runCounts, scopeAt, type CounterStore } from '../../store/counters.js';
 import type { Db } from '../../store/db.js';
+import { unpricedUsage } from '../../store/unpriced-usage.js';
 import { dailyUsage } from '../../store/users.js';
 import type { GuardSettings } from '../../service/guard-settings.js';
 import { PLAN_NAMES, type WorkspaceRow } from '../../store/workspaces.js';
@@ -55,6 +56,8 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; s
           concurrent_runs: Type.Integer(),
           max_concurrent_runs: Nullable(Type.Integer()),
           daily: Type.Array(Type.Object({ date: Type.String(), spend_usd: Type.Number(), runs: Type.Integer() })),
+          /** Today's model calls recorded with tokens but no price (they count $0), by model. */
+          unpriced: Type.Array(Type.Object({ model: Nullable(Type.String()), calls: Type.Integer(), tokens: Type.Integer() })),
         }),
         ...errorResponses(401, 422),
       },
@@ -62,11 +65,12 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; s
   }, async (request) => {
     const now = clock.now();
     const scope = scopeAt(now, request.principal.workspaceId, '');
-    const [workspace, spend, counts, daily] = await Promise.all([
+    const [workspace, spend, counts, daily, unpriced] = await Promise.all([
       settings.workspace(scope.workspaceId),
       counters.readSpend(scope),
       runCounts(db, scope),
       dailyUsage(db, scope.workspaceId, scope.day, request.query.days),
+      unpricedUsage(db, scope.workspaceId, scope.day),
     ]);
     return {
       date: scope.day,
@@ -77,6 +81,7 @@ export const usageRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; s
       concurrent_runs: counts.concurrentRuns,
       max_concurrent_runs: workspace.max_concurrent_runs,
       daily: daily.map((d) => ({ date: d.day, spend_usd: microsToUsd(d.spendMicros), runs: d.runs })),
+      unpriced,
     };
   });
 

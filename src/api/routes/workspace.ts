@@ -21,6 +21,7 @@ export const WorkspaceSchema = Type.Object({
   max_concurrent_runs: Nullable(Type.Integer()),
   /** Days ended runs are kept before the purge deletes them; null: forever. */
   retention_days: Nullable(Type.Integer()),
+  unpriced_models: Type.Enum(['allow', 'deny']),
   updated_at: Type.String({ format: 'date-time' }),
 });
 
@@ -38,6 +39,7 @@ export function workspaceView(w: WorkspaceRow) {
     monthly_run_limit: w.monthly_run_limit,
     max_concurrent_runs: w.max_concurrent_runs,
     retention_days: w.retention_days,
+    unpriced_models: w.unpriced_models,
     updated_at: new Date(w.updated_at).toISOString(),
   };
 }
@@ -63,6 +65,8 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
           monthly_run_limit: Type.Optional(Nullable(Limit)),
           max_concurrent_runs: Type.Optional(Nullable(Limit)),
           retention_days: Type.Optional(RetentionDays),
+          /** "deny": a model call of a model without an active price is denied MODEL_NOT_PRICED. */
+          unpriced_models: Type.Optional(Type.Enum(['allow', 'deny'])),
         },
         { additionalProperties: false },
       ),
@@ -77,6 +81,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
       monthly_run_limit: b.monthly_run_limit,
       max_concurrent_runs: b.max_concurrent_runs,
       retention_days: b.retention_days,
+      unpriced_models: b.unpriced_models as 'allow' | 'deny' | undefined,
     });
     return workspaceView(updated);
   });

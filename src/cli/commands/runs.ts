@@ -1,6 +1,7 @@
 /** `runguard runs list|show|tail`: the audit record of runs, steps and decisions. */
 import { Command, Option } from 'commander';
 import type { ApiClient, RunDetail, RunStatus, RunSummary, Step } from '../api-client.js';
+import { explainDenial } from '../../contract/denial-detail.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { CliError, DaemonUnreachableError, describeError } from '../errors.js';
 import { duration, pageFooter, timestamp, usd, type Output } from '../output.js';
@@ -17,8 +18,21 @@ function positiveInt(name: string, max: number) {
 }
 
 const decisionText = (d: { outcome: string; reason: string | null }) => (d.outcome === 'DENY' ? `DENY ${d.reason ?? ''}`.trim() : d.outcome);
+/** A denial with its numbers: `DENY USER_DAILY_BUDGET_EXCEEDED (user daily budget spent: $0.00045 of $0.0004; resets ...)`. */
+const explainedDecision = (d: RunDetail['decision']) => `${decisionText(d)}${explanation(d)}`;
+/** A denial's numbers in parentheses, after its code; nothing for an ALLOW. */
+const explanation = (d: RunDetail['decision']) => (d.outcome === 'DENY' && d.reason ? ` (${explainDenial(d.reason, d.detail)})` : '');
 const tokens = (s: Pick<Step, 'prompt_tokens' | 'completion_tokens'>) =>
   s.prompt_tokens === null && s.completion_tokens === null ? '-' : `${s.prompt_tokens ?? 0}+${s.completion_tokens ?? 0}`;
+
+/** Model calls with tokens and no cost: `2 calls, 130 tokens (llama3:8b)`, or null when none. */
+function unpricedCalls(steps: Step[]): string | null {
+  const calls = steps.filter((s) => s.type === 'MODEL_CALL' && s.cost_usd === null && (s.prompt_tokens !== null || s.completion_tokens !== null));
+  if (calls.length === 0) return null;
+  const tokenSum = calls.reduce((n, s) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0), 0);
+  const models = [...new Set(calls.map((s) => s.model ?? '(unknown model)'))].join(', ');
+  return `${calls.length} call${calls.length === 1 ? '' : 's'}, ${tokenSum} tokens (${models})`;
+}
 
 function listCommand() {
   return apiCommand('list', 'list runs, newest first')
@@ -56,13 +70,15 @@ export function printRun(out: Output, run: RunDetail) {
   out.line(`Run       ${run.id}`);
   out.line(`User      ${run.user_id}`);
   out.line(`Status    ${statusWord(out.style, run.status)}`);
-  out.line(`Decision  ${statusWord(out.style, decisionText(run.decision))}`);
+  out.line(`Decision  ${statusWord(out.style, decisionText(run.decision))}${explanation(run.decision)}`);
   out.line(`Started   ${timestamp(run.started_at)}`);
   out.line(`Ended     ${timestamp(run.ended_at)}`);
   out.line(`Duration  ${duration(run.duration_ms)}`);
   out.line(`Tokens    ${run.total_tokens}`);
   out.line(`Cost      ${usd(run.total_cost_usd)}`);
   if (run.metadata) out.line(`Metadata  ${JSON.stringify(run.metadata)}`);
+  const unpriced = unpricedCalls(run.steps);
+  if (unpriced) out.line(`Unpriced  ${unpriced} (counted as $0 against budgets)`);
   out.line();
   if (run.steps.length === 0) return out.line('No steps.');
   out.table(
@@ -70,6 +86,9 @@ export function printRun(out: Output, run: RunDetail) {
     run.steps.map((s) => [s.sequence, s.type, s.model ?? s.tool_name, statusWord(out.style, s.status), statusWord(out.style, decisionText(s.decision)), tokens(s),
       usd(s.cost_usd), duration(s.duration_ms), timestamp(s.created_at)]),
   );
+  const denied = run.steps.filter((s) => s.decision.outcome === 'DENY');
+  if (denied.length) out.line();
+  for (const s of denied) out.line(`Step ${s.sequence} denied: ${explainedDecision(s.decision)}`);
 }
 
 function showCommand() {

@@ -10,6 +10,7 @@ interface Workspace {
   user_daily_budget_usd: number | null;
   monthly_run_limit: number | null;
   max_concurrent_runs: number | null;
+  unpriced_models?: 'allow' | 'deny';
 }
 
 /**
@@ -40,6 +41,7 @@ const show = (w: Workspace) => [
   ['per-user daily budget', w.user_daily_budget_usd === null ? 'unlimited' : usd(w.user_daily_budget_usd)],
   ['monthly runs', w.monthly_run_limit ?? 'unlimited'],
   ['concurrent runs', w.max_concurrent_runs ?? 'unlimited'],
+  ...(w.unpriced_models ? [['unpriced models', w.unpriced_models]] : []),
 ];
 
 /** The ceilings of each plan, as the daemon enforces them (src/store/workspaces.ts). */
@@ -89,7 +91,10 @@ export function budgetCommand(): Command {
   return setter('budget', "set the workspace's daily budgets in USD ('none' = unlimited)", [
     new Option('--workspace-daily <usd>', 'USD per UTC day for the whole workspace').argParser((v) => parseUsd(v, '--workspace-daily')),
     new Option('--user-daily <usd>', 'USD per UTC day for each user without a budget of their own').argParser((v) => parseUsd(v, '--user-daily')),
+    new Option('--unpriced-models <policy>', "a model call of a model without a price: 'allow' (counts $0) or 'deny' (MODEL_NOT_PRICED)")
+      .choices(['allow', 'deny']),
   ], (o) => ({
+    ...(o.unpricedModels !== undefined && { unpriced_models: o.unpricedModels }),
     ...(o.workspaceDaily !== undefined && { daily_budget_usd: orNull(o.workspaceDaily) }),
     ...(o.userDaily !== undefined && { user_daily_budget_usd: orNull(o.userDaily) }),
   }));

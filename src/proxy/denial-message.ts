@@ -1,0 +1,13 @@
+/**
+ * The message of a proxied call's 403: what was denied, the rule's code, and its numbers, so an
+ * agent (or its log) need not guess: `runguard denied this model call: USER_DAILY_BUDGET_EXCEEDED
+ * (user daily budget spent: $0.00045 of $0.0004; resets 2026-11-27T00:00:00Z).`
+ */
+import { explainDenial } from '../contract/denial-detail.js';
+import type { DecisionView } from '../service/guard-service.js';
+
+export function denialMessage(what: string, decision: DecisionView): string {
+  const reason = decision.reason ?? 'DENIED';
+  const numbers = decision.reason ? ` (${explainDenial(decision.reason, decision.detail)})` : '';
+  return `runguard denied this ${what}: ${reason}${numbers}.`;
+}

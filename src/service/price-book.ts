@@ -1,0 +1,61 @@
+/**
+ * The active price of a workspace's model, as the daemon needs it before a record commits: a
+ * result's pending spend, and (with `unpriced_models: "deny"`) whether a step's model is priced.
+ * Remembered briefly: a price set through this daemon is seen at once (`changed`), one set
+ * through another daemon within MAX_AGE_MS.
+ */
+import type { Queryable } from '../store/db.js';
+import type { TokenPrices } from '../money/cost.js';
+
+const MAX_AGE_MS = 2_000;
+const CAPACITY = 10_000;
+
+interface Entry {
+  loadedAt: number;
+  prices: Promise<TokenPrices | null>;
+}
+
+export class PriceBook {
+  private readonly entries = new Map<string, Entry>();
+  /** Bumped by `changed`: a load that began before a change does not outlive it. */
+  private generation = 0;
+
+  constructor(private readonly db: Queryable) {}
+
+  /** The model's active prices; null when it has none (an unpriced model). */
+  prices(workspaceId: string, model: string): Promise<TokenPrices | null> {
+    const key = `${workspaceId}\u0000${model}`;
+    const entry = this.entries.get(key);
+    if (entry && performance.now() - entry.loadedAt <= MAX_AGE_MS) return entry.prices;
+    const generation = this.generation;
+    const prices = this.load(workspaceId, model);
+    const fresh = { loadedAt: performance.now(), prices };
+    this.entries.delete(key);
+    if (this.entries.size >= CAPACITY) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, fresh);
+    // A failed read is not remembered; nor one that a change overtook.
+    prices.then(
+      () => { if (generation !== this.generation && this.entries.get(key) === fresh) this.entries.delete(key); },
+      () => { if (this.entries.get(key) === fresh) this.entries.delete(key); },
+    );
+    return prices;
+  }
+
+  /** A workspace's prices changed (through this daemon): forget what was read before. */
+  changed(workspaceId: string): void {
+    this.generation++;
+    for (const key of this.entries.keys()) if (key.startsWith(`${workspaceId}\u0000`)) this.entries.delete(key);
+  }
+
+  /** Exact decimal text as Postgres writes a numeric: what callCost takes, digit for digit. */
+  private async load(workspaceId: string, model: string): Promise<TokenPrices | null> {
+    const { rows } = await this.db.query<{ input: string; output: string; cache_read: string | null; cache_write: string | null }>(
+      `SELECT input_cost_per_token::text AS input, output_cost_per_token::text AS output,
+         cache_read_input_cost_per_token::text AS cache_read, cache_write_input_cost_per_token::text AS cache_write
+       FROM model_pricing WHERE workspace_id = $1 AND model = $2 AND is_active`,
+      [workspaceId, model],
+    );
+    const row = rows[0];
+    return row ? { input: row.input, output: row.output, cacheRead: row.cache_read, cacheWrite: row.cache_write } : null;
+  }
+}
