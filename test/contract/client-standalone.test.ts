@@ -38,11 +38,11 @@ function graph(entries: string[]): { files: string[]; packages: string[] } {
 }
 
 describe('the SDK at run time', () => {
-  it('when any of its files is loaded, then it reaches only its own files, the deny sentences and Node built-ins', () => {
+  it('when any of its files is loaded, then it reaches only its own files, the deny sentences and details, and Node built-ins', () => {
     // Every file, not only the index's graph: a file loaded by nothing today may be tomorrow.
     const entries = readdirSync(resolve(SRC, 'client')).filter((name) => name.endsWith('.ts')).map((name) => resolve(SRC, 'client', name));
     const { files, packages } = graph(entries);
-    expect(files.filter((file) => !file.startsWith('client/'))).toEqual(['contract/deny-reasons.ts']);
+    expect(files.filter((file) => !file.startsWith('client/'))).toEqual(['contract/denial-detail.ts', 'contract/deny-reasons.ts']);
     expect(packages.filter((name) => !name.startsWith('node:'))).toEqual([]);
   });
 
