@@ -366,6 +366,33 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
       .toBe(0.0000002);
   });
 
+  it('when unpriced models are set to deny from the Settings page, then a call to an unpriced model is denied; back to allow, allowed', async () => {
+    const run = await startRun('frank');
+    await goTo('/settings', 'Settings');
+    const choice = page.getByLabel('Calls to unpriced models');
+    await expect(choice.inputValue()).resolves.toBe('allow');
+    await choice.selectOption('deny');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByText('Saved.').waitFor();
+    expect(((await api.request('GET', '/v1/workspace')).body as { unpriced_models: string }).unpriced_models).toBe(
+      'deny',
+    );
+    const denied = await step(run.id, 1, { model: 'no-such-model-anywhere' });
+    expect(denied.decision.reason).toBe('MODEL_NOT_PRICED');
+    // The page shows what the API holds after a reload too.
+    await page.reload();
+    await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
+    await expect.poll(() => page.getByLabel('Calls to unpriced models').inputValue()).toBe('deny');
+    await page.getByLabel('Calls to unpriced models').selectOption('allow');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await expect
+      .poll(
+        async () => ((await api.request('GET', '/v1/workspace')).body as { unpriced_models: string }).unpriced_models,
+      )
+      .toBe('allow');
+    expect((await step(run.id, 2, { model: 'no-such-model-anywhere' })).status).toBe('ALLOWED');
+  });
+
   it('when every page is visited, then axe finds no serious or critical violation, Tab reaches every control, and a screenshot is kept', async () => {
     // Something to show: a priced call, a denial, an unpriced call.
     const run = await startRun('erin', { purpose: 'screenshots' });
