@@ -7,6 +7,9 @@
  * One browser page walks the journey in order, as an operator would: each test leaves the
  * session signed in for the next.
  */
+import { createHmac } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
@@ -22,6 +25,10 @@ let api: Caller;
 const dialogs: string[] = [];
 const pageErrors: string[] = [];
 const cspViolations: string[] = [];
+/** A webhook receiver on loopback: what it was sent. */
+let receiver: Server;
+let receiverUrl: string;
+const received: { headers: Record<string, string | string[] | undefined>; body: string }[] = [];
 
 const OWNER = { email: 'owner@example.com', password: 'correct horse battery' };
 const XSS_IMG = '<img src=x onerror=alert(1)>';
@@ -60,7 +67,21 @@ async function goTo(path: string, heading: string) {
 
 beforeAll(async () => {
   // A cheap scrypt: the daemon's default is tuned for production, not for two shared cores.
-  daemon = await startDaemonProcess({ env: { RUNGUARD_SCRYPT_COST: '1024' } });
+  // Webhooks to a receiver on loopback: allowed here only (the default refuses private addresses).
+  daemon = await startDaemonProcess({
+    env: { RUNGUARD_SCRYPT_COST: '1024', RUNGUARD_WEBHOOK_ALLOW_PRIVATE: 'true' },
+  });
+  receiver = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body });
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks/runguard`;
   api = caller(daemon.url, daemon.apiKey);
   browser = await launchChromium();
   context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
@@ -78,6 +99,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await daemon?.close();
+  await new Promise((resolve) => (receiver ? receiver.close(resolve) : resolve(undefined)));
 });
 
 // A browser on a shared machine: generous, so a slow hour fails nothing that works.
@@ -342,8 +364,9 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
   it('when the catalog is imported from the Pricing page, then the prices are listed and editable', async () => {
     await goTo('/pricing', 'Pricing');
     await page.getByRole('button', { name: 'Import catalog' }).click();
+    // The daemon's first start loaded the catalog into its workspace already (#34): nothing is new.
     await page
-      .getByText(/Imported the catalog of [\d-]+: \d+ new, 0 changed, \d+ unchanged, 0 set by hand and kept\./)
+      .getByText(/Imported the catalog of [\d-]+: 0 new, 0 changed, \d+ unchanged, 0 set by hand and kept\./)
       .waitFor();
     const prices = (await api.request('GET', '/v1/model-pricing')).body as {
       model: string;
@@ -363,6 +386,129 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
           ).find((p) => p.model === 'gpt-4o-mini')?.input_cost_per_token,
       )
       .toBe(0.0000002);
+  });
+
+  it('when unpriced models are set to deny from the Settings page, then a call to an unpriced model is denied; back to allow, allowed', async () => {
+    const run = await startRun('frank');
+    await goTo('/settings', 'Settings');
+    const choice = page.getByLabel('Calls to unpriced models');
+    await expect(choice.inputValue()).resolves.toBe('allow');
+    await choice.selectOption('deny');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByText('Saved.').waitFor();
+    expect(((await api.request('GET', '/v1/workspace')).body as { unpriced_models: string }).unpriced_models).toBe(
+      'deny',
+    );
+    const denied = await step(run.id, 1, { model: 'no-such-model-anywhere' });
+    expect(denied.decision.reason).toBe('MODEL_NOT_PRICED');
+    // The page shows what the API holds after a reload too.
+    await page.reload();
+    await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
+    await expect.poll(() => page.getByLabel('Calls to unpriced models').inputValue()).toBe('deny');
+    await page.getByLabel('Calls to unpriced models').selectOption('allow');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await expect
+      .poll(
+        async () => ((await api.request('GET', '/v1/workspace')).body as { unpriced_models: string }).unpriced_models,
+      )
+      .toBe('allow');
+    expect((await step(run.id, 2, { model: 'no-such-model-anywhere' })).status).toBe('ALLOWED');
+  });
+
+  it('when a webhook endpoint is added from the Alerts page, then its secret is shown once, a test ping reaches the receiver and shows as delivered, and it can be disabled, replayed and deleted', async () => {
+    await goTo('/alerts', 'Alerts');
+    await page.getByText('No endpoints yet: add one below.').waitFor();
+    await page.getByLabel('Endpoint URL').fill(receiverUrl);
+    await page.getByLabel('Description (optional)').fill(`ops ${XSS_IMG}`);
+    await page.getByRole('checkbox', { name: /run\.failed/ }).check();
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    const secretField = page.getByRole('textbox', { name: 'Signing secret' });
+    const secret = await secretField.inputValue();
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/=]{20,}$/);
+    const [endpoint] = (await api.request('GET', '/v1/webhooks')).body as {
+      id: string;
+      url: string;
+      events: string[];
+      format: string;
+      enabled: boolean;
+    }[];
+    expect(endpoint).toMatchObject({ url: receiverUrl, format: 'standard', enabled: true });
+    expect(endpoint!.events).toContain('run.failed');
+    expect(endpoint!.events).toContain('budget.threshold');
+    const row = page.locator(`tr[data-endpoint-id="${endpoint!.id}"]`);
+    await row.waitFor();
+    // The description is text.
+    await expect(row.textContent()).resolves.toContain(XSS_IMG);
+    await expect(page.locator('main img').count()).resolves.toBe(0);
+    // Nowhere but on the screen: not in the list's answers, not in the browser's storage.
+    expect(JSON.stringify((await api.request('GET', '/v1/webhooks')).body)).not.toContain(secret);
+    const stored = await page.evaluate(
+      () => JSON.stringify({ ...sessionStorage }) + JSON.stringify({ ...localStorage }),
+    );
+    expect(stored).not.toContain(secret);
+
+    // A signed ping, received on loopback and shown as delivered.
+    await row.getByRole('button', { name: /^Send test/ }).click();
+    await row.getByText(/^Test ping delivered: HTTP 200 in \d+ ms\.$/).waitFor();
+    const ping = received.find((r) => r.body.includes('webhook.test'));
+    expect(ping).toBeDefined();
+    const event = JSON.parse(ping!.body) as { id: string; type: string; data: { endpoint_id: string } };
+    expect(event).toMatchObject({ type: 'webhook.test', data: { endpoint_id: endpoint!.id } });
+    // Signed with the secret the page showed (Standard Webhooks).
+    const signed = `${String(ping!.headers['webhook-id'])}.${String(ping!.headers['webhook-timestamp'])}.${ping!.body}`;
+    const expected = createHmac('sha256', Buffer.from(secret.replace(/^whsec_/, ''), 'base64'))
+      .update(signed)
+      .digest('base64');
+    expect(String(ping!.headers['webhook-signature']).split(' ')).toContain(`v1,${expected}`);
+
+    // The delivery log (the endpoint just added is selected), with its status, attempts and answer.
+    const deliveries = page.getByRole('region', { name: /^Recent deliveries to / });
+    // Other events may arrive too (thresholds and denials from earlier in the journey): the ping's row.
+    const tests = deliveries.locator('tbody tr[data-delivery-id]').filter({ hasText: 'webhook.test' });
+    const delivery = tests.first();
+    await delivery.waitFor();
+    await expect(delivery.textContent()).resolves.toContain('webhook.test');
+    await expect(delivery.locator('.badge').textContent()).resolves.toBe('delivered');
+    await expect(delivery.locator('td.num').textContent()).resolves.toBe('1');
+    await expect(delivery.textContent()).resolves.toContain('HTTP 200');
+    await page.getByRole('button', { name: 'Done, I saved it' }).click();
+    await expect(secretField.count()).resolves.toBe(0);
+    await screenshot(page, 'alerts-endpoint');
+    expect(await axeViolations(page), 'alerts with an endpoint').toEqual([]);
+    expect(await controlsTabCannotReach(page), 'alerts with an endpoint').toEqual([]);
+
+    // Replay: the same event again, as a new delivery.
+    await delivery.getByRole('button', { name: /^Replay/ }).click();
+    await deliveries.getByText(/queued again, as a new delivery\.$/).waitFor();
+    await expect
+      .poll(() => received.filter((r) => (JSON.parse(r.body) as { id: string }).id === event.id).length, {
+        timeout: 30_000,
+      })
+      .toBe(2);
+    await expect.poll(() => tests.count(), { timeout: 30_000 }).toBe(2);
+    await expect
+      .poll(() => tests.locator('.badge').allTextContents(), { timeout: 30_000 })
+      .toEqual(['delivered', 'delivered']);
+
+    // Disabled and enabled again from the page.
+    await row.getByRole('button', { name: /^Disable/ }).click();
+    await row.getByText('Disabled', { exact: true }).waitFor();
+    expect(((await api.request('GET', `/v1/webhooks/${endpoint!.id}`)).body as { enabled: boolean }).enabled).toBe(
+      false,
+    );
+    await row.getByRole('button', { name: /^Enable/ }).click();
+    await row.getByText('Enabled', { exact: true }).waitFor();
+
+    // Deleted, after a confirmation (Cancel first keeps it).
+    await row.getByRole('button', { name: /^Delete/ }).click();
+    const confirm = page.getByRole('dialog', { name: 'Delete this endpoint?' });
+    await confirm.getByRole('button', { name: 'Cancel' }).click();
+    await row.waitFor();
+    await row.getByRole('button', { name: /^Delete/ }).click();
+    await confirm.getByRole('button', { name: 'Delete endpoint' }).click();
+    await page.getByText('No endpoints yet: add one below.').waitFor();
+    expect((await api.request('GET', '/v1/webhooks')).body).toEqual([]);
+    expect(dialogs).toEqual([]);
   });
 
   it('when every page is visited, then axe finds no serious or critical violation, Tab reaches every control, and a screenshot is kept', async () => {
@@ -389,6 +535,7 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
       ['/users', 'Users', 'users'],
       ['/settings', 'Settings', 'settings'],
       ['/pricing', 'Pricing', 'pricing'],
+      ['/alerts', 'Alerts', 'alerts'],
       ['/api-keys', 'API keys', 'api-keys'],
     ];
     for (const [path, heading, name] of pages) {
@@ -396,7 +543,7 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
       if (name === 'overview') await page.locator('.chart canvas').waitFor();
       if (name === 'runs' || name === 'users') await page.locator('tbody tr').first().waitFor();
       if (name === 'pricing') await page.locator('ul.prices li').first().waitFor();
-      if (name === 'api-keys') await page.locator('tbody tr').first().waitFor();
+      if (name === 'api-keys' || name === 'alerts') await page.locator('tbody tr').first().waitFor();
       await screenshot(page, name);
       expect(await axeViolations(page), name).toEqual([]);
       expect(await controlsTabCannotReach(page), name).toEqual([]);

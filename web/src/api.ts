@@ -75,6 +75,11 @@ export type {
   Overview,
   AccessToken as TokenAnswer,
   ModelPricing as Price,
+  WebhookEndpoint,
+  CreatedWebhookEndpoint,
+  WebhookDelivery,
+  WebhookPing,
+  WebhookEventType,
 } from '../../src/contract/index.js';
 
 export interface Workspace {

@@ -1,6 +1,6 @@
 /** Small pieces the pages share. Every value from the API is rendered as text (JSX children). */
 import type { ComponentChildren } from 'preact';
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import type { ApiError, Decision } from './api';
 import { share } from './format';
 
@@ -159,5 +159,54 @@ export function Pager({
         Next
       </button>
     </nav>
+  );
+}
+
+/**
+ * A secret shown once (a new API key, a webhook's signing secret): in component state only (never
+ * stored), gone when dismissed or the page is left. `id` names its field and heading.
+ */
+export function SecretOnce({
+  id,
+  title,
+  label,
+  secret,
+  children,
+  onDone,
+}: {
+  id: string;
+  title: string;
+  label: string;
+  secret: string;
+  children: ComponentChildren;
+  onDone: () => void;
+}) {
+  const [copied, setCopied] = useState('');
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(secret);
+      setCopied('Copied.');
+    } catch {
+      setCopied('Copying is not allowed here: select the text and copy it.');
+    }
+  };
+  return (
+    <div class="key-once" role="region" aria-labelledby={`${id}-title`}>
+      <h2 id={`${id}-title`}>{title}</h2>
+      <p>{children}</p>
+      <label for={id} class="sr-only">
+        {label}
+      </label>
+      <input id={id} class="key" readOnly value={secret} onFocus={(e) => e.currentTarget.select()} />
+      <div class="actions">
+        <button type="button" class="primary" onClick={() => void copy()}>
+          Copy
+        </button>
+        <button type="button" onClick={onDone}>
+          Done, I saved it
+        </button>
+        <span role="status">{copied}</span>
+      </div>
+    </div>
   );
 }

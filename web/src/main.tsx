@@ -14,6 +14,7 @@ import { UsersPage } from './pages/users';
 import { SettingsPage } from './pages/settings';
 import { PricingPage } from './pages/pricing';
 import { ApiKeysPage } from './pages/api-keys';
+import { AlertsPage } from './pages/alerts';
 import './styles.css';
 
 const NAV: [string, string][] = [
@@ -22,6 +23,7 @@ const NAV: [string, string][] = [
   ['/users', 'Users'],
   ['/settings', 'Settings'],
   ['/pricing', 'Pricing'],
+  ['/alerts', 'Alerts'],
   ['/api-keys', 'API keys'],
 ];
 
@@ -95,6 +97,9 @@ function Shell({ me, onSignOut, onOwnerSet }: { me: Me; onSignOut: () => void; o
           </Route>
           <Route path="/pricing">
             <PricingPage />
+          </Route>
+          <Route path="/alerts">
+            <AlertsPage />
           </Route>
           <Route path="/api-keys">
             <ApiKeysPage />

@@ -1,39 +1,16 @@
 /** API keys: listed without secrets; regenerating shows the new key once, then forgets it. */
 import { useState } from 'preact/hooks';
 import { api, ApiError, type ApiKey } from '../api';
-import { Card, Confirm, ErrorNote } from '../components';
+import { Card, Confirm, ErrorNote, SecretOnce } from '../components';
 import { useLoad } from '../hooks';
 import { when } from '../format';
 
-/** A key shown once: in component state only (never stored), gone when dismissed or the page is left. */
+/** A new API key, shown once (SecretOnce). */
 export function KeyOnce({ apiKey, onDone }: { apiKey: string; onDone: () => void }) {
-  const [copied, setCopied] = useState('');
-  const copy = async () => {
-    try {
-      await navigator.clipboard.writeText(apiKey);
-      setCopied('Copied.');
-    } catch {
-      setCopied('Copying is not allowed here: select the key and copy it.');
-    }
-  };
   return (
-    <div class="key-once" role="region" aria-labelledby="key-once-title">
-      <h2 id="key-once-title">Your new API key</h2>
-      <p>It is shown this once: copy it now. Every earlier key of the workspace no longer works.</p>
-      <label for="new-key" class="sr-only">
-        New API key
-      </label>
-      <input id="new-key" class="key" readOnly value={apiKey} onFocus={(e) => e.currentTarget.select()} />
-      <div class="actions">
-        <button type="button" class="primary" onClick={() => void copy()}>
-          Copy
-        </button>
-        <button type="button" onClick={onDone}>
-          Done, I saved it
-        </button>
-        <span role="status">{copied}</span>
-      </div>
-    </div>
+    <SecretOnce id="new-key" title="Your new API key" label="New API key" secret={apiKey} onDone={onDone}>
+      It is shown this once: copy it now. Every earlier key of the workspace no longer works.
+    </SecretOnce>
   );
 }
 

@@ -10,11 +10,18 @@ import { useLocation } from 'wouter-preact';
 
 function WorkspaceForm({ workspace, onSaved }: { workspace: Workspace; onSaved: () => void }) {
   const fields = WORKSPACE_FIELDS.filter((f) => f.key in workspace);
-  const initial = () => Object.fromEntries(fields.map((f) => [f.key, toText(workspace[f.key])]));
+  const initial = (from: Workspace = workspace) => Object.fromEntries(fields.map((f) => [f.key, toText(from[f.key])]));
   const [values, setValues] = useState<Record<string, string>>(initial);
+  // Typed since the last save: a reload of the workspace (polled, or after a write) must not undo it.
+  const [edited, setEdited] = useState(false);
   const [error, setError] = useState<Error | null>(null);
   const [status, setStatus] = useState('');
-  useEffect(() => setValues(initial()), [workspace.updated_at]);
+  // What the daemon holds as far as this form knows: the newer of the last load and the last save.
+  const [base, setBase] = useState(workspace);
+  useEffect(() => {
+    if (workspace.updated_at >= base.updated_at) setBase(workspace);
+    if (!edited) setValues(initial());
+  }, [workspace.updated_at]);
 
   const save = async (event: Event) => {
     event.preventDefault();
@@ -24,10 +31,13 @@ function WorkspaceForm({ workspace, onSaved }: { workspace: Workspace; onSaved: 
       const changes: Record<string, unknown> = {};
       for (const field of fields) {
         const value = fromText(field, values[field.key] ?? '');
-        if (toText(value) !== toText(workspace[field.key])) changes[field.key] = value;
+        if (toText(value) !== toText(base[field.key])) changes[field.key] = value;
       }
       if (Object.keys(changes).length === 0) return setStatus('Nothing changed.');
-      await api('PATCH', '/v1/workspace', changes);
+      const saved = await api<Workspace>('PATCH', '/v1/workspace', changes);
+      setEdited(false);
+      setBase(saved);
+      setValues(initial(saved));
       setStatus('Saved.');
       onSaved();
     } catch (e) {
@@ -43,7 +53,10 @@ function WorkspaceForm({ workspace, onSaved }: { workspace: Workspace; onSaved: 
           {fields.map((field) => {
             const id = `setting-${field.key}`;
             const value = values[field.key] ?? '';
-            const set = (text: string) => setValues({ ...values, [field.key]: text });
+            const set = (text: string) => {
+              setEdited(true);
+              setValues({ ...values, [field.key]: text });
+            };
             return (
               <tr key={field.key}>
                 <th scope="row">
