@@ -17,7 +17,10 @@ export default tseslint.config(
     },
     rules: {
       // Unused names are errors, but `_`-prefixed ones are deliberate (a handler's unused argument).
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
       // Template literals here build log lines and SQL from numbers and ids on purpose.
       '@typescript-eslint/restrict-template-expressions': 'off',
       // Fastify's hooks and route handlers are async by contract, with or without an await.
@@ -37,25 +40,45 @@ export default tseslint.config(
     // The rule engine is pure: no storage, HTTP, proxy or service (DESIGN.md). The contract is data.
     files: ['src/rules/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', {
-        patterns: [{
-          group: ['**/store/**', '**/api/**', '**/proxy/**', '**/service/**', 'pg', 'ioredis', 'fastify', 'undici', 'node:*'],
-          message: 'src/rules/ is pure: it imports nothing from storage, HTTP, the proxy or the service.',
-        }],
-      }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: [
+                '**/store/**',
+                '**/api/**',
+                '**/proxy/**',
+                '**/service/**',
+                'pg',
+                'ioredis',
+                'fastify',
+                'undici',
+                'node:*',
+              ],
+              message: 'src/rules/ is pure: it imports nothing from storage, HTTP, the proxy or the service.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
     // The SDK ships without dependencies: at run time it may load only its own files and Node's.
     files: ['src/client/**/*.ts'],
     rules: {
-      '@typescript-eslint/no-restricted-imports': ['error', {
-        patterns: [{
-          group: ['../*', '!../contract', '!../contract/*'],
-          allowTypeImports: true,
-          message: 'The SDK imports the server only as types (import type), from src/contract/.',
-        }],
-      }],
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../*', '!../contract', '!../contract/*'],
+              allowTypeImports: true,
+              message: 'The SDK imports the server only as types (import type), from src/contract/.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
@@ -76,8 +99,17 @@ export default tseslint.config(
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: {
       globals: Object.fromEntries(
-        ['process', 'performance', 'console', 'URL', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate']
-          .map((name) => [name, 'readonly']),
+        [
+          'process',
+          'performance',
+          'console',
+          'URL',
+          'setTimeout',
+          'clearTimeout',
+          'setInterval',
+          'clearInterval',
+          'setImmediate',
+        ].map((name) => [name, 'readonly']),
       ),
     },
   },

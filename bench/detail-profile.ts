@@ -21,8 +21,14 @@ const STEPS = Number(process.env.STEPS ?? 1000);
 const N = Number(process.env.N ?? 200);
 
 const DECISION = JSON.stringify({
-  outcome: 'ALLOW', reason: null,
-  evaluated_rules: { kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS' },
+  outcome: 'ALLOW',
+  reason: null,
+  evaluated_rules: {
+    kill_switch: 'PASS',
+    user_blocked: 'PASS',
+    workspace_daily_budget: 'PASS',
+    user_daily_budget: 'PASS',
+  },
 });
 
 async function seed(db: pg.Client, workspaceId: string): Promise<string> {
@@ -93,11 +99,12 @@ const db = postgresDb({ connectionString: url, max: 4 });
 await migrate(db);
 // RUN_ID: read a run seeded earlier (to compare answers before and after a change).
 const existing = process.env.RUN_ID
-  ? (await client.query<{ workspace_id: string }>('SELECT workspace_id FROM runs WHERE id = $1', [process.env.RUN_ID])).rows[0]
+  ? (await client.query<{ workspace_id: string }>('SELECT workspace_id FROM runs WHERE id = $1', [process.env.RUN_ID]))
+      .rows[0]
   : undefined;
 const ws = existing ? { id: existing.workspace_id } : await createWorkspace(db, 'profile', 'scale');
 const key = await createApiKey(db, ws.id);
-const runId = process.env.RUN_ID ?? await seed(client, ws.id);
+const runId = process.env.RUN_ID ?? (await seed(client, ws.id));
 
 const detailSql = process.env.DETAIL_SQL;
 if (detailSql) {
@@ -107,28 +114,44 @@ if (detailSql) {
 
 const raw = { getTypeParser: () => (v: string) => v };
 const app = await buildApp({
-  db, counters: new SqlCounters(db), clock: { now: () => new Date() }, logger: createLogger('silent'), version: 'profile',
-  bodyLimitBytes: 1 << 20, auth: { jwtSecret: 'x'.repeat(40), jwtTtlSeconds: 3600, scryptCost: 1024, rateLimitPerMinute: 1000 },
+  db,
+  counters: new SqlCounters(db),
+  clock: { now: () => new Date() },
+  logger: createLogger('silent'),
+  version: 'profile',
+  bodyLimitBytes: 1 << 20,
+  auth: { jwtSecret: 'x'.repeat(40), jwtTtlSeconds: 3600, scryptCost: 1024, rateLimitPerMinute: 1000 },
   metrics: false,
 });
 const body = await getRunDetailJson(db, ws.id, runId, new Date());
 // One page: its bytes; more pages come as a stream.
 const text = Array.isArray(body) ? Buffer.concat(body).toString('utf8') : null;
-if (text === null) throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGES.first} or fewer`);
+if (text === null)
+  throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGES.first} or fewer`);
 console.log(`steps ${JSON.parse(text).steps.length}, response ${Buffer.byteLength(text)} bytes`);
 
 if (detailSql) {
-  await time('statement, values left as text', () => client.query({ text: detailSql, values: [runId, ws.id], types: raw }));
+  await time('statement, values left as text', () =>
+    client.query({ text: detailSql, values: [runId, ws.id], types: raw }),
+  );
   await time('statement, pg parses the values', () => client.query({ text: detailSql, values: [runId, ws.id] }));
 }
 await time('getRunDetailJson (statement + answer bytes)', () => getRunDetailJson(db, ws.id, runId, new Date()));
 const headers = { authorization: `Bearer ${key.apiKey}` };
-await time('inject GET /v1/runs/:id (whole route)', () => app.inject({ method: 'GET', url: `/v1/runs/${runId}`, headers }));
+await time('inject GET /v1/runs/:id (whole route)', () =>
+  app.inject({ method: 'GET', url: `/v1/runs/${runId}`, headers }),
+);
 await app.listen({ host: '127.0.0.1', port: 0 });
 const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-await time('HTTP GET /v1/runs/:id (fetch, body read)', async () => (await fetch(`${base}/v1/runs/${runId}`, { headers })).text());
+await time('HTTP GET /v1/runs/:id (fetch, body read)', async () =>
+  (await fetch(`${base}/v1/runs/${runId}`, { headers })).text(),
+);
 const viaHttp = await (await fetch(`${base}/v1/runs/${runId}`, { headers })).text();
-if (process.env.DUMP) (await import('node:fs')).writeFileSync(process.env.DUMP, viaHttp.replace(/"duration_ms":\d+,"steps"/, '"duration_ms":0,"steps"'));
+if (process.env.DUMP)
+  (await import('node:fs')).writeFileSync(
+    process.env.DUMP,
+    viaHttp.replace(/"duration_ms":\d+,"steps"/, '"duration_ms":0,"steps"'),
+  );
 console.log(`run id ${runId}`);
 await app.close();
 await db.close();

@@ -30,9 +30,12 @@ const connections = Number(flags.connections);
 
 /** GC counts and seconds by kind, and the process's CPU seconds, from the daemon's /metrics. */
 async function counters(daemon: { url: string; apiKey: string }): Promise<Map<string, number>> {
-  const text = await (await fetch(`${daemon.url}/metrics`, { headers: { authorization: `Bearer ${daemon.apiKey}` } })).text();
+  const text = await (
+    await fetch(`${daemon.url}/metrics`, { headers: { authorization: `Bearer ${daemon.apiKey}` } })
+  ).text();
   const values = new Map<string, number>();
-  for (const m of text.matchAll(/^nodejs_gc_duration_seconds_(count|sum)\{kind="(\w+)"\} (\S+)$/gm)) values.set(`${m[2]} ${m[1]}`, Number(m[3]));
+  for (const m of text.matchAll(/^nodejs_gc_duration_seconds_(count|sum)\{kind="(\w+)"\} (\S+)$/gm))
+    values.set(`${m[2]} ${m[1]}`, Number(m[3]));
   for (const m of text.matchAll(/^process_cpu_seconds_total (\S+)$/gm)) values.set('cpu', Number(m[1]));
   return values;
 }
@@ -42,34 +45,56 @@ for (const root of flags.roots.split(',')) {
   const services = await createServices();
   const dataDir = await mkdtemp(join(tmpdir(), 'runguard-bench-'));
   const daemon = await startDaemon({
-    databaseUrl: services.databaseUrl, redisUrl: services.redisUrl, redisKeyPrefix: services.redisKeyPrefix, dataDir,
-    openaiUpstream: 'http://127.0.0.1:9', ...(root === '.' ? {} : { root }),
+    databaseUrl: services.databaseUrl,
+    redisUrl: services.redisUrl,
+    redisKeyPrefix: services.redisKeyPrefix,
+    dataDir,
+    openaiUpstream: 'http://127.0.0.1:9',
+    ...(root === '.' ? {} : { root }),
   });
   const db = await connect(services.databaseUrl);
   const runId = await seedDetailRun(db, await workspaceOf(db), 1_000);
   await db.query('VACUUM ANALYZE');
   await db.end();
-  sides.push({ root, services, dataDir, daemon, runId, samples: [] as number[], used: new Map<string, number>(), reads: 0 });
+  sides.push({
+    root,
+    services,
+    dataDir,
+    daemon,
+    runId,
+    samples: [] as number[],
+    used: new Map<string, number>(),
+    reads: 0,
+  });
 }
 try {
   for (let r = 0; r < Number(flags.rounds); r++) {
     for (const side of r % 2 === 0 ? sides : [...sides].reverse()) {
       const api = pool(side.daemon.url, connections);
       const before = await counters(side.daemon);
-      const cell = await loop(connections, 5, async () => {
-        await read(api, `/v1/runs/${side.runId}`, apiHeaders(side.daemon), 200);
-      }, side.samples);
-      for (const [key, value] of await counters(side.daemon)) side.used.set(key, (side.used.get(key) ?? 0) + value - (before.get(key) ?? 0));
+      const cell = await loop(
+        connections,
+        5,
+        async () => {
+          await read(api, `/v1/runs/${side.runId}`, apiHeaders(side.daemon), 200);
+        },
+        side.samples,
+      );
+      for (const [key, value] of await counters(side.daemon))
+        side.used.set(key, (side.used.get(key) ?? 0) + value - (before.get(key) ?? 0));
       side.reads += Math.round(cell.ops * cell.durationS);
       await api.close();
     }
   }
   for (const side of sides) {
     const l = summarize(side.samples);
-    const gc = (kind: string) => `${side.used.get(`${kind} count`) ?? 0} (${(((side.used.get(`${kind} sum`) ?? 0)) * 1000).toFixed(0)} ms)`;
-    console.log(`${side.root}: ${side.reads} reads at ${connections} connections, p50 ${l.p50.toFixed(2)} / p90 ${l.p90.toFixed(2)} / ` +
-      `p99 ${l.p99.toFixed(2)} ms; GC major ${gc('major')}, incremental ${gc('incremental')}, minor ${gc('minor')}; ` +
-      `CPU ${(((side.used.get('cpu') ?? 0) / side.reads) * 1000).toFixed(2)} ms per read; RSS ${(await rssMb(side.daemon.pid)).toFixed(1)} MB`);
+    const gc = (kind: string) =>
+      `${side.used.get(`${kind} count`) ?? 0} (${((side.used.get(`${kind} sum`) ?? 0) * 1000).toFixed(0)} ms)`;
+    console.log(
+      `${side.root}: ${side.reads} reads at ${connections} connections, p50 ${l.p50.toFixed(2)} / p90 ${l.p90.toFixed(2)} / ` +
+        `p99 ${l.p99.toFixed(2)} ms; GC major ${gc('major')}, incremental ${gc('incremental')}, minor ${gc('minor')}; ` +
+        `CPU ${(((side.used.get('cpu') ?? 0) / side.reads) * 1000).toFixed(2)} ms per read; RSS ${(await rssMb(side.daemon.pid)).toFixed(1)} MB`,
+    );
   }
 } finally {
   for (const side of sides) {

@@ -24,7 +24,17 @@ if (!upstream || (ioFlag !== undefined && (ioFlag !== '--io' || !databaseUrl || 
 const pool = new Pool(upstream, { connections: 128, pipelining: 1 });
 
 /** Hop-by-hop headers (RFC 9110 7.6.1) and the ones the server recomputes. */
-const DROP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-connection', 'host', 'content-length']);
+const DROP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-connection',
+  'host',
+  'content-length',
+]);
 
 /** The I/O floor's two waits before forwarding, and its write after the answer. */
 interface CallRecords {
@@ -40,18 +50,25 @@ async function callRecords(databaseUrl: string, redisUrl: string, keyPrefix: str
   const redis = new Redis(redisUrl, { keyPrefix });
   // Named statements, as the daemon's: parsed and planned once per connection.
   const inserts = new GroupCommit<string, true>(async (ids) => {
-    await db.query({ name: 'insert', text: 'INSERT INTO floor_io_calls (id, created_at) SELECT unnest($1::uuid[]), now()', values: [ids] });
+    await db.query({
+      name: 'insert',
+      text: 'INSERT INTO floor_io_calls (id, created_at) SELECT unnest($1::uuid[]), now()',
+      values: [ids],
+    });
     return ids.map(() => true as const);
   });
-  const results = new GroupCommit<{ id: string; status: number }, true>(async (rows) => {
-    await db.query({
-      name: 'finish',
-      text: `UPDATE floor_io_calls c SET status = v.status, finished_at = now()
+  const results = new GroupCommit<{ id: string; status: number }, true>(
+    async (rows) => {
+      await db.query({
+        name: 'finish',
+        text: `UPDATE floor_io_calls c SET status = v.status, finished_at = now()
              FROM unnest($1::uuid[], $2::int[]) AS v(id, status) WHERE c.id = v.id`,
-      values: [rows.map((r) => r.id), rows.map((r) => r.status)],
-    });
-    return rows.map(() => true as const);
-  }, { minIntervalMs: 10, minDelayMs: 4 }); // as the daemon writes a proxied call's result
+        values: [rows.map((r) => r.id), rows.map((r) => r.status)],
+      });
+      return rows.map(() => true as const);
+    },
+    { minIntervalMs: 10, minDelayMs: 4 },
+  ); // as the daemon writes a proxied call's result
   return {
     async beforeForwarding() {
       await redis.mget('spend', 'state-version');
@@ -84,7 +101,7 @@ app.all('/*', async (request, reply) => {
   }
   const callId = records ? await records.beforeForwarding() : null;
   const answer = await pool.request({
-    method: request.method as 'POST',
+    method: request.method,
     path: request.url,
     headers,
     body: (request.body as Buffer | undefined) ?? null,
@@ -100,4 +117,12 @@ app.all('/*', async (request, reply) => {
 await app.listen({ host: '127.0.0.1', port: 0 });
 const { port } = app.server.address() as { port: number };
 process.stdout.write(`READY http://127.0.0.1:${port}\n`);
-process.on('SIGTERM', () => void app.close().then(() => pool.close()).then(() => records?.close()).finally(() => process.exit(0)));
+process.on(
+  'SIGTERM',
+  () =>
+    void app
+      .close()
+      .then(() => pool.close())
+      .then(() => records?.close())
+      .finally(() => process.exit(0)),
+);

@@ -33,7 +33,10 @@ if (!flags['no-build']) buildDaemon();
 const services = await createServices();
 const dataDir = await mkdtemp(join(tmpdir(), 'runguard-bench-'));
 const daemon = await startDaemon({
-  databaseUrl: services.databaseUrl, redisUrl: services.redisUrl, redisKeyPrefix: services.redisKeyPrefix, dataDir,
+  databaseUrl: services.databaseUrl,
+  redisUrl: services.redisUrl,
+  redisKeyPrefix: services.redisKeyPrefix,
+  dataDir,
   openaiUpstream: 'http://127.0.0.1:9/v1', // no call goes upstream here
 });
 try {
@@ -56,7 +59,9 @@ try {
       if (i >= 5) ms.push(performance.now() - started); // the first five warm up
     }
     const s = summarize(ms);
-    console.log(`${path.replace(ids[0]!, '<run>')}: p50 ${s.p50.toFixed(2)} ms, p99 ${s.p99.toFixed(2)} ms (${reads} reads)`);
+    console.log(
+      `${path.replace(ids[0]!, '<run>')}: p50 ${s.p50.toFixed(2)} ms, p99 ${s.p99.toFixed(2)} ms (${reads} reads)`,
+    );
   }
   await api.close();
 } finally {

@@ -34,16 +34,43 @@ for (const root of flags.roots.split(',')) {
   const api = pool(stack.daemon.url, 8);
   const [proxyRun, detailRun] = await startRuns(api, headers, 2, 'mixed');
   // 1,000 finished steps through the API, eight writers.
-  await Promise.all(Array.from({ length: 8 }, async (_, w) => {
-    for (let n = w + 1; n <= 1_000; n += 8) {
-      const step = await json<{ id: string }>(api, 'POST', `/v1/runs/${detailRun}/steps`, headers,
-        { type: 'MODEL_CALL', sequence: n, model: MODEL, input_data: { prompt: `Step ${n}` } }, 201);
-      await json(api, 'PATCH', `/v1/runs/${detailRun}/steps/${step.id}`, headers,
-        { status: 'COMPLETED', duration_ms: 700, prompt_tokens: 500, completion_tokens: 100, output_data: { finish_reason: 'stop' } }, 200);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 8 }, async (_, w) => {
+      for (let n = w + 1; n <= 1_000; n += 8) {
+        const step = await json<{ id: string }>(
+          api,
+          'POST',
+          `/v1/runs/${detailRun}/steps`,
+          headers,
+          { type: 'MODEL_CALL', sequence: n, model: MODEL, input_data: { prompt: `Step ${n}` } },
+          201,
+        );
+        await json(
+          api,
+          'PATCH',
+          `/v1/runs/${detailRun}/steps/${step.id}`,
+          headers,
+          {
+            status: 'COMPLETED',
+            duration_ms: 700,
+            prompt_tokens: 500,
+            completion_tokens: 100,
+            output_data: { finish_reason: 'stop' },
+          },
+          200,
+        );
+      }
+    }),
+  );
   await api.close();
-  sides.push({ root, stack, proxyRun: proxyRun!, detailRun: detailRun!, cells: [] as { rps: number; p50: number; p99: number }[], reads: [] as number[] });
+  sides.push({
+    root,
+    stack,
+    proxyRun: proxyRun!,
+    detailRun: detailRun!,
+    cells: [] as { rps: number; p50: number; p99: number }[],
+    reads: [] as number[],
+  });
 }
 try {
   for (let r = 0; r < Number(flags.rounds); r++) {
@@ -66,10 +93,13 @@ try {
     }
   }
   for (const side of sides) {
-    const list = (pick: (c: { rps: number; p50: number; p99: number }) => number, digits: number) => side.cells.map((c) => pick(c).toFixed(digits)).join(', ');
+    const list = (pick: (c: { rps: number; p50: number; p99: number }) => number, digits: number) =>
+      side.cells.map((c) => pick(c).toFixed(digits)).join(', ');
     const reads = summarize(side.reads);
-    console.log(`${side.root}: proxied calls/s ${list((c) => c.rps, 0)}; p50 ${list((c) => c.p50, 2)} ms; p99 ${list((c) => c.p99, 2)} ms | ` +
-      `run detail reads ${side.reads.length}, p50 ${reads.p50.toFixed(2)} / p99 ${reads.p99.toFixed(2)} ms`);
+    console.log(
+      `${side.root}: proxied calls/s ${list((c) => c.rps, 0)}; p50 ${list((c) => c.p50, 2)} ms; p99 ${list((c) => c.p99, 2)} ms | ` +
+        `run detail reads ${side.reads.length}, p50 ${reads.p50.toFixed(2)} / p99 ${reads.p99.toFixed(2)} ms`,
+    );
   }
 } finally {
   for (const side of sides) await side.stack.stop();

@@ -37,7 +37,7 @@ try {
   await api.close();
   const target = chatTarget(daemon, runId);
   const sidecarPath = new URL(target.url).pathname;
-  for (const c of flags.connections!.split(',').map(Number)) {
+  for (const c of flags.connections.split(',').map(Number)) {
     const sidecar = new Pool(daemon.url, { connections: c, pipelining: 1 });
     const direct = new Pool(upstream.url, { connections: c, pipelining: 1 });
     const times = { direct: [] as number[], sidecar: [] as number[], own: [] as number[] };
@@ -53,8 +53,10 @@ try {
       await loop(c, 3, () => call(direct, '/v1/chat/completions', directHeaders, times.direct));
       await loop(c, 3, () => call(sidecar, sidecarPath, target.headers!, times.sidecar, times.own));
     }
-    console.log(`${c} connections: direct ${f(summarize(times.direct))}; sidecar ${f(summarize(times.sidecar))}; ` +
-      `the daemon's own share ${f(summarize(times.own))}`);
+    console.log(
+      `${c} connections: direct ${f(summarize(times.direct))}; sidecar ${f(summarize(times.sidecar))}; ` +
+        `the daemon's own share ${f(summarize(times.own))}`,
+    );
     await sidecar.close();
     await direct.close();
   }

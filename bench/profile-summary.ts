@@ -49,14 +49,18 @@ for (const node of profile.nodes) {
   const place = where(url);
   const key = `${functionName || '(anonymous)'}  ${place}${url ? `:${lineNumber + 1}` : ''}`;
   byFunction.set(key, (byFunction.get(key) ?? 0) + us);
-  const group = place.startsWith('runguard:') ? `runguard:${place.slice(9).split('/').slice(0, -1).join('/') || '.'}` : place;
+  const group = place.startsWith('runguard:')
+    ? `runguard:${place.slice(9).split('/').slice(0, -1).join('/') || '.'}`
+    : place;
   byPlace.set(group, (byPlace.get(group) ?? 0) + us);
 }
 
 const print = (title: string, map: Map<string, number>, n: number) => {
   process.stdout.write(`\n${title}\n`);
   for (const [key, us] of [...map].sort((a, b) => b[1] - a[1]).slice(0, n)) {
-    process.stdout.write(`${((100 * us) / total).toFixed(1).padStart(5)}%  ${(us / 1000).toFixed(0).padStart(7)} ms  ${key}\n`);
+    process.stdout.write(
+      `${((100 * us) / total).toFixed(1).padStart(5)}%  ${(us / 1000).toFixed(0).padStart(7)} ms  ${key}\n`,
+    );
   }
 };
 process.stdout.write(`${file}: ${(total / 1e6).toFixed(1)} s sampled\n`);

@@ -54,9 +54,11 @@ interface DaemonMetrics {
 async function daemonMetrics(url: string, apiKey: string): Promise<DaemonMetrics> {
   const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${apiKey}` } })).text();
   const gcSeconds = new Map<string, number>();
-  for (const match of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm)) gcSeconds.set(match[1]!, Number(match[2]));
+  for (const match of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm))
+    gcSeconds.set(match[1]!, Number(match[2]));
   const loopDelayMs = new Map<string, number>();
-  for (const match of text.matchAll(/^nodejs_eventloop_lag_(p50|p99|max)_seconds (\S+)$/gm)) loopDelayMs.set(match[1]!, Number(match[2]) * 1000);
+  for (const match of text.matchAll(/^nodejs_eventloop_lag_(p50|p99|max)_seconds (\S+)$/gm))
+    loopDelayMs.set(match[1]!, Number(match[2]) * 1000);
   return { gcSeconds, loopDelayMs };
 }
 
@@ -94,12 +96,18 @@ try {
   const { gcSeconds: gcAfter, loopDelayMs } = await daemonMetrics(daemon.url, daemon.apiKey);
   const sites = allocations ? await allocations.stop() : [];
   const calls = cell.rps * cell.durationS;
-  console.log(`${flags.route} route, ${connections} connections, ${cell.durationS} s: ${cell.rps.toFixed(0)} calls/s, ` +
-    `p50 ${cell.latency.p50.toFixed(2)} / p90 ${cell.latency.p90.toFixed(2)} / p99 ${cell.latency.p99.toFixed(2)} ms, ` +
-    `errors ${cell.errors}, non-2xx ${cell.non2xx}`);
-  console.log(`daemon CPU ${used.toFixed(2)} s: ${((used / calls) * 1e6).toFixed(0)} µs per call, ` +
-    `${((used / cell.durationS) * 100).toFixed(0)}% of a core; RSS ${idleMb.toFixed(1)} MB idle, peak ${peak.toFixed(1)} MB under load`);
-  const gc = [...gcAfter].map(([kind, total]) => `${kind} ${(((total - (gcBefore.get(kind) ?? 0)) / used) * 100).toFixed(1)}%`);
+  console.log(
+    `${flags.route} route, ${connections} connections, ${cell.durationS} s: ${cell.rps.toFixed(0)} calls/s, ` +
+      `p50 ${cell.latency.p50.toFixed(2)} / p90 ${cell.latency.p90.toFixed(2)} / p99 ${cell.latency.p99.toFixed(2)} ms, ` +
+      `errors ${cell.errors}, non-2xx ${cell.non2xx}`,
+  );
+  console.log(
+    `daemon CPU ${used.toFixed(2)} s: ${((used / calls) * 1e6).toFixed(0)} µs per call, ` +
+      `${((used / cell.durationS) * 100).toFixed(0)}% of a core; RSS ${idleMb.toFixed(1)} MB idle, peak ${peak.toFixed(1)} MB under load`,
+  );
+  const gc = [...gcAfter].map(
+    ([kind, total]) => `${kind} ${(((total - (gcBefore.get(kind) ?? 0)) / used) * 100).toFixed(1)}%`,
+  );
   console.log(`GC, as a share of the daemon's CPU: ${gc.join(', ')}`);
   const delay = ['p50', 'p99', 'max'].map((stat) => `${stat} ${(loopDelayMs.get(stat) ?? NaN).toFixed(2)}`);
   console.log(`event loop delay under the load (ms, sampled every 10 ms): ${delay.join(' / ')}`);

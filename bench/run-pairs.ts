@@ -35,8 +35,12 @@ try {
   for (const root of roots) {
     const services = await createServices();
     const daemon = await startDaemon({
-      databaseUrl: services.databaseUrl, redisUrl: services.redisUrl, redisKeyPrefix: services.redisKeyPrefix,
-      dataDir: mkdtempSync(join(tmpdir(), 'run-pairs-')), openaiUpstream: 'http://127.0.0.1:9', root,
+      databaseUrl: services.databaseUrl,
+      redisUrl: services.redisUrl,
+      redisKeyPrefix: services.redisKeyPrefix,
+      dataDir: mkdtempSync(join(tmpdir(), 'run-pairs-')),
+      openaiUpstream: 'http://127.0.0.1:9',
+      root,
     }).catch(async (error) => {
       await services.drop();
       throw error;
@@ -50,7 +54,9 @@ try {
     while (sampling) {
       const { rows } = await admin.query<{ w: string; n: number }>(
         `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS w, count(*)::int AS n FROM pg_stat_activity
-         WHERE datname = ANY($1) AND state = 'active' GROUP BY 1`, [databases]);
+         WHERE datname = ANY($1) AND state = 'active' GROUP BY 1`,
+        [databases],
+      );
       for (const r of rows) waits.set(r.w, (waits.get(r.w) ?? 0) + r.n);
       await new Promise((r) => setTimeout(r, 20));
     }
@@ -66,7 +72,14 @@ try {
         const ends: number[] = [];
         const pair = async (worker: number) => {
           const t0 = performance.now();
-          const run = await json<{ id: string; status: string }>(api, 'POST', '/v1/runs', headers, { user_id: `bench-user-${worker % 50}` }, 201);
+          const run = await json<{ id: string; status: string }>(
+            api,
+            'POST',
+            '/v1/runs',
+            headers,
+            { user_id: `bench-user-${worker % 50}` },
+            201,
+          );
           const t1 = performance.now();
           await json(api, 'POST', `/v1/runs/${run.id}/end`, headers, { status: 'COMPLETED' }, 200);
           starts.push(t1 - t0);
@@ -79,10 +92,16 @@ try {
         const result = await loop(c, Number(flags.duration), pair);
         await api.close();
         const [s, e] = [summarize(starts), summarize(ends)];
-        const top = [...waits].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([k, v]) => `${k} ${v}`).join(', ');
-        console.log(`round ${round}, ${c} connections, ${root}: ${result.ops.toFixed(0)} pairs/s, pair p50 ${result.latency.p50.toFixed(1)} ` +
-          `p99 ${result.latency.p99.toFixed(1)} ms; start p50 ${s.p50.toFixed(1)} p99 ${s.p99.toFixed(1)}; end p50 ${e.p50.toFixed(1)} ` +
-          `p99 ${e.p99.toFixed(1)}; errors ${result.errors}; Postgres waits sampled: ${top}`);
+        const top = [...waits]
+          .sort((a, b) => b[1] - a[1])
+          .slice(0, 4)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ');
+        console.log(
+          `round ${round}, ${c} connections, ${root}: ${result.ops.toFixed(0)} pairs/s, pair p50 ${result.latency.p50.toFixed(1)} ` +
+            `p99 ${result.latency.p99.toFixed(1)} ms; start p50 ${s.p50.toFixed(1)} p99 ${s.p99.toFixed(1)}; end p50 ${e.p50.toFixed(1)} ` +
+            `p99 ${e.p99.toFixed(1)}; errors ${result.errors}; Postgres waits sampled: ${top}`,
+        );
       }
     }
   }

@@ -23,10 +23,30 @@ import { createServices, type BenchServices } from './lib/database.js';
 import { historyScenario, prepareHistory } from './lib/history.js';
 import { loop, pool } from './lib/loops.js';
 import { runCell } from './lib/load.js';
-import { buildDaemon, formatBreakdown, idleRssMb, memoryBreakdown, ROOT, rssMb, rssSampler, startDaemon, startHelper, type Child, type DaemonProcess } from './lib/processes.js';
+import {
+  buildDaemon,
+  formatBreakdown,
+  idleRssMb,
+  memoryBreakdown,
+  ROOT,
+  rssMb,
+  rssSampler,
+  startDaemon,
+  startHelper,
+  type Child,
+  type DaemonProcess,
+} from './lib/processes.js';
 import { checkTargets, writeReport, type BenchReport, type SoakResult } from './lib/report.js';
 import {
-  apiHeaders, apiScenario, probeProxy, proxyScenario, setPricing, sseScenario, startRuns, stepPairLoop, type Endpoints,
+  apiHeaders,
+  apiScenario,
+  probeProxy,
+  proxyScenario,
+  setPricing,
+  sseScenario,
+  startRuns,
+  stepPairLoop,
+  type Endpoints,
 } from './lib/scenarios.js';
 import { round } from './lib/stats.js';
 
@@ -55,8 +75,8 @@ const positive = (name: string, raw: string | undefined): number => {
   return n;
 };
 const durationS = positive('duration', flags.duration);
-const connections = flags.connections!.split(',').map((c) => Math.round(positive('connections', c)));
-const only = new Set(flags.only!.split(',').map((s) => s.trim()) as Scenario[]);
+const connections = flags.connections.split(',').map((c) => Math.round(positive('connections', c)));
+const only = new Set(flags.only.split(',').map((s) => s.trim()) as Scenario[]);
 for (const s of only) if (!SCENARIOS.includes(s)) throw new Error(`--only takes ${SCENARIOS.join('|')} (got ${s})`);
 const soakMinutes = flags.soak === undefined ? 0 : positive('soak', flags.soak);
 const upstreamDelayMs = Number(flags['upstream-delay']);
@@ -73,7 +93,10 @@ const cleanup = async () => {
 };
 process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
 
-async function daemonWithDatabase(upstream: string, profileDir?: string): Promise<{ daemon: DaemonProcess; services: BenchServices }> {
+async function daemonWithDatabase(
+  upstream: string,
+  profileDir?: string,
+): Promise<{ daemon: DaemonProcess; services: BenchServices }> {
   const services = await createServices();
   cleanups.push(() => services.drop());
   const dataDir = await mkdtemp(join(tmpdir(), 'runguard-bench-'));
@@ -99,8 +122,17 @@ async function main(): Promise<void> {
   const report: BenchReport = {
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, node: process.version, loadavgAtStart: loadavg() },
-    options: { durationS, connections, only: [...only], soakMinutes, upstreamDelayMs, historyRuns, rounds, cpuProf: flags['cpu-prof'],
-      ...(flags['daemon-root'] ? { daemonRoot: flags['daemon-root'] } : {}) },
+    options: {
+      durationS,
+      connections,
+      only: [...only],
+      soakMinutes,
+      upstreamDelayMs,
+      historyRuns,
+      rounds,
+      cpuProf: flags['cpu-prof'],
+      ...(flags['daemon-root'] ? { daemonRoot: flags['daemon-root'] } : {}),
+    },
     targets: [],
   };
   const upstream: Child = await startHelper('upstream-server.ts', [String(upstreamDelayMs), '1']);
@@ -112,9 +144,17 @@ async function main(): Promise<void> {
     const profileDir = flags['cpu-prof'] ? join(ROOT, 'bench', 'profiles') : undefined;
     const { daemon, services } = await daemonWithDatabase(upstream.url, profileDir);
     // In the daemon's database and under its Redis prefix: the same servers, tables of its own.
-    const ioFloor = await startHelper('floor-proxy.ts', [upstream.url, '--io', services.databaseUrl, services.redisUrl, `${services.redisKeyPrefix}floor-io:`]);
+    const ioFloor = await startHelper('floor-proxy.ts', [
+      upstream.url,
+      '--io',
+      services.databaseUrl,
+      services.redisUrl,
+      `${services.redisKeyPrefix}floor-io:`,
+    ]);
     cleanups.push(() => ioFloor.stop());
-    log(`daemon pid ${daemon.pid} at ${daemon.url}; upstream ${upstream.url} (delay ${upstreamDelayMs} ms); floor ${floor.url}; I/O floor ${ioFloor.url}`);
+    log(
+      `daemon pid ${daemon.pid} at ${daemon.url}; upstream ${upstream.url} (delay ${upstreamDelayMs} ms); floor ${floor.url}; I/O floor ${ioFloor.url}`,
+    );
     await setPricing(daemon);
     const probe = await probeProxy(daemon);
     report.proxyProbe = probe;
@@ -131,17 +171,27 @@ async function main(): Promise<void> {
     log(`  idle: ${formatBreakdown(idleBreakdown)}`);
     const sampler = rssSampler(daemon.pid);
     if (only.has('api')) report.api = await apiScenario(endpoints, connections, durationS, rounds, log);
-    if (only.has('proxy')) report.proxy = await proxyScenario(endpoints, probe.available, connections, durationS, rounds, log);
-    if (only.has('sse')) report.sse = await sseScenario(endpoints, probe.available, connections, durationS, rounds, log);
+    if (only.has('proxy'))
+      report.proxy = await proxyScenario(endpoints, probe.available, connections, durationS, rounds, log);
+    if (only.has('sse'))
+      report.sse = await sseScenario(endpoints, probe.available, connections, durationS, rounds, log);
     const { peak } = sampler.stop();
     const afterLoad = await idleRssMb(daemon.pid);
     const afterLoadBreakdown = await memoryBreakdown(daemon);
     report.rss = {
-      atStartMb: round(atStartMb, 1), idleSeconds: afterLoad.samples.length * 5 - 5, idleMb: idle.mb, underLoadPeakMb: round(peak, 1),
-      idleAfterLoadMb: afterLoad.mb, idleSamplesMb: idle.samples, idleAfterLoadSamplesMb: afterLoad.samples,
-      idleBreakdown, idleAfterLoadBreakdown: afterLoadBreakdown,
+      atStartMb: round(atStartMb, 1),
+      idleSeconds: afterLoad.samples.length * 5 - 5,
+      idleMb: idle.mb,
+      underLoadPeakMb: round(peak, 1),
+      idleAfterLoadMb: afterLoad.mb,
+      idleSamplesMb: idle.samples,
+      idleAfterLoadSamplesMb: afterLoad.samples,
+      idleBreakdown,
+      idleAfterLoadBreakdown: afterLoadBreakdown,
     };
-    log(`daemon RSS: peak under load ${report.rss.underLoadPeakMb} MB; idle after the load, every 5 s: ${afterLoad.samples.join(', ')} MB`);
+    log(
+      `daemon RSS: peak under load ${report.rss.underLoadPeakMb} MB; idle after the load, every 5 s: ${afterLoad.samples.join(', ')} MB`,
+    );
     log(`  idle after the load: ${formatBreakdown(afterLoadBreakdown)}`);
 
     if (soakMinutes > 0) report.soak = await soak(endpoints, probe.available, soakMinutes);
@@ -152,36 +202,65 @@ async function main(): Promise<void> {
     const empty = await daemonWithDatabase(upstream.url);
     const full = await daemonWithDatabase(upstream.url);
     const e = await prepareHistory(empty.daemon, empty.services.databaseUrl, null, log);
-    const f = await prepareHistory(full.daemon, full.services.databaseUrl, { runs: historyRuns, users: historyUsers }, log);
+    const f = await prepareHistory(
+      full.daemon,
+      full.services.databaseUrl,
+      { runs: historyRuns, users: historyUsers },
+      log,
+    );
     report.history = await historyScenario(e.target, f.target, f.seeded, rounds, Math.max(2, durationS / 2), log);
   }
   report.targets = checkTargets(report);
-  for (const t of report.targets) log(`${t.pass === null ? 'n/a ' : t.pass ? 'pass' : 'FAIL'}  ${t.target}: ${t.measured} (${t.limit})`);
+  for (const t of report.targets)
+    log(`${t.pass === null ? 'n/a ' : t.pass ? 'pass' : 'FAIL'}  ${t.target}: ${t.measured} (${t.limit})`);
   const file = await writeReport(join(ROOT, 'bench'), report);
   log(`results: ${file} and bench/README.md`);
 }
 
 /** Steady load (sidecar at 16 connections, else step pairs) while RSS is sampled every 5 s. */
 async function soak(e: Endpoints, proxy: boolean, minutes: number): Promise<SoakResult> {
-  const scenario = proxy ? 'sidecar chat completions, 16 connections' : 'step create+patch pairs, 16 connections (no proxy route in this build)';
+  const scenario = proxy
+    ? 'sidecar chat completions, 16 connections'
+    : 'step create+patch pairs, 16 connections (no proxy route in this build)';
   log(`soak: ${minutes} min of ${scenario}`);
   const samples: { at: number; mb: number }[] = [];
   const t0 = Date.now();
-  const timer = setInterval(() => void rssMb(e.daemon.pid).then((mb) => samples.push({ at: Date.now() - t0, mb })), 5_000);
+  const timer = setInterval(
+    () => void rssMb(e.daemon.pid).then((mb) => samples.push({ at: Date.now() - t0, mb })),
+    5_000,
+  );
   let ops: number;
   try {
     if (proxy) {
-      const cell = await runCell({
-        url: `${e.daemon.url}/proxy/runs/${e.runId}/openai/chat/completions`,
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench', 'x-runguard-key': e.daemon.apiKey },
-        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
-      }, 16, minutes * 60, 0);
+      const cell = await runCell(
+        {
+          url: `${e.daemon.url}/proxy/runs/${e.runId}/openai/chat/completions`,
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            authorization: 'Bearer sk-bench',
+            'x-runguard-key': e.daemon.apiKey,
+          },
+          body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+        },
+        16,
+        minutes * 60,
+        0,
+      );
       ops = cell.rps;
     } else {
       const api = pool(e.daemon.url, 16);
       const runIds = await startRuns(api, apiHeaders(e.daemon), 16, 'soak');
-      const result = await loop(16, minutes * 60, stepPairLoop(api, apiHeaders(e.daemon), runIds, runIds.map(() => 0)));
+      const result = await loop(
+        16,
+        minutes * 60,
+        stepPairLoop(
+          api,
+          apiHeaders(e.daemon),
+          runIds,
+          runIds.map(() => 0),
+        ),
+      );
       ops = result.ops;
       await api.close();
     }

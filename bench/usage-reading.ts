@@ -29,15 +29,32 @@ interface Case {
   baseline: () => number;
 }
 
-const head = { id: 'chatcmpl-AbC123xyz', object: 'chat.completion.chunk', created: 1763900000, model: 'gpt-4o-mini-2024-07-18', system_fingerprint: 'fp_0ba0d124f1' };
-const deltas: object[] = Array.from({ length: 500 }, (_, i) =>
-  ({ ...head, choices: [{ index: 0, delta: { content: ` word${i}` }, logprobs: null, finish_reason: null }], usage: null }));
+const head = {
+  id: 'chatcmpl-AbC123xyz',
+  object: 'chat.completion.chunk',
+  created: 1763900000,
+  model: 'gpt-4o-mini-2024-07-18',
+  system_fingerprint: 'fp_0ba0d124f1',
+};
+const deltas: object[] = Array.from({ length: 500 }, (_, i) => ({
+  ...head,
+  choices: [{ index: 0, delta: { content: ` word${i}` }, logprobs: null, finish_reason: null }],
+  usage: null,
+}));
 deltas.push({ ...head, choices: [], usage: { prompt_tokens: 10, completion_tokens: 500, total_tokens: 510 } });
 const deltaTexts = deltas.map((d) => JSON.stringify(d));
 
-const vectors = Array.from({ length: 100 }, (_, i) =>
-  ({ object: 'embedding', index: i, embedding: Array.from({ length: 1536 }, (_, j) => Math.sin(i * 1536 + j) / 10) }));
-const embeddings = JSON.stringify({ object: 'list', data: vectors, model: 'text-embedding-3-small', usage: { prompt_tokens: 800, total_tokens: 800 } });
+const vectors = Array.from({ length: 100 }, (_, i) => ({
+  object: 'embedding',
+  index: i,
+  embedding: Array.from({ length: 1536 }, (_, j) => Math.sin(i * 1536 + j) / 10),
+}));
+const embeddings = JSON.stringify({
+  object: 'list',
+  data: vectors,
+  model: 'text-embedding-3-small',
+  usage: { prompt_tokens: 800, total_tokens: 800 },
+});
 const embeddingsBytes = Buffer.from(embeddings);
 
 const cases: Case[] = [
@@ -61,7 +78,9 @@ const cases: Case[] = [
   },
   {
     name: `embeddings, ${(embeddingsBytes.length / 1e6).toFixed(1)} MB`,
-    chunks: Array.from({ length: Math.ceil(embeddingsBytes.length / 16384) }, (_, i) => embeddingsBytes.subarray(i * 16384, (i + 1) * 16384)),
+    chunks: Array.from({ length: Math.ceil(embeddingsBytes.length / 16384) }, (_, i) =>
+      embeddingsBytes.subarray(i * 16384, (i + 1) * 16384),
+    ),
     path: '/v1/embeddings',
     contentType: 'application/json',
     tokens: 800,
@@ -79,11 +98,16 @@ const tracked = (c: Case): number | null => {
 
 for (const c of cases) {
   if (tracked(c) !== c.tokens || c.baseline() !== c.tokens) throw new Error(`${c.name}: usage not read`);
-  for (let i = 0; i < c.repeats; i++) { tracked(c); c.baseline(); } // JIT warm-up
+  for (let i = 0; i < c.repeats; i++) {
+    tracked(c);
+    c.baseline();
+  } // JIT warm-up
   for (let round = 1; round <= Number(flags.rounds); round++) {
     const baseline = msPerCall(c.baseline, c.repeats) * 1000;
     const tracker = msPerCall(() => tracked(c), c.repeats) * 1000;
-    console.log(`${c.name}, round ${round}: JSON.parse of it all ${baseline.toFixed(0)} µs, ` +
-      `the tracker ${tracker.toFixed(0)} µs (x${(tracker / baseline).toFixed(3)} of the baseline)`);
+    console.log(
+      `${c.name}, round ${round}: JSON.parse of it all ${baseline.toFixed(0)} µs, ` +
+        `the tracker ${tracker.toFixed(0)} µs (x${(tracker / baseline).toFixed(3)} of the baseline)`,
+    );
   }
 }

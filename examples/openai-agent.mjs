@@ -15,7 +15,9 @@ try {
 
   // Streams pass through runguard chunk by chunk; their usage is counted too.
   const stream = await openai.chat.completions.create({
-    model, stream: true, messages: [{ role: 'user', content: 'Now say it again, streamed.' }],
+    model,
+    stream: true,
+    messages: [{ role: 'user', content: 'Now say it again, streamed.' }],
   });
   for await (const chunk of stream) process.stdout.write(chunk.choices[0]?.delta?.content ?? '');
   process.stdout.write('\n');

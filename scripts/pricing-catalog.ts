@@ -79,13 +79,14 @@ export function withoutDoubleNoise(plain: string, digits = 15): string {
 // --- Reading the dataset --------------------------------------------------------------------
 
 type Json = Record<string, unknown>;
-const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is Json =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** A unit's price as the dataset's number text (`pricing_config.pay_as_you_go.<unit>.price`), or undefined. */
 export function unitPrice(entry: unknown, unit: string): string | undefined {
   const payAsYouGo = isObject(entry) && isObject(entry.pricing_config) ? entry.pricing_config.pay_as_you_go : undefined;
   const price = isObject(payAsYouGo) && isObject(payAsYouGo[unit]) ? payAsYouGo[unit].price : undefined;
-  return isLosslessNumber(price) ? (price as LosslessNumber).value : undefined;
+  return isLosslessNumber(price) ? price.value : undefined;
 }
 
 export interface SourceInfo {
@@ -101,7 +102,8 @@ export interface SourceInfo {
 export function sourceFromReadme(readme: string): SourceInfo {
   const commit = /commit ([0-9a-f]{40})/.exec(readme)?.[1];
   const date = /commit [0-9a-f]{40}\s*\((\d{4}-\d{2}-\d{2})\)/.exec(readme)?.[1];
-  if (!commit || !date) throw new Error('the dataset README does not name its commit and date ("commit <40 hex> (YYYY-MM-DD)")');
+  if (!commit || !date)
+    throw new Error('the dataset README does not name its commit and date ("commit <40 hex> (YYYY-MM-DD)")');
   return {
     name: 'Portkey-AI/models',
     url: 'https://github.com/Portkey-AI/models',
@@ -182,7 +184,8 @@ export function buildCatalog(files: Record<Provider, Json>, source: SourceInfo):
       const id = tier ? key.slice(0, tier.index) : key;
       const reason = EXCLUDED.find(([pattern]) => pattern.test(id))?.[1];
       if (reason) {
-        if (!excluded.some((e) => e.provider === provider && e.model === id)) excluded.push({ model: id, provider, reason });
+        if (!excluded.some((e) => e.provider === provider && e.model === id))
+          excluded.push({ model: id, provider, reason });
         continue;
       }
       if (unitPrice(entry, 'request_token') === undefined || unitPrice(entry, 'response_token') === undefined) {
@@ -209,11 +212,18 @@ export function buildCatalog(files: Record<Provider, Json>, source: SourceInfo):
       for (const unit of ['request_token', 'response_token', 'cache_read_input_token', 'cache_write_input_token']) {
         const cents = unitPrice(entry, unit);
         if (cents !== undefined && significantDigits(plainDecimal(cents)) > 15) {
-          warnings.push(`${provider}/${key}: ${unit} ${cents} cents is a double's noise; read as ${withoutDoubleNoise(plainDecimal(cents))}`);
+          warnings.push(
+            `${provider}/${key}: ${unit} ${cents} cents is a double's noise; read as ${withoutDoubleNoise(plainDecimal(cents))}`,
+          );
         }
       }
-      if (model.cache_read_input_cost_per_token !== null && Number(model.cache_read_input_cost_per_token) > Number(input)) {
-        warnings.push(`${provider}/${key}: a cache read (${model.cache_read_input_cost_per_token}) costs more than plain input (${input}); kept as the dataset says`);
+      if (
+        model.cache_read_input_cost_per_token !== null &&
+        Number(model.cache_read_input_cost_per_token) > Number(input)
+      ) {
+        warnings.push(
+          `${provider}/${key}: a cache read (${model.cache_read_input_cost_per_token}) costs more than plain input (${input}); kept as the dataset says`,
+        );
       }
       models.push(model);
     }
@@ -240,9 +250,12 @@ export function buildCatalog(files: Record<Provider, Json>, source: SourceInfo):
 
 /** Reads a dataset file keeping every number's text (a double would lose digits). */
 async function readDataset(dir: string): Promise<{ files: Record<Provider, Json>; source: SourceInfo }> {
-  const read = (name: string) => readFile(join(dir, name), 'utf8').catch((error: NodeJS.ErrnoException) => {
-    throw new Error(`cannot read the pricing dataset at ${dir} (${name}: ${error.code ?? error.message}); give its folder with --dataset DIR or RUNGUARD_PRICING_DATASET`);
-  });
+  const read = (name: string) =>
+    readFile(join(dir, name), 'utf8').catch((error: NodeJS.ErrnoException) => {
+      throw new Error(
+        `cannot read the pricing dataset at ${dir} (${name}: ${error.code ?? error.message}); give its folder with --dataset DIR or RUNGUARD_PRICING_DATASET`,
+      );
+    });
   const source = sourceFromReadme(await read('README.md'));
   const entries = await Promise.all(PROVIDERS.map(async (p) => [p, parse(await read(`${p}.json`)) as Json] as const));
   return { files: Object.fromEntries(entries) as Record<Provider, Json>, source };
@@ -274,7 +287,7 @@ async function main(argv: string[]): Promise<number> {
   const outAt = argv.indexOf('--out');
   const out = outAt >= 0 && argv[outAt + 1] ? resolve(argv[outAt + 1]!) : CATALOG_PATH;
   const text = await generateCatalog(dir);
-  const catalog = parse(text) as unknown as Catalog;
+  const catalog = parse(text) as Catalog;
   for (const warning of catalog.warnings) process.stderr.write(`warning: ${warning}\n`);
   if (argv.includes('--check')) {
     const committed = await readFile(out, 'utf8').catch(() => '');
@@ -286,13 +299,20 @@ async function main(argv: string[]): Promise<number> {
     return 1;
   }
   await writeFile(out, text);
-  process.stdout.write(`Wrote ${catalog.models.length} models (${catalog.excluded.length} left out) to ${out} from ${catalog.source.name}@${catalog.source.commit.slice(0, 12)} (${catalog.taken_at}).\n`);
+  process.stdout.write(
+    `Wrote ${catalog.models.length} models (${catalog.excluded.length} left out) to ${out} from ${catalog.source.name}@${catalog.source.commit.slice(0, 12)} (${catalog.taken_at}).\n`,
+  );
   return 0;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (error: unknown) => {
-    process.stderr.write(`pricing-catalog: ${(error as Error).message}\n`);
-    process.exitCode = 1;
-  });
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      process.stderr.write(`pricing-catalog: ${(error as Error).message}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -116,35 +116,41 @@ const text: Parser<string> = (raw) => {
   return raw;
 };
 const optionalText: Parser<string | null> = (raw) => (raw === null || raw === '' ? null : text(raw));
-const integer = (min: number, max: number): Parser<number> => (raw) => {
-  const n = typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) {
-    throw new Error(`must be an integer from ${min} to ${max}`);
-  }
-  return n;
-};
-const oneOf = <T extends string>(values: readonly T[]): Parser<T> => (raw) => {
-  if (!values.includes(raw as T)) throw new Error(`must be one of ${values.join(', ')}`);
-  return raw as T;
-};
+const integer =
+  (min: number, max: number): Parser<number> =>
+  (raw) => {
+    const n = typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) {
+      throw new Error(`must be an integer from ${min} to ${max}`);
+    }
+    return n;
+  };
+const oneOf =
+  <T extends string>(values: readonly T[]): Parser<T> =>
+  (raw) => {
+    if (!values.includes(raw as T)) throw new Error(`must be one of ${values.join(', ')}`);
+    return raw as T;
+  };
 const boolean: Parser<boolean> = (raw) => {
   if (typeof raw === 'boolean') return raw;
   if (typeof raw === 'string' && /^(true|1|yes|on)$/i.test(raw.trim())) return true;
   if (typeof raw === 'string' && /^(false|0|no|off)$/i.test(raw.trim())) return false;
   throw new Error('must be true or false');
 };
-const url = (protocols: string[]): Parser<string | null> => (raw) => {
-  const value = optionalText(raw);
-  if (value === null) return null;
-  let parsed: URL;
-  try {
-    parsed = new URL(value);
-  } catch {
-    throw new Error('must be a URL');
-  }
-  if (!protocols.includes(parsed.protocol)) throw new Error(`must be a ${protocols.join(' or ')} URL`);
-  return value;
-};
+const url =
+  (protocols: string[]): Parser<string | null> =>
+  (raw) => {
+    const value = optionalText(raw);
+    if (value === null) return null;
+    let parsed: URL;
+    try {
+      parsed = new URL(value);
+    } catch {
+      throw new Error('must be a URL');
+    }
+    if (!protocols.includes(parsed.protocol)) throw new Error(`must be a ${protocols.join(' or ')} URL`);
+    return value;
+  };
 
 const httpUrl: Parser<string> = (raw) => {
   const value = url(['http:', 'https:'])(raw);
@@ -159,10 +165,12 @@ const httpUrl: Parser<string> = (raw) => {
 const RESERVED_PROVIDER_NAMES = new Set(['runs', 't', 'openai', 'anthropic']);
 const providers: Parser<Record<string, ProviderEntry>> = (raw) => {
   const value = typeof raw === 'string' ? (JSON.parse(raw) as unknown) : (raw ?? {});
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('must be an object of providers');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new Error('must be an object of providers');
   const out: Record<string, ProviderEntry> = {};
   for (const [name, entry] of Object.entries(value as Record<string, unknown>)) {
-    if (!/^[a-z0-9][a-z0-9_-]{0,62}$/.test(name)) throw new Error(`has a bad provider name "${name}" (lowercase, digits, - and _)`);
+    if (!/^[a-z0-9][a-z0-9_-]{0,62}$/.test(name))
+      throw new Error(`has a bad provider name "${name}" (lowercase, digits, - and _)`);
     if (RESERVED_PROVIDER_NAMES.has(name)) throw new Error(`may not redefine "${name}" (reserved or built in)`);
     const e = entry as Record<string, unknown> | null;
     if (!e || !isProviderType(e.type)) throw new Error(`provider "${name}" needs a type: openai or anthropic`);
@@ -177,8 +185,18 @@ const providers: Parser<Record<string, ProviderEntry>> = (raw) => {
 
 /** Fractions, from a JSON array or `0.5,0.8,1`: each above 0 and at most 10, at most 20 of them. */
 const fractions: Parser<number[]> = (raw) => {
-  const list = typeof raw === 'string' ? raw.split(',').filter((s) => s.trim() !== '').map((s) => Number(s.trim())) : raw;
-  if (!Array.isArray(list) || list.length > 20 || !list.every((n) => typeof n === 'number' && Number.isFinite(n) && n > 0 && n <= 10)) {
+  const list =
+    typeof raw === 'string'
+      ? raw
+          .split(',')
+          .filter((s) => s.trim() !== '')
+          .map((s) => Number(s.trim()))
+      : raw;
+  if (
+    !Array.isArray(list) ||
+    list.length > 20 ||
+    !list.every((n) => typeof n === 'number' && Number.isFinite(n) && n > 0 && n <= 10)
+  ) {
     throw new Error('must be a list of fractions above 0 and at most 10 (e.g. 0.5,0.8,1)');
   }
   return [...new Set(list as number[])].sort((x, y) => x - y);
@@ -238,7 +256,10 @@ const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } }
   proxyAuditPrompts: { env: 'RUNGUARD_PROXY_AUDIT_PROMPTS', parse: boolean },
   proxyBodyBudgetBytes: { env: 'RUNGUARD_PROXY_BODY_BUDGET_BYTES', parse: integer(1_024, 16 * 1024 * 1024 * 1024) },
   publicUrl: { env: 'RUNGUARD_PUBLIC_URL', parse: (raw) => (optionalText(raw) === null ? null : httpUrl(raw)) },
-  registration: { env: 'RUNGUARD_REGISTRATION', parse: (raw) => (optionalText(raw) === null ? null : oneOf(REGISTRATION_MODES)(raw)) },
+  registration: {
+    env: 'RUNGUARD_REGISTRATION',
+    parse: (raw) => (optionalText(raw) === null ? null : oneOf(REGISTRATION_MODES)(raw)),
+  },
   authFailuresPerMinute: { env: 'RUNGUARD_AUTH_FAILURES_PER_MINUTE', parse: integer(1, 1_000_000) },
   requestTimeoutMs: { env: 'RUNGUARD_REQUEST_TIMEOUT_MS', parse: integer(1_000, 3_600_000) },
   headersTimeoutMs: { env: 'RUNGUARD_HEADERS_TIMEOUT_MS', parse: integer(1_000, 600_000) },
@@ -277,7 +298,8 @@ export function loadConfig(
     let source = `"${key}" in config/default.json`;
     if (key in file) [raw, source] = [file[key], `"${key}" in ${env.RUNGUARD_CONFIG}`];
     if (env[name] !== undefined) [raw, source] = [env[name], `environment variable ${name}`];
-    if (flags[key] !== undefined) [raw, source] = [flags[key], `option --${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`];
+    if (flags[key] !== undefined)
+      [raw, source] = [flags[key], `option --${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`];
     try {
       config[key] = parse(raw);
     } catch (error) {
@@ -288,7 +310,9 @@ export function loadConfig(
   }
   // Node refuses a headers timeout longer than the request's: say so by name rather than crash at listen.
   if ((config.headersTimeoutMs as number) > (config.requestTimeoutMs as number)) {
-    throw new ConfigError(`Invalid configuration: "headersTimeoutMs" (${String(config.headersTimeoutMs)}) may not exceed "requestTimeoutMs" (${String(config.requestTimeoutMs)})`);
+    throw new ConfigError(
+      `Invalid configuration: "headersTimeoutMs" (${String(config.headersTimeoutMs)}) may not exceed "requestTimeoutMs" (${String(config.requestTimeoutMs)})`,
+    );
   }
   return Object.freeze(config) as unknown as Config;
 }

@@ -125,7 +125,13 @@ export interface Daemon {
 }
 
 /** Everything between the stores and the listening socket: bootstrap, the providers, the app. */
-async function prepare(config: Config, logger: Logger, stores: Stores, out: NodeJS.WritableStream, webhookPolicy: OutboundPolicy) {
+async function prepare(
+  config: Config,
+  logger: Logger,
+  stores: Stores,
+  out: NodeJS.WritableStream,
+  webhookPolicy: OutboundPolicy,
+) {
   if (stores.db.kind === 'embedded') await buildLateIndexesNow(stores.db);
   const created = await bootstrapWorkspace(stores.db, config.defaultPlan, resolve(config.dataDir));
   if (created) {
@@ -190,7 +196,13 @@ async function prepare(config: Config, logger: Logger, stores: Stores, out: Node
  * logger), beside the key: the operator is one click from the dashboard. It works once, for 10
  * minutes; `runguard dashboard` prints another.
  */
-async function printFirstSignInLink(db: Db, workspaceId: string, address: string, out: NodeJS.WritableStream, logger: Logger) {
+async function printFirstSignInLink(
+  db: Db,
+  workspaceId: string,
+  address: string,
+  out: NodeJS.WritableStream,
+  logger: Logger,
+) {
   try {
     const link = await createSignInLink(db, workspaceId, systemClock.now(), SIGN_IN_LINK_TTL_MS);
     out.write(`runguard: open ${address}/sign-in#token=${link.token} to sign in (works once, for 10 minutes)\n`);
@@ -214,10 +226,12 @@ export async function startDaemon(
   // Where webhooks may go; the port is the one bound, once the daemon listens (0 picks one).
   const webhookPolicy: OutboundPolicy = { allowPrivate: config.webhookAllowPrivate, ownPort: config.port || null };
   // A start that fails past here closes the stores: an embedded database's lock goes with them.
-  const { app, providers, metrics, created } = await prepare(config, logger, stores, out, webhookPolicy).catch(async (error: unknown) => {
-    await stores.close().catch(() => {});
-    throw error;
-  });
+  const { app, providers, metrics, created } = await prepare(config, logger, stores, out, webhookPolicy).catch(
+    async (error: unknown) => {
+      await stores.close().catch(() => {});
+      throw error;
+    },
+  );
   const sweeper = createStaleRunSweeper({
     db: stores.db,
     clock: systemClock,
@@ -265,12 +279,16 @@ export async function startDaemon(
   sweeper.start();
   reconciler.start();
   webhooks.start();
-  const indexes = config.databaseUrl ? buildLateIndexes(config.databaseUrl, logger.child({ component: 'indexes' })) : null;
+  const indexes = config.databaseUrl
+    ? buildLateIndexes(config.databaseUrl, logger.child({ component: 'indexes' }))
+    : null;
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
   const forget = options.recordFor ? recordListening(config, app, options.recordFor, logger) : () => {};
   // Where a browser reaches the daemon: the configured public URL, else where it listens.
   const dashboardUrl = config.publicUrl?.replace(/\/+$/, '') ?? address;
-  out.write(`runguard: dashboard at ${dashboardUrl}/ (sign in with \`runguard dashboard\`: it prints a one-time link)\n`);
+  out.write(
+    `runguard: dashboard at ${dashboardUrl}/ (sign in with \`runguard dashboard\`: it prints a one-time link)\n`,
+  );
   if (created) await printFirstSignInLink(stores.db, created.workspaceId, dashboardUrl, out, logger);
   let closing: Promise<void> | null = null;
   return {
@@ -283,7 +301,11 @@ export async function startDaemon(
         // The socket stops accepting at once; the background jobs stop beside it (they use the
         // stores, closed once all are done).
         await Promise.all([
-          closeWithin(app, config.shutdownGraceMs, logger), sweeper.stop(), reconciler.stop(), indexes?.stop(), webhooks.stop(),
+          closeWithin(app, config.shutdownGraceMs, logger),
+          sweeper.stop(),
+          reconciler.stop(),
+          indexes?.stop(),
+          webhooks.stop(),
         ]);
         await providers.close();
         await stores.close();
@@ -301,7 +323,8 @@ function recordListening(config: Config, app: FastifyInstance, env: NodeJS.Proce
   return recordDaemon(
     { url, data_dir: resolve(config.dataDir), pid: process.pid, started_at: new Date().toISOString() },
     env,
-    (file, error) => logger.warn({ file, err: error }, 'cannot record where this daemon listens; the CLI may not find it'),
+    (file, error) =>
+      logger.warn({ file, err: error }, 'cannot record where this daemon listens; the CLI may not find it'),
   );
 }
 

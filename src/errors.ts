@@ -21,8 +21,14 @@ const TABLE = {
   STEP_ALREADY_FINISHED: [409, 'The step is already finished.'],
   DUPLICATE_SEQUENCE: [409, 'A step with this sequence already exists in the run.'],
   IDEMPOTENCY_KEY_IN_USE: [409, 'A request with this Idempotency-Key is still being processed.'],
-  LAST_ACTIVE_KEY: [409, "This is the workspace's last active API key: issue another (keys regenerate) rather than revoke it."],
-  USER_HAS_COUNTED_RUNS: [409, 'The user has runs that are RUNNING or inside a counted window (this or last UTC day, this UTC month).'],
+  LAST_ACTIVE_KEY: [
+    409,
+    "This is the workspace's last active API key: issue another (keys regenerate) rather than revoke it.",
+  ],
+  USER_HAS_COUNTED_RUNS: [
+    409,
+    'The user has runs that are RUNNING or inside a counted window (this or last UTC day, this UTC month).',
+  ],
   CONFLICT: [409, 'The request conflicts with the current state.'],
   PAYLOAD_TOO_LARGE: [413, 'The request body is too large.'],
   UNSUPPORTED_MEDIA_TYPE: [415, 'The request body must be application/json.'],

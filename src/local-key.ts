@@ -15,12 +15,18 @@ export class LocalKeyFile {
   /** Replacements one after another: two overlapping ones must not leave the first's key last. */
   private replacing: Promise<unknown> = Promise.resolve();
 
-  private constructor(readonly path: string, private key: string | null) {}
+  private constructor(
+    readonly path: string,
+    private key: string | null,
+  ) {}
 
   /** The data directory's key file, read now (none yet: null until the first start writes it). */
   static async open(dataDir: string): Promise<LocalKeyFile> {
     const path = join(dataDir, 'api-key');
-    const key = await readFile(path, 'utf8').then((text) => text.trim() || null, () => null);
+    const key = await readFile(path, 'utf8').then(
+      (text) => text.trim() || null,
+      () => null,
+    );
     return new LocalKeyFile(path, key);
   }
 

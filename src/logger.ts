@@ -84,7 +84,12 @@ export function createLogger(level: string, settings: NodeJS.WritableStream | Lo
   if (readable) {
     // In this thread, not a transport worker: lines are written in order and none are lost on exit.
     const pretty = require('pino-pretty') as typeof pinoPretty;
-    const stream = pretty({ destination: out, colorize: (out as { isTTY?: boolean }).isTTY === true, sync: true, translateTime: 'SYS:HH:MM:ss.l' });
+    const stream = pretty({
+      destination: out,
+      colorize: (out as { isTTY?: boolean }).isTTY === true,
+      sync: true,
+      translateTime: 'SYS:HH:MM:ss.l',
+    });
     return pino(options, stream);
   }
   return destination ? pino(options, destination as pino.DestinationStream) : pino(options);
@@ -157,6 +162,10 @@ export class DeferredChildLogger implements FastifyBaseLogger {
 }
 
 /** Fastify's `childLoggerFactory`: children made when first used. */
-export function deferredChildLogger(logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
+export function deferredChildLogger(
+  logger: FastifyBaseLogger,
+  bindings: Bindings,
+  options: ChildLoggerOptions,
+): FastifyBaseLogger {
   return new DeferredChildLogger(logger as Logger, bindings, options);
 }

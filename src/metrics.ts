@@ -191,7 +191,10 @@ export class ProxyCallTimer {
     if (this.upstreamAt !== null) {
       this.upstreamNanos = this.upstreamSoFar(now);
       this.upstreamAt = null;
-      this.metrics?.proxyUpstreamSeconds.observe({ provider: this.provider, outcome }, Number(this.upstreamNanos) / 1e9);
+      this.metrics?.proxyUpstreamSeconds.observe(
+        { provider: this.provider, outcome },
+        Number(this.upstreamNanos) / 1e9,
+      );
     }
     this.metrics?.proxyOverheadSeconds.observe({ provider: this.provider }, overhead / 1000);
     return overhead;

@@ -15,20 +15,34 @@ import { ratio, round, summarize, type LatencySummary } from './stats.js';
 const DECISION_ALLOW = JSON.stringify({
   outcome: 'ALLOW',
   reason: null,
-  evaluated_rules: { kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS' },
+  evaluated_rules: {
+    kill_switch: 'PASS',
+    user_blocked: 'PASS',
+    workspace_daily_budget: 'PASS',
+    user_daily_budget: 'PASS',
+  },
 });
 const RUN_DECISION_ALLOW = JSON.stringify({
   outcome: 'ALLOW',
   reason: null,
   evaluated_rules: {
-    kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS',
-    monthly_run_limit: 'PASS', max_concurrent_runs: 'PASS',
+    kill_switch: 'PASS',
+    user_blocked: 'PASS',
+    workspace_daily_budget: 'PASS',
+    user_daily_budget: 'PASS',
+    monthly_run_limit: 'PASS',
+    max_concurrent_runs: 'PASS',
   },
 });
 const RUN_DECISION_BLOCKED = JSON.stringify({
   outcome: 'DENY',
   reason: 'USER_DAILY_BUDGET_EXCEEDED',
-  evaluated_rules: { kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'DENY' },
+  evaluated_rules: {
+    kill_switch: 'PASS',
+    user_blocked: 'PASS',
+    workspace_daily_budget: 'PASS',
+    user_daily_budget: 'DENY',
+  },
 });
 
 export interface SeedOptions {
@@ -44,7 +58,11 @@ const STEPS_OF = (g: string) => `CASE WHEN ${g} % 97 = 0 THEN 0 ELSE 5 + (${g} *
  * like the pricing table, a few failures and blocked runs; then the daily usage rows the daemon
  * keeps with them. Set-based SQL: a million steps in well under a minute.
  */
-export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOptions): Promise<{ runs: number; steps: number; seconds: number }> {
+export async function seedHistory(
+  db: pg.Client,
+  workspaceId: string,
+  o: SeedOptions,
+): Promise<{ runs: number; steps: number; seconds: number }> {
   const t0 = performance.now();
   await db.query('BEGIN');
   await db.query(
@@ -93,8 +111,13 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
   await db.query('COMMIT');
   await db.query('VACUUM ANALYZE');
   const { rows } = await db.query<{ runs: string; steps: string }>(
-    'SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM steps) AS steps');
-  return { runs: Number(rows[0]!.runs), steps: Number(rows[0]!.steps), seconds: round((performance.now() - t0) / 1000, 1) };
+    'SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM steps) AS steps',
+  );
+  return {
+    runs: Number(rows[0]!.runs),
+    steps: Number(rows[0]!.steps),
+    seconds: round((performance.now() - t0) / 1000, 1),
+  };
 }
 
 /**
@@ -104,7 +127,10 @@ export async function seedHistory(db: pg.Client, workspaceId: string, o: SeedOpt
  * finds no drift in them.
  */
 async function addUsage(db: pg.Client, workspaceId: string, runs: (alias: string) => string): Promise<void> {
-  for (const [table, key] of [['usage_daily', ''], ['user_usage_daily', 'user_id,']] as const) {
+  for (const [table, key] of [
+    ['usage_daily', ''],
+    ['user_usage_daily', 'user_id,'],
+  ] as const) {
     await db.query(
       `INSERT INTO ${table} AS d (workspace_id, ${key} day, spend_micros, runs)
        SELECT workspace_id, ${key} day, sum(spend), sum(runs) FROM (
@@ -204,8 +230,12 @@ export interface HistoryTarget {
   detailRunId: string;
 }
 
-export async function prepareHistory(daemon: DaemonProcess, databaseUrl: string, seed: SeedOptions | null,
-  log: (line: string) => void): Promise<{ target: HistoryTarget; seeded: { runs: number; steps: number; seconds: number } }> {
+export async function prepareHistory(
+  daemon: DaemonProcess,
+  databaseUrl: string,
+  seed: SeedOptions | null,
+  log: (line: string) => void,
+): Promise<{ target: HistoryTarget; seeded: { runs: number; steps: number; seconds: number } }> {
   const db = await connect(databaseUrl);
   try {
     const ws = await workspaceOf(db);
@@ -226,8 +256,14 @@ export async function prepareHistory(daemon: DaemonProcess, databaseUrl: string,
 }
 
 /** Alternates short cells between the empty and the seeded daemon; pools each side's samples. */
-export async function historyScenario(empty: HistoryTarget, full: HistoryTarget, seeded: HistoryResult['seeded'],
-  rounds: number, cellS: number, log: (line: string) => void): Promise<HistoryResult> {
+export async function historyScenario(
+  empty: HistoryTarget,
+  full: HistoryTarget,
+  seeded: HistoryResult['seeded'],
+  rounds: number,
+  cellS: number,
+  log: (line: string) => void,
+): Promise<HistoryResult> {
   type Side = { step: number[]; stepP50s: number[]; list: number[]; detail: number[]; ops: number[] };
   const sides = new Map<HistoryTarget, Side>([
     [empty, { step: [], stepP50s: [], list: [], detail: [], ops: [] }],
@@ -239,7 +275,10 @@ export async function historyScenario(empty: HistoryTarget, full: HistoryTarget,
     runIds.set(t, (await startRuns(api, apiHeaders(t.daemon), 1, 'history-steps'))[0]!);
     await api.close();
   }
-  const sequence = new Map<HistoryTarget, number>([[empty, 0], [full, 0]]);
+  const sequence = new Map<HistoryTarget, number>([
+    [empty, 0],
+    [full, 0],
+  ]);
   for (let r = 0; r < rounds; r++) {
     for (const t of r % 2 === 0 ? [empty, full] : [full, empty]) {
       const side = sides.get(t)!;
@@ -247,16 +286,42 @@ export async function historyScenario(empty: HistoryTarget, full: HistoryTarget,
       const api = pool(t.daemon.url, 1);
       const runId = runIds.get(t)!;
       const stepsBefore = side.step.length;
-      const step = await loop(1, cellS, async () => {
-        const n = sequence.get(t)! + 1;
-        sequence.set(t, n);
-        await json(api, 'POST', `/v1/runs/${runId}/steps`, headers, { type: 'MODEL_CALL', sequence: n, model: MODEL }, 201);
-      }, side.step);
+      const step = await loop(
+        1,
+        cellS,
+        async () => {
+          const n = sequence.get(t)! + 1;
+          sequence.set(t, n);
+          await json(
+            api,
+            'POST',
+            `/v1/runs/${runId}/steps`,
+            headers,
+            { type: 'MODEL_CALL', sequence: n, model: MODEL },
+            201,
+          );
+        },
+        side.step,
+      );
       side.ops.push(step.ops);
       side.stepP50s[r] = summarize(side.step.slice(stepsBefore)).p50;
       // Reads are timed to their last byte, not parsed (loops.ts `read`).
-      await loop(1, cellS, async () => { await read(api, '/v1/runs?page=1&per_page=50', headers, 200); }, side.list);
-      await loop(1, cellS, async () => { await read(api, `/v1/runs/${t.detailRunId}`, headers, 200); }, side.detail);
+      await loop(
+        1,
+        cellS,
+        async () => {
+          await read(api, '/v1/runs?page=1&per_page=50', headers, 200);
+        },
+        side.list,
+      );
+      await loop(
+        1,
+        cellS,
+        async () => {
+          await read(api, `/v1/runs/${t.detailRunId}`, headers, 200);
+        },
+        side.detail,
+      );
       await api.close();
     }
     log(`history: round ${r + 1}/${rounds} done`);
@@ -283,11 +348,15 @@ export async function historyScenario(empty: HistoryTarget, full: HistoryTarget,
     stepCreateP50ByRound: sides.get(full)!.stepP50s.map((p50, r) => ratio(p50, sides.get(empty)!.stepP50s[r]!)),
   };
   result.largeRun = await readLargeRun(full, LARGE_RUN_STEPS);
-  log(`history: a ${LARGE_RUN_STEPS}-step run's detail, ${round(result.largeRun.bytes / 1e6, 1)} MB in ${result.largeRun.ms} ms: ` +
-    `daemon RSS ${result.largeRun.rssBeforeMb} MB before, peak ${result.largeRun.rssPeakMb}, ${result.largeRun.rssAfterMb} after`);
-  log(`history: step create p50 ${e.stepCreate.p50.toFixed(2)} -> ${f.stepCreate.p50.toFixed(2)} ms (x${result.ratios.stepCreateP50}; by round x${result.stepCreateP50ByRound.join(', x')}), ` +
-    `p99 ${e.stepCreate.p99.toFixed(2)} -> ${f.stepCreate.p99.toFixed(2)} ms (x${result.ratios.stepCreateP99}); ` +
-    `run list p99 ${e.runList.p99.toFixed(2)} -> ${f.runList.p99.toFixed(2)} ms; run detail (1,000 steps) p99 ${e.runDetail.p99.toFixed(2)} -> ${f.runDetail.p99.toFixed(2)} ms`);
+  log(
+    `history: a ${LARGE_RUN_STEPS}-step run's detail, ${round(result.largeRun.bytes / 1e6, 1)} MB in ${result.largeRun.ms} ms: ` +
+      `daemon RSS ${result.largeRun.rssBeforeMb} MB before, peak ${result.largeRun.rssPeakMb}, ${result.largeRun.rssAfterMb} after`,
+  );
+  log(
+    `history: step create p50 ${e.stepCreate.p50.toFixed(2)} -> ${f.stepCreate.p50.toFixed(2)} ms (x${result.ratios.stepCreateP50}; by round x${result.stepCreateP50ByRound.join(', x')}), ` +
+      `p99 ${e.stepCreate.p99.toFixed(2)} -> ${f.stepCreate.p99.toFixed(2)} ms (x${result.ratios.stepCreateP99}); ` +
+      `run list p99 ${e.runList.p99.toFixed(2)} -> ${f.runList.p99.toFixed(2)} ms; run detail (1,000 steps) p99 ${e.runDetail.p99.toFixed(2)} -> ${f.runDetail.p99.toFixed(2)} ms`,
+  );
   return result;
 }
 
@@ -311,6 +380,11 @@ async function readLargeRun(t: HistoryTarget, steps: number): Promise<LargeRunRe
   const ms = performance.now() - started;
   const { peak } = sampler.stop();
   return {
-    steps, bytes, ms: round(ms, 0), rssBeforeMb: round(rssBeforeMb, 1), rssPeakMb: round(peak, 1), rssAfterMb: round(await rssMb(t.daemon.pid), 1),
+    steps,
+    bytes,
+    ms: round(ms, 0),
+    rssBeforeMb: round(rssBeforeMb, 1),
+    rssPeakMb: round(peak, 1),
+    rssAfterMb: round(await rssMb(t.daemon.pid), 1),
   };
 }

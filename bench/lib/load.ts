@@ -75,11 +75,23 @@ export function pooledCell(target: Target, connections: number, warmupS = 1): Po
       errors += piece.errors;
       non2xx += piece.non2xx;
     },
-    result: () => ({ connections, durationS: seconds, rps: samples.length / seconds, latency: summarize(samples), errors, non2xx }),
+    result: () => ({
+      connections,
+      durationS: seconds,
+      rps: samples.length / seconds,
+      latency: summarize(samples),
+      errors,
+      non2xx,
+    }),
   };
 }
 
-export async function runCell(target: Target, connections: number, durationS: number, warmupS = 1): Promise<CellResult> {
+export async function runCell(
+  target: Target,
+  connections: number,
+  durationS: number,
+  warmupS = 1,
+): Promise<CellResult> {
   const cell = pooledCell(target, connections, warmupS);
   await cell.run(durationS);
   return cell.result();

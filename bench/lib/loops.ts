@@ -20,7 +20,12 @@ export interface LoopResult {
 export type Operation = (worker: number, iteration: number) => Promise<void>;
 
 /** `samples` collects every operation's time in ms; pass an array to pool samples over several loops. */
-export async function loop(connections: number, durationS: number, operation: Operation, samples: number[] = []): Promise<LoopResult> {
+export async function loop(
+  connections: number,
+  durationS: number,
+  operation: Operation,
+  samples: number[] = [],
+): Promise<LoopResult> {
   const before = samples.length;
   let errors = 0;
   let firstError: string | undefined;
@@ -43,7 +48,14 @@ export async function loop(connections: number, durationS: number, operation: Op
   );
   const elapsedS = (performance.now() - started) / 1000;
   const mine = samples.slice(before);
-  return { connections, durationS: elapsedS, ops: mine.length / elapsedS, latency: summarize(mine), errors, ...(firstError ? { firstError } : {}) };
+  return {
+    connections,
+    durationS: elapsedS,
+    ops: mine.length / elapsedS,
+    latency: summarize(mine),
+    errors,
+    ...(firstError ? { firstError } : {}),
+  };
 }
 
 /**
@@ -83,7 +95,12 @@ export function pooledLoop(connections: number, operation: Operation, warmupS = 
       firstError ??= piece.firstError;
     },
     result: () => ({
-      connections, durationS: seconds, ops: samples.length / seconds, latency: summarize(samples), errors, ...(firstError ? { firstError } : {}),
+      connections,
+      durationS: seconds,
+      ops: samples.length / seconds,
+      latency: summarize(samples),
+      errors,
+      ...(firstError ? { firstError } : {}),
     }),
   };
 }
@@ -119,7 +136,12 @@ export async function json<T = Record<string, unknown>>(
  * Parsing a large answer (a 1,000-step run detail is ~800 KB) is the client's work, and would be
  * counted as the daemon's.
  */
-export async function read(dispatcher: Dispatcher, path: string, headers: Record<string, string>, expect: number): Promise<number> {
+export async function read(
+  dispatcher: Dispatcher,
+  path: string,
+  headers: Record<string, string>,
+  expect: number,
+): Promise<number> {
   const res = await dispatcher.request({ method: 'GET', path, headers });
   let bytes = 0;
   for await (const chunk of res.body) bytes += (chunk as Buffer).length;
@@ -174,7 +196,14 @@ export function pooledStreams(
     },
     result() {
       const { ops, errors, firstError } = streams.result();
-      return { ttfb: summarize(ttfb), ttlb: summarize(ttlb), streams: ttfb.length, ops, errors, ...(firstError ? { firstError } : {}) };
+      return {
+        ttfb: summarize(ttfb),
+        ttlb: summarize(ttlb),
+        streams: ttfb.length,
+        ops,
+        errors,
+        ...(firstError ? { firstError } : {}),
+      };
     },
   };
 }

@@ -37,7 +37,7 @@ export async function startHelper(script: string, args: string[] = [], env: Node
   });
   const url = await new Promise<string>((resolve, reject) => {
     let buffered = '';
-    proc.stdout!.on('data', (chunk: Buffer) => {
+    proc.stdout.on('data', (chunk: Buffer) => {
       buffered += chunk.toString();
       const match = /READY (\S+)/.exec(buffered);
       if (match) resolve(match[1]!);
@@ -51,7 +51,10 @@ export { freePort };
 
 /** Compiles `src/` into `dist/`, which the daemon runs from. */
 export function buildDaemon(): void {
-  const built = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: ROOT, stdio: 'inherit' });
+  const built = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], {
+    cwd: ROOT,
+    stdio: 'inherit',
+  });
   if (built.status !== 0) throw new Error('tsc failed');
 }
 
@@ -76,7 +79,12 @@ export interface DaemonProcess extends Child {
 }
 
 /** The V8 flags the daemon is launched with everywhere (see bin/runguard), so the bench measures that. */
-const DAEMON_NODE_FLAGS = ['--heap-growing-percent=50', '--incremental-marking-soft-trigger=70', '--incremental-marking-hard-trigger=90', '--v8-pool-size=1'];
+const DAEMON_NODE_FLAGS = [
+  '--heap-growing-percent=50',
+  '--incremental-marking-soft-trigger=70',
+  '--incremental-marking-hard-trigger=90',
+  '--v8-pool-size=1',
+];
 
 export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess> {
   const port = await freePort();
@@ -159,14 +167,19 @@ export async function memoryBreakdown(daemon: DaemonProcess): Promise<MemoryBrea
     if (Number(m[2]) > 0) heapSpacesMb[m[1]!] = Math.round(Number(m[2]) / 104_857.6) / 10;
   }
   return {
-    anonMb: mb(/RssAnon:\s+(\d+)/.exec(status)), fileMb: mb(/RssFile:\s+(\d+)/.exec(status)),
-    heapSpacesMb, heapUsedMb: bytes(/^nodejs_heap_size_used_bytes (\S+)$/m), externalMb: bytes(/^nodejs_external_memory_bytes (\S+)$/m),
+    anonMb: mb(/RssAnon:\s+(\d+)/.exec(status)),
+    fileMb: mb(/RssFile:\s+(\d+)/.exec(status)),
+    heapSpacesMb,
+    heapUsedMb: bytes(/^nodejs_heap_size_used_bytes (\S+)$/m),
+    externalMb: bytes(/^nodejs_external_memory_bytes (\S+)$/m),
   };
 }
 
 /** One line of a breakdown, for logs and the README. */
 export function formatBreakdown(b: MemoryBreakdown): string {
-  const spaces = Object.entries(b.heapSpacesMb).map(([space, mb]) => `${space} ${mb}`).join(', ');
+  const spaces = Object.entries(b.heapSpacesMb)
+    .map(([space, mb]) => `${space} ${mb}`)
+    .join(', ');
   return `anonymous ${b.anonMb} MB, file ${b.fileMb} MB; V8 heap committed by space: ${spaces} MB (${b.heapUsedMb} MB used); external ${b.externalMb} MB`;
 }
 
@@ -190,7 +203,10 @@ export async function idleRssMb(pid: number, seconds = 60): Promise<{ mb: number
 export function rssSampler(pid: number, everyMs = 250) {
   const samples: number[] = [];
   const timer = setInterval(() => {
-    rssMb(pid).then((mb) => samples.push(mb), () => {});
+    rssMb(pid).then(
+      (mb) => samples.push(mb),
+      () => {},
+    );
   }, everyMs);
   return {
     samples,

@@ -42,13 +42,24 @@ const sidecarHeaders = (daemon: DaemonProcess) => ({
 
 /** Whether this build of the daemon has the proxy route, asked the way a client would. */
 export async function probeProxy(daemon: DaemonProcess): Promise<ProxyProbe> {
-  const res = await fetch(`${daemon.url}/proxy/openai/chat/completions`, { method: 'POST', headers: sidecarHeaders(daemon), body: CHAT });
+  const res = await fetch(`${daemon.url}/proxy/openai/chat/completions`, {
+    method: 'POST',
+    headers: sidecarHeaders(daemon),
+    body: CHAT,
+  });
   const text = await res.text();
-  if (res.status === 200 && text.includes('"choices"')) return { available: true, note: 'proxy route answered like OpenAI' };
+  if (res.status === 200 && text.includes('"choices"'))
+    return { available: true, note: 'proxy route answered like OpenAI' };
   if (res.status === 404) {
-    return { available: false, note: 'PROXY ROUTE NOT IN THIS BUILD: /proxy/openai/... answered 404; proxy and SSE sidecar cells were not measured (merge main once the proxy lands and run again)' };
+    return {
+      available: false,
+      note: 'PROXY ROUTE NOT IN THIS BUILD: /proxy/openai/... answered 404; proxy and SSE sidecar cells were not measured (merge main once the proxy lands and run again)',
+    };
   }
-  return { available: false, note: `PROXY ROUTE BROKEN: /proxy/openai/... answered ${res.status} ${text.slice(0, 200)}` };
+  return {
+    available: false,
+    note: `PROXY ROUTE BROKEN: /proxy/openai/... answered ${res.status} ${text.slice(0, 200)}`,
+  };
 }
 
 const PROVIDER_HEADERS = { 'content-type': 'application/json', authorization: PROVIDER_AUTH };
@@ -68,7 +79,10 @@ export function chatTarget(daemon: DaemonProcess, runId: string | null, body = C
       };
 }
 
-function targets(e: Endpoints, body: string): Record<'direct' | 'floor' | 'ioFloor' | 'sidecar' | 'sidecarPerCallRun', Target> {
+function targets(
+  e: Endpoints,
+  body: string,
+): Record<'direct' | 'floor' | 'ioFloor' | 'sidecar' | 'sidecarPerCallRun', Target> {
   return {
     direct: { url: `${e.upstream}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
     floor: { url: `${e.floor}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
@@ -86,7 +100,10 @@ export interface Added {
 /** A log line's added milliseconds, with their sign. */
 const signed = (ms: number) => `${ms >= 0 ? '+' : ''}${ms}`;
 
-const added = (cell: { latency: { p50: number; p99: number } }, base: { latency: { p50: number; p99: number } }): Added => ({
+const added = (
+  cell: { latency: { p50: number; p99: number } },
+  base: { latency: { p50: number; p99: number } },
+): Added => ({
   p50: round(cell.latency.p50 - base.latency.p50, 3),
   p99: round(cell.latency.p99 - base.latency.p99, 3),
 });
@@ -107,8 +124,14 @@ export interface ProxyRow {
   floorVsDirectRps: number;
 }
 
-export async function proxyScenario(e: Endpoints, withSidecar: boolean, connections: number[], durationS: number, rounds: number,
-  log: (line: string) => void): Promise<ProxyRow[]> {
+export async function proxyScenario(
+  e: Endpoints,
+  withSidecar: boolean,
+  connections: number[],
+  durationS: number,
+  rounds: number,
+  log: (line: string) => void,
+): Promise<ProxyRow[]> {
   const t = targets(e, CHAT);
   const rows: ProxyRow[] = [];
   for (const c of connections) {
@@ -142,12 +165,18 @@ export async function proxyScenario(e: Endpoints, withSidecar: boolean, connecti
         : {}),
     };
     rows.push(row);
-    log(`proxy c=${c}: direct ${direct.rps.toFixed(0)}/s p50 ${direct.latency.p50.toFixed(2)} p99 ${direct.latency.p99.toFixed(2)} ms | ` +
-      `floor ${floor.rps.toFixed(0)}/s ${signed(row.floorAdded.p50)}/${signed(row.floorAdded.p99)} ms | ` +
-      `I/O floor ${ioFloor.rps.toFixed(0)}/s ${signed(row.ioFloorAdded.p50)}/${signed(row.ioFloorAdded.p99)} ms` +
-      (sidecar ? ` | sidecar ${sidecar.rps.toFixed(0)}/s ${signed(row.sidecarAdded!.p50)}/${signed(row.sidecarAdded!.p99)} ms (${row.sidecarVsFloorRps} of floor)` +
-        ` | per-call run ${perCall!.rps.toFixed(0)}/s ${signed(row.sidecarPerCallRunAdded!.p50)}/${signed(row.sidecarPerCallRunAdded!.p99)} ms` : '') +
-      ([direct, floor, ioFloor, sidecar, perCall].some((x) => x && (x.errors || x.non2xx)) ? ' (ERRORS: see JSON)' : ''));
+    log(
+      `proxy c=${c}: direct ${direct.rps.toFixed(0)}/s p50 ${direct.latency.p50.toFixed(2)} p99 ${direct.latency.p99.toFixed(2)} ms | ` +
+        `floor ${floor.rps.toFixed(0)}/s ${signed(row.floorAdded.p50)}/${signed(row.floorAdded.p99)} ms | ` +
+        `I/O floor ${ioFloor.rps.toFixed(0)}/s ${signed(row.ioFloorAdded.p50)}/${signed(row.ioFloorAdded.p99)} ms` +
+        (sidecar
+          ? ` | sidecar ${sidecar.rps.toFixed(0)}/s ${signed(row.sidecarAdded!.p50)}/${signed(row.sidecarAdded!.p99)} ms (${row.sidecarVsFloorRps} of floor)` +
+            ` | per-call run ${perCall!.rps.toFixed(0)}/s ${signed(row.sidecarPerCallRunAdded!.p50)}/${signed(row.sidecarPerCallRunAdded!.p99)} ms`
+          : '') +
+        ([direct, floor, ioFloor, sidecar, perCall].some((x) => x && (x.errors || x.non2xx))
+          ? ' (ERRORS: see JSON)'
+          : ''),
+    );
   }
   return rows;
 }
@@ -163,8 +192,14 @@ export interface SseRow {
   sidecarAdded?: { ttfb: Added; ttlb: Added };
 }
 
-export async function sseScenario(e: Endpoints, withSidecar: boolean, connections: number[], durationS: number, rounds: number,
-  log: (line: string) => void): Promise<SseRow[]> {
+export async function sseScenario(
+  e: Endpoints,
+  withSidecar: boolean,
+  connections: number[],
+  durationS: number,
+  rounds: number,
+  log: (line: string) => void,
+): Promise<SseRow[]> {
   const t = targets(e, CHAT_STREAM);
   const rows: SseRow[] = [];
   const addedTimes = (x: StreamTimes, base: StreamTimes) => ({
@@ -177,7 +212,11 @@ export async function sseScenario(e: Endpoints, withSidecar: boolean, connection
       const url = new URL(target.url);
       const dispatcher = new Pool(url.origin, { connections: c });
       dispatchers.push(dispatcher);
-      return pooledStreams(dispatcher, () => ({ method: 'POST', path: url.pathname, headers: target.headers!, body: target.body! }), c);
+      return pooledStreams(
+        dispatcher,
+        () => ({ method: 'POST', path: url.pathname, headers: target.headers!, body: target.body! }),
+        c,
+      );
     };
     let direct: StreamTimes, floor: StreamTimes, ioFloor: StreamTimes, sidecar: StreamTimes | undefined;
     try {
@@ -188,7 +227,12 @@ export async function sseScenario(e: Endpoints, withSidecar: boolean, connection
         ...(withSidecar ? { sidecar: streams(t.sidecar) } : {}),
       };
       await alternate(Object.values(cells), rounds, durationS);
-      [direct, floor, ioFloor, sidecar] = [cells.direct.result(), cells.floor.result(), cells.ioFloor.result(), cells.sidecar?.result()];
+      [direct, floor, ioFloor, sidecar] = [
+        cells.direct.result(),
+        cells.floor.result(),
+        cells.ioFloor.result(),
+        cells.sidecar?.result(),
+      ];
     } finally {
       await Promise.all(dispatchers.map((d) => d.close()));
     }
@@ -202,10 +246,16 @@ export async function sseScenario(e: Endpoints, withSidecar: boolean, connection
       ...(sidecar ? { sidecar, sidecarAdded: addedTimes(sidecar, direct) } : {}),
     };
     rows.push(row);
-    log(`sse c=${c}: direct ttfb p50 ${direct.ttfb.p50.toFixed(2)} p99 ${direct.ttfb.p99.toFixed(2)} ms | ` +
-      `floor ${signed(row.floorAdded.ttfb.p50)}/${signed(row.floorAdded.ttfb.p99)} ms | I/O floor ${signed(row.ioFloorAdded.ttfb.p50)}/${signed(row.ioFloorAdded.ttfb.p99)} ms` +
-      (sidecar ? ` | sidecar ttfb ${signed(row.sidecarAdded!.ttfb.p50)}/${signed(row.sidecarAdded!.ttfb.p99)} ms, ttlb ${signed(row.sidecarAdded!.ttlb.p50)}/${signed(row.sidecarAdded!.ttlb.p99)} ms` : '') +
-      ([direct, floor, ioFloor, sidecar].some((x) => x?.errors) ? ` (ERRORS: ${[direct, floor, ioFloor, sidecar].find((x) => x?.errors)?.firstError})` : ''));
+    log(
+      `sse c=${c}: direct ttfb p50 ${direct.ttfb.p50.toFixed(2)} p99 ${direct.ttfb.p99.toFixed(2)} ms | ` +
+        `floor ${signed(row.floorAdded.ttfb.p50)}/${signed(row.floorAdded.ttfb.p99)} ms | I/O floor ${signed(row.ioFloorAdded.ttfb.p50)}/${signed(row.ioFloorAdded.ttfb.p99)} ms` +
+        (sidecar
+          ? ` | sidecar ttfb ${signed(row.sidecarAdded!.ttfb.p50)}/${signed(row.sidecarAdded!.ttfb.p99)} ms, ttlb ${signed(row.sidecarAdded!.ttlb.p50)}/${signed(row.sidecarAdded!.ttlb.p99)} ms`
+          : '') +
+        ([direct, floor, ioFloor, sidecar].some((x) => x?.errors)
+          ? ` (ERRORS: ${[direct, floor, ioFloor, sidecar].find((x) => x?.errors)?.firstError})`
+          : ''),
+    );
   }
   return rows;
 }
@@ -228,31 +278,65 @@ export function apiHeaders(daemon: DaemonProcess): Record<string, string> {
 export async function setPricing(daemon: DaemonProcess): Promise<void> {
   const api = pool(daemon.url, 1);
   try {
-    await json(api, 'PUT', `/v1/model-pricing/${MODEL}`, apiHeaders(daemon),
-      { input_cost_per_token: 0.00000015, output_cost_per_token: 0.0000006 }, 200);
+    await json(
+      api,
+      'PUT',
+      `/v1/model-pricing/${MODEL}`,
+      apiHeaders(daemon),
+      { input_cost_per_token: 0.00000015, output_cost_per_token: 0.0000006 },
+      200,
+    );
   } finally {
     await api.close();
   }
 }
 
 /** Runs whose steps a step loop writes: one per worker. */
-export async function startRuns(api: Pool, headers: Record<string, string>, n: number, prefix: string): Promise<string[]> {
-  return Promise.all(Array.from({ length: n }, async (_, i) =>
-    (await json<{ id: string }>(api, 'POST', '/v1/runs', headers, { user_id: `${prefix}-${i}` }, 201)).id));
+export async function startRuns(
+  api: Pool,
+  headers: Record<string, string>,
+  n: number,
+  prefix: string,
+): Promise<string[]> {
+  return Promise.all(
+    Array.from(
+      { length: n },
+      async (_, i) =>
+        (await json<{ id: string }>(api, 'POST', '/v1/runs', headers, { user_id: `${prefix}-${i}` }, 201)).id,
+    ),
+  );
 }
 
 export function stepPairLoop(api: Pool, headers: Record<string, string>, runIds: string[], sequenceBase: number[]) {
   return async (w: number) => {
     const runId = runIds[w]!;
     const sequence = ++sequenceBase[w]!;
-    const step = await json<{ id: string }>(api, 'POST', `/v1/runs/${runId}/steps`, headers,
-      { type: 'MODEL_CALL', sequence, model: MODEL, input_data: { prompt: 'Say hello in five words.' } }, 201);
-    await json(api, 'PATCH', `/v1/runs/${runId}/steps/${step.id}`, headers,
-      { status: 'COMPLETED', duration_ms: 812, prompt_tokens: 120, completion_tokens: 40 }, 200);
+    const step = await json<{ id: string }>(
+      api,
+      'POST',
+      `/v1/runs/${runId}/steps`,
+      headers,
+      { type: 'MODEL_CALL', sequence, model: MODEL, input_data: { prompt: 'Say hello in five words.' } },
+      201,
+    );
+    await json(
+      api,
+      'PATCH',
+      `/v1/runs/${runId}/steps/${step.id}`,
+      headers,
+      { status: 'COMPLETED', duration_ms: 812, prompt_tokens: 120, completion_tokens: 40 },
+      200,
+    );
   };
 }
 
-export async function apiScenario(e: Endpoints, connections: number[], durationS: number, rounds: number, log: (line: string) => void): Promise<ApiRow[]> {
+export async function apiScenario(
+  e: Endpoints,
+  connections: number[],
+  durationS: number,
+  rounds: number,
+  log: (line: string) => void,
+): Promise<ApiRow[]> {
   const headers = apiHeaders(e.daemon);
   const rows: ApiRow[] = [];
   for (const c of connections) {
@@ -265,17 +349,34 @@ export async function apiScenario(e: Endpoints, connections: number[], durationS
         await json(upstream, 'POST', '/v1/embeddings', noop, { model: 'bench', input: 'a' }, 200);
       };
       const runOp = async (w: number) => {
-        const run = await json<{ id: string; status: string }>(api, 'POST', '/v1/runs', headers, { user_id: `bench-user-${w % 50}` }, 201);
+        const run = await json<{ id: string; status: string }>(
+          api,
+          'POST',
+          '/v1/runs',
+          headers,
+          { user_id: `bench-user-${w % 50}` },
+          201,
+        );
         if (run.status !== 'RUNNING') throw new Error(`run start answered ${run.status}`);
         await json(api, 'POST', `/v1/runs/${run.id}/end`, headers, { status: 'COMPLETED' }, 200);
       };
       const runIds = await startRuns(api, headers, c, `bench-steps-${c}`);
       const sequences = runIds.map(() => 0);
       const stepOp = stepPairLoop(api, headers, runIds, sequences);
-      const cells = { baseline: pooledLoop(c, baselineOp), runPairs: pooledLoop(c, runOp), stepPairs: pooledLoop(c, stepOp) };
+      const cells = {
+        baseline: pooledLoop(c, baselineOp),
+        runPairs: pooledLoop(c, runOp),
+        stepPairs: pooledLoop(c, stepOp),
+      };
       await alternate(Object.values(cells), rounds, durationS);
-      const [baseline, runPairs, stepPairs] = [cells.baseline.result(), cells.runPairs.result(), cells.stepPairs.result()];
-      await Promise.all(runIds.map((id) => json(api, 'POST', `/v1/runs/${id}/end`, headers, { status: 'COMPLETED' }, 200)));
+      const [baseline, runPairs, stepPairs] = [
+        cells.baseline.result(),
+        cells.runPairs.result(),
+        cells.stepPairs.result(),
+      ];
+      await Promise.all(
+        runIds.map((id) => json(api, 'POST', `/v1/runs/${id}/end`, headers, { status: 'COMPLETED' }, 200)),
+      );
       const row: ApiRow = {
         connections: c,
         baseline,
@@ -285,9 +386,11 @@ export async function apiScenario(e: Endpoints, connections: number[], durationS
         stepPairsVsBaseline: round(stepPairs.ops / baseline.ops, 3),
       };
       rows.push(row);
-      log(`api c=${c}: baseline ${baseline.ops.toFixed(0)} pairs/s | run start+end ${runPairs.ops.toFixed(0)}/s p50 ${runPairs.latency.p50.toFixed(2)} p99 ${runPairs.latency.p99.toFixed(2)} ms | ` +
-        `step create+patch ${stepPairs.ops.toFixed(0)}/s p50 ${stepPairs.latency.p50.toFixed(2)} p99 ${stepPairs.latency.p99.toFixed(2)} ms` +
-        (runPairs.errors || stepPairs.errors ? ` (ERRORS: ${runPairs.firstError ?? stepPairs.firstError})` : ''));
+      log(
+        `api c=${c}: baseline ${baseline.ops.toFixed(0)} pairs/s | run start+end ${runPairs.ops.toFixed(0)}/s p50 ${runPairs.latency.p50.toFixed(2)} p99 ${runPairs.latency.p99.toFixed(2)} ms | ` +
+          `step create+patch ${stepPairs.ops.toFixed(0)}/s p50 ${stepPairs.latency.p50.toFixed(2)} p99 ${stepPairs.latency.p99.toFixed(2)} ms` +
+          (runPairs.errors || stepPairs.errors ? ` (ERRORS: ${runPairs.firstError ?? stepPairs.firstError})` : ''),
+      );
     } finally {
       await api.close();
       await upstream.close();

@@ -19,8 +19,12 @@ export async function startProxyStack(daemon: Partial<DaemonOptions> = {}): Prom
   const dataDir = await mkdtemp(join(tmpdir(), 'runguard-bench-'));
   const upstream = await startHelper('upstream-server.ts', ['10', '1']);
   const started = await startDaemon({
-    databaseUrl: services.databaseUrl, redisUrl: services.redisUrl, redisKeyPrefix: services.redisKeyPrefix, dataDir,
-    openaiUpstream: `${upstream.url}/v1`, ...daemon,
+    databaseUrl: services.databaseUrl,
+    redisUrl: services.redisUrl,
+    redisKeyPrefix: services.redisKeyPrefix,
+    dataDir,
+    openaiUpstream: `${upstream.url}/v1`,
+    ...daemon,
   });
   return {
     daemon: started,

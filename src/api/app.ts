@@ -98,7 +98,9 @@ export interface AuthSettings {
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const metrics = deps.metrics === false ? null : (deps.metrics ?? createMetrics());
-  const db = metrics ? observeDb(deps.db, (operation, code) => metrics.databaseErrors.inc({ operation, code })) : deps.db;
+  const db = metrics
+    ? observeDb(deps.db, (operation, code) => metrics.databaseErrors.inc({ operation, code }))
+    : deps.db;
   const counters = metrics
     ? observeCounters(deps.counters, (operation) => metrics.counterStoreErrors.inc({ operation }))
     : deps.counters;
@@ -108,7 +110,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Node checks these timeouts every connectionsCheckingInterval (30 s by default): often enough
     // that a stalled client is cut near its timeout, not up to 30 s after it.
     requestTimeout,
-    http: { headersTimeout, requestTimeout, connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(headersTimeout / 4))) },
+    http: {
+      headersTimeout,
+      requestTimeout,
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(headersTimeout / 4))),
+    },
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- fixes the instance's logger type for the routes
     loggerInstance: deps.logger as FastifyBaseLogger,
     childLoggerFactory: deferredChildLogger,
@@ -122,7 +128,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // answered in the contract's format too.
     frameworkErrors: (error, request, reply) => {
       request.log.info({ code: error.code }, 'request refused by the router');
-      void (reply as FastifyReply).status(400).send({ detail: 'The request path is not a valid URL (a malformed percent-escape).', code: 'BAD_REQUEST' });
+      void (reply as FastifyReply)
+        .status(400)
+        .send({ detail: 'The request path is not a valid URL (a malformed percent-escape).', code: 'BAD_REQUEST' });
     },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -160,7 +168,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     openapi: {
       info: { title: 'runguard', version: deps.version, description: 'Guardrail sidecar for AI agents' },
       components: {
-        securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API key (lg_...) or dashboard JWT' } },
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'API key (lg_...) or dashboard JWT' },
+        },
       },
       security: [{ bearer: [] }],
     },
@@ -182,30 +192,48 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(pricingRoutes, { db, settings });
   await app.register(workspaceRoutes, { settings });
   await app.register(authRoutes, {
-    accounts, rateLimitPerMinute: deps.auth.rateLimitPerMinute, registration: deps.auth.registration ?? 'closed',
+    accounts,
+    rateLimitPerMinute: deps.auth.rateLimitPerMinute,
+    registration: deps.auth.registration ?? 'closed',
   });
   await app.register(apiKeyRoutes, { db, clock: deps.clock, keys, localKey: deps.localKey });
   await app.register(userRoutes, { db, counters, settings, clock: deps.clock });
   await app.register(usageRoutes, { db, counters, settings, clock: deps.clock });
   await app.register(webhookRoutes, {
-    webhooks: new Webhooks(db, deps.clock, deps.webhooks ?? {
-      policy: { allowPrivate: false, ownPort: null }, timeoutMs: 10_000, userAgent: `runguard/${deps.version}`,
-    }),
+    webhooks: new Webhooks(
+      db,
+      deps.clock,
+      deps.webhooks ?? {
+        policy: { allowPrivate: false, ownPort: null },
+        timeoutMs: 10_000,
+        userAgent: `runguard/${deps.version}`,
+      },
+    ),
   });
   await app.register(overviewRoutes, { db, clock: deps.clock });
   await app.register(pricingCatalogRoutes);
   await app.register(dashboardAuthRoutes, {
-    signIn: new DashboardSignIn(db, tokenIssuer, deps.auth.scryptCost), clock: deps.clock,
+    signIn: new DashboardSignIn(db, tokenIssuer, deps.auth.scryptCost),
+    clock: deps.clock,
     rateLimitPerMinute: deps.auth.rateLimitPerMinute,
   });
   await registerDashboard(app, deps.dashboardDir);
   if (deps.proxy) {
     const configuredUrl = deps.publicUrl ?? null;
     await app.register(proxyTokenRoutes, {
-      db, clock: deps.clock, providers: deps.proxy.providers, publicUrl: () => configuredUrl ?? listenUrl(app.server),
+      db,
+      clock: deps.clock,
+      providers: deps.proxy.providers,
+      publicUrl: () => configuredUrl ?? listenUrl(app.server),
     });
     await app.register(proxyRoutes, {
-      guard, db, keys, clock: deps.clock, options: deps.proxy, metrics, calls: proxyCalls,
+      guard,
+      db,
+      keys,
+      clock: deps.clock,
+      options: deps.proxy,
+      metrics,
+      calls: proxyCalls,
       // Proxy URLs can carry a run's token (and a gateway's key in the query): neither is logged.
       logSerializers: { req: proxyRequestSerializer },
     });

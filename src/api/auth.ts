@@ -85,7 +85,10 @@ export class ApiKeyVerifier {
 /** A JWT's three base64url parts. */
 const JWT_SHAPE = /^[\w-]+\.[\w-]+\.[\w-]*$/;
 
-export function registerAuth(app: FastifyInstance, deps: { keys: ApiKeyVerifier; clock: Clock; verifyJwt?: JwtVerifier }) {
+export function registerAuth(
+  app: FastifyInstance,
+  deps: { keys: ApiKeyVerifier; clock: Clock; verifyJwt?: JwtVerifier },
+) {
   app.decorateRequest('principal', null as unknown as Principal);
   app.addHook('onRequest', async (request) => {
     const policy = request.routeOptions.config.auth ?? 'none';
@@ -94,9 +97,13 @@ export function registerAuth(app: FastifyInstance, deps: { keys: ApiKeyVerifier;
     if (!token) throw new ApiError('UNAUTHORIZED', 'Missing bearer credential.');
     const kind: CredentialKind | null = token.startsWith('lg_') ? 'key' : JWT_SHAPE.test(token) ? 'jwt' : null;
     // Neither kind: saying which kind the endpoint needs would read as "no credential was sent".
-    if (!kind) throw new ApiError('UNAUTHORIZED', 'The credential is neither an API key (lg_...) nor a dashboard token.');
+    if (!kind)
+      throw new ApiError('UNAUTHORIZED', 'The credential is neither an API key (lg_...) nor a dashboard token.');
     if (policy !== 'any' && policy !== kind) {
-      throw new ApiError('UNAUTHORIZED', kind === 'key' ? 'This endpoint needs a dashboard token, not an API key.' : 'This endpoint needs an API key.');
+      throw new ApiError(
+        'UNAUTHORIZED',
+        kind === 'key' ? 'This endpoint needs a dashboard token, not an API key.' : 'This endpoint needs an API key.',
+      );
     }
     const principal =
       kind === 'key' ? await deps.keys.verify(token, deps.clock.now()) : ((await deps.verifyJwt?.(token)) ?? null);

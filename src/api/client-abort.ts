@@ -11,5 +11,11 @@ export const CLIENT_ABORT_MESSAGE = 'the client closed its connection before its
 export function isClientAbort(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
   const { code, statusCode } = error as { code?: unknown; statusCode?: unknown };
-  return typeof code === 'string' && SOCKET_CODES.has(code) && typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500;
+  return (
+    typeof code === 'string' &&
+    SOCKET_CODES.has(code) &&
+    typeof statusCode === 'number' &&
+    statusCode >= 400 &&
+    statusCode < 500
+  );
 }

@@ -17,7 +17,9 @@ const RESERVED_DESCRIPTORS = 64;
 /** The soft open-file limit of this process (Linux); null where it cannot be read. */
 export function openFileLimit(limitsFile = '/proc/self/limits'): number | null {
   try {
-    const line = readFileSync(limitsFile, 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
+    const line = readFileSync(limitsFile, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'));
     const soft = line?.slice('Max open files'.length).trim().split(/\s+/)[0];
     const n = Number(soft);
     return soft && Number.isSafeInteger(n) ? n : null;

@@ -34,16 +34,20 @@ export function toApiError(error: FastifyError & { validationContext?: string })
   }
   if (error.statusCode === 429) return new ApiError('RATE_LIMITED', error.message);
   // Before the database's reading of the same codes: the client's socket, not the database's.
-  if (isClientAbort(error)) return new ApiError('BAD_REQUEST', 'The client closed the connection before its request was complete.');
-  if (isDatabaseDown(error)) return new ApiError('SERVICE_UNAVAILABLE', 'The database is unavailable; try again shortly.');
-  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) return new ApiError('BAD_REQUEST', error.message);
+  if (isClientAbort(error))
+    return new ApiError('BAD_REQUEST', 'The client closed the connection before its request was complete.');
+  if (isDatabaseDown(error))
+    return new ApiError('SERVICE_UNAVAILABLE', 'The database is unavailable; try again shortly.');
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500)
+    return new ApiError('BAD_REQUEST', error.message);
   return new ApiError('INTERNAL');
 }
 
 export function registerErrorHandler(app: FastifyInstance) {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const apiError = toApiError(error);
-    if (apiError.statusCode >= 500 && apiError.code !== 'OVERLOADED') request.log.error({ err: error }, 'request failed');
+    if (apiError.statusCode >= 500 && apiError.code !== 'OVERLOADED')
+      request.log.error({ err: error }, 'request failed');
     // Nobody reads the answer; one line without a stack says what happened.
     if (isClientAbort(error)) request.log.info({ code: error.code }, CLIENT_ABORT_MESSAGE);
     if (apiError.code === 'OVERLOADED') void reply.header('retry-after', '1');
@@ -52,6 +56,8 @@ export function registerErrorHandler(app: FastifyInstance) {
     void reply.status(apiError.statusCode).send(body);
   });
   app.setNotFoundHandler((request, reply) => {
-    void reply.status(404).send({ detail: `No route for ${request.method} ${request.url.split('?')[0]}.`, code: 'NOT_FOUND' });
+    void reply
+      .status(404)
+      .send({ detail: `No route for ${request.method} ${request.url.split('?')[0]}.`, code: 'NOT_FOUND' });
   });
 }

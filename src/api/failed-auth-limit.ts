@@ -30,7 +30,10 @@ export class FailedAuthLimiter {
   private readonly maxAddresses: number;
   private readonly now: () => number;
 
-  constructor(private readonly maxPerWindow: number, options: Omit<FailedAuthLimitOptions, 'maxPerWindow'> = {}) {
+  constructor(
+    private readonly maxPerWindow: number,
+    options: Omit<FailedAuthLimitOptions, 'maxPerWindow'> = {},
+  ) {
     this.windowMs = options.windowMs ?? 60_000;
     this.maxAddresses = options.maxAddresses ?? 10_000;
     this.now = options.now ?? Date.now;

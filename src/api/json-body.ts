@@ -16,9 +16,15 @@ export function registerJsonBody(app: FastifyInstance) {
     try {
       done(null, parse(text, { protoAction: 'error', constructorAction: 'error' }));
     } catch (error) {
-      done(/forbidden prototype property/.test((error as Error).message)
-        ? new ApiError('VALIDATION_FAILED', 'JSON keys named "__proto__", or "constructor" holding "prototype", are refused.')
-        : new ApiError('INVALID_JSON'), undefined);
+      done(
+        /forbidden prototype property/.test((error as Error).message)
+          ? new ApiError(
+              'VALIDATION_FAILED',
+              'JSON keys named "__proto__", or "constructor" holding "prototype", are refused.',
+            )
+          : new ApiError('INVALID_JSON'),
+        undefined,
+      );
     }
   });
 }

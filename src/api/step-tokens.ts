@@ -27,7 +27,10 @@ export function stepTokens(body: GivenTokens): StepTokens {
   const read = body.cache_read_tokens ?? null;
   const alias = body.cached_prompt_tokens ?? null;
   if (read !== null && alias !== null && read !== alias) {
-    throw new ApiError('BAD_REQUEST', 'cached_prompt_tokens is the older name of cache_read_tokens: give one, or the same number in both.');
+    throw new ApiError(
+      'BAD_REQUEST',
+      'cached_prompt_tokens is the older name of cache_read_tokens: give one, or the same number in both.',
+    );
   }
   const tokens: StepTokens = {
     promptTokens: body.prompt_tokens ?? null,
@@ -37,14 +40,24 @@ export function stepTokens(body: GivenTokens): StepTokens {
     reasoningTokens: body.reasoning_tokens ?? null,
   };
   const cached = (tokens.cacheReadTokens ?? 0) + (tokens.cacheWriteTokens ?? 0);
-  if ((tokens.cacheReadTokens !== null || tokens.cacheWriteTokens !== null) && (tokens.promptTokens === null || cached > tokens.promptTokens)) {
-    throw new ApiError('BAD_REQUEST',
-      'cache_read_tokens and cache_write_tokens are parts of prompt_tokens, which counts every input token: '
-      + `give prompt_tokens of at least their sum (${cached}).`);
+  if (
+    (tokens.cacheReadTokens !== null || tokens.cacheWriteTokens !== null) &&
+    (tokens.promptTokens === null || cached > tokens.promptTokens)
+  ) {
+    throw new ApiError(
+      'BAD_REQUEST',
+      'cache_read_tokens and cache_write_tokens are parts of prompt_tokens, which counts every input token: ' +
+        `give prompt_tokens of at least their sum (${cached}).`,
+    );
   }
-  if (tokens.reasoningTokens !== null && (tokens.completionTokens === null || tokens.reasoningTokens > tokens.completionTokens)) {
-    throw new ApiError('BAD_REQUEST',
-      'reasoning_tokens are part of completion_tokens: give completion_tokens of at least reasoning_tokens.');
+  if (
+    tokens.reasoningTokens !== null &&
+    (tokens.completionTokens === null || tokens.reasoningTokens > tokens.completionTokens)
+  ) {
+    throw new ApiError(
+      'BAD_REQUEST',
+      'reasoning_tokens are part of completion_tokens: give completion_tokens of at least reasoning_tokens.',
+    );
   }
   return tokens;
 }

@@ -36,13 +36,15 @@ export function jsonBodyProblem(body: unknown): FieldError | null {
   while (stack.length > 0) {
     const { value, path, depth } = stack.pop()!;
     if (typeof value === 'string') {
-      if (value.includes('\u0000') || !value.isWellFormed()) return { path, message: 'must not contain NUL or unpaired surrogates' };
+      if (value.includes('\u0000') || !value.isWellFormed())
+        return { path, message: 'must not contain NUL or unpaired surrogates' };
       continue;
     }
     if (value === null || typeof value !== 'object') continue;
     if (depth >= MAX_JSON_DEPTH) return { path, message: `nests deeper than ${MAX_JSON_DEPTH} levels` };
     for (const [key, child] of Object.entries(value)) {
-      if (key.includes('\u0000') || !key.isWellFormed()) return { path, message: 'has a key with NUL or unpaired surrogates' };
+      if (key.includes('\u0000') || !key.isWellFormed())
+        return { path, message: 'has a key with NUL or unpaired surrogates' };
       stack.push({ value: child, path: Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`, depth: depth + 1 });
     }
   }
@@ -67,6 +69,6 @@ export function fieldErrors(context: string, issues: readonly AjvIssue[]): Field
       return { path: [part, ...segments].join('.'), message: 'is not a known field' };
     }
     const uuid = issue.keyword === 'pattern' && issue.params.pattern === UUID_PATTERN;
-    return { path: [part, ...segments].join('.'), message: uuid ? 'must be a UUID' : issue.message ?? 'is invalid' };
+    return { path: [part, ...segments].join('.'), message: uuid ? 'must be a UUID' : (issue.message ?? 'is invalid') };
   });
 }

@@ -33,7 +33,12 @@ export interface PriceInput {
 
 /** `POST /v1/model-pricing/import`'s answer. */
 export interface PricingImport {
-  items: { model: string; change: 'new' | 'changed' | 'unchanged' | 'kept'; before: ModelPricing | null; after: ModelPricing }[];
+  items: {
+    model: string;
+    change: 'new' | 'changed' | 'unchanged' | 'kept';
+    before: ModelPricing | null;
+    after: ModelPricing;
+  }[];
   new: number;
   changed: number;
   unchanged: number;
@@ -110,7 +115,9 @@ export class ApiClient {
 
   importPricing(models: (PriceInput & { model: string })[], options: { overwrite: boolean; dryRun: boolean }) {
     return this.request<PricingImport>('POST', '/v1/model-pricing/import', {
-      models: models.map((m) => ({ model: m.model, ...priceBody(m) })), overwrite: options.overwrite, dry_run: options.dryRun,
+      models: models.map((m) => ({ model: m.model, ...priceBody(m) })),
+      overwrite: options.overwrite,
+      dry_run: options.dryRun,
     });
   }
 
@@ -138,8 +145,12 @@ function priceBody(price: PriceInput) {
   return {
     input_cost_per_token: price.input_cost_per_token,
     output_cost_per_token: price.output_cost_per_token,
-    ...(price.cache_read_input_cost_per_token === undefined ? {} : { cache_read_input_cost_per_token: price.cache_read_input_cost_per_token }),
-    ...(price.cache_write_input_cost_per_token === undefined ? {} : { cache_write_input_cost_per_token: price.cache_write_input_cost_per_token }),
+    ...(price.cache_read_input_cost_per_token === undefined
+      ? {}
+      : { cache_read_input_cost_per_token: price.cache_read_input_cost_per_token }),
+    ...(price.cache_write_input_cost_per_token === undefined
+      ? {}
+      : { cache_write_input_cost_per_token: price.cache_write_input_cost_per_token }),
     ...(price.is_active === undefined ? {} : { is_active: price.is_active }),
   };
 }

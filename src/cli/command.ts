@@ -35,7 +35,9 @@ export interface CommandContext {
 /** Adds the connection and output options to a command. */
 export function withApiOptions(command: Command): Command {
   return command
-    .addOption(new Option('--url <url>', 'daemon URL (env RUNGUARD_URL; default the local daemon: http://127.0.0.1:<port>)'))
+    .addOption(
+      new Option('--url <url>', 'daemon URL (env RUNGUARD_URL; default the local daemon: http://127.0.0.1:<port>)'),
+    )
     .addOption(new Option('--api-key <key>', 'API key lg_... (env RUNGUARD_API_KEY; default <data dir>/api-key)'))
     .addOption(new Option('--json', 'print JSON for scripts instead of tables'));
 }
@@ -57,7 +59,12 @@ export function withApi<A extends unknown[], O extends ApiOptions>(
     const args = raw.slice(0, -2) as A;
     const env = process.env;
     const connection = resolveConnection(options, env);
-    const ctx: CommandContext = { client: new ApiClient({ ...connection, origin: connection }), connection, out: createOutput(options.json === true), env };
+    const ctx: CommandContext = {
+      client: new ApiClient({ ...connection, origin: connection }),
+      connection,
+      out: createOutput(options.json === true),
+      env,
+    };
     await fn(ctx, options, ...args);
   };
 }

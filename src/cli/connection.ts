@@ -79,13 +79,17 @@ export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv
   }
 
   // The daemon found's own key file first: from another folder, the configured one is not its.
-  const keyFiles = [...new Set([record?.data_dir, dataDir].filter((d): d is string => !!d).map((d) => join(d, 'api-key')))];
+  const keyFiles = [
+    ...new Set([record?.data_dir, dataDir].filter((d): d is string => !!d).map((d) => join(d, 'api-key'))),
+  ];
   const base = { url, urlSource, looked };
   const givenKey = flags.apiKey ?? nonEmpty(env.RUNGUARD_API_KEY);
   if (givenKey !== undefined) {
     const keySource = flags.apiKey !== undefined ? '--api-key' : 'RUNGUARD_API_KEY';
     if (!isApiKeyFormat(givenKey)) {
-      throw new CliError(`the API key from ${keySource} is not a runguard key (lg_<12 lowercase letters or digits>_<secret>).`);
+      throw new CliError(
+        `the API key from ${keySource} is not a runguard key (lg_<12 lowercase letters or digits>_<secret>).`,
+      );
     }
     const other = keyFiles.find((file) => {
       const kept = readKey(file);

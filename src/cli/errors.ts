@@ -42,7 +42,10 @@ export class DaemonUnreachableError extends CliError {
   override name = 'DaemonUnreachableError';
   constructor(url: string, reason: string, origin?: Pick<ConnectionOrigin, 'urlSource' | 'looked'>) {
     const from = origin ? ` (the URL from ${origin.urlSource})` : '';
-    const looked = origin && origin.looked.length > 0 ? `\nLooked for a daemon in:\n${origin.looked.map((l) => `  ${l}`).join('\n')}` : '';
+    const looked =
+      origin && origin.looked.length > 0
+        ? `\nLooked for a daemon in:\n${origin.looked.map((l) => `  ${l}`).join('\n')}`
+        : '';
     super(
       `cannot reach the runguard daemon at ${url}${from}: ${reason}. Is it running? Start it with \`npx runguard start\`, ` +
         `or point the CLI at it with --url or RUNGUARD_URL.${looked}`,

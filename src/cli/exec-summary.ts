@@ -25,7 +25,12 @@ export function execSummary(run: RunDetail, exitStatus: number, style: Style = p
 }
 
 /** A blocked start: the command never ran. */
-export function blockedSummary(runId: string, reason: string | null, style: Style = plain, detail?: DenialDetail | Record<string, unknown> | null): string {
+export function blockedSummary(
+  runId: string,
+  reason: string | null,
+  style: Style = plain,
+  detail?: DenialDetail | Record<string, unknown> | null,
+): string {
   // The numbers behind the denial, when the daemon sent them: `user daily budget spent: $... of $...; resets ...`.
   const numbers = reason && detail ? `: ${explainDenial(reason, detail)}` : '';
   return `runguard: run ${runId} ${style.bad(`BLOCKED (${reason ?? 'DENY'}${numbers})`)}; the command was not started.\n`;

@@ -90,7 +90,10 @@ async function call<T>(
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const res = await fetch(settings.url + path, {
-        method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), signal: AbortSignal.timeout(10_000),
+        method,
+        headers,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(10_000),
       });
       const text = await res.text();
       const parsed = (text ? JSON.parse(text) : null) as T;
@@ -113,7 +116,9 @@ function failure(settings: ExecSettings, what: string, res: { status: number; bo
   const b = res.body as { detail?: string; code?: string } | null;
   const detail = b?.detail ?? 'no detail';
   const hint = res.status === 401 && settings.origin ? keyHint(settings.origin) : '';
-  return new ExecError(`${what} failed (${res.status}${b?.code ? ` ${b.code}` : ''}): ${hint ? detail.replace(/\.$/, '') + hint : detail}`);
+  return new ExecError(
+    `${what} failed (${res.status}${b?.code ? ` ${b.code}` : ''}): ${hint ? detail.replace(/\.$/, '') + hint : detail}`,
+  );
 }
 
 /** Runs the command in a guarded run; resolves to the exit status to leave with. */
@@ -135,7 +140,11 @@ export async function runExec(settings: ExecSettings): Promise<number> {
   };
   for (const signal of HANDLED_SIGNALS) process.on(signal, onSignal);
   try {
-    return await guardedRun(settings, () => received, (spawned) => (child = spawned));
+    return await guardedRun(
+      settings,
+      () => received,
+      (spawned) => (child = spawned),
+    );
   } finally {
     for (const signal of HANDLED_SIGNALS) process.off(signal, onSignal);
   }
@@ -154,9 +163,17 @@ async function guardedRun(
     return 128 + (constants.signals[signal] ?? 0);
   };
 
-  const started = await call<{ id: string; status: string; decision: { reason: string | null; detail?: DenialDetail } }>(
-    settings, 'POST', '/v1/runs', { user_id: settings.userId, metadata: settings.metadata }, interrupted,
-  // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- rethrows the caught error as it is
+  const started = await call<{
+    id: string;
+    status: string;
+    decision: { reason: string | null; detail?: DenialDetail };
+  }>(
+    settings,
+    'POST',
+    '/v1/runs',
+    { user_id: settings.userId, metadata: settings.metadata },
+    interrupted,
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- rethrows the caught error as it is
   ).catch(async (error: unknown) => (await stopBefore(null)) ?? Promise.reject(error));
   if (typeof started === 'number') return started;
   if (started.status !== 201) throw failure(settings, 'starting the run', started);
@@ -181,12 +198,14 @@ async function guardedRun(
 
   const env = commandEnv(settings, run.id, minted.body.urls);
   const [file, ...args] = settings.command;
-  const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }>((done) => {
-    const child = spawn(file!, args, { stdio: 'inherit', env });
-    spawned(child);
-    child.once('error', (spawnError) => done({ code: null, signal: null, spawnError }));
-    child.once('exit', (code, signal) => done({ code, signal }));
-  });
+  const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }>(
+    (done) => {
+      const child = spawn(file!, args, { stdio: 'inherit', env });
+      spawned(child);
+      child.once('error', (spawnError) => done({ code: null, signal: null, spawnError }));
+      child.once('exit', (code, signal) => done({ code, signal }));
+    },
+  );
 
   let status: number;
   if (outcome.spawnError) {
@@ -234,7 +253,8 @@ function commandEnv(settings: ExecSettings, runId: string, urls: Record<string, 
   const env: NodeJS.ProcessEnv = { ...settings.env, RUNGUARD_RUN_ID: runId };
   delete env.RUNGUARD_API_KEY;
   for (const [name, provider, upstream] of [
-    ['OPENAI_BASE_URL', 'openai', 'RUNGUARD_OPENAI_UPSTREAM'], ['ANTHROPIC_BASE_URL', 'anthropic', 'RUNGUARD_ANTHROPIC_UPSTREAM'],
+    ['OPENAI_BASE_URL', 'openai', 'RUNGUARD_OPENAI_UPSTREAM'],
+    ['ANTHROPIC_BASE_URL', 'anthropic', 'RUNGUARD_ANTHROPIC_UPSTREAM'],
   ] as const) {
     const url = urls[provider];
     if (!url) continue;

@@ -37,15 +37,19 @@ export function pricePerToken(text: string, flag: string, unit: PriceUnit | null
   if (!Number.isFinite(figure)) throw new CliError(`${flag} is out of range (got ${JSON.stringify(text)}).`);
   if (unit === 'per-million') {
     if (figure > 0 && figure < MIN_PER_MILLION_USD) {
-      throw new CliError(`${flag} ${typed} USD per million tokens is less than a tenth of a cent per million: `
-        + `if ${typed} is the price of one token, give --per-token instead of --per-million.`);
+      throw new CliError(
+        `${flag} ${typed} USD per million tokens is less than a tenth of a cent per million: ` +
+          `if ${typed} is the price of one token, give --per-token instead of --per-million.`,
+      );
     }
     return Number(`${typed}e-6`);
   }
   if (figure > MAX_PER_TOKEN_USD) {
     const asked = unit === 'per-token' ? 'per token' : 'with no unit';
-    throw new CliError(`${flag} ${typed} USD ${asked} would be $${typed}M per million tokens: `
-      + `if ${typed} is the price per million tokens (as providers publish it), add --per-million.`);
+    throw new CliError(
+      `${flag} ${typed} USD ${asked} would be $${typed}M per million tokens: ` +
+        `if ${typed} is the price per million tokens (as providers publish it), add --per-million.`,
+    );
   }
   return figure;
 }

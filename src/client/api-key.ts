@@ -20,7 +20,9 @@ export function assertApiKey(value: unknown, source = 'apiKey'): asserts value i
         'to .runguard/api-key in the folder it was started from: export RUNGUARD_API_KEY="$(cat .runguard/api-key)".',
     );
   }
-  throw new GuardConfigError(`Invalid runguard API key (from ${source}): ${describeProblem(value)} Expected lg_<prefix>_<secret>.`);
+  throw new GuardConfigError(
+    `Invalid runguard API key (from ${source}): ${describeProblem(value)} Expected lg_<prefix>_<secret>.`,
+  );
 }
 
 function describeProblem(value: unknown): string {

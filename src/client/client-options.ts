@@ -39,7 +39,9 @@ export function resolveClientOptions(options: ClientOptions): Readonly<HttpConfi
 
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-    throw new GuardConfigError(`timeoutMs must be a positive number of milliseconds, got ${String(options.timeoutMs)}.`);
+    throw new GuardConfigError(
+      `timeoutMs must be a positive number of milliseconds, got ${String(options.timeoutMs)}.`,
+    );
   }
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   if (!Number.isSafeInteger(maxRetries) || maxRetries < 0) {

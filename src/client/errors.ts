@@ -41,7 +41,12 @@ export class APIError extends GuardError {
   /** Response headers, for anything not surfaced above. */
   readonly headers: Headers | undefined;
 
-  constructor(status: number, body: Partial<ErrorBody> | undefined, headers: Headers | undefined, fallbackDetail?: string) {
+  constructor(
+    status: number,
+    body: Partial<ErrorBody> | undefined,
+    headers: Headers | undefined,
+    fallbackDetail?: string,
+  ) {
     const detail = body?.detail ?? fallbackDetail ?? `HTTP ${status}`;
     const code = body?.code;
     super(`${status} ${code ? `${code}: ` : ''}${detail}`);
@@ -167,7 +172,10 @@ export class GuardBlockedError extends GuardError {
 
   constructor(target: BlockedTarget, denyReason: DenyReason | null, detail: DenialDetail | null = null) {
     // The numbers, when there are any: `user daily budget spent: $0.00045 of $0.0004; resets ...`.
-    const numbers = denyReason && detail && explainDenial(denyReason, detail).includes(':') ? `; ${explainDenial(denyReason, detail)}` : '';
+    const numbers =
+      denyReason && detail && explainDenial(denyReason, detail).includes(':')
+        ? `; ${explainDenial(denyReason, detail)}`
+        : '';
     const why = denyReason
       ? `${DENY_SENTENCES[denyReason] ?? 'a guardrail denied it'} (${denyReason}${numbers})`
       : 'a guardrail denied it';

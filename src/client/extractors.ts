@@ -26,7 +26,10 @@ const countOf = (value: unknown): number | null => (isTokenCount(value) ? value 
  * `completion_tokens_details`; Responses: `input_tokens`, ...): the cached parts are already
  * inside the totals.
  */
-function openaiUsage(usage: unknown, names: { prompt: string; completion: string; input: string; output: string }): TokenUsage | undefined {
+function openaiUsage(
+  usage: unknown,
+  names: { prompt: string; completion: string; input: string; output: string },
+): TokenUsage | undefined {
   const u = fieldsOf(usage);
   const prompt = countOf(u?.[names.prompt]);
   const completion = countOf(u?.[names.completion]);
@@ -41,8 +44,18 @@ function openaiUsage(usage: unknown, names: { prompt: string; completion: string
   };
 }
 
-const CHAT = { prompt: 'prompt_tokens', completion: 'completion_tokens', input: 'prompt_tokens_details', output: 'completion_tokens_details' };
-const RESPONSES = { prompt: 'input_tokens', completion: 'output_tokens', input: 'input_tokens_details', output: 'output_tokens_details' };
+const CHAT = {
+  prompt: 'prompt_tokens',
+  completion: 'completion_tokens',
+  input: 'prompt_tokens_details',
+  output: 'completion_tokens_details',
+};
+const RESPONSES = {
+  prompt: 'input_tokens',
+  completion: 'output_tokens',
+  input: 'input_tokens_details',
+  output: 'output_tokens_details',
+};
 
 /** A stream reader where the latest usage seen wins (usage is cumulative, reported once or growing). */
 function latestOf(read: (chunk: unknown) => TokenUsage | undefined): () => StreamUsageReader {
@@ -57,7 +70,10 @@ function latestOf(read: (chunk: unknown) => TokenUsage | undefined): () => Strea
   };
 }
 
-function withStream<F extends (response: unknown) => TokenUsage | undefined>(extract: F, streamReader: () => StreamUsageReader) {
+function withStream<F extends (response: unknown) => TokenUsage | undefined>(
+  extract: F,
+  streamReader: () => StreamUsageReader,
+) {
   return Object.assign(extract, { streamReader }) as F & { streamReader: () => StreamUsageReader };
 }
 

@@ -73,7 +73,11 @@ export class GuardClient {
     if (options?.metadata !== undefined) body.metadata = options.metadata;
     const created = await this.#http.request<RunCreated>({ method: 'POST', path: '/v1/runs/', body });
     if (created.status === 'BLOCKED' || created.decision?.outcome === 'DENY') {
-      throw new GuardBlockedError({ kind: 'run', userId, runId: created.id }, created.decision?.reason ?? null, created.decision?.detail ?? null);
+      throw new GuardBlockedError(
+        { kind: 'run', userId, runId: created.id },
+        created.decision?.reason ?? null,
+        created.decision?.detail ?? null,
+      );
     }
 
     const run = new RunHandle(this.#http, { id: created.id, userId, metadata, decision: created.decision });

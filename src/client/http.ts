@@ -1,12 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import {
-  APIConnectionError,
-  APIError,
-  APITimeoutError,
-  ClientClosedError,
-  GuardError,
-} from './errors.js';
+import { APIConnectionError, APIError, APITimeoutError, ClientClosedError, GuardError } from './errors.js';
 import { isRetryableStatus, retryDelay } from './retry-policy.js';
 import type { ErrorBody } from './types.js';
 
@@ -29,8 +23,7 @@ export interface HttpRequest {
 }
 
 type AttemptResult =
-  | { ok: true; data: unknown }
-  | { ok: false; error: GuardError; retryable: boolean; headers?: Headers };
+  { ok: true; data: unknown } | { ok: false; error: GuardError; retryable: boolean; headers?: Headers };
 
 const USER_AGENT = `runguard-client-ts (node ${process.version})`;
 
@@ -134,7 +127,12 @@ export class HttpClient {
         throw new GuardError(`The server answered ${response.status} with a body that is not JSON.`, { cause });
       }
     }
-    const error = APIError.generate(response.status, parseErrorBody(text), response.headers, fallbackDetail(response, text));
+    const error = APIError.generate(
+      response.status,
+      parseErrorBody(text),
+      response.headers,
+      fallbackDetail(response, text),
+    );
     return { ok: false, retryable: isRetryableStatus(response.status), error, headers: response.headers };
   }
 

@@ -138,11 +138,22 @@ export class RunHandle {
     return this.#runStep(spec, this.#nextSequence++, fn, extractor);
   }
 
-  async #runStep<T>(spec: StepSpec, firstSequence: number, fn: StepFn<T>, extractor: TokenExtractor<T> | undefined): Promise<T> {
+  async #runStep<T>(
+    spec: StepSpec,
+    firstSequence: number,
+    fn: StepFn<T>,
+    extractor: TokenExtractor<T> | undefined,
+  ): Promise<T> {
     const { created, sequence } = await this.#createStep(spec, firstSequence);
     if (created.status === 'BLOCKED' || created.decision?.outcome === 'DENY') {
       throw new GuardBlockedError(
-        { kind: 'step', userId: this.userId, runId: this.id, stepId: created.id, stepLabel: `${spec.label} (step ${sequence})` },
+        {
+          kind: 'step',
+          userId: this.userId,
+          runId: this.id,
+          stepId: created.id,
+          stepLabel: `${spec.label} (step ${sequence})`,
+        },
         created.decision?.reason ?? null,
         created.decision?.detail ?? null,
       );
@@ -180,8 +191,11 @@ export class RunHandle {
    * to the stream's end.
    */
   #watch<T>(stepId: string, stream: T, startedAt: number, extractor: TokenExtractor<T> | undefined): void {
-    const reader: StreamUsageReader | null = !extractor ? null
-      : typeof extractor.streamReader === 'function' ? extractor.streamReader() : chunkwiseReader(extractor as TokenExtractor<never>);
+    const reader: StreamUsageReader | null = !extractor
+      ? null
+      : typeof extractor.streamReader === 'function'
+        ? extractor.streamReader()
+        : chunkwiseReader(extractor);
     const watched = watchStream(stream, {
       onChunk(chunk) {
         try {
@@ -254,7 +268,10 @@ function safeUsage(reader: StreamUsageReader | null): unknown {
   }
 }
 
-type TokenFields = Pick<StepUpdateParams, 'prompt_tokens' | 'completion_tokens' | 'cache_read_tokens' | 'cache_write_tokens' | 'reasoning_tokens'>;
+type TokenFields = Pick<
+  StepUpdateParams,
+  'prompt_tokens' | 'completion_tokens' | 'cache_read_tokens' | 'cache_write_tokens' | 'reasoning_tokens'
+>;
 
 /** Never lets a faulty extractor break the call: anything unusable means "no token counts". */
 function tokenCounts<T>(extractor: TokenExtractor<T> | undefined, result: T): TokenFields {
@@ -287,7 +304,11 @@ function countsOf(counts: unknown): TokenFields {
     if (isTokenCount(usage.cacheReadTokens)) out.cache_read_tokens = usage.cacheReadTokens;
     if (isTokenCount(usage.cacheWriteTokens)) out.cache_write_tokens = usage.cacheWriteTokens;
   }
-  if (typeof out.completion_tokens === 'number' && isTokenCount(usage.reasoningTokens) && usage.reasoningTokens <= out.completion_tokens) {
+  if (
+    typeof out.completion_tokens === 'number' &&
+    isTokenCount(usage.reasoningTokens) &&
+    usage.reasoningTokens <= out.completion_tokens
+  ) {
     out.reasoning_tokens = usage.reasoningTokens;
   }
   return out;

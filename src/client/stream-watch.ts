@@ -28,7 +28,8 @@ export interface StreamWatch {
 
 type Fields = Record<PropertyKey, unknown>;
 
-const isObject = (value: unknown): value is Fields => (typeof value === 'object' || typeof value === 'function') && value !== null;
+const isObject = (value: unknown): value is Fields =>
+  (typeof value === 'object' || typeof value === 'function') && value !== null;
 
 /** An event-emitting stream runner, as both SDKs build them. */
 function isRunner(value: Fields): boolean {
@@ -64,7 +65,9 @@ export function watchStream(value: unknown, watch: StreamWatch): WatchedStream {
   let ended: Promise<void> | null = null;
   let settle!: (error: unknown) => void;
   // The report's error (undefined: none), once the end was reported.
-  const reported = new Promise<unknown>((resolve) => { settle = resolve; });
+  const reported = new Promise<unknown>((resolve) => {
+    settle = resolve;
+  });
   const end = (outcome: StreamOutcome, failure: StreamFailure | null): Promise<void> => {
     if (ended === null) {
       ended = watch.onEnd(outcome, failure);
@@ -76,17 +79,20 @@ export function watchStream(value: unknown, watch: StreamWatch): WatchedStream {
   if (isRunner(stream)) {
     const on = stream.on as (event: string, listener: (...args: unknown[]) => void) => void;
     // Anthropic's raw events, OpenAI chat's chunks, the Responses API's events: only one of them fires.
-    for (const name of ['streamEvent', 'chunk', 'event']) on.call(stream, name, (chunk: unknown) => watch.onChunk(chunk));
+    for (const name of ['streamEvent', 'chunk', 'event'])
+      on.call(stream, name, (chunk: unknown) => watch.onChunk(chunk));
     on.call(stream, 'end', () => {
-      const failure: StreamFailure | null = stream.aborted === true ? 'STREAM_ABORTED' : stream.errored === true ? 'STREAM_ERROR' : null;
+      const failure: StreamFailure | null =
+        stream.aborted === true ? 'STREAM_ABORTED' : stream.errored === true ? 'STREAM_ERROR' : null;
       // Nobody waits for this report where it could fail: `reported` carries it to the run's end.
       end(failure ? 'FAILED' : 'COMPLETED', failure).catch(() => {});
     });
     return { unseenFailures: true, close: () => reported };
   }
 
-  const key: PropertyKey = Object.hasOwn(stream, 'iterator') && typeof stream.iterator === 'function' ? 'iterator' : Symbol.asyncIterator;
-  const original = (stream[key] as (this: unknown) => AsyncIterator<unknown>);
+  const key: PropertyKey =
+    Object.hasOwn(stream, 'iterator') && typeof stream.iterator === 'function' ? 'iterator' : Symbol.asyncIterator;
+  const original = stream[key] as (this: unknown) => AsyncIterator<unknown>;
   Object.defineProperty(stream, key, {
     configurable: true,
     writable: true,

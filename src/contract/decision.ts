@@ -14,7 +14,9 @@ export const DecisionSchema = Type.Object({
   /** One key per rule actually evaluated, in evaluation order. */
   evaluated_rules: Type.Record(Type.String(), RuleResult),
   /** A DENY's numbers (budgets: spend_usd, budget_usd, reserved_usd, resets_at; monthly: runs, limit, resets_at; concurrency: running, limit); never on an ALLOW. */
-  detail: Type.Optional(Type.Record(Type.String(), Type.Union([Type.Number(), Type.String(), Type.Boolean(), Type.Null()]))),
+  detail: Type.Optional(
+    Type.Record(Type.String(), Type.Union([Type.Number(), Type.String(), Type.Boolean(), Type.Null()])),
+  ),
 });
 
 /**

@@ -26,7 +26,10 @@ const WHAT: Readonly<Record<string, string>> = {
  * A denial's numbers in words: `user daily budget spent: $0.00045 of $0.0004; resets
  * 2026-11-27T00:00:00Z`. Without a detail (a decision stored before details), the reason alone.
  */
-export function explainDenial(reason: string, detail: DenialDetail | Record<string, unknown> | undefined | null): string {
+export function explainDenial(
+  reason: string,
+  detail: DenialDetail | Record<string, unknown> | undefined | null,
+): string {
   const what = WHAT[reason] ?? reason;
   if (!detail) return what;
   const d = detail as Record<string, unknown>;
@@ -37,6 +40,7 @@ export function explainDenial(reason: string, detail: DenialDetail | Record<stri
   }
   if (typeof d.runs === 'number') return `${what}: ${d.runs} of ${String(d.limit)} runs this month${resets}`;
   if (typeof d.running === 'number') return `${what}: ${d.running} of ${String(d.limit)} runs running`;
-  if (d.unpriced_models === 'deny') return `${what}: ${typeof d.model === 'string' ? JSON.stringify(d.model) : 'the model could not be read'}`;
+  if (d.unpriced_models === 'deny')
+    return `${what}: ${typeof d.model === 'string' ? JSON.stringify(d.model) : 'the model could not be read'}`;
   return what;
 }

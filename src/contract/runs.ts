@@ -77,7 +77,9 @@ export const StepUpdated = Type.Object({ id: Uuid, status: EndStatus });
 export const RunListQuery = Type.Object({
   status: Type.Optional(RunStatus),
   user_id: Type.Optional(UserId),
-  started_from: Type.Optional(Type.String({ format: 'date-time', description: 'Runs started at or after this instant' })),
+  started_from: Type.Optional(
+    Type.String({ format: 'date-time', description: 'Runs started at or after this instant' }),
+  ),
   started_before: Type.Optional(Type.String({ format: 'date-time', description: 'Runs started before this instant' })),
   page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
   per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
@@ -109,7 +111,9 @@ export const Step = Type.Object({
   cached_prompt_tokens: Nullable(Type.Integer({ description: 'Deprecated: the same as cache_read_tokens.' })),
   cache_read_tokens: Nullable(Type.Integer({ description: 'Part of prompt_tokens read from the prompt cache.' })),
   cache_write_tokens: Nullable(Type.Integer({ description: 'Part of prompt_tokens written to the prompt cache.' })),
-  reasoning_tokens: Nullable(Type.Integer({ description: 'Part of completion_tokens spent reasoning (priced as output).' })),
+  reasoning_tokens: Nullable(
+    Type.Integer({ description: 'Part of completion_tokens spent reasoning (priced as output).' }),
+  ),
   /** `null` when no pricing entry exists for the model. */
   cost_usd: Nullable(Type.Number()),
   duration_ms: Nullable(Type.Integer()),

@@ -39,7 +39,8 @@ export function tokenPricesOf(entry: {
   cache_read_input_cost_per_token?: number | null;
   cache_write_input_cost_per_token?: number | null;
 }): TokenPrices {
-  const optional = (price: number | null | undefined) => (price === null || price === undefined ? null : decimalText(price));
+  const optional = (price: number | null | undefined) =>
+    price === null || price === undefined ? null : decimalText(price);
   return {
     input: decimalText(entry.input_cost_per_token),
     output: decimalText(entry.output_cost_per_token),
@@ -50,8 +51,12 @@ export function tokenPricesOf(entry: {
 
 /** A call is priced once any of its counts is known: a call that reports none costs unknown (null). */
 export function isPriced(tokens: CallTokens): boolean {
-  return tokens.promptTokens !== null || tokens.completionTokens !== null
-    || tokens.cacheReadTokens !== null || tokens.cacheWriteTokens !== null;
+  return (
+    tokens.promptTokens !== null ||
+    tokens.completionTokens !== null ||
+    tokens.cacheReadTokens !== null ||
+    tokens.cacheWriteTokens !== null
+  );
 }
 
 /** Input tokens billed at the plain input price; a provider's inconsistent counts never go below 0. */
@@ -93,7 +98,7 @@ function sumOfProducts(terms: readonly (readonly [count: number, price: string])
   const prices = terms.map(([, price]) => parseDecimal(price));
   const scale = Math.max(0, ...prices.map((p) => p.scale));
   let digits = 0n;
-  terms.forEach(([count, ], i) => {
+  terms.forEach(([count], i) => {
     digits += BigInt(count) * rescale(prices[i]!, scale);
   });
   return { digits, scale };
@@ -102,12 +107,14 @@ function sumOfProducts(terms: readonly (readonly [count: number, price: string])
 /** The call's cost in USD as exact decimal text, or `null` when no count is known. */
 export function callCost(tokens: CallTokens, prices: TokenPrices): string | null {
   if (!isPriced(tokens)) return null;
-  return formatDecimal(sumOfProducts([
-    [uncachedInput(tokens), prices.input],
-    [tokens.cacheReadTokens ?? 0, prices.cacheRead ?? prices.input],
-    [tokens.cacheWriteTokens ?? 0, prices.cacheWrite ?? prices.input],
-    [tokens.completionTokens ?? 0, prices.output],
-  ]));
+  return formatDecimal(
+    sumOfProducts([
+      [uncachedInput(tokens), prices.input],
+      [tokens.cacheReadTokens ?? 0, prices.cacheRead ?? prices.input],
+      [tokens.cacheWriteTokens ?? 0, prices.cacheWrite ?? prices.input],
+      [tokens.completionTokens ?? 0, prices.output],
+    ]),
+  );
 }
 
 /** An exact USD decimal text as integer microdollars, rounded half-up (what spend counters add). */

@@ -17,7 +17,7 @@ function toScaledInteger(value: number, scale: number): bigint {
   if (shift >= 0) return digits * 10n ** BigInt(shift);
   const divisor = 10n ** BigInt(-shift);
   const quotient = digits / divisor;
-  return digits % divisor * 2n >= divisor ? quotient + 1n : quotient;
+  return (digits % divisor) * 2n >= divisor ? quotient + 1n : quotient;
 }
 
 /** USD (a JSON number) to integer microdollars, rounded half-up. */
@@ -39,7 +39,9 @@ export function microsToUsd(micros: number | bigint | string): number {
 export function decimalText(value: number): string {
   if (!Number.isFinite(value) || value < 0) throw new RangeError(`not a non-negative finite number: ${value}`);
   const scale = 30;
-  const scaled = toScaledInteger(value, scale).toString().padStart(scale + 1, '0');
+  const scaled = toScaledInteger(value, scale)
+    .toString()
+    .padStart(scale + 1, '0');
   const whole = scaled.slice(0, -scale);
   const fraction = scaled.slice(-scale).replace(/0+$/, '');
   return fraction ? `${whole}.${fraction}` : whole;

@@ -17,7 +17,8 @@ export interface ShippedCatalog {
 }
 
 const isPrice = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value) && value >= 0;
-const isOptionalPrice = (value: unknown): value is number | null | undefined => value === null || value === undefined || isPrice(value);
+const isOptionalPrice = (value: unknown): value is number | null | undefined =>
+  value === null || value === undefined || isPrice(value);
 
 /**
  * The shipped catalog's entries, checked (a broken file fails here, not as a half-priced
@@ -26,24 +27,40 @@ const isOptionalPrice = (value: unknown): value is number | null | undefined => 
  */
 export async function readShippedCatalog(url: URL = SHIPPED_CATALOG_URL): Promise<ShippedCatalog> {
   const doc = JSON.parse(await readFile(url, 'utf8')) as {
-    taken_at?: unknown; source?: { name?: unknown; commit?: unknown }; models?: unknown;
+    taken_at?: unknown;
+    source?: { name?: unknown; commit?: unknown };
+    models?: unknown;
   };
   if (!Array.isArray(doc.models)) throw new Error(`${url.pathname}: no "models" array`);
   const entries = doc.models.map((raw: Record<string, unknown>, i): CatalogEntry => {
     const { model, input_cost_per_token: input, output_cost_per_token: output } = raw;
     const cacheRead = raw.cache_read_input_cost_per_token;
     const cacheWrite = raw.cache_write_input_cost_per_token;
-    if (typeof model !== 'string' || model === '' || !isPrice(input) || !isPrice(output) || !isOptionalPrice(cacheRead) || !isOptionalPrice(cacheWrite)) {
+    if (
+      typeof model !== 'string' ||
+      model === '' ||
+      !isPrice(input) ||
+      !isPrice(output) ||
+      !isOptionalPrice(cacheRead) ||
+      !isOptionalPrice(cacheWrite)
+    ) {
       throw new Error(`${url.pathname}: models[${i}] is not a valid price entry`);
     }
     return {
-      model, input_cost_per_token: input, output_cost_per_token: output,
-      cache_read_input_cost_per_token: cacheRead ?? null, cache_write_input_cost_per_token: cacheWrite ?? null, is_active: true,
+      model,
+      input_cost_per_token: input,
+      output_cost_per_token: output,
+      cache_read_input_cost_per_token: cacheRead ?? null,
+      cache_write_input_cost_per_token: cacheWrite ?? null,
+      is_active: true,
     };
   });
   return {
-    takenAt: String(doc.taken_at ?? ''),
-    source: `${String(doc.source?.name ?? 'unknown')}@${String(doc.source?.commit ?? 'unknown')}`,
+    takenAt: text(doc.taken_at, ''),
+    source: `${text(doc.source?.name, 'unknown')}@${text(doc.source?.commit, 'unknown')}`,
     entries,
   };
 }
+
+/** A field of the catalog's header as text, or the fallback when it is not a string. */
+const text = (value: unknown, fallback: string): string => (typeof value === 'string' ? value : fallback);

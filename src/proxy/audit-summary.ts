@@ -47,7 +47,10 @@ function lastMessageText(body: Json): string | undefined {
   const content = isObject(source) ? source.content : source;
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
-    return content.map((part) => (isObject(part) && typeof part.text === 'string' ? part.text : '')).join(' ').trim();
+    return content
+      .map((part) => (isObject(part) && typeof part.text === 'string' ? part.text : ''))
+      .join(' ')
+      .trim();
   }
   return undefined;
 }

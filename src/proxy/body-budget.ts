@@ -43,8 +43,11 @@ export function exposeBodyBudget(registry: Registry, budget: BodyBudget): void {
       this.set(budget.heldBytes);
     },
   });
-  new Gauge({ name: 'runguard_proxy_body_bytes_budget', help: 'Bytes of proxied request bodies the daemon holds at most', registers: [registry] })
-    .set(budget.capacityBytes);
+  new Gauge({
+    name: 'runguard_proxy_body_bytes_budget',
+    help: 'Bytes of proxied request bodies the daemon holds at most',
+    registers: [registry],
+  }).set(budget.capacityBytes);
 }
 
 export function overloaded(): ApiError {
@@ -56,7 +59,10 @@ export class BodyReservation {
   private bytes = 0;
   private released = false;
 
-  constructor(private readonly budget: BodyBudget, response: ServerResponse) {
+  constructor(
+    private readonly budget: BodyBudget,
+    response: ServerResponse,
+  ) {
     response.once('close', () => this.release());
   }
 

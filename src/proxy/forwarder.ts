@@ -9,8 +9,15 @@ import type { Provider } from './provider-registry.js';
 
 /** RFC 9110 7.6.1 connection-specific headers, plus the de-facto `proxy-connection` and `keep-alive`. */
 const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade',
-  'proxy-authorization', 'proxy-authenticate', 'proxy-connection',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'proxy-connection',
 ]);
 
 /** Recomputed or owned by the hop we make: the pool sets them from its origin and the body. */
@@ -22,7 +29,12 @@ const GUARDRAIL_KEY = /\blg_[a-z0-9]{12}_/;
 /** Header names listed in `Connection`, which are hop-by-hop for this connection only. */
 function connectionListed(value: string | string[] | undefined): Set<string> {
   const text = Array.isArray(value) ? value.join(',') : (value ?? '');
-  return new Set(text.split(',').map((t) => t.trim().toLowerCase()).filter(Boolean));
+  return new Set(
+    text
+      .split(',')
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 /**
@@ -99,13 +111,16 @@ export interface RelayHooks {
 export function forward(provider: Provider, request: ForwardRequest, res: ServerResponse, hooks: RelayHooks): void {
   const relay = new ResponseRelay(res, hooks);
   try {
-    provider.pool.dispatch({
-      origin: provider.origin,
-      path: provider.basePath + request.path,
-      method: request.method,
-      headers: request.headers,
-      body: request.body,
-    }, relay);
+    provider.pool.dispatch(
+      {
+        origin: provider.origin,
+        path: provider.basePath + request.path,
+        method: request.method,
+        headers: request.headers,
+        body: request.body,
+      },
+      relay,
+    );
   } catch (error) {
     relay.onResponseError(null, error instanceof Error ? error : new Error(String(error)));
   }

@@ -3,9 +3,7 @@
 export type JsonObject = Record<string, unknown>;
 
 export function asObject(value: unknown): JsonObject | undefined {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-    ? (value as JsonObject)
-    : undefined;
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as JsonObject) : undefined;
 }
 
 /**
@@ -16,7 +14,9 @@ export const MAX_TOKEN_COUNT = 1_000_000_000_000;
 
 /** A token count: a non-negative integer up to MAX_TOKEN_COUNT, else `null` (not reported). */
 export function tokenCount(value: unknown): number | null {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_TOKEN_COUNT ? value : null;
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_TOKEN_COUNT
+    ? value
+    : null;
 }
 
 /** Parses JSON, `undefined` when it is not JSON. */

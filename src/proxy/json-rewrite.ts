@@ -20,12 +20,17 @@ export function rewrittenBytes(raw: Buffer, parsed: unknown, rewritten: unknown)
   return spliced ?? Buffer.from(JSON.stringify(rewritten));
 }
 
-function splice(raw: Buffer, parsed: Record<string, unknown> | undefined, rewritten: Record<string, unknown> | undefined): Buffer | null {
+function splice(
+  raw: Buffer,
+  parsed: Record<string, unknown> | undefined,
+  rewritten: Record<string, unknown> | undefined,
+): Buffer | null {
   if (!parsed || !rewritten) return null;
   const kept = Object.keys(parsed);
   if (!kept.every((key) => Object.hasOwn(rewritten, key) && rewritten[key] === parsed[key])) return null;
   // Members JSON.stringify would drop (undefined, functions) are dropped here too.
-  const added = Object.keys(rewritten).filter((key) => !Object.hasOwn(parsed, key))
+  const added = Object.keys(rewritten)
+    .filter((key) => !Object.hasOwn(parsed, key))
     .map((key) => [key, JSON.stringify(rewritten[key]) as string | undefined] as const)
     .filter(([, value]) => value !== undefined);
   let at = 0;
@@ -33,5 +38,9 @@ function splice(raw: Buffer, parsed: Record<string, unknown> | undefined, rewrit
   if (raw[at] !== OPEN_BRACE) return null; // not the text `parsed` came from
   if (added.length === 0) return raw;
   const members = added.map(([key, value]) => `${JSON.stringify(key)}:${value}`).join(',');
-  return Buffer.concat([raw.subarray(0, at + 1), Buffer.from(kept.length > 0 ? `${members},` : members), raw.subarray(at + 1)]);
+  return Buffer.concat([
+    raw.subarray(0, at + 1),
+    Buffer.from(kept.length > 0 ? `${members},` : members),
+    raw.subarray(at + 1),
+  ]);
 }

@@ -57,14 +57,17 @@ export function createProviderRegistry(
       bodyTimeout: options.bodyTimeoutMs ?? 300_000,
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 30_000,
     });
-    providers.set(d.name, Object.freeze({
-      name: d.name,
-      type: d.type,
-      adapter: adapterFor(d.type),
-      origin: url.origin,
-      basePath: url.pathname.replace(/\/+$/, ''),
-      pool,
-    }));
+    providers.set(
+      d.name,
+      Object.freeze({
+        name: d.name,
+        type: d.type,
+        adapter: adapterFor(d.type),
+        origin: url.origin,
+        basePath: url.pathname.replace(/\/+$/, ''),
+        pool,
+      }),
+    );
   }
   return {
     get: (name) => providers.get(name),

@@ -18,7 +18,14 @@ import type { Clock } from '../clock.js';
 import type { CreatedStep, DecisionView, GuardService, StepInput } from '../service/guard-service.js';
 import { isDatabaseDown, type Db } from '../store/db.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
-import { BodyBudget, BodyReservation, declaredLength, exposeBodyBudget, meteredBody, overloaded } from './body-budget.js';
+import {
+  BodyBudget,
+  BodyReservation,
+  declaredLength,
+  exposeBodyBudget,
+  meteredBody,
+  overloaded,
+} from './body-budget.js';
 import { denialMessage } from './denial-message.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import { clientHeaders, forward, upstreamFailure, upstreamHeaders } from './forwarder.js';
@@ -52,7 +59,11 @@ const RECORD_RETRY_FOR_MS = 10 * 60_000;
  * `write()` until it succeeds, while the database is down (any other failure is final), for up to
  * RECORD_RETRY_FOR_MS; once `stopping` is aborted, one more attempt only.
  */
-async function untilStored<T>(write: () => Promise<T>, stopping: AbortSignal, retrying: (error: unknown) => void): Promise<T> {
+async function untilStored<T>(
+  write: () => Promise<T>,
+  stopping: AbortSignal,
+  retrying: (error: unknown) => void,
+): Promise<T> {
   const giveUpAt = performance.now() + RECORD_RETRY_FOR_MS;
   for (let attempt = 0; ; attempt++) {
     try {
@@ -69,7 +80,12 @@ async function untilStored<T>(write: () => Promise<T>, stopping: AbortSignal, re
 
 /** An answer of the proxy's own, outside the API's error table (it speaks the provider's format). */
 class ProxyRefusal extends Error {
-  constructor(readonly statusCode: number, readonly code: string, message: string, readonly stepId?: string) {
+  constructor(
+    readonly statusCode: number,
+    readonly code: string,
+    message: string,
+    readonly stepId?: string,
+  ) {
     super(message);
   }
 }
@@ -201,9 +217,10 @@ export const proxyRoutes: FastifyPluginAsync<{
       if (error.stepId) void reply.header('x-runguard-step-id', error.stepId);
     } else {
       const apiError = toApiError(error);
-      if (apiError.statusCode >= 500 && apiError.code !== 'OVERLOADED') request.log.error({ err: error }, 'proxy request failed');
+      if (apiError.statusCode >= 500 && apiError.code !== 'OVERLOADED')
+        request.log.error({ err: error }, 'proxy request failed');
       if (apiError.code === 'OVERLOADED') void reply.header('retry-after', '1');
-      if (isClientAbort(error)) request.log.info({ code: (error as FastifyError).code }, CLIENT_ABORT_MESSAGE);
+      if (isClientAbort(error)) request.log.info({ code: error.code }, CLIENT_ABORT_MESSAGE);
       [status, code, message] = [apiError.statusCode, apiError.code, apiError.message];
     }
     // A refusal by the guard does not get better by retrying; SDKs honour this header.
@@ -219,7 +236,9 @@ export const proxyRoutes: FastifyPluginAsync<{
   async function principalWorkspace(request: FastifyRequest): Promise<string> {
     const given = header(request, 'x-runguard-key');
     // The daemon's own key stands in only for callers on this machine.
-    const key = given ?? (options.defaultApiKey && LOOPBACK.has(request.socket.remoteAddress ?? '') ? options.defaultApiKey : null);
+    const key =
+      given ??
+      (options.defaultApiKey && LOOPBACK.has(request.socket.remoteAddress ?? '') ? options.defaultApiKey : null);
     if (!key) throw new ApiError('UNAUTHORIZED', 'Missing x-runguard-key header.');
     const principal = await keys.verify(key, clock.now());
     if (!principal) throw new ApiError('UNAUTHORIZED', 'Invalid x-runguard-key.');
@@ -240,7 +259,10 @@ export const proxyRoutes: FastifyPluginAsync<{
     }
     const userId = header(request, 'x-runguard-user-id') ?? options.defaultUserId;
     if (!userId || userId.length > 256) {
-      throw new ApiError('BAD_REQUEST', 'A call without a run needs the x-runguard-user-id header (1 to 256 characters).');
+      throw new ApiError(
+        'BAD_REQUEST',
+        'A call without a run needs the x-runguard-user-id header (1 to 256 characters).',
+      );
     }
     return { workspaceId, runId: null, userId, via: 'auto' };
   }
@@ -250,11 +272,12 @@ export const proxyRoutes: FastifyPluginAsync<{
 
   async function createStep(target: Target, runId: string, input: StepInput): Promise<CreatedStep> {
     try {
-      return (await guard.createStep(target.workspaceId, runId, { ...input, sequence: null }));
+      return await guard.createStep(target.workspaceId, runId, { ...input, sequence: null });
     } catch (error) {
       if (isApiError(error) && error.code === 'RUN_NOT_RUNNING') {
         // A token dies with its run. A run id names a run the caller may see, but not use any more.
-        if (target.via === 'token') throw new ApiError('UNAUTHORIZED', 'The proxy token has expired: its run is no longer RUNNING.');
+        if (target.via === 'token')
+          throw new ApiError('UNAUTHORIZED', 'The proxy token has expired: its run is no longer RUNNING.');
         throw new ProxyRefusal(403, 'RUN_NOT_RUNNING', 'The run is not RUNNING.');
       }
       if (isApiError(error) && error.code === 'RUN_NOT_FOUND' && target.via === 'token') {
@@ -279,7 +302,11 @@ export const proxyRoutes: FastifyPluginAsync<{
     // unread, and its call unpriced.
     const encoding = request.headers['content-encoding'];
     if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-      throw new ProxyRefusal(415, 'UNSUPPORTED_CONTENT_ENCODING', 'runguard reads a request to check it: send it without Content-Encoding.');
+      throw new ProxyRefusal(
+        415,
+        'UNSUPPORTED_CONTENT_ENCODING',
+        'runguard reads a request to check it: send it without Content-Encoding.',
+      );
     }
     const reservation = new BodyReservation(budget, reply.raw);
     const declared = declaredLength(request.raw);
@@ -300,13 +327,21 @@ export const proxyRoutes: FastifyPluginAsync<{
       audit,
     );
 
-    const stepInput = { type: 'MODEL_CALL' as const, model: inspected.model === null ? null : inspected.model.slice(0, 256), input_data: inputData };
+    const stepInput = {
+      type: 'MODEL_CALL' as const,
+      model: inspected.model === null ? null : inspected.model.slice(0, 256),
+      input_data: inputData,
+    };
     let runId: string;
     let step: CreatedStep;
     if (target.runId === null) {
       // A run of the call's own: started with its step, in one commit. The step's rules are the
       // first four of the start's, read from the same inputs, and the step-only rules (below).
-      const started = await guard.startRunWithStep(target.workspaceId, { user_id: target.userId!, metadata: { proxy: provider.name } }, stepInput);
+      const started = await guard.startRunWithStep(
+        target.workspaceId,
+        { user_id: target.userId!, metadata: { proxy: provider.name } },
+        stepInput,
+      );
       if (started.run.status === 'BLOCKED') throw denial({ decision: started.run.decision }, 'run');
       runId = started.run.id;
       step = started.step!;
@@ -316,15 +351,32 @@ export const proxyRoutes: FastifyPluginAsync<{
     }
     if (step.status === 'BLOCKED') {
       // A step-only rule (model_priced) denied the call of a run of its own: that run ends here.
-      if (target.runId === null) await guard.endRun(target.workspaceId, runId, 'FAILED').catch((error: unknown) => request.log.warn({ err: error }, 'ending a denied call\'s run failed'));
+      if (target.runId === null)
+        await guard
+          .endRun(target.workspaceId, runId, 'FAILED')
+          .catch((error: unknown) => request.log.warn({ err: error }, "ending a denied call's run failed"));
       throw denial(step, 'model call');
     }
 
-    const body = inspected.rewrittenBody === undefined ? (raw ?? null) : rewrittenBytes(raw ?? Buffer.alloc(0), parsed, inspected.rewrittenBody);
+    const body =
+      inspected.rewrittenBody === undefined
+        ? (raw ?? null)
+        : rewrittenBytes(raw ?? Buffer.alloc(0), parsed, inspected.rewrittenBody);
     reply.hijack();
-    exchange(request, reply.raw, provider, path, body, {
-      workspaceId: target.workspaceId, runId, stepId: step.id, endRun: target.via === 'auto',
-    }, new ProxyCallTimer(metrics, provider.name, arrived));
+    exchange(
+      request,
+      reply.raw,
+      provider,
+      path,
+      body,
+      {
+        workspaceId: target.workspaceId,
+        runId,
+        stepId: step.id,
+        endRun: target.via === 'auto',
+      },
+      new ProxyCallTimer(metrics, provider.name, arrived),
+    );
   }
 
   /** The forwarding proper: from here the answer is ours to write, and the step's result ours to record. */
@@ -342,9 +394,14 @@ export const proxyRoutes: FastifyPluginAsync<{
     const record = (status: 'COMPLETED' | 'FAILED', usage: Usage, outcome: Record<string, unknown>) => {
       timer.finish(status === 'COMPLETED' ? 'ok' : outcome.error === 'CLIENT_ABORTED' ? 'aborted' : 'error');
       const result = {
-        status, durationMs: Math.round(performance.now() - started), promptTokens: usage.promptTokens,
-        completionTokens: usage.completionTokens, cacheReadTokens: usage.cacheReadTokens,
-        cacheWriteTokens: usage.cacheWriteTokens, reasoningTokens: usage.reasoningTokens, outputData: outcome,
+        status,
+        durationMs: Math.round(performance.now() - started),
+        promptTokens: usage.promptTokens,
+        completionTokens: usage.completionTokens,
+        cacheReadTokens: usage.cacheReadTokens,
+        cacheWriteTokens: usage.cacheWriteTokens,
+        reasoningTokens: usage.reasoningTokens,
+        outputData: outcome,
       };
       // The client has its answer and the provider bills the call: the result (its cost) and the
       // end of a run of the call's own are retried until the store takes them, so a moment without
@@ -359,25 +416,37 @@ export const proxyRoutes: FastifyPluginAsync<{
         await untilStored(
           () => {
             attempts++;
-            return step.endRun ? guard.finishStep(step.workspaceId, step.runId, step.stepId, result) : guard.recordResult(step.workspaceId, step.runId, step.stepId, result);
+            return step.endRun
+              ? guard.finishStep(step.workspaceId, step.runId, step.stepId, result)
+              : guard.recordResult(step.workspaceId, step.runId, step.stepId, result);
           },
-          calls.stopping, retried('recording a proxied call'),
+          calls.stopping,
+          retried('recording a proxied call'),
         ).catch((error: unknown) => {
           if (!(isApiError(error) && error.code === 'STEP_ALREADY_FINISHED')) throw error;
           // After a retry, our own earlier attempt landed; at the first, someone else finished the step.
-          if (attempts === 1) request.log.warn({ stepId: step.stepId }, 'a proxied call\'s step was already finished; its result was not recorded');
+          if (attempts === 1)
+            request.log.warn(
+              { stepId: step.stepId },
+              "a proxied call's step was already finished; its result was not recorded",
+            );
         });
         if (step.endRun) {
-          await untilStored(() => guard.endRun(step.workspaceId, step.runId, status), calls.stopping, retried('ending a proxied call\'s run'))
-            .catch((error: unknown) => {
-              if (!(isApiError(error) && error.code === 'RUN_NOT_RUNNING')) throw error;
-            });
+          await untilStored(
+            () => guard.endRun(step.workspaceId, step.runId, status),
+            calls.stopping,
+            retried("ending a proxied call's run"),
+          ).catch((error: unknown) => {
+            if (!(isApiError(error) && error.code === 'RUN_NOT_RUNNING')) throw error;
+          });
         }
       };
       // A run of the call's own stops holding a concurrency slot here now; its end follows.
       if (step.endRun) guard.runAnswered(step.workspaceId, step.runId);
       written()
-        .catch((error: unknown) => request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'))
+        .catch((error: unknown) =>
+          request.log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'),
+        )
         .finally(recorded);
     };
     if (res.destroyed || !res.socket || res.socket.destroyed) {
@@ -413,7 +482,8 @@ export const proxyRoutes: FastifyPluginAsync<{
             const ok = (outcome.http_status as number) >= 200 && (outcome.http_status as number) < 300;
             const usage = tracker!.end();
             // A stream that carried an error event failed, whatever its status said: its SDK raised.
-            if (ok && tracker!.streamFailed()) return record('FAILED', usage, { ...outcome, error: 'UPSTREAM_STREAM_ERROR' });
+            if (ok && tracker!.streamFailed())
+              return record('FAILED', usage, { ...outcome, error: 'UPSTREAM_STREAM_ERROR' });
             return record(ok ? 'COMPLETED' : 'FAILED', usage, outcome);
           }
           // A cut stream: what was read before the cut (an SSE stream's usage so far).
@@ -426,8 +496,11 @@ export const proxyRoutes: FastifyPluginAsync<{
             request.log.warn({ err: end.error, provider: provider.name }, 'upstream request failed');
             const payload = JSON.stringify(provider.adapter.errorBody(failure.status, failure.message, failure.code));
             res.writeHead(failure.status, {
-              'content-type': 'application/json', 'content-length': Buffer.byteLength(payload),
-              'x-runguard-step-id': step.stepId, 'x-runguard-request-id': request.id, 'x-request-id': request.id,
+              'content-type': 'application/json',
+              'content-length': Buffer.byteLength(payload),
+              'x-runguard-step-id': step.stepId,
+              'x-runguard-request-id': request.id,
+              'x-request-id': request.id,
             });
             res.end(payload);
             return record('FAILED', NO_USAGE, { http_status: failure.status, error: failure.code });
@@ -439,15 +512,17 @@ export const proxyRoutes: FastifyPluginAsync<{
 
   // A body without a declared length is reserved chunk by chunk as it arrives.
   const preParsing = async (request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream) =>
-    request.proxyCall && declaredLength(request.raw) === null ? meteredBody(payload, request.proxyCall.reservation) : payload;
+    request.proxyCall && declaredLength(request.raw) === null
+      ? meteredBody(payload, request.proxyCall.reservation)
+      : payload;
   const route = (skip: number) => ({
     config: { auth: 'none' as const },
     schema: { hide: true },
-    onRequest: (request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply) => beforeBody(request, reply, skip),
+    onRequest: (request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply) =>
+      beforeBody(request, reply, skip),
     preParsing,
   });
   app.all<{ Params: ProxyParams }>('/proxy/runs/:run_id/:provider/*', route(5), handle);
   app.all<{ Params: ProxyParams }>('/proxy/t/:token/:provider/*', route(5), handle);
   app.all<{ Params: ProxyParams }>('/proxy/:provider/*', route(3), handle);
 };
-

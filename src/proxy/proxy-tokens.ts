@@ -23,7 +23,10 @@ export function newProxyToken(): string {
 
 export async function saveProxyToken(db: Queryable, token: string, target: TokenTarget, now: Date): Promise<void> {
   await db.query('INSERT INTO proxy_tokens (token_sha256, run_id, workspace_id, created_at) VALUES ($1, $2, $3, $4)', [
-    hash(token), target.runId, target.workspaceId, now,
+    hash(token),
+    target.runId,
+    target.workspaceId,
+    now,
   ]);
 }
 

@@ -48,21 +48,41 @@ interface Rule {
 /** Microdollars as USD: one correctly rounded division (the money helpers are not imported: the engine stays alone). */
 const usd = (micros: number): number => micros / 1_000_000;
 
-const budgetDetail = (spend: number, budget: number | null, reserved: number | undefined, resetsAt: string | undefined): DenialDetail =>
-  ({ spend_usd: usd(spend), budget_usd: usd(budget ?? 0), reserved_usd: usd(reserved ?? 0), resets_at: resetsAt ?? null });
+const budgetDetail = (
+  spend: number,
+  budget: number | null,
+  reserved: number | undefined,
+  resetsAt: string | undefined,
+): DenialDetail => ({
+  spend_usd: usd(spend),
+  budget_usd: usd(budget ?? 0),
+  reserved_usd: usd(reserved ?? 0),
+  resets_at: resetsAt ?? null,
+});
 
 /** Spend so far at or over the budget denies, so a budget of 0 denies everything. */
 const reached = (amount: number, limit: number | null): boolean => limit !== null && amount >= limit;
 
 /** In priority order. A run start evaluates all of them; a step creation the first four. */
 const RULES: readonly Rule[] = [
-  { key: 'kill_switch', reason: 'KILL_SWITCH_ACTIVE', denies: (s) => s.killSwitchActive, explain: () => ({ kill_switch_active: true }) },
-  { key: 'user_blocked', reason: 'USER_BLOCKED', denies: (s) => s.userBlocked, explain: () => ({ user_blocked: true }) },
+  {
+    key: 'kill_switch',
+    reason: 'KILL_SWITCH_ACTIVE',
+    denies: (s) => s.killSwitchActive,
+    explain: () => ({ kill_switch_active: true }),
+  },
+  {
+    key: 'user_blocked',
+    reason: 'USER_BLOCKED',
+    denies: (s) => s.userBlocked,
+    explain: () => ({ user_blocked: true }),
+  },
   {
     key: 'workspace_daily_budget',
     reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED',
     denies: (s) => reached(s.workspaceDailySpendMicros, s.workspaceDailyBudgetMicros),
-    explain: (s) => budgetDetail(s.workspaceDailySpendMicros, s.workspaceDailyBudgetMicros, s.workspaceReservedMicros, s.dayResetsAt),
+    explain: (s) =>
+      budgetDetail(s.workspaceDailySpendMicros, s.workspaceDailyBudgetMicros, s.workspaceReservedMicros, s.dayResetsAt),
   },
   {
     key: 'user_daily_budget',

@@ -25,7 +25,9 @@ export class Accounts {
 
   private async tokenFor(account: { id: string; workspace_id: string; token_version: number }) {
     const accessToken = await this.tokens.sign({
-      accountId: account.id, workspaceId: account.workspace_id, tokenVersion: account.token_version,
+      accountId: account.id,
+      workspaceId: account.workspace_id,
+      tokenVersion: account.token_version,
     });
     return { access_token: accessToken, token_type: 'bearer' as const, expires_in: this.tokens.ttlSeconds };
   }
@@ -92,7 +94,8 @@ export class Accounts {
     const claims = await this.tokens.verify(token);
     if (!claims) return null;
     const account = await findAccount(this.db, claims.accountId);
-    if (!account || account.token_version !== claims.tokenVersion || account.workspace_id !== claims.workspaceId) return null;
+    if (!account || account.token_version !== claims.tokenVersion || account.workspace_id !== claims.workspaceId)
+      return null;
     return { workspaceId: account.workspace_id, kind: 'jwt', subjectId: account.id };
   }
 }

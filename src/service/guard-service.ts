@@ -9,7 +9,16 @@ import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
 import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
-import { lockAdmissions, runCounts, scopeAt, SPEND_CAP_MICROS, type CounterScope, type CounterStore, type DailySpend, type RunCounts } from '../store/counters.js';
+import {
+  lockAdmissions,
+  runCounts,
+  scopeAt,
+  SPEND_CAP_MICROS,
+  type CounterScope,
+  type CounterStore,
+  type DailySpend,
+  type RunCounts,
+} from '../store/counters.js';
 import { findAnswer, saveAnswer, type IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
@@ -84,11 +93,17 @@ export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts, 
 }
 
 const view = (d: Decision): DecisionView =>
-  (d.detail ? { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules, detail: d.detail }
-    : { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules });
+  d.detail
+    ? { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules, detail: d.detail }
+    : { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules };
 /** A step as its creation answers it. */
-const createdView = (step: runs.NewStep): CreatedStep =>
-  ({ id: step.id, run_id: step.runId, sequence: step.sequence, status: step.status, decision: view(step.decision) });
+const createdView = (step: runs.NewStep): CreatedStep => ({
+  id: step.id,
+  run_id: step.runId,
+  sequence: step.sequence,
+  status: step.status,
+  decision: view(step.decision),
+});
 
 /**
  * How long a proxied call's result may wait for others to share its statement. Its client already
@@ -166,11 +181,18 @@ export class GuardService {
     const finish = (finishes: runs.StepFinish[]) => runs.finishSteps(db, finishes);
     this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps), { retryAlone: isStatementRefusal });
     this.stepFinishes = new GroupCommit(finish, { retryAlone: isStatementRefusal });
-    this.lingeringResults = new GroupCommit(finish, { retryAlone: isStatementRefusal, minIntervalMs: RESULT_LINGER_MS, minDelayMs: RESULT_DELAY_MS });
-    this.runInserts = new GroupCommit(async (batch) => {
-      await runs.insertRuns(db, batch);
-      return batch.map(() => undefined);
-    }, { retryAlone: isStatementRefusal });
+    this.lingeringResults = new GroupCommit(finish, {
+      retryAlone: isStatementRefusal,
+      minIntervalMs: RESULT_LINGER_MS,
+      minDelayMs: RESULT_DELAY_MS,
+    });
+    this.runInserts = new GroupCommit(
+      async (batch) => {
+        await runs.insertRuns(db, batch);
+        return batch.map(() => undefined);
+      },
+      { retryAlone: isStatementRefusal },
+    );
     this.runEnds = new GroupCommit((ends) => runs.endRuns(db, ends), { retryAlone: isStatementRefusal });
   }
 
@@ -237,10 +259,28 @@ export class GuardService {
       const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }, now));
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
       const id = timeOrderedId(now.getTime());
-      const step = status === 'RUNNING' && firstStep
-        ? this.newStep(workspaceId, id, 1, firstStep, evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced }), now)
-        : undefined;
-      const run = { id, workspaceId, userId: input.user_id, status, metadata: input.metadata ?? null, decision, now, day: scope.day, firstStep: step };
+      const step =
+        status === 'RUNNING' && firstStep
+          ? this.newStep(
+              workspaceId,
+              id,
+              1,
+              firstStep,
+              evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced }),
+              now,
+            )
+          : undefined;
+      const run = {
+        id,
+        workspaceId,
+        userId: input.user_id,
+        status,
+        metadata: input.metadata ?? null,
+        decision,
+        now,
+        day: scope.day,
+        firstStep: step,
+      };
       await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
       const started: StartedRun = { id, user_id: input.user_id, status, decision: view(decision) };
       await this.remember(db, idempotency, started, now);
@@ -288,13 +328,30 @@ export class GuardService {
 
   /** A MODEL_CALL step allowed here: its result's cost will be held as pending spend. */
   private rememberStep(step: runs.NewStep, userId: string): void {
-    if (step.status === 'ALLOWED' && step.model !== null) this.stepFacts.remember(step.id, { userId, model: step.model });
+    if (step.status === 'ALLOWED' && step.model !== null)
+      this.stepFacts.remember(step.id, { userId, model: step.model });
   }
 
-  private newStep(workspaceId: string, runId: string, sequence: number, input: Omit<StepInput, 'sequence'>, decision: Decision, now: Date): runs.NewStep {
+  private newStep(
+    workspaceId: string,
+    runId: string,
+    sequence: number,
+    input: Omit<StepInput, 'sequence'>,
+    decision: Decision,
+    now: Date,
+  ): runs.NewStep {
     return {
-      id: timeOrderedId(now.getTime()), runId, workspaceId, sequence, type: input.type, status: decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED',
-      model: input.model ?? null, toolName: input.tool_name ?? null, inputData: input.input_data ?? null, decision, now,
+      id: timeOrderedId(now.getTime()),
+      runId,
+      workspaceId,
+      sequence,
+      type: input.type,
+      status: decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED',
+      model: input.model ?? null,
+      toolName: input.tool_name ?? null,
+      inputData: input.input_data ?? null,
+      decision,
+      now,
     };
   }
 
@@ -309,8 +366,9 @@ export class GuardService {
     const now = this.clock.now();
     const end = async (db: Queryable): Promise<EndedRunView> => {
       const request = { workspaceId, runId, status, now };
-      const ended = await (idempotency ? runs.endRuns(db, [request]).then((all) => all[0]) : this.runEnds.submit(request))
-        .finally(() => this.releasedRuns.ended(workspaceId, runId));
+      const ended = await (
+        idempotency ? runs.endRuns(db, [request]).then((all) => all[0]) : this.runEnds.submit(request)
+      ).finally(() => this.releasedRuns.ended(workspaceId, runId));
       if (!ended) {
         if (await runs.runExists(db, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
         throw new ApiError('RUN_NOT_FOUND');
@@ -367,9 +425,10 @@ export class GuardService {
       return recorded;
     } catch (error) {
       // A concurrent twin of an idempotent request took the sequence first: answer as it did.
-      const twin = error instanceof IdempotencyRace || error instanceof SequenceTaken
-        ? await this.replay<CreatedStep>(idempotency)
-        : null;
+      const twin =
+        error instanceof IdempotencyRace || error instanceof SequenceTaken
+          ? await this.replay<CreatedStep>(idempotency)
+          : null;
       if (twin) return twin;
       if (error instanceof SequenceTaken) throw new ApiError('DUPLICATE_SEQUENCE');
       throw error;
@@ -406,7 +465,12 @@ export class GuardService {
    * The result of a step whose caller is not waiting for this answer (a proxied call, already
    * answered): it shares a statement with the results of the next few milliseconds.
    */
-  async recordResult(workspaceId: string, runId: string, stepId: string, result: runs.StepResult): Promise<FinishedStepView> {
+  async recordResult(
+    workspaceId: string,
+    runId: string,
+    stepId: string,
+    result: runs.StepResult,
+  ): Promise<FinishedStepView> {
     const now = this.clock.now();
     const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
     const release = this.holdSpend(finish);
@@ -427,14 +491,21 @@ export class GuardService {
     const key = `${workspaceId}\u0000${model}`;
     if (this.warnedUnpriced.get(key)) return;
     this.warnedUnpriced.remember(key, true);
-    this.log.warn({ workspaceId, model }, 'a model call was recorded without a price: its cost counts $0 against every budget (set a price, or unpriced_models "deny")');
+    this.log.warn(
+      { workspaceId, model },
+      'a model call was recorded without a price: its cost counts $0 against every budget (set a price, or unpriced_models "deny")',
+    );
   }
 
   /**
    * With `unpriced_models: "deny"`, whether a MODEL_CALL step's model has an active price (the
    * rule model_priced); undefined where the rule is not evaluated.
    */
-  private async modelPriced(state: GuardState, workspaceId: string, input: Omit<StepInput, 'sequence'>): Promise<GuardSnapshot['modelPriced']> {
+  private async modelPriced(
+    state: GuardState,
+    workspaceId: string,
+    input: Omit<StepInput, 'sequence'>,
+  ): Promise<GuardSnapshot['modelPriced']> {
     if (input.type !== 'MODEL_CALL' || state.workspace.unpriced_models !== 'deny') return undefined;
     const model = input.model ?? null;
     return { model, priced: model !== null && (await this.prices.prices(workspaceId, model)) !== null };
@@ -448,7 +519,12 @@ export class GuardService {
   private holdSpend(finish: runs.StepFinish): () => void {
     const facts = this.stepFacts.get(finish.stepId);
     const { result } = finish;
-    const tokens = { promptTokens: result.promptTokens, completionTokens: result.completionTokens, cacheReadTokens: result.cacheReadTokens ?? null, cacheWriteTokens: result.cacheWriteTokens ?? null };
+    const tokens = {
+      promptTokens: result.promptTokens,
+      completionTokens: result.completionTokens,
+      cacheReadTokens: result.cacheReadTokens ?? null,
+      cacheWriteTokens: result.cacheWriteTokens ?? null,
+    };
     const costText = (prices: TokenPrices) => callCost(tokens, prices);
     if (!facts || costText({ input: '0', output: '0', cacheRead: null, cacheWrite: null }) === null) return () => {};
     const cost = this.prices.prices(finish.workspaceId, facts.model).then((prices) => {
@@ -463,11 +539,13 @@ export class GuardService {
   /** A result's statement answered: why nothing was finished, or the spend copy raised and the answer. */
   private async afterFinish(finish: runs.StepFinish, finished: runs.FinishedStep | null): Promise<FinishedStepView> {
     if (!finished) {
-      if (await runs.stepExists(this.db, finish.workspaceId, finish.runId, finish.stepId)) throw new ApiError('STEP_ALREADY_FINISHED');
+      if (await runs.stepExists(this.db, finish.workspaceId, finish.runId, finish.stepId))
+        throw new ApiError('STEP_ALREADY_FINISHED');
       throw new ApiError('STEP_NOT_FOUND');
     }
     this.stepFacts.forget(finish.stepId);
-    if (finished.totals) await this.counters.spendRecorded(scopeAt(finish.now, finish.workspaceId, finished.user_id), finished.totals);
+    if (finished.totals)
+      await this.counters.spendRecorded(scopeAt(finish.now, finish.workspaceId, finished.user_id), finished.totals);
     return { id: finished.id, status: finished.status };
   }
 
@@ -476,7 +554,11 @@ export class GuardService {
    * never change: once this daemon has seen the run, both are read at once, and whether it still
    * runs is left to the step's insert.
    */
-  private async stepCheckInputs(workspaceId: string, runId: string, now: Date): Promise<[GuardState, DailySpend, string]> {
+  private async stepCheckInputs(
+    workspaceId: string,
+    runId: string,
+    now: Date,
+  ): Promise<[GuardState, DailySpend, string]> {
     const runKey = `${workspaceId}/${runId}`;
     const userId = this.runUsers.get(runKey);
     if (userId !== undefined) return [...(await this.decisionInputs(scopeAt(now, workspaceId, userId))), userId];
@@ -507,7 +589,10 @@ export class GuardService {
    * Reads the counters with `read`, and adds the spend this daemon released and has not written
    * yet. A held cost that reached the counters during the read may be in it or not: read again.
    */
-  private async withPendingSpend<T extends { spend: DailySpend }>(scope: CounterScope, read: () => Promise<T>): Promise<T> {
+  private async withPendingSpend<T extends { spend: DailySpend }>(
+    scope: CounterScope,
+    read: () => Promise<T>,
+  ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const held = this.pending.held(scope);
       const got = await read();
@@ -518,8 +603,13 @@ export class GuardService {
 
   /** Resolves once every step and result submitted so far is written (before the stores close). */
   async settled(): Promise<void> {
-    await Promise.all([this.runInserts.settled(), this.stepInserts.settled(), this.stepFinishes.settled(),
-      this.lingeringResults.settled(), this.runEnds.settled()]);
+    await Promise.all([
+      this.runInserts.settled(),
+      this.stepInserts.settled(),
+      this.stepFinishes.settled(),
+      this.lingeringResults.settled(),
+      this.runEnds.settled(),
+    ]);
   }
 
   /** Inserts with the run's next sequence; when another writer took that number, with the next. */
@@ -564,4 +654,3 @@ export class GuardService {
     if (claim && !(await saveAnswer(tx, claim, answer, now))) throw new IdempotencyRace();
   }
 }
-

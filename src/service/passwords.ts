@@ -9,7 +9,9 @@ export const DEFAULT_SCRYPT_COST = 2 ** 17;
 
 function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    scrypt(password.normalize('NFKC'), salt, KEY_LENGTH, options, (error, key) => (error ? reject(error) : resolve(key)));
+    scrypt(password.normalize('NFKC'), salt, KEY_LENGTH, options, (error, key) =>
+      error ? reject(error) : resolve(key),
+    );
   });
 }
 
@@ -28,7 +30,14 @@ export async function hashPassword(password: string, cost = DEFAULT_SCRYPT_COST)
  * Deriving one instead would hold scrypt's 128 MB (N = 2^17, r = 8) at every daemon start.
  */
 export function decoyHash(cost = DEFAULT_SCRYPT_COST): string {
-  return ['scrypt', cost, 8, 1, randomBytes(16).toString('base64url'), randomBytes(KEY_LENGTH).toString('base64url')].join('$');
+  return [
+    'scrypt',
+    cost,
+    8,
+    1,
+    randomBytes(16).toString('base64url'),
+    randomBytes(KEY_LENGTH).toString('base64url'),
+  ].join('$');
 }
 
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {

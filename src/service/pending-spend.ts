@@ -34,7 +34,15 @@ export class PendingSpend {
     const key = dayKey(scope);
     const entry: Entry = { userId: scope.userId, released: false, micros: null, known: Promise.resolve() };
     if (typeof cost === 'number') entry.micros = cost;
-    else entry.known = cost.then((micros) => { entry.micros = micros; }, () => { entry.micros = 0; });
+    else
+      entry.known = cost.then(
+        (micros) => {
+          entry.micros = micros;
+        },
+        () => {
+          entry.micros = 0;
+        },
+      );
     let set = this.entries.get(key);
     if (!set) this.entries.set(key, (set = new Set()));
     set.add(entry);
@@ -56,7 +64,10 @@ export class PendingSpend {
 }
 
 export class HeldSpend {
-  constructor(private readonly userId: string, private readonly entries: readonly Entry[]) {}
+  constructor(
+    private readonly userId: string,
+    private readonly entries: readonly Entry[],
+  ) {}
 
   /** Some cost held reached the counters since: a read made meanwhile may hold it already. */
   overtaken(): boolean {
@@ -74,7 +85,10 @@ export class HeldSpend {
       workspace += entry.micros ?? 0;
       if (entry.userId === this.userId) user += entry.micros ?? 0;
     }
-    return { workspaceDailySpendMicros: Math.min(workspace, SPEND_CAP_MICROS), userDailySpendMicros: Math.min(user, SPEND_CAP_MICROS) };
+    return {
+      workspaceDailySpendMicros: Math.min(workspace, SPEND_CAP_MICROS),
+      userDailySpendMicros: Math.min(user, SPEND_CAP_MICROS),
+    };
   }
 }
 

@@ -6,7 +6,8 @@ type LimitKey = 'monthly_run_limit' | 'max_concurrent_runs';
 const LIMIT_KEYS: LimitKey[] = ['monthly_run_limit', 'max_concurrent_runs'];
 
 /** Null is unlimited, which is above any finite ceiling. */
-const exceeds = (value: number | null, ceiling: number | null) => ceiling !== null && (value === null || value > ceiling);
+const exceeds = (value: number | null, ceiling: number | null) =>
+  ceiling !== null && (value === null || value > ceiling);
 
 /** Refuses (403) limits above the plan's ceiling. */
 export function assertWithinPlan(plan: Plan, changes: WorkspaceChanges): void {

@@ -35,8 +35,12 @@ export class PriceBook {
     this.entries.set(key, fresh);
     // A failed read is not remembered; nor one that a change overtook.
     prices.then(
-      () => { if (generation !== this.generation && this.entries.get(key) === fresh) this.entries.delete(key); },
-      () => { if (this.entries.get(key) === fresh) this.entries.delete(key); },
+      () => {
+        if (generation !== this.generation && this.entries.get(key) === fresh) this.entries.delete(key);
+      },
+      () => {
+        if (this.entries.get(key) === fresh) this.entries.delete(key);
+      },
     );
     return prices;
   }
@@ -49,13 +53,20 @@ export class PriceBook {
 
   /** Exact decimal text as Postgres writes a numeric: what callCost takes, digit for digit. */
   private async load(workspaceId: string, model: string): Promise<TokenPrices | null> {
-    const { rows } = await this.db.query<{ input: string; output: string; cache_read: string | null; cache_write: string | null }>(
+    const { rows } = await this.db.query<{
+      input: string;
+      output: string;
+      cache_read: string | null;
+      cache_write: string | null;
+    }>(
       `SELECT input_cost_per_token::text AS input, output_cost_per_token::text AS output,
          cache_read_input_cost_per_token::text AS cache_read, cache_write_input_cost_per_token::text AS cache_write
        FROM model_pricing WHERE workspace_id = $1 AND model = $2 AND is_active`,
       [workspaceId, model],
     );
     const row = rows[0];
-    return row ? { input: row.input, output: row.output, cacheRead: row.cache_read, cacheWrite: row.cache_write } : null;
+    return row
+      ? { input: row.input, output: row.output, cacheRead: row.cache_read, cacheWrite: row.cache_write }
+      : null;
   }
 }

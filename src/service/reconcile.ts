@@ -87,22 +87,35 @@ export async function reconcile(
   const checked = options.repair
     ? await checkAndRepair(db, from, runCounts, options.waitForLock ?? true)
     : await Promise.all([
-      db.query<Record<string, string>>(USAGE_DRIFT, [from]),
-      db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
-      runCounts ? db.query<Record<string, string>>(RUN_COUNT_DRIFT) : { rows: [] },
-    ]).then(([u, uu, c]) => ({ usage: u.rows, userUsage: uu.rows, counts: c.rows }));
+        db.query<Record<string, string>>(USAGE_DRIFT, [from]),
+        db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
+        runCounts ? db.query<Record<string, string>>(RUN_COUNT_DRIFT) : { rows: [] },
+      ]).then(([u, uu, c]) => ({ usage: u.rows, userUsage: uu.rows, counts: c.rows }));
   if (!checked) return { checkedFrom: from, drifts, repaired: false, skipped: true };
   const { usage, userUsage, counts } = checked;
   for (const r of usage) {
-    drifts.push({ kind: 'workspace_usage', key: `${r.workspace_id}/${r.day}`,
-      expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
+    drifts.push({
+      kind: 'workspace_usage',
+      key: `${r.workspace_id}/${r.day}`,
+      expected: `spend=${r.expected_spend} runs=${r.expected_runs}`,
+      found: `spend=${r.found_spend} runs=${r.found_runs}`,
+    });
   }
   for (const r of userUsage) {
-    drifts.push({ kind: 'user_usage', key: `${r.workspace_id}/${r.user_id}/${r.day}`,
-      expected: `spend=${r.expected_spend} runs=${r.expected_runs}`, found: `spend=${r.found_spend} runs=${r.found_runs}` });
+    drifts.push({
+      kind: 'user_usage',
+      key: `${r.workspace_id}/${r.user_id}/${r.day}`,
+      expected: `spend=${r.expected_spend} runs=${r.expected_runs}`,
+      found: `spend=${r.found_spend} runs=${r.found_runs}`,
+    });
   }
   for (const r of counts) {
-    drifts.push({ kind: 'run_count', key: `${r.workspace_id}/${r.status}`, expected: `runs=${r.expected_runs}`, found: `runs=${r.found_runs}` });
+    drifts.push({
+      kind: 'run_count',
+      key: `${r.workspace_id}/${r.status}`,
+      expected: `runs=${r.expected_runs}`,
+      found: `runs=${r.found_runs}`,
+    });
   }
   // The Redis copy of today's spend, for every workspace and user who spent today.
   if (counters.kind === 'redis') drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
@@ -122,7 +135,9 @@ async function checkAndRepair(db: Db, from: string, runCounts: boolean, waitForL
     if (waitForLock) {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.reconcile]);
     } else {
-      const { rows } = await tx.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [ADVISORY_LOCKS.reconcile]);
+      const { rows } = await tx.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [
+        ADVISORY_LOCKS.reconcile,
+      ]);
       if (!rows[0]!.locked) return null;
     }
     const usage = (await tx.query<Record<string, string>>(USAGE_DRIFT, [from])).rows;
@@ -143,15 +158,25 @@ async function addCountDifferences(tx: Queryable, rows: Record<string, string>[]
      SELECT workspace_id, status, 0, runs FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS d(workspace_id, status, runs)
      ORDER BY workspace_id, status
      ON CONFLICT (workspace_id, status, shard) DO UPDATE SET runs = c.runs + EXCLUDED.runs`,
-    [rows.map((r) => r.workspace_id), rows.map((r) => r.status),
-      rows.map((r) => String(BigInt(r.expected_runs!) - BigInt(r.found_runs!)))],
+    [
+      rows.map((r) => r.workspace_id),
+      rows.map((r) => r.status),
+      rows.map((r) => String(BigInt(r.expected_runs!) - BigInt(r.found_runs!))),
+    ],
   );
 }
 
 /** Each daily table's key columns and their types. */
 const DAILY_KEYS = {
-  usage_daily: [['workspace_id', 'uuid'], ['day', 'date']],
-  user_usage_daily: [['workspace_id', 'uuid'], ['user_id', 'text'], ['day', 'date']],
+  usage_daily: [
+    ['workspace_id', 'uuid'],
+    ['day', 'date'],
+  ],
+  user_usage_daily: [
+    ['workspace_id', 'uuid'],
+    ['user_id', 'text'],
+    ['day', 'date'],
+  ],
 } as const;
 
 /** Adds each drifted row's expected minus found to the row as it stands, upserted in key order. */
@@ -176,12 +201,25 @@ const TODAYS_SPEND = `
   FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
   WHERE u.day = $1 AND u.spend_micros > 0`;
 
-async function todaysSpend(db: Db, day: string): Promise<Map<string, DailySpend & { workspaceId: string; userId: string }>> {
-  const { rows } = await db.query<{ workspace_id: string; user_id: string; ws_spend: string; user_spend: string }>(TODAYS_SPEND, [day]);
-  return new Map(rows.map((r) => [`${r.workspace_id}/${r.user_id}`, {
-    workspaceId: r.workspace_id, userId: r.user_id,
-    workspaceDailySpendMicros: Number(r.ws_spend), userDailySpendMicros: Number(r.user_spend),
-  }]));
+async function todaysSpend(
+  db: Db,
+  day: string,
+): Promise<Map<string, DailySpend & { workspaceId: string; userId: string }>> {
+  const { rows } = await db.query<{ workspace_id: string; user_id: string; ws_spend: string; user_spend: string }>(
+    TODAYS_SPEND,
+    [day],
+  );
+  return new Map(
+    rows.map((r) => [
+      `${r.workspace_id}/${r.user_id}`,
+      {
+        workspaceId: r.workspace_id,
+        userId: r.user_id,
+        workspaceDailySpendMicros: Number(r.ws_spend),
+        userDailySpendMicros: Number(r.user_spend),
+      },
+    ]),
+  );
 }
 
 /**
@@ -203,12 +241,19 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
     const scope = scopeAt(now, r.workspaceId, r.userId);
     const copy = copies.get(key)!;
     const later = after.get(key) ?? r;
-    const behind = copy.workspaceDailySpendMicros < r.workspaceDailySpendMicros || copy.userDailySpendMicros < r.userDailySpendMicros;
-    const above = copy.workspaceDailySpendMicros > later.workspaceDailySpendMicros || copy.userDailySpendMicros > later.userDailySpendMicros;
+    const behind =
+      copy.workspaceDailySpendMicros < r.workspaceDailySpendMicros ||
+      copy.userDailySpendMicros < r.userDailySpendMicros;
+    const above =
+      copy.workspaceDailySpendMicros > later.workspaceDailySpendMicros ||
+      copy.userDailySpendMicros > later.userDailySpendMicros;
     if (!behind && !above) continue;
-    drifts.push({ kind: 'spend_copy', key: `${key}/${day}`,
+    drifts.push({
+      kind: 'spend_copy',
+      key: `${key}/${day}`,
       expected: `${(above ? later : r).workspaceDailySpendMicros}/${(above ? later : r).userDailySpendMicros}`,
-      found: `${copy.workspaceDailySpendMicros}/${copy.userDailySpendMicros}` });
+      found: `${copy.workspaceDailySpendMicros}/${copy.userDailySpendMicros}`,
+    });
     if (!repair) continue;
     // Set, then raised to the records read again: a step's raise that landed between the read
     // and the set was undone by it, and is redone (a raise never lowers a copy).
@@ -241,8 +286,17 @@ export function periodicReconcile(options: {
     try {
       // Not waiting for another daemon's (or the CLI's) reconcile: it is doing the same work, and
       // a pass waiting on its lock would hold up this daemon's shutdown.
-      const report = await reconcile(options.db, options.counters, { now: options.clock.now(), days: 2, repair: true, waitForLock: false });
-      if (report.drifts.length > 0) options.logger.warn({ drifts: report.drifts.slice(0, 50), count: report.drifts.length }, 'counters drifted from the records; repaired');
+      const report = await reconcile(options.db, options.counters, {
+        now: options.clock.now(),
+        days: 2,
+        repair: true,
+        waitForLock: false,
+      });
+      if (report.drifts.length > 0)
+        options.logger.warn(
+          { drifts: report.drifts.slice(0, 50), count: report.drifts.length },
+          'counters drifted from the records; repaired',
+        );
     } catch (error) {
       options.logger.warn({ err: error }, 'reconciliation failed; it will be tried again');
     }

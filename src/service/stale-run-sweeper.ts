@@ -107,7 +107,10 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
       if (batch.candidates < batchSize || stopped) break;
     }
     if (ended.length > 0) {
-      logger.info({ count: ended.length, idleMs, runIds: ended.slice(0, 20).map((r) => r.id) }, 'ended stale runs as FAILED');
+      logger.info(
+        { count: ended.length, idleMs, runIds: ended.slice(0, 20).map((r) => r.id) },
+        'ended stale runs as FAILED',
+      );
       options.onEnded?.(ended.length);
     }
     return ended;
@@ -123,7 +126,10 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
   }
 
   async function purgeRuns(): Promise<number> {
-    const purged = await purgeExpiredRuns(db, clock.now(), { batchSize: options.runPurgeBatchSize, stop: () => stopped });
+    const purged = await purgeExpiredRuns(db, clock.now(), {
+      batchSize: options.runPurgeBatchSize,
+      stop: () => stopped,
+    });
     if (purged > 0) logger.info({ count: purged }, 'deleted runs past their workspace retention');
     return purged;
   }
@@ -136,7 +142,8 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
     if (purgeIntervalMs > 0 && !stopped && tickAt - lastPurgeTick + period / 2 >= purgeIntervalMs) {
       lastPurgeTick = tickAt;
       await purge().catch((error: unknown) => logger.error({ err: error }, 'idempotency record purge failed'));
-      if (!stopped) await purgeRuns().catch((error: unknown) => logger.error({ err: error }, 'run retention purge failed'));
+      if (!stopped)
+        await purgeRuns().catch((error: unknown) => logger.error({ err: error }, 'run retention purge failed'));
     }
   }
 

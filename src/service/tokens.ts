@@ -14,7 +14,10 @@ export interface TokenClaims {
 export class TokenIssuer {
   private readonly key: Uint8Array;
 
-  constructor(secret: string, readonly ttlSeconds: number) {
+  constructor(
+    secret: string,
+    readonly ttlSeconds: number,
+  ) {
     this.key = new TextEncoder().encode(secret);
   }
 
@@ -32,7 +35,8 @@ export class TokenIssuer {
     try {
       // A token without `exp` would never expire, and one without `iat` escapes any later rule on age.
       const { payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'], requiredClaims: ['exp', 'iat'] });
-      if (typeof payload.sub !== 'string' || typeof payload.ws !== 'string' || typeof payload.tv !== 'number') return null;
+      if (typeof payload.sub !== 'string' || typeof payload.ws !== 'string' || typeof payload.tv !== 'number')
+        return null;
       return { accountId: payload.sub, workspaceId: payload.ws, tokenVersion: payload.tv };
     } catch {
       return null;

@@ -47,7 +47,9 @@ export async function changePasswordHash(db: Queryable, id: string, passwordHash
 /** The workspace's first account: the one a sign-in link signs in as. */
 export async function firstAccountOf(db: Queryable, workspaceId: string): Promise<AccountRow | null> {
   const { rows } = await db.query<AccountRow>(
-    'SELECT * FROM accounts WHERE workspace_id = $1 ORDER BY created_at, id LIMIT 1', [workspaceId]);
+    'SELECT * FROM accounts WHERE workspace_id = $1 ORDER BY created_at, id LIMIT 1',
+    [workspaceId],
+  );
   return rows[0] ?? null;
 }
 
@@ -64,7 +66,12 @@ export async function insertUnnamedAccount(db: Queryable, workspaceId: string): 
  * Names an unnamed account's owner: only while it has no password (a named account changes its
  * password with the current one). Bumps the token version: the link's session ends with it.
  */
-export async function nameAccount(db: Queryable, id: string, email: string, passwordHash: string): Promise<AccountRow | null> {
+export async function nameAccount(
+  db: Queryable,
+  id: string,
+  email: string,
+  passwordHash: string,
+): Promise<AccountRow | null> {
   const { rows } = await db.query<AccountRow>(
     `UPDATE accounts SET email = $2, password_hash = $3, token_version = token_version + 1
      WHERE id = $1 AND password_hash IS NULL RETURNING *`,

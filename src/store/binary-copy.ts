@@ -30,7 +30,8 @@ export function field(rows: CopyRows, r: number, f: number): Buffer | null {
 }
 
 /** A text field's value as a string. */
-export const fieldText = (rows: CopyRows, r: number, f: number): string | null => field(rows, r, f)?.toString('utf8') ?? null;
+export const fieldText = (rows: CopyRows, r: number, f: number): string | null =>
+  field(rows, r, f)?.toString('utf8') ?? null;
 
 /** Big-endian reads without the bounds checks of Buffer's own (the caller checks). */
 const int16 = (b: Buffer, p: number) => (((b[p]! << 8) | b[p + 1]!) << 16) >> 16;
@@ -85,9 +86,11 @@ export function binaryCopyRows(chunks: readonly Buffer[]): CopyRows {
     cut = null;
   };
   while (buffer.length - pos < SIGNATURE.length + 8) more();
-  if (!buffer.subarray(0, SIGNATURE.length).equals(SIGNATURE)) throw new Error('Not a binary COPY stream: its signature is missing.');
+  if (!buffer.subarray(0, SIGNATURE.length).equals(SIGNATURE))
+    throw new Error('Not a binary COPY stream: its signature is missing.');
   // Bit 16 says each row carries its OID first; bits 17-31 are for future formats a reader must refuse.
-  if (int32(buffer, SIGNATURE.length) >>> 16 !== 0) throw new Error('A binary COPY stream with OIDs or of a later format: not read here.');
+  if (int32(buffer, SIGNATURE.length) >>> 16 !== 0)
+    throw new Error('A binary COPY stream with OIDs or of a later format: not read here.');
   const headerLength = SIGNATURE.length + 8 + (int32(buffer, SIGNATURE.length + 4) >>> 0);
   while (buffer.length - pos < headerLength) more();
   pos = headerLength;
@@ -104,7 +107,8 @@ export function binaryCopyRows(chunks: readonly Buffer[]): CopyRows {
     if (rows.fields === -1) {
       if (fieldCount < 0) throw new Error(`A binary COPY row of ${fieldCount} fields.`);
       rows.fields = fieldCount;
-    } else if (fieldCount !== rows.fields) throw new Error(`A binary COPY row of ${fieldCount} fields after rows of ${rows.fields}.`);
+    } else if (fieldCount !== rows.fields)
+      throw new Error(`A binary COPY row of ${fieldCount} fields after rows of ${rows.fields}.`);
     if (rows.at.length < 2 * fieldCount * (rows.length + 1)) grow(rows, 2 * Math.max(rows.length, 16));
     const at = rows.at;
     const base = 2 * rows.length * fieldCount;
@@ -129,7 +133,8 @@ export function binaryCopyRows(chunks: readonly Buffer[]): CopyRows {
     rows.data.push(buffer);
     // After the second row (the first may be of another kind: a run detail's head), room for as
     // many rows of its size as the stream holds, and some: one allocation, mostly.
-    if (++rows.length === 2) grow(rows, Math.ceil((1.25 * chunks.reduce((sum, chunk) => sum + chunk.length, 0)) / (p - pos)) + 16);
+    if (++rows.length === 2)
+      grow(rows, Math.ceil((1.25 * chunks.reduce((sum, chunk) => sum + chunk.length, 0)) / (p - pos)) + 16);
     pos = p;
     resume();
   }

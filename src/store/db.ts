@@ -66,7 +66,9 @@ export function isDatabaseDown(error: unknown): boolean {
   return (
     (typeof code === 'string' && (DATABASE_DOWN.has(code) || DATABASE_DOWN_CLASS.test(code))) ||
     (typeof message === 'string' &&
-      /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|not currently accepting connections/.test(message))
+      /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|not currently accepting connections/.test(
+        message,
+      ))
   );
 }
 
@@ -103,7 +105,8 @@ function statementName(sql: string): string | undefined {
 /** A binary COPY on one connection: the chunks as they came. */
 async function copyOutOn(client: pg.PoolClient, query: string): Promise<Buffer[]> {
   const chunks: Buffer[] = [];
-  for await (const chunk of client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`))) chunks.push(chunk as Buffer);
+  for await (const chunk of client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`)))
+    chunks.push(chunk as Buffer);
   return chunks;
 }
 
@@ -137,7 +140,11 @@ export function postgresDb(options: PostgresOptions): Db {
   };
   const wrap = (client: pg.Pool | pg.PoolClient): Queryable => ({
     async query<R>(sql: string, params?: readonly unknown[]) {
-      const result = await client.query({ name: statementName(sql), text: sql, values: params as unknown[] | undefined });
+      const result = await client.query({
+        name: statementName(sql),
+        text: sql,
+        values: params as unknown[] | undefined,
+      });
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
     async exec(sql: string) {

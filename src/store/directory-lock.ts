@@ -117,7 +117,8 @@ const samePidSpace = (owner: Owner) => !owner.legacy && owner.kernel === KERNEL 
 function describe(owner: Owner | null): string {
   if (!owner) return 'a process that left no name';
   if (owner.legacy || samePidSpace(owner)) return `process ${owner.pid}`;
-  const where = owner.kernel === KERNEL ? `another PID namespace (${owner.space})` : `another machine or boot (${owner.kernel})`;
+  const where =
+    owner.kernel === KERNEL ? `another PID namespace (${owner.space})` : `another machine or boot (${owner.kernel})`;
   return `process ${owner.pid} on host ${owner.host} in ${where}`;
 }
 
@@ -130,7 +131,13 @@ interface Timing {
  * Whether the lock `found` is held, stale, or not yet known: `since` is when this taker first saw
  * it with this content, inode and `firstMtimeMs`.
  */
-function judge(lockFile: string, found: Found, firstMtimeMs: number, since: number, { staleMs }: Timing): 'held' | 'stale' | 'wait' {
+function judge(
+  lockFile: string,
+  found: Found,
+  firstMtimeMs: number,
+  since: number,
+  { staleMs }: Timing,
+): 'held' | 'stale' | 'wait' {
   const { owner } = found;
   // Not refreshed for staleMs: as this taker watched it (on its own monotonic clock), or by its
   // mtime when written on this kernel, whose clock it shares (the holder sets it at once).
@@ -168,7 +175,8 @@ export async function lockDirectory(
 ): Promise<() => Promise<void>> {
   const staleMs = options.staleMs ?? 15_000;
   const updateMs = options.updateMs ?? Math.min(3_000, staleMs / 5);
-  if (!(updateMs > 0 && updateMs < staleMs)) throw new RangeError(`lock heartbeat ${updateMs} ms must be shorter than its stale time ${staleMs} ms`);
+  if (!(updateMs > 0 && updateMs < staleMs))
+    throw new RangeError(`lock heartbeat ${updateMs} ms must be shorter than its stale time ${staleMs} ms`);
   const timing = { staleMs, updateMs };
   const pollMs = Math.max(10, Math.min(250, updateMs / 2));
   const takeover = `${lockFile}.takeover`;
@@ -207,7 +215,10 @@ export async function lockDirectory(
       await writeFile(takeover, `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
     } catch (error) {
       if (errno(error) !== 'EEXIST') throw error;
-      const age = await stat(takeover).then((s) => Date.now() - s.mtimeMs, () => 0);
+      const age = await stat(takeover).then(
+        (s) => Date.now() - s.mtimeMs,
+        () => 0,
+      );
       if (age > staleMs) await rm(takeover, { force: true });
       await sleep(25);
       continue;
@@ -215,7 +226,8 @@ export async function lockDirectory(
     try {
       // Still the very file judged stale, not refreshed since: no one took it over meanwhile.
       const now = await look(lockFile);
-      if (now && now.text === found.text && now.ino === found.ino && now.mtimeMs === found.mtimeMs) await rm(lockFile, { force: true });
+      if (now && now.text === found.text && now.ino === found.ino && now.mtimeMs === found.mtimeMs)
+        await rm(lockFile, { force: true });
     } finally {
       await rm(takeover, { force: true });
     }
@@ -298,9 +310,12 @@ async function hold(
   heartbeat.on('message', (message: HeartbeatMessage) => {
     if (released || lost) return;
     if ('failed' in message) return report(compromise(`its heartbeat failed for ${staleMs} ms (${message.failed})`));
-    void intruder().then((why) => {
-      if (!released && !lost) report(compromise(why ?? 'the lock file was replaced'));
-    }, (error: unknown) => report(compromise(`the lock file could not be read (${(error as Error).message})`)));
+    void intruder().then(
+      (why) => {
+        if (!released && !lost) report(compromise(why ?? 'the lock file was replaced'));
+      },
+      (error: unknown) => report(compromise(`the lock file could not be read (${(error as Error).message})`)),
+    );
   });
   heartbeat.on('error', (error) => {
     if (!released && !lost) report(compromise(`its heartbeat stopped (${error.message})`));

@@ -75,7 +75,9 @@ export class GroupCommit<I, O> {
   private async drain(): Promise<void> {
     try {
       while (this.queue.length > 0) {
-        const wait = Math.max(this.lastBatchAt + this.minIntervalMs, this.queue[0]!.submittedAt + this.minDelayMs) - performance.now();
+        const wait =
+          Math.max(this.lastBatchAt + this.minIntervalMs, this.queue[0]!.submittedAt + this.minDelayMs) -
+          performance.now();
         // Submits made meanwhile join this batch. A full batch goes at once: waiting then would
         // only cap how many items a second can be written, and let the queue grow past it.
         if (wait > 0 && this.queue.length < this.maxBatch) await this.sleep(wait);
@@ -88,9 +90,10 @@ export class GroupCommit<I, O> {
         } catch (error) {
           // One bad item (say, input the database refuses) must not fail the others: alone, each
           // gets its own answer.
-          results = batch.length === 1 || !this.retryAlone(error)
-            ? batch.map(() => asError(error))
-            : await Promise.all(items.map((item) => this.writeAlone(item)));
+          results =
+            batch.length === 1 || !this.retryAlone(error)
+              ? batch.map(() => asError(error))
+              : await Promise.all(items.map((item) => this.writeAlone(item)));
         }
         batch.forEach((b, i) => {
           const result = results[i]!;

@@ -27,10 +27,17 @@ export interface StoredAnswer {
 }
 
 export function fingerprint(method: string, route: string, body: unknown): string {
-  return createHash('sha256').update(`${method} ${route}\n${JSON.stringify(body ?? null)}`).digest('hex');
+  return createHash('sha256')
+    .update(`${method} ${route}\n${JSON.stringify(body ?? null)}`)
+    .digest('hex');
 }
 
-export async function findAnswer(db: Queryable, workspaceId: string, key: string, now: Date): Promise<StoredAnswer | null> {
+export async function findAnswer(
+  db: Queryable,
+  workspaceId: string,
+  key: string,
+  now: Date,
+): Promise<StoredAnswer | null> {
   const { rows } = await db.query<{ fingerprint: string; status_code: number; response: unknown }>(
     `SELECT fingerprint, status_code, response FROM idempotency_keys
      WHERE workspace_id = $1 AND key = $2 AND created_at > $3::timestamptz - make_interval(hours => $4)`,
@@ -44,19 +51,22 @@ export async function findAnswer(db: Queryable, workspaceId: string, key: string
  * Saves the answer in the transaction that made it; false when a live record of the key exists
  * (a concurrent twin of the request committed first: the caller rolls its own work back).
  */
-export async function saveAnswer(
-  tx: Queryable,
-  claim: IdempotencyClaim,
-  body: unknown,
-  now: Date,
-): Promise<boolean> {
+export async function saveAnswer(tx: Queryable, claim: IdempotencyClaim, body: unknown, now: Date): Promise<boolean> {
   const { rowCount } = await tx.query(
     `INSERT INTO idempotency_keys AS k (workspace_id, key, fingerprint, status_code, response, created_at)
      VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (workspace_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
        status_code = EXCLUDED.status_code, response = EXCLUDED.response, created_at = EXCLUDED.created_at
      WHERE k.created_at <= $6::timestamptz - make_interval(hours => $7)`,
-    [claim.workspaceId, claim.key, claim.fingerprint, claim.answerStatus, JSON.stringify(body), now, IDEMPOTENCY_RETENTION_HOURS],
+    [
+      claim.workspaceId,
+      claim.key,
+      claim.fingerprint,
+      claim.answerStatus,
+      JSON.stringify(body),
+      now,
+      IDEMPOTENCY_RETENTION_HOURS,
+    ],
   );
   return rowCount > 0;
 }

@@ -42,7 +42,8 @@ export interface LateIndexBuild {
 
 /** The embedded database is one process's: its indexes are built at once, in the open. */
 export async function buildLateIndexesNow(db: Db): Promise<void> {
-  for (const index of LATE_INDEXES) await db.exec(`CREATE INDEX IF NOT EXISTS ${index.name} ON ${index.table} ${index.definition}`);
+  for (const index of LATE_INDEXES)
+    await db.exec(`CREATE INDEX IF NOT EXISTS ${index.name} ON ${index.table} ${index.definition}`);
 }
 
 class Stopped extends Error {}
@@ -52,7 +53,10 @@ export function buildLateIndexes(connectionString: string, logger?: Logger): Lat
   // Not the pool's: its statement timeout would cut a long build, and a session lock needs a
   // connection that stays the same.
   const client = new pg.Client({
-    connectionString, application_name: 'runguard-indexes', connectionTimeoutMillis: 10_000, keepAlive: true,
+    connectionString,
+    application_name: 'runguard-indexes',
+    connectionTimeoutMillis: 10_000,
+    keepAlive: true,
   });
   client.on('error', () => {}); // the statement in progress fails instead
   let stopping = false;
@@ -68,7 +72,9 @@ export function buildLateIndexes(connectionString: string, logger?: Logger): Lat
     // database may cut it (it would leave an invalid index, and again at every start).
     await query('SET statement_timeout = 0');
     await query('SET lock_timeout = 0');
-    const [lock] = await query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [ADVISORY_LOCKS.lateIndexes]);
+    const [lock] = await query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [
+      ADVISORY_LOCKS.lateIndexes,
+    ]);
     if (!lock?.locked) return;
     for (const index of LATE_INDEXES) {
       // The index as `CREATE ... ON <table>` would name it: in the table's schema, by search_path.
@@ -88,7 +94,8 @@ export function buildLateIndexes(connectionString: string, logger?: Logger): Lat
   };
   const done = run()
     .catch((error: unknown) => {
-      if (!stopping) logger?.warn({ err: error }, 'building an index failed: the reconcile reads without it until the next start');
+      if (!stopping)
+        logger?.warn({ err: error }, 'building an index failed: the reconcile reads without it until the next start');
     })
     .finally(() => client.end().catch(() => {}));
   let settled = false;
@@ -118,7 +125,8 @@ export function buildLateIndexes(connectionString: string, logger?: Logger): Lat
         await Promise.race([done, new Promise((resolve) => setTimeout(resolve, 250))]);
       }
       // A server that never answers: the connection is dropped rather than waited on.
-      if (!settled) (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      if (!settled)
+        (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
       await done;
     },
   };

@@ -495,7 +495,8 @@ export interface SchemaStatus {
 export async function schemaStatus(db: Queryable): Promise<SchemaStatus> {
   const expected = MIGRATIONS[MIGRATIONS.length - 1]!.version;
   const { rows: table } = await db.query<{ exists: boolean }>(
-    "SELECT to_regclass('schema_migrations') IS NOT NULL AS exists");
+    "SELECT to_regclass('schema_migrations') IS NOT NULL AS exists",
+  );
   const { rows } = table[0]?.exists
     ? await db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')
     : { rows: [] };

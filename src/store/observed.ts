@@ -20,7 +20,11 @@ export function databaseErrorCode(error: unknown): string | null {
   }
   if (/^E[A-Z]+$/.test(code)) return code;
   const message = typeof e.message === 'string' ? e.message : '';
-  if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)) {
+  if (
+    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+      message,
+    )
+  ) {
     return 'connection';
   }
   return null;
@@ -85,7 +89,8 @@ export function observeDb(db: Db, onError: (operation: DbOperation, code: string
 type CounterOperation = Exclude<keyof CounterStore, 'kind'>;
 
 export function observeCounters(counters: CounterStore, onError: (operation: CounterOperation) => void): CounterStore {
-  const wrapped = <A extends unknown[], R>(operation: CounterOperation, fn: (...args: A) => Promise<R>) =>
+  const wrapped =
+    <A extends unknown[], R>(operation: CounterOperation, fn: (...args: A) => Promise<R>) =>
     async (...args: A): Promise<R> => {
       try {
         return await fn(...args);

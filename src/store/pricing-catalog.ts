@@ -9,9 +9,15 @@ import type { Queryable } from './db.js';
 import type { CatalogEntry } from './pricing.js';
 
 /** Loads `entries` into a new workspace's prices (one statement, in the caller's transaction). */
-export async function seedPricing(db: Queryable, workspaceId: string, entries: readonly CatalogEntry[], now: Date): Promise<void> {
+export async function seedPricing(
+  db: Queryable,
+  workspaceId: string,
+  entries: readonly CatalogEntry[],
+  now: Date,
+): Promise<void> {
   if (entries.length === 0) return;
-  const optional = (price: number | null | undefined) => (price === null || price === undefined ? null : decimalText(price));
+  const optional = (price: number | null | undefined) =>
+    price === null || price === undefined ? null : decimalText(price);
   await db.query(
     `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token,
        cache_read_input_cost_per_token, cache_write_input_cost_per_token, is_active, source, created_at, updated_at)
@@ -19,9 +25,18 @@ export async function seedPricing(db: Queryable, workspaceId: string, entries: r
        true, 'catalog', $3, $3
      FROM json_to_recordset($2::json) AS e(model text, input text, output text, cache_read text, cache_write text)
      ON CONFLICT (workspace_id, model) DO NOTHING`,
-    [workspaceId, JSON.stringify(entries.map((entry) => ({
-      model: entry.model, input: decimalText(entry.input_cost_per_token), output: decimalText(entry.output_cost_per_token),
-      cache_read: optional(entry.cache_read_input_cost_per_token), cache_write: optional(entry.cache_write_input_cost_per_token),
-    }))), now],
+    [
+      workspaceId,
+      JSON.stringify(
+        entries.map((entry) => ({
+          model: entry.model,
+          input: decimalText(entry.input_cost_per_token),
+          output: decimalText(entry.output_cost_per_token),
+          cache_read: optional(entry.cache_read_input_cost_per_token),
+          cache_write: optional(entry.cache_write_input_cost_per_token),
+        })),
+      ),
+      now,
+    ],
   );
 }

@@ -24,16 +24,18 @@ function toPricing(row: Record<string, unknown>): ModelPricing {
 }
 
 export async function listActivePricing(db: Queryable, workspaceId: string): Promise<ModelPricing[]> {
-  const { rows } = await db.query(
-    'SELECT * FROM model_pricing WHERE workspace_id = $1 AND is_active ORDER BY model',
-    [workspaceId],
-  );
+  const { rows } = await db.query('SELECT * FROM model_pricing WHERE workspace_id = $1 AND is_active ORDER BY model', [
+    workspaceId,
+  ]);
   return rows.map(toPricing);
 }
 
 /** One model's price; `forUpdate` locks its row until the transaction ends. */
 export async function getPricing(
-  db: Queryable, workspaceId: string, model: string, options: { forUpdate?: boolean } = {},
+  db: Queryable,
+  workspaceId: string,
+  model: string,
+  options: { forUpdate?: boolean } = {},
 ): Promise<ModelPricing | null> {
   const { rows } = await db.query(
     `SELECT * FROM model_pricing WHERE workspace_id = $1 AND model = $2${options.forUpdate ? ' FOR UPDATE' : ''}`,
@@ -60,12 +62,28 @@ const UPSERT = `INSERT INTO model_pricing AS p (id, workspace_id, model, input_c
     is_active = EXCLUDED.is_active, source = EXCLUDED.source, updated_at = $10
   RETURNING *`;
 
-const optionalDecimal = (value: number | null | undefined) => (value === null || value === undefined ? null : decimalText(value));
+const optionalDecimal = (value: number | null | undefined) =>
+  value === null || value === undefined ? null : decimalText(value);
 
-function upsertParams(workspaceId: string, model: string, input: PricingInput, source: PricingSource, now: Date): unknown[] {
-  return [randomUUID(), workspaceId, model, decimalText(input.input_cost_per_token), decimalText(input.output_cost_per_token),
-    optionalDecimal(input.cache_read_input_cost_per_token), optionalDecimal(input.cache_write_input_cost_per_token),
-    input.is_active, source, now];
+function upsertParams(
+  workspaceId: string,
+  model: string,
+  input: PricingInput,
+  source: PricingSource,
+  now: Date,
+): unknown[] {
+  return [
+    randomUUID(),
+    workspaceId,
+    model,
+    decimalText(input.input_cost_per_token),
+    decimalText(input.output_cost_per_token),
+    optionalDecimal(input.cache_read_input_cost_per_token),
+    optionalDecimal(input.cache_write_input_cost_per_token),
+    input.is_active,
+    source,
+    now,
+  ];
 }
 
 /** A PUT: the entry is the user's from now on (an import keeps it unless told to overwrite). */
@@ -113,15 +131,19 @@ export interface ImportOptions {
 function sameDecimal(stored: unknown, given: number | null | undefined): boolean {
   if (stored === null || stored === undefined) return given === null || given === undefined;
   if (given === null || given === undefined) return false;
+  // NUMERIC comes back as text from pg and PGlite; anything else is no price of ours.
+  if (typeof stored !== 'string' && typeof stored !== 'number') return false;
   return formatDecimal(parseDecimal(String(stored))) === formatDecimal(parseDecimal(decimalText(given)));
 }
 
 function samePrices(row: Record<string, unknown>, entry: CatalogEntry): boolean {
-  return sameDecimal(row.input_cost_per_token, entry.input_cost_per_token)
-    && sameDecimal(row.output_cost_per_token, entry.output_cost_per_token)
-    && sameDecimal(row.cache_read_input_cost_per_token, entry.cache_read_input_cost_per_token ?? null)
-    && sameDecimal(row.cache_write_input_cost_per_token, entry.cache_write_input_cost_per_token ?? null)
-    && Boolean(row.is_active) === entry.is_active;
+  return (
+    sameDecimal(row.input_cost_per_token, entry.input_cost_per_token) &&
+    sameDecimal(row.output_cost_per_token, entry.output_cost_per_token) &&
+    sameDecimal(row.cache_read_input_cost_per_token, entry.cache_read_input_cost_per_token ?? null) &&
+    sameDecimal(row.cache_write_input_cost_per_token, entry.cache_write_input_cost_per_token ?? null) &&
+    Boolean(row.is_active) === entry.is_active
+  );
 }
 
 /**
@@ -147,17 +169,23 @@ export async function importPricing(
     const decided = [...last.values()].map((entry) => {
       const row = existing.get(entry.model);
       const before = row ? toPricing(row) : null;
-      const change: ImportChange = !row ? 'new'
-        : samePrices(row, entry) ? 'unchanged'
-        : before!.source === 'user' && !options.overwrite ? 'kept'
-        : 'changed';
+      const change: ImportChange = !row
+        ? 'new'
+        : samePrices(row, entry)
+          ? 'unchanged'
+          : before!.source === 'user' && !options.overwrite
+            ? 'kept'
+            : 'changed';
       return { entry, before, change };
     });
     const writes = decided.filter((d) => d.change === 'new' || d.change === 'changed').map((d) => d.entry);
-    const written = options.dryRun ? new Map<string, ModelPricing>() : await writeCatalogEntries(tx, workspaceId, writes, options.now);
+    const written = options.dryRun
+      ? new Map<string, ModelPricing>()
+      : await writeCatalogEntries(tx, workspaceId, writes, options.now);
     const lines = decided.map(({ entry, before, change }): ImportedEntry => {
-      const after = written.get(entry.model)
-        ?? (change === 'new' || change === 'changed'
+      const after =
+        written.get(entry.model) ??
+        (change === 'new' || change === 'changed'
           ? { id: before?.id ?? null, model: entry.model, ...entryPrices(entry), source: 'catalog' as const }
           : before!);
       return { model: entry.model, change, before, after };
@@ -168,7 +196,12 @@ export async function importPricing(
 }
 
 /** Catalog entries upserted in one statement (a new workspace takes a whole catalog at once). */
-async function writeCatalogEntries(tx: Queryable, workspaceId: string, entries: readonly CatalogEntry[], now: Date): Promise<Map<string, ModelPricing>> {
+async function writeCatalogEntries(
+  tx: Queryable,
+  workspaceId: string,
+  entries: readonly CatalogEntry[],
+  now: Date,
+): Promise<Map<string, ModelPricing>> {
   if (entries.length === 0) return new Map();
   const { rows } = await tx.query(
     `INSERT INTO model_pricing AS p (id, workspace_id, model, input_cost_per_token, output_cost_per_token,
@@ -184,11 +217,21 @@ async function writeCatalogEntries(tx: Queryable, workspaceId: string, entries: 
        is_active = EXCLUDED.is_active, source = 'catalog', updated_at = $3
      RETURNING *`,
     // Prices as decimal text (JSON strings), so that json_to_recordset reads them as written.
-    [JSON.stringify(entries.map((e) => ({
-      id: randomUUID(), model: e.model, input: decimalText(e.input_cost_per_token), output: decimalText(e.output_cost_per_token),
-      cache_read: optionalDecimal(e.cache_read_input_cost_per_token), cache_write: optionalDecimal(e.cache_write_input_cost_per_token),
-      is_active: e.is_active,
-    }))), workspaceId, now],
+    [
+      JSON.stringify(
+        entries.map((e) => ({
+          id: randomUUID(),
+          model: e.model,
+          input: decimalText(e.input_cost_per_token),
+          output: decimalText(e.output_cost_per_token),
+          cache_read: optionalDecimal(e.cache_read_input_cost_per_token),
+          cache_write: optionalDecimal(e.cache_write_input_cost_per_token),
+          is_active: e.is_active,
+        })),
+      ),
+      workspaceId,
+      now,
+    ],
   );
   return new Map(rows.map((row) => [String(row.model), toPricing(row)]));
 }

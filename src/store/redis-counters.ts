@@ -17,7 +17,13 @@ import { randomInt } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db } from './db.js';
-import { recordedSpend, type CounterScope, type CounterStore, type DailySpend, type DecisionCounters } from './counters.js';
+import {
+  recordedSpend,
+  type CounterScope,
+  type CounterStore,
+  type DailySpend,
+  type DecisionCounters,
+} from './counters.js';
 
 const DAY_TTL_SECONDS = 2 * 24 * 3600;
 
@@ -134,7 +140,13 @@ export class RedisCounters implements CounterStore {
     if (this.rebuilding) return;
     const failures = this.failures;
     this.rebuilding = (async () => {
-      const { rows } = await this.db.query<{ workspace_id: string; user_id: string; day: string; ws: string; usr: string }>(
+      const { rows } = await this.db.query<{
+        workspace_id: string;
+        user_id: string;
+        day: string;
+        ws: string;
+        usr: string;
+      }>(
         `SELECT u.workspace_id, u.user_id, u.day::text AS day, coalesce(w.spend_micros, 0) AS ws, u.spend_micros AS usr
          FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
          WHERE u.day >= (now() AT TIME ZONE 'UTC')::date - 1`,
@@ -144,7 +156,12 @@ export class RedisCounters implements CounterStore {
           rgRaiseTo(numberOfKeys: number, ...args: (string | number)[]): unknown;
         };
         for (const r of rows.slice(i, i + REBUILD_BATCH)) {
-          const keys = this.keys({ workspaceId: r.workspace_id, userId: r.user_id, day: r.day, month: r.day.slice(0, 7) });
+          const keys = this.keys({
+            workspaceId: r.workspace_id,
+            userId: r.user_id,
+            day: r.day,
+            month: r.day.slice(0, 7),
+          });
           pipeline.rgRaiseTo(2, ...keys, r.ws, r.usr, DAY_TTL_SECONDS);
         }
         const results = (await pipeline.exec()) ?? [];
@@ -180,7 +197,10 @@ export class RedisCounters implements CounterStore {
   async readDecisionInputs(scope: CounterScope): Promise<DecisionCounters> {
     // After a failure, a change may have gone unannounced: nothing remembered is trusted (no
     // version) until Redis is known whole again.
-    const fromRecords = async (): Promise<DecisionCounters> => ({ spend: await recordedSpend(this.db, scope), stateVersion: null });
+    const fromRecords = async (): Promise<DecisionCounters> => ({
+      spend: await recordedSpend(this.db, scope),
+      stateVersion: null,
+    });
     if (this.stale && Date.now() >= this.bypassUntil) {
       this.startRebuild();
       return fromRecords();
@@ -196,8 +216,14 @@ export class RedisCounters implements CounterStore {
   }
 
   /** The copy's spend; where a key is missing, the records' (and the copy raised to them). */
-  private async spendOf(keys: [string, string], ws: string | null, user: string | null, scope: CounterScope): Promise<DailySpend> {
-    if (ws !== null && user !== null) return { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
+  private async spendOf(
+    keys: [string, string],
+    ws: string | null,
+    user: string | null,
+    scope: CounterScope,
+  ): Promise<DailySpend> {
+    if (ws !== null && user !== null)
+      return { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
     const truth = await recordedSpend(this.db, scope);
     await this.raise(keys, truth);
     return truth;
@@ -232,7 +258,10 @@ export class RedisCounters implements CounterStore {
     this.pendingRaises.clear();
     for (const { keys, totals, resolve } of raises) {
       // Nothing to fall back to: the records hold it, and the next write or rebuild carries it.
-      void this.guarded(() => this.raise(keys, totals), async () => {}).then(resolve);
+      void this.guarded(
+        () => this.raise(keys, totals),
+        async () => {},
+      ).then(resolve);
     }
   }
 
@@ -255,7 +284,13 @@ export class RedisCounters implements CounterStore {
   }
 
   private async raise(keys: [string, string], totals: DailySpend): Promise<void> {
-    await this.redis.rgRaiseTo(2, ...keys, totals.workspaceDailySpendMicros, totals.userDailySpendMicros, DAY_TTL_SECONDS);
+    await this.redis.rgRaiseTo(
+      2,
+      ...keys,
+      totals.workspaceDailySpendMicros,
+      totals.userDailySpendMicros,
+      DAY_TTL_SECONDS,
+    );
   }
 
   async health(): Promise<void> {

@@ -72,11 +72,25 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
      WHERE v.status = 'RUNNING'
      GROUP BY v.workspace_id, v.user_id, v.day ORDER BY v.workspace_id, v.user_id, v.day
      ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET runs = d.runs + EXCLUDED.runs`,
-    [JSON.stringify(runs.map((r) => ({
-      id: r.id, workspace_id: r.workspaceId, user_id: r.userId.toWellFormed(), status: r.status,
-      metadata: r.metadata ?? null, decision: r.decision, started_at: r.now,
-      ended_at: r.status === 'BLOCKED' ? r.now : null, day: r.day, step_count: r.firstStep ? 1 : 0,
-    }))), runs.length, JSON.stringify(firstSteps.map(stepRecord)), firstSteps.length],
+    [
+      JSON.stringify(
+        runs.map((r) => ({
+          id: r.id,
+          workspace_id: r.workspaceId,
+          user_id: r.userId.toWellFormed(),
+          status: r.status,
+          metadata: r.metadata ?? null,
+          decision: r.decision,
+          started_at: r.now,
+          ended_at: r.status === 'BLOCKED' ? r.now : null,
+          day: r.day,
+          step_count: r.firstStep ? 1 : 0,
+        })),
+      ),
+      runs.length,
+      JSON.stringify(firstSteps.map(stepRecord)),
+      firstSteps.length,
+    ],
   );
 }
 
@@ -131,10 +145,15 @@ export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(
      UPDATE runs r SET status = t.status, ended_at = t.ended_at FROM target t
      WHERE r.id = t.id
      RETURNING r.id, r.workspace_id, r.status, r.ended_at, r.user_id`,
-    [JSON.stringify(unique.map((e) => ({ id: e.runId, workspace_id: e.workspaceId, status: e.status, ended_at: e.now }))), unique.length],
+    [
+      JSON.stringify(
+        unique.map((e) => ({ id: e.runId, workspace_id: e.workspaceId, status: e.status, ended_at: e.now })),
+      ),
+      unique.length,
+    ],
   );
   const byKey = new Map(rows.map(({ workspace_id: workspaceId, ...ended }) => [key(workspaceId, ended.id), ended]));
-  return ends.map((e, i) => (isFirst(e, i) ? byKey.get(key(e.workspaceId, e.runId)) ?? null : null));
+  return ends.map((e, i) => (isFirst(e, i) ? (byKey.get(key(e.workspaceId, e.runId)) ?? null) : null));
 }
 
 export async function runExists(db: Queryable, workspaceId: string, runId: string): Promise<boolean> {
@@ -156,15 +175,24 @@ export interface NewStep {
   now: Date;
 }
 
-const STEP_INSERT_COLUMNS = 'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at';
+const STEP_INSERT_COLUMNS =
+  'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at';
 /** A batch of steps as rows: the JSON document (each step as `stepRecord` writes it) and its length, by parameter number. */
 const stepRecordset = (document: number, length: number) => `SELECT * FROM json_to_recordset($${document}::json)
   AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
     input_json json, decision json, created_at timestamptz) LIMIT $${length}`;
 const stepRecord = (s: NewStep) => ({
-  id: s.id, run_id: s.runId, workspace_id: s.workspaceId, sequence: s.sequence, type: s.type, status: s.status,
-  model: s.model?.toWellFormed() ?? null, tool_name: s.toolName?.toWellFormed() ?? null, input_json: s.inputData ?? null,
-  decision: s.decision, created_at: s.now,
+  id: s.id,
+  run_id: s.runId,
+  workspace_id: s.workspaceId,
+  sequence: s.sequence,
+  type: s.type,
+  status: s.status,
+  model: s.model?.toWellFormed() ?? null,
+  tool_name: s.toolName?.toWellFormed() ?? null,
+  input_json: s.inputData ?? null,
+  decision: s.decision,
+  created_at: s.now,
 });
 
 /** Why a step was not written: its run is no longer RUNNING, or its sequence is taken. */
@@ -224,13 +252,20 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
     if (row.step_id !== null) inserted.add(row.step_id.toLowerCase());
     else runningRuns.add(runKey(row.workspace_id!, row.run_id!));
   }
-  return steps.map((s) => (inserted.has(s.id.toLowerCase()) ? 'inserted'
-    : runningRuns.has(runKey(s.workspaceId, s.runId)) ? 'duplicate_sequence' : 'run_not_running'));
+  return steps.map((s) =>
+    inserted.has(s.id.toLowerCase())
+      ? 'inserted'
+      : runningRuns.has(runKey(s.workspaceId, s.runId))
+        ? 'duplicate_sequence'
+        : 'run_not_running',
+  );
 }
 
 /** The highest sequence used in a run so far (0: none). */
 export async function maxSequence(db: Queryable, runId: string): Promise<number> {
-  const { rows } = await db.query<{ max: number | null }>('SELECT max(sequence) AS max FROM steps WHERE run_id = $1', [runId]);
+  const { rows } = await db.query<{ max: number | null }>('SELECT max(sequence) AS max FROM steps WHERE run_id = $1', [
+    runId,
+  ]);
   return Number(rows[0]?.max ?? 0);
 }
 
@@ -249,7 +284,10 @@ export interface StepResult {
 
 /** A step result's token counts (`v`), priced by src/money/cost.ts's rule. */
 const RESULT_TOKENS = {
-  prompt: 'v.prompt_tokens', completion: 'v.completion_tokens', cacheRead: 'v.cache_read_tokens', cacheWrite: 'v.cache_write_tokens',
+  prompt: 'v.prompt_tokens',
+  completion: 'v.completion_tokens',
+  cacheRead: 'v.cache_read_tokens',
+  cacheWrite: 'v.cache_write_tokens',
 };
 
 export interface StepFinish {
@@ -346,28 +384,47 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
      LEFT JOIN workspace_day w ON w.workspace_id = p.workspace_id AND w.day = p.day
      LEFT JOIN user_day u ON u.workspace_id = p.workspace_id AND u.user_id = p.user_id AND u.day = p.day`,
     // One JSON document for the batch, as in insertSteps.
-    [JSON.stringify(unique.map((f) => ({
-      workspace_id: f.workspaceId, run_id: f.runId, step_id: f.stepId, status: f.result.status,
-      duration_ms: f.result.durationMs, prompt_tokens: f.result.promptTokens, completion_tokens: f.result.completionTokens,
-      cache_read_tokens: f.result.cacheReadTokens ?? null, cache_write_tokens: f.result.cacheWriteTokens ?? null,
-      reasoning_tokens: f.result.reasoningTokens ?? null, output_json: f.result.outputData ?? null,
-      finished_at: f.now, day: f.day,
-    }))), unique.length],
+    [
+      JSON.stringify(
+        unique.map((f) => ({
+          workspace_id: f.workspaceId,
+          run_id: f.runId,
+          step_id: f.stepId,
+          status: f.result.status,
+          duration_ms: f.result.durationMs,
+          prompt_tokens: f.result.promptTokens,
+          completion_tokens: f.result.completionTokens,
+          cache_read_tokens: f.result.cacheReadTokens ?? null,
+          cache_write_tokens: f.result.cacheWriteTokens ?? null,
+          reasoning_tokens: f.result.reasoningTokens ?? null,
+          output_json: f.result.outputData ?? null,
+          finished_at: f.now,
+          day: f.day,
+        })),
+      ),
+      unique.length,
+    ],
   );
   const byKey = new Map(rows.map((row) => [key(row.workspace_id, row.run_id, row.id), row]));
   return finishes.map((f, i) => {
     const step = isFirst(f, i) ? byKey.get(key(f.workspaceId, f.runId, f.stepId)) : undefined;
     if (!step) return null;
     const costMicros = Number(step.cost_micros ?? 0);
-    if (costMicros === 0) return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: 0, totals: null };
-    const totals = { workspaceDailySpendMicros: Number(step.workspace_total), userDailySpendMicros: Number(step.user_total) };
+    if (costMicros === 0)
+      return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: 0, totals: null };
+    const totals = {
+      workspaceDailySpendMicros: Number(step.workspace_total),
+      userDailySpendMicros: Number(step.user_total),
+    };
     return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: costMicros, totals };
   });
 }
 
 export async function stepExists(db: Queryable, workspaceId: string, runId: string, stepId: string): Promise<boolean> {
   const { rows } = await db.query('SELECT 1 FROM steps WHERE id = $1 AND run_id = $2 AND workspace_id = $3', [
-    stepId, runId, workspaceId,
+    stepId,
+    runId,
+    workspaceId,
   ]);
   return rows.length > 0;
 }
@@ -450,7 +507,9 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
     // user's runs, or a time range's, are counted through the listing indexes.
     q.userId === null && !timeBound
       ? db.query<{ total: string | number }>(
-        `SELECT coalesce(sum(runs), 0) AS total FROM run_counts WHERE ${filter}`, params)
+          `SELECT coalesce(sum(runs), 0) AS total FROM run_counts WHERE ${filter}`,
+          params,
+        )
       : db.query<{ total: string | number }>(`SELECT count(*) AS total FROM runs WHERE ${filter}`, params),
   ]);
   return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: q.page, per_page: q.perPage };
@@ -461,7 +520,8 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
  * 1 to 9999, a JSON string; NULL stays NULL, and so does an infinite date (`to_char` has no text
  * for it): coalesce it, as `concat` would drop a NULL piece.
  */
-const isoJson = (column: string) => `'"' || to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"'`;
+const isoJson = (column: string) =>
+  `'"' || to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"'`;
 /** A numeric as a JSON number, exact (`trim_scale` drops trailing zeros); what has none (NaN, an infinity) is NULL. */
 const exactNumber = (column: string) =>
   `to_json(trim_scale(CASE WHEN ${column} NOT IN ('NaN', 'Infinity', '-Infinity') THEN ${column} END))::text`;
@@ -522,7 +582,12 @@ function runDetailStatement(values: { runId: string; workspaceId: string; now: s
 }
 
 /** A later page of the run `runId` names (SQL): up to `limit` steps past the sequence `after`, up to `until`, in sequence order. */
-const stepPage = (runId: string, limit: number, after: number, until: number) => `SELECT ${STEP_COLUMNS.join(', ')} FROM steps s
+const stepPage = (
+  runId: string,
+  limit: number,
+  after: number,
+  until: number,
+) => `SELECT ${STEP_COLUMNS.join(', ')} FROM steps s
   WHERE s.run_id = ${runId}::uuid AND s.sequence > ${after} AND s.sequence <= ${until} ORDER BY s.sequence LIMIT ${Math.trunc(limit)}`;
 
 /** A run detail's answer: its UTF-8 bytes, or pieces of them to send in turn. */
@@ -557,10 +622,17 @@ const CLOSE = Buffer.from(']}');
  * written to can show a later step's result than its totals count. Those pages run on `db` after
  * this returns: give it the pool, not a transaction (which would have ended by then).
  */
-export async function getRunDetailJson(db: Queryable, workspaceId: string, runId: string, now: Date,
-  pages: { first: number; later: number } = DETAIL_PAGES): Promise<RunDetailBody | null> {
+export async function getRunDetailJson(
+  db: Queryable,
+  workspaceId: string,
+  runId: string,
+  now: Date,
+  pages: { first: number; later: number } = DETAIL_PAGES,
+): Promise<RunDetailBody | null> {
   const [run, workspace, at] = [runId, workspaceId, now.toISOString()].map(escapeLiteral) as [string, string, string];
-  const rows = binaryCopyRows(await db.copyOut(runDetailStatement({ runId: run, workspaceId: workspace, now: at }, pages.first)));
+  const rows = binaryCopyRows(
+    await db.copyOut(runDetailStatement({ runId: run, workspaceId: workspace, now: at }, pages.first)),
+  );
   const head = Array.from({ length: rows.length }, (_, r) => r).find((r) => !isNull(rows, r, 0));
   if (head === undefined) return null;
   const answer = new JsonBytes(stepJsonSize(rows) + CLOSE.length);
@@ -577,7 +649,13 @@ export async function getRunDetailJson(db: Queryable, workspaceId: string, runId
   return laterPages(db, run, answer.blocks(), { after: pageLast, until: lastSequence }, pages.later);
 }
 
-async function* laterPages(db: Queryable, runId: string, opened: Buffer[], range: { after: number; until: number }, pageSteps: number) {
+async function* laterPages(
+  db: Queryable,
+  runId: string,
+  opened: Buffer[],
+  range: { after: number; until: number },
+  pageSteps: number,
+) {
   yield* opened;
   for (let after = range.after; after < range.until;) {
     const steps = binaryCopyRows(await db.copyOut(stepPage(runId, pageSteps, after, range.until)));

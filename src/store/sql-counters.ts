@@ -1,6 +1,12 @@
 /** The counter store of a daemon without Redis: it reads the records directly. */
 import type { Queryable } from './db.js';
-import { recordedSpend, type CounterScope, type CounterStore, type DailySpend, type DecisionCounters } from './counters.js';
+import {
+  recordedSpend,
+  type CounterScope,
+  type CounterStore,
+  type DailySpend,
+  type DecisionCounters,
+} from './counters.js';
 
 export class SqlCounters implements CounterStore {
   readonly kind = 'sql';

@@ -16,13 +16,25 @@ import type { CopyRows } from './binary-copy.js';
  * before migration 5.
  */
 const COLUMNS = [
-  ['id', 's.id::uuid'], ['type', 's.type::text'], ['status', 's.status::text'], ['sequence', 's.sequence::int4'],
-  ['model', 's.model::text'], ['toolName', 's.tool_name::text'], ['promptTokens', 's.prompt_tokens::int8'],
-  ['completionTokens', 's.completion_tokens::int8'], ['cachedPromptTokens', 's.cached_prompt_tokens::int8'],
-  ['cacheWriteTokens', 's.cache_write_tokens::int8'], ['reasoningTokens', 's.reasoning_tokens::int8'],
-  ['cost', 's.cost_usd::numeric'], ['duration', 's.duration_ms::int8'], ['inputJson', 's.input_json::json'],
-  ['inputJsonb', 's.input_data::jsonb'], ['outputJson', 's.output_json::json'], ['outputJsonb', 's.output_data::jsonb'],
-  ['decision', 's.decision::json'], ['createdAt', 's.created_at::timestamptz'],
+  ['id', 's.id::uuid'],
+  ['type', 's.type::text'],
+  ['status', 's.status::text'],
+  ['sequence', 's.sequence::int4'],
+  ['model', 's.model::text'],
+  ['toolName', 's.tool_name::text'],
+  ['promptTokens', 's.prompt_tokens::int8'],
+  ['completionTokens', 's.completion_tokens::int8'],
+  ['cachedPromptTokens', 's.cached_prompt_tokens::int8'],
+  ['cacheWriteTokens', 's.cache_write_tokens::int8'],
+  ['reasoningTokens', 's.reasoning_tokens::int8'],
+  ['cost', 's.cost_usd::numeric'],
+  ['duration', 's.duration_ms::int8'],
+  ['inputJson', 's.input_json::json'],
+  ['inputJsonb', 's.input_data::jsonb'],
+  ['outputJson', 's.output_json::json'],
+  ['outputJsonb', 's.output_data::jsonb'],
+  ['decision', 's.decision::json'],
+  ['createdAt', 's.created_at::timestamptz'],
 ] as const;
 export const STEP_COLUMNS: readonly string[] = COLUMNS.map(([, sql]) => sql);
 /** Where each column's offset is in a row's part of `CopyRows.at` (its length follows it). */
@@ -34,20 +46,33 @@ export const stepSequence = (rows: CopyRows, r: number, first: number): number =
 
 const ascii = (text: string) => Buffer.from(text, 'latin1');
 const KEYS = {
-  id: ascii('{"id":"'), type: ascii('","type":'), status: ascii(',"status":'), sequence: ascii(',"sequence":'),
-  model: ascii(',"model":'), toolName: ascii(',"tool_name":'), promptTokens: ascii(',"prompt_tokens":'),
-  completionTokens: ascii(',"completion_tokens":'), cachedPromptTokens: ascii(',"cached_prompt_tokens":'),
-  cacheReadTokens: ascii(',"cache_read_tokens":'), cacheWriteTokens: ascii(',"cache_write_tokens":'),
+  id: ascii('{"id":"'),
+  type: ascii('","type":'),
+  status: ascii(',"status":'),
+  sequence: ascii(',"sequence":'),
+  model: ascii(',"model":'),
+  toolName: ascii(',"tool_name":'),
+  promptTokens: ascii(',"prompt_tokens":'),
+  completionTokens: ascii(',"completion_tokens":'),
+  cachedPromptTokens: ascii(',"cached_prompt_tokens":'),
+  cacheReadTokens: ascii(',"cache_read_tokens":'),
+  cacheWriteTokens: ascii(',"cache_write_tokens":'),
   reasoningTokens: ascii(',"reasoning_tokens":'),
-  cost: ascii(',"cost_usd":'), duration: ascii(',"duration_ms":'), input: ascii(',"input_data":'),
-  output: ascii(',"output_data":'), decision: ascii(',"decision":'), createdAt: ascii(',"created_at":'), close: ascii('}'),
+  cost: ascii(',"cost_usd":'),
+  duration: ascii(',"duration_ms":'),
+  input: ascii(',"input_data":'),
+  output: ascii(',"output_data":'),
+  decision: ascii(',"decision":'),
+  createdAt: ascii(',"created_at":'),
+  close: ascii('}'),
 };
 const NULL = ascii('null');
 /**
  * Bytes a step's keys take, and the most its values do past their own bytes: the uuid, the
  * integers, the date, and 4 for each text (its quotes, or null) and each JSON value (null).
  */
-const FIXED_BYTES = Object.values(KEYS).reduce((sum, key) => sum + key.length, 0) + 36 + 11 + 8 * 20 + 32 + 4 * 4 + 3 * 4;
+const FIXED_BYTES =
+  Object.values(KEYS).reduce((sum, key) => sum + key.length, 0) + 36 + 11 + 8 * 20 + 32 + 4 * 4 + 3 * 4;
 /** The span of a JavaScript date, in milliseconds from the Unix epoch either way. */
 const MAX_DATE_MS = 8.64e15;
 /** Two hex digits per byte value. */
@@ -55,8 +80,13 @@ const HEX = ascii(Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(
 /** The escape of each byte below 0x20, and of `"` and `\`, as to_json and JSON.stringify write them. */
 const ESCAPES = new Map<number, Buffer>([
   ...Array.from({ length: 0x20 }, (_, b) => [b, ascii(`\\u00${b.toString(16).padStart(2, '0')}`)] as const),
-  [0x08, ascii('\\b')], [0x09, ascii('\\t')], [0x0a, ascii('\\n')], [0x0c, ascii('\\f')], [0x0d, ascii('\\r')],
-  [0x22, ascii('\\"')], [0x5c, ascii('\\\\')],
+  [0x08, ascii('\\b')],
+  [0x09, ascii('\\t')],
+  [0x0a, ascii('\\n')],
+  [0x0c, ascii('\\f')],
+  [0x0d, ascii('\\r')],
+  [0x22, ascii('\\"')],
+  [0x5c, ascii('\\\\')],
 ]);
 const NEEDS_ESCAPE = Uint8Array.from({ length: 256 }, (_, b) => (ESCAPES.has(b) ? 1 : 0));
 /** Postgres's epoch (2000-01-01 UTC) in JavaScript's time. */
@@ -303,9 +333,16 @@ export function writeStep(out: JsonBytes, rows: CopyRows, r: number, first: numb
   const i = 2 * (r * rows.fields + first);
   const length = (f: number) => Math.max(at[i + f + 1]!, 0);
   // Room for the step at its largest: its texts escaped at 6 bytes a byte, its JSON as it is.
-  out.room(FIXED_BYTES + numericBytes(data, at, i + F.cost)
-    + 6 * (length(F.type) + length(F.status) + length(F.model) + length(F.toolName))
-    + length(F.inputJson) + length(F.inputJsonb) + length(F.outputJson) + length(F.outputJsonb) + length(F.decision));
+  out.room(
+    FIXED_BYTES +
+      numericBytes(data, at, i + F.cost) +
+      6 * (length(F.type) + length(F.status) + length(F.model) + length(F.toolName)) +
+      length(F.inputJson) +
+      length(F.inputJsonb) +
+      length(F.outputJson) +
+      length(F.outputJsonb) +
+      length(F.decision),
+  );
   const b = out.buffer;
   let pos = out.pos;
   pos = putKey(b, pos, KEYS.id);
@@ -343,7 +380,8 @@ export function writeStep(out: JsonBytes, rows: CopyRows, r: number, first: numb
   pos = putCallerJson(b, pos, data, at, i + F.outputJson, i + F.outputJsonb);
   pos = putKey(b, pos, KEYS.decision);
   const decision = i + F.decision;
-  pos = at[decision + 1]! < 0 ? putKey(b, pos, NULL) : put(b, pos, data, at[decision]!, at[decision]! + at[decision + 1]!);
+  pos =
+    at[decision + 1]! < 0 ? putKey(b, pos, NULL) : put(b, pos, data, at[decision]!, at[decision]! + at[decision + 1]!);
   pos = putKey(b, pos, KEYS.createdAt);
   pos = putTimestamp(out, b, pos, data, at, i + F.createdAt);
   pos = putKey(b, pos, KEYS.close);

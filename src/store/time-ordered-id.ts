@@ -14,7 +14,8 @@ import { randomUUID } from 'node:crypto';
 export function timeOrderedId(nowMs: number = Date.now()): string {
   // 48 bits of milliseconds since 1970: anything else (a clock before 1970, an invalid Date's NaN)
   // would make text Postgres refuses as a uuid, or an id that sorts out of its time.
-  if (!Number.isSafeInteger(nowMs) || nowMs < 0 || nowMs >= 2 ** 48) throw new RangeError(`No UUIDv7 for the time ${nowMs}.`);
+  if (!Number.isSafeInteger(nowMs) || nowMs < 0 || nowMs >= 2 ** 48)
+    throw new RangeError(`No UUIDv7 for the time ${nowMs}.`);
   const time = nowMs.toString(16).padStart(12, '0');
   // randomUUID: xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx. Its first 48 bits and version give way.
   return `${time.slice(0, 8)}-${time.slice(8, 12)}-7${randomUUID().slice(15)}`;

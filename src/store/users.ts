@@ -54,7 +54,11 @@ export async function listUsers(
 
 /** One user with the day's spend; `forUpdate` locks the row until the transaction ends. */
 export async function getUser(
-  db: Queryable, workspaceId: string, userId: string, day: string, options: { forUpdate?: boolean } = {},
+  db: Queryable,
+  workspaceId: string,
+  userId: string,
+  day: string,
+  options: { forUpdate?: boolean } = {},
 ): Promise<SdkUserRow | null> {
   const { rows } = await db.query(
     `SELECT ${COLUMNS} FROM sdk_users u ${SPEND_JOIN} WHERE u.workspace_id = $1 AND u.user_id = $3${options.forUpdate ? ' FOR UPDATE OF u' : ''}`,
@@ -78,8 +82,14 @@ export async function upsertUser(
      ON CONFLICT (workspace_id, user_id) DO UPDATE SET
        blocked = coalesce($3, u.blocked),
        daily_budget_micros = CASE WHEN $5 THEN $4 ELSE u.daily_budget_micros END`,
-    [workspaceId, userId, changes.blocked ?? null, changes.daily_budget_micros ?? null,
-      changes.daily_budget_micros !== undefined, now],
+    [
+      workspaceId,
+      userId,
+      changes.blocked ?? null,
+      changes.daily_budget_micros ?? null,
+      changes.daily_budget_micros !== undefined,
+      now,
+    ],
   );
   const { rows } = await db.query(
     `SELECT ${COLUMNS} FROM sdk_users u ${SPEND_JOIN} WHERE u.workspace_id = $1 AND u.user_id = $3`,

@@ -110,10 +110,13 @@ export async function createApiKey(db: Queryable, workspaceId: string, name: str
   const id = randomUUID();
   const prefix = randomPrefix();
   const secret = randomBytes(32).toString('base64url');
-  await db.query(
-    'INSERT INTO api_keys (id, workspace_id, prefix, secret_sha256, name) VALUES ($1, $2, $3, $4, $5)',
-    [id, workspaceId, prefix, sha256(secret), name],
-  );
+  await db.query('INSERT INTO api_keys (id, workspace_id, prefix, secret_sha256, name) VALUES ($1, $2, $3, $4, $5)', [
+    id,
+    workspaceId,
+    prefix,
+    sha256(secret),
+    name,
+  ]);
   return { id, prefix, apiKey: `lg_${prefix}_${secret}` };
 }
 
@@ -204,9 +207,23 @@ export interface WorkspaceChanges {
   unpriced_models?: UnpricedModels;
 }
 
-const CHANGEABLE = ['name', 'daily_budget_micros', 'user_daily_budget_micros', 'monthly_run_limit', 'max_concurrent_runs', 'plan', 'retention_days', 'unpriced_models'] as const;
+const CHANGEABLE = [
+  'name',
+  'daily_budget_micros',
+  'user_daily_budget_micros',
+  'monthly_run_limit',
+  'max_concurrent_runs',
+  'plan',
+  'retention_days',
+  'unpriced_models',
+] as const;
 
-export async function updateWorkspace(db: Queryable, id: string, changes: WorkspaceChanges, now: Date): Promise<WorkspaceRow> {
+export async function updateWorkspace(
+  db: Queryable,
+  id: string,
+  changes: WorkspaceChanges,
+  now: Date,
+): Promise<WorkspaceRow> {
   const columns = CHANGEABLE.filter((c) => changes[c] !== undefined);
   const sets = columns.map((c, i) => `${c} = $${i + 3}`);
   const { rows } = await db.query(
@@ -235,9 +252,14 @@ export async function listApiKeys(db: Queryable, workspaceId: string): Promise<A
 }
 
 /** A new key for the workspace; every key it had is revoked (their prefixes are answered). */
-export async function regenerateApiKey(tx: Queryable, workspaceId: string, now: Date): Promise<IssuedKey & { revokedPrefixes: string[] }> {
+export async function regenerateApiKey(
+  tx: Queryable,
+  workspaceId: string,
+  now: Date,
+): Promise<IssuedKey & { revokedPrefixes: string[] }> {
   const { rows } = await tx.query<{ prefix: string }>(
-    'UPDATE api_keys SET revoked_at = $2 WHERE workspace_id = $1 AND revoked_at IS NULL RETURNING prefix', [workspaceId, now],
+    'UPDATE api_keys SET revoked_at = $2 WHERE workspace_id = $1 AND revoked_at IS NULL RETURNING prefix',
+    [workspaceId, now],
   );
   return { ...(await createApiKey(tx, workspaceId, 'regenerated')), revokedPrefixes: rows.map((r) => r.prefix) };
 }

@@ -21,10 +21,15 @@ describe('hardening', () => {
     const anonymous = caller(api.url, null);
     const statuses = [];
     for (let i = 0; i < 5; i++) {
-      statuses.push((await anonymous.request('POST', '/v1/auth/login', { email: 'a@example.com', password: 'whatever1' })).status);
+      statuses.push(
+        (await anonymous.request('POST', '/v1/auth/login', { email: 'a@example.com', password: 'whatever1' })).status,
+      );
     }
     expect(statuses).toEqual([401, 401, 401, 429, 429]);
-    const limited = await anonymous.request('POST', '/v1/auth/login', { email: 'a@example.com', password: 'whatever1' });
+    const limited = await anonymous.request('POST', '/v1/auth/login', {
+      email: 'a@example.com',
+      password: 'whatever1',
+    });
     expect(limited.body).toMatchObject({ code: 'RATE_LIMITED', detail: expect.any(String) });
     // Other endpoints are not limited.
     expect((await api.request('GET', '/v1/runs')).status).toBe(200);
@@ -32,7 +37,12 @@ describe('hardening', () => {
 
   it('when accounts register, log in and call with keys, then no password, key secret or token reaches the log', async () => {
     const lines: string[] = [];
-    const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
     const api = await startTestApi('postgres+sql', { logger: createLogger('trace', sink) });
     apps.push(api);
     const anonymous = caller(api.url, null);
@@ -44,8 +54,14 @@ describe('hardening', () => {
     await caller(api.url, 'lg_aaaaaaaaaaaa_wrongwrongwrongwrongwrongwrongwrong').request('GET', '/v1/runs');
     const log = lines.join('');
     expect(lines.length).toBeGreaterThan(8); // requests were logged at all
-    for (const secret of [password, reg.body.api_key, reg.body.api_key.split('_').slice(2).join('_'), login.body.access_token, reg.body.access_token,
-      'wrongwrongwrongwrong']) {
+    for (const secret of [
+      password,
+      reg.body.api_key,
+      reg.body.api_key.split('_').slice(2).join('_'),
+      login.body.access_token,
+      reg.body.access_token,
+      'wrongwrongwrongwrong',
+    ]) {
       expect(log).not.toContain(secret);
     }
   });
@@ -54,15 +70,33 @@ describe('hardening', () => {
     const api = await startTestApi('postgres+sql');
     apps.push(api);
     // A Redis that is not there: nothing listens on port 1.
-    const deadRedis = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    const deadRedis = new Redis('redis://127.0.0.1:1', {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+    });
     deadRedis.on('error', () => {});
     const deadDb = postgresDb({ connectionString: 'postgres://postgres@127.0.0.1:1/none', connectionTimeoutMs: 500 });
-    const common = { clock: { now: () => new Date() }, logger: createLogger('silent'), version: 't', bodyLimitBytes: 1024, auth: TEST_AUTH };
+    const common = {
+      clock: { now: () => new Date() },
+      logger: createLogger('silent'),
+      version: 't',
+      bodyLimitBytes: 1024,
+      auth: TEST_AUTH,
+    };
 
-    const noRedis = await buildApp({ ...common, db: api.stores.db, counters: new RedisCounters(deadRedis, api.stores.db) });
+    const noRedis = await buildApp({
+      ...common,
+      db: api.stores.db,
+      counters: new RedisCounters(deadRedis, api.stores.db),
+    });
     const a = await noRedis.inject({ method: 'GET', url: '/health' });
     expect(a.statusCode).toBe(503);
-    expect(a.json()).toMatchObject({ status: 'unavailable', checks: { database: 'ok', counters: 'unavailable' }, code: 'SERVICE_UNAVAILABLE' });
+    expect(a.json()).toMatchObject({
+      status: 'unavailable',
+      checks: { database: 'ok', counters: 'unavailable' },
+      code: 'SERVICE_UNAVAILABLE',
+    });
     expect(a.json().detail).toContain('counters');
 
     const noDb = await buildApp({ ...common, db: deadDb, counters: new SqlCounters(deadDb) });

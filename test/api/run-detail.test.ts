@@ -32,11 +32,18 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
   });
 
   /** A run with steps written straight to the table: values the API would not produce on its own. */
-  async function seededRun(steps: {
-    createdAt: string; cost: string | null; input: unknown; output: unknown; status?: string; model?: string;
-    /** Caller data in the jsonb columns that steps written before migration 5 use. */
-    legacy?: boolean;
-  }[]) {
+  async function seededRun(
+    steps: {
+      createdAt: string;
+      cost: string | null;
+      input: unknown;
+      output: unknown;
+      status?: string;
+      model?: string;
+      /** Caller data in the jsonb columns that steps written before migration 5 use. */
+      legacy?: boolean;
+    }[],
+  ) {
     const started = await api.request('POST', '/v1/runs/', { user_id: 'detail', metadata: { b: 1, a: [1.5, 'x'] } });
     expect(started.status).toBe(201);
     const runId = started.body.id as string;
@@ -45,9 +52,22 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
         `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens, completion_tokens,
            cached_prompt_tokens, cost_usd, duration_ms, ${s.legacy ? 'input_data, output_data' : 'input_json, output_json'}, decision, created_at)
          VALUES (gen_random_uuid(), $1, $2, $3, 'MODEL_CALL', $4, $10, NULL, 1234567, 0, NULL, $5, 12, $6, $7, $8, $9)`,
-        [runId, api.workspaceId, i + 1, s.status ?? 'COMPLETED', s.cost, JSON.stringify(s.input), JSON.stringify(s.output),
-          JSON.stringify({ outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' } }),
-          s.createdAt, s.model ?? 'm'],
+        [
+          runId,
+          api.workspaceId,
+          i + 1,
+          s.status ?? 'COMPLETED',
+          s.cost,
+          JSON.stringify(s.input),
+          JSON.stringify(s.output),
+          JSON.stringify({
+            outcome: 'DENY',
+            reason: 'USER_BLOCKED',
+            evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' },
+          }),
+          s.createdAt,
+          s.model ?? 'm',
+        ],
       );
     }
     // As a run from before migration 6, which kept no totals: the read sums its steps.
@@ -55,14 +75,35 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     return runId;
   }
 
-  it('when steps carry odd timestamps, costs, caller JSON and strings, then the answer has the schema\'s shape and exact costs', async () => {
+  it("when steps carry odd timestamps, costs, caller JSON and strings, then the answer has the schema's shape and exact costs", async () => {
     const runId = await seededRun([
-      { createdAt: '2026-03-01 12:00:00.999999+00', cost: '0.00000015', input: { z: 1, a: { n: 1e-7, big: 1e21, s: 'é"\\\n\u0001' } }, output: null },
-      { createdAt: '2026-03-01 12:00:01.000001+00', cost: '0.000123456789012345678901', input: null, output: { arr: [1, 2.50, true, null] },
-        model: 'gpt "4o"\\\n\u0007é' },
+      {
+        createdAt: '2026-03-01 12:00:00.999999+00',
+        cost: '0.00000015',
+        input: { z: 1, a: { n: 1e-7, big: 1e21, s: 'é"\\\n\u0001' } },
+        output: null,
+      },
+      {
+        createdAt: '2026-03-01 12:00:01.000001+00',
+        cost: '0.000123456789012345678901',
+        input: null,
+        output: { arr: [1, 2.5, true, null] },
+        model: 'gpt "4o"\\\n\u0007é',
+      },
       { createdAt: '1999-12-31 23:59:59.9995+00', cost: '0', input: {}, output: {} },
-      { createdAt: '2026-03-01 13:00:00+02', cost: null, input: { prompt: 'Step ' + 'x'.repeat(300) }, output: { finish_reason: 'stop' } },
-      { createdAt: '2026-03-01 12:00:02.12+00', cost: '12345.678900', input: { k: 0.1 }, output: { k: -0 }, status: 'BLOCKED' },
+      {
+        createdAt: '2026-03-01 13:00:00+02',
+        cost: null,
+        input: { prompt: 'Step ' + 'x'.repeat(300) },
+        output: { finish_reason: 'stop' },
+      },
+      {
+        createdAt: '2026-03-01 12:00:02.12+00',
+        cost: '12345.678900',
+        input: { k: 0.1 },
+        output: { k: -0 },
+        status: 'BLOCKED',
+      },
     ]);
     const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${api.apiKey}` } });
     expect(res.status).toBe(200);
@@ -73,10 +114,19 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(JSON.parse(schemaSerializer(body))).toEqual(body);
 
     expect(body.steps.map((s: { created_at: string }) => s.created_at)).toEqual([
-      '2026-03-01T12:00:00.999Z', '2026-03-01T12:00:01.000Z', '1999-12-31T23:59:59.999Z', '2026-03-01T11:00:00.000Z',
+      '2026-03-01T12:00:00.999Z',
+      '2026-03-01T12:00:01.000Z',
+      '1999-12-31T23:59:59.999Z',
+      '2026-03-01T11:00:00.000Z',
       '2026-03-01T12:00:02.120Z',
     ]);
-    expect(body.steps.map((s: { cost_usd: number | null }) => s.cost_usd)).toEqual([1.5e-7, 0.00012345678901234568, 0, null, 12345.6789]);
+    expect(body.steps.map((s: { cost_usd: number | null }) => s.cost_usd)).toEqual([
+      1.5e-7,
+      0.00012345678901234568,
+      0,
+      null,
+      12345.6789,
+    ]);
     // Costs as numeric writes them, trailing zeros dropped: exact, not rounded to a double.
     expect(text).toContain('"cost_usd":0.00000015,');
     expect(text).toContain('"cost_usd":0.000123456789012345678901,');
@@ -84,14 +134,18 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     expect(body.steps[1].model).toBe('gpt "4o"\\\n\u0007é');
     expect(body.steps[0].input_data).toEqual({ z: 1, a: { n: 1e-7, big: 1e21, s: 'é"\\\n\u0001' } });
     expect(body.steps[1].output_data).toEqual({ arr: [1, 2.5, true, null] });
-    expect(body.steps[0].decision).toEqual({ outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' } });
+    expect(body.steps[0].decision).toEqual({
+      outcome: 'DENY',
+      reason: 'USER_BLOCKED',
+      evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' },
+    });
     expect(body.steps[0].prompt_tokens).toBe(1234567);
     expect(body).toMatchObject({ step_count: 5, total_tokens: 5 * 1234567, metadata: { b: 1, a: [1.5, 'x'] } });
     expect(Object.keys(body.steps[0])).toEqual(Object.keys(RunDetail.properties.steps.items.properties));
     expect(Object.keys(body)).toEqual(Object.keys(RunDetail.properties));
   });
 
-  it('when steps were written before migration 5 (caller data in jsonb), then their data reads as the others\'', async () => {
+  it("when steps were written before migration 5 (caller data in jsonb), then their data reads as the others'", async () => {
     const input = { zz: 1, a: { s: 'é"\\\n', n: [1, 2.5, null] } };
     const output = { finish_reason: 'stop', usage: { total: 7 } };
     const runId = await seededRun([
@@ -102,17 +156,31 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     ]);
     const res = await api.request('GET', `/v1/runs/${runId}`);
     expect(res.status).toBe(200);
-    expect(res.body.steps.map((s: { input_data: unknown; output_data: unknown }) => [s.input_data, s.output_data]))
-      .toEqual([[input, output], [input, output], [null, null], [null, null]]);
+    expect(
+      res.body.steps.map((s: { input_data: unknown; output_data: unknown }) => [s.input_data, s.output_data]),
+    ).toEqual([
+      [input, output],
+      [input, output],
+      [null, null],
+      [null, null],
+    ]);
   });
 
-  it('when a step is written and finished through the API, then its caller data keeps the caller\'s key order', async () => {
+  it("when a step is written and finished through the API, then its caller data keeps the caller's key order", async () => {
     const started = await api.request('POST', '/v1/runs/', { user_id: 'detail-order' });
     const runId = started.body.id as string;
     // jsonb would write these keys shortest first: `a` before `zz`.
-    const step = await api.request('POST', `/v1/runs/${runId}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 't', input_data: { zz: 1, a: { yy: 2, b: 3 } } });
+    const step = await api.request('POST', `/v1/runs/${runId}/steps`, {
+      type: 'TOOL_CALL',
+      sequence: 1,
+      tool_name: 't',
+      input_data: { zz: 1, a: { yy: 2, b: 3 } },
+    });
     expect(step.status).toBe(201);
-    const patched = await api.request('PATCH', `/v1/runs/${runId}/steps/${step.body.id}`, { status: 'COMPLETED', output_data: { zz: [1], a: 'x' } });
+    const patched = await api.request('PATCH', `/v1/runs/${runId}/steps/${step.body.id}`, {
+      status: 'COMPLETED',
+      output_data: { zz: [1], a: 'x' },
+    });
     expect(patched.status).toBe(200);
     const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${api.apiKey}` } });
     const text = await res.text();
@@ -129,24 +197,44 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
       await tx.query("SET LOCAL TimeZone = 'America/St_Johns'");
       return textOf(await getRunDetailJson(tx, api.workspaceId, runId, new Date()));
     });
-    expect(JSON.parse(detail).steps.map((s: { created_at: string }) => s.created_at)).toEqual(['2026-03-01T12:00:00.123Z', '2026-03-02T04:59:59.999Z']);
+    expect(JSON.parse(detail).steps.map((s: { created_at: string }) => s.created_at)).toEqual([
+      '2026-03-01T12:00:00.123Z',
+      '2026-03-02T04:59:59.999Z',
+    ]);
   });
 
   it('when a RUNNING run is read, then duration_ms runs to the given now, each end cut to the millisecond as a JavaScript date is', async () => {
     const runId = await seededRun([]);
     await api.stores.db.query(`UPDATE runs SET started_at = '2026-03-01 12:00:00.9996+00' WHERE id = $1`, [runId]);
-    const read = async (now: string) => JSON.parse(await textOf(await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(now))));
-    expect(await read('2026-03-01T12:00:01.500Z')).toMatchObject({ status: 'RUNNING', started_at: '2026-03-01T12:00:00.999Z', ended_at: null, duration_ms: 501 });
+    const read = async (now: string) =>
+      JSON.parse(await textOf(await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(now))));
+    expect(await read('2026-03-01T12:00:01.500Z')).toMatchObject({
+      status: 'RUNNING',
+      started_at: '2026-03-01T12:00:00.999Z',
+      ended_at: null,
+      duration_ms: 501,
+    });
     // A clock behind the start reads 0, not a negative duration.
     expect((await read('2026-03-01T11:00:00.000Z')).duration_ms).toBe(0);
-    await api.stores.db.query(`UPDATE runs SET status = 'COMPLETED', ended_at = '2026-03-02 12:00:00.0004+00' WHERE id = $1`, [runId]);
-    expect(await read('2030-01-01T00:00:00.000Z')).toMatchObject({ ended_at: '2026-03-02T12:00:00.000Z', duration_ms: 86_399_001 });
+    await api.stores.db.query(
+      `UPDATE runs SET status = 'COMPLETED', ended_at = '2026-03-02 12:00:00.0004+00' WHERE id = $1`,
+      [runId],
+    );
+    expect(await read('2030-01-01T00:00:00.000Z')).toMatchObject({
+      ended_at: '2026-03-02T12:00:00.000Z',
+      duration_ms: 86_399_001,
+    });
   });
 
-  it('when a one-page run is read, then its length is the body\'s, and HEAD answers the same length', async () => {
-    const runId = await seededRun([{ createdAt: '2026-03-01 12:00:00+00', cost: '0.5', input: { s: 'é✓😀' }, output: null }]);
+  it("when a one-page run is read, then its length is the body's, and HEAD answers the same length", async () => {
+    const runId = await seededRun([
+      { createdAt: '2026-03-01 12:00:00+00', cost: '0.5', input: { s: 'é✓😀' }, output: null },
+    ]);
     // Ended: a RUNNING run's duration, and so its length, grows between two reads.
-    await api.stores.db.query(`UPDATE runs SET status = 'COMPLETED', ended_at = started_at + interval '1 second' WHERE id = $1`, [runId]);
+    await api.stores.db.query(
+      `UPDATE runs SET status = 'COMPLETED', ended_at = started_at + interval '1 second' WHERE id = $1`,
+      [runId],
+    );
     const headers = { authorization: `Bearer ${api.apiKey}` };
     const get = await fetch(`${api.url}/v1/runs/${runId}`, { headers });
     const bytes = Buffer.from(await get.arrayBuffer());
@@ -183,7 +271,11 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     );
     // The totals, as the daemon's writes keep them.
     await api.stores.db.query('UPDATE runs SET step_count = $2 WHERE id = $1', [runId, count]);
-    await api.stores.db.query('INSERT INTO run_totals VALUES ($1, $2, $3)', [runId, 5 * count, (0.000001 * count).toFixed(6)]);
+    await api.stores.db.query('INSERT INTO run_totals VALUES ($1, $2, $3)', [
+      runId,
+      5 * count,
+      (0.000001 * count).toFixed(6),
+    ]);
     return runId;
   }
 
@@ -217,20 +309,26 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
       expect(res.headers.get('content-length') === null).toBe(count > DETAIL_PAGES.first);
       const body = await res.json();
       expect(body).toMatchObject({ step_count: count, total_tokens: 5 * count });
-      expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
-      expect(body.steps.map((s: { input_data: { n: number } }) => s.input_data.n)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
+      expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual(
+        Array.from({ length: count }, (_, i) => i + 1),
+      );
+      expect(body.steps.map((s: { input_data: { n: number } }) => s.input_data.n)).toEqual(
+        Array.from({ length: count }, (_, i) => i + 1),
+      );
       expect(JSON.parse(schemaSerializer(body))).toEqual(body);
     },
   );
 
-  it('when a run\'s step count is short (steps a daemon from before migration 6 wrote), then every step is still listed', async () => {
+  it("when a run's step count is short (steps a daemon from before migration 6 wrote), then every step is still listed", async () => {
     const count = DETAIL_PAGES.first + 2 * DETAIL_PAGES.later + 7;
     const runId = await runOfSteps(count);
     await api.stores.db.query('UPDATE runs SET step_count = 3 WHERE id = $1', [runId]);
     const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${api.apiKey}` } });
     const body = await res.json();
     expect(body.step_count).toBe(3);
-    expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
+    expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual(
+      Array.from({ length: count }, (_, i) => i + 1),
+    );
   });
 
   it('when steps are written while a paged run is read, then the answer lists the steps its first read counted', async () => {
@@ -266,7 +364,8 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     let statements = 0;
     db.copyOut = async (query: string) => {
       if (query.includes('FROM steps s')) statements++;
-      if (fail(query)) throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
+      if (fail(query))
+        throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
       return original.call(db, query);
     };
     try {
@@ -280,7 +379,8 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
   it('when a paged run is asked with HEAD, then it answers 200 and reads no page past the first', async () => {
     const runId = await runOfSteps(DETAIL_PAGES.first + 1);
     const { result: res, statements } = await watchingQueries(() =>
-      fetch(`${api.url}/v1/runs/${runId}`, { method: 'HEAD', headers: { authorization: `Bearer ${api.apiKey}` } }));
+      fetch(`${api.url}/v1/runs/${runId}`, { method: 'HEAD', headers: { authorization: `Bearer ${api.apiKey}` } }),
+    );
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
     await new Promise((resolve) => setTimeout(resolve, 200)); // a page read after the answer would land here
@@ -291,10 +391,19 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     const runId = await runOfSteps(DETAIL_PAGES.first + 1);
     const headers = { authorization: `Bearer ${api.apiKey}` };
     // A later page's statement is the only one that starts past a sequence.
-    const { result: read } = await watchingQueries(async () => {
-      const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers });
-      return { status: res.status, text: await res.text().then(() => 'whole', (error: Error) => error.message) };
-    }, (query) => query.includes('s.sequence >'));
+    const { result: read } = await watchingQueries(
+      async () => {
+        const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers });
+        return {
+          status: res.status,
+          text: await res.text().then(
+            () => 'whole',
+            (error: Error) => error.message,
+          ),
+        };
+      },
+      (query) => query.includes('s.sequence >'),
+    );
     // The status went with the first page: a cut answer is all that is left to say.
     expect(read).toEqual({ status: 200, text: 'terminated' });
     const again = await fetch(`${api.url}/v1/runs/${runId}`, { headers });
@@ -310,10 +419,18 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     );
     // The run's own start too: Postgres has no text for an infinite date, and concat would drop it.
     await api.stores.db.query(`UPDATE runs SET started_at = '-infinity' WHERE id = $1`, [runId]);
-    const body = JSON.parse(await textOf(await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), { first: 2, later: 2 })));
+    const body = JSON.parse(
+      await textOf(await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), { first: 2, later: 2 })),
+    );
     expect(body).toMatchObject({ started_at: null, duration_ms: null });
     expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual([1, 2, 3, 4, 5]);
-    expect(body.steps.map((s: { created_at: string | null }) => s.created_at === null)).toEqual([true, true, false, false, false]);
+    expect(body.steps.map((s: { created_at: string | null }) => s.created_at === null)).toEqual([
+      true,
+      true,
+      false,
+      false,
+      false,
+    ]);
     expect(body.steps[2].cost_usd).toBeNull();
     expect(body.steps[3].cost_usd).toBe(0.000001);
   });

@@ -51,14 +51,31 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       const run = await startRun('alice', { metadata: { ticket: 42, tags: ['a'] } });
       expect(run).toMatchObject({ user_id: 'alice', status: 'RUNNING', decision: { outcome: 'ALLOW', reason: null } });
       expect(Object.keys(run.decision.evaluated_rules)).toEqual([
-        'kill_switch', 'user_blocked', 'workspace_daily_budget', 'user_daily_budget', 'monthly_run_limit', 'max_concurrent_runs',
+        'kill_switch',
+        'user_blocked',
+        'workspace_daily_budget',
+        'user_daily_budget',
+        'monthly_run_limit',
+        'max_concurrent_runs',
       ]);
       const s1 = await step(run.id, 1, { input_data: { prompt: 'hi' } });
       expect(s1.status).toBe(201);
       expect(s1.body).toMatchObject({ status: 'ALLOWED', sequence: 1, decision: { outcome: 'ALLOW', reason: null } });
-      const s2 = await api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 2, tool_name: 'search' });
-      expect((await finish(run.id, s1.body.id, { status: 'COMPLETED', duration_ms: 12, prompt_tokens: 10, completion_tokens: 5 })).body)
-        .toEqual({ id: s1.body.id, status: 'COMPLETED' });
+      const s2 = await api.request('POST', `/v1/runs/${run.id}/steps`, {
+        type: 'TOOL_CALL',
+        sequence: 2,
+        tool_name: 'search',
+      });
+      expect(
+        (
+          await finish(run.id, s1.body.id, {
+            status: 'COMPLETED',
+            duration_ms: 12,
+            prompt_tokens: 10,
+            completion_tokens: 5,
+          })
+        ).body,
+      ).toEqual({ id: s1.body.id, status: 'COMPLETED' });
       expect((await finish(run.id, s2.body.id, { status: 'FAILED', duration_ms: 3 })).body.status).toBe('FAILED');
 
       const ended = await api.request('POST', `/v1/runs/${run.id}/end`, { status: 'COMPLETED' });
@@ -68,19 +85,35 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       const detail = await api.request('GET', `/v1/runs/${run.id}`);
       expect(detail.status).toBe(200);
       expect(detail.body).toMatchObject({
-        id: run.id, user_id: 'alice', status: 'COMPLETED', metadata: { ticket: 42, tags: ['a'] },
-        ended_at: ended.body.ended_at, step_count: 2, total_tokens: 15, total_cost_usd: 0,
+        id: run.id,
+        user_id: 'alice',
+        status: 'COMPLETED',
+        metadata: { ticket: 42, tags: ['a'] },
+        ended_at: ended.body.ended_at,
+        step_count: 2,
+        total_tokens: 15,
+        total_cost_usd: 0,
       });
       expect(detail.body.duration_ms).toBe(Date.parse(ended.body.ended_at) - Date.parse(detail.body.started_at));
       expect(detail.body.steps.map((s: any) => [s.sequence, s.type, s.status])).toEqual([
-        [1, 'MODEL_CALL', 'COMPLETED'], [2, 'TOOL_CALL', 'FAILED'],
+        [1, 'MODEL_CALL', 'COMPLETED'],
+        [2, 'TOOL_CALL', 'FAILED'],
       ]);
       expect(detail.body.steps[0]).toMatchObject({
-        model: 'm', tool_name: null, prompt_tokens: 10, completion_tokens: 5, duration_ms: 12, cost_usd: null,
-        input_data: { prompt: 'hi' }, decision: { outcome: 'ALLOW', reason: null, evaluated_rules: { kill_switch: 'PASS' } },
+        model: 'm',
+        tool_name: null,
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        duration_ms: 12,
+        cost_usd: null,
+        input_data: { prompt: 'hi' },
+        decision: { outcome: 'ALLOW', reason: null, evaluated_rules: { kill_switch: 'PASS' } },
       });
       expect(Object.keys(detail.body.steps[0].decision.evaluated_rules)).toEqual([
-        'kill_switch', 'user_blocked', 'workspace_daily_budget', 'user_daily_budget',
+        'kill_switch',
+        'user_blocked',
+        'workspace_daily_budget',
+        'user_daily_budget',
       ]);
       expect(detail.body.steps[1]).toMatchObject({ tool_name: 'search', prompt_tokens: null, completion_tokens: null });
     });
@@ -114,24 +147,38 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       expect((await api.request('GET', `/v1/runs/${run.id}`)).body.step_count).toBe(1);
     });
 
-    it('when a path spells ids in uppercase, then they name the same run and step, and the step\'s cost counts', async () => {
+    it("when a path spells ids in uppercase, then they name the same run and step, and the step's cost counts", async () => {
       const ws = await freshWorkspace({ daily_budget_micros: 100_000 });
       await ws.api.request('PUT', '/v1/model-pricing/dime', { input_cost_per_token: 0.1, output_cost_per_token: 0 });
       const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body;
       const RUN = run.id.toUpperCase();
-      const s = await ws.api.request('POST', `/v1/runs/${RUN}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'dime' });
+      const s = await ws.api.request('POST', `/v1/runs/${RUN}/steps`, {
+        type: 'MODEL_CALL',
+        sequence: 1,
+        model: 'dime',
+      });
       expect(s.status).toBe(201);
       expect(s.body.run_id).toBe(run.id);
-      const finished = await ws.api.request('PATCH', `/v1/runs/${RUN}/steps/${s.body.id.toUpperCase()}`, { status: 'COMPLETED', prompt_tokens: 1 });
+      const finished = await ws.api.request('PATCH', `/v1/runs/${RUN}/steps/${s.body.id.toUpperCase()}`, {
+        status: 'COMPLETED',
+        prompt_tokens: 1,
+      });
       expect(finished.status).toBe(200);
       expect(finished.body).toEqual({ id: s.body.id, status: 'COMPLETED' });
       // Its 0.1 USD reached the budget: the next step is denied.
-      const next = await ws.api.request('POST', `/v1/runs/${RUN}/steps`, { type: 'MODEL_CALL', sequence: 2, model: 'dime' });
+      const next = await ws.api.request('POST', `/v1/runs/${RUN}/steps`, {
+        type: 'MODEL_CALL',
+        sequence: 2,
+        model: 'dime',
+      });
       expect(next.body).toMatchObject({ status: 'BLOCKED', decision: { reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED' } });
       const ended = await ws.api.request('POST', `/v1/runs/${RUN}/end`, { status: 'COMPLETED' });
       expect(ended.status).toBe(200);
       expect(ended.body.id).toBe(run.id);
-      expect((await ws.api.request('GET', '/v1/usage')).body).toMatchObject({ concurrent_runs: 0, workspace_daily_spend_usd: 0.1 });
+      expect((await ws.api.request('GET', '/v1/usage')).body).toMatchObject({
+        concurrent_runs: 0,
+        workspace_daily_spend_usd: 0.1,
+      });
       // A form that ajv's uuid format takes and Postgres does not: refused as malformed, not a 500.
       const urn = await ws.api.request('GET', `/v1/runs/urn:uuid:${run.id}`);
       expect(urn.status).toBe(422);
@@ -149,7 +196,13 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
         finish(run.id, UNKNOWN, { status: 'COMPLETED' }),
       ]);
       expect(cases.map((c) => c.status)).toEqual([404, 404, 404, 404, 404]);
-      expect(cases.map((c) => c.body.code)).toEqual(['RUN_NOT_FOUND', 'RUN_NOT_FOUND', 'RUN_NOT_FOUND', 'STEP_NOT_FOUND', 'STEP_NOT_FOUND']);
+      expect(cases.map((c) => c.body.code)).toEqual([
+        'RUN_NOT_FOUND',
+        'RUN_NOT_FOUND',
+        'RUN_NOT_FOUND',
+        'STEP_NOT_FOUND',
+        'STEP_NOT_FOUND',
+      ]);
     });
 
     it("when another workspace's run is addressed, then 404 as if it did not exist", async () => {
@@ -174,7 +227,8 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       const res = await ws.api.request('POST', '/v1/runs', { user_id: 'u' });
       expect(res.status).toBe(201);
       expect(res.body).toMatchObject({
-        status: 'BLOCKED', decision: { outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE', evaluated_rules: { kill_switch: 'DENY' } },
+        status: 'BLOCKED',
+        decision: { outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE', evaluated_rules: { kill_switch: 'DENY' } },
       });
       const detail = (await ws.api.request('GET', `/v1/runs/${res.body.id}`)).body;
       expect(detail).toMatchObject({ status: 'BLOCKED', duration_ms: 0, decision: { reason: 'KILL_SWITCH_ACTIVE' } });
@@ -183,10 +237,16 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
 
     it('when a user is blocked, then their starts are denied USER_BLOCKED and other users are not', async () => {
       const ws = await freshWorkspace();
-      await api.stores.db.query('INSERT INTO sdk_users (workspace_id, user_id, blocked) VALUES ($1, $2, true)', [ws.workspaceId, 'bad']);
+      await api.stores.db.query('INSERT INTO sdk_users (workspace_id, user_id, blocked) VALUES ($1, $2, true)', [
+        ws.workspaceId,
+        'bad',
+      ]);
       const bad = await ws.api.request('POST', '/v1/runs', { user_id: 'bad' });
       expect(bad.body.decision).toEqual({
-        outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' }, detail: { user_blocked: true },
+        outcome: 'DENY',
+        reason: 'USER_BLOCKED',
+        evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' },
+        detail: { user_blocked: true },
       });
       expect((await ws.api.request('POST', '/v1/runs', { user_id: 'good' })).body.status).toBe('RUNNING');
     });
@@ -206,7 +266,8 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
     it('when a user has a budget override, then it replaces the workspace per-user budget', async () => {
       const ws = await freshWorkspace({ user_daily_budget_micros: 0 });
       await api.stores.db.query(
-        'INSERT INTO sdk_users (workspace_id, user_id, daily_budget_micros) VALUES ($1, $2, 5000000)', [ws.workspaceId, 'vip'],
+        'INSERT INTO sdk_users (workspace_id, user_id, daily_budget_micros) VALUES ($1, $2, 5000000)',
+        [ws.workspaceId, 'vip'],
       );
       expect((await ws.api.request('POST', '/v1/runs', { user_id: 'vip' })).body.status).toBe('RUNNING');
       expect((await ws.api.request('POST', '/v1/runs', { user_id: 'other' })).body.status).toBe('BLOCKED');
@@ -220,8 +281,11 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       expect(statuses[2].decision.reason).toBe('MONTHLY_RUN_LIMIT_EXCEEDED');
       expect(Object.keys(statuses[2].decision.evaluated_rules)).toHaveLength(5);
       // Ending runs frees concurrency, not the month.
-      for (const r of statuses.slice(0, 2)) await ws.api.request('POST', `/v1/runs/${r.id}/end`, { status: 'COMPLETED' });
-      expect((await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body.decision.reason).toBe('MONTHLY_RUN_LIMIT_EXCEEDED');
+      for (const r of statuses.slice(0, 2))
+        await ws.api.request('POST', `/v1/runs/${r.id}/end`, { status: 'COMPLETED' });
+      expect((await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body.decision.reason).toBe(
+        'MONTHLY_RUN_LIMIT_EXCEEDED',
+      );
     });
 
     it('when the concurrency limit is reached, then starts are denied until a run ends', async () => {
@@ -230,10 +294,15 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       const second = (await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body;
       expect(first.status).toBe('RUNNING');
       expect(second.decision).toEqual({
-        outcome: 'DENY', reason: 'MAX_CONCURRENT_RUNS_EXCEEDED',
+        outcome: 'DENY',
+        reason: 'MAX_CONCURRENT_RUNS_EXCEEDED',
         evaluated_rules: {
-          kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS',
-          monthly_run_limit: 'PASS', max_concurrent_runs: 'DENY',
+          kill_switch: 'PASS',
+          user_blocked: 'PASS',
+          workspace_daily_budget: 'PASS',
+          user_daily_budget: 'PASS',
+          monthly_run_limit: 'PASS',
+          max_concurrent_runs: 'DENY',
         },
         detail: { running: 1, limit: 1 },
       });
@@ -268,24 +337,40 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
     it('when the kill switch is turned on mid-run, then the next step is BLOCKED and stored as an audit record', async () => {
       const ws = await freshWorkspace();
       const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body;
-      expect((await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 1 })).body.status).toBe('ALLOWED');
+      expect(
+        (await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 1 })).body.status,
+      ).toBe('ALLOWED');
       expect((await ws.api.request('POST', '/v1/workspace/kill-switch', { active: true })).status).toBe(200);
-      const denied = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 2, model: 'm' });
+      const denied = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, {
+        type: 'MODEL_CALL',
+        sequence: 2,
+        model: 'm',
+      });
       expect(denied.status).toBe(201);
-      expect(denied.body).toMatchObject({ status: 'BLOCKED', decision: { outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE' } });
-      const blockedPatch = await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${denied.body.id}`, { status: 'COMPLETED' });
+      expect(denied.body).toMatchObject({
+        status: 'BLOCKED',
+        decision: { outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE' },
+      });
+      const blockedPatch = await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${denied.body.id}`, {
+        status: 'COMPLETED',
+      });
       expect(blockedPatch.status).toBe(409);
       const detail = (await ws.api.request('GET', `/v1/runs/${run.id}`)).body;
       expect(detail.steps.map((s: any) => s.status)).toEqual(['ALLOWED', 'BLOCKED']);
       expect(detail.steps[1].decision.evaluated_rules).toEqual({ kill_switch: 'DENY' });
       await ws.api.request('POST', '/v1/workspace/kill-switch', { active: false });
-      expect((await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 3 })).body.status).toBe('ALLOWED');
+      expect(
+        (await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 3 })).body.status,
+      ).toBe('ALLOWED');
     });
 
     it('when a user is blocked mid-run, then the next step is denied USER_BLOCKED', async () => {
       const ws = await freshWorkspace();
       const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'mallory' })).body;
-      await api.stores.db.query('UPDATE sdk_users SET blocked = true WHERE workspace_id = $1 AND user_id = $2', [ws.workspaceId, 'mallory']);
+      await api.stores.db.query('UPDATE sdk_users SET blocked = true WHERE workspace_id = $1 AND user_id = $2', [
+        ws.workspaceId,
+        'mallory',
+      ]);
       const res = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 1 });
       expect(res.body.decision).toMatchObject({ outcome: 'DENY', reason: 'USER_BLOCKED' });
     });
@@ -295,23 +380,52 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       await ws.api.request('PUT', '/v1/model-pricing/priced', { input_cost_per_token: 0.1, output_cost_per_token: 0 });
       const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body;
       for (const seq of [1, 2, 3]) {
-        const s = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: seq, model: 'priced' });
+        const s = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, {
+          type: 'MODEL_CALL',
+          sequence: seq,
+          model: 'priced',
+        });
         expect(s.body.status).toBe('ALLOWED'); // spend before each: 0, 0.1, 0.2 < 0.25
-        await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, { status: 'COMPLETED', prompt_tokens: 1, completion_tokens: 0 });
+        await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, {
+          status: 'COMPLETED',
+          prompt_tokens: 1,
+          completion_tokens: 0,
+        });
       }
-      const fourth = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 4, model: 'priced' });
+      const fourth = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, {
+        type: 'MODEL_CALL',
+        sequence: 4,
+        model: 'priced',
+      });
       expect(fourth.body.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
       // A new run start is denied too, by the same budget.
-      expect((await ws.api.request('POST', '/v1/runs', { user_id: 'other' })).body.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
+      expect((await ws.api.request('POST', '/v1/runs', { user_id: 'other' })).body.decision.reason).toBe(
+        'WORKSPACE_DAILY_BUDGET_EXCEEDED',
+      );
     });
 
     it("when a user's spend reaches the per-user budget, then only that user's steps are denied", async () => {
       const ws = await freshWorkspace({ user_daily_budget_micros: 100_000 });
-      await ws.api.request('PUT', '/v1/model-pricing/priced', { input_cost_per_token: 0.05, output_cost_per_token: 0.05 });
+      await ws.api.request('PUT', '/v1/model-pricing/priced', {
+        input_cost_per_token: 0.05,
+        output_cost_per_token: 0.05,
+      });
       const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'spender' })).body;
-      const s = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'priced' });
-      await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, { status: 'COMPLETED', prompt_tokens: 1, completion_tokens: 1 });
-      const next = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 2, model: 'priced' });
+      const s = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, {
+        type: 'MODEL_CALL',
+        sequence: 1,
+        model: 'priced',
+      });
+      await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, {
+        status: 'COMPLETED',
+        prompt_tokens: 1,
+        completion_tokens: 1,
+      });
+      const next = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, {
+        type: 'MODEL_CALL',
+        sequence: 2,
+        model: 'priced',
+      });
       expect(next.body.decision).toMatchObject({ reason: 'USER_DAILY_BUDGET_EXCEEDED' });
       expect((await ws.api.request('POST', '/v1/runs', { user_id: 'saver' })).body.status).toBe('RUNNING');
     });
@@ -323,26 +437,52 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       await ws.api.request('PUT', '/v1/model-pricing/dime', { input_cost_per_token: 0.1, output_cost_per_token: 0 });
       const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body;
       for (const seq of [1, 2, 3]) {
-        const s = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: seq, model: 'dime' });
-        await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, { status: 'COMPLETED', prompt_tokens: 1 });
+        const s = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, {
+          type: 'MODEL_CALL',
+          sequence: seq,
+          model: 'dime',
+        });
+        await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, {
+          status: 'COMPLETED',
+          prompt_tokens: 1,
+        });
       }
       const detail = (await ws.api.request('GET', `/v1/runs/${run.id}`)).body;
       expect(detail.total_cost_usd).toBe(0.3);
       expect(detail.steps.map((s: any) => s.cost_usd)).toEqual([0.1, 0.1, 0.1]);
       const listed = (await ws.api.request('GET', '/v1/runs')).body.items[0];
       expect(listed).toMatchObject({ id: run.id, total_cost_usd: 0.3, total_tokens: 3, step_count: 3 });
-      const spend = await api.stores.db.query<{ spend_micros: string }>('SELECT spend_micros FROM usage_daily WHERE workspace_id = $1', [ws.workspaceId]);
+      const spend = await api.stores.db.query<{ spend_micros: string }>(
+        'SELECT spend_micros FROM usage_daily WHERE workspace_id = $1',
+        [ws.workspaceId],
+      );
       expect(Number(spend.rows[0]!.spend_micros)).toBe(300_000);
     });
 
     it('when prices are per-token fractions, then cost is exact: prompt x input + completion x output', async () => {
       const ws = await freshWorkspace();
-      const price = await ws.api.request('PUT', '/v1/model-pricing/gpt-4o-mini', { input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7 });
+      const price = await ws.api.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
+        input_cost_per_token: 1.5e-7,
+        output_cost_per_token: 6e-7,
+      });
       expect(price.status).toBe(200);
-      expect(price.body).toMatchObject({ model: 'gpt-4o-mini', input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7, is_active: true });
+      expect(price.body).toMatchObject({
+        model: 'gpt-4o-mini',
+        input_cost_per_token: 1.5e-7,
+        output_cost_per_token: 6e-7,
+        is_active: true,
+      });
       const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body;
-      const s = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'gpt-4o-mini' });
-      await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, { status: 'COMPLETED', prompt_tokens: 1234, completion_tokens: 567 });
+      const s = await ws.api.request('POST', `/v1/runs/${run.id}/steps`, {
+        type: 'MODEL_CALL',
+        sequence: 1,
+        model: 'gpt-4o-mini',
+      });
+      await ws.api.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, {
+        status: 'COMPLETED',
+        prompt_tokens: 1234,
+        completion_tokens: 567,
+      });
       const detail = (await ws.api.request('GET', `/v1/runs/${run.id}`)).body;
       // 1234 x 0.00000015 + 567 x 0.0000006 = 0.0001851 + 0.0003402 = 0.0005253
       expect(detail.steps[0].cost_usd).toBe(0.0005253);
@@ -352,7 +492,10 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       const run = await startRun();
       const unpriced = await step(run.id, 1, { model: 'nobody-priced-this' });
       await finish(run.id, unpriced.body.id, { status: 'COMPLETED', prompt_tokens: 100, completion_tokens: 100 });
-      await api.request('PUT', '/v1/model-pricing/priced2', { input_cost_per_token: 0.001, output_cost_per_token: 0.002 });
+      await api.request('PUT', '/v1/model-pricing/priced2', {
+        input_cost_per_token: 0.001,
+        output_cost_per_token: 0.002,
+      });
       const noTokens = await step(run.id, 2, { model: 'priced2' });
       await finish(run.id, noTokens.body.id, { status: 'COMPLETED', duration_ms: 1 });
       const steps = (await api.request('GET', `/v1/runs/${run.id}`)).body.steps;
@@ -361,15 +504,33 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
 
     it('when a pricing entry is upserted again, then it is updated in place and listed once', async () => {
       const ws = await freshWorkspace();
-      const a = await ws.api.request('PUT', '/v1/model-pricing/x', { input_cost_per_token: 1, output_cost_per_token: 2 });
-      const b = await ws.api.request('PUT', '/v1/model-pricing/x', { input_cost_per_token: 3, output_cost_per_token: 4 });
+      const a = await ws.api.request('PUT', '/v1/model-pricing/x', {
+        input_cost_per_token: 1,
+        output_cost_per_token: 2,
+      });
+      const b = await ws.api.request('PUT', '/v1/model-pricing/x', {
+        input_cost_per_token: 3,
+        output_cost_per_token: 4,
+      });
       expect(b.body.id).toBe(a.body.id);
-      await ws.api.request('PUT', '/v1/model-pricing/off', { input_cost_per_token: 1, output_cost_per_token: 1, is_active: false });
+      await ws.api.request('PUT', '/v1/model-pricing/off', {
+        input_cost_per_token: 1,
+        output_cost_per_token: 1,
+        is_active: false,
+      });
       const list = await ws.api.request('GET', '/v1/model-pricing/');
-      expect(list.body).toEqual([{
-        id: a.body.id, model: 'x', input_cost_per_token: 3, output_cost_per_token: 4, cache_read_input_cost_per_token: null,
-        cache_write_input_cost_per_token: null, is_active: true, source: 'user',
-      }]);
+      expect(list.body).toEqual([
+        {
+          id: a.body.id,
+          model: 'x',
+          input_cost_per_token: 3,
+          output_cost_per_token: 4,
+          cache_read_input_cost_per_token: null,
+          cache_write_input_cost_per_token: null,
+          is_active: true,
+          source: 'user',
+        },
+      ]);
       expect((await api.request('GET', '/v1/model-pricing')).body.some((p: any) => p.model === 'x')).toBe(false);
     });
   });
@@ -378,7 +539,8 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
     it('when runs are listed, then newest first, filtered, paginated and counted', async () => {
       const ws = await freshWorkspace();
       const ids: string[] = [];
-      for (let i = 0; i < 7; i++) ids.push((await ws.api.request('POST', '/v1/runs', { user_id: i % 2 ? 'odd' : 'even' })).body.id);
+      for (let i = 0; i < 7; i++)
+        ids.push((await ws.api.request('POST', '/v1/runs', { user_id: i % 2 ? 'odd' : 'even' })).body.id);
       await ws.api.request('POST', `/v1/runs/${ids[0]}/end`, { status: 'COMPLETED' });
       const page1 = (await ws.api.request('GET', '/v1/runs?per_page=3')).body;
       const page3 = (await ws.api.request('GET', '/v1/runs?per_page=3&page=3')).body;
@@ -387,13 +549,22 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       expect(page3.items.map((r: any) => r.id)).toEqual([ids[0]]);
       expect((await ws.api.request('GET', '/v1/runs?page=4&per_page=3')).body.items).toEqual([]);
       expect((await ws.api.request('GET', '/v1/runs?user_id=odd')).body.total).toBe(3);
-      expect((await ws.api.request('GET', '/v1/runs?status=COMPLETED')).body.items.map((r: any) => r.id)).toEqual([ids[0]]);
+      expect((await ws.api.request('GET', '/v1/runs?status=COMPLETED')).body.items.map((r: any) => r.id)).toEqual([
+        ids[0],
+      ]);
       expect((await ws.api.request('GET', '/v1/runs?status=RUNNING&user_id=even')).body.total).toBe(3);
       const defaults = (await ws.api.request('GET', '/v1/runs')).body;
       expect(defaults).toMatchObject({ page: 1, per_page: 50 });
-      expect(Object.keys(defaults.items[0]).sort()).toEqual(
-        ['ended_at', 'id', 'started_at', 'status', 'step_count', 'total_cost_usd', 'total_tokens', 'user_id'],
-      );
+      expect(Object.keys(defaults.items[0]).sort()).toEqual([
+        'ended_at',
+        'id',
+        'started_at',
+        'status',
+        'step_count',
+        'total_cost_usd',
+        'total_tokens',
+        'user_id',
+      ]);
     });
 
     it('when pagination is out of bounds, then 422 naming the parameter', async () => {
@@ -453,7 +624,8 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
         { type: 'INPUT', sequence: '1' },
         { type: 'INPUT', sequence: 1, input_data: [1, 2] },
       ];
-      for (const body of stepCases) expect((await api.request('POST', `/v1/runs/${run.id}/steps`, body)).status).toBe(422);
+      for (const body of stepCases)
+        expect((await api.request('POST', `/v1/runs/${run.id}/steps`, body)).status).toBe(422);
       const s = await step(run.id, 1);
       const patchCases = [
         { status: 'ALLOWED' },
@@ -463,7 +635,8 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
         { status: 'COMPLETED', prompt_tokens: 2 ** 63 },
         { status: 'COMPLETED', cost_usd: 0 },
       ];
-      for (const body of patchCases) expect((await finish(run.id, s.body.id, body)).status, JSON.stringify(body)).toBe(422);
+      for (const body of patchCases)
+        expect((await finish(run.id, s.body.id, body)).status, JSON.stringify(body)).toBe(422);
       expect((await api.request('POST', `/v1/runs/not-a-uuid/end`, { status: 'COMPLETED' })).status).toBe(422);
       expect((await api.request('POST', `/v1/runs/${run.id}/end`, { status: 'RUNNING' })).status).toBe(422);
       expect((await finish(run.id, s.body.id, { status: 'COMPLETED' })).status).toBe(200);
@@ -519,8 +692,18 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       const keyed = await api.request('PATCH', `/v1/runs/${run.id}/steps/${s.body.id}`, { status: 'FAILED' }, patch);
       expect(keyed.status).toBe(409); // no key on the first call: nothing to replay
       const s2 = await step(run.id, 2);
-      const a = await api.request('PATCH', `/v1/runs/${run.id}/steps/${s2.body.id}`, { status: 'COMPLETED' }, { 'idempotency-key': 'p2' });
-      const b = await api.request('PATCH', `/v1/runs/${run.id}/steps/${s2.body.id}`, { status: 'COMPLETED' }, { 'idempotency-key': 'p2' });
+      const a = await api.request(
+        'PATCH',
+        `/v1/runs/${run.id}/steps/${s2.body.id}`,
+        { status: 'COMPLETED' },
+        { 'idempotency-key': 'p2' },
+      );
+      const b = await api.request(
+        'PATCH',
+        `/v1/runs/${run.id}/steps/${s2.body.id}`,
+        { status: 'COMPLETED' },
+        { 'idempotency-key': 'p2' },
+      );
       expect([a.status, b.status]).toEqual([200, 200]);
       expect(b.body).toEqual(a.body);
       const end = { 'idempotency-key': `end-${run.id}` };
@@ -540,6 +723,8 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
     expect(health.status).toBe(200);
     expect(await health.json()).toMatchObject({ status: 'ok', checks: { database: 'ok', counters: 'ok' } });
     const doc = (await (await fetch(`${api.url}/openapi.json`)).json()) as any;
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/runs', '/v1/runs/{run_id}/steps', '/v1/model-pricing/{model}']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/v1/runs', '/v1/runs/{run_id}/steps', '/v1/model-pricing/{model}']),
+    );
   });
 });

@@ -9,7 +9,13 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
 import { createProviderRegistry } from '../../src/proxy/provider-registry.js';
-import { completionTokensFor, DEFAULT_REPLY, promptTokensFor, startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
+import {
+  completionTokensFor,
+  DEFAULT_REPLY,
+  promptTokensFor,
+  startFakeUpstream,
+  type FakeUpstream,
+} from '../support/fake-upstream.js';
 import { startTestApi, TEST_AUTH, type TestApi } from '../support/harness.js';
 
 const MODEL = 'gpt-4o-mini';
@@ -26,14 +32,25 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)('two daemons on %s', 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
     daemonA = await startTestApi(backend, { proxy: { upstream: upstream.url } });
-    providers = createProviderRegistry([{ name: 'openai', type: 'openai', upstream: upstream.url }], { headersTimeoutMs: 10_000, connectTimeoutMs: 2_000 });
+    providers = createProviderRegistry([{ name: 'openai', type: 'openai', upstream: upstream.url }], {
+      headersTimeoutMs: 10_000,
+      connectTimeoutMs: 2_000,
+    });
     daemonB = await buildApp({
-      db: daemonA.stores.db, counters: daemonA.stores.counters, clock: { now: () => new Date() }, logger: createLogger('silent'),
-      version: 'test', bodyLimitBytes: 1024 * 1024, auth: TEST_AUTH,
+      db: daemonA.stores.db,
+      counters: daemonA.stores.counters,
+      clock: { now: () => new Date() },
+      logger: createLogger('silent'),
+      version: 'test',
+      bodyLimitBytes: 1024 * 1024,
+      auth: TEST_AUTH,
       proxy: { providers, defaultApiKey: null, defaultUserId: null, bodyLimitBytes: 1024 * 1024 },
     });
     urlB = await daemonB.listen({ host: '127.0.0.1', port: 0 });
-    await daemonA.request('PUT', `/v1/model-pricing/${MODEL}`, { input_cost_per_token: 0.00001, output_cost_per_token: 0.00004 });
+    await daemonA.request('PUT', `/v1/model-pricing/${MODEL}`, {
+      input_cost_per_token: 0.00001,
+      output_cost_per_token: 0.00004,
+    });
     await daemonA.request('PATCH', '/v1/workspace', { user_daily_budget_usd: Math.floor(callMicros * 0.8) / 1e6 });
   });
   afterAll(async () => {
@@ -45,9 +62,12 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)('two daemons on %s', 
 
   it("when a call was answered by one daemon, then another denies the next once the result is written (the bound's end)", async () => {
     const runId = (await daemonA.request('POST', '/v1/runs', { user_id: 'roamer' })).body.id;
-    const call = (base: string) => fetch(`${base}/proxy/runs/${runId}/openai/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk', 'x-runguard-key': daemonA.apiKey }, body: JSON.stringify(chat),
-    });
+    const call = (base: string) =>
+      fetch(`${base}/proxy/runs/${runId}/openai/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer sk', 'x-runguard-key': daemonA.apiKey },
+        body: JSON.stringify(chat),
+      });
     const first = await call(daemonA.url);
     await first.text();
     expect(first.status).toBe(200);

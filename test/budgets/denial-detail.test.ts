@@ -8,7 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printRun } from '../../src/cli/commands/runs.js';
 import { createOutput } from '../../src/cli/output.js';
 import { GuardBlockedError, GuardClient } from '../../src/client/index.js';
-import { completionTokensFor, DEFAULT_REPLY, promptTokensFor, startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
+import {
+  completionTokensFor,
+  DEFAULT_REPLY,
+  promptTokensFor,
+  startFakeUpstream,
+  type FakeUpstream,
+} from '../support/fake-upstream.js';
 import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
 
 const MODEL = 'gpt-4o-mini';
@@ -20,7 +26,9 @@ const budgetMicros = Math.floor(callMicros * 0.8);
 /** The end of today's UTC day, as the detail writes it. */
 function tomorrow(): string {
   const now = new Date();
-  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1)).toISOString().replace('.000Z', 'Z');
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1))
+    .toISOString()
+    .replace('.000Z', 'Z');
 }
 
 describe.each(BACKENDS)('denial detail on %s', (backend) => {
@@ -31,7 +39,9 @@ describe.each(BACKENDS)('denial detail on %s', (backend) => {
     upstream = await startFakeUpstream();
     api = await startTestApi(backend, { proxy: { upstream: upstream.url } });
     expect((await api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
-    expect((await api.request('PATCH', '/v1/workspace', { user_daily_budget_usd: budgetMicros / 1e6 })).status).toBe(200);
+    expect((await api.request('PATCH', '/v1/workspace', { user_daily_budget_usd: budgetMicros / 1e6 })).status).toBe(
+      200,
+    );
   });
   afterAll(async () => {
     await api?.close();
@@ -50,21 +60,31 @@ describe.each(BACKENDS)('denial detail on %s', (backend) => {
     const spend = callMicros / 1e6;
     const budget = budgetMicros / 1e6;
     const sentence = `user daily budget spent: $${spend} of $${budget}; resets ${tomorrow()}`;
-    expect(await denied.json()).toEqual({ error: {
-      type: 'guardrail_denied', code: 'USER_DAILY_BUDGET_EXCEEDED', param: null,
-      message: `runguard denied this model call: USER_DAILY_BUDGET_EXCEEDED (${sentence}).`,
-    } });
+    expect(await denied.json()).toEqual({
+      error: {
+        type: 'guardrail_denied',
+        code: 'USER_DAILY_BUDGET_EXCEEDED',
+        param: null,
+        message: `runguard denied this model call: USER_DAILY_BUDGET_EXCEEDED (${sentence}).`,
+      },
+    });
 
     // An Anthropic client reads the same numbers in its own format.
     const message = { model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] };
-    const anthropic = await fetch(`${api.url}/proxy/runs/${runId}/anthropic/v1/messages`, { method: 'POST', headers, body: JSON.stringify(message) });
+    const anthropic = await fetch(`${api.url}/proxy/runs/${runId}/anthropic/v1/messages`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(message),
+    });
     expect(anthropic.status).toBe(403);
     const body = await anthropic.json();
     expect(body.error.message, JSON.stringify(body)).toContain(sentence);
 
     const run = (await api.request('GET', `/v1/runs/${runId}`)).body;
     expect(run.steps[1].decision).toEqual({
-      outcome: 'DENY', reason: 'USER_DAILY_BUDGET_EXCEEDED', evaluated_rules: expect.any(Object),
+      outcome: 'DENY',
+      reason: 'USER_DAILY_BUDGET_EXCEEDED',
+      evaluated_rules: expect.any(Object),
       detail: { spend_usd: spend, budget_usd: budget, reserved_usd: 0, resets_at: tomorrow() },
     });
     expect(run.steps[0].decision).not.toHaveProperty('detail');
@@ -79,7 +99,12 @@ describe.each(BACKENDS)('denial detail on %s', (backend) => {
 
   it('when a run start is denied by a spent budget, then its answer and its record carry the detail', async () => {
     const res = await api.request('POST', '/v1/runs', { user_id: 'explained' });
-    const detail = { spend_usd: callMicros / 1e6, budget_usd: budgetMicros / 1e6, reserved_usd: 0, resets_at: tomorrow() };
+    const detail = {
+      spend_usd: callMicros / 1e6,
+      budget_usd: budgetMicros / 1e6,
+      reserved_usd: 0,
+      resets_at: tomorrow(),
+    };
     expect(res.body).toMatchObject({ status: 'BLOCKED', decision: { reason: 'USER_DAILY_BUDGET_EXCEEDED', detail } });
     expect((await api.request('GET', `/v1/runs/${res.body.id}`)).body.decision.detail).toEqual(detail);
   });
@@ -89,8 +114,14 @@ describe.each(BACKENDS)('denial detail on %s', (backend) => {
     expect((await ws.api.request('PATCH', '/v1/workspace', { max_concurrent_runs: 1 })).status).toBe(200);
     expect((await ws.api.request('POST', '/v1/runs', { user_id: 'a' })).body.status).toBe('RUNNING');
     const blocked = (await ws.api.request('POST', '/v1/runs', { user_id: 'b' })).body;
-    expect(blocked.decision).toMatchObject({ reason: 'MAX_CONCURRENT_RUNS_EXCEEDED', detail: { running: 1, limit: 1 } });
-    expect((await ws.api.request('GET', `/v1/runs/${blocked.id}`)).body.decision.detail).toEqual({ running: 1, limit: 1 });
+    expect(blocked.decision).toMatchObject({
+      reason: 'MAX_CONCURRENT_RUNS_EXCEEDED',
+      detail: { running: 1, limit: 1 },
+    });
+    expect((await ws.api.request('GET', `/v1/runs/${blocked.id}`)).body.decision.detail).toEqual({
+      running: 1,
+      limit: 1,
+    });
 
     const guard = new GuardClient({ apiKey: ws.apiKey, baseUrl: api.url, maxRetries: 0 });
     try {

@@ -6,7 +6,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GuardBlockedError, GuardClient } from '../../src/client/index.js';
-import { completionTokensFor, DEFAULT_REPLY, promptTokensFor, startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
+import {
+  completionTokensFor,
+  DEFAULT_REPLY,
+  promptTokensFor,
+  startFakeUpstream,
+  type FakeUpstream,
+} from '../support/fake-upstream.js';
 import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
 
 const MODEL = 'gpt-4o-mini';
@@ -33,7 +39,9 @@ describe.each(BACKENDS)('read-your-writes on %s', (backend) => {
   });
 
   const headers = (user?: string) => ({
-    'content-type': 'application/json', authorization: 'Bearer sk-provider', 'x-runguard-key': api.apiKey,
+    'content-type': 'application/json',
+    authorization: 'Bearer sk-provider',
+    'x-runguard-key': api.apiKey,
     ...(user ? { 'x-runguard-user-id': user } : {}),
   });
 
@@ -56,17 +64,23 @@ describe.each(BACKENDS)('read-your-writes on %s', (backend) => {
 
   it('when four JSON calls follow each other in a run, then only the first is allowed', async () => {
     const runId = await runOf('json-agent');
-    expect(await fourCalls(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, chat)).toEqual([200, 403, 403, 403]);
+    expect(await fourCalls(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, chat)).toEqual([
+      200, 403, 403, 403,
+    ]);
   });
 
   it('when four streamed calls follow each other in a run, then only the first is allowed', async () => {
     const runId = await runOf('sse-agent');
     const streamed = { ...chat, stream: true };
-    expect(await fourCalls(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, streamed)).toEqual([200, 403, 403, 403]);
+    expect(await fourCalls(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, streamed)).toEqual([
+      200, 403, 403, 403,
+    ]);
   });
 
   it('when four run-less calls follow each other, then only the first is allowed', async () => {
-    expect(await fourCalls(`${api.url}/proxy/openai/v1/chat/completions`, chat, 'runless-agent')).toEqual([200, 403, 403, 403]);
+    expect(await fourCalls(`${api.url}/proxy/openai/v1/chat/completions`, chat, 'runless-agent')).toEqual([
+      200, 403, 403, 403,
+    ]);
   });
 
   it('when four SDK model calls follow each other, then only the first runs', async () => {
@@ -76,10 +90,17 @@ describe.each(BACKENDS)('read-your-writes on %s', (backend) => {
         const seen: string[] = [];
         for (let i = 0; i < 4; i++) {
           try {
-            await run.modelCall(async () => {
-              const res = await fetch(`${upstream.url}/v1/chat/completions`, { method: 'POST', headers: headers(), body: JSON.stringify(chat) });
-              return (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
-            }, { model: MODEL, tokenExtractor: (r) => [r.usage.prompt_tokens, r.usage.completion_tokens] });
+            await run.modelCall(
+              async () => {
+                const res = await fetch(`${upstream.url}/v1/chat/completions`, {
+                  method: 'POST',
+                  headers: headers(),
+                  body: JSON.stringify(chat),
+                });
+                return (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+              },
+              { model: MODEL, tokenExtractor: (r) => [r.usage.prompt_tokens, r.usage.completion_tokens] },
+            );
             seen.push('ran');
           } catch (error) {
             if (!(error instanceof GuardBlockedError)) throw error;
@@ -88,7 +109,12 @@ describe.each(BACKENDS)('read-your-writes on %s', (backend) => {
         }
         return seen;
       });
-      expect(outcomes).toEqual(['ran', 'USER_DAILY_BUDGET_EXCEEDED', 'USER_DAILY_BUDGET_EXCEEDED', 'USER_DAILY_BUDGET_EXCEEDED']);
+      expect(outcomes).toEqual([
+        'ran',
+        'USER_DAILY_BUDGET_EXCEEDED',
+        'USER_DAILY_BUDGET_EXCEEDED',
+        'USER_DAILY_BUDGET_EXCEEDED',
+      ]);
     } finally {
       await guard.close();
     }

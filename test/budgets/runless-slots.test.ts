@@ -26,7 +26,10 @@ describe.each(BACKENDS)('run-less slots on %s', (backend) => {
   });
 
   const headersOf = (user: string, key = api.apiKey) => ({
-    'content-type': 'application/json', authorization: 'Bearer sk-provider', 'x-runguard-key': key, 'x-runguard-user-id': user,
+    'content-type': 'application/json',
+    authorization: 'Bearer sk-provider',
+    'x-runguard-key': key,
+    'x-runguard-user-id': user,
   });
 
   it('when one client makes run-less calls one after another under a limit of 1, then none is refused', async () => {
@@ -34,7 +37,11 @@ describe.each(BACKENDS)('run-less slots on %s', (backend) => {
     expect((await ws.api.request('PATCH', '/v1/workspace', { max_concurrent_runs: 1 })).status).toBe(200);
     const statuses: number[] = [];
     for (let i = 0; i < 10; i++) {
-      const res = await fetch(`${api.url}/proxy/openai/v1/chat/completions`, { method: 'POST', headers: headersOf('solo', ws.apiKey), body: JSON.stringify(chat) });
+      const res = await fetch(`${api.url}/proxy/openai/v1/chat/completions`, {
+        method: 'POST',
+        headers: headersOf('solo', ws.apiKey),
+        body: JSON.stringify(chat),
+      });
       await res.text();
       statuses.push(res.status);
     }
@@ -46,7 +53,11 @@ describe.each(BACKENDS)('run-less slots on %s', (backend) => {
     const client = async (n: number) => {
       const headers = headersOf(`agent-${n}`);
       for (let i = 0; i < CALLS_EACH; i++) {
-        const res = await fetch(`${api.url}/proxy/openai/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify(chat) });
+        const res = await fetch(`${api.url}/proxy/openai/v1/chat/completions`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(chat),
+        });
         await res.text();
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       }

@@ -13,13 +13,16 @@ import { beforeAll, describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 beforeAll(() => {
-  if (!existsSync(join(ROOT, 'dist', 'client', 'index.js'))) throw new Error('these tests read dist/: build first with `npm run build`.');
+  if (!existsSync(join(ROOT, 'dist', 'client', 'index.js')))
+    throw new Error('these tests read dist/: build first with `npm run build`.');
 });
 
 /** Imports `specifier` in a fresh Node, resolved from the package's root as its own name. */
 function exportsOf(specifier: string): string[] {
   const script = `const m = await import(${JSON.stringify(specifier)}); console.log(JSON.stringify(Object.keys(m).sort()));`;
-  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, encoding: 'utf8' })) as string[];
+  return JSON.parse(
+    execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, encoding: 'utf8' }),
+  ) as string[];
 }
 
 describe('the built package', () => {
@@ -31,16 +34,22 @@ describe('the built package', () => {
 
   it('when the embedded lock is taken from dist/, then its heartbeat worker loads from dist/ and refreshes the lock', async () => {
     expect(existsSync(join(ROOT, 'dist', 'store', 'lock-heartbeat.js'))).toBe(true);
-    const { lockDirectory } = (await import(pathToFileURL(join(ROOT, 'dist', 'store', 'directory-lock.js')).href)) as
-      typeof import('../../src/store/directory-lock.js');
+    const { lockDirectory } = (await import(
+      pathToFileURL(join(ROOT, 'dist', 'store', 'directory-lock.js')).href
+    )) as typeof import('../../src/store/directory-lock.js');
     const dir = await mkdtemp(join(tmpdir(), 'rg-dist-lock-'));
     const lockFile = join(dir, 'lock');
     const losses: Error[] = [];
     try {
-      const release = await lockDirectory(lockFile, dir, { staleMs: 5_000, updateMs: 50, onCompromised: (error) => losses.push(error) });
+      const release = await lockDirectory(lockFile, dir, {
+        staleMs: 5_000,
+        updateMs: 50,
+        onCompromised: (error) => losses.push(error),
+      });
       const first = (await stat(lockFile)).mtimeMs;
       // Polled, not timed: the heartbeat has run once the mtime moves.
-      while ((await stat(lockFile)).mtimeMs === first && losses.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      while ((await stat(lockFile)).mtimeMs === first && losses.length === 0)
+        await new Promise((resolve) => setTimeout(resolve, 20));
       expect(losses).toEqual([]);
       await release();
       expect(existsSync(lockFile)).toBe(false);

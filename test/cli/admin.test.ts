@@ -34,18 +34,28 @@ describe('operator commands', () => {
     expect(budget.stdout).toMatch(/per-user daily budget\s+unlimited/);
     const deny = await cli('budget', 'set', '--unpriced-models', 'deny');
     expect(deny.stdout).toMatch(/unpriced models\s+deny/);
-    expect((await cli('budget', 'set', '--unpriced-models', 'allow', '--json')).stdout).toContain('"unpriced_models": "allow"');
+    expect((await cli('budget', 'set', '--unpriced-models', 'allow', '--json')).stdout).toContain(
+      '"unpriced_models": "allow"',
+    );
     const limits = await cli('limits', 'set', '--concurrent-runs', '1', '--monthly-runs', '2', '--json');
     expect(limits.code).toBe(0);
     expect(JSON.parse(limits.stdout)).toMatchObject({ max_concurrent_runs: 1, monthly_run_limit: 2 });
     expect((await api.request('GET', '/v1/workspace')).body).toMatchObject({
-      daily_budget_usd: 12.5, user_daily_budget_usd: null, max_concurrent_runs: 1, monthly_run_limit: 2,
+      daily_budget_usd: 12.5,
+      user_daily_budget_usd: null,
+      max_concurrent_runs: 1,
+      monthly_run_limit: 2,
     });
     const first = await api.request('POST', '/v1/runs', { user_id: 'u' });
-    expect((await api.request('POST', '/v1/runs', { user_id: 'u' })).body.decision.reason).toBe('MAX_CONCURRENT_RUNS_EXCEEDED');
+    expect((await api.request('POST', '/v1/runs', { user_id: 'u' })).body.decision.reason).toBe(
+      'MAX_CONCURRENT_RUNS_EXCEEDED',
+    );
     await api.request('POST', `/v1/runs/${first.body.id}/end`, { status: 'COMPLETED' });
     // The default workspace is on scale: these are above its ceilings, and the server says so.
-    for (const args of [['--concurrent-runs', '500'], ['--monthly-runs', 'none']]) {
+    for (const args of [
+      ['--concurrent-runs', '500'],
+      ['--monthly-runs', 'none'],
+    ]) {
       const refused = await cli('limits', 'set', ...args);
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/may not exceed \d+ on the scale plan/);
@@ -57,7 +67,9 @@ describe('operator commands', () => {
     expect((await cli('users', 'block', 'mallory')).stdout).toBe('mallory is blocked.\n');
     expect((await api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.decision.reason).toBe('USER_BLOCKED');
     expect((await cli('users', 'budget', 'alice', '0')).code).toBe(0);
-    expect((await api.request('POST', '/v1/runs', { user_id: 'alice' })).body.decision.reason).toBe('USER_DAILY_BUDGET_EXCEEDED');
+    expect((await api.request('POST', '/v1/runs', { user_id: 'alice' })).body.decision.reason).toBe(
+      'USER_DAILY_BUDGET_EXCEEDED',
+    );
     const list = await cli('users', 'list', '--blocked', '--json');
     expect(JSON.parse(list.stdout).items.map((u: { user_id: string }) => u.user_id)).toEqual(['mallory']);
     const table = await cli('users', 'list');
@@ -78,7 +90,11 @@ describe('operator commands', () => {
     expect(status.stdout).toMatch(/kill switch\s+ON/);
     expect(status.stdout).toMatch(/runs this month\s+\d+ of 1000/);
     const json = JSON.parse((await cli('status', '--json')).stdout);
-    expect(json).toMatchObject({ health: { status: 'ok' }, workspace: { kill_switch_active: true }, usage: { monthly_run_limit: 1000 } });
+    expect(json).toMatchObject({
+      health: { status: 'ok' },
+      workspace: { kill_switch_active: true },
+      usage: { monthly_run_limit: 1000 },
+    });
     await cli('kill-switch', 'off');
   });
 
@@ -97,18 +113,27 @@ describe('operator commands', () => {
     expect((await readFile(join(daemon.dataDir, 'api-key'), 'utf8')).trim()).toBe(fresh);
     expect((await cli('keys', 'list')).code).toBe(0);
     const proxied = await fetch(`${daemon.url}/proxy/runs/${randomUUID()}/openai/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"m","messages":[]}',
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"model":"m","messages":[]}',
     });
     expect(proxied.status).toBe(404); // past the key check: the run does not exist
     const again = await cli('keys', 'regenerate', '--yes');
-    expect(again.stdout).toContain(`The daemon saved it in ${join(daemon.dataDir, 'api-key')}, which the CLI and runguard exec read.`);
+    expect(again.stdout).toContain(
+      `The daemon saved it in ${join(daemon.dataDir, 'api-key')}, which the CLI and runguard exec read.`,
+    );
     expect((await cli('status')).code).toBe(0);
     // A key file the daemon does not keep (another data directory) is named as stale.
     const elsewhere = await mkdtemp(join(tmpdir(), 'rg-keys-'));
     try {
-      await writeFile(join(elsewhere, 'api-key'), (await readFile(join(daemon.dataDir, 'api-key'), 'utf8')));
-      const stale = await runCli(['keys', 'regenerate', '--yes'], { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: elsewhere });
-      expect(stale.stdout).toContain(`${join(elsewhere, 'api-key')} still holds the revoked key: put the new one there, or pass --api-key.`);
+      await writeFile(join(elsewhere, 'api-key'), await readFile(join(daemon.dataDir, 'api-key'), 'utf8'));
+      const stale = await runCli(['keys', 'regenerate', '--yes'], {
+        RUNGUARD_URL: daemon.url,
+        RUNGUARD_DATA_DIR: elsewhere,
+      });
+      expect(stale.stdout).toContain(
+        `${join(elsewhere, 'api-key')} still holds the revoked key: put the new one there, or pass --api-key.`,
+      );
     } finally {
       await rm(elsewhere, { recursive: true, force: true });
     }
@@ -141,7 +166,10 @@ describe('operator commands', () => {
       expect(dry.stdout).toContain('nothing changed (--dry-run)');
       const fixed = await runCli(['reconcile', '--json'], dbEnv);
       expect(fixed.code).toBe(0);
-      expect(JSON.parse(fixed.stdout)).toMatchObject({ repaired: true, drifts: [expect.objectContaining({ kind: 'workspace_usage' })] });
+      expect(JSON.parse(fixed.stdout)).toMatchObject({
+        repaired: true,
+        drifts: [expect.objectContaining({ kind: 'workspace_usage' })],
+      });
       const clean = await runCli(['reconcile'], dbEnv);
       expect(clean).toMatchObject({ code: 0, stdout: expect.stringContaining('No drift') });
     } finally {

@@ -35,9 +35,14 @@ const cli = (...args: string[]) => runCli(args, env);
 
 async function startRunWithStep(userId: string) {
   const run = (await api.request('POST', '/v1/runs', { user_id: userId, metadata: { ticket: 7 } })).body;
-  const step = (await api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'cli-model' })).body;
+  const step = (
+    await api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'cli-model' })
+  ).body;
   await api.request('PATCH', `/v1/runs/${run.id}/steps/${step.id}`, {
-    status: 'COMPLETED', prompt_tokens: 1000, completion_tokens: 500, duration_ms: 1234,
+    status: 'COMPLETED',
+    prompt_tokens: 1000,
+    completion_tokens: 500,
+    duration_ms: 1234,
   });
   return run.id as string;
 }
@@ -47,20 +52,42 @@ describe('pricing', () => {
     const res = await cli('pricing', 'set', 'cli-model', '--input', '0.000002', '--output', '0.000008');
     expect(res.code).toBe(0);
     expect(res.stderr).toBe('');
-    expect(res.stdout).toMatch(/^MODEL\s+INPUT\/TOKEN\s+OUTPUT\/TOKEN\s+INPUT\/1M\s+OUTPUT\/1M\s+CACHE READ\/1M\s+CACHE WRITE\/1M\s+ACTIVE\s+SET BY/);
+    expect(res.stdout).toMatch(
+      /^MODEL\s+INPUT\/TOKEN\s+OUTPUT\/TOKEN\s+INPUT\/1M\s+OUTPUT\/1M\s+CACHE READ\/1M\s+CACHE WRITE\/1M\s+ACTIVE\s+SET BY/,
+    );
     expect(res.stdout).toMatch(/cli-model\s+0\.000002\s+0\.000008\s+\$2\s+\$8\s+input\s+input\s+yes\s+hand/);
     const prices = (await api.request('GET', '/v1/model-pricing')).body;
     expect(prices.find((p: any) => p.model === 'cli-model')).toMatchObject({
-      input_cost_per_token: 0.000002, output_cost_per_token: 0.000008, cache_read_input_cost_per_token: null, source: 'user',
+      input_cost_per_token: 0.000002,
+      output_cost_per_token: 0.000008,
+      cache_read_input_cost_per_token: null,
+      source: 'user',
     });
   });
 
   it('when prices are given --per-million, as the README writes them, then they are stored per token, cache prices too', async () => {
-    const res = await cli('pricing', 'set', 'per-million-model', '--per-million', '--input', '0.15', '--output', '0.6', '--cache-read', '0.075', '--json');
+    const res = await cli(
+      'pricing',
+      'set',
+      'per-million-model',
+      '--per-million',
+      '--input',
+      '0.15',
+      '--output',
+      '0.6',
+      '--cache-read',
+      '0.075',
+      '--json',
+    );
     expect(res.code).toBe(0);
     expect(JSON.parse(res.stdout)).toMatchObject({
-      model: 'per-million-model', input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7,
-      cache_read_input_cost_per_token: 7.5e-8, cache_write_input_cost_per_token: null, is_active: true, source: 'user',
+      model: 'per-million-model',
+      input_cost_per_token: 1.5e-7,
+      output_cost_per_token: 6e-7,
+      cache_read_input_cost_per_token: 7.5e-8,
+      cache_write_input_cost_per_token: null,
+      is_active: true,
+      source: 'user',
     });
   });
 
@@ -69,12 +96,41 @@ describe('pricing', () => {
     expect(noUnit.code).toBe(1);
     expect(noUnit.stderr).toContain('--input 2.5 USD with no unit would be $2.5M per million tokens');
     expect(noUnit.stderr).toContain('add --per-million');
-    const tiny = await cli('pricing', 'set', 'typo-model', '--per-million', '--input', '0.0000025', '--output', '0.00001');
+    const tiny = await cli(
+      'pricing',
+      'set',
+      'typo-model',
+      '--per-million',
+      '--input',
+      '0.0000025',
+      '--output',
+      '0.00001',
+    );
     expect(tiny.code).toBe(1);
     expect(tiny.stderr).toContain('give --per-token instead of --per-million');
-    const both = await cli('pricing', 'set', 'typo-model', '--per-million', '--per-token', '--input', '1', '--output', '1');
+    const both = await cli(
+      'pricing',
+      'set',
+      'typo-model',
+      '--per-million',
+      '--per-token',
+      '--input',
+      '1',
+      '--output',
+      '1',
+    );
     expect(both.stderr).toContain('give --per-million or --per-token, not both');
-    const asValue = await cli('pricing', 'set', 'typo-model', '--per-million', '0.15', '--input', '0.15', '--output', '0.6');
+    const asValue = await cli(
+      'pricing',
+      'set',
+      'typo-model',
+      '--per-million',
+      '0.15',
+      '--input',
+      '0.15',
+      '--output',
+      '0.6',
+    );
     expect(asValue.code).toBe(1);
     expect(asValue.stderr).toContain('--per-million is a unit, not a price');
     const prices: any[] = (await api.request('GET', '/v1/model-pricing')).body;
@@ -86,31 +142,62 @@ describe('pricing', () => {
     expect(res.code).toBe(0);
     expect(res.stderr).toBe('');
     // The daemon's first start loaded the catalog into its workspace already (#34): nothing is new.
-    expect(res.stdout).toMatch(/Imported (\d+) prices from the shipped catalog \(Portkey-AI\/models@[0-9a-f]{12}, prices as of \d{4}-\d{2}-\d{2}\): 0 new, 0 changed, \1 unchanged, 0 kept\./);
+    expect(res.stdout).toMatch(
+      /Imported (\d+) prices from the shipped catalog \(Portkey-AI\/models@[0-9a-f]{12}, prices as of \d{4}-\d{2}-\d{2}\): 0 new, 0 changed, \1 unchanged, 0 kept\./,
+    );
     const prices: any[] = (await api.request('GET', '/v1/model-pricing')).body;
     const byModel = new Map(prices.map((p) => [p.model, p]));
-    expect(byModel.get('gpt-4o-mini')).toMatchObject({ input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7, cache_read_input_cost_per_token: 7.5e-8, source: 'catalog' });
-    expect(byModel.get('claude-sonnet-4-5')).toMatchObject({ cache_read_input_cost_per_token: 3e-7, cache_write_input_cost_per_token: 3.75e-6 });
-    for (const model of ['gpt-4o', 'claude-sonnet-4-5', 'gemini-2.5-pro', 'text-embedding-3-small']) expect(byModel.has(model)).toBe(true);
+    expect(byModel.get('gpt-4o-mini')).toMatchObject({
+      input_cost_per_token: 1.5e-7,
+      output_cost_per_token: 6e-7,
+      cache_read_input_cost_per_token: 7.5e-8,
+      source: 'catalog',
+    });
+    expect(byModel.get('claude-sonnet-4-5')).toMatchObject({
+      cache_read_input_cost_per_token: 3e-7,
+      cache_write_input_cost_per_token: 3.75e-6,
+    });
+    for (const model of ['gpt-4o', 'claude-sonnet-4-5', 'gemini-2.5-pro', 'text-embedding-3-small'])
+      expect(byModel.has(model)).toBe(true);
     const again = await cli('pricing', 'import', '--catalog', '--json');
     expect(again.code).toBe(0);
     const answer = JSON.parse(again.stdout);
-    expect(answer).toMatchObject({ new: 0, changed: 0, kept: 0, unchanged: Number(/Imported (\d+)/.exec(res.stdout)?.[1]) });
+    expect(answer).toMatchObject({
+      new: 0,
+      changed: 0,
+      kept: 0,
+      unchanged: Number(/Imported (\d+)/.exec(res.stdout)?.[1]),
+    });
   });
 
   it('when a price was set by hand, then an import keeps it and says so, and --overwrite replaces it', async () => {
     const file = join(scratch, 'hand.json');
-    await writeFile(file, JSON.stringify({ models: [
-      { model: 'hand-model', input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 },
-      { model: 'catalog-model', input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 },
-    ] }));
+    await writeFile(
+      file,
+      JSON.stringify({
+        models: [
+          { model: 'hand-model', input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 },
+          { model: 'catalog-model', input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 },
+        ],
+      }),
+    );
     expect((await cli('pricing', 'import', file)).code).toBe(0);
     expect((await cli('pricing', 'set', 'hand-model', '--per-million', '--input', '5', '--output', '7')).code).toBe(0);
-    await writeFile(file, JSON.stringify({ models: [
-      { model: 'hand-model', input_cost_per_token: 0.000003, output_cost_per_token: 0.000004 },
-      { model: 'catalog-model', input_cost_per_token: 0.000003, output_cost_per_token: 0.000004, cache_read_input_cost_per_token: 3e-7 },
-      { model: 'new-model', input_cost_per_token: 0.000001, output_cost_per_token: 0.000001 },
-    ] }));
+    await writeFile(
+      file,
+      JSON.stringify({
+        models: [
+          { model: 'hand-model', input_cost_per_token: 0.000003, output_cost_per_token: 0.000004 },
+          {
+            model: 'catalog-model',
+            input_cost_per_token: 0.000003,
+            output_cost_per_token: 0.000004,
+            cache_read_input_cost_per_token: 3e-7,
+          },
+          { model: 'new-model', input_cost_per_token: 0.000001, output_cost_per_token: 0.000001 },
+        ],
+      }),
+    );
 
     const dry = await cli('pricing', 'import', file, '--dry-run');
     expect(dry.stdout).toContain('Would import 3 prices');
@@ -123,7 +210,11 @@ describe('pricing', () => {
     expect(kept.stdout).toContain('Replace them with --overwrite.');
     const prices = new Map(((await api.request('GET', '/v1/model-pricing')).body as any[]).map((p) => [p.model, p]));
     expect(prices.get('hand-model')).toMatchObject({ input_cost_per_token: 0.000005, source: 'user' });
-    expect(prices.get('catalog-model')).toMatchObject({ input_cost_per_token: 0.000003, cache_read_input_cost_per_token: 3e-7, source: 'catalog' });
+    expect(prices.get('catalog-model')).toMatchObject({
+      input_cost_per_token: 0.000003,
+      cache_read_input_cost_per_token: 3e-7,
+      source: 'catalog',
+    });
 
     const overwritten = await cli('pricing', 'import', file, '--overwrite', '--json');
     expect(JSON.parse(overwritten.stdout)).toMatchObject({ new: 0, changed: 1, unchanged: 2, kept: 0 });
@@ -133,14 +224,20 @@ describe('pricing', () => {
 
   it('when a file is imported, then its prices are saved; a bad file names the bad entry', async () => {
     const file = join(scratch, 'prices.json');
-    await writeFile(file, JSON.stringify([{ model: 'file-model', input_cost_per_token: 1e-6, output_cost_per_token: 2e-6 }]));
+    await writeFile(
+      file,
+      JSON.stringify([{ model: 'file-model', input_cost_per_token: 1e-6, output_cost_per_token: 2e-6 }]),
+    );
     const res = await cli('pricing', 'import', file, '--json');
     expect(res.code).toBe(0);
     expect(JSON.parse(res.stdout).items).toEqual([expect.objectContaining({ model: 'file-model', change: 'new' })]);
     const list = await cli('pricing', 'list', '--json');
     expect(JSON.parse(list.stdout).map((p: any) => p.model)).toContain('file-model');
 
-    await writeFile(file, JSON.stringify({ models: [{ model: 'x', input_cost_per_token: '1', output_cost_per_token: 1 }] }));
+    await writeFile(
+      file,
+      JSON.stringify({ models: [{ model: 'x', input_cost_per_token: '1', output_cost_per_token: 1 }] }),
+    );
     const bad = await cli('pricing', 'import', file);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('models[0] (x): "input_cost_per_token" must be a non-negative number');
@@ -160,14 +257,16 @@ describe('kill-switch', () => {
     expect((await api.request('POST', '/v1/runs', { user_id: 'ks' })).body.status).toBe('RUNNING');
   });
 
-  it('when the plan does not allow it, then the exit status is 1 with the server\'s detail', async () => {
+  it("when the plan does not allow it, then the exit status is 1 with the server's detail", async () => {
     const database = await createTestDatabase();
     const { spawnDaemon } = await import('../support/daemon.js');
     const basic = await spawnDaemon({ databaseUrl: database.url, env: { RUNGUARD_DEFAULT_PLAN: 'basic' } });
     try {
       const res = await runCli(['kill-switch', 'on', '--url', basic.url, '--api-key', basic.apiKey!]);
       expect(res.code).toBe(1);
-      expect(res.stderr).toBe('runguard: The kill switch needs the scale plan or higher; this workspace is on basic.\n');
+      expect(res.stderr).toBe(
+        'runguard: The kill switch needs the scale plan or higher; this workspace is on basic.\n',
+      );
     } finally {
       await basic.stop();
       await database.drop();
@@ -186,7 +285,9 @@ describe('runs', () => {
     const table = await cli('runs', 'list', '--user', 'cli-user');
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/^ID\s+USER\s+STATUS\s+STARTED\s+ENDED\s+STEPS\s+TOKENS\s+COST/);
-    expect(table.stdout).toMatch(new RegExp(`${runId}\\s+cli-user\\s+RUNNING\\s+\\S+ \\S+\\s+-\\s+1\\s+1500\\s+\\$0\\.006`));
+    expect(table.stdout).toMatch(
+      new RegExp(`${runId}\\s+cli-user\\s+RUNNING\\s+\\S+ \\S+\\s+-\\s+1\\s+1500\\s+\\$0\\.006`),
+    );
     expect(table.stdout).toContain('Page 1 of 1 (1 run).');
     const json = JSON.parse((await cli('runs', 'list', '--user', 'cli-user', '--json')).stdout);
     expect(json).toEqual((await api.request('GET', '/v1/runs?user_id=cli-user')).body);
@@ -209,7 +310,7 @@ describe('runs', () => {
     expect(json).toMatchObject({ id: runId, steps: [{ sequence: 1, cost_usd: 0.006 }] });
   });
 
-  it('when a run does not exist or the input is bad, then exit 1 with the server\'s detail', async () => {
+  it("when a run does not exist or the input is bad, then exit 1 with the server's detail", async () => {
     const missing = await cli('runs', 'show', '00000000-0000-4000-8000-000000000000');
     expect(missing).toMatchObject({ code: 1, stdout: '', stderr: 'runguard: Run not found.\n' });
     const invalid = await cli('runs', 'show', 'nope');
@@ -227,7 +328,11 @@ describe('runs', () => {
     tail.stdout.on('data', (c: Buffer) => (out += c.toString()));
     tail.stderr.on('data', (c: Buffer) => (err += c.toString()));
     const exited = new Promise<number | null>((resolve) => tail.once('exit', (code) => resolve(code)));
-    const events = () => out.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const events = () =>
+      out
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l));
     const waitFor = async (predicate: () => boolean) => {
       const deadline = Date.now() + 10_000;
       while (!predicate()) {
@@ -239,7 +344,11 @@ describe('runs', () => {
       // Its first poll (what exists then is not news) shows in the daemon's route metrics.
       const listings = async () => {
         const text = (await api.request('GET', '/metrics')).body as string;
-        return Number(/runguard_http_request_duration_seconds_count\{method="GET",route="\/v1\/runs",status_code="200"\} (\d+)/.exec(text)?.[1] ?? 0);
+        return Number(
+          /runguard_http_request_duration_seconds_count\{method="GET",route="\/v1\/runs",status_code="200"\} (\d+)/.exec(
+            text,
+          )?.[1] ?? 0,
+        );
       };
       const before = await listings();
       const deadline = Date.now() + 10_000;
@@ -262,13 +371,28 @@ describe('runs', () => {
 });
 
 describe('connection', () => {
-  it('when the key is wrong, then exit 1 with the server\'s detail', async () => {
-    const res = await runCli(['runs', 'list', '--url', daemon.url, '--api-key', 'lg_aaaaaaaaaaaa_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb']);
-    expect(res).toMatchObject({ code: 1, stdout: '', stderr: 'runguard: Invalid credential: the API key from --api-key was refused.\n' });
+  it("when the key is wrong, then exit 1 with the server's detail", async () => {
+    const res = await runCli([
+      'runs',
+      'list',
+      '--url',
+      daemon.url,
+      '--api-key',
+      'lg_aaaaaaaaaaaa_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb',
+    ]);
+    expect(res).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: 'runguard: Invalid credential: the API key from --api-key was refused.\n',
+    });
   });
 
   it('when the API key comes from RUNGUARD_API_KEY, then the key file is not needed', async () => {
-    const res = await runCli(['pricing', 'list', '--json'], { RUNGUARD_URL: daemon.url, RUNGUARD_API_KEY: daemon.apiKey!, RUNGUARD_DATA_DIR: scratch });
+    const res = await runCli(['pricing', 'list', '--json'], {
+      RUNGUARD_URL: daemon.url,
+      RUNGUARD_API_KEY: daemon.apiKey!,
+      RUNGUARD_DATA_DIR: scratch,
+    });
     expect(res.code).toBe(0);
   });
 
@@ -276,7 +400,9 @@ describe('connection', () => {
     const url = `http://127.0.0.1:${await freePort()}`;
     const res = await runCli(['runs', 'list', '--url', url, '--api-key', daemon.apiKey!]);
     expect(res.code).toBe(3);
-    expect(res.stderr).toContain(`cannot reach the runguard daemon at ${url} (the URL from --url): ECONNREFUSED. Is it running?`);
+    expect(res.stderr).toContain(
+      `cannot reach the runguard daemon at ${url} (the URL from --url): ECONNREFUSED. Is it running?`,
+    );
   });
 
   it('when an answer is cut after its status, then a clear message and exit 1', async () => {
@@ -289,7 +415,15 @@ describe('connection', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
-      const res = await runCli(['runs', 'show', '00000000-0000-4000-8000-000000000000', '--url', url, '--api-key', daemon.apiKey!]);
+      const res = await runCli([
+        'runs',
+        'show',
+        '00000000-0000-4000-8000-000000000000',
+        '--url',
+        url,
+        '--api-key',
+        daemon.apiKey!,
+      ]);
       expect(res.code).toBe(1);
       expect(res.stderr).toContain(`the daemon's answer from ${url} was cut short`);
     } finally {
@@ -297,7 +431,7 @@ describe('connection', () => {
     }
   });
 
-  it('when only the daemon\'s configuration file is given, then the CLI finds the daemon\'s port and key file as `start` does', async () => {
+  it("when only the daemon's configuration file is given, then the CLI finds the daemon's port and key file as `start` does", async () => {
     const config = join(scratch, 'daemon-config.json');
     await writeFile(config, JSON.stringify({ port: Number(new URL(daemon.url).port), dataDir: daemon.dataDir }));
     const res = await runCli(['runs', 'list', '--json'], { RUNGUARD_CONFIG: config });
@@ -307,7 +441,12 @@ describe('connection', () => {
   });
 
   it('when the environment holds settings of another program (DATABASE_URL, a bad PORT), then the CLI does not read them', async () => {
-    const res = await runCli(['runs', 'list', '--json'], { ...env, DATABASE_URL: 'mysql://elsewhere', REDIS_URL: 'nope', PORT: 'abc' });
+    const res = await runCli(['runs', 'list', '--json'], {
+      ...env,
+      DATABASE_URL: 'mysql://elsewhere',
+      REDIS_URL: 'nope',
+      PORT: 'abc',
+    });
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
   });
@@ -330,7 +469,10 @@ describe('migrate', () => {
       expect(report).toMatchObject({ database: 'postgres', applied: expect.arrayContaining([1, 2]) });
       expect(report.version).toBe(report.applied.at(-1));
       const second = await runCli(['migrate'], { DATABASE_URL: database.url });
-      expect(second).toMatchObject({ code: 0, stdout: `The postgres database is up to date (schema version ${report.version}).\n` });
+      expect(second).toMatchObject({
+        code: 0,
+        stdout: `The postgres database is up to date (schema version ${report.version}).\n`,
+      });
     } finally {
       await database.drop();
     }
@@ -352,7 +494,9 @@ describe('the embedded database, one process at a time', () => {
       for (const args of [['reconcile', '--dry-run'], ['migrate']]) {
         const refused = await runCli(args, env);
         expect(refused.code).toBe(1);
-        expect(refused.stderr).toContain(`runguard: the embedded database in ${join(embedded.dataDir, 'pgdata')} is ${holder}`);
+        expect(refused.stderr).toContain(
+          `runguard: the embedded database in ${join(embedded.dataDir, 'pgdata')} is ${holder}`,
+        );
       }
       const second = await runCli(['start', '--port', String(await freePort())], env);
       expect(second.code).not.toBe(0);

@@ -33,7 +33,10 @@ describe('finding the daemon', () => {
   });
 
   it('when the CLI runs with the data directory only (no URL, another port than 8787), then it finds the daemon', async () => {
-    const res = await runCli(['status', '--json'], { RUNGUARD_DATA_DIR: daemon.dataDir, PORT: String(await freePort()) });
+    const res = await runCli(['status', '--json'], {
+      RUNGUARD_DATA_DIR: daemon.dataDir,
+      PORT: String(await freePort()),
+    });
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
     expect(JSON.parse(res.stdout).health.status).toBe('ok');
@@ -47,9 +50,15 @@ describe('finding the daemon', () => {
 
   it('when no daemon is found anywhere, then the message names every place looked, and exit 3', async () => {
     const port = await freePort();
-    const res = await runCli(['status'], { PORT: String(port), RUNGUARD_DATA_DIR: scratch, RUNGUARD_API_KEY: daemon.apiKey! }, { cwd: scratch });
+    const res = await runCli(
+      ['status'],
+      { PORT: String(port), RUNGUARD_DATA_DIR: scratch, RUNGUARD_API_KEY: daemon.apiKey! },
+      { cwd: scratch },
+    );
     expect(res.code).toBe(3);
-    expect(res.stderr).toContain(`cannot reach the runguard daemon at http://127.0.0.1:${port} (the URL from the configured port (${port}`);
+    expect(res.stderr).toContain(
+      `cannot reach the runguard daemon at http://127.0.0.1:${port} (the URL from the configured port (${port}`,
+    );
     expect(res.stderr).toContain('ECONNREFUSED');
     expect(res.stderr).toContain('Looked for a daemon in:\n  --url (not given)\n  RUNGUARD_URL (not set)\n');
     expect(res.stderr).toContain(`  ${join(scratch, 'daemon.json')} (none)\n`);
@@ -72,10 +81,15 @@ describe('naming the key', () => {
 
   it('when --api-key is malformed, then the CLI says so without asking the daemon, for exec too', async () => {
     const flags = ['--url', daemon.url, '--api-key', 'sk-not-a-runguard-key'];
-    for (const args of [['runs', 'list', ...flags], ['exec', ...flags, '--user', 'u', '--', 'true']]) {
+    for (const args of [
+      ['runs', 'list', ...flags],
+      ['exec', ...flags, '--user', 'u', '--', 'true'],
+    ]) {
       const res = await runCli(args);
       expect(res.code).toBe(1);
-      expect(res.stderr).toBe('runguard: the API key from --api-key is not a runguard key (lg_<12 lowercase letters or digits>_<secret>).\n');
+      expect(res.stderr).toBe(
+        'runguard: the API key from --api-key is not a runguard key (lg_<12 lowercase letters or digits>_<secret>).\n',
+      );
     }
   });
 
@@ -86,7 +100,10 @@ describe('naming the key', () => {
       `runguard: Invalid credential: the API key from RUNGUARD_API_KEY was refused. It overrides ${join(daemon.dataDir, 'api-key')}, ` +
         'which holds another key (`keys regenerate` rewrites that file): unset RUNGUARD_API_KEY to use it.\n',
     );
-    const exec = await runCli(['exec', '--user', 'u', '--', 'true'], { RUNGUARD_API_KEY: wrongKey, RUNGUARD_DATA_DIR: daemon.dataDir });
+    const exec = await runCli(['exec', '--user', 'u', '--', 'true'], {
+      RUNGUARD_API_KEY: wrongKey,
+      RUNGUARD_DATA_DIR: daemon.dataDir,
+    });
     expect(exec.code).toBe(1);
     expect(exec.stderr).toContain('the API key from RUNGUARD_API_KEY was refused. It overrides');
   });
@@ -95,7 +112,8 @@ describe('naming the key', () => {
     const res = await fetch(`${daemon.url}/v1/runs`, { headers: { authorization: 'Bearer not-a-credential' } });
     expect(res.status).toBe(401);
     expect(await res.json()).toEqual({
-      detail: 'The credential is neither an API key (lg_...) nor a dashboard token.', code: 'UNAUTHORIZED',
+      detail: 'The credential is neither an API key (lg_...) nor a dashboard token.',
+      code: 'UNAUTHORIZED',
     });
   });
 });
@@ -103,7 +121,10 @@ describe('naming the key', () => {
 describe('keys regenerate with RUNGUARD_API_KEY set', () => {
   it('when the key came from the variable, then regenerate warns that the variable now holds the revoked key', async () => {
     const current = (await readFile(join(daemon.dataDir, 'api-key'), 'utf8')).trim();
-    const res = await runCli(['keys', 'regenerate', '--yes'], { RUNGUARD_API_KEY: current, RUNGUARD_DATA_DIR: daemon.dataDir });
+    const res = await runCli(['keys', 'regenerate', '--yes'], {
+      RUNGUARD_API_KEY: current,
+      RUNGUARD_DATA_DIR: daemon.dataDir,
+    });
     expect(res.code).toBe(0);
     expect(res.stderr).toBe(
       'runguard: warning: RUNGUARD_API_KEY in this shell holds the revoked key: export the new one, or unset it to use the key file.\n',

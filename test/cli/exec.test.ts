@@ -32,13 +32,21 @@ let api: Caller;
 beforeAll(async () => {
   if (!existsSync(join(ROOT, 'dist/cli/main.js'))) throw new Error('Build first: npx tsc -p tsconfig.json');
   [upstream, database, dataDir] = await Promise.all([
-    startFakeUpstream(), createTestDatabase(), mkdtemp(join(tmpdir(), 'rg-exec-')),
+    startFakeUpstream(),
+    createTestDatabase(),
+    mkdtemp(join(tmpdir(), 'rg-exec-')),
   ]);
   daemon = spawn(process.execPath, [BIN, 'start', '--port', '0', '--data-dir', dataDir], {
     env: {
-      ...process.env, DATABASE_URL: database.url, REDIS_URL, RUNGUARD_REDIS_KEY_PREFIX: testKeyPrefix(),
-      RUNGUARD_OPENAI_UPSTREAM: upstream.url, RUNGUARD_ANTHROPIC_UPSTREAM: upstream.url, RUNGUARD_LOG_LEVEL: 'info',
-      RUNGUARD_API_KEY: '', XDG_CONFIG_HOME: dataDir,
+      ...process.env,
+      DATABASE_URL: database.url,
+      REDIS_URL,
+      RUNGUARD_REDIS_KEY_PREFIX: testKeyPrefix(),
+      RUNGUARD_OPENAI_UPSTREAM: upstream.url,
+      RUNGUARD_ANTHROPIC_UPSTREAM: upstream.url,
+      RUNGUARD_LOG_LEVEL: 'info',
+      RUNGUARD_API_KEY: '',
+      XDG_CONFIG_HOME: dataDir,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -78,7 +86,11 @@ interface Exec {
   stderr: string;
 }
 
-function exec(args: string[], env: Record<string, string> = {}, onSpawn?: (child: ChildProcess) => void): Promise<Exec> {
+function exec(
+  args: string[],
+  env: Record<string, string> = {},
+  onSpawn?: (child: ChildProcess) => void,
+): Promise<Exec> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, 'exec', ...args], {
       cwd: ROOT,
@@ -105,7 +117,10 @@ async function settledRunOf(userId: string): Promise<any> {
   for (;;) {
     const [run] = await runsOf(userId);
     // The run's totals and its steps are read by two queries: settled means they agree.
-    const counted = run?.steps.reduce((n: number, s: any) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0), 0);
+    const counted = run?.steps.reduce(
+      (n: number, s: any) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0),
+      0,
+    );
     if (run && run.steps.every((s: any) => s.status !== 'ALLOWED') && run.total_tokens === counted) return run;
     if (Date.now() > deadline) throw new Error(`run of ${userId} did not settle`);
     await new Promise((r) => setTimeout(r, 25));
@@ -114,7 +129,17 @@ async function settledRunOf(userId: string): Promise<any> {
 
 describe('runguard exec', () => {
   it('when the agent succeeds, then exec exits 0 and the run is COMPLETED with every call a priced step', async () => {
-    const result = await exec(['--user', 'exec-ok', '--metadata', 'ticket=42', 'team=ops', '--', process.execPath, AGENT, '0']);
+    const result = await exec([
+      '--user',
+      'exec-ok',
+      '--metadata',
+      'ticket=42',
+      'team=ops',
+      '--',
+      process.execPath,
+      AGENT,
+      '0',
+    ]);
     expect(result.status).toBe(0);
     expect(result.stdout).toBe(`${DEFAULT_REPLY} | ${DEFAULT_REPLY}\n`);
     const run = await settledRunOf('exec-ok');
@@ -131,13 +156,17 @@ describe('runguard exec', () => {
     }
     expect(run.total_cost_usd).toBeGreaterThan(0);
     // One line of exec's own, on stderr, once the run is over: what it did and what it cost.
-    expect(result.stderr).toMatch(new RegExp(
-      `^runguard: run ${run.id} COMPLETED in [0-9.]+m?s: 3 calls, ${run.total_tokens} tokens, \\$0\\.\\d+\n$`,
-    ));
+    expect(result.stderr).toMatch(
+      new RegExp(
+        `^runguard: run ${run.id} COMPLETED in [0-9.]+m?s: 3 calls, ${run.total_tokens} tokens, \\$0\\.\\d+\n$`,
+      ),
+    );
     // The agent's own provider keys went upstream untouched, and nothing of runguard's did.
     const sent = upstream.requests.slice(-3);
     expect(sent.map((r) => r.headers.authorization ?? r.headers['x-api-key'])).toEqual([
-      'Bearer sk-agent-own-key-0123456789', 'Bearer sk-agent-own-key-0123456789', expect.stringContaining('sk-ant-agent-own-key-0123'),
+      'Bearer sk-agent-own-key-0123456789',
+      'Bearer sk-agent-own-key-0123456789',
+      expect.stringContaining('sk-ant-agent-own-key-0123'),
     ]);
     for (const r of sent) {
       expect(Object.keys(r.headers).filter((h) => h.startsWith('x-runguard'))).toEqual([]);
@@ -164,13 +193,17 @@ describe('runguard exec', () => {
     // The first call spends past the user's budget; the later ones are denied.
     const result = await exec(['--user', 'exec-denied', '--', process.execPath, AGENT, '0']);
     expect(result.status).not.toBe(0);
-    expect(result.stderr).toMatch(/^runguard: run \S+ FAILED \(exit \d+\) in .*: 2 calls, .*, 1 denied \(USER_DAILY_BUDGET_EXCEEDED\)\n$/m);
+    expect(result.stderr).toMatch(
+      /^runguard: run \S+ FAILED \(exit \d+\) in .*: 2 calls, .*, 1 denied \(USER_DAILY_BUDGET_EXCEEDED\)\n$/m,
+    );
   });
 
   it('when the user is blocked, then exec prints the reason, exits 3 and never starts the command', async () => {
     const client = new pg.Client({ connectionString: database.url });
     await client.connect();
-    await client.query(`INSERT INTO sdk_users (workspace_id, user_id, blocked) SELECT id, 'exec-blocked', true FROM workspaces`);
+    await client.query(
+      `INSERT INTO sdk_users (workspace_id, user_id, blocked) SELECT id, 'exec-blocked', true FROM workspaces`,
+    );
     await client.end();
     const marker = join(dataDir, 'blocked-marker');
     const before = upstream.requests.length;
@@ -184,14 +217,18 @@ describe('runguard exec', () => {
 
   it('when exec is sent SIGTERM, then the agent gets it, and the run ends FAILED with status 143', async () => {
     const marker = join(dataDir, 'wait-marker');
-    const result = await exec(['--user', 'exec-signal', '--', process.execPath, AGENT, '0', marker, '--wait'], {}, (child) => {
-      const poll = setInterval(() => {
-        if (existsSync(marker)) {
-          clearInterval(poll);
-          child.kill('SIGTERM');
-        }
-      }, 20);
-    });
+    const result = await exec(
+      ['--user', 'exec-signal', '--', process.execPath, AGENT, '0', marker, '--wait'],
+      {},
+      (child) => {
+        const poll = setInterval(() => {
+          if (existsSync(marker)) {
+            clearInterval(poll);
+            child.kill('SIGTERM');
+          }
+        }, 20);
+      },
+    );
     expect(result.status).toBe(143);
     expect((await runsOf('exec-signal')).map((r) => r.status)).toEqual(['FAILED']);
   });
@@ -201,14 +238,22 @@ describe('runguard exec', () => {
     try {
       let execProcess: ChildProcess | undefined;
       // The proxy token is minted, then its answer held while exec is signalled, then lost.
-      relay.dropAnswer({ method: 'POST', path: /\/proxy-token$/, beforeDrop: async () => {
-        execProcess!.kill('SIGTERM');
-        await new Promise((r) => setTimeout(r, 100));
-      } });
-      const marker = join(dataDir, 'early-marker');
-      const result = await exec(['--user', 'exec-early', '--', process.execPath, AGENT, '0', marker], { RUNGUARD_URL: relay.url }, (child) => {
-        execProcess = child;
+      relay.dropAnswer({
+        method: 'POST',
+        path: /\/proxy-token$/,
+        beforeDrop: async () => {
+          execProcess!.kill('SIGTERM');
+          await new Promise((r) => setTimeout(r, 100));
+        },
       });
+      const marker = join(dataDir, 'early-marker');
+      const result = await exec(
+        ['--user', 'exec-early', '--', process.execPath, AGENT, '0', marker],
+        { RUNGUARD_URL: relay.url },
+        (child) => {
+          execProcess = child;
+        },
+      );
       expect(result.status).toBe(143);
       expect(result.stderr).toContain('SIGTERM before the command started; it was not started.');
       expect(existsSync(marker)).toBe(false);
@@ -224,14 +269,22 @@ describe('runguard exec', () => {
       let execProcess: ChildProcess | undefined;
       let signalled = 0;
       // The run's end is recorded, its answer held while exec is signalled, then lost (a retry would follow).
-      relay.dropAnswer({ method: 'POST', path: /\/end$/, beforeDrop: async () => {
-        execProcess!.kill('SIGTERM');
-        signalled = Date.now();
-        await new Promise((r) => setTimeout(r, 100));
-      } });
-      const result = await exec(['--user', 'exec-late', '--', process.execPath, '-e', '0'], { RUNGUARD_URL: relay.url }, (child) => {
-        execProcess = child;
+      relay.dropAnswer({
+        method: 'POST',
+        path: /\/end$/,
+        beforeDrop: async () => {
+          execProcess!.kill('SIGTERM');
+          signalled = Date.now();
+          await new Promise((r) => setTimeout(r, 100));
+        },
       });
+      const result = await exec(
+        ['--user', 'exec-late', '--', process.execPath, '-e', '0'],
+        { RUNGUARD_URL: relay.url },
+        (child) => {
+          execProcess = child;
+        },
+      );
       expect(signalled).toBeGreaterThan(0);
       expect(result.status).toBe(143);
       expect(relay.requestsTo('POST', /\/end$/)).toHaveLength(1); // no retry after the signal
@@ -245,53 +298,65 @@ describe('runguard exec', () => {
     // ^C written to it into a SIGINT to the foreground process group, exec and the command alike.
     const counter = join(dataDir, 'sigint-count');
     const agent = join(dataDir, 'count-sigint.cjs');
-    await writeFile(agent, `const fs = require('node:fs');
+    await writeFile(
+      agent,
+      `const fs = require('node:fs');
 let n = 0;
 process.on('SIGINT', () => { if (++n === 1) setTimeout(() => { fs.writeFileSync(${JSON.stringify(counter)}, String(n)); process.exit(0); }, 500); });
 fs.writeFileSync(${JSON.stringify(counter)}, 'ready');
 setInterval(() => {}, 1000);
-`);
+`,
+    );
     const quote = (arg: string) => `'${arg.replaceAll("'", `'\\''`)}'`;
     // `exec`: the shell script starts (dash, unlike bash) would otherwise stay in the foreground
     // group, die of the ^C itself, and make script's status 130 whatever exec did.
     const line = `exec ${[process.execPath, BIN, 'exec', '--user', 'exec-tty', '--', process.execPath, agent].map(quote).join(' ')}`;
     const terminal = spawn('script', ['-qec', line, '/dev/null'], {
-      cwd: ROOT, env: { ...process.env, SHELL: '/bin/sh', RUNGUARD_URL: url, RUNGUARD_API_KEY: apiKey }, stdio: ['pipe', 'ignore', 'ignore'],
+      cwd: ROOT,
+      env: { ...process.env, SHELL: '/bin/sh', RUNGUARD_URL: url, RUNGUARD_API_KEY: apiKey },
+      stdio: ['pipe', 'ignore', 'ignore'],
     });
     const exited = new Promise<number | null>((resolve) => terminal.once('exit', resolve));
     const deadline = Date.now() + 15_000;
     while (!existsSync(counter) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    terminal.stdin!.write('\x03');
+    terminal.stdin.write('\x03');
     expect(await exited).toBe(0);
     expect(await readFile(counter, 'utf8')).toBe('1');
     expect((await runsOf('exec-tty')).map((r) => r.status)).toEqual(['COMPLETED']);
   });
 
-  it('when the command runs, then it does not get the workspace\'s API key, only its run\'s proxy URLs', async () => {
+  it("when the command runs, then it does not get the workspace's API key, only its run's proxy URLs", async () => {
     const seen = join(dataDir, 'env-seen');
     const agent = join(dataDir, 'print-env.cjs');
     await writeFile(agent, `require('node:fs').writeFileSync(${JSON.stringify(seen)}, JSON.stringify(process.env));`);
-    const result = await exec(['--user', 'exec-env', '--', process.execPath, agent], { OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1' });
+    const result = await exec(['--user', 'exec-env', '--', process.execPath, agent], {
+      OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1',
+    });
     expect(result.status).toBe(0);
     const env = JSON.parse(await readFile(seen, 'utf8')) as Record<string, string>;
     expect(env.RUNGUARD_API_KEY).toBeUndefined();
     expect(JSON.stringify(env)).not.toContain(apiKey);
     expect(env.OPENAI_BASE_URL).toMatch(/\/proxy\/t\/[^/]+\/openai\/v1$/);
-    expect(result.stderr).toContain('OPENAI_BASE_URL was set; the command\'s openai calls now go through runguard');
+    expect(result.stderr).toContain("OPENAI_BASE_URL was set; the command's openai calls now go through runguard");
   });
 
   it('when --url and --api-key are given, then exec uses them, as every other command does', async () => {
-    const result = await exec(['--url', url, '--api-key', apiKey, '--user', 'exec-flags', '--', process.execPath, AGENT, '0'], {
-      RUNGUARD_URL: 'http://127.0.0.1:9', RUNGUARD_API_KEY: '',
-    });
+    const result = await exec(
+      ['--url', url, '--api-key', apiKey, '--user', 'exec-flags', '--', process.execPath, AGENT, '0'],
+      {
+        RUNGUARD_URL: 'http://127.0.0.1:9',
+        RUNGUARD_API_KEY: '',
+      },
+    );
     expect(result.stderr).toMatch(/^runguard: run \S+ COMPLETED in /);
     expect(result.status).toBe(0);
     expect((await settledRunOf('exec-flags')).status).toBe('COMPLETED');
   });
 
-  it('when no API key is given, then exec uses the daemon\'s key file in the data dir', async () => {
+  it("when no API key is given, then exec uses the daemon's key file in the data dir", async () => {
     const result = await exec(['--user', 'exec-keyfile', '--', process.execPath, AGENT, '0'], {
-      RUNGUARD_API_KEY: '', RUNGUARD_DATA_DIR: dataDir,
+      RUNGUARD_API_KEY: '',
+      RUNGUARD_DATA_DIR: dataDir,
     });
     expect(result.status).toBe(0);
     expect((await settledRunOf('exec-keyfile')).status).toBe('COMPLETED');
@@ -299,8 +364,12 @@ setInterval(() => {}, 1000);
 
   it('when the daemon has served all of the above, then its logs hold no key and no proxy token', async () => {
     // The bootstrap banner shows the key once on the terminal by design: look at the log lines only.
-    const logs = daemonOutput.split('\n').filter((l) => l.startsWith('{')).join('\n');
+    const logs = daemonOutput
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .join('\n');
     expect(logs).toContain('/proxy/t/[redacted]/openai/v1/chat/completions');
-    for (const secret of [apiKey, 'sk-agent-own-key', 'sk-ant-agent-own-key', 'rgp_']) expect(logs).not.toContain(secret);
+    for (const secret of [apiKey, 'sk-agent-own-key', 'sk-ant-agent-own-key', 'rgp_'])
+      expect(logs).not.toContain(secret);
   });
 });

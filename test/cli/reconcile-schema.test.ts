@@ -18,7 +18,13 @@ afterAll(async () => {
 });
 
 /** A fully migrated Postgres database of its own: its URL, a pool on it, and the version this runguard expects. */
-async function migratedPostgres(): Promise<{ url: string; db: Db; expected: number; previous: number; applied: number[] }> {
+async function migratedPostgres(): Promise<{
+  url: string;
+  db: Db;
+  expected: number;
+  previous: number;
+  applied: number[];
+}> {
   const database = await createTestDatabase();
   cleanups.push(database.drop);
   const db = postgresDb({ connectionString: database.url, max: 2 });
@@ -31,7 +37,8 @@ async function migratedPostgres(): Promise<{ url: string; db: Db; expected: numb
 
 async function migrations(db: Db): Promise<{ version: number; name: string; applied_at: string }[]> {
   const { rows } = await db.query<{ version: number; name: string; applied_at: string }>(
-    'SELECT version, name, applied_at::text FROM schema_migrations ORDER BY version');
+    'SELECT version, name, applied_at::text FROM schema_migrations ORDER BY version',
+  );
   return rows;
 }
 
@@ -46,7 +53,8 @@ describe('reconcile and the schema version', () => {
       const result = await runCli(args, { DATABASE_URL: url });
       expect(result.code, args.join(' ')).toBe(1);
       expect(result.stderr).toBe(
-        `runguard: the database schema is at version ${previous}, this runguard expects ${expected}: run \`runguard migrate\` first\n`);
+        `runguard: the database schema is at version ${previous}, this runguard expects ${expected}: run \`runguard migrate\` first\n`,
+      );
       expect(result.stdout).toBe('');
       expect(await migrations(db)).toEqual(before);
     }
@@ -54,14 +62,20 @@ describe('reconcile and the schema version', () => {
 
   it('when a newer runguard migrated the schema, then reconcile refuses it too and changes nothing', async () => {
     const { url, db, expected } = await migratedPostgres();
-    await db.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [expected + 1, 'from_a_newer_runguard']);
+    await db.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [
+      expected + 1,
+      'from_a_newer_runguard',
+    ]);
     const before = await migrations(db);
 
     for (const args of [['reconcile', '--dry-run'], ['reconcile']]) {
       const result = await runCli(args, { DATABASE_URL: url });
       expect(result.code, args.join(' ')).toBe(1);
       expect(result.stderr).toMatch(
-        new RegExp(`^runguard: the database schema is at version ${expected + 1}, newer than this runguard's ${expected} `));
+        new RegExp(
+          `^runguard: the database schema is at version ${expected + 1}, newer than this runguard's ${expected} `,
+        ),
+      );
       expect(result.stdout).toBe('');
       expect(await migrations(db)).toEqual(before);
     }
@@ -95,7 +109,9 @@ describe('reconcile and the schema version', () => {
 
     const result = await runCli(['reconcile', '--dry-run'], { RUNGUARD_DATA_DIR: dataDir });
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/^runguard: the database schema is at version 7, this runguard expects \d+: run `runguard migrate` first\n$/);
+    expect(result.stderr).toMatch(
+      /^runguard: the database schema is at version 7, this runguard expects \d+: run `runguard migrate` first\n$/,
+    );
     expect(before.map((m) => m.version)).toEqual(expect.arrayContaining([1, 2, 3, 4, 5, 6, 7]));
     expect(before.map((m) => m.version)).not.toContain(8);
 

@@ -35,7 +35,9 @@ describe('settings traps', () => {
   it('when a limit or budget of 0 is set, then it is saved with a warning that it denies everything', async () => {
     const limits = await cli('limits', 'set', '--concurrent-runs', '0');
     expect(limits.code).toBe(0);
-    expect(limits.stderr).toBe('runguard: warning: a concurrent run limit of 0 denies every run start (MAX_CONCURRENT_RUNS_EXCEEDED).\n');
+    expect(limits.stderr).toBe(
+      'runguard: warning: a concurrent run limit of 0 denies every run start (MAX_CONCURRENT_RUNS_EXCEEDED).\n',
+    );
     const budget = await cli('budget', 'set', '--workspace-daily', '0');
     expect(budget.stderr).toContain('a workspace daily budget of $0.00 denies every run and call');
     const fine = await cli('limits', 'set', '--concurrent-runs', '10');
@@ -59,7 +61,9 @@ describe('settings traps', () => {
       "bob: no budget of their own; the workspace's per-user budget applies (unlimited).\n",
     );
     await cli('budget', 'set', '--user-daily', '2');
-    expect((await cli('users', 'budget', 'bob', 'none')).stdout).toContain("the workspace's per-user budget applies ($2.00 a day).");
+    expect((await cli('users', 'budget', 'bob', 'none')).stdout).toContain(
+      "the workspace's per-user budget applies ($2.00 a day).",
+    );
   });
 
   it('when kill-switch is given no argument, then it shows the state instead of failing', async () => {
@@ -86,7 +90,11 @@ describe("the CLI's look", () => {
     // Columns are aligned as shown: the colour codes take no width.
     const strip = (text: string) => text.replace(/\u001b\[[0-9;]*m/g, '');
     expect(strip(forced.stdout)).toBe(piped.stdout);
-    const noColor = await runCli(['runs', 'list', '--user', 'blocked-look'], { ...env, FORCE_COLOR: '1', NO_COLOR: '1' });
+    const noColor = await runCli(['runs', 'list', '--user', 'blocked-look'], {
+      ...env,
+      FORCE_COLOR: '1',
+      NO_COLOR: '1',
+    });
     expect(noColor.stdout).not.toContain(ESC);
     const json = await runCli(['runs', 'list', '--json'], { ...env, FORCE_COLOR: '1' });
     expect(json.stdout).not.toContain(ESC);

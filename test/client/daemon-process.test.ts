@@ -62,7 +62,9 @@ describe('retries across a daemon restart', () => {
     const runId = await running;
 
     expect(calls).toBe(1);
-    expect((await runsOf('restart-down')).map((r) => [r.id, r.status, r.step_count])).toEqual([[runId, 'COMPLETED', 1]]);
+    expect((await runsOf('restart-down')).map((r) => [r.id, r.status, r.step_count])).toEqual([
+      [runId, 'COMPLETED', 1],
+    ]);
   });
 
   it('when the daemon dies after committing a run start and before answering, then the retry to the restarted daemon gets that run', async () => {
@@ -70,7 +72,8 @@ describe('retries across a daemon restart', () => {
     guard = new GuardClient({ apiKey: daemon.apiKey, baseUrl: relay.url, maxRetries: 6 });
     let restarted: Promise<void> | undefined;
     relay.dropAnswer({
-      method: 'POST', path: RUN_START,
+      method: 'POST',
+      path: RUN_START,
       async beforeDrop() {
         await daemon.kill('SIGKILL');
         restarted = daemon.start();
@@ -91,10 +94,14 @@ describe('retries across a daemon restart', () => {
   it('when the daemon dies mid-run after committing a step update, then the run completes once with that step finished once', async () => {
     relay = await startHttpRelay(daemon.url);
     guard = new GuardClient({ apiKey: daemon.apiKey, baseUrl: relay.url, maxRetries: 6 });
-    await daemon.request('PUT', '/v1/model-pricing/restart-model', { input_cost_per_token: 0.001, output_cost_per_token: 0.002 });
+    await daemon.request('PUT', '/v1/model-pricing/restart-model', {
+      input_cost_per_token: 0.001,
+      output_cost_per_token: 0.002,
+    });
     let restarted: Promise<void> | undefined;
     relay.dropAnswer({
-      method: 'PATCH', path: STEP_UPDATE,
+      method: 'PATCH',
+      path: STEP_UPDATE,
       async beforeDrop() {
         await daemon.kill('SIGKILL');
         restarted = daemon.start();
@@ -103,10 +110,13 @@ describe('retries across a daemon restart', () => {
     let calls = 0;
 
     const runId = await guard.run('restart-patch', async (run) => {
-      await run.modelCall(() => {
-        calls++;
-        return { usage: { prompt_tokens: 100, completion_tokens: 50 } };
-      }, { model: 'restart-model', tokenExtractor: (r) => [r.usage.prompt_tokens, r.usage.completion_tokens] as const });
+      await run.modelCall(
+        () => {
+          calls++;
+          return { usage: { prompt_tokens: 100, completion_tokens: 50 } };
+        },
+        { model: 'restart-model', tokenExtractor: (r) => [r.usage.prompt_tokens, r.usage.completion_tokens] as const },
+      );
       await run.toolCall(() => 'after the restart', { toolName: 'search' });
       return run.id;
     });
@@ -115,7 +125,10 @@ describe('retries across a daemon restart', () => {
     expect(calls).toBe(1);
     const run = await detailOf(runId);
     expect(run).toMatchObject({ status: 'COMPLETED', total_tokens: 150, total_cost_usd: 0.2 });
-    expect(run.steps.map((s) => [s.sequence, s.type, s.status])).toEqual([[1, 'MODEL_CALL', 'COMPLETED'], [2, 'TOOL_CALL', 'COMPLETED']]);
+    expect(run.steps.map((s) => [s.sequence, s.type, s.status])).toEqual([
+      [1, 'MODEL_CALL', 'COMPLETED'],
+      [2, 'TOOL_CALL', 'COMPLETED'],
+    ]);
     expect(await runsOf('restart-patch')).toHaveLength(1);
   });
 });
@@ -127,7 +140,10 @@ describe('the README example, run unchanged by node against the daemon', () => {
 
   beforeAll(async () => {
     upstream = await startFakeUpstream({ promptTokens: 40, completionTokens: 10 });
-    await daemon.request('PUT', '/v1/model-pricing/gpt-4o-mini', { input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7 });
+    await daemon.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
+      input_cost_per_token: 1.5e-7,
+      output_cost_per_token: 6e-7,
+    });
     agentSource = ts.transpileModule(await readFile(README_AGENT, 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
     }).outputText;
@@ -136,7 +152,11 @@ describe('the README example, run unchanged by node against the daemon', () => {
     await writeFile(join(consumer, 'package.json'), JSON.stringify({ name: 'agent', private: true, type: 'module' }));
     await mkdir(join(consumer, 'node_modules'));
     await symlink(PACKAGE_ROOT, join(consumer, 'node_modules', 'runguard'), 'dir');
-    await symlink(await realpath(join(PACKAGE_ROOT, 'node_modules', 'openai')), join(consumer, 'node_modules', 'openai'), 'dir');
+    await symlink(
+      await realpath(join(PACKAGE_ROOT, 'node_modules', 'openai')),
+      join(consumer, 'node_modules', 'openai'),
+      'dir',
+    );
     await writeFile(join(consumer, 'agent.mjs'), agentSource);
   });
   afterAll(async () => {
@@ -170,11 +190,19 @@ describe('the README example, run unchanged by node against the daemon', () => {
 
   it('when the example is type-checked (strict) against the built runguard/client types, then it compiles', () => {
     const program = ts.createProgram([README_AGENT], {
-      strict: true, noEmit: true, noUncheckedIndexedAccess: true, skipLibCheck: true,
-      module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      target: ts.ScriptTarget.ES2022, lib: ['lib.es2023.d.ts'], types: ['node'],
+      strict: true,
+      noEmit: true,
+      noUncheckedIndexedAccess: true,
+      skipLibCheck: true,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2022,
+      lib: ['lib.es2023.d.ts'],
+      types: ['node'],
     });
-    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+    const diagnostics = ts
+      .getPreEmitDiagnostics(program)
+      .map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
     expect(diagnostics).toEqual([]);
   });
 
@@ -189,7 +217,17 @@ describe('the README example, run unchanged by node against the daemon', () => {
     expect(runs).toHaveLength(before + 1);
     const run = await detailOf(runs[0]!.id);
     expect(run).toMatchObject({ status: 'COMPLETED', metadata: { ticket: 42 }, total_tokens: 50 });
-    expect(run.steps.map((s) => [s.sequence, s.type, s.model ?? s.tool_name, s.status, s.prompt_tokens, s.completion_tokens, s.cost_usd])).toEqual([
+    expect(
+      run.steps.map((s) => [
+        s.sequence,
+        s.type,
+        s.model ?? s.tool_name,
+        s.status,
+        s.prompt_tokens,
+        s.completion_tokens,
+        s.cost_usd,
+      ]),
+    ).toEqual([
       [1, 'MODEL_CALL', 'gpt-4o-mini', 'COMPLETED', 40, 10, 0.000012],
       [2, 'TOOL_CALL', 'search', 'COMPLETED', null, null, null],
     ]);
@@ -214,7 +252,10 @@ describe('the README example, run unchanged by node against the daemon', () => {
       const calls = upstream.requests.length;
       const result = await runAgent(consumer, 'agent.mjs');
       expect(result.code).toBe(3);
-      expect(JSON.parse(result.stdout)).toMatchObject({ blocked: 'USER_BLOCKED', reason: expect.stringContaining('user-123') });
+      expect(JSON.parse(result.stdout)).toMatchObject({
+        blocked: 'USER_BLOCKED',
+        reason: expect.stringContaining('user-123'),
+      });
       expect(upstream.requests.length).toBe(calls);
       expect((await runsOf('user-123'))[0]!.status).toBe('BLOCKED');
     } finally {

@@ -36,18 +36,25 @@ function chatCompletion(prompt: number, completion: number) {
     object: 'chat.completion',
     created: 1741570283,
     model: 'gpt-4o-mini-2024-07-18',
-    choices: [{
-      index: 0,
-      message: { role: 'assistant', content: 'Paris.', refusal: null, annotations: [] },
-      logprobs: null,
-      finish_reason: 'stop',
-    }],
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: 'Paris.', refusal: null, annotations: [] },
+        logprobs: null,
+        finish_reason: 'stop',
+      },
+    ],
     usage: {
       prompt_tokens: prompt,
       completion_tokens: completion,
       total_tokens: prompt + completion,
       prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
-      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+      completion_tokens_details: {
+        reasoning_tokens: 0,
+        audio_tokens: 0,
+        accepted_prediction_tokens: 0,
+        rejected_prediction_tokens: 0,
+      },
     },
     service_tier: 'default',
     system_fingerprint: 'fp_06737a9306',
@@ -93,7 +100,10 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     return res.body;
   };
   const runsOf = async (ws: Workspace, userId: string): Promise<RunSummary[]> => {
-    const res = await ws.api.request<{ items: RunSummary[]; total: number }>('GET', `/v1/runs?user_id=${encodeURIComponent(userId)}`);
+    const res = await ws.api.request<{ items: RunSummary[]; total: number }>(
+      'GET',
+      `/v1/runs?user_id=${encodeURIComponent(userId)}`,
+    );
     expect(res.status).toBe(200);
     return res.body.items;
   };
@@ -106,47 +116,80 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
 
   it('when fn resolves, then the run is COMPLETED with its steps, their tokens and their cost', async () => {
     const ws = await freshWorkspace();
-    const price = await ws.api.request('PUT', '/v1/model-pricing/gpt-4o-mini', { input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7 });
+    const price = await ws.api.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
+      input_cost_per_token: 1.5e-7,
+      output_cost_per_token: 6e-7,
+    });
     expect(price.status).toBe(200);
     let runId = '';
     let decision: Decision | undefined;
 
-    const answer = await ws.guard.run('alice', async (run) => {
-      runId = run.id;
-      decision = run.decision;
-      const reply = await run.modelCall(async () => chatCompletion(1234, 567), {
-        model: 'gpt-4o-mini', inputData: { prompt: 'Capital of France?' }, tokenExtractor: extractors.openai,
-      });
-      return run.toolCall(async () => ({ hits: [reply.choices[0]!.message.content] }), {
-        toolName: 'search', inputData: { q: 'Paris' },
-      });
-    }, { metadata: { ticket: 42 } });
+    const answer = await ws.guard.run(
+      'alice',
+      async (run) => {
+        runId = run.id;
+        decision = run.decision;
+        const reply = await run.modelCall(async () => chatCompletion(1234, 567), {
+          model: 'gpt-4o-mini',
+          inputData: { prompt: 'Capital of France?' },
+          tokenExtractor: extractors.openai,
+        });
+        return run.toolCall(async () => ({ hits: [reply.choices[0]!.message.content] }), {
+          toolName: 'search',
+          inputData: { q: 'Paris' },
+        });
+      },
+      { metadata: { ticket: 42 } },
+    );
 
     expect(answer).toEqual({ hits: ['Paris.'] });
     // The handle carries the daemon's decision as it was sent: all six rules evaluated at run start.
     expect(decision).toEqual({
-      outcome: 'ALLOW', reason: null,
+      outcome: 'ALLOW',
+      reason: null,
       evaluated_rules: {
-        kill_switch: 'PASS', user_blocked: 'PASS', workspace_daily_budget: 'PASS', user_daily_budget: 'PASS',
-        monthly_run_limit: 'PASS', max_concurrent_runs: 'PASS',
+        kill_switch: 'PASS',
+        user_blocked: 'PASS',
+        workspace_daily_budget: 'PASS',
+        user_daily_budget: 'PASS',
+        monthly_run_limit: 'PASS',
+        max_concurrent_runs: 'PASS',
       },
     });
     const run = await detailOf(ws, runId);
     expect(run).toMatchObject({
-      id: runId, user_id: 'alice', status: 'COMPLETED', metadata: { ticket: 42 },
-      ended_at: expect.stringMatching(/Z$/), total_tokens: 1801,
+      id: runId,
+      user_id: 'alice',
+      status: 'COMPLETED',
+      metadata: { ticket: 42 },
+      ended_at: expect.stringMatching(/Z$/),
+      total_tokens: 1801,
     });
     // 1234 x 0.00000015 + 567 x 0.0000006 = 0.0005253; the tool call has no cost.
     expect(run.total_cost_usd).toBe(0.0005253);
     expect(run.steps).toHaveLength(2);
     expect(run.steps[0]).toMatchObject({
-      sequence: 1, type: 'MODEL_CALL', status: 'COMPLETED', model: 'gpt-4o-mini', tool_name: null,
-      prompt_tokens: 1234, completion_tokens: 567, cost_usd: 0.0005253, input_data: { prompt: 'Capital of France?' },
+      sequence: 1,
+      type: 'MODEL_CALL',
+      status: 'COMPLETED',
+      model: 'gpt-4o-mini',
+      tool_name: null,
+      prompt_tokens: 1234,
+      completion_tokens: 567,
+      cost_usd: 0.0005253,
+      input_data: { prompt: 'Capital of France?' },
       decision: { outcome: 'ALLOW', reason: null },
     });
     expect(run.steps[1]).toMatchObject({
-      sequence: 2, type: 'TOOL_CALL', status: 'COMPLETED', model: null, tool_name: 'search',
-      prompt_tokens: null, completion_tokens: null, cost_usd: null, input_data: { q: 'Paris' },
+      sequence: 2,
+      type: 'TOOL_CALL',
+      status: 'COMPLETED',
+      model: null,
+      tool_name: 'search',
+      prompt_tokens: null,
+      completion_tokens: null,
+      cost_usd: null,
+      input_data: { q: 'Paris' },
     });
     for (const step of run.steps) expect(step.duration_ms).toEqual(expect.any(Number));
   });
@@ -155,11 +198,13 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     const ws = await freshWorkspace();
     const boom = new Error('the agent crashed');
     let runId = '';
-    const caught = await ws.guard.run('bob', async (run) => {
-      runId = run.id;
-      await run.toolCall(() => 'fine', { toolName: 'first' });
-      throw boom;
-    }).catch((error: unknown) => error);
+    const caught = await ws.guard
+      .run('bob', async (run) => {
+        runId = run.id;
+        await run.toolCall(() => 'fine', { toolName: 'first' });
+        throw boom;
+      })
+      .catch((error: unknown) => error);
 
     expect(caught).toBe(boom);
     const run = await detailOf(ws, runId);
@@ -172,17 +217,27 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     const ws = await freshWorkspace();
     const upstreamDown = new TypeError('fetch failed');
     let runId = '';
-    const caught = await ws.guard.run('bob', async (run) => {
-      runId = run.id;
-      return run.modelCall(async () => {
-        throw upstreamDown;
-      }, { model: 'gpt-4o-mini', tokenExtractor: extractors.openai });
-    }).catch((error: unknown) => error);
+    const caught = await ws.guard
+      .run('bob', async (run) => {
+        runId = run.id;
+        return run.modelCall(
+          async () => {
+            throw upstreamDown;
+          },
+          { model: 'gpt-4o-mini', tokenExtractor: extractors.openai },
+        );
+      })
+      .catch((error: unknown) => error);
 
     expect(caught).toBe(upstreamDown);
     const run = await detailOf(ws, runId);
     expect(run.status).toBe('FAILED');
-    expect(run.steps[0]).toMatchObject({ status: 'FAILED', prompt_tokens: null, completion_tokens: null, cost_usd: null });
+    expect(run.steps[0]).toMatchObject({
+      status: 'FAILED',
+      prompt_tokens: null,
+      completion_tokens: null,
+      cost_usd: null,
+    });
   });
 
   it('when the user is blocked, then the start throws GuardBlockedError USER_BLOCKED, fn never runs, and a BLOCKED run is stored', async () => {
@@ -190,9 +245,11 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     await blockUser(ws, 'mallory');
     let called = false;
 
-    const caught = await ws.guard.run('mallory', () => {
-      called = true;
-    }).catch((error: unknown) => error);
+    const caught = await ws.guard
+      .run('mallory', () => {
+        called = true;
+      })
+      .catch((error: unknown) => error);
 
     expect(caught).toBeInstanceOf(GuardBlockedError);
     const blocked = caught as GuardBlockedError;
@@ -213,14 +270,16 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     let executed = 0;
     let runId = '';
 
-    const caught = await ws.guard.run('carol', async (run) => {
-      runId = run.id;
-      await run.toolCall(() => executed++, { toolName: 'before' });
-      const toggled = await ws.api.request('POST', '/v1/workspace/kill-switch', { active: true });
-      expect(toggled.status).toBe(200);
-      await run.modelCall(() => executed++, { model: 'gpt-4o-mini' });
-      return 'unreachable';
-    }).catch((error: unknown) => error);
+    const caught = await ws.guard
+      .run('carol', async (run) => {
+        runId = run.id;
+        await run.toolCall(() => executed++, { toolName: 'before' });
+        const toggled = await ws.api.request('POST', '/v1/workspace/kill-switch', { active: true });
+        expect(toggled.status).toBe(200);
+        await run.modelCall(() => executed++, { model: 'gpt-4o-mini' });
+        return 'unreachable';
+      })
+      .catch((error: unknown) => error);
 
     expect(caught).toBeInstanceOf(GuardBlockedError);
     const blocked = caught as GuardBlockedError;
@@ -228,9 +287,14 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     expect(executed).toBe(1);
     const run = await detailOf(ws, runId);
     expect(run.status).toBe('FAILED');
-    expect(run.steps.map((s) => [s.sequence, s.type, s.status])).toEqual([[1, 'TOOL_CALL', 'COMPLETED'], [2, 'MODEL_CALL', 'BLOCKED']]);
+    expect(run.steps.map((s) => [s.sequence, s.type, s.status])).toEqual([
+      [1, 'TOOL_CALL', 'COMPLETED'],
+      [2, 'MODEL_CALL', 'BLOCKED'],
+    ]);
     expect(run.steps[1]).toMatchObject({
-      id: blocked.stepId, duration_ms: null, decision: { outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE', evaluated_rules: { kill_switch: 'DENY' } },
+      id: blocked.stepId,
+      duration_ms: null,
+      decision: { outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE', evaluated_rules: { kill_switch: 'DENY' } },
     });
     // And a new run cannot start while it is on.
     await expect(ws.guard.run('carol', () => executed++)).rejects.toMatchObject({ denyReason: 'KILL_SWITCH_ACTIVE' });
@@ -242,15 +306,25 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     let runId = '';
     const results = await ws.guard.run('dave', (run) => {
       runId = run.id;
-      return Promise.all(Array.from({ length: 20 }, (_, i) => i % 2 === 0
-        ? run.modelCall(async () => {
-          await sleep((i * 7) % 15);
-          return chatCompletion(i + 1, 1);
-        }, { model: 'm', inputData: { call: i }, tokenExtractor: extractors.openai })
-        : run.toolCall(async () => {
-          await sleep((i * 5) % 11);
-          return i;
-        }, { toolName: `tool-${i}`, inputData: { call: i } })));
+      return Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          i % 2 === 0
+            ? run.modelCall(
+                async () => {
+                  await sleep((i * 7) % 15);
+                  return chatCompletion(i + 1, 1);
+                },
+                { model: 'm', inputData: { call: i }, tokenExtractor: extractors.openai },
+              )
+            : run.toolCall(
+                async () => {
+                  await sleep((i * 5) % 11);
+                  return i;
+                },
+                { toolName: `tool-${i}`, inputData: { call: i } },
+              ),
+        ),
+      );
     });
 
     expect(results).toHaveLength(20);
@@ -272,9 +346,14 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
       const sync = run.toolCall(() => 'sync value', { toolName: 'sync' });
       const asyncValue = run.toolCall(async () => 'async value', { toolName: 'async' });
       const syncModel = run.modelCall(() => chatCompletion(3, 4), { model: 'm', tokenExtractor: extractors.openai });
-      const failing = run.toolCall(() => {
-        throw syncBoom;
-      }, { toolName: 'sync-throws' }).catch((error: unknown) => error);
+      const failing = run
+        .toolCall(
+          () => {
+            throw syncBoom;
+          },
+          { toolName: 'sync-throws' },
+        )
+        .catch((error: unknown) => error);
       return Promise.all([sync, asyncValue, syncModel.then((r) => r.usage.total_tokens), failing]);
     });
 
@@ -283,7 +362,10 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
     const run = await detailOf(ws, runId);
     expect(run.status).toBe('COMPLETED');
     expect(run.steps.map((s) => [s.tool_name ?? s.model, s.status])).toEqual([
-      ['sync', 'COMPLETED'], ['async', 'COMPLETED'], ['m', 'COMPLETED'], ['sync-throws', 'FAILED'],
+      ['sync', 'COMPLETED'],
+      ['async', 'COMPLETED'],
+      ['m', 'COMPLETED'],
+      ['sync-throws', 'FAILED'],
     ]);
     expect(run.steps[2]).toMatchObject({ prompt_tokens: 3, completion_tokens: 4 });
 
@@ -300,20 +382,26 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
       const askModel = async (question: string) => {
         await sleep(question.length % 5);
         return guard.modelCall(() => chatCompletion(question.length, 2), {
-          model: 'm', inputData: { question }, tokenExtractor: extractors.openai,
+          model: 'm',
+          inputData: { question },
+          tokenExtractor: extractors.openai,
         });
       };
       const lookUp = (q: string) => guard.toolCall(() => `result for ${q}`, { toolName: 'lookup', inputData: { q } });
-      const agent = (user: string) => guard.run(user, async (run: RunHandle) => {
-        expect(guard.currentRun).toBe(run);
-        await askModel(`${user}: first`);
-        await Promise.all([lookUp(`${user}-a`), lookUp(`${user}-b`)]);
-        await askModel(`${user}: second`);
-        return run.id;
-      });
+      const agent = (user: string) =>
+        guard.run(user, async (run: RunHandle) => {
+          expect(guard.currentRun).toBe(run);
+          await askModel(`${user}: first`);
+          await Promise.all([lookUp(`${user}-a`), lookUp(`${user}-b`)]);
+          await askModel(`${user}: second`);
+          return run.id;
+        });
 
       const [frankRun, graceRun] = await Promise.all([agent('frank'), agent('grace')]);
-      for (const [user, runId] of [['frank', frankRun], ['grace', graceRun]] as const) {
+      for (const [user, runId] of [
+        ['frank', frankRun],
+        ['grace', graceRun],
+      ] as const) {
         const run = await detailOf(ws, runId);
         expect(run).toMatchObject({ user_id: user, status: 'COMPLETED' });
         expect(run.steps.map((s) => s.sequence)).toEqual([1, 2, 3, 4]);
@@ -358,13 +446,19 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
       await expect(handle!.toolCall(() => 1, { toolName: 'late' })).rejects.toThrow(/has ended/);
       expect((await detailOf(ws, handle!.id)).steps).toEqual([]);
       // The server says the same when asked directly.
-      const late = await ws.api.request('POST', `/v1/runs/${handle!.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 'late' });
+      const late = await ws.api.request('POST', `/v1/runs/${handle!.id}/steps`, {
+        type: 'TOOL_CALL',
+        sequence: 1,
+        tool_name: 'late',
+      });
       expect(late.body.code).toBe('RUN_NOT_RUNNING');
     });
 
     it('when the same user starts identical runs, then each is its own run: idempotency keys are per call, not per body', async () => {
       const ws = await freshWorkspace();
-      const ids = await Promise.all(Array.from({ length: 3 }, () => ws.guard.run('judy', (run) => run.id, { metadata: { same: true } })));
+      const ids = await Promise.all(
+        Array.from({ length: 3 }, () => ws.guard.run('judy', (run) => run.id, { metadata: { same: true } })),
+      );
       expect(new Set(ids).size).toBe(3);
       expect((await runsOf(ws, 'judy')).map((r) => r.status)).toEqual(['COMPLETED', 'COMPLETED', 'COMPLETED']);
     });
@@ -373,11 +467,13 @@ describe.each(BEHAVIOUR_BACKENDS)('GuardClient against the real daemon ($backend
       const ws = await freshWorkspace();
       let runId = '';
       // The run is ended behind the SDK's back: its own end then gets 409 RUN_NOT_RUNNING.
-      const caught = await ws.guard.run('ken', async (run) => {
-        runId = run.id;
-        await ws.api.request('POST', `/v1/runs/${run.id}/end`, { status: 'FAILED' });
-        return 'done';
-      }).catch((error: unknown) => error);
+      const caught = await ws.guard
+        .run('ken', async (run) => {
+          runId = run.id;
+          await ws.api.request('POST', `/v1/runs/${run.id}/end`, { status: 'FAILED' });
+          return 'done';
+        })
+        .catch((error: unknown) => error);
       expect(caught).toBeInstanceOf(ConflictError);
       expect(caught).toMatchObject({ status: 409, code: 'RUN_NOT_RUNNING', requestId: expect.any(String) });
       expect((await detailOf(ws, runId)).status).toBe('FAILED');
@@ -400,7 +496,10 @@ describe('token extractors on responses of the real provider SDKs, recorded by t
     guard = new GuardClient({ apiKey: daemon.apiKey, baseUrl: daemon.url });
     openai = new OpenAI({ baseURL: `${upstream.url}/v1`, apiKey: 'sk-test', maxRetries: 0 });
     anthropic = new Anthropic({ baseURL: upstream.url, apiKey: 'sk-ant-test', maxRetries: 0 });
-    await daemon.request('PUT', '/v1/model-pricing/gpt-4o-mini', { input_cost_per_token: 1.5e-7, output_cost_per_token: 6e-7 });
+    await daemon.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
+      input_cost_per_token: 1.5e-7,
+      output_cost_per_token: 6e-7,
+    });
   });
   afterAll(async () => {
     await guard?.close();
@@ -415,18 +514,28 @@ describe('token extractors on responses of the real provider SDKs, recorded by t
         () => openai.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
         { model: 'gpt-4o-mini', tokenExtractor: extractors.openai },
       );
-      const responses = await run.modelCall(
-        () => openai.responses.create({ model: 'gpt-4o-mini', input: 'hi' }),
-        { model: 'gpt-4o-mini', tokenExtractor: extractors.openaiResponses },
-      );
+      const responses = await run.modelCall(() => openai.responses.create({ model: 'gpt-4o-mini', input: 'hi' }), {
+        model: 'gpt-4o-mini',
+        tokenExtractor: extractors.openaiResponses,
+      });
       const message = await run.modelCall(
-        () => anthropic.messages.create({ model: 'claude-haiku-4-5', max_tokens: 32, messages: [{ role: 'user', content: 'hi' }] }),
+        () =>
+          anthropic.messages.create({
+            model: 'claude-haiku-4-5',
+            max_tokens: 32,
+            messages: [{ role: 'user', content: 'hi' }],
+          }),
         { model: 'claude-haiku-4-5', tokenExtractor: extractors.anthropic },
       );
       // A stream read to its end is reported then; asked without stream_options.include_usage,
       // OpenAI sends no usage: no token counts, not a failure (test/client/sdk-streams.test.ts prices streams).
       const stream = await run.modelCall(
-        () => openai.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+        () =>
+          openai.chat.completions.create({
+            model: 'gpt-4o-mini',
+            messages: [{ role: 'user', content: 'hi' }],
+            stream: true,
+          }),
         { model: 'gpt-4o-mini', tokenExtractor: extractors.openai },
       );
       for await (const chunk of stream) void chunk;
@@ -440,7 +549,12 @@ describe('token extractors on responses of the real provider SDKs, recorded by t
       [usage.chat!.prompt_tokens, usage.chat!.completion_tokens],
       [usage.responses!.input_tokens, usage.responses!.output_tokens],
       // Anthropic counts the prompt cache's reads apart from input_tokens; they are prompt tokens too.
-      [usage.message.input_tokens + (usage.message.cache_creation_input_tokens ?? 0) + (usage.message.cache_read_input_tokens ?? 0), usage.message.output_tokens],
+      [
+        usage.message.input_tokens +
+          (usage.message.cache_creation_input_tokens ?? 0) +
+          (usage.message.cache_read_input_tokens ?? 0),
+        usage.message.output_tokens,
+      ],
       [null, null],
     ]);
     expect(tokens[0]).toEqual([120, 30]);
@@ -466,19 +580,28 @@ describe('SDK steps and calls proxied into the same run', () => {
     await Promise.all([daemon?.close(), upstream?.close()]);
   });
 
-  it('when proxied calls took the run\'s next sequences, then the SDK\'s steps go past them and the run completes', async () => {
+  it("when proxied calls took the run's next sequences, then the SDK's steps go past them and the run completes", async () => {
     let runId = '';
-    const proxied = (id: string) => new OpenAI({
-      baseURL: `${daemon.url}/proxy/runs/${id}/openai/v1`, apiKey: 'sk-test', maxRetries: 0,
-      defaultHeaders: { 'x-runguard-key': daemon.apiKey },
-    }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+    const proxied = (id: string) =>
+      new OpenAI({
+        baseURL: `${daemon.url}/proxy/runs/${id}/openai/v1`,
+        apiKey: 'sk-test',
+        maxRetries: 0,
+        defaultHeaders: { 'x-runguard-key': daemon.apiKey },
+      }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
     await guard.run('mixed-user', async (run) => {
       runId = run.id;
       for (let i = 0; i < 5; i++) await proxied(run.id); // sequences 1-5, unseen by the SDK
       await run.toolCall(() => 'a', { toolName: 'first' });
-      await run.modelCall(async () => chatCompletion(3, 1), { model: 'gpt-4o-mini', tokenExtractor: extractors.openai });
+      await run.modelCall(async () => chatCompletion(3, 1), {
+        model: 'gpt-4o-mini',
+        tokenExtractor: extractors.openai,
+      });
       await proxied(run.id);
-      await Promise.all([run.toolCall(() => 'b', { toolName: 'second' }), run.toolCall(() => 'c', { toolName: 'third' })]);
+      await Promise.all([
+        run.toolCall(() => 'b', { toolName: 'second' }),
+        run.toolCall(() => 'c', { toolName: 'third' }),
+      ]);
     });
 
     const run = (await daemon.request<Run>('GET', `/v1/runs/${runId}`)).body;
@@ -490,7 +613,16 @@ describe('SDK steps and calls proxied into the same run', () => {
     // In the order they were made: the proxied calls first, the SDK's steps after them. (The last two
     // were made together; a collision can swap them.)
     const names = run.steps.map((s) => s.tool_name ?? s.type);
-    expect(names.slice(0, 8)).toEqual(['MODEL_CALL', 'MODEL_CALL', 'MODEL_CALL', 'MODEL_CALL', 'MODEL_CALL', 'first', 'MODEL_CALL', 'MODEL_CALL']);
+    expect(names.slice(0, 8)).toEqual([
+      'MODEL_CALL',
+      'MODEL_CALL',
+      'MODEL_CALL',
+      'MODEL_CALL',
+      'MODEL_CALL',
+      'first',
+      'MODEL_CALL',
+      'MODEL_CALL',
+    ]);
     expect(names.slice(8).sort()).toEqual(['second', 'third']);
   });
 });
@@ -531,7 +663,10 @@ describe('retries through a connection that drops the answer (the daemon process
     const { idempotencyKey, status } = dropped[0]!;
     expect(idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
     const sameKey = attempts.filter((r) => r.idempotencyKey === idempotencyKey);
-    expect(sameKey.map((r) => [r.outcome, r.status])).toEqual([['answer-dropped', status], ['relayed', status]]);
+    expect(sameKey.map((r) => [r.outcome, r.status])).toEqual([
+      ['answer-dropped', status],
+      ['relayed', status],
+    ]);
   };
 
   it('when the answer to the run start is lost, then the retry gets the same run: exactly one run exists', async () => {
@@ -555,10 +690,13 @@ describe('retries through a connection that drops the answer (the daemon process
     let calls = 0;
 
     const runId = await guard.run('drop-step', async (run) => {
-      await run.modelCall(() => {
-        calls++;
-        return chatCompletion(10, 5);
-      }, { model: 'm', tokenExtractor: extractors.openai });
+      await run.modelCall(
+        () => {
+          calls++;
+          return chatCompletion(10, 5);
+        },
+        { model: 'm', tokenExtractor: extractors.openai },
+      );
       return run.id;
     });
 
@@ -602,15 +740,24 @@ describe('retries through a connection that drops the answer (the daemon process
 
   it('when every write of a run loses its first answer, then the run is recorded exactly as without faults', async () => {
     await throughRelay();
-    for (const [method, path] of [['POST', RUN_START], ['POST', STEP_CREATE], ['PATCH', STEP_UPDATE], ['POST', RUN_END]] as const) {
+    for (const [method, path] of [
+      ['POST', RUN_START],
+      ['POST', STEP_CREATE],
+      ['PATCH', STEP_UPDATE],
+      ['POST', RUN_END],
+    ] as const) {
       relay.dropAnswer({ method, path });
     }
     let calls = 0;
 
-    const runId = await guard.run('drop-all', async (run) => {
-      await run.toolCall(() => calls++, { toolName: 'search' });
-      return run.id;
-    }, { metadata: { ticket: 7 } });
+    const runId = await guard.run(
+      'drop-all',
+      async (run) => {
+        await run.toolCall(() => calls++, { toolName: 'search' });
+        return run.id;
+      },
+      { metadata: { ticket: 7 } },
+    );
 
     expect(relay.requests.filter((r) => r.outcome === 'answer-dropped')).toHaveLength(4);
     expect(calls).toBe(1);

@@ -5,7 +5,10 @@ import { GuardClient, GuardConfigError } from '../../src/client/index.js';
 const KEY = `lg_abcdefghijkl_${'x'.repeat(40)}`;
 const saved = { key: process.env.RUNGUARD_API_KEY, url: process.env.RUNGUARD_URL };
 afterEach(() => {
-  for (const [name, value] of [['RUNGUARD_API_KEY', saved.key], ['RUNGUARD_URL', saved.url]] as const) {
+  for (const [name, value] of [
+    ['RUNGUARD_API_KEY', saved.key],
+    ['RUNGUARD_URL', saved.url],
+  ] as const) {
     if (value === undefined) delete process.env[name];
     else process.env[name] = value;
   }

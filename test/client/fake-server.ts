@@ -133,7 +133,11 @@ export class FakeRunguard {
         res.writeHead(fault.status, { 'content-type': 'text/plain', ...fault.headers });
         res.end(fault.raw);
       } else {
-        send(res, { status: fault.status, body: fault.body ?? { detail: 'Injected failure.', code: 'INJECTED' }, headers: fault.headers });
+        send(res, {
+          status: fault.status,
+          body: fault.body ?? { detail: 'Injected failure.', code: 'INJECTED' },
+          headers: fault.headers,
+        });
       }
       return;
     }
@@ -164,7 +168,8 @@ export class FakeRunguard {
     let match: RegExpMatchArray | null;
     if (method === 'POST' && path === '/v1/runs/') return this.#startRun(body);
     if ((match = path.match(/^\/v1\/runs\/([^/]+)\/end$/)) && method === 'POST') return this.#endRun(match[1]!, body);
-    if ((match = path.match(/^\/v1\/runs\/([^/]+)\/steps$/)) && method === 'POST') return this.#createStep(match[1]!, body);
+    if ((match = path.match(/^\/v1\/runs\/([^/]+)\/steps$/)) && method === 'POST')
+      return this.#createStep(match[1]!, body);
     if ((match = path.match(/^\/v1\/runs\/([^/]+)\/steps\/([^/]+)$/)) && method === 'PATCH') {
       return this.#updateStep(match[1]!, match[2]!, body);
     }
@@ -176,7 +181,13 @@ export class FakeRunguard {
     if (invalid) return invalid;
     const { user_id, metadata } = body as { user_id: string; metadata?: unknown };
     const reason = this.killSwitch ? 'KILL_SWITCH_ACTIVE' : this.blockedUsers.has(user_id) ? 'USER_BLOCKED' : null;
-    const run: FakeRun = { id: randomUUID(), user_id, status: reason ? 'BLOCKED' : 'RUNNING', metadata: metadata ?? null, steps: [] };
+    const run: FakeRun = {
+      id: randomUUID(),
+      user_id,
+      status: reason ? 'BLOCKED' : 'RUNNING',
+      metadata: metadata ?? null,
+      steps: [],
+    };
     this.runs.set(run.id, run);
     return {
       status: 201,
@@ -228,7 +239,10 @@ export class FakeRunguard {
       completion_tokens: null,
     };
     run.steps.push(step);
-    return { status: 201, body: { id: step.id, status: step.status, decision: { outcome: reason ? 'DENY' : 'ALLOW', reason } } };
+    return {
+      status: 201,
+      body: { id: step.id, status: step.status, decision: { outcome: reason ? 'DENY' : 'ALLOW', reason } },
+    };
   }
 
   #updateStep(runId: string, stepId: string, body: unknown): Answer {
@@ -238,8 +252,15 @@ export class FakeRunguard {
     const invalid = validate(
       body,
       { status: 'final' },
-      { duration_ms: 'count?', prompt_tokens: 'count?', completion_tokens: 'count?', cache_read_tokens: 'count?',
-        cache_write_tokens: 'count?', reasoning_tokens: 'count?', output_data: 'object?' },
+      {
+        duration_ms: 'count?',
+        prompt_tokens: 'count?',
+        completion_tokens: 'count?',
+        cache_read_tokens: 'count?',
+        cache_write_tokens: 'count?',
+        reasoning_tokens: 'count?',
+        output_data: 'object?',
+      },
     );
     if (invalid) return invalid;
     if (step.status !== 'ALLOWED') return error(409, `Step is ${step.status}.`, 'STEP_ALREADY_FINISHED');
@@ -261,7 +282,14 @@ type Rule = 'string' | 'string?' | 'object?' | 'final' | 'steptype' | 'sequence'
 /** The contract's 422: missing fields, wrong types, unknown enums and unknown fields. */
 function validate(body: unknown, required: Record<string, Rule>, optional: Record<string, Rule>): Answer | undefined {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    return { status: 422, body: { detail: 'The body must be a JSON object.', code: 'VALIDATION_ERROR', errors: [{ path: 'body', message: 'must be object' }] } };
+    return {
+      status: 422,
+      body: {
+        detail: 'The body must be a JSON object.',
+        code: 'VALIDATION_ERROR',
+        errors: [{ path: 'body', message: 'must be object' }],
+      },
+    };
   }
   const errors: { path: string; message: string }[] = [];
   const record = body as Record<string, unknown>;

@@ -25,11 +25,15 @@ afterEach(async () => {
 
 describe('GuardClient.run', () => {
   it('when fn resolves, then the run is ended COMPLETED and its value returned', async () => {
-    const value = await guard.run('user-1', async (run) => {
-      expect(run.userId).toBe('user-1');
-      expect(run.id).toMatch(/^[0-9a-f-]{36}$/);
-      return { answer: 42 };
-    }, { metadata: { ticket: 42 } });
+    const value = await guard.run(
+      'user-1',
+      async (run) => {
+        expect(run.userId).toBe('user-1');
+        expect(run.id).toMatch(/^[0-9a-f-]{36}$/);
+        return { answer: 42 };
+      },
+      { metadata: { ticket: 42 } },
+    );
 
     expect(value).toEqual({ answer: 42 });
     const run = server.onlyRun();
@@ -48,9 +52,11 @@ describe('GuardClient.run', () => {
 
   it('when fn throws, then the run is ended FAILED and the same error object is re-thrown', async () => {
     const boom = new Error('boom');
-    const caught = await guard.run('user-1', async () => {
-      throw boom;
-    }).catch((error: unknown) => error);
+    const caught = await guard
+      .run('user-1', async () => {
+        throw boom;
+      })
+      .catch((error: unknown) => error);
 
     expect(caught).toBe(boom);
     expect(server.onlyRun().status).toBe('FAILED');
@@ -58,19 +64,23 @@ describe('GuardClient.run', () => {
 
   it('when fn throws synchronously, then the run is still ended FAILED', async () => {
     const boom = new TypeError('sync boom');
-    await expect(guard.run('user-1', () => {
-      throw boom;
-    })).rejects.toBe(boom);
+    await expect(
+      guard.run('user-1', () => {
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
     expect(server.onlyRun().status).toBe('FAILED');
   });
 
-  it('when fn throws and ending the run fails too, then fn\'s error is re-thrown', async () => {
+  it("when fn throws and ending the run fails too, then fn's error is re-thrown", async () => {
     const boom = new Error('boom');
     const noRetry = new GuardClient({ apiKey: API_KEY, baseUrl: server.url, maxRetries: 0 });
-    await expect(noRetry.run('user-1', async () => {
-      server.failNext(1, { kind: 'status', status: 500 });
-      throw boom;
-    })).rejects.toBe(boom);
+    await expect(
+      noRetry.run('user-1', async () => {
+        server.failNext(1, { kind: 'status', status: 500 });
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
     expect(server.onlyRun().status).toBe('RUNNING');
     await noRetry.close();
   });
@@ -78,9 +88,11 @@ describe('GuardClient.run', () => {
   it('when the run start is denied, then fn never runs and GuardBlockedError says why', async () => {
     server.blockedUsers.add('mallory');
     let called = false;
-    const error = await guard.run('mallory', () => {
-      called = true;
-    }).catch((e: unknown) => e);
+    const error = await guard
+      .run('mallory', () => {
+        called = true;
+      })
+      .catch((e: unknown) => e);
 
     expect(called).toBe(false);
     expect(error).toBeInstanceOf(GuardBlockedError);
@@ -106,13 +118,17 @@ describe('GuardClient.run', () => {
   });
 
   it('when ending the run answers 409, then the ConflictError surfaces with its code', async () => {
-    await expect(guard.run('user-1', async (run) => {
-      server.runs.get(run.id)!.status = 'FAILED'; // as if the server's idle timeout ended it
-      return 1;
-    })).rejects.toMatchObject({ name: 'ConflictError', status: 409, code: 'RUN_NOT_RUNNING' });
-    await expect(guard.run('user-1', async (run) => {
-      server.runs.get(run.id)!.status = 'FAILED';
-    })).rejects.toBeInstanceOf(ConflictError);
+    await expect(
+      guard.run('user-1', async (run) => {
+        server.runs.get(run.id)!.status = 'FAILED'; // as if the server's idle timeout ended it
+        return 1;
+      }),
+    ).rejects.toMatchObject({ name: 'ConflictError', status: 409, code: 'RUN_NOT_RUNNING' });
+    await expect(
+      guard.run('user-1', async (run) => {
+        server.runs.get(run.id)!.status = 'FAILED';
+      }),
+    ).rejects.toBeInstanceOf(ConflictError);
   });
 
   it('when userId is empty, then it fails before any request', async () => {
@@ -131,10 +147,22 @@ describe('run.modelCall and run.toolCall', () => {
     expect(result).toBe('hello world');
     const [model, tool] = server.onlyRun().steps;
     expect(model).toMatchObject({
-      type: 'MODEL_CALL', sequence: 1, model: 'gpt-4o-mini', tool_name: null, input_data: { prompt: 'hi' },
-      status: 'COMPLETED', prompt_tokens: null, completion_tokens: null,
+      type: 'MODEL_CALL',
+      sequence: 1,
+      model: 'gpt-4o-mini',
+      tool_name: null,
+      input_data: { prompt: 'hi' },
+      status: 'COMPLETED',
+      prompt_tokens: null,
+      completion_tokens: null,
     });
-    expect(tool).toMatchObject({ type: 'TOOL_CALL', sequence: 2, tool_name: 'search', input_data: { q: 'hello' }, status: 'COMPLETED' });
+    expect(tool).toMatchObject({
+      type: 'TOOL_CALL',
+      sequence: 2,
+      tool_name: 'search',
+      input_data: { q: 'hello' },
+      status: 'COMPLETED',
+    });
     expect(model?.duration_ms).toEqual(expect.any(Number));
     // Without an extractor, no token fields are sent at all.
     const patches = server.requestsTo('PATCH', /\/steps\//);
@@ -154,9 +182,16 @@ describe('run.modelCall and run.toolCall', () => {
 
   it('when fn throws, then the step is FAILED with its duration and the same error is re-thrown', async () => {
     const boom = new Error('tool broke');
-    const caught = await guard.run('user-1', (run) => run.toolCall(() => {
-      throw boom;
-    }, { toolName: 'search' })).catch((e: unknown) => e);
+    const caught = await guard
+      .run('user-1', (run) =>
+        run.toolCall(
+          () => {
+            throw boom;
+          },
+          { toolName: 'search' },
+        ),
+      )
+      .catch((e: unknown) => e);
 
     expect(caught).toBe(boom);
     const run = server.onlyRun();
@@ -167,9 +202,16 @@ describe('run.modelCall and run.toolCall', () => {
   it('when a step is denied, then fn is never executed and GuardBlockedError names the run and step', async () => {
     server.deniedModels.add('gpt-4o');
     let executed = false;
-    const error = await guard.run('user-1', (run) => run.modelCall(() => {
-      executed = true;
-    }, { model: 'gpt-4o' })).catch((e: unknown) => e);
+    const error = await guard
+      .run('user-1', (run) =>
+        run.modelCall(
+          () => {
+            executed = true;
+          },
+          { model: 'gpt-4o' },
+        ),
+      )
+      .catch((e: unknown) => e);
 
     expect(executed).toBe(false);
     expect(error).toBeInstanceOf(GuardBlockedError);
@@ -194,7 +236,10 @@ describe('run.modelCall and run.toolCall', () => {
       return run.toolCall(() => 'found', { toolName: 'search' });
     });
     expect(value).toBe('found');
-    expect(server.onlyRun().steps.map((s) => [s.sequence, s.status])).toEqual([[1, 'BLOCKED'], [2, 'COMPLETED']]);
+    expect(server.onlyRun().steps.map((s) => [s.sequence, s.status])).toEqual([
+      [1, 'BLOCKED'],
+      [2, 'COMPLETED'],
+    ]);
     expect(server.onlyRun().status).toBe('COMPLETED');
   });
 
@@ -202,10 +247,12 @@ describe('run.modelCall and run.toolCall', () => {
     server.latencyMs = 5;
     const n = 12;
     const results = await guard.run('user-1', (run) =>
-      Promise.all(Array.from({ length: n }, (_, i) =>
-        i % 2 === 0
-          ? run.modelCall(async () => i, { model: 'm' })
-          : run.toolCall(() => i, { toolName: 't' }))));
+      Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          i % 2 === 0 ? run.modelCall(async () => i, { model: 'm' }) : run.toolCall(() => i, { toolName: 't' }),
+        ),
+      ),
+    );
 
     expect(results).toEqual(Array.from({ length: n }, (_, i) => i));
     const sent = server.requestsTo('POST', /\/steps$/).map((r) => (r.body as { sequence: number }).sequence);
@@ -217,10 +264,14 @@ describe('run.modelCall and run.toolCall', () => {
   });
 
   it('when two runs interleave, then each numbers its own steps from 1', async () => {
-    await Promise.all(['a', 'b'].map((user) => guard.run(user, async (run) => {
-      await run.toolCall(() => 1, { toolName: 'x' });
-      await run.toolCall(() => 2, { toolName: 'y' });
-    })));
+    await Promise.all(
+      ['a', 'b'].map((user) =>
+        guard.run(user, async (run) => {
+          await run.toolCall(() => 1, { toolName: 'x' });
+          await run.toolCall(() => 2, { toolName: 'y' });
+        }),
+      ),
+    );
     for (const run of server.runs.values()) expect(run.steps.map((s) => s.sequence)).toEqual([1, 2]);
   });
 
@@ -238,9 +289,17 @@ describe('run.modelCall and run.toolCall', () => {
     let ran = false;
     await guard.run('user-1', async (run) => {
       // @ts-expect-error: testing the runtime check for JavaScript callers
-      await expect(run.modelCall(() => { ran = true; }, {})).rejects.toThrow(/options\.model/);
+      await expect(
+        run.modelCall(() => {
+          ran = true;
+        }, {}),
+      ).rejects.toThrow(/options\.model/);
       // @ts-expect-error: idem
-      await expect(run.toolCall(() => { ran = true; }, {})).rejects.toThrow(/toolName/);
+      await expect(
+        run.toolCall(() => {
+          ran = true;
+        }, {}),
+      ).rejects.toThrow(/toolName/);
     });
     expect(ran).toBe(false);
     expect(server.onlyRun().steps).toHaveLength(0);
@@ -382,11 +441,13 @@ describe('close()', () => {
     expect(Date.now() - started).toBeLessThan(500);
   });
 
-  it('when closed inside a run, then the step fails and fn\'s error propagates', async () => {
-    const error = await guard.run('user-1', async (run) => {
-      await guard.close();
-      return run.toolCall(() => 1, { toolName: 't' });
-    }).catch((e: unknown) => e);
+  it("when closed inside a run, then the step fails and fn's error propagates", async () => {
+    const error = await guard
+      .run('user-1', async (run) => {
+        await guard.close();
+        return run.toolCall(() => 1, { toolName: 't' });
+      })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ClientClosedError);
   });
 });

@@ -48,26 +48,40 @@ describe('error classes', () => {
     [500, InternalServerError, 'INTERNAL'],
     [503, InternalServerError, 'UNAVAILABLE'],
     [418, APIError, 'TEAPOT'],
-  ])('when the server answers %i, then %o carries status, detail, code and request id', async (status, ErrorClass, code) => {
-    server.failNext(1, { kind: 'status', status, body: { detail: 'It went wrong.', code }, headers: { 'x-request-id': 'req_123' } });
-    const error = await client({ maxRetries: 0 }).run('user-1', () => 1).catch((e: unknown) => e);
+  ])(
+    'when the server answers %i, then %o carries status, detail, code and request id',
+    async (status, ErrorClass, code) => {
+      server.failNext(1, {
+        kind: 'status',
+        status,
+        body: { detail: 'It went wrong.', code },
+        headers: { 'x-request-id': 'req_123' },
+      });
+      const error = await client({ maxRetries: 0 })
+        .run('user-1', () => 1)
+        .catch((e: unknown) => e);
 
-    expect(error).toBeInstanceOf(ErrorClass);
-    expect(error).toBeInstanceOf(APIError);
-    expect(error).toBeInstanceOf(GuardError);
-    expect(error).toMatchObject({
-      name: ErrorClass.name,
-      status,
-      detail: 'It went wrong.',
-      code,
-      requestId: 'req_123',
-      message: `${status} ${code}: It went wrong.`,
-    });
-  });
+      expect(error).toBeInstanceOf(ErrorClass);
+      expect(error).toBeInstanceOf(APIError);
+      expect(error).toBeInstanceOf(GuardError);
+      expect(error).toMatchObject({
+        name: ErrorClass.name,
+        status,
+        detail: 'It went wrong.',
+        code,
+        requestId: 'req_123',
+        message: `${status} ${code}: It went wrong.`,
+      });
+    },
+  );
 
   it('when the server answers 422, then the field errors are exposed', async () => {
     const errors = [{ path: 'body.user_id', message: 'is required' }];
-    server.failNext(1, { kind: 'status', status: 422, body: { detail: 'Invalid body.', code: 'VALIDATION_ERROR', errors } });
+    server.failNext(1, {
+      kind: 'status',
+      status: 422,
+      body: { detail: 'Invalid body.', code: 'VALIDATION_ERROR', errors },
+    });
     await expect(client().run('user-1', () => 1)).rejects.toMatchObject({ errors });
   });
 
@@ -79,7 +93,9 @@ describe('error classes', () => {
 
   it('when the error body is not JSON, then the text becomes the detail', async () => {
     server.failNext(1, { kind: 'status', status: 502, raw: 'Bad Gateway from nginx' });
-    const error = await client({ maxRetries: 0 }).run('user-1', () => 1).catch((e: unknown) => e);
+    const error = await client({ maxRetries: 0 })
+      .run('user-1', () => 1)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InternalServerError);
     expect(error).toMatchObject({ status: 502, detail: 'Bad Gateway from nginx', code: undefined });
   });
@@ -87,7 +103,9 @@ describe('error classes', () => {
   it('when nothing listens, then APIConnectionError is thrown after the retries', async () => {
     const port = Number(new URL(server.url).port);
     await server.stop();
-    const error = await client({ baseUrl: `http://127.0.0.1:${port}`, maxRetries: 0 }).run('u', () => 1).catch((e: unknown) => e);
+    const error = await client({ baseUrl: `http://127.0.0.1:${port}`, maxRetries: 0 })
+      .run('u', () => 1)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(APIConnectionError);
     expect(error).not.toBeInstanceOf(APITimeoutError);
     server = await new FakeRunguard().start(); // for afterEach
@@ -122,11 +140,14 @@ describe('retries and idempotency', () => {
     expect(server.requestsTo('POST', /^\/v1\/runs\/$/)).toHaveLength(3);
   });
 
-  it.each([400, 401, 403, 404, 409, 413, 422])('when the server answers %i, then the call is not retried', async (status) => {
-    server.failNext(1, { kind: 'status', status, headers: { 'retry-after': '0' } });
-    await expect(client().run('user-1', () => 1)).rejects.toMatchObject({ status });
-    expect(server.requests).toHaveLength(1);
-  });
+  it.each([400, 401, 403, 404, 409, 413, 422])(
+    'when the server answers %i, then the call is not retried',
+    async (status) => {
+      server.failNext(1, { kind: 'status', status, headers: { 'retry-after': '0' } });
+      await expect(client().run('user-1', () => 1)).rejects.toMatchObject({ status });
+      expect(server.requests).toHaveLength(1);
+    },
+  );
 
   it('when the connection drops before the request is processed, then it is retried with the same key', async () => {
     server.failNext(1, { kind: 'drop' });
@@ -160,10 +181,13 @@ describe('retries and idempotency', () => {
 
   it('when the answer to a step update is lost, then the retry does not hit STEP_ALREADY_FINISHED', async () => {
     await client().run('user-1', async (run) => {
-      await run.modelCall(async () => {
-        server.failNext(1, { kind: 'drop-after-processing' });
-        return 'x';
-      }, { model: 'm' });
+      await run.modelCall(
+        async () => {
+          server.failNext(1, { kind: 'drop-after-processing' });
+          return 'x';
+        },
+        { model: 'm' },
+      );
     });
     const patches = server.requestsTo('PATCH', /\/steps\//);
     expect(patches).toHaveLength(2);
@@ -200,7 +224,9 @@ describe('retries and idempotency', () => {
   it('when an attempt times out, then APITimeoutError is thrown', async () => {
     server.failNext(1, { kind: 'delay', ms: 1_000 });
     const started = Date.now();
-    const error = await client({ timeoutMs: 100, maxRetries: 0 }).run('user-1', () => 1).catch((e: unknown) => e);
+    const error = await client({ timeoutMs: 100, maxRetries: 0 })
+      .run('user-1', () => 1)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(APITimeoutError);
     expect(error).toBeInstanceOf(APIConnectionError);
     expect(Date.now() - started).toBeLessThan(900);

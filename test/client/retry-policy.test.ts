@@ -11,15 +11,28 @@ const headers = (init: Record<string, string>): Headers => new Headers(init);
 
 describe('retry policy', () => {
   it.each([
-    [408, true], [429, true], [500, true], [502, true], [503, true], [504, true],
-    [400, false], [401, false], [403, false], [404, false], [409, false], [413, false], [422, false],
+    [408, true],
+    [429, true],
+    [500, true],
+    [502, true],
+    [503, true],
+    [504, true],
+    [400, false],
+    [401, false],
+    [403, false],
+    [404, false],
+    [409, false],
+    [413, false],
+    [422, false],
   ])('when the status is %i, then retryable is %s', (status, expected) => {
     expect(isRetryableStatus(status)).toBe(expected);
   });
 
   it('when no jitter applies, then backoff doubles from 0.5 s and caps at 8 s', () => {
     const noJitter = (): number => 0;
-    expect([0, 1, 2, 3, 4, 5, 10].map((i) => backoffDelay(i, noJitter))).toEqual([500, 1000, 2000, 4000, 8000, 8000, 8000]);
+    expect([0, 1, 2, 3, 4, 5, 10].map((i) => backoffDelay(i, noJitter))).toEqual([
+      500, 1000, 2000, 4000, 8000, 8000, 8000,
+    ]);
   });
 
   it('when jitter is at its maximum, then at most 25 % is taken off', () => {

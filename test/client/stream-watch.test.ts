@@ -44,19 +44,29 @@ afterEach(async () => {
 describe('watched streams', () => {
   it('when a runner ends after the callback returned, then the run ends only once the step is reported', async () => {
     await guard.run('u', async (run) => {
-      const runner = await run.modelCall(() => new FakeRunner(), { model: 'claude-x', tokenExtractor: extractors.anthropic });
+      const runner = await run.modelCall(() => new FakeRunner(), {
+        model: 'claude-x',
+        tokenExtractor: extractors.anthropic,
+      });
       runner.finish(anthropicEvents);
     });
     const methods = server.requests.map((r) => r.method);
     expect(methods.slice(-2)).toEqual(['PATCH', 'POST']); // the step's report, then the run's end
     expect(server.requestsTo('PATCH', /\/steps\//)[0]?.body).toEqual({
-      status: 'COMPLETED', duration_ms: expect.any(Number), prompt_tokens: 100, completion_tokens: 40, cache_read_tokens: 90,
+      status: 'COMPLETED',
+      duration_ms: expect.any(Number),
+      prompt_tokens: 100,
+      completion_tokens: 40,
+      cache_read_tokens: 90,
     });
   });
 
-  it('when a runner\'s report fails where no caller awaits it, then guard.run throws it and ends the run FAILED', async () => {
+  it("when a runner's report fails where no caller awaits it, then guard.run throws it and ends the run FAILED", async () => {
     const failed = guard.run('u', async (run) => {
-      const runner = await run.modelCall(() => new FakeRunner(), { model: 'claude-x', tokenExtractor: extractors.anthropic });
+      const runner = await run.modelCall(() => new FakeRunner(), {
+        model: 'claude-x',
+        tokenExtractor: extractors.anthropic,
+      });
       server.failNext(1, { kind: 'status', status: 422 });
       runner.finish(anthropicEvents);
       await runner.done();
@@ -75,7 +85,11 @@ describe('watched streams', () => {
       const stream = await run.modelCall(() => chunks(), { model: 'm', tokenExtractor: (c: any) => c.tokens });
       for await (const chunk of stream) void chunk;
     });
-    expect(server.requestsTo('PATCH', /\/steps\//)[0]?.body).toMatchObject({ status: 'COMPLETED', prompt_tokens: 5, completion_tokens: 7 });
+    expect(server.requestsTo('PATCH', /\/steps\//)[0]?.body).toMatchObject({
+      status: 'COMPLETED',
+      prompt_tokens: 5,
+      completion_tokens: 7,
+    });
   });
 
   it('when a stream reports cache tokens past its prompt, then the parts that do not add up are left out, not the report', async () => {
@@ -83,8 +97,14 @@ describe('watched streams', () => {
       yield { usage: { prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 50 } } };
     }
     await guard.run('u', async (run) => {
-      for await (const chunk of await run.modelCall(() => chunks(), { model: 'm', tokenExtractor: extractors.openai })) void chunk;
+      for await (const chunk of await run.modelCall(() => chunks(), { model: 'm', tokenExtractor: extractors.openai }))
+        void chunk;
     });
-    expect(server.requestsTo('PATCH', /\/steps\//)[0]?.body).toEqual({ status: 'COMPLETED', duration_ms: expect.any(Number), prompt_tokens: 10, completion_tokens: 2 });
+    expect(server.requestsTo('PATCH', /\/steps\//)[0]?.body).toEqual({
+      status: 'COMPLETED',
+      duration_ms: expect.any(Number),
+      prompt_tokens: 10,
+      completion_tokens: 2,
+    });
   });
 });

@@ -17,8 +17,9 @@ function runtimeImports(file: string): string[] {
     compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, verbatimModuleSyntax: true },
     fileName: file,
   });
-  return [...outputText.matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|import\(['"]([^'"]+)['"]\)/g)]
-    .map((match) => (match[1] ?? match[2])!);
+  return [
+    ...outputText.matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|import\(['"]([^'"]+)['"]\)/g),
+  ].map((match) => (match[1] ?? match[2])!);
 }
 
 /** Every file reachable at run time from `entries`, and every bare specifier (package) met. */
@@ -40,9 +41,14 @@ function graph(entries: string[]): { files: string[]; packages: string[] } {
 describe('the SDK at run time', () => {
   it('when any of its files is loaded, then it reaches only its own files, the deny sentences and details, and Node built-ins', () => {
     // Every file, not only the index's graph: a file loaded by nothing today may be tomorrow.
-    const entries = readdirSync(resolve(SRC, 'client')).filter((name) => name.endsWith('.ts')).map((name) => resolve(SRC, 'client', name));
+    const entries = readdirSync(resolve(SRC, 'client'))
+      .filter((name) => name.endsWith('.ts'))
+      .map((name) => resolve(SRC, 'client', name));
     const { files, packages } = graph(entries);
-    expect(files.filter((file) => !file.startsWith('client/'))).toEqual(['contract/denial-detail.ts', 'contract/deny-reasons.ts']);
+    expect(files.filter((file) => !file.startsWith('client/'))).toEqual([
+      'contract/denial-detail.ts',
+      'contract/deny-reasons.ts',
+    ]);
     expect(packages.filter((name) => !name.startsWith('node:'))).toEqual([]);
   });
 

@@ -39,7 +39,10 @@ describe('two daemons on one Postgres and one Redis', () => {
     expect(rows[0]).toEqual({ n: 5 });
     // Ending one through b frees exactly one slot for a.
     await b.request('POST', `/v1/runs/${admitted[0]!.body.id}/end`, { status: 'COMPLETED' });
-    const next = await Promise.all([a.request('POST', '/v1/runs', { user_id: 'x' }), a.request('POST', '/v1/runs', { user_id: 'y' })]);
+    const next = await Promise.all([
+      a.request('POST', '/v1/runs', { user_id: 'x' }),
+      a.request('POST', '/v1/runs', { user_id: 'y' }),
+    ]);
     expect(next.map((r) => r.body.status).sort()).toEqual(['BLOCKED', 'RUNNING']);
   });
 
@@ -49,13 +52,19 @@ describe('two daemons on one Postgres and one Redis', () => {
     expect(run.status).toBe('RUNNING');
     // b has decided for this run and these users already: it remembers their state.
     for (const sequence of [1, 2]) {
-      expect((await b.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence })).body.status).toBe('ALLOWED');
+      expect((await b.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence })).body.status).toBe(
+        'ALLOWED',
+      );
     }
     expect((await b.request('POST', '/v1/runs', { user_id: 'someone' })).body.status).toBe('RUNNING');
     await a.request('PUT', '/v1/users/mallory', { blocked: true });
-    expect((await b.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 3 })).body.decision.reason).toBe('USER_BLOCKED');
+    expect(
+      (await b.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 3 })).body.decision.reason,
+    ).toBe('USER_BLOCKED');
     await a.request('POST', '/v1/workspace/kill-switch', { active: true });
-    expect((await b.request('POST', '/v1/runs', { user_id: 'someone' })).body.decision.reason).toBe('KILL_SWITCH_ACTIVE');
+    expect((await b.request('POST', '/v1/runs', { user_id: 'someone' })).body.decision.reason).toBe(
+      'KILL_SWITCH_ACTIVE',
+    );
     await b.request('POST', '/v1/workspace/kill-switch', { active: false });
     expect((await a.request('POST', '/v1/runs', { user_id: 'someone' })).body.status).toBe('RUNNING');
   });
@@ -64,7 +73,8 @@ describe('two daemons on one Postgres and one Redis', () => {
     await a.request('PUT', '/v1/model-pricing/m', { input_cost_per_token: 0.01, output_cost_per_token: 0 });
     await a.request('PATCH', '/v1/workspace', { daily_budget_usd: 0.05 });
     const run = (await a.request('POST', '/v1/runs', { user_id: 'spender' })).body;
-    const s = (await a.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'm' })).body;
+    const s = (await a.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'm' }))
+      .body;
     await a.request('PATCH', `/v1/runs/${run.id}/steps/${s.id}`, { status: 'COMPLETED', prompt_tokens: 5 });
     const denied = await b.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', sequence: 2, model: 'm' });
     expect(denied.body.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');

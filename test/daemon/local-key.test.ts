@@ -17,7 +17,7 @@ describe('the local key file', () => {
   });
   afterEach(() => rm(dir, { recursive: true, force: true }));
 
-  it('when the workspace that holds the kept key is regenerated, then the file and the copy take the new key; another workspace\'s leaves them', async () => {
+  it("when the workspace that holds the kept key is regenerated, then the file and the copy take the new key; another workspace's leaves them", async () => {
     const file = await LocalKeyFile.open(dir);
     expect(await file.regenerated(['zzzzzzzzzzzz'], K1)).toBe(false);
     expect(file.current).toBe(K0);
@@ -28,7 +28,10 @@ describe('the local key file', () => {
 
   it('when two regenerations overlap, then the file ends with the key of the last, not a revoked one', async () => {
     const file = await LocalKeyFile.open(dir);
-    const [first, second] = await Promise.all([file.regenerated(['aaaaaaaaaaaa'], K1), file.regenerated(['bbbbbbbbbbbb'], K2)]);
+    const [first, second] = await Promise.all([
+      file.regenerated(['aaaaaaaaaaaa'], K1),
+      file.regenerated(['bbbbbbbbbbbb'], K2),
+    ]);
     expect([first, second]).toEqual([true, true]);
     expect((await readFile(join(dir, 'api-key'), 'utf8')).trim()).toBe(K2);
     expect(file.current).toBe(K2);

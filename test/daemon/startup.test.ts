@@ -20,7 +20,14 @@ afterAll(async () => {
 
 describe('configuration', () => {
   it('when nothing is set, then the defaults: loopback, port 8787, embedded database, SQL counters', () => {
-    expect(loadConfig({})).toMatchObject({ host: '127.0.0.1', port: 8787, databaseUrl: null, redisUrl: null, dataDir: '.runguard', defaultPlan: 'scale' });
+    expect(loadConfig({})).toMatchObject({
+      host: '127.0.0.1',
+      port: 8787,
+      databaseUrl: null,
+      redisUrl: null,
+      dataDir: '.runguard',
+      defaultPlan: 'scale',
+    });
   });
 
   it('when environment variables and flags are set, then flags win over the environment', () => {
@@ -44,16 +51,21 @@ describe('configuration', () => {
     ['DATABASE_URL', 'postgres://runguard:Xk9/pQ2s+secretpw@db.internal:5432/runguard'],
     ['REDIS_URL', 'redis://:S3cr3t#pw/x@cache:6379'],
     ['RUNGUARD_JWT_SECRET', 'secretsecretsecretsecretsecret1'],
-  ])('when %s is invalid, then the message names it without echoing the value (it may hold a password)', (name, value) => {
-    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`environment variable ${name} .*\\(got a value of ${value.length} characters, not shown\\)`));
-    let message = '';
-    try {
-      loadConfig({ [name]: value });
-    } catch (error) {
-      message = (error as Error).message;
-    }
-    expect(message).not.toMatch(/secret|S3cr3t/);
-  });
+  ])(
+    'when %s is invalid, then the message names it without echoing the value (it may hold a password)',
+    (name, value) => {
+      expect(() => loadConfig({ [name]: value })).toThrow(
+        new RegExp(`environment variable ${name} .*\\(got a value of ${value.length} characters, not shown\\)`),
+      );
+      let message = '';
+      try {
+        loadConfig({ [name]: value });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message).not.toMatch(/secret|S3cr3t/);
+    },
+  );
 
   it('when a flag is invalid, then the message names the option', () => {
     expect(() => loadConfig({}, { port: '-1' })).toThrow(/option --port must be an integer/);
@@ -97,7 +109,7 @@ describe('first start and the embedded database', () => {
     await second.close();
   });
 
-  it('when the embedded database opens, then its directory is its owner\'s alone (0700), an older looser one too', async () => {
+  it("when the embedded database opens, then its directory is its owner's alone (0700), an older looser one too", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     const fresh = await embeddedDb(join(dir, 'fresh'));
@@ -125,7 +137,9 @@ describe('first start and the embedded database', () => {
     expect(created).not.toBeNull();
     const kept = (await readFile(join(dir, 'data', 'api-key'), 'utf8')).trim();
     expect(kept).toBe(created!.apiKey);
-    expect(await new ApiKeyVerifier(db, 0).verify(kept, new Date())).toMatchObject({ workspaceId: created!.workspaceId });
+    expect(await new ApiKeyVerifier(db, 0).verify(kept, new Date())).toMatchObject({
+      workspaceId: created!.workspaceId,
+    });
   });
 
   it('when a start fails after the embedded database opened, then its lock goes with it: the next start succeeds', async () => {

@@ -39,9 +39,12 @@ function run(command: string, args: string[], env: Record<string, string> = {}):
     const child = spawn(command, args, {
       cwd: ROOT,
       env: {
-        PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp',
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
         // The daemon's data directory stands for `.runguard` in the checkout.
-        RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: daemon.dataDir, OPENAI_API_KEY: 'sk-example-0123456789',
+        RUNGUARD_URL: daemon.url,
+        RUNGUARD_DATA_DIR: daemon.dataDir,
+        OPENAI_API_KEY: 'sk-example-0123456789',
         ...env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -63,7 +66,13 @@ async function settledRunOf(userId: string): Promise<any> {
   for (;;) {
     const list = (await api.request('GET', `/v1/runs?user_id=${userId}`)).body;
     const run = list.items[0] ? (await api.request('GET', `/v1/runs/${list.items[0].id}`)).body : null;
-    if (run && run.status !== 'RUNNING' && run.steps.every((s: any) => s.status !== 'ALLOWED') && run.total_cost_usd > 0) return run;
+    if (
+      run &&
+      run.status !== 'RUNNING' &&
+      run.steps.every((s: any) => s.status !== 'ALLOWED') &&
+      run.total_cost_usd > 0
+    )
+      return run;
     if (Date.now() > deadline) throw new Error(`no settled run of ${userId}: ${JSON.stringify(run)}`);
     await new Promise((r) => setTimeout(r, 25));
   }
@@ -83,13 +92,22 @@ describe('examples', () => {
     const record = await settledRunOf('example-node');
     expect(record).toMatchObject({ status: 'COMPLETED', step_count: 2 });
     expect(record.steps.map((s: any) => [s.type, s.model, s.status])).toEqual([
-      ['MODEL_CALL', 'gpt-4o-mini', 'COMPLETED'], ['MODEL_CALL', 'gpt-4o-mini', 'COMPLETED'],
+      ['MODEL_CALL', 'gpt-4o-mini', 'COMPLETED'],
+      ['MODEL_CALL', 'gpt-4o-mini', 'COMPLETED'],
     ]);
     expect(record.steps.every((s: any) => s.cost_usd > 0)).toBe(true);
   });
 
   it('when the Python agent runs under exec, then its call went through the proxy and is priced', async () => {
-    const result = await runguard('exec', '--user', 'example-python', '--', 'python3', 'examples/python/agent.py', 'Hi');
+    const result = await runguard(
+      'exec',
+      '--user',
+      'example-python',
+      '--',
+      'python3',
+      'examples/python/agent.py',
+      'Hi',
+    );
     expect(result.stderr).not.toContain('Traceback');
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(new RegExp(`^${DEFAULT_REPLY.replace('.', '\\.')}\ntokens: \\d+ in, \\d+ out\n$`));
@@ -108,9 +126,14 @@ describe('examples', () => {
 
   it('when the SDK agent runs with the exported key, then its model call and tool call are one priced run', async () => {
     const apiKey = (await readFile(join(daemon.dataDir, 'api-key'), 'utf8')).trim();
-    const result = await run(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'examples/sdk-agent.ts', 'What is runguard?'], {
-      RUNGUARD_API_KEY: apiKey, OPENAI_BASE_URL: `${upstream.url}/v1`,
-    });
+    const result = await run(
+      process.execPath,
+      [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'examples/sdk-agent.ts', 'What is runguard?'],
+      {
+        RUNGUARD_API_KEY: apiKey,
+        OPENAI_BASE_URL: `${upstream.url}/v1`,
+      },
+    );
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const match = /^run ([0-9a-f-]{36}): (.*) \(1 link\)\n$/.exec(result.stdout);
@@ -118,7 +141,8 @@ describe('examples', () => {
     const record = (await api.request('GET', `/v1/runs/${match![1]}`)).body;
     expect(record).toMatchObject({ status: 'COMPLETED', user_id: 'user-123', metadata: { example: 'sdk-agent' } });
     expect(record.steps.map((s: any) => [s.type, s.model ?? s.tool_name, s.status])).toEqual([
-      ['MODEL_CALL', 'gpt-4o-mini', 'COMPLETED'], ['TOOL_CALL', 'search', 'COMPLETED'],
+      ['MODEL_CALL', 'gpt-4o-mini', 'COMPLETED'],
+      ['TOOL_CALL', 'search', 'COMPLETED'],
     ]);
     expect(record.steps[0].cost_usd).toBeGreaterThan(0);
   });
@@ -135,14 +159,23 @@ describe('examples', () => {
 
 describe('the README and the package', () => {
   it("when the README shows the SDK example, then it is examples/sdk-agent.ts's code, line for line", async () => {
-    const [readme, example] = await Promise.all([readFile(join(ROOT, 'README.md'), 'utf8'), readFile(join(ROOT, 'examples/sdk-agent.ts'), 'utf8')]);
-    const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!).filter((b) => b.includes("'runguard/client'"));
+    const [readme, example] = await Promise.all([
+      readFile(join(ROOT, 'README.md'), 'utf8'),
+      readFile(join(ROOT, 'examples/sdk-agent.ts'), 'utf8'),
+    ]);
+    const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)]
+      .map((m) => m[1]!)
+      .filter((b) => b.includes("'runguard/client'"));
     expect(blocks.length).toBeGreaterThan(0);
     for (const block of blocks) expect(example).toContain(block.trim());
   });
 
   it('when an agent project compiles the SDK example under strict with the DOM library, then it type-checks', async () => {
-    const result = await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'examples/tsconfig.json']);
+    const result = await run(process.execPath, [
+      join(ROOT, 'node_modules/typescript/bin/tsc'),
+      '-p',
+      'examples/tsconfig.json',
+    ]);
     expect(result.stdout + result.stderr).toBe('');
     expect(result.code).toBe(0);
   });
@@ -176,6 +209,8 @@ describe('the README and the package', () => {
     const result = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts']);
     expect(result.code).toBe(0);
     const files = (JSON.parse(result.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
-    expect(files).toEqual(expect.arrayContaining(['dist/client/index.js', 'dist/client/index.d.ts', 'bin/runguard', 'package.json']));
+    expect(files).toEqual(
+      expect.arrayContaining(['dist/client/index.js', 'dist/client/index.d.ts', 'bin/runguard', 'package.json']),
+    );
   });
 });

@@ -36,7 +36,10 @@ describe('a daemon killed under load, then restarted', () => {
     db = new pg.Client({ connectionString: daemon.databaseUrl });
     await db.connect();
     // Fractions of a microdollar: the counters round each cost half up.
-    await daemon.request('PUT', '/v1/model-pricing/m', { input_cost_per_token: 0.0000015, output_cost_per_token: 0.000002 });
+    await daemon.request('PUT', '/v1/model-pricing/m', {
+      input_cost_per_token: 0.0000015,
+      output_cost_per_token: 0.000002,
+    });
     await daemon.request('PATCH', '/v1/workspace', { max_concurrent_runs: MAX_CONCURRENT });
   }, MIDNIGHT_HOOK_TIMEOUT_MS);
   afterAll(async () => {
@@ -53,11 +56,18 @@ describe('a daemon killed under load, then restarted', () => {
       if (started.body.status !== 'RUNNING') continue;
       const runId = started.body.id as string;
       for (let sequence = 1; sequence <= 2; sequence++) {
-        const step = await daemon.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', sequence, model: 'm' });
+        const step = await daemon.request('POST', `/v1/runs/${runId}/steps`, {
+          type: 'MODEL_CALL',
+          sequence,
+          model: 'm',
+        });
         if (step.status !== 201) throw new Error(`step answered ${step.status}`);
         answered.steps.add(step.body.id);
         const tokens = { prompt_tokens: 101 + id + n, completion_tokens: 33 + sequence };
-        const done = await daemon.request('PATCH', `/v1/runs/${runId}/steps/${step.body.id}`, { status: 'COMPLETED', ...tokens });
+        const done = await daemon.request('PATCH', `/v1/runs/${runId}/steps/${step.body.id}`, {
+          status: 'COMPLETED',
+          ...tokens,
+        });
         if (done.status !== 200) throw new Error(`finish answered ${done.status}`);
         answered.finished.add(step.body.id);
       }
@@ -73,7 +83,10 @@ describe('a daemon killed under load, then restarted', () => {
     await daemon.kill('SIGKILL');
     const endings = await Promise.all(agents);
     // Every agent stopped because the daemon vanished, not because of an answer.
-    for (const ending of endings) expect(String((ending as Error).cause ?? ending)).toMatch(/ECONNREFUSED|other side closed|ECONNRESET|fetch failed/);
+    for (const ending of endings)
+      expect(String((ending as Error).cause ?? ending)).toMatch(
+        /ECONNREFUSED|other side closed|ECONNRESET|fetch failed/,
+      );
     expect(answered.finished.size).toBeGreaterThan(10);
 
     const { rows: runs } = await db.query<{ id: string; status: string }>('SELECT id::text, status FROM runs');
@@ -103,7 +116,9 @@ describe('a daemon killed under load, then restarted', () => {
 
   async function expectCountersEqualRecords() {
     // Spend and runs, over every day and user: the durable counters against the records.
-    const { rows: [totals] } = await db.query(`
+    const {
+      rows: [totals],
+    } = await db.query(`
       SELECT (SELECT coalesce(sum(spend_micros), 0) FROM usage_daily)::bigint AS ws_spend,
         (SELECT coalesce(sum(spend_micros), 0) FROM user_usage_daily)::bigint AS user_spend,
         (SELECT coalesce(sum(round(cost_usd * 1000000)), 0) FROM steps WHERE cost_usd IS NOT NULL)::bigint AS step_spend,
@@ -138,10 +153,18 @@ describe('a daemon killed under load, then restarted', () => {
     await db.query('UPDATE usage_daily SET spend_micros = spend_micros + 7, runs = runs + 2');
     const dry = await runCli(['reconcile', '--dry-run', '--days', '2', '--json'], env);
     expect(dry.code).toBe(4);
-    const report = JSON.parse(dry.stdout) as { drifts: { kind: string; expected: string; found: string }[]; repaired: boolean };
+    const report = JSON.parse(dry.stdout) as {
+      drifts: { kind: string; expected: string; found: string }[];
+      repaired: boolean;
+    };
     expect(report.repaired).toBe(false);
     expect(report.drifts.map((d) => d.kind)).toEqual(['workspace_usage']);
-    const [expected, found] = [report.drifts[0]!.expected, report.drifts[0]!.found].map((t) => t.match(/spend=(\d+) runs=(\d+)/)!.slice(1).map(Number));
+    const [expected, found] = [report.drifts[0]!.expected, report.drifts[0]!.found].map((t) =>
+      t
+        .match(/spend=(\d+) runs=(\d+)/)!
+        .slice(1)
+        .map(Number),
+    );
     expect(found).toEqual([expected![0]! + 7, expected![1]! + 2]);
 
     const fixed = await runCli(['reconcile', '--days', '2'], env);

@@ -44,8 +44,11 @@ describe('Postgres down under proxy load', () => {
       const res = await fetch(`${daemon.url}/proxy/openai/v1/chat/completions`, {
         method: 'POST',
         headers: {
-          'content-type': 'application/json', 'x-runguard-user-id': user, 'x-runguard-key': daemon.apiKey,
-          authorization: 'Bearer sk-upstream', 'x-fake-delay-ms': String(delayMs),
+          'content-type': 'application/json',
+          'x-runguard-user-id': user,
+          'x-runguard-key': daemon.apiKey,
+          authorization: 'Bearer sk-upstream',
+          'x-fake-delay-ms': String(delayMs),
         },
         body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `hello from ${user}` }] }),
       });
@@ -59,7 +62,14 @@ describe('Postgres down under proxy load', () => {
 
   it('when Postgres stops with calls upstream and more arriving, then nothing is forwarded unrecorded and nothing forwarded is lost', async () => {
     const pid = daemon.pid;
-    expect((await daemon.request('PUT', '/v1/model-pricing/gpt-4o-mini', { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 })).status).toBe(200);
+    expect(
+      (
+        await daemon.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
+          input_cost_per_token: 0.000001,
+          output_cost_per_token: 0.000002,
+        })
+      ).status,
+    ).toBe(200);
 
     // 10 calls upstream (slow answers) when Postgres stops.
     const inFlight = Array.from({ length: 10 }, (_, i) => call(`before${i}`, 1_500));
@@ -89,7 +99,8 @@ describe('Postgres down under proxy load', () => {
     while (Date.now() < deadline) {
       rows = await query(
         `SELECT s.status AS step, r.status AS run, s.prompt_tokens::int AS prompt
-           FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1::uuid[])`, [answered],
+           FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1::uuid[])`,
+        [answered],
       );
       if (rows.length === 20 && rows.every((row) => row.run !== 'RUNNING')) break;
       await new Promise((r) => setTimeout(r, 100));

@@ -52,11 +52,15 @@ describe('Postgres down under a running daemon', () => {
   it('when Postgres is down, then every decision answers 503 with a clear detail, nothing is allowed or forwarded, and the daemon recovers by itself', async () => {
     const run = (await daemon.request('POST', '/v1/runs', { user_id: 'ada' })).body;
     expect(run.status).toBe('RUNNING');
-    const step = (await daemon.request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 't' })).body;
+    const step = (
+      await daemon.request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 't' })
+    ).body;
     expect((await proxyCall()).status).toBe(200);
     expect(upstream.requests).toHaveLength(1);
     upstream.requests.length = 0;
-    const before = await query('SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM steps)::int AS steps');
+    const before = await query(
+      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM steps)::int AS steps',
+    );
 
     await cluster.stop('immediate');
     const answers = [
@@ -73,36 +77,53 @@ describe('Postgres down under a running daemon', () => {
     const proxied = await proxyCall();
     expect(proxied.status).toBe(503);
     expect(((await proxied.json()) as { error: { code: string; message: string } }).error).toMatchObject({
-      code: 'SERVICE_UNAVAILABLE', message: DOWN.detail,
+      code: 'SERVICE_UNAVAILABLE',
+      message: DOWN.detail,
     });
     expect(upstream.requests).toHaveLength(0);
     const health = await fetch(`${daemon.url}/health`);
     expect(health.status).toBe(503);
-    expect(await health.json()).toMatchObject({ checks: { database: 'unavailable' }, detail: 'Unavailable: database.' });
+    expect(await health.json()).toMatchObject({
+      checks: { database: 'unavailable' },
+      detail: 'Unavailable: database.',
+    });
     expect(daemon.running).toBe(true);
 
     await cluster.start();
     // The same process: no restart, and the next requests succeed, in parallel, on fresh connections.
     expect((await fetch(`${daemon.url}/health`)).status).toBe(200);
-    const starts = await Promise.all(Array.from({ length: 12 }, (_, i) => daemon.request('POST', '/v1/runs', { user_id: `u${i}` })));
+    const starts = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => daemon.request('POST', '/v1/runs', { user_id: `u${i}` })),
+    );
     expect(starts.map((r) => r.status)).toEqual(Array(12).fill(201));
-    expect((await daemon.request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 2, tool_name: 't' })).body.status).toBe('ALLOWED');
+    expect(
+      (await daemon.request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 2, tool_name: 't' }))
+        .body.status,
+    ).toBe('ALLOWED');
     expect((await proxyCall()).status).toBe(200);
     expect(upstream.requests).toHaveLength(1);
     expect(daemon.pid).toBe(pid);
     // Nothing of the outage was recorded: 12 runs and 1 step since, plus the proxy call's run and step.
-    const after = await query('SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM steps)::int AS steps');
+    const after = await query(
+      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM steps)::int AS steps',
+    );
     expect(after).toEqual([{ runs: before[0].runs + 13, steps: before[0].steps + 2 }]);
   });
 
-  it('when Postgres goes away while a proxied call is upstream, then its result and its run\'s end are written once it is back', async () => {
-    const price = await daemon.request('PUT', '/v1/model-pricing/gpt-4o-mini', { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 });
+  it("when Postgres goes away while a proxied call is upstream, then its result and its run's end are written once it is back", async () => {
+    const price = await daemon.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
+      input_cost_per_token: 0.000001,
+      output_cost_per_token: 0.000002,
+    });
     expect(price.status).toBe(200);
     upstream.requests.length = 0;
     const answer = fetch(`${daemon.url}/proxy/openai/v1/chat/completions`, {
       method: 'POST',
       headers: {
-        'content-type': 'application/json', 'x-runguard-user-id': 'grace', authorization: 'Bearer sk-upstream', 'x-fake-delay-ms': '1500',
+        'content-type': 'application/json',
+        'x-runguard-user-id': 'grace',
+        authorization: 'Bearer sk-upstream',
+        'x-fake-delay-ms': '1500',
       },
       body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
     });
@@ -119,7 +140,8 @@ describe('Postgres down under a running daemon', () => {
     let rows: { step: string; run: string; prompt: number | null }[] = [];
     while (Date.now() < deadline) {
       rows = await query(
-        `SELECT s.status AS step, r.status AS run, s.prompt_tokens::int AS prompt FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = $1`, [stepId],
+        `SELECT s.status AS step, r.status AS run, s.prompt_tokens::int AS prompt FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = $1`,
+        [stepId],
       );
       if (rows[0]?.run !== 'RUNNING') break;
       await new Promise((r) => setTimeout(r, 100));

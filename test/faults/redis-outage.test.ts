@@ -35,7 +35,12 @@ describe('Redis down or unreachable under a running daemon', () => {
     db = new pg.Client({ connectionString: daemon.databaseUrl });
     await db.connect();
     // Reads the copy directly, past the relay; fails fast while the server is down.
-    peek = new Redis(redis.url, { keyPrefix: daemon.redisKeyPrefix, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+    peek = new Redis(redis.url, {
+      keyPrefix: daemon.redisKeyPrefix,
+      lazyConnect: true,
+      maxRetriesPerRequest: 1,
+      retryStrategy: () => 50,
+    });
     peek.on('error', () => {});
     workspaceId = (await daemon.request('GET', '/v1/workspace')).body.id;
     await daemon.request('PUT', '/v1/model-pricing/m', { input_cost_per_token: 0.01, output_cost_per_token: 0 });
@@ -52,10 +57,17 @@ describe('Redis down or unreachable under a running daemon', () => {
 
   /** Creates a step; when allowed, reports one prompt token. Returns the decision. */
   const step = async () => {
-    const created = await daemon.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', sequence: ++sequence, model: 'm' });
+    const created = await daemon.request('POST', `/v1/runs/${runId}/steps`, {
+      type: 'MODEL_CALL',
+      sequence: ++sequence,
+      model: 'm',
+    });
     expect(created.status).toBe(201);
     if (created.body.status === 'ALLOWED') {
-      const finished = await daemon.request('PATCH', `/v1/runs/${runId}/steps/${created.body.id}`, { status: 'COMPLETED', prompt_tokens: 1 });
+      const finished = await daemon.request('PATCH', `/v1/runs/${runId}/steps/${created.body.id}`, {
+        status: 'COMPLETED',
+        prompt_tokens: 1,
+      });
       expect(finished.status).toBe(200);
     }
     return created.body.decision as { outcome: string; reason: string | null };
@@ -169,7 +181,7 @@ describe('Redis down or unreachable under a running daemon', () => {
     expect(await records()).toEqual({ counter: 200_000, steps: 200_000 });
   });
 
-  it('when Redis comes back with an older copy and none of the daemon\'s commands failed (a restart from a snapshot), then that copy is not read until raised', async () => {
+  it("when Redis comes back with an older copy and none of the daemon's commands failed (a restart from a snapshot), then that copy is not read until raised", async () => {
     await sleep(1_100); // past any pause after a failure: the copy is read
     expect((await step()).reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED'); // 200,000 of 200,000
     // What a restart from an older snapshot leaves: lower values, and the daemon's connection dropped.

@@ -25,7 +25,13 @@ describe('three daemons on one Postgres and one Redis under parallel load', () =
     // a check of the Redis copy must never set it below what the records already hold.
     const env = { RUNGUARD_RECONCILE_INTERVAL_MS: '50' };
     const first = await startDaemonProcess({ env });
-    daemons = [first, ...(await Promise.all([startDaemonProcess({ sharing: first, env }), startDaemonProcess({ sharing: first, env })]))];
+    daemons = [
+      first,
+      ...(await Promise.all([
+        startDaemonProcess({ sharing: first, env }),
+        startDaemonProcess({ sharing: first, env }),
+      ])),
+    ];
     db = new pg.Client({ connectionString: first.databaseUrl });
     await db.connect();
     workspaceId = (await first.request('GET', '/v1/workspace')).body.id;
@@ -36,9 +42,12 @@ describe('three daemons on one Postgres and one Redis under parallel load', () =
   });
 
   const via = (i: number) => daemons[i % daemons.length]!;
-  const patch = async (body: Record<string, unknown>) => expect((await via(0).request('PATCH', '/v1/workspace', body)).status).toBe(200);
+  const patch = async (body: Record<string, unknown>) =>
+    expect((await via(0).request('PATCH', '/v1/workspace', body)).status).toBe(200);
   const startAll = (count: number, tag: string) =>
-    Promise.all(Array.from({ length: count }, (_, i) => via(i).request('POST', '/v1/runs', { user_id: `${tag}${i % 5}` })));
+    Promise.all(
+      Array.from({ length: count }, (_, i) => via(i).request('POST', '/v1/runs', { user_id: `${tag}${i % 5}` })),
+    );
   const endRunning = async () => {
     const { rows } = await db.query<{ id: string }>(`SELECT id::text FROM runs WHERE status = 'RUNNING'`);
     await Promise.all(rows.map((r, i) => via(i).request('POST', `/v1/runs/${r.id}/end`, { status: 'COMPLETED' })));
@@ -72,22 +81,46 @@ describe('three daemons on one Postgres and one Redis under parallel load', () =
     await patch({ monthly_run_limit: 250_000 }); // the scale plan's ceiling
   });
 
-  it('when 60 runs start, step and end over three daemons at once, then each daemon\'s run list totals are the runs\' counts', async () => {
+  it("when 60 runs start, step and end over three daemons at once, then each daemon's run list totals are the runs' counts", async () => {
     const started = (await startAll(60, 't')).map((r) => r.body);
-    await Promise.all(started.filter((r) => r.status === 'RUNNING').map(async (run, i) => {
-      expect((await via(i + 1).request('POST', `/v1/runs/${run.id}/steps`, { type: 'TOOL_CALL', sequence: 1, tool_name: 't' })).status).toBe(201);
-      // Ended by two daemons at once: one end counts.
-      const ends = await Promise.all([via(i + 2), via(i)].map((d) => d.request('POST', `/v1/runs/${run.id}/end`, { status: i % 2 ? 'FAILED' : 'COMPLETED' })));
-      expect(ends.filter((e) => e.status === 200)).toHaveLength(1);
-    }));
+    await Promise.all(
+      started
+        .filter((r) => r.status === 'RUNNING')
+        .map(async (run, i) => {
+          expect(
+            (
+              await via(i + 1).request('POST', `/v1/runs/${run.id}/steps`, {
+                type: 'TOOL_CALL',
+                sequence: 1,
+                tool_name: 't',
+              })
+            ).status,
+          ).toBe(201);
+          // Ended by two daemons at once: one end counts.
+          const ends = await Promise.all(
+            [via(i + 2), via(i)].map((d) =>
+              d.request('POST', `/v1/runs/${run.id}/end`, { status: i % 2 ? 'FAILED' : 'COMPLETED' }),
+            ),
+          );
+          expect(ends.filter((e) => e.status === 200)).toHaveLength(1);
+        }),
+    );
     const { rows } = await db.query<{ status: string; n: number }>(
-      'SELECT status, count(*)::int AS n FROM runs WHERE workspace_id = $1 GROUP BY status', [workspaceId]);
+      'SELECT status, count(*)::int AS n FROM runs WHERE workspace_id = $1 GROUP BY status',
+      [workspaceId],
+    );
     const counted = new Map(rows.map((r) => [r.status, r.n]));
     expect(counted.get('RUNNING') ?? 0).toBe(0);
     for (const [i, daemon] of daemons.entries()) {
-      expect((await daemon.request('GET', '/v1/runs?per_page=1')).body.total).toBe(rows.reduce((sum, r) => sum + r.n, 0));
+      expect((await daemon.request('GET', '/v1/runs?per_page=1')).body.total).toBe(
+        rows.reduce((sum, r) => sum + r.n, 0),
+      );
       for (const status of ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED']) {
-        expect([i, status, (await daemon.request('GET', `/v1/runs?status=${status}&per_page=1`)).body.total]).toEqual([i, status, counted.get(status) ?? 0]);
+        expect([i, status, (await daemon.request('GET', `/v1/runs?status=${status}&per_page=1`)).body.total]).toEqual([
+          i,
+          status,
+          counted.get(status) ?? 0,
+        ]);
       }
     }
   });
@@ -101,26 +134,37 @@ describe('three daemons on one Postgres and one Redis under parallel load', () =
     const runs = (await startAll(AGENTS, 'b')).map((r) => r.body.id as string);
     let allowed = 0;
     // Each agent has at most one step in flight: it creates a step and reports its cost before the next.
-    await Promise.all(runs.map(async (runId, agent) => {
-      for (let sequence = 1; ; sequence++) {
-        const daemon = via(agent + sequence); // every agent uses all three daemons in turn
-        const step = await daemon.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', sequence, model: 'm' });
-        expect(step.status).toBe(201);
-        if (step.body.status === 'BLOCKED') {
-          expect(step.body.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
-          return;
+    await Promise.all(
+      runs.map(async (runId, agent) => {
+        for (let sequence = 1; ; sequence++) {
+          const daemon = via(agent + sequence); // every agent uses all three daemons in turn
+          const step = await daemon.request('POST', `/v1/runs/${runId}/steps`, {
+            type: 'MODEL_CALL',
+            sequence,
+            model: 'm',
+          });
+          expect(step.status).toBe(201);
+          if (step.body.status === 'BLOCKED') {
+            expect(step.body.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
+            return;
+          }
+          allowed++;
+          const done = await via(agent + sequence + 1).request('PATCH', `/v1/runs/${runId}/steps/${step.body.id}`, {
+            status: 'COMPLETED',
+            prompt_tokens: 1,
+          });
+          expect(done.status).toBe(200);
         }
-        allowed++;
-        const done = await via(agent + sequence + 1).request('PATCH', `/v1/runs/${runId}/steps/${step.body.id}`, { status: 'COMPLETED', prompt_tokens: 1 });
-        expect(done.status).toBe(200);
-      }
-    }));
+      }),
+    );
     // Every admitted step read spend < budget; spend it did not see was at most the other agents'
     // steps in flight then.
     expect(allowed).toBeGreaterThanOrEqual(BUDGET_MICROS / STEP_MICROS);
     expect(allowed).toBeLessThanOrEqual(BUDGET_MICROS / STEP_MICROS + AGENTS - 1);
     const day = new Date().toISOString().slice(0, 10);
-    const { rows: [spend] } = await db.query(
+    const {
+      rows: [spend],
+    } = await db.query(
       `SELECT (SELECT spend_micros FROM usage_daily WHERE workspace_id = $1 AND day = $2)::bigint AS counter,
          (SELECT sum(spend_micros) FROM user_usage_daily WHERE workspace_id = $1 AND day = $2)::bigint AS users,
          (SELECT coalesce(sum(round(cost_usd * 1000000)), 0) FROM steps WHERE workspace_id = $1)::bigint AS steps`,

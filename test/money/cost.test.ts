@@ -5,11 +5,23 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callCost, costSql, costToMicros, formatDecimal, parseDecimal, type CallTokens, type TokenPrices } from '../../src/money/cost.js';
+import {
+  callCost,
+  costSql,
+  costToMicros,
+  formatDecimal,
+  parseDecimal,
+  type CallTokens,
+  type TokenPrices,
+} from '../../src/money/cost.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
 const tokens = (t: Partial<CallTokens>): CallTokens => ({
-  promptTokens: null, completionTokens: null, cacheReadTokens: null, cacheWriteTokens: null, ...t,
+  promptTokens: null,
+  completionTokens: null,
+  cacheReadTokens: null,
+  cacheWriteTokens: null,
+  ...t,
 });
 // claude-sonnet-4-5: $3 / $15 per million, cache reads $0.30, 5-minute cache writes $3.75.
 const SONNET: TokenPrices = { input: '0.000003', output: '0.000015', cacheRead: '0.0000003', cacheWrite: '0.00000375' };
@@ -20,7 +32,12 @@ describe('callCost, against hand computations', () => {
   it('when an Anthropic call reads and writes the cache, then each part is priced at its own price', () => {
     // 1,200 uncached x 0.000003 = 0.0036; 150,000 reads x 0.0000003 = 0.045;
     // 50,000 writes x 0.00000375 = 0.1875; 800 out x 0.000015 = 0.012. Sum: 0.2481.
-    const call = tokens({ promptTokens: 1_200 + 150_000 + 50_000, completionTokens: 800, cacheReadTokens: 150_000, cacheWriteTokens: 50_000 });
+    const call = tokens({
+      promptTokens: 1_200 + 150_000 + 50_000,
+      completionTokens: 800,
+      cacheReadTokens: 150_000,
+      cacheWriteTokens: 50_000,
+    });
     expect(callCost(call, SONNET)).toBe('0.2481');
     // All of it at the input price, as before: 201,200 x 0.000003 + 0.012 = 0.6156 (2.5 times as much).
     expect(callCost(call, { ...SONNET, cacheRead: null, cacheWrite: null })).toBe('0.6156');
@@ -28,7 +45,9 @@ describe('callCost, against hand computations', () => {
 
   it('when an OpenAI call has cached tokens, then they are the cheaper part of prompt_tokens', () => {
     // (2,006 - 1,920) x 0.00000015 = 0.0000129; 1,920 x 0.000000075 = 0.000144; 300 x 0.0000006 = 0.00018.
-    expect(callCost(tokens({ promptTokens: 2_006, completionTokens: 300, cacheReadTokens: 1_920 }), MINI)).toBe('0.0003369');
+    expect(callCost(tokens({ promptTokens: 2_006, completionTokens: 300, cacheReadTokens: 1_920 }), MINI)).toBe(
+      '0.0003369',
+    );
   });
 
   it('when reasoning tokens are part of the completion, then the completion is priced whole, once', () => {
@@ -75,20 +94,38 @@ describe('callCost agrees with costSql, as Postgres computes it', () => {
   });
 
   const count = fc.option(fc.integer({ min: 0, max: 2_000_000_000 }), { nil: null });
-  const price = fc.tuple(fc.integer({ min: 0, max: 99_999 }), fc.integer({ min: 0, max: 12 }))
+  const price = fc
+    .tuple(fc.integer({ min: 0, max: 99_999 }), fc.integer({ min: 0, max: 12 }))
     .map(([digits, scale]) => formatDecimal({ digits: BigInt(digits), scale }));
 
   it('when counts and prices are random, then both give the same digits', async () => {
-    await fc.assert(fc.asyncProperty(
-      fc.record({ promptTokens: count, completionTokens: count, cacheReadTokens: count, cacheWriteTokens: count }),
-      fc.record({ input: price, output: price, cacheRead: fc.option(price, { nil: null }), cacheWrite: fc.option(price, { nil: null }) }),
-      async (t, p) => {
-        const sql = `SELECT trim_scale(${costSql({ prompt: '$1::bigint', completion: '$2::bigint', cacheRead: '$3::bigint', cacheWrite: '$4::bigint' }, 'p')})::text AS cost
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({ promptTokens: count, completionTokens: count, cacheReadTokens: count, cacheWriteTokens: count }),
+        fc.record({
+          input: price,
+          output: price,
+          cacheRead: fc.option(price, { nil: null }),
+          cacheWrite: fc.option(price, { nil: null }),
+        }),
+        async (t, p) => {
+          const sql = `SELECT trim_scale(${costSql({ prompt: '$1::bigint', completion: '$2::bigint', cacheRead: '$3::bigint', cacheWrite: '$4::bigint' }, 'p')})::text AS cost
           FROM (SELECT $5::numeric AS input_cost_per_token, $6::numeric AS output_cost_per_token,
             $7::numeric AS cache_read_input_cost_per_token, $8::numeric AS cache_write_input_cost_per_token) p`;
-        const { rows } = await client.query(sql, [t.promptTokens, t.completionTokens, t.cacheReadTokens, t.cacheWriteTokens, p.input, p.output, p.cacheRead, p.cacheWrite]);
-        expect(rows[0].cost).toBe(callCost(t, p));
-      },
-    ), { numRuns: 300 });
+          const { rows } = await client.query(sql, [
+            t.promptTokens,
+            t.completionTokens,
+            t.cacheReadTokens,
+            t.cacheWriteTokens,
+            p.input,
+            p.output,
+            p.cacheRead,
+            p.cacheWrite,
+          ]);
+          expect(rows[0].cost).toBe(callCost(t, p));
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

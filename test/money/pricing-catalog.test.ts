@@ -10,7 +10,13 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { callCost, tokenPricesOf } from '../../src/money/cost.js';
 import { decimalText } from '../../src/money/decimal.js';
 import { readShippedCatalog } from '../../src/money/shipped-catalog.js';
-import { CATALOG_PATH, datasetDir, generateCatalog, plainDecimal, withoutDoubleNoise } from '../../scripts/pricing-catalog.js';
+import {
+  CATALOG_PATH,
+  datasetDir,
+  generateCatalog,
+  plainDecimal,
+  withoutDoubleNoise,
+} from '../../scripts/pricing-catalog.js';
 
 type Json = Record<string, any>;
 const dir = datasetDir([], process.env);
@@ -48,7 +54,11 @@ describe('the shipped pricing catalog', () => {
   });
 
   it('names its source and commit', () => {
-    expect(catalog.source).toMatchObject({ name: 'Portkey-AI/models', commit: expect.stringMatching(/^[0-9a-f]{40}$/), license: 'MIT' });
+    expect(catalog.source).toMatchObject({
+      name: 'Portkey-AI/models',
+      commit: expect.stringMatching(/^[0-9a-f]{40}$/),
+      license: 'MIT',
+    });
     expect(catalog.taken_at).toBe(catalog.source.date);
   });
 
@@ -64,26 +74,44 @@ describe('the shipped pricing catalog', () => {
     ['google', 'gemini-2.5-pro', 'gemini-2.5-pro-lte-128k'],
     ['google', 'gemini-2.5-flash-lite', 'gemini-2.5-flash-lite-lte-128k'],
     ['google', 'gemini-embedding-001', 'gemini-embedding-001-lte-128k'],
-  ] as const)('when %s %s is read from the dataset, then its prices are the dataset\'s in USD, exactly', (provider, id, key) => {
-    const entry = dataset[provider][key];
-    const priced = model(id);
-    expect(priced).toMatchObject({ provider });
-    expect(exact(priced.input_cost_per_token)).toBe(usdOf(entry, 'request_token'));
-    expect(exact(priced.output_cost_per_token)).toBe(usdOf(entry, 'response_token'));
-    // A cache price of 0 (no price of its own, as OpenAI's older models) reads as null: the input price.
-    const cache = (unit: string) => { const usd = usdOf(entry, unit); return usd === undefined || usd === '0' ? null : usd; };
-    expect(exact(priced.cache_read_input_cost_per_token)).toBe(cache('cache_read_input_token'));
-    expect(exact(priced.cache_write_input_cost_per_token)).toBe(cache('cache_write_input_token'));
-  });
+  ] as const)(
+    "when %s %s is read from the dataset, then its prices are the dataset's in USD, exactly",
+    (provider, id, key) => {
+      const entry = dataset[provider][key];
+      const priced = model(id);
+      expect(priced).toMatchObject({ provider });
+      expect(exact(priced.input_cost_per_token)).toBe(usdOf(entry, 'request_token'));
+      expect(exact(priced.output_cost_per_token)).toBe(usdOf(entry, 'response_token'));
+      // A cache price of 0 (no price of its own, as OpenAI's older models) reads as null: the input price.
+      const cache = (unit: string) => {
+        const usd = usdOf(entry, unit);
+        return usd === undefined || usd === '0' ? null : usd;
+      };
+      expect(exact(priced.cache_read_input_cost_per_token)).toBe(cache('cache_read_input_token'));
+      expect(exact(priced.cache_write_input_cost_per_token)).toBe(cache('cache_write_input_token'));
+    },
+  );
 
   it('when checked by hand against published prices, then the per-million figures are right', () => {
     const perMillion = (value: number | null) => (value === null ? null : Number((value * 1e6).toPrecision(12)));
     const sonnet = model('claude-sonnet-4-5');
-    expect([sonnet.input_cost_per_token, sonnet.output_cost_per_token, sonnet.cache_read_input_cost_per_token, sonnet.cache_write_input_cost_per_token].map(perMillion))
-      .toEqual([3, 15, 0.3, 3.75]);
+    expect(
+      [
+        sonnet.input_cost_per_token,
+        sonnet.output_cost_per_token,
+        sonnet.cache_read_input_cost_per_token,
+        sonnet.cache_write_input_cost_per_token,
+      ].map(perMillion),
+    ).toEqual([3, 15, 0.3, 3.75]);
     const mini = model('gpt-4o-mini');
-    expect([mini.input_cost_per_token, mini.output_cost_per_token, mini.cache_read_input_cost_per_token, mini.cache_write_input_cost_per_token].map(perMillion))
-      .toEqual([0.15, 0.6, 0.075, null]);
+    expect(
+      [
+        mini.input_cost_per_token,
+        mini.output_cost_per_token,
+        mini.cache_read_input_cost_per_token,
+        mini.cache_write_input_cost_per_token,
+      ].map(perMillion),
+    ).toEqual([0.15, 0.6, 0.075, null]);
     // The dataset writes 0.00007499999999999999 cents: a double's noise around 0.000075.
     expect(exact(model('gpt-5.4-mini').input_cost_per_token)).toBe('0.00000075');
   });
@@ -99,15 +127,21 @@ describe('the shipped pricing catalog', () => {
         expect(priced.has(id) && left.has(id), id).toBe(false);
       }
     }
-    expect(catalog.models.filter((m: Json) => m.kind === 'embedding').map((m: Json) => m.model))
-      .toEqual(expect.arrayContaining(['text-embedding-3-small', 'text-embedding-3-large', 'gemini-embedding-001']));
+    expect(catalog.models.filter((m: Json) => m.kind === 'embedding').map((m: Json) => m.model)).toEqual(
+      expect.arrayContaining(['text-embedding-3-small', 'text-embedding-3-large', 'gemini-embedding-001']),
+    );
     for (const m of catalog.excluded) expect(m.reason).not.toBe('');
   });
 
   it('when a price is read back as the API reads JSON numbers, then no digit drifts', () => {
     const lossless = parse(committedText) as Json;
     for (const m of lossless.models) {
-      for (const field of ['input_cost_per_token', 'output_cost_per_token', 'cache_read_input_cost_per_token', 'cache_write_input_cost_per_token']) {
+      for (const field of [
+        'input_cost_per_token',
+        'output_cost_per_token',
+        'cache_read_input_cost_per_token',
+        'cache_write_input_cost_per_token',
+      ]) {
         if (m[field] === null) continue;
         expect(decimalText(Number(m[field].value)), `${m.model} ${field}`).toBe(plainDecimal(m[field].value));
       }
@@ -120,6 +154,11 @@ describe('the shipped pricing catalog', () => {
     expect(shipped.source).toBe(`Portkey-AI/models@${catalog.source.commit}`);
     const sonnet = shipped.entries.find((e) => e.model === 'claude-sonnet-4-5')!;
     // 1,200 x $3/M + 150,000 x $0.30/M + 50,000 x $3.75/M + 800 x $15/M.
-    expect(callCost({ promptTokens: 201_200, completionTokens: 800, cacheReadTokens: 150_000, cacheWriteTokens: 50_000 }, tokenPricesOf(sonnet))).toBe('0.2481');
+    expect(
+      callCost(
+        { promptTokens: 201_200, completionTokens: 800, cacheReadTokens: 150_000, cacheWriteTokens: 50_000 },
+        tokenPricesOf(sonnet),
+      ),
+    ).toBe('0.2481');
   });
 });

@@ -25,15 +25,23 @@ function halfSentStart(url: string, apiKey: string) {
   const body = JSON.stringify({ user_id: 'in-flight' });
   let req!: ClientRequest;
   const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
-    req = httpRequest(`${url}/v1/runs`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode!, body: text }));
-      res.on('error', reject);
-    });
+    req = httpRequest(
+      `${url}/v1/runs`,
+      {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
   });
   req.write(body.slice(0, 5));
@@ -58,11 +66,23 @@ describe('the daemon process', () => {
     await api.request('POST', '/v1/runs', { user_id: 'a' });
     const samples = parseMetrics((await api.request('GET', '/metrics')).body);
     expect(metricValue(samples, 'runguard_decisions_total', { boundary: 'run_start', outcome: 'ALLOW' })).toBe(1);
-    expect(metricValue(samples, 'runguard_decisions_total', { boundary: 'run_start', outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE' })).toBe(1);
+    expect(
+      metricValue(samples, 'runguard_decisions_total', {
+        boundary: 'run_start',
+        outcome: 'DENY',
+        reason: 'KILL_SWITCH_ACTIVE',
+      }),
+    ).toBe(1);
     expect(metricValue(samples, 'process_resident_memory_bytes')).toBeGreaterThan(0);
     // The bootstrap key went to the terminal and the key file, never into a log line.
     expect(d.stdout()).toContain('API key: lg_');
-    expect(d.stdout().split('\n').filter((l) => l.startsWith('{')).join('\n')).not.toContain(d.apiKey!.slice(16));
+    expect(
+      d
+        .stdout()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .join('\n'),
+    ).not.toContain(d.apiKey!.slice(16));
   });
 
   it('when SIGTERM arrives with a request in flight, then it completes (2xx), new connections are refused, and the daemon exits 0', async () => {

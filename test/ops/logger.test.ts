@@ -21,15 +21,23 @@ describe('logs', () => {
     const stores = await openTestStores('postgres+sql');
     const out = capture();
     const app = await buildApp({
-      db: stores.db, counters: stores.counters, clock: { now: () => new Date() },
-      logger: createLogger('info', { format: 'json', destination: out.stream }), version: 't', bodyLimitBytes: 1 << 20, auth: TEST_AUTH,
+      db: stores.db,
+      counters: stores.counters,
+      clock: { now: () => new Date() },
+      logger: createLogger('info', { format: 'json', destination: out.stream }),
+      version: 't',
+      bodyLimitBytes: 1 << 20,
+      auth: TEST_AUTH,
     });
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
     try {
       const token = 'tok_5ecretRunScopedToken0123456789';
       const res = await fetch(`${url}/proxy/t/${token}/openai/v1/chat/completions?api_key=sk-live-123`, {
         method: 'POST',
-        headers: { authorization: 'Bearer lg_aaaaaaaaaaaa_secretsecretsecretsecretsecretsecret', 'x-request-id': 'req-42' },
+        headers: {
+          authorization: 'Bearer lg_aaaaaaaaaaaa_secretsecretsecretsecretsecretsecret',
+          'x-request-id': 'req-42',
+        },
       });
       expect(res.headers.get('x-request-id')).toBe('req-42');
       await res.text();
@@ -37,14 +45,24 @@ describe('logs', () => {
       await app.close();
       await stores.close();
     }
-    const lines = out.text().trim().split('\n').map((l) => JSON.parse(l));
+    const lines = out
+      .text()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const text = out.text();
     expect(text).not.toContain('5ecretRunScopedToken');
     expect(text).not.toContain('sk-live-123');
     expect(text).not.toContain('secretsecret');
     const incoming = lines.find((l) => l.msg === 'incoming request');
-    expect(incoming).toMatchObject({ reqId: 'req-42', req: { method: 'POST', url: '/proxy/t/[redacted]/openai/v1/chat/completions?api_key=[redacted]' } });
-    expect(lines.find((l) => l.msg === 'request completed')).toMatchObject({ reqId: 'req-42', res: { statusCode: 404 } });
+    expect(incoming).toMatchObject({
+      reqId: 'req-42',
+      req: { method: 'POST', url: '/proxy/t/[redacted]/openai/v1/chat/completions?api_key=[redacted]' },
+    });
+    expect(lines.find((l) => l.msg === 'request completed')).toMatchObject({
+      reqId: 'req-42',
+      res: { statusCode: 404 },
+    });
   });
 
   it('when credentials are logged as fields, then they are redacted', () => {
@@ -54,7 +72,9 @@ describe('logs', () => {
       'hello',
     );
     expect(JSON.parse(out.text())).toMatchObject({
-      headers: { authorization: '[redacted]', 'x-api-key': '[redacted]' }, api_key: '[redacted]', user: { password: '[redacted]' },
+      headers: { authorization: '[redacted]', 'x-api-key': '[redacted]' },
+      api_key: '[redacted]',
+      user: { password: '[redacted]' },
     });
   });
 
@@ -73,7 +93,12 @@ describe('logs', () => {
 });
 
 describe('request loggers made when first used', () => {
-  const lines = (text: string) => text.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const lines = (text: string) =>
+    text
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   const strip = ({ time: _t, ...line }: Record<string, unknown>) => line;
 
   it('when a request logs nothing at an enabled level, then no pino child is made', () => {
@@ -90,27 +115,39 @@ describe('request loggers made when first used', () => {
     log.warn('now');
     log.error('and again');
     expect(made).toBe(1);
-    expect(lines(out.text()).map((l) => [l.reqId, l.msg])).toEqual([['r1', 'now'], ['r1', 'and again']]);
+    expect(lines(out.text()).map((l) => [l.reqId, l.msg])).toEqual([
+      ['r1', 'now'],
+      ['r1', 'and again'],
+    ]);
   });
 
-  it('when it logs, then the line is what an eager child writes: bindings, the route\'s serializers, redaction', () => {
+  it("when it logs, then the line is what an eager child writes: bindings, the route's serializers, redaction", () => {
     const line = (make: (parent: ReturnType<typeof createLogger>) => { warn: (...a: unknown[]) => void }) => {
       const out = capture();
       make(createLogger('info', { format: 'json', destination: out.stream })).warn(
-        { req: { url: '/proxy/t/tok_secret/openai/x' }, headers: { authorization: 'Bearer sk-live' }, user: { password: 'p' } }, 'm',
+        {
+          req: { url: '/proxy/t/tok_secret/openai/x' },
+          headers: { authorization: 'Bearer sk-live' },
+          user: { password: 'p' },
+        },
+        'm',
       );
       return lines(out.text()).map(strip);
     };
     const options = { serializers: { req: (req: { url: string }) => ({ url: req.url.replace(/t\/[^/]+/, 't/[x]') }) } };
     const eager = line((p) => p.child({ reqId: 'r2' }, options));
-    const deferred = line((p) => deferredChildLogger(p, { reqId: 'r2' }, options) as unknown as { warn: (...a: unknown[]) => void });
+    const deferred = line((p) => deferredChildLogger(p, { reqId: 'r2' }, options));
     expect(deferred).toEqual(eager);
     expect(JSON.stringify(deferred)).not.toMatch(/tok_secret|sk-live|"p"/);
   });
 
   it('when a route sets a level of its own, then that level decides', () => {
     const out = capture();
-    const log = deferredChildLogger(createLogger('warn', { format: 'json', destination: out.stream }), { reqId: 'r3' }, { level: 'debug' });
+    const log = deferredChildLogger(
+      createLogger('warn', { format: 'json', destination: out.stream }),
+      { reqId: 'r3' },
+      { level: 'debug' },
+    );
     expect(log.level).toBe('debug');
     log.debug('route debug');
     log.trace('below the route level');

@@ -5,7 +5,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
-import { createMetrics, formatOverheadMs, OVERHEAD_HEADER, ProxyCallTimer, setOverheadHeader } from '../../src/metrics.js';
+import {
+  createMetrics,
+  formatOverheadMs,
+  OVERHEAD_HEADER,
+  ProxyCallTimer,
+  setOverheadHeader,
+} from '../../src/metrics.js';
 import type { CounterStore } from '../../src/store/counters.js';
 import type { Db } from '../../src/store/db.js';
 import { createApiKey, createWorkspace } from '../../src/store/workspaces.js';
@@ -37,7 +43,9 @@ describe('metrics', () => {
     await api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 1 });
     await api.request('POST', '/v1/workspace/kill-switch', { active: true });
     expect((await api.request('POST', '/v1/runs', { user_id: 'm' })).body.status).toBe('BLOCKED');
-    expect((await api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 2 })).body.status).toBe('BLOCKED');
+    expect((await api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'INPUT', sequence: 2 })).body.status).toBe(
+      'BLOCKED',
+    );
     await api.request('POST', '/v1/workspace/kill-switch', { active: false });
     const after = (await scrape(api)).samples;
     const delta = (labels: Record<string, string>) => decisions(after, labels) - decisions(before, labels);
@@ -52,7 +60,9 @@ describe('metrics', () => {
     const before = metricValue((await scrape(api)).samples, 'runguard_decisions_total', { boundary: 'run_start' });
     await api.request('POST', '/v1/runs', { user_id: 'idem' }, key);
     await api.request('POST', '/v1/runs', { user_id: 'idem' }, key);
-    expect(metricValue((await scrape(api)).samples, 'runguard_decisions_total', { boundary: 'run_start' }) - before).toBe(1);
+    expect(
+      metricValue((await scrape(api)).samples, 'runguard_decisions_total', { boundary: 'run_start' }) - before,
+    ).toBe(1);
   });
 
   it('when requests carry ids, then latency is labelled by the route pattern, never the raw URL', async () => {
@@ -60,9 +70,16 @@ describe('metrics', () => {
     await api.request('GET', `/v1/runs/${run.id}`);
     await api.request('GET', '/no/such/route/abc123');
     const { text, samples } = await scrape(api);
-    expect(metricValue(samples, 'runguard_http_request_duration_seconds_count', { method: 'GET', route: '/v1/runs/:run_id', status_code: '200' }))
-      .toBeGreaterThanOrEqual(1);
-    expect(metricValue(samples, 'runguard_http_request_duration_seconds_count', { route: 'unmatched', status_code: '404' })).toBeGreaterThanOrEqual(1);
+    expect(
+      metricValue(samples, 'runguard_http_request_duration_seconds_count', {
+        method: 'GET',
+        route: '/v1/runs/:run_id',
+        status_code: '200',
+      }),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      metricValue(samples, 'runguard_http_request_duration_seconds_count', { route: 'unmatched', status_code: '404' }),
+    ).toBeGreaterThanOrEqual(1);
     expect(text).not.toContain(run.id);
     expect(text).not.toContain('abc123');
   });
@@ -87,19 +104,28 @@ describe('store error metrics', () => {
     const db: Db = {
       ...stores.db,
       kind: stores.db.kind,
-      query: (sql, params) => (failing && sql === 'SELECT 1' ? Promise.reject(downError()) : stores.db.query(sql, params)),
+      query: (sql, params) =>
+        failing && sql === 'SELECT 1' ? Promise.reject(downError()) : stores.db.query(sql, params),
       transaction: (fn) => stores.db.transaction(fn),
       close: () => stores.db.close(),
     };
     const counters: CounterStore = Object.create(stores.counters, {
       readDecisionInputs: {
         value: (scope: Parameters<CounterStore['readDecisionInputs']>[0]) =>
-          (failing ? Promise.reject(new Error('redis down')) : stores.counters.readDecisionInputs(scope)),
+          failing ? Promise.reject(new Error('redis down')) : stores.counters.readDecisionInputs(scope),
       },
     });
     const ws = await createWorkspace(stores.db, 't', 'scale');
     const key = await createApiKey(stores.db, ws.id);
-    const app = await buildApp({ db, counters, clock: { now: () => new Date() }, logger: createLogger('silent'), version: 't', bodyLimitBytes: 1 << 20, auth: TEST_AUTH });
+    const app = await buildApp({
+      db,
+      counters,
+      clock: { now: () => new Date() },
+      logger: createLogger('silent'),
+      version: 't',
+      bodyLimitBytes: 1 << 20,
+      auth: TEST_AUTH,
+    });
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
     try {
       const client = caller(url, key.apiKey);
@@ -109,7 +135,9 @@ describe('store error metrics', () => {
       failing = false;
       const { samples } = await scrape(client);
       expect(metricValue(samples, 'runguard_counter_store_errors_total', { operation: 'readDecisionInputs' })).toBe(1);
-      expect(metricValue(samples, 'runguard_database_errors_total', { operation: 'query', code: 'ECONNREFUSED' })).toBe(1);
+      expect(metricValue(samples, 'runguard_database_errors_total', { operation: 'query', code: 'ECONNREFUSED' })).toBe(
+        1,
+      );
     } finally {
       await app.close();
       await stores.close();
@@ -133,8 +161,12 @@ describe('proxy timing hook', () => {
     expect(Math.abs(overhead - firstSleep)).toBeLessThan(5); // not the 60 ms spent upstream
     expect(timer.finish('ok')).toBeGreaterThanOrEqual(overhead); // A second finish records nothing.
     const samples = parseMetrics((await metrics.scrape()).body);
-    expect(metricValue(samples, 'runguard_proxy_upstream_duration_seconds_count', { provider: 'openai', outcome: 'ok' })).toBe(1);
-    expect(metricValue(samples, 'runguard_proxy_upstream_duration_seconds_sum', { provider: 'openai' })).toBeGreaterThanOrEqual(0.055);
+    expect(
+      metricValue(samples, 'runguard_proxy_upstream_duration_seconds_count', { provider: 'openai', outcome: 'ok' }),
+    ).toBe(1);
+    expect(
+      metricValue(samples, 'runguard_proxy_upstream_duration_seconds_sum', { provider: 'openai' }),
+    ).toBeGreaterThanOrEqual(0.055);
     expect(metricValue(samples, 'runguard_proxy_overhead_seconds_count', { provider: 'openai' })).toBe(1);
 
     const headers: Record<string, string> = {};

@@ -23,8 +23,15 @@ beforeAll(async () => {
 });
 afterAll(() => upstream.close());
 
-const chatRequest = { model: 'gpt-4o-mini', messages: [{ role: 'user' as const, content: 'Say hello to the proxy tests.' }] };
-const messageRequest = { model: 'claude-sonnet-4-5', max_tokens: 64, messages: [{ role: 'user' as const, content: 'Say hello.' }] };
+const chatRequest = {
+  model: 'gpt-4o-mini',
+  messages: [{ role: 'user' as const, content: 'Say hello to the proxy tests.' }],
+};
+const messageRequest = {
+  model: 'claude-sonnet-4-5',
+  max_tokens: 64,
+  messages: [{ role: 'user' as const, content: 'Say hello.' }],
+};
 const completion = completionTokensFor(DEFAULT_REPLY);
 
 describe('fake upstream with the OpenAI SDK', () => {
@@ -43,7 +50,11 @@ describe('fake upstream with the OpenAI SDK', () => {
   });
 
   it('when a chat completion streams with include_usage, then the final chunk carries usage', async () => {
-    const stream = await openai.chat.completions.create({ ...chatRequest, stream: true, stream_options: { include_usage: true } });
+    const stream = await openai.chat.completions.create({
+      ...chatRequest,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = '';
     const usages: unknown[] = [];
     for await (const chunk of stream) {
@@ -51,7 +62,9 @@ describe('fake upstream with the OpenAI SDK', () => {
       if (chunk.usage) usages.push(chunk.usage);
     }
     expect(text).toBe(DEFAULT_REPLY);
-    expect(usages).toEqual([expect.objectContaining({ prompt_tokens: promptTokensFor(chatRequest), completion_tokens: completion })]);
+    expect(usages).toEqual([
+      expect.objectContaining({ prompt_tokens: promptTokensFor(chatRequest), completion_tokens: completion }),
+    ]);
   });
 
   it('when a chat completion streams without include_usage, then no chunk carries usage', async () => {
@@ -63,7 +76,10 @@ describe('fake upstream with the OpenAI SDK', () => {
     const stream = openai.responses.stream({ model: 'gpt-4.1', input: 'Hello there' });
     const final = await stream.finalResponse();
     expect(final.output_text).toBe(DEFAULT_REPLY);
-    expect(final.usage).toMatchObject({ input_tokens: promptTokensFor({ input: 'Hello there' }), output_tokens: completion });
+    expect(final.usage).toMatchObject({
+      input_tokens: promptTokensFor({ input: 'Hello there' }),
+      output_tokens: completion,
+    });
   });
 
   it('when embeddings are created (base64 by default in the SDK), then vectors and usage come back', async () => {
@@ -87,7 +103,11 @@ describe('fake upstream with the Anthropic SDK', () => {
   it('when a message is created, then it returns the reply with usage split like Anthropic', async () => {
     const result = await anthropic.messages.create(messageRequest);
     expect(result.content).toEqual([{ type: 'text', text: DEFAULT_REPLY }]);
-    expect(result.usage).toMatchObject({ input_tokens: prompt - 2, cache_read_input_tokens: 2, output_tokens: completion });
+    expect(result.usage).toMatchObject({
+      input_tokens: prompt - 2,
+      cache_read_input_tokens: 2,
+      output_tokens: completion,
+    });
     const received = upstream.requests.at(-1);
     // This SDK sends an apiKey as a bearer token, not `x-api-key`: the proxy must forward both.
     expect(received?.headers.authorization).toBe('Bearer x');
@@ -97,7 +117,11 @@ describe('fake upstream with the Anthropic SDK', () => {
   it('when messages.stream is used, then the final message carries the usage of message_start and message_delta', async () => {
     const final = await anthropic.messages.stream(messageRequest).finalMessage();
     expect(final.content).toEqual([{ type: 'text', text: DEFAULT_REPLY }]);
-    expect(final.usage).toMatchObject({ input_tokens: prompt - 2, cache_read_input_tokens: 2, output_tokens: completion });
+    expect(final.usage).toMatchObject({
+      input_tokens: prompt - 2,
+      cache_read_input_tokens: 2,
+      output_tokens: completion,
+    });
   });
 
   it('when create is called with stream: true, then the events arrive in Anthropic order', async () => {
@@ -140,7 +164,12 @@ describe('fake upstream with the Anthropic SDK', () => {
 
 describe('fake upstream read by the usage trackers', () => {
   /** Fetches raw bytes as the proxy will, feeding a tracker on the side; a cut body is tolerated. */
-  async function trackRaw(provider: 'openai' | 'anthropic', path: string, body: unknown, headers: Record<string, string> = {}): Promise<Usage> {
+  async function trackRaw(
+    provider: 'openai' | 'anthropic',
+    path: string,
+    body: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Usage> {
     const response = await fetch(upstream.url + path, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...headers },
@@ -158,11 +187,28 @@ describe('fake upstream read by the usage trackers', () => {
   it('when the OpenAI stream was rewritten to include usage, then the tracker reads it', async () => {
     const inspected = adapterFor('openai').inspectRequest('/v1/chat/completions', { ...chatRequest, stream: true });
     const usage = await trackRaw('openai', '/v1/chat/completions', inspected.rewrittenBody);
-    expect(usage).toEqual({ promptTokens: promptTokensFor(chatRequest), completionTokens: completion, cacheReadTokens: 2, cacheWriteTokens: 0, reasoningTokens: 0 });
+    expect(usage).toEqual({
+      promptTokens: promptTokensFor(chatRequest),
+      completionTokens: completion,
+      cacheReadTokens: 2,
+      cacheWriteTokens: 0,
+      reasoningTokens: 0,
+    });
   });
 
   it('when the Anthropic stream breaks after message_start, then the tracker has the input usage', async () => {
-    const usage = await trackRaw('anthropic', '/v1/messages', { ...messageRequest, stream: true }, { 'x-fake-abort-after-events': '2' });
-    expect(usage).toEqual({ promptTokens: promptTokensFor(messageRequest), completionTokens: 1, cacheReadTokens: 2, cacheWriteTokens: 0, reasoningTokens: null });
+    const usage = await trackRaw(
+      'anthropic',
+      '/v1/messages',
+      { ...messageRequest, stream: true },
+      { 'x-fake-abort-after-events': '2' },
+    );
+    expect(usage).toEqual({
+      promptTokens: promptTokensFor(messageRequest),
+      completionTokens: 1,
+      cacheReadTokens: 2,
+      cacheWriteTokens: 0,
+      reasoningTokens: null,
+    });
   });
 });

@@ -7,7 +7,12 @@ beforeAll(async () => {
 });
 afterAll(() => upstream.close());
 
-function post(path: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
+function post(
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+): Promise<Response> {
   return fetch(upstream.url + path, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
@@ -37,7 +42,12 @@ describe('fake upstream options', () => {
     const response = await post('/v1/unknown?x=1', { a: 1 }, { 'x-trace': 't' });
     expect(response.status).toBe(404);
     expect(await response.json()).toMatchObject({ error: { type: 'invalid_request_error' } });
-    expect(upstream.requests.at(-1)).toMatchObject({ method: 'POST', path: '/v1/unknown?x=1', body: { a: 1 }, headers: { 'x-trace': 't' } });
+    expect(upstream.requests.at(-1)).toMatchObject({
+      method: 'POST',
+      path: '/v1/unknown?x=1',
+      body: { a: 1 },
+      headers: { 'x-trace': 't' },
+    });
   });
 
   it('when the client hangs up mid-stream, then the server goes on serving', async () => {

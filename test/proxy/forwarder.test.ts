@@ -6,16 +6,37 @@ import { redactProxyUrl } from '../../src/proxy/proxy-routes.js';
 describe('upstreamHeaders', () => {
   it('when a client request has hop-by-hop, guardrail and credential headers, then only end-to-end ones cross', () => {
     const out = upstreamHeaders({
-      host: '127.0.0.1:8787', connection: 'keep-alive, X-Private-Hop', 'keep-alive': 'timeout=5', 'x-private-hop': '1',
-      'transfer-encoding': 'chunked', te: 'trailers', trailer: 'x-checksum', upgrade: 'h2c', 'proxy-authorization': 'Basic abc',
-      'proxy-connection': 'keep-alive', 'content-length': '12', expect: '100-continue', 'accept-encoding': 'gzip, br',
-      'x-runguard-key': 'lg_abcdefghijkl_secret', 'x-runguard-user-id': 'u',
-      authorization: 'Bearer sk-provider', 'x-api-key': 'sk-ant', 'api-key': 'azure', 'anthropic-version': '2023-06-01',
-      'content-type': 'application/json', 'user-agent': 'OpenAI/JS 6', 'x-stainless-retry-count': '0',
+      host: '127.0.0.1:8787',
+      connection: 'keep-alive, X-Private-Hop',
+      'keep-alive': 'timeout=5',
+      'x-private-hop': '1',
+      'transfer-encoding': 'chunked',
+      te: 'trailers',
+      trailer: 'x-checksum',
+      upgrade: 'h2c',
+      'proxy-authorization': 'Basic abc',
+      'proxy-connection': 'keep-alive',
+      'content-length': '12',
+      expect: '100-continue',
+      'accept-encoding': 'gzip, br',
+      'x-runguard-key': 'lg_abcdefghijkl_secret',
+      'x-runguard-user-id': 'u',
+      authorization: 'Bearer sk-provider',
+      'x-api-key': 'sk-ant',
+      'api-key': 'azure',
+      'anthropic-version': '2023-06-01',
+      'content-type': 'application/json',
+      'user-agent': 'OpenAI/JS 6',
+      'x-stainless-retry-count': '0',
     });
     expect(out).toEqual({
-      authorization: 'Bearer sk-provider', 'x-api-key': 'sk-ant', 'api-key': 'azure', 'anthropic-version': '2023-06-01',
-      'content-type': 'application/json', 'user-agent': 'OpenAI/JS 6', 'x-stainless-retry-count': '0',
+      authorization: 'Bearer sk-provider',
+      'x-api-key': 'sk-ant',
+      'api-key': 'azure',
+      'anthropic-version': '2023-06-01',
+      'content-type': 'application/json',
+      'user-agent': 'OpenAI/JS 6',
+      'x-stainless-retry-count': '0',
       'accept-encoding': 'identity',
     });
   });
@@ -28,10 +49,18 @@ describe('upstreamHeaders', () => {
 
 describe('clientHeaders', () => {
   it('when the upstream answers with hop-by-hop headers or cookies, then the client gets only end-to-end ones, no cookie', () => {
-    expect(clientHeaders({
-      connection: 'keep-alive, x-hop', 'keep-alive': 'timeout=5', 'transfer-encoding': 'chunked', 'x-hop': '1',
-      'content-type': 'text/event-stream', 'x-request-id': 'req_1', 'set-cookie': ['a=1', 'b=2'], 'content-length': '10',
-    })).toEqual({ 'content-type': 'text/event-stream', 'x-request-id': 'req_1', 'content-length': '10' });
+    expect(
+      clientHeaders({
+        connection: 'keep-alive, x-hop',
+        'keep-alive': 'timeout=5',
+        'transfer-encoding': 'chunked',
+        'x-hop': '1',
+        'content-type': 'text/event-stream',
+        'x-request-id': 'req_1',
+        'set-cookie': ['a=1', 'b=2'],
+        'content-length': '10',
+      }),
+    ).toEqual({ 'content-type': 'text/event-stream', 'x-request-id': 'req_1', 'content-length': '10' });
   });
 });
 

@@ -7,12 +7,16 @@ const asClientSent = (text: string) => {
 };
 
 describe('rewrittenBytes', () => {
-  it('when a rewrite only adds members, then they are spliced into the client\'s bytes, which are otherwise kept', () => {
+  it("when a rewrite only adds members, then they are spliced into the client's bytes, which are otherwise kept", () => {
     // Spacing and key order the client chose, and an escape JSON.stringify would not write.
-    const { raw, parsed } = asClientSent(' {\n  "model" : "gpt-4o", "stream": true, "messages": [{"role":"user","content":"caf\\u00e9"}]}');
+    const { raw, parsed } = asClientSent(
+      ' {\n  "model" : "gpt-4o", "stream": true, "messages": [{"role":"user","content":"caf\\u00e9"}]}',
+    );
     const rewritten = { ...parsed, stream_options: { include_usage: true } };
     const bytes = rewrittenBytes(raw, parsed, rewritten);
-    expect(bytes.toString()).toBe(' {"stream_options":{"include_usage":true},\n  "model" : "gpt-4o", "stream": true, "messages": [{"role":"user","content":"caf\\u00e9"}]}');
+    expect(bytes.toString()).toBe(
+      ' {"stream_options":{"include_usage":true},\n  "model" : "gpt-4o", "stream": true, "messages": [{"role":"user","content":"caf\\u00e9"}]}',
+    );
     expect(JSON.parse(bytes.toString())).toEqual(rewritten);
   });
 
@@ -29,7 +33,7 @@ describe('rewrittenBytes', () => {
     expect(rewrittenBytes(raw, parsed, dropped).toString()).toBe(JSON.stringify(dropped));
   });
 
-  it('when nothing is added, then the client\'s bytes go as they are', () => {
+  it("when nothing is added, then the client's bytes go as they are", () => {
     const { raw, parsed } = asClientSent('{"a": [1, 2]}');
     expect(rewrittenBytes(raw, parsed, { ...parsed })).toBe(raw);
   });

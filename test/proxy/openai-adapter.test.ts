@@ -4,7 +4,13 @@ import type { Usage, UsageTracker } from '../../src/proxy/providers/types.js';
 import { bytes, pieces, sse } from './chunks.js';
 
 const openai = adapterFor('openai');
-const NONE: Usage = { promptTokens: null, completionTokens: null, cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null };
+const NONE: Usage = {
+  promptTokens: null,
+  completionTokens: null,
+  cacheReadTokens: null,
+  cacheWriteTokens: null,
+  reasoningTokens: null,
+};
 
 function track(tracker: UsageTracker, chunks: Uint8Array[]): Usage {
   for (const chunk of chunks) tracker.push(chunk);
@@ -45,10 +51,11 @@ describe('openai adapter: inspectRequest', () => {
     expect(openai.inspectRequest('/v1/chat/completions', body)).toEqual({ model: 'gpt-4o-mini', stream: true });
   });
 
-  it('when the client set include_usage to false, then it is asked for anyway: a request option must not hide a call\'s cost', () => {
+  it("when the client set include_usage to false, then it is asked for anyway: a request option must not hide a call's cost", () => {
     const body = { ...chat, stream: true, stream_options: { include_usage: false, include_obfuscation: false } };
     expect(openai.inspectRequest('/v1/chat/completions', body).rewrittenBody).toEqual({
-      ...body, stream_options: { include_usage: true, include_obfuscation: false },
+      ...body,
+      stream_options: { include_usage: true, include_obfuscation: false },
     });
   });
 
@@ -80,18 +87,25 @@ describe('openai adapter: usage of chat completions', () => {
     object: 'chat.completion',
     created: 1741570283,
     model: 'gpt-4o-2024-08-06',
-    choices: [{
-      index: 0,
-      message: { role: 'assistant', content: 'The image shows a wooden boardwalk…', refusal: null, annotations: [] },
-      logprobs: null,
-      finish_reason: 'stop',
-    }],
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: 'The image shows a wooden boardwalk…', refusal: null, annotations: [] },
+        logprobs: null,
+        finish_reason: 'stop',
+      },
+    ],
     usage: {
       prompt_tokens: 1117,
       completion_tokens: 46,
       total_tokens: 1163,
       prompt_tokens_details: { cached_tokens: 1024, audio_tokens: 0 },
-      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+      completion_tokens_details: {
+        reasoning_tokens: 0,
+        audio_tokens: 0,
+        accepted_prediction_tokens: 0,
+        rejected_prediction_tokens: 0,
+      },
     },
     service_tier: 'default',
     system_fingerprint: 'fp_fc9f1d7035',
@@ -102,35 +116,70 @@ describe('openai adapter: usage of chat completions', () => {
     const text = JSON.stringify(completion);
     for (const chunk of pieces(text, 50)) tracker.push(chunk);
     expect(tracker.current()).toEqual(NONE); // half a JSON body says nothing
-    expect(tracker.end()).toEqual({ promptTokens: 1117, completionTokens: 46, cacheReadTokens: 1024, cacheWriteTokens: null, reasoningTokens: 0 });
+    expect(tracker.end()).toEqual({
+      promptTokens: 1117,
+      completionTokens: 46,
+      cacheReadTokens: 1024,
+      cacheWriteTokens: null,
+      reasoningTokens: 0,
+    });
   });
 
   it('when an OpenAI-compatible server omits the details, then cached tokens are null', () => {
     const body = { ...completion, usage: { prompt_tokens: 9, completion_tokens: 12, total_tokens: 21 } };
     const tracker = openai.usageTracker('/chat/completions', 'application/json; charset=utf-8');
-    expect(track(tracker, [bytes(JSON.stringify(body))])).toEqual({ promptTokens: 9, completionTokens: 12, cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null });
+    expect(track(tracker, [bytes(JSON.stringify(body))])).toEqual({
+      promptTokens: 9,
+      completionTokens: 12,
+      cacheReadTokens: null,
+      cacheWriteTokens: null,
+      reasoningTokens: null,
+    });
   });
 
   const chunk = (delta: object, finish: string | null): object => ({
-    id: 'chatcmpl-123', object: 'chat.completion.chunk', created: 1694268190, model: 'gpt-4o-mini',
-    system_fingerprint: 'fp_44709d6fcb', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null,
+    id: 'chatcmpl-123',
+    object: 'chat.completion.chunk',
+    created: 1694268190,
+    model: 'gpt-4o-mini',
+    system_fingerprint: 'fp_44709d6fcb',
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    usage: null,
   });
   const stream = sse([
     [null, chunk({ role: 'assistant', content: '' }, null)],
     [null, chunk({ content: 'Hello' }, null)],
     [null, chunk({ content: ' wörld 🌍' }, null)],
     [null, chunk({}, 'stop')],
-    [null, {
-      id: 'chatcmpl-123', object: 'chat.completion.chunk', created: 1694268190, model: 'gpt-4o-mini',
-      system_fingerprint: 'fp_44709d6fcb', choices: [],
-      usage: { prompt_tokens: 19, completion_tokens: 10, total_tokens: 29, prompt_tokens_details: { cached_tokens: 0 } },
-    }],
+    [
+      null,
+      {
+        id: 'chatcmpl-123',
+        object: 'chat.completion.chunk',
+        created: 1694268190,
+        model: 'gpt-4o-mini',
+        system_fingerprint: 'fp_44709d6fcb',
+        choices: [],
+        usage: {
+          prompt_tokens: 19,
+          completion_tokens: 10,
+          total_tokens: 29,
+          prompt_tokens_details: { cached_tokens: 0 },
+        },
+      },
+    ],
     [null, '[DONE]'],
   ]);
 
   it('when the body is an SSE stream cut byte by byte, then usage comes from the final usage chunk', () => {
     const tracker = openai.usageTracker('/v1/chat/completions', 'text/event-stream; charset=utf-8');
-    expect(track(tracker, pieces(stream, 1))).toEqual({ promptTokens: 19, completionTokens: 10, cacheReadTokens: 0, cacheWriteTokens: null, reasoningTokens: null });
+    expect(track(tracker, pieces(stream, 1))).toEqual({
+      promptTokens: 19,
+      completionTokens: 10,
+      cacheReadTokens: 0,
+      cacheWriteTokens: null,
+      reasoningTokens: null,
+    });
   });
 
   it('when the stream is cut before the usage chunk, then usage is unknown; after it, known', () => {
@@ -142,11 +191,19 @@ describe('openai adapter: usage of chat completions', () => {
 
     const late = openai.usageTracker('/v1/chat/completions', 'text/event-stream');
     late.push(bytes(stream.slice(0, stream.indexOf('[DONE]'))));
-    expect(late.current()).toEqual({ promptTokens: 19, completionTokens: 10, cacheReadTokens: 0, cacheWriteTokens: null, reasoningTokens: null });
+    expect(late.current()).toEqual({
+      promptTokens: 19,
+      completionTokens: 10,
+      cacheReadTokens: 0,
+      cacheWriteTokens: null,
+      reasoningTokens: null,
+    });
   });
 
   it('when the upstream answers an error body, then there is no usage', () => {
-    const error = { error: { message: 'Rate limit reached', type: 'requests', param: null, code: 'rate_limit_exceeded' } };
+    const error = {
+      error: { message: 'Rate limit reached', type: 'requests', param: null, code: 'rate_limit_exceeded' },
+    };
     const tracker = openai.usageTracker('/v1/chat/completions', 'application/json');
     expect(track(tracker, [bytes(JSON.stringify(error))])).toEqual(NONE);
   });
@@ -160,11 +217,25 @@ describe('openai adapter: usage of other endpoints', () => {
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: 123,
   };
-  const expected: Usage = { promptTokens: 36, completionTokens: 87, cacheReadTokens: 12, cacheWriteTokens: null, reasoningTokens: 0 };
+  const expected: Usage = {
+    promptTokens: 36,
+    completionTokens: 87,
+    cacheReadTokens: 12,
+    cacheWriteTokens: null,
+    reasoningTokens: 0,
+  };
 
   it('when a Responses body is JSON, then usage is input and output tokens', () => {
-    const body = { id: 'resp_67ccd3a9da748190', object: 'response', status: 'completed', output: [], usage: responseUsage };
-    expect(track(openai.usageTracker('/v1/responses', 'application/json'), [bytes(JSON.stringify(body))])).toEqual(expected);
+    const body = {
+      id: 'resp_67ccd3a9da748190',
+      object: 'response',
+      status: 'completed',
+      output: [],
+      usage: responseUsage,
+    };
+    expect(track(openai.usageTracker('/v1/responses', 'application/json'), [bytes(JSON.stringify(body))])).toEqual(
+      expected,
+    );
   });
 
   const inProgress = { id: 'resp_1', object: 'response', status: 'in_progress', output: [], usage: null };
@@ -172,14 +243,29 @@ describe('openai adapter: usage of other endpoints', () => {
     sse([
       ['response.created', { type: 'response.created', sequence_number: 0, response: inProgress }],
       ['response.in_progress', { type: 'response.in_progress', sequence_number: 1, response: inProgress }],
-      ['response.output_text.delta', { type: 'response.output_text.delta', sequence_number: 2, item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'Hi "usage"' }],
-      [last, { type: last, sequence_number: 3, response: { ...inProgress, status: last.slice(9), usage: responseUsage } }],
+      [
+        'response.output_text.delta',
+        {
+          type: 'response.output_text.delta',
+          sequence_number: 2,
+          item_id: 'msg_1',
+          output_index: 0,
+          content_index: 0,
+          delta: 'Hi "usage"',
+        },
+      ],
+      [
+        last,
+        { type: last, sequence_number: 3, response: { ...inProgress, status: last.slice(9), usage: responseUsage } },
+      ],
     ]);
 
   it.each(['response.completed', 'response.incomplete', 'response.failed'])(
     'when a Responses stream ends with %s, then usage is read from it',
     (last) => {
-      expect(track(openai.usageTracker('/v1/responses', 'text/event-stream'), pieces(events(last), 13))).toEqual(expected);
+      expect(track(openai.usageTracker('/v1/responses', 'text/event-stream'), pieces(events(last), 13))).toEqual(
+        expected,
+      );
     },
   );
 
@@ -191,20 +277,34 @@ describe('openai adapter: usage of other endpoints', () => {
   });
 
   it('when embeddings answer, then prompt tokens are counted and completion is zero', () => {
-    const body = { object: 'list', data: [{ object: 'embedding', embedding: [0.0023064255, -0.009327292], index: 0 }], model: 'text-embedding-3-small', usage: { prompt_tokens: 8, total_tokens: 8 } };
+    const body = {
+      object: 'list',
+      data: [{ object: 'embedding', embedding: [0.0023064255, -0.009327292], index: 0 }],
+      model: 'text-embedding-3-small',
+      usage: { prompt_tokens: 8, total_tokens: 8 },
+    };
     expect(track(openai.usageTracker('/v1/embeddings', 'application/json'), [bytes(JSON.stringify(body))])).toEqual({
       promptTokens: 8,
       completionTokens: 0,
-      cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null,
+      cacheReadTokens: null,
+      cacheWriteTokens: null,
+      reasoningTokens: null,
     });
   });
 
   it('when legacy completions answer, then usage reads like chat', () => {
-    const body = { id: 'cmpl-uqkvlQyYK7bGYrRHQ0eXlWi7', object: 'text_completion', choices: [{ text: 'This is a test.', index: 0, logprobs: null, finish_reason: 'length' }], usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 } };
+    const body = {
+      id: 'cmpl-uqkvlQyYK7bGYrRHQ0eXlWi7',
+      object: 'text_completion',
+      choices: [{ text: 'This is a test.', index: 0, logprobs: null, finish_reason: 'length' }],
+      usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
+    };
     expect(track(openai.usageTracker('/v1/completions', 'application/json'), [bytes(JSON.stringify(body))])).toEqual({
       promptTokens: 5,
       completionTokens: 7,
-      cacheReadTokens: null, cacheWriteTokens: null, reasoningTokens: null,
+      cacheReadTokens: null,
+      cacheWriteTokens: null,
+      reasoningTokens: null,
     });
   });
 
@@ -225,32 +325,54 @@ describe('openai adapter: error bodies', () => {
     expect(openai.errorBody(502, 'Upstream unreachable', 'UPSTREAM_UNREACHABLE')).toEqual({
       error: { type: 'server_error', code: 'UPSTREAM_UNREACHABLE', message: 'Upstream unreachable', param: null },
     });
-    expect(openai.errorBody(401, 'Missing key', 'UNAUTHORIZED')).toMatchObject({ error: { type: 'invalid_request_error' } });
+    expect(openai.errorBody(401, 'Missing key', 'UNAUTHORIZED')).toMatchObject({
+      error: { type: 'invalid_request_error' },
+    });
   });
 });
 
 describe('openai adapter: cache writes and reasoning', () => {
   const usage = {
-    prompt_tokens: 5000, completion_tokens: 900, total_tokens: 5900,
+    prompt_tokens: 5000,
+    completion_tokens: 900,
+    total_tokens: 5900,
     prompt_tokens_details: { cached_tokens: 3000, cache_write_tokens: 1500, audio_tokens: 0 },
     completion_tokens_details: { reasoning_tokens: 640, audio_tokens: 0 },
   };
 
   it('when a chat answer reports cache writes and reasoning, then they are read as parts of prompt and completion', () => {
     const body = { id: 'chatcmpl-1', object: 'chat.completion', choices: [], usage };
-    expect(track(openai.usageTracker('/v1/chat/completions', 'application/json'), [bytes(JSON.stringify(body))])).toEqual({
-      promptTokens: 5000, completionTokens: 900, cacheReadTokens: 3000, cacheWriteTokens: 1500, reasoningTokens: 640,
+    expect(
+      track(openai.usageTracker('/v1/chat/completions', 'application/json'), [bytes(JSON.stringify(body))]),
+    ).toEqual({
+      promptTokens: 5000,
+      completionTokens: 900,
+      cacheReadTokens: 3000,
+      cacheWriteTokens: 1500,
+      reasoningTokens: 640,
     });
   });
 
   it('when a streamed Responses call completes with cache writes and reasoning, then they are read from response.completed', () => {
     const responseUsage = {
-      input_tokens: 5000, input_tokens_details: { cached_tokens: 3000, cache_write_tokens: 1500 },
-      output_tokens: 900, output_tokens_details: { reasoning_tokens: 640 }, total_tokens: 5900,
+      input_tokens: 5000,
+      input_tokens_details: { cached_tokens: 3000, cache_write_tokens: 1500 },
+      output_tokens: 900,
+      output_tokens_details: { reasoning_tokens: 640 },
+      total_tokens: 5900,
     };
-    const stream = sse([['response.completed', { type: 'response.completed', response: { id: 'resp_1', status: 'completed', usage: responseUsage } }]]);
+    const stream = sse([
+      [
+        'response.completed',
+        { type: 'response.completed', response: { id: 'resp_1', status: 'completed', usage: responseUsage } },
+      ],
+    ]);
     expect(track(openai.usageTracker('/v1/responses', 'text/event-stream'), pieces(stream, 7))).toEqual({
-      promptTokens: 5000, completionTokens: 900, cacheReadTokens: 3000, cacheWriteTokens: 1500, reasoningTokens: 640,
+      promptTokens: 5000,
+      completionTokens: 900,
+      cacheReadTokens: 3000,
+      cacheWriteTokens: 1500,
+      reasoningTokens: 640,
     });
   });
 });

@@ -10,15 +10,28 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { completionTokensFor, DEFAULT_REPLY, promptTokensFor, startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
+import {
+  completionTokensFor,
+  DEFAULT_REPLY,
+  promptTokensFor,
+  startFakeUpstream,
+  type FakeUpstream,
+} from '../support/fake-upstream.js';
 import { startTestApi, type Caller, type TestApi } from '../support/harness.js';
 import { metricValue, parseMetrics } from '../support/prometheus.js';
 
 const PROVIDER_KEY = 'sk-provider-secret-0123456789abcdef';
 const ANTHROPIC_KEY = 'sk-ant-provider-secret-0123456789';
 const completion = completionTokensFor(DEFAULT_REPLY);
-const chat = { model: 'gpt-4o-mini', messages: [{ role: 'user' as const, content: 'A secret prompt about the quarterly numbers.' }] };
-const message = { model: 'claude-test-1', max_tokens: 64, messages: [{ role: 'user' as const, content: 'Say hello to the proxy.' }] };
+const chat = {
+  model: 'gpt-4o-mini',
+  messages: [{ role: 'user' as const, content: 'A secret prompt about the quarterly numbers.' }],
+};
+const message = {
+  model: 'claude-test-1',
+  max_tokens: 64,
+  messages: [{ role: 'user' as const, content: 'Say hello to the proxy.' }],
+};
 
 let upstream: FakeUpstream;
 let api: TestApi;
@@ -26,8 +39,16 @@ const logLines: string[] = [];
 
 beforeAll(async () => {
   upstream = await startFakeUpstream({ cachedTokens: 2 });
-  const sink = new Writable({ write(chunk, _enc, done) { logLines.push(String(chunk)); done(); } });
-  api = await startTestApi('postgres+redis', { proxy: { upstream: upstream.url }, logger: createLogger('debug', sink) });
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      logLines.push(String(chunk));
+      done();
+    },
+  });
+  api = await startTestApi('postgres+redis', {
+    proxy: { upstream: upstream.url },
+    logger: createLogger('debug', sink),
+  });
   const prices = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000004 };
   for (const model of ['gpt-4o-mini', 'claude-test-1']) {
     expect((await api.request('PUT', `/v1/model-pricing/${model}`, prices)).status).toBe(200);
@@ -52,7 +73,12 @@ async function settledRun(runId: string, caller: Caller = api, steps = 1): Promi
     // GET /v1/runs/{id} reads the run and its steps in two parallel queries: a step can read
     // committed before its run's totals do. Settled means both agree.
     const counted = run.steps.reduce((n: number, s: any) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0), 0);
-    if (run.steps.length >= steps && run.steps.every((s: any) => s.status !== 'ALLOWED') && run.total_tokens === counted) return run;
+    if (
+      run.steps.length >= steps &&
+      run.steps.every((s: any) => s.status !== 'ALLOWED') &&
+      run.total_tokens === counted
+    )
+      return run;
     if (Date.now() > deadline) throw new Error(`run ${runId} did not settle: ${JSON.stringify(run.steps)}`);
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -60,7 +86,9 @@ async function settledRun(runId: string, caller: Caller = api, steps = 1): Promi
 
 function openaiFor(runId: string, key = api.apiKey): OpenAI {
   return new OpenAI({
-    baseURL: `${api.url}/proxy/runs/${runId}/openai/v1`, apiKey: PROVIDER_KEY, maxRetries: 0,
+    baseURL: `${api.url}/proxy/runs/${runId}/openai/v1`,
+    apiKey: PROVIDER_KEY,
+    maxRetries: 0,
     defaultHeaders: { 'x-runguard-key': key },
   });
 }
@@ -69,18 +97,28 @@ function rawPost(url: string, headers: Record<string, string>): Promise<{ status
   return new Promise((resolve, reject) => {
     const { host, port } = new URL(url);
     const path = url.slice(url.indexOf('/', 'http://'.length));
-    const req = httpRequest({ host: host.split(':')[0], port, path, method: 'POST', headers: { ...headers, 'content-type': 'application/json' } }, (res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = httpRequest(
+      {
+        host: host.split(':')[0],
+        port,
+        path,
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on('error', reject);
     req.end('{}');
   });
 }
 
 /** Token counts and cost of one call at the prices set above. */
-const cost = (prompt: number, completionTokens: number) => Number((prompt * 0.000001 + completionTokens * 0.000004).toFixed(12));
+const cost = (prompt: number, completionTokens: number) =>
+  Number((prompt * 0.000001 + completionTokens * 0.000004).toFixed(12));
 
 describe('proxy with the OpenAI SDK', () => {
   it('when a chat completion goes through a run URL, then it is forwarded clean and recorded with tokens and cost', async () => {
@@ -106,16 +144,32 @@ describe('proxy with the OpenAI SDK', () => {
     const prompt = promptTokensFor(chat);
     expect(run.steps).toHaveLength(1);
     expect(run.steps[0]).toMatchObject({
-      id: stepId, sequence: 1, type: 'MODEL_CALL', status: 'COMPLETED', model: 'gpt-4o-mini',
-      prompt_tokens: prompt, completion_tokens: completion, cached_prompt_tokens: 2, cost_usd: cost(prompt, completion),
+      id: stepId,
+      sequence: 1,
+      type: 'MODEL_CALL',
+      status: 'COMPLETED',
+      model: 'gpt-4o-mini',
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      cached_prompt_tokens: 2,
+      cost_usd: cost(prompt, completion),
       output_data: { http_status: 200, upstream_request_id: expect.stringMatching(/^req_fake/) },
     });
     expect(run.steps[0].duration_ms).toBeGreaterThanOrEqual(0);
     expect(run.steps[0].input_data).toEqual({
-      provider: 'openai', method: 'POST', path: '/v1/chat/completions', model: 'gpt-4o-mini', stream: false,
-      body_bytes: Buffer.byteLength(sent.rawBody), messages: 1,
+      provider: 'openai',
+      method: 'POST',
+      path: '/v1/chat/completions',
+      model: 'gpt-4o-mini',
+      stream: false,
+      body_bytes: Buffer.byteLength(sent.rawBody),
+      messages: 1,
     });
-    expect(run).toMatchObject({ status: 'RUNNING', total_tokens: prompt + completion, total_cost_usd: cost(prompt, completion) });
+    expect(run).toMatchObject({
+      status: 'RUNNING',
+      total_tokens: prompt + completion,
+      total_cost_usd: cost(prompt, completion),
+    });
   });
 
   it("when a call goes through, then its answer says the sidecar's overhead and the metrics time both sides", async () => {
@@ -126,8 +180,12 @@ describe('proxy with the OpenAI SDK', () => {
     expect(overhead).toBeGreaterThanOrEqual(0);
     await settledRun(runId);
     const samples = parseMetrics((await api.request('GET', '/metrics')).body as string);
-    expect(metricValue(samples, 'runguard_proxy_overhead_seconds_count', { provider: 'openai' })).toBeGreaterThanOrEqual(1);
-    expect(metricValue(samples, 'runguard_proxy_upstream_duration_seconds_count', { provider: 'openai', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
+    expect(
+      metricValue(samples, 'runguard_proxy_overhead_seconds_count', { provider: 'openai' }),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      metricValue(samples, 'runguard_proxy_upstream_duration_seconds_count', { provider: 'openai', outcome: 'ok' }),
+    ).toBeGreaterThanOrEqual(1);
   });
 
   it('when a chat completion streams with delays, then chunks arrive one by one and usage is recorded', async () => {
@@ -151,7 +209,9 @@ describe('proxy with the OpenAI SDK', () => {
     expect(upstream.requests.at(-1)!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
     const run = await settledRun(runId);
     expect(run.steps[0]).toMatchObject({
-      status: 'COMPLETED', prompt_tokens: promptTokensFor(chat), completion_tokens: completion,
+      status: 'COMPLETED',
+      prompt_tokens: promptTokensFor(chat),
+      completion_tokens: completion,
       input_data: { stream: true, usage_requested: true },
     });
     expect(run.steps[0].cost_usd).toBe(cost(promptTokensFor(chat), completion));
@@ -159,13 +219,21 @@ describe('proxy with the OpenAI SDK', () => {
 
   it('when a streamed chat says include_usage: false, then usage is asked for anyway and the call is priced', async () => {
     const runId = await startRun();
-    const stream = await openaiFor(runId).chat.completions.create({ ...chat, stream: true, stream_options: { include_usage: false } });
+    const stream = await openaiFor(runId).chat.completions.create({
+      ...chat,
+      stream: true,
+      stream_options: { include_usage: false },
+    });
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
     expect(text).toBe(DEFAULT_REPLY);
     expect(upstream.requests.at(-1)!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
     const run = await settledRun(runId);
-    expect(run.steps[0]).toMatchObject({ status: 'COMPLETED', prompt_tokens: promptTokensFor(chat), completion_tokens: completion });
+    expect(run.steps[0]).toMatchObject({
+      status: 'COMPLETED',
+      prompt_tokens: promptTokensFor(chat),
+      completion_tokens: completion,
+    });
     expect(run.steps[0].cost_usd).toBe(cost(promptTokensFor(chat), completion));
   });
 
@@ -174,11 +242,18 @@ describe('proxy with the OpenAI SDK', () => {
     const before = upstream.requests.length;
     const res = await fetch(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-runguard-key': api.apiKey, authorization: `Bearer ${PROVIDER_KEY}` },
+      headers: {
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+        'x-runguard-key': api.apiKey,
+        authorization: `Bearer ${PROVIDER_KEY}`,
+      },
       body: gzipSync(JSON.stringify(chat)),
     });
     expect(res.status).toBe(415);
-    expect(await res.json()).toEqual({ error: expect.objectContaining({ code: 'UNSUPPORTED_CONTENT_ENCODING', type: 'invalid_request_error' }) });
+    expect(await res.json()).toEqual({
+      error: expect.objectContaining({ code: 'UNSUPPORTED_CONTENT_ENCODING', type: 'invalid_request_error' }),
+    });
     expect(upstream.requests.length).toBe(before);
     expect((await api.request('GET', `/v1/runs/${runId}`)).body.steps).toEqual([]);
   });
@@ -186,19 +261,29 @@ describe('proxy with the OpenAI SDK', () => {
   it('when the upstream answers 429 or 500, then the SDK sees that error and the step is FAILED', async () => {
     const runId = await startRun();
     const client = openaiFor(runId);
-    const rate = await client.chat.completions.create(chat, { headers: { 'x-fake-status': '429' } }).catch((e: unknown) => e);
+    const rate = await client.chat.completions
+      .create(chat, { headers: { 'x-fake-status': '429' } })
+      .catch((e: unknown) => e);
     expect(rate).toBeInstanceOf(OpenAI.RateLimitError);
     expect(rate).toMatchObject({ status: 429, code: 'fake_429' });
-    const down = await client.chat.completions.create(chat, { headers: { 'x-fake-status': '500' } }).catch((e: unknown) => e);
+    const down = await client.chat.completions
+      .create(chat, { headers: { 'x-fake-status': '500' } })
+      .catch((e: unknown) => e);
     expect(down).toBeInstanceOf(OpenAI.InternalServerError);
     const run = await settledRun(runId, api, 2);
-    expect(run.steps.map((s: any) => [s.sequence, s.status, s.output_data.http_status])).toEqual([[1, 'FAILED', 429], [2, 'FAILED', 500]]);
+    expect(run.steps.map((s: any) => [s.sequence, s.status, s.output_data.http_status])).toEqual([
+      [1, 'FAILED', 429],
+      [2, 'FAILED', 500],
+    ]);
     expect(run.steps[0].cost_usd).toBeNull();
   });
 
   it('when the run URL spells the run id in uppercase, then the calls land in that run and their cost counts at the next decision', async () => {
     const ws = await api.newWorkspace();
-    await ws.api.request('PUT', `/v1/model-pricing/${chat.model}`, { input_cost_per_token: 0.000001, output_cost_per_token: 0.000004 });
+    await ws.api.request('PUT', `/v1/model-pricing/${chat.model}`, {
+      input_cost_per_token: 0.000001,
+      output_cost_per_token: 0.000004,
+    });
     // A budget of exactly three calls: the fourth must be denied.
     const prompt = promptTokensFor(chat);
     await api.setWorkspace({ daily_budget_micros: Math.round(cost(3 * prompt, 3 * completion) * 1e6) }, ws.workspaceId);
@@ -209,17 +294,26 @@ describe('proxy with the OpenAI SDK', () => {
     const client = openaiFor(runId.toUpperCase(), ws.apiKey);
     for (let i = 0; i < 2; i++) await client.chat.completions.create(chat);
     const run = await settledRun(runId, ws.api, 3);
-    expect(run.steps.map((s: any) => [s.sequence, s.status])).toEqual([[1, 'COMPLETED'], [2, 'COMPLETED'], [3, 'COMPLETED']]);
+    expect(run.steps.map((s: any) => [s.sequence, s.status])).toEqual([
+      [1, 'COMPLETED'],
+      [2, 'COMPLETED'],
+      [3, 'COMPLETED'],
+    ]);
     await expect(client.chat.completions.create(chat)).rejects.toMatchObject({ status: 403 });
-    expect((await ws.api.request('GET', `/v1/runs/${runId}`)).body.steps.at(-1))
-      .toMatchObject({ status: 'BLOCKED', decision: { reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED' } });
+    expect((await ws.api.request('GET', `/v1/runs/${runId}`)).body.steps.at(-1)).toMatchObject({
+      status: 'BLOCKED',
+      decision: { reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED' },
+    });
   });
 
   it('when 20 calls run in parallel in one run, then each is one step with sequences 1..20', async () => {
     const runId = await startRun();
     const client = openaiFor(runId);
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) =>
-      client.chat.completions.create({ ...chat, messages: [{ role: 'user', content: `call ${i}` }] })));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        client.chat.completions.create({ ...chat, messages: [{ role: 'user', content: `call ${i}` }] }),
+      ),
+    );
     expect(results).toHaveLength(20);
     const run = await settledRun(runId, api, 20);
     expect(run.step_count).toBe(20);
@@ -233,19 +327,26 @@ describe('proxy with the OpenAI SDK', () => {
     const runId = await startRun(ws.api);
     await api.setWorkspace({ kill_switch_active: true }, ws.workspaceId);
     const before = upstream.requests.length;
-    const error = await openaiFor(runId, ws.apiKey).chat.completions.create(chat).catch((e: unknown) => e);
+    const error = await openaiFor(runId, ws.apiKey)
+      .chat.completions.create(chat)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(error).toMatchObject({ status: 403, code: 'KILL_SWITCH_ACTIVE', type: 'guardrail_denied' });
     expect((error as OpenAI.APIError).headers?.get('x-should-retry')).toBe('false');
     expect(upstream.requests.length).toBe(before);
     const run = (await ws.api.request('GET', `/v1/runs/${runId}`)).body;
     expect(run.steps).toHaveLength(1);
-    expect(run.steps[0]).toMatchObject({ status: 'BLOCKED', decision: { outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE' } });
+    expect(run.steps[0]).toMatchObject({
+      status: 'BLOCKED',
+      decision: { outcome: 'DENY', reason: 'KILL_SWITCH_ACTIVE' },
+    });
   });
 
   it('when a call names no run, then a run of its own is started and ended around it', async () => {
     const client = new OpenAI({
-      baseURL: `${api.url}/proxy/openai/v1`, apiKey: PROVIDER_KEY, maxRetries: 0,
+      baseURL: `${api.url}/proxy/openai/v1`,
+      apiKey: PROVIDER_KEY,
+      maxRetries: 0,
       defaultHeaders: { 'x-runguard-key': api.apiKey, 'x-runguard-user-id': 'solo-user' },
     });
     const { response } = await client.chat.completions.create(chat).withResponse();
@@ -263,10 +364,15 @@ describe('proxy with the OpenAI SDK', () => {
   });
 
   it('when the user of a run-less call is blocked, then the run is BLOCKED and the SDK gets a permission error', async () => {
-    await api.stores.db.query('INSERT INTO sdk_users (workspace_id, user_id, blocked) VALUES ($1, $2, true)', [api.workspaceId, 'banned']);
+    await api.stores.db.query('INSERT INTO sdk_users (workspace_id, user_id, blocked) VALUES ($1, $2, true)', [
+      api.workspaceId,
+      'banned',
+    ]);
     const before = upstream.requests.length;
     const client = new OpenAI({
-      baseURL: `${api.url}/proxy/openai/v1`, apiKey: PROVIDER_KEY, maxRetries: 0,
+      baseURL: `${api.url}/proxy/openai/v1`,
+      apiKey: PROVIDER_KEY,
+      maxRetries: 0,
       defaultHeaders: { 'x-runguard-key': api.apiKey, 'x-runguard-user-id': 'banned' },
     });
     const error = await client.chat.completions.create(chat).catch((e: unknown) => e);
@@ -279,15 +385,27 @@ describe('proxy with the OpenAI SDK', () => {
 
   it('when the guardrail key is missing, wrong, or the run is over, then the SDK gets a non-retried client error', async () => {
     const runId = await startRun();
-    const noKey = new OpenAI({ baseURL: `${api.url}/proxy/runs/${runId}/openai/v1`, apiKey: PROVIDER_KEY, maxRetries: 0 });
-    expect(await noKey.chat.completions.create(chat).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.AuthenticationError);
+    const noKey = new OpenAI({
+      baseURL: `${api.url}/proxy/runs/${runId}/openai/v1`,
+      apiKey: PROVIDER_KEY,
+      maxRetries: 0,
+    });
+    expect(await noKey.chat.completions.create(chat).catch((e: unknown) => e)).toBeInstanceOf(
+      OpenAI.AuthenticationError,
+    );
     const badKey = openaiFor(runId, 'lg_aaaaaaaaaaaa_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb');
-    expect(await badKey.chat.completions.create(chat).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(await badKey.chat.completions.create(chat).catch((e: unknown) => e)).toBeInstanceOf(
+      OpenAI.AuthenticationError,
+    );
     const other = await api.newWorkspace();
-    const foreign = await openaiFor(runId, other.apiKey).chat.completions.create(chat).catch((e: unknown) => e);
+    const foreign = await openaiFor(runId, other.apiKey)
+      .chat.completions.create(chat)
+      .catch((e: unknown) => e);
     expect(foreign).toBeInstanceOf(OpenAI.NotFoundError);
     await api.request('POST', `/v1/runs/${runId}/end`, { status: 'COMPLETED' });
-    const ended = await openaiFor(runId).chat.completions.create(chat).catch((e: unknown) => e);
+    const ended = await openaiFor(runId)
+      .chat.completions.create(chat)
+      .catch((e: unknown) => e);
     expect(ended).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(ended).toMatchObject({ code: 'RUN_NOT_RUNNING' });
   });
@@ -296,7 +414,9 @@ describe('proxy with the OpenAI SDK', () => {
     const runId = await startRun();
     const before = upstream.requests.length;
     // fetch would normalise the dot segments away: send the path as written.
-    const { status, body } = await rawPost(`${api.url}/proxy/runs/${runId}/openai/v1/%2e%2e/admin`, { 'x-runguard-key': api.apiKey });
+    const { status, body } = await rawPost(`${api.url}/proxy/runs/${runId}/openai/v1/%2e%2e/admin`, {
+      'x-runguard-key': api.apiKey,
+    });
     expect(status).toBe(400);
     expect(JSON.parse(body)).toMatchObject({ error: { code: 'BAD_PATH' } });
     expect(upstream.requests.length).toBe(before);
@@ -308,10 +428,17 @@ describe('proxy with the Anthropic SDK through a run token', () => {
     const minted = await api.request('POST', `/v1/runs/${runId}/proxy-token`);
     expect(minted.status).toBe(201);
     expect(minted.body).toMatchObject({
-      token: expect.stringMatching(/^rgp_/), expires_at: null,
-      urls: { openai: `${api.url}/proxy/t/${minted.body.token}/openai/v1`, anthropic: `${api.url}/proxy/t/${minted.body.token}/anthropic` },
+      token: expect.stringMatching(/^rgp_/),
+      expires_at: null,
+      urls: {
+        openai: `${api.url}/proxy/t/${minted.body.token}/openai/v1`,
+        anthropic: `${api.url}/proxy/t/${minted.body.token}/anthropic`,
+      },
     });
-    return { token: minted.body.token as string, client: new Anthropic({ baseURL: minted.body.urls.anthropic, apiKey: ANTHROPIC_KEY, maxRetries: 0 }) };
+    return {
+      token: minted.body.token as string,
+      client: new Anthropic({ baseURL: minted.body.urls.anthropic, apiKey: ANTHROPIC_KEY, maxRetries: 0 }),
+    };
   }
 
   it('when a message is created and streamed, then both are recorded with cache reads and cost', async () => {
@@ -333,8 +460,13 @@ describe('proxy with the Anthropic SDK through a run token', () => {
     const prompt = promptTokensFor(message);
     for (const step of run.steps) {
       expect(step).toMatchObject({
-        status: 'COMPLETED', model: 'claude-test-1', prompt_tokens: prompt, completion_tokens: completion,
-        cached_prompt_tokens: 2, cost_usd: cost(prompt, completion), input_data: { provider: 'anthropic', max_tokens: 64 },
+        status: 'COMPLETED',
+        model: 'claude-test-1',
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        cached_prompt_tokens: 2,
+        cost_usd: cost(prompt, completion),
+        input_data: { provider: 'anthropic', max_tokens: 64 },
       });
     }
     expect(run.steps.map((s: any) => s.input_data.stream)).toEqual([false, true]);
@@ -349,7 +481,10 @@ describe('proxy with the Anthropic SDK through a run token', () => {
       for await (const event of stream) {
         void event;
         // Break too: events queued before the abort would still be yielded after it.
-        if (++events === 3) { stream.abort(); break; }
+        if (++events === 3) {
+          stream.abort();
+          break;
+        }
       }
     })().catch((e: unknown) => e);
     await done;
@@ -357,7 +492,9 @@ describe('proxy with the Anthropic SDK through a run token', () => {
     const run = await settledRun(runId);
     // message_start carried the input tokens and a first output count; the final delta never came.
     expect(run.steps[0]).toMatchObject({
-      status: 'FAILED', prompt_tokens: promptTokensFor(message), completion_tokens: 1,
+      status: 'FAILED',
+      prompt_tokens: promptTokensFor(message),
+      completion_tokens: 1,
       output_data: { http_status: 200, error: 'CLIENT_ABORTED' },
     });
   });
@@ -371,7 +508,11 @@ describe('proxy with the Anthropic SDK through a run token', () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(Error);
     const run = await settledRun(runId);
-    expect(run.steps[0]).toMatchObject({ status: 'FAILED', prompt_tokens: promptTokensFor(message), output_data: { error: 'UPSTREAM_BROKEN' } });
+    expect(run.steps[0]).toMatchObject({
+      status: 'FAILED',
+      prompt_tokens: promptTokensFor(message),
+      output_data: { error: 'UPSTREAM_BROKEN' },
+    });
   });
 
   it('when the user is blocked, then the SDK raises PermissionDeniedError in Anthropic format', async () => {
@@ -381,13 +522,16 @@ describe('proxy with the Anthropic SDK through a run token', () => {
     await ws.api.request('PUT', '/v1/users/to-block', { blocked: true }).catch(() => undefined);
     await api.stores.db.query(
       `INSERT INTO sdk_users (workspace_id, user_id, blocked) VALUES ($1, 'to-block', true)
-       ON CONFLICT (workspace_id, user_id) DO UPDATE SET blocked = true`, [ws.workspaceId]);
+       ON CONFLICT (workspace_id, user_id) DO UPDATE SET blocked = true`,
+      [ws.workspaceId],
+    );
     const before = upstream.requests.length;
     const client = new Anthropic({ baseURL: minted.urls.anthropic, apiKey: ANTHROPIC_KEY, maxRetries: 0 });
     const error = await client.messages.create(message).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(Anthropic.PermissionDeniedError);
     expect((error as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({
-      type: 'error', error: { type: 'permission_error', details: { error_code: 'USER_BLOCKED' } },
+      type: 'error',
+      error: { type: 'permission_error', details: { error_code: 'USER_BLOCKED' } },
     });
     expect(upstream.requests.length).toBe(before);
   });
@@ -396,9 +540,17 @@ describe('proxy with the Anthropic SDK through a run token', () => {
     const runId = await startRun();
     const { client, token } = await tokenClient(runId);
     await api.request('POST', `/v1/runs/${runId}/end`, { status: 'COMPLETED' });
-    expect(await client.messages.create(message).catch((e: unknown) => e)).toBeInstanceOf(Anthropic.AuthenticationError);
-    const forged = new Anthropic({ baseURL: `${api.url}/proxy/t/rgp_${'A'.repeat(43)}/anthropic`, apiKey: ANTHROPIC_KEY, maxRetries: 0 });
-    expect(await forged.messages.create(message).catch((e: unknown) => e)).toBeInstanceOf(Anthropic.AuthenticationError);
+    expect(await client.messages.create(message).catch((e: unknown) => e)).toBeInstanceOf(
+      Anthropic.AuthenticationError,
+    );
+    const forged = new Anthropic({
+      baseURL: `${api.url}/proxy/t/rgp_${'A'.repeat(43)}/anthropic`,
+      apiKey: ANTHROPIC_KEY,
+      maxRetries: 0,
+    });
+    expect(await forged.messages.create(message).catch((e: unknown) => e)).toBeInstanceOf(
+      Anthropic.AuthenticationError,
+    );
     const late = await api.request('POST', `/v1/runs/${runId}/proxy-token`);
     expect(late.status).toBe(409);
     const { rows } = await api.stores.db.query<{ token_sha256: Buffer }>('SELECT token_sha256 FROM proxy_tokens');
@@ -458,7 +610,9 @@ describe('proxy on the embedded store, with the daemon key as default', () => {
     const runId = await startRun(local);
     const body = '{ "model": "gpt-4o-mini",\n  "messages": [{"role": "user", "content": "exact bytes"}] }';
     const res = await fetch(`${local.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${PROVIDER_KEY}` }, body,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${PROVIDER_KEY}` },
+      body,
     });
     expect(res.status).toBe(200);
     expect(upstream.requests.at(-1)!.rawBody).toBe(body);
@@ -469,13 +623,26 @@ describe('proxy on the embedded store, with the daemon key as default', () => {
 
   it('when the excerpt or the model name would end inside an emoji, then the call goes and its summary is whole characters', async () => {
     const runId = await startRun(local);
-    const client = new OpenAI({ baseURL: `${local.url}/proxy/runs/${runId}/openai/v1`, apiKey: PROVIDER_KEY, maxRetries: 0 });
+    const client = new OpenAI({
+      baseURL: `${local.url}/proxy/runs/${runId}/openai/v1`,
+      apiKey: PROVIDER_KEY,
+      maxRetries: 0,
+    });
     // Cut at an odd and at an even place, and a lone surrogate of the client's own (JSON allows "\ud800").
     const prompts = ['x' + '😀'.repeat(300), '😀'.repeat(300), 'lone \ud800 surrogate'];
-    for (const content of prompts) await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] });
-    await client.chat.completions.create({ model: 'm'.repeat(127) + '😀', messages: [{ role: 'user', content: 'hi' }] });
+    for (const content of prompts)
+      await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] });
+    await client.chat.completions.create({
+      model: 'm'.repeat(127) + '😀',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     const run = await settledRun(runId, local, 4);
-    expect(run.steps.map((s: { status: string }) => s.status)).toEqual(['COMPLETED', 'COMPLETED', 'COMPLETED', 'COMPLETED']);
+    expect(run.steps.map((s: { status: string }) => s.status)).toEqual([
+      'COMPLETED',
+      'COMPLETED',
+      'COMPLETED',
+      'COMPLETED',
+    ]);
     for (const step of run.steps) expect(JSON.stringify(step.input_data).isWellFormed()).toBe(true);
     expect(run.steps[0].input_data.prompt_excerpt).toMatch(/^x(😀)+…?$/u);
     expect(run.steps[2].input_data.prompt_excerpt).toBe('lone \ufffd surrogate');
@@ -493,18 +660,30 @@ describe('proxy on the embedded store, with the daemon key as default', () => {
 
   it('when the upstream cannot be reached, then the SDK gets a 502 in its format and the step is FAILED', async () => {
     const runId = await startRun(local);
-    const client = new OpenAI({ baseURL: `${local.url}/proxy/runs/${runId}/dead/v1`, apiKey: PROVIDER_KEY, maxRetries: 0 });
+    const client = new OpenAI({
+      baseURL: `${local.url}/proxy/runs/${runId}/dead/v1`,
+      apiKey: PROVIDER_KEY,
+      maxRetries: 0,
+    });
     const error = await client.chat.completions.create(chat).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.InternalServerError);
     expect(error).toMatchObject({ status: 502, code: 'UPSTREAM_UNAVAILABLE' });
     const run = await settledRun(runId, local);
-    expect(run.steps[0]).toMatchObject({ status: 'FAILED', output_data: { http_status: 502, error: 'UPSTREAM_UNAVAILABLE' } });
+    expect(run.steps[0]).toMatchObject({
+      status: 'FAILED',
+      output_data: { http_status: 502, error: 'UPSTREAM_UNAVAILABLE' },
+    });
   });
 
   it('when the body is over the proxy limit or the provider is unknown, then 413 in the provider format or 404', async () => {
     const runId = await startRun(local);
-    const client = new OpenAI({ baseURL: `${local.url}/proxy/runs/${runId}/openai/v1`, apiKey: PROVIDER_KEY, maxRetries: 0 });
-    const big = await client.chat.completions.create({ ...chat, messages: [{ role: 'user', content: 'x'.repeat(5_000) }] })
+    const client = new OpenAI({
+      baseURL: `${local.url}/proxy/runs/${runId}/openai/v1`,
+      apiKey: PROVIDER_KEY,
+      maxRetries: 0,
+    });
+    const big = await client.chat.completions
+      .create({ ...chat, messages: [{ role: 'user', content: 'x'.repeat(5_000) }] })
       .catch((e: unknown) => e);
     expect(big).toMatchObject({ status: 413, code: 'PAYLOAD_TOO_LARGE' });
     const unknown = await fetch(`${local.url}/proxy/runs/${runId}/nope/v1/chat/completions`, { method: 'POST' });
@@ -522,15 +701,30 @@ describe('a 200 stream that carries an error event', () => {
       req.resume();
       req.on('end', () => {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(`event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: {
-          id: 'msg_1', type: 'message', role: 'assistant', content: [], model: 'claude-test-1', stop_reason: null, stop_sequence: null,
-          usage: { input_tokens: 11, output_tokens: 1 },
-        } })}\n\n`);
-        res.end(`event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`);
+        res.write(
+          `event: message_start\ndata: ${JSON.stringify({
+            type: 'message_start',
+            message: {
+              id: 'msg_1',
+              type: 'message',
+              role: 'assistant',
+              content: [],
+              model: 'claude-test-1',
+              stop_reason: null,
+              stop_sequence: null,
+              usage: { input_tokens: 11, output_tokens: 1 },
+            },
+          })}\n\n`,
+        );
+        res.end(
+          `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`,
+        );
       });
     });
     await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
-    local = await startTestApi('postgres+redis', { proxy: { upstream: `http://127.0.0.1:${(failing.address() as AddressInfo).port}` } });
+    local = await startTestApi('postgres+redis', {
+      proxy: { upstream: `http://127.0.0.1:${(failing.address() as AddressInfo).port}` },
+    });
   });
   afterAll(async () => {
     await local?.close();
@@ -540,7 +734,10 @@ describe('a 200 stream that carries an error event', () => {
   it('when the stream fails inside a 200, then the SDK raises and the step is FAILED with the tokens read', async () => {
     const runId = await startRun(local);
     const client = new Anthropic({
-      baseURL: `${local.url}/proxy/runs/${runId}/anthropic`, apiKey: ANTHROPIC_KEY, maxRetries: 0, defaultHeaders: { 'x-runguard-key': local.apiKey },
+      baseURL: `${local.url}/proxy/runs/${runId}/anthropic`,
+      apiKey: ANTHROPIC_KEY,
+      maxRetries: 0,
+      defaultHeaders: { 'x-runguard-key': local.apiKey },
     });
     const stream = await client.messages.create({ ...message, stream: true });
     const error = await (async () => {
@@ -549,7 +746,9 @@ describe('a 200 stream that carries an error event', () => {
     expect(error).toMatchObject({ error: { type: 'error', error: { type: 'overloaded_error' } } });
     const run = await settledRun(runId, local);
     expect(run.steps[0]).toMatchObject({
-      status: 'FAILED', prompt_tokens: 11, output_data: { http_status: 200, error: 'UPSTREAM_STREAM_ERROR' },
+      status: 'FAILED',
+      prompt_tokens: 11,
+      output_data: { http_status: 200, error: 'UPSTREAM_STREAM_ERROR' },
     });
   });
 });

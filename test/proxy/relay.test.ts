@@ -40,7 +40,9 @@ beforeAll(async () => {
     pump();
   });
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-  api = await startTestApi('postgres+redis', { proxy: { upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` } });
+  api = await startTestApi('postgres+redis', {
+    proxy: { upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` },
+  });
 });
 afterAll(async () => {
   await api?.close();
@@ -75,7 +77,10 @@ const until = async (condition: () => boolean, what: string) => {
 function post(runId: string, path: string) {
   const { port } = new URL(api.url);
   return httpRequest({
-    host: '127.0.0.1', port, method: 'POST', path: `/proxy/runs/${runId}/openai/v1/${path}`,
+    host: '127.0.0.1',
+    port,
+    method: 'POST',
+    path: `/proxy/runs/${runId}/openai/v1/${path}`,
     headers: { 'content-type': 'application/json', 'x-runguard-key': api.apiKey, authorization: 'Bearer sk-relay' },
   });
 }
@@ -121,14 +126,23 @@ describe('relay flow control', () => {
   });
 
   it('when the client leaves while the app is closing, then its call is recorded before close resolves', async () => {
-    const closing = await startTestApi('postgres+redis', { proxy: { upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` } });
+    const closing = await startTestApi('postgres+redis', {
+      proxy: { upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` },
+    });
     try {
       const started = await closing.request('POST', '/v1/runs', { user_id: 'shutdown' });
       const runId = started.body.id as string;
       seen.received = false;
       const req = httpRequest({
-        host: '127.0.0.1', port: new URL(closing.url).port, method: 'POST', path: `/proxy/runs/${runId}/openai/v1/slow`,
-        headers: { 'content-type': 'application/json', 'x-runguard-key': closing.apiKey, authorization: 'Bearer sk-relay' },
+        host: '127.0.0.1',
+        port: new URL(closing.url).port,
+        method: 'POST',
+        path: `/proxy/runs/${runId}/openai/v1/slow`,
+        headers: {
+          'content-type': 'application/json',
+          'x-runguard-key': closing.apiKey,
+          authorization: 'Bearer sk-relay',
+        },
       });
       req.on('error', () => {});
       req.end(JSON.stringify({ model: 'm' }));
@@ -138,7 +152,9 @@ describe('relay flow control', () => {
       await closed;
       // The stores are still open: close() of the app alone has run.
       const { rows } = await closing.stores.db.query<{ status: string; output_data: unknown }>(
-        'SELECT status, output_json AS output_data FROM steps WHERE run_id = $1', [runId]);
+        'SELECT status, output_json AS output_data FROM steps WHERE run_id = $1',
+        [runId],
+      );
       expect(rows).toEqual([{ status: 'FAILED', output_data: { error: 'CLIENT_ABORTED' } }]);
     } finally {
       await closing.close();

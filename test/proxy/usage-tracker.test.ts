@@ -22,11 +22,15 @@ function counter(): UsageExtractor & { events: string[] } {
 
 describe('usage tracker', () => {
   it.each([
-    ['Anthropic\'s error event', 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error"}}\n\n'],
-    ['the Responses API\'s response.failed', 'event: response.failed\ndata: {"type":"response.failed"}\n\n'],
-    ['a chat stream\'s error object', 'data: {"error": {"message": "The server had an error", "type": "server_error"}}\n\n'],
+    ["Anthropic's error event", 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error"}}\n\n'],
+    ["the Responses API's response.failed", 'event: response.failed\ndata: {"type":"response.failed"}\n\n'],
+    [
+      "a chat stream's error object",
+      'data: {"error": {"message": "The server had an error", "type": "server_error"}}\n\n',
+    ],
   ])('when a stream carries %s, then it is seen as failed; ordinary events are not', (_label, failure) => {
-    const ok = 'data: {"choices":[{"delta":{"content":"an \\"error\\" word"}}]}\n\nevent: message_delta\ndata: {"error_count":0}\n\n';
+    const ok =
+      'data: {"choices":[{"delta":{"content":"an \\"error\\" word"}}]}\n\nevent: message_delta\ndata: {"error_count":0}\n\n';
     const clean = createUsageTracker(counter(), 'text/event-stream');
     for (const chunk of pieces(ok, 7)) clean.push(chunk);
     clean.end();
@@ -90,7 +94,8 @@ describe('usage tracker', () => {
     expect(lastObjectOfKey(tail, 'usage')).toEqual({ input_tokens: 5 });
     expect(lastObjectOfKey('"usage":null,"x":{"usage":[1]}', 'usage')).toBeUndefined();
     // Null usage is not answered with a tool schema's property of the same name.
-    const noUsage = '"tools":[{"parameters":{"properties":{"usage":{"type":"string"}}}}],"usage":null,"metadata":{"usage":"x"}}';
+    const noUsage =
+      '"tools":[{"parameters":{"properties":{"usage":{"type":"string"}}}}],"usage":null,"metadata":{"usage":"x"}}';
     expect(lastObjectOfKey(noUsage, 'usage')).toBeUndefined();
   });
 

@@ -5,8 +5,22 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { caller, startTestApi, type Caller, type TestApi } from '../support/harness.js';
 
-const INJECTIONS = ["' OR '1'='1", "'; DROP TABLE runs; --", '$(rm -rf /)', '../../etc/passwd', '<script>alert(1)</script>', '%00', '{{7*7}}'];
-const BAD_UUIDS = ['not-a-uuid', '123', "00000000-0000-4000-8000-00000000000' OR 1=1", '00000000000040008000000000000000', '%27%20OR%201%3D1'];
+const INJECTIONS = [
+  "' OR '1'='1",
+  "'; DROP TABLE runs; --",
+  '$(rm -rf /)',
+  '../../etc/passwd',
+  '<script>alert(1)</script>',
+  '%00',
+  '{{7*7}}',
+];
+const BAD_UUIDS = [
+  'not-a-uuid',
+  '123',
+  "00000000-0000-4000-8000-00000000000' OR 1=1",
+  '00000000000040008000000000000000',
+  '%27%20OR%201%3D1',
+];
 const WRONG_TYPES = [42, -1, 1.5, true, null, [], {}, 'text', 2 ** 53 + 2, 1e308];
 const deep = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
 
@@ -31,7 +45,10 @@ describe('hostile input', () => {
 
   beforeAll(async () => {
     api = await startTestApi('postgres+redis');
-    const reg = await caller(api.url, null).request('POST', '/v1/auth/register', { email: 'hostile@example.com', password: 'long enough pw' });
+    const reg = await caller(api.url, null).request('POST', '/v1/auth/register', {
+      email: 'hostile@example.com',
+      password: 'long enough pw',
+    });
     jwt = caller(api.url, reg.body.access_token);
     runId = (await api.request('POST', '/v1/runs', { user_id: 'u' })).body.id;
     stepId = (await api.request('POST', `/v1/runs/${runId}/steps`, { type: 'INPUT', sequence: 1 })).body.id;
@@ -40,7 +57,13 @@ describe('hostile input', () => {
     await api?.close();
   });
 
-  const expectRefused = async (who: Caller, method: string, path: string, body?: unknown, headers?: Record<string, string>) => {
+  const expectRefused = async (
+    who: Caller,
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ) => {
     const res = await who.request(method, path, body, headers);
     const label = `${method} ${path} ${typeof body === 'string' ? body.slice(0, 40) : JSON.stringify(body)?.slice(0, 60)}`;
     expect(res.status, label).toBeGreaterThanOrEqual(400);
@@ -74,7 +97,7 @@ describe('hostile input', () => {
           await expectRefused(who, method, path, { ...valid, [field]: wrong });
         }
         const { [field]: _dropped, ...missing } = valid;
-        if (!(method === 'PATCH' && path === '/v1/workspace') && !(path.startsWith('/v1/users/'))) {
+        if (!(method === 'PATCH' && path === '/v1/workspace') && !path.startsWith('/v1/users/')) {
           await expectRefused(who, method, path, missing);
         }
       }
@@ -111,14 +134,22 @@ describe('hostile input', () => {
   });
 
   it('when a key could reach a prototype, then 422 says so: the JSON is valid, the key is refused', async () => {
-    for (const body of ['{"user_id": "u", "__proto__": {"admin": true}}', '{"user_id": "u", "metadata": {"constructor": {"prototype": {}}}}']) {
+    for (const body of [
+      '{"user_id": "u", "__proto__": {"admin": true}}',
+      '{"user_id": "u", "metadata": {"constructor": {"prototype": {}}}}',
+    ]) {
       const res = await expectRefused(api, 'POST', '/v1/runs', body);
       expect(res.body).toMatchObject({ code: 'VALIDATION_FAILED', detail: expect.stringContaining('__proto__') });
     }
   });
 
-  it('when a path holds a malformed percent-escape, then 400 in the contract\'s format, not the router\'s', async () => {
-    for (const path of ['/v1/runs/%zz', '/v1/runs/%', '/v1/users/%ED%A0%80', '/proxy/runs/%zz/openai/v1/chat/completions']) {
+  it("when a path holds a malformed percent-escape, then 400 in the contract's format, not the router's", async () => {
+    for (const path of [
+      '/v1/runs/%zz',
+      '/v1/runs/%',
+      '/v1/users/%ED%A0%80',
+      '/proxy/runs/%zz/openai/v1/chat/completions',
+    ]) {
       const res = await expectRefused(api, 'GET', path);
       expect(res.status, path).toBe(400);
       expect(res.body, path).toEqual({ detail: expect.stringContaining('percent-escape'), code: 'BAD_REQUEST' });
@@ -128,9 +159,18 @@ describe('hostile input', () => {
   it('when numbers are out of range, negative or fractional, then 422', async () => {
     const before = await footprint();
     for (const value of [2 ** 53, 2 ** 63, 1e20, -1, 0.5, -0.5]) {
-      await expectRefused(api, 'PATCH', `/v1/runs/${runId}/steps/${stepId}`, { status: 'COMPLETED', prompt_tokens: value });
-      await expectRefused(api, 'PATCH', `/v1/runs/${runId}/steps/${stepId}`, { status: 'COMPLETED', completion_tokens: value });
-      await expectRefused(api, 'PATCH', `/v1/runs/${runId}/steps/${stepId}`, { status: 'COMPLETED', duration_ms: value });
+      await expectRefused(api, 'PATCH', `/v1/runs/${runId}/steps/${stepId}`, {
+        status: 'COMPLETED',
+        prompt_tokens: value,
+      });
+      await expectRefused(api, 'PATCH', `/v1/runs/${runId}/steps/${stepId}`, {
+        status: 'COMPLETED',
+        completion_tokens: value,
+      });
+      await expectRefused(api, 'PATCH', `/v1/runs/${runId}/steps/${stepId}`, {
+        status: 'COMPLETED',
+        duration_ms: value,
+      });
       await expectRefused(api, 'POST', `/v1/runs/${runId}/steps`, { type: 'INPUT', sequence: value });
     }
     for (const value of [2 ** 63, 1e12, -1]) {
@@ -167,16 +207,30 @@ describe('hostile input', () => {
       const list = await api.request('GET', `/v1/runs?user_id=${encodeURIComponent(text)}`);
       expect(list.body.items.map((r: any) => r.user_id)).toEqual([text]);
       expect((await api.request('GET', `/v1/runs/${run.body.id}`)).body.metadata).toEqual({ note: text });
-      expect((await api.request('PUT', `/v1/users/${encodeURIComponent(text)}`, { blocked: true })).body.user_id).toBe(text);
-      expect((await api.request('PUT', `/v1/model-pricing/${encodeURIComponent(text)}`, { input_cost_per_token: 0, output_cost_per_token: 0 })).body.model).toBe(text);
+      expect((await api.request('PUT', `/v1/users/${encodeURIComponent(text)}`, { blocked: true })).body.user_id).toBe(
+        text,
+      );
+      expect(
+        (
+          await api.request('PUT', `/v1/model-pricing/${encodeURIComponent(text)}`, {
+            input_cost_per_token: 0,
+            output_cost_per_token: 0,
+          })
+        ).body.model,
+      ).toBe(text);
     }
     const odd = ['😀 emoji', 'مرحبا RTL', 'e\u0301 combining', '\u200b zero width', 'ｆｕｌｌｗｉｄｔｈ'];
     for (const text of odd) {
       const run = await api.request('POST', '/v1/runs', { user_id: text, metadata: { text } });
       expect(run.status).toBe(201);
-      expect((await api.request('GET', `/v1/runs/${run.body.id}`)).body).toMatchObject({ user_id: text, metadata: { text } });
+      expect((await api.request('GET', `/v1/runs/${run.body.id}`)).body).toMatchObject({
+        user_id: text,
+        metadata: { text },
+      });
     }
-    const tables = await api.stores.db.query(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name = 'runs'`);
+    const tables = await api.stores.db.query(
+      `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name = 'runs'`,
+    );
     expect(tables.rows[0]).toEqual({ n: 1 });
   });
 });

@@ -23,7 +23,11 @@ beforeAll(async () => {
   upstream = await startFakeUpstream();
   daemon = await startDaemonProcess({
     openFileLimit: OPEN_FILES,
-    env: { RUNGUARD_OPENAI_UPSTREAM: upstream.url, RUNGUARD_REQUEST_TIMEOUT_MS: '2000', RUNGUARD_HEADERS_TIMEOUT_MS: '1000' },
+    env: {
+      RUNGUARD_OPENAI_UPSTREAM: upstream.url,
+      RUNGUARD_REQUEST_TIMEOUT_MS: '2000',
+      RUNGUARD_HEADERS_TIMEOUT_MS: '1000',
+    },
   });
 });
 afterAll(async () => {
@@ -41,11 +45,16 @@ function rss(): number {
 function upload(path: string, bytes: number): Promise<number | 'closed'> {
   return new Promise((resolve) => {
     const chunk = Buffer.alloc(64 * 1024, 'a');
-    const body = Readable.from((function* () {
-      for (let sent = 0; sent < bytes; sent += chunk.length) yield bytes - sent >= chunk.length ? chunk : chunk.subarray(0, bytes - sent);
-    })());
+    const body = Readable.from(
+      (function* () {
+        for (let sent = 0; sent < bytes; sent += chunk.length)
+          yield bytes - sent >= chunk.length ? chunk : chunk.subarray(0, bytes - sent);
+      })(),
+    );
     const req = httpRequest(daemon.url + path, {
-      method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': bytes },
+      method: 'POST',
+      agent: false,
+      headers: { 'content-type': 'application/json', 'content-length': bytes },
     });
     let settled = false;
     const done = (outcome: number | 'closed') => {
@@ -65,9 +74,18 @@ function upload(path: string, bytes: number): Promise<number | 'closed'> {
 }
 
 /** One request on a connection of its own, closed after it (fetch would keep it for later). */
-function call(method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; body: string }> {
+function call(
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(daemon.url + path, { method, agent: false, headers: { authorization: `Bearer ${daemon.apiKey}`, ...headers } });
+    const req = httpRequest(daemon.url + path, {
+      method,
+      agent: false,
+      headers: { authorization: `Bearer ${daemon.apiKey}`, ...headers },
+    });
     req.on('response', (res) => {
       let text = '';
       res.on('data', (c: Buffer) => (text += c.toString()));
@@ -105,12 +123,23 @@ describe('what an unauthenticated client can cost the real daemon', () => {
   it('when a client stalls in its body or its headers, then the daemon cuts the connection with 408', async () => {
     const stalled: RawConnection[] = [
       // Authenticated calls, whose body the daemon waits for: the API and the proxy.
-      await rawConnection(daemon.url, requestHead('POST', '/v1/runs', {
-        authorization: `Bearer ${daemon.apiKey}`, 'content-type': 'application/json', 'content-length': 1000,
-      }) + '{"user_id":'),
-      await rawConnection(daemon.url, requestHead('POST', CHAT, {
-        'x-runguard-key': daemon.apiKey, 'x-runguard-user-id': 'ada', 'content-type': 'application/json', 'content-length': 1000,
-      }) + '{"model":'),
+      await rawConnection(
+        daemon.url,
+        requestHead('POST', '/v1/runs', {
+          authorization: `Bearer ${daemon.apiKey}`,
+          'content-type': 'application/json',
+          'content-length': 1000,
+        }) + '{"user_id":',
+      ),
+      await rawConnection(
+        daemon.url,
+        requestHead('POST', CHAT, {
+          'x-runguard-key': daemon.apiKey,
+          'x-runguard-user-id': 'ada',
+          'content-type': 'application/json',
+          'content-length': 1000,
+        }) + '{"model":',
+      ),
       // Headers that never end.
       await rawConnection(daemon.url, 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nx-slow: '),
     ];
@@ -128,16 +157,35 @@ describe('what an unauthenticated client can cost the real daemon', () => {
       for (let i = 0; i < OPEN_FILES + 150; i++) held.push(await rawConnection(daemon.url));
       expect((await call('GET', '/health')).status).toBe(200);
       // The database pool still opens connections: the daemon kept descriptors for it.
-      expect((await call('POST', '/v1/runs', { 'content-type': 'application/json' }, JSON.stringify({ user_id: 'fd-during' }))).status).toBe(201);
+      expect(
+        (
+          await call(
+            'POST',
+            '/v1/runs',
+            { 'content-type': 'application/json' },
+            JSON.stringify({ user_id: 'fd-during' }),
+          )
+        ).status,
+      ).toBe(201);
     } finally {
       for (const conn of held) conn.socket.destroy();
     }
     expect(daemon.running).toBe(true);
     for (let i = 0; i < 20; i++) expect((await call('GET', '/health')).status).toBe(200);
-    expect((await call('POST', '/v1/runs', { 'content-type': 'application/json' }, JSON.stringify({ user_id: 'fd-after' }))).status).toBe(201);
-    const proxied = await call('POST', CHAT, {
-      'x-runguard-key': daemon.apiKey, 'x-runguard-user-id': 'ada', 'content-type': 'application/json',
-    }, JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }));
+    expect(
+      (await call('POST', '/v1/runs', { 'content-type': 'application/json' }, JSON.stringify({ user_id: 'fd-after' })))
+        .status,
+    ).toBe(201);
+    const proxied = await call(
+      'POST',
+      CHAT,
+      {
+        'x-runguard-key': daemon.apiKey,
+        'x-runguard-user-id': 'ada',
+        'content-type': 'application/json',
+      },
+      JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+    );
     expect(proxied.status).toBe(200);
   });
 });

@@ -27,7 +27,10 @@ afterAll(async () => {
 
 let seq = 0;
 async function register(target: TestApi = api) {
-  const res = await caller(target.url, null).request('POST', '/v1/auth/register', { email: `exposure${++seq}-${Date.now()}@example.com`, password: 'exposure password 1' });
+  const res = await caller(target.url, null).request('POST', '/v1/auth/register', {
+    email: `exposure${++seq}-${Date.now()}@example.com`,
+    password: 'exposure password 1',
+  });
   return res;
 }
 
@@ -39,7 +42,9 @@ describe('dashboard tokens', () => {
     const claims = decodeJwt(real);
     const key = new TextEncoder().encode(TEST_AUTH.jwtSecret);
     const sign = (withExp: boolean, withIat: boolean) => {
-      let jwt = new SignJWT({ ws: claims.ws, tv: claims.tv }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setSubject(claims.sub!);
+      let jwt = new SignJWT({ ws: claims.ws, tv: claims.tv })
+        .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+        .setSubject(claims.sub!);
       if (withIat) jwt = jwt.setIssuedAt();
       if (withExp) jwt = jwt.setExpirationTime('1h');
       return jwt.sign(key);
@@ -59,14 +64,22 @@ describe('proxy-token URLs', () => {
     const run = await target.request('POST', '/v1/runs', { user_id: 'agent' });
     const { port } = new URL(target.url);
     return new Promise((resolve, reject) => {
-      const req = httpRequest({
-        host: '127.0.0.1', port: Number(port), method: 'POST', path: `/v1/runs/${run.body.id}/proxy-token`,
-        headers: { host, authorization: `Bearer ${target.apiKey}` },
-      }, (res) => {
-        let text = '';
-        res.on('data', (c: Buffer) => (text += c.toString()));
-        res.on('end', () => (res.statusCode === 201 ? resolve(JSON.parse(text).urls) : reject(new Error(`${res.statusCode}: ${text}`))));
-      });
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port: Number(port),
+          method: 'POST',
+          path: `/v1/runs/${run.body.id}/proxy-token`,
+          headers: { host, authorization: `Bearer ${target.apiKey}` },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () =>
+            res.statusCode === 201 ? resolve(JSON.parse(text).urls) : reject(new Error(`${res.statusCode}: ${text}`)),
+          );
+        },
+      );
       req.on('error', reject);
       req.end();
     });
@@ -82,10 +95,14 @@ describe('proxy-token URLs', () => {
   });
 
   it('when publicUrl is configured, then the URLs are built from it, whatever the Host header says', async () => {
-    const behindProxy = await startTestApi('postgres+sql', { proxy: { upstream: upstream.url }, publicUrl: 'https://guard.example.com/runguard' });
+    const behindProxy = await startTestApi('postgres+sql', {
+      proxy: { upstream: upstream.url },
+      publicUrl: 'https://guard.example.com/runguard',
+    });
     apps.push(behindProxy);
     const urls = await mintWithHost(behindProxy, 'evil.example:666');
-    for (const url of Object.values(urls)) expect(url.startsWith('https://guard.example.com/runguard/proxy/t/rgp_')).toBe(true);
+    for (const url of Object.values(urls))
+      expect(url.startsWith('https://guard.example.com/runguard/proxy/t/rgp_')).toBe(true);
   });
 });
 
@@ -115,7 +132,11 @@ describe('registration', () => {
     // The daemon's defaults, as loaded.
     expect(loadConfig({}).registration).toBeNull();
     expect(loadConfig({ RUNGUARD_REGISTRATION: 'closed' }).registration).toBe('closed');
-    expect(() => loadConfig({ RUNGUARD_REGISTRATION: 'maybe' })).toThrow(/RUNGUARD_REGISTRATION must be one of open, closed/);
-    expect(() => loadConfig({ RUNGUARD_PUBLIC_URL: 'https://x.example/?a=1' })).toThrow(/RUNGUARD_PUBLIC_URL must be a base URL/);
+    expect(() => loadConfig({ RUNGUARD_REGISTRATION: 'maybe' })).toThrow(
+      /RUNGUARD_REGISTRATION must be one of open, closed/,
+    );
+    expect(() => loadConfig({ RUNGUARD_PUBLIC_URL: 'https://x.example/?a=1' })).toThrow(
+      /RUNGUARD_PUBLIC_URL must be a base URL/,
+    );
   });
 });

@@ -42,8 +42,10 @@ interface Recorder {
 
 /** A server that records what it receives and answers with `respond` (default: 200 `{}`). */
 async function recordingServer(
-  respond: (req: { method: string; path: string; headers: IncomingHttpHeaders; body: string }, res: import('node:http').ServerResponse) => void =
-    (_req, res) => res.end('{}'),
+  respond: (
+    req: { method: string; path: string; headers: IncomingHttpHeaders; body: string },
+    res: import('node:http').ServerResponse,
+  ) => void = (_req, res) => res.end('{}'),
 ): Promise<Recorder> {
   const requests: Recorder['requests'] = [];
   const server: Server = createServer((req, res) => {
@@ -59,16 +61,20 @@ async function recordingServer(
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`, port, requests,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    url: `http://127.0.0.1:${port}`,
+    port,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
 const MiB = 1024 * 1024;
-const sse = (events: unknown[]) => events.map((e) => `data: ${typeof e === 'string' ? e : JSON.stringify(e)}\n\n`).join('');
+const sse = (events: unknown[]) =>
+  events.map((e) => `data: ${typeof e === 'string' ? e : JSON.stringify(e)}\n\n`).join('');
 
 /**
  * A provider that misbehaves on request: the mode is the `x-hostile` request header (forwarded
@@ -108,7 +114,13 @@ function hostileAnswer(evilUrl: string) {
         json(usage({ prompt_tokens: '7', completion_tokens: null, prompt_tokens_details: 'x' }));
         return;
       case 'absurd':
-        json(usage({ prompt_tokens: 1e300, completion_tokens: Number.MAX_SAFE_INTEGER, prompt_tokens_details: { cached_tokens: 2 ** 60 } }));
+        json(
+          usage({
+            prompt_tokens: 1e300,
+            completion_tokens: Number.MAX_SAFE_INTEGER,
+            prompt_tokens_details: { cached_tokens: 2 ** 60 },
+          }),
+        );
         return;
       case 'largest':
         // The largest counts the API itself accepts: at the largest price they overflow a bigint of microdollars.
@@ -116,26 +128,31 @@ function hostileAnswer(evilUrl: string) {
         return;
       case 'huge-sse': {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        const huge = JSON.stringify({ choices: [{ delta: { content: 'x'.repeat(5 * MiB) } }], usage: { prompt_tokens: 999 } });
+        const huge = JSON.stringify({
+          choices: [{ delta: { content: 'x'.repeat(5 * MiB) } }],
+          usage: { prompt_tokens: 999 },
+        });
         res.write(`data: ${huge}\n\n`);
         res.end(sse([{ choices: [], usage: { prompt_tokens: 11, completion_tokens: 3 } }, '[DONE]']));
         return;
       }
       case 'sse-garbage':
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.end(sse([
-          '{"usage": {"prompt_tokens": 4', // cut JSON
-          { usage: { prompt_tokens: -1, completion_tokens: -2 } },
-          { usage: { prompt_tokens: 1e13, completion_tokens: 2 ** 64 } },
-          { usage: 'lots' },
-          '[DONE]',
-        ]) + 'data: {"usage": {"prompt_tokens": 12345'); // and an unterminated last event
+        res.end(
+          sse([
+            '{"usage": {"prompt_tokens": 4', // cut JSON
+            { usage: { prompt_tokens: -1, completion_tokens: -2 } },
+            { usage: { prompt_tokens: 1e13, completion_tokens: 2 ** 64 } },
+            { usage: 'lots' },
+            '[DONE]',
+          ]) + 'data: {"usage": {"prompt_tokens": 12345',
+        ); // and an unterminated last event
         return;
       case 'anthropic-absurd':
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.end(
           `event: message_start\n${sse([{ type: 'message_start', message: { usage: { input_tokens: -3, output_tokens: 1e30 } } }])}` +
-          `event: message_delta\n${sse([{ type: 'message_delta', usage: { output_tokens: '9' } }])}`,
+            `event: message_delta\n${sse([{ type: 'message_delta', usage: { output_tokens: '9' } }])}`,
         );
         return;
       default:
@@ -189,7 +206,12 @@ beforeAll(async () => {
   upstream = await startFakeUpstream();
   evil = await recordingServer();
   hostile = await recordingServer(hostileAnswer(evil.url));
-  const sink = new Writable({ write(chunk, _enc, done) { logLines.push(String(chunk)); done(); } });
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      logLines.push(String(chunk));
+      done();
+    },
+  });
   api = await startTestApi('postgres+redis', {
     logger: createLogger('debug', sink),
     proxy: {
@@ -215,8 +237,12 @@ async function register() {
   const res = await anonymous().request('POST', '/v1/auth/register', { email, password: PASSWORD });
   expect(res.status).toBe(201);
   return {
-    email, workspaceId: res.body.workspace.id as string, apiKey: res.body.api_key as string, token: res.body.access_token as string,
-    key: as(res.body.api_key), jwt: as(res.body.access_token),
+    email,
+    workspaceId: res.body.workspace.id as string,
+    apiKey: res.body.api_key as string,
+    token: res.body.access_token as string,
+    key: as(res.body.api_key),
+    jwt: as(res.body.access_token),
   };
 }
 
@@ -278,7 +304,12 @@ describe('API1:2023 Broken Object Level Authorization', () => {
     }
     // The proxy's run URL: 404 in the provider's format, and nothing goes upstream.
     const proxied = await fetch(`${api.url}/proxy/runs/${runA}/openai/v1/chat/completions`, {
-      method: 'POST', headers: { 'x-runguard-key': b.apiKey, 'content-type': 'application/json', authorization: `Bearer ${PROVIDER_KEY}` },
+      method: 'POST',
+      headers: {
+        'x-runguard-key': b.apiKey,
+        'content-type': 'application/json',
+        authorization: `Bearer ${PROVIDER_KEY}`,
+      },
       body: JSON.stringify(chat),
     });
     expect(proxied.status).toBe(404);
@@ -300,11 +331,13 @@ describe('API1:2023 Broken Object Level Authorization', () => {
     expect(bs.status).toBe(200);
     expect(bs.body).toMatchObject({ user_id: 'alice', blocked: true, daily_budget_usd: null, run_count: 0 });
     const usersOfA = (await a.key.request('GET', '/v1/users')).body.items;
-    expect(usersOfA).toEqual([expect.objectContaining({ user_id: 'alice', blocked: false, daily_budget_usd: 5, run_count: 1 })]);
+    expect(usersOfA).toEqual([
+      expect.objectContaining({ user_id: 'alice', blocked: false, daily_budget_usd: 5, run_count: 1 }),
+    ]);
     expect((await a.key.request('POST', '/v1/runs', { user_id: 'alice' })).body.status).toBe('RUNNING');
   });
 
-  it('when two workspaces send the same Idempotency-Key, then neither gets the other\'s answer', async () => {
+  it("when two workspaces send the same Idempotency-Key, then neither gets the other's answer", async () => {
     const a = await register();
     const b = await register();
     const headers = { 'idempotency-key': 'same-key-everywhere' };
@@ -334,7 +367,9 @@ describe('API2:2023 Broken Authentication', () => {
     expect((await r.key.request('GET', '/v1/workspace')).status).toBe(401);
     expect((await r.key.request('POST', `/v1/runs/${runId}/proxy-token`)).status).toBe(401);
     const proxied = await fetch(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
-      method: 'POST', headers: { 'x-runguard-key': r.apiKey, 'content-type': 'application/json' }, body: JSON.stringify(chat),
+      method: 'POST',
+      headers: { 'x-runguard-key': r.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify(chat),
     });
     expect(proxied.status).toBe(401);
     expect(sentTo(upstream)).toBe(before);
@@ -365,13 +400,24 @@ describe('API2:2023 Broken Authentication', () => {
     const { SignJWT } = await import('jose');
     const secret = new TextEncoder().encode(TEST_AUTH.jwtSecret);
     // The right secret, another algorithm: the algorithm is pinned to HS256.
-    const hs512 = await new SignJWT({ ws: claims.ws, tv: claims.tv }).setProtectedHeader({ alg: 'HS512' }).setSubject(claims.sub)
-      .setIssuedAt().setExpirationTime('1h').sign(secret);
+    const hs512 = await new SignJWT({ ws: claims.ws, tv: claims.tv })
+      .setProtectedHeader({ alg: 'HS512' })
+      .setSubject(claims.sub)
+      .setIssuedAt()
+      .setExpirationTime('1h')
+      .sign(secret);
     const [, prefix] = r.apiKey.split('_');
     const wrongSecret = `lg_${prefix}_${'A'.repeat(43)}`;
     const headers = [
-      `Bearer ${wrongSecret}`, `Basic ${Buffer.from(`${r.email}:${PASSWORD}`).toString('base64')}`, `Bearer ${r.apiKey} extra`,
-      `Bearer ${hs512}`, 'Bearer', 'Bearer lg_', `Bearer lg_${prefix}_`, `Bearer ${'x'.repeat(8_000)}`, `Token ${r.apiKey}`,
+      `Bearer ${wrongSecret}`,
+      `Basic ${Buffer.from(`${r.email}:${PASSWORD}`).toString('base64')}`,
+      `Bearer ${r.apiKey} extra`,
+      `Bearer ${hs512}`,
+      'Bearer',
+      'Bearer lg_',
+      `Bearer lg_${prefix}_`,
+      `Bearer ${'x'.repeat(8_000)}`,
+      `Token ${r.apiKey}`,
     ];
     for (const authorization of headers) {
       const res = await anonymous().request('GET', '/v1/workspace', undefined, { authorization });
@@ -391,27 +437,104 @@ describe('API3:2023 Broken Object Property Level Authorization', () => {
     const r = await register();
     const other = await register();
     const runId = await startRun(r.key);
-    const stepId = (await r.key.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'm' })).body.id;
+    const stepId = (
+      await r.key.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'm' })
+    ).body.id;
     const decision = { outcome: 'ALLOW', reason: null, evaluated_rules: {} };
     const writes: [Caller, string, string, Record<string, unknown>, Record<string, unknown>][] = [
-      [r.key, 'POST', '/v1/runs', { user_id: 'u' }, { workspace_id: other.workspaceId, status: 'COMPLETED', decision, id: runId }],
-      [r.key, 'POST', `/v1/runs/${runId}/steps`, { type: 'INPUT', sequence: 9 },
-        { status: 'COMPLETED', decision, cost_usd: 0, workspace_id: other.workspaceId, run_id: runId }],
-      [r.key, 'PATCH', `/v1/runs/${runId}/steps/${stepId}`, { status: 'COMPLETED', prompt_tokens: 1 },
-        { cost_usd: 0, decision, sequence: 2, model: 'free-model', status_override: 'ALLOWED' }],
-      [r.key, 'POST', `/v1/runs/${runId}/end`, { status: 'COMPLETED' }, { ended_at: '2000-01-01T00:00:00Z', decision, total_cost_usd: 0 }],
-      [r.key, 'PUT', '/v1/model-pricing/m', { input_cost_per_token: 1, output_cost_per_token: 1 }, { workspace_id: other.workspaceId, id: runId }],
-      [r.key, 'PATCH', '/v1/workspace', { name: 'n' }, { plan: 'enterprise', kill_switch_active: true, workspace_id: other.workspaceId, id: other.workspaceId }],
-      [r.key, 'POST', '/v1/workspace/kill-switch', { active: false }, { plan: 'enterprise', workspace_id: other.workspaceId }],
-      [r.key, 'PUT', '/v1/users/u', { blocked: false }, { run_count: 0, daily_spend_usd: 0, workspace_id: other.workspaceId }],
-      [r.jwt, 'POST', '/v1/billing/plan', { plan: 'basic' }, { kill_switch_active: true, monthly_run_limit: null, max_concurrent_runs: null }],
-      [anonymous(), 'POST', '/v1/auth/register', { email: `m${seq}@example.com`, password: PASSWORD },
-        { plan: 'enterprise', workspace_id: other.workspaceId, kill_switch_active: true }],
-      [anonymous(), 'POST', '/v1/auth/login', { email: r.email, password: PASSWORD }, { workspace_id: other.workspaceId }],
-      [r.jwt, 'POST', '/v1/auth/password', { current_password: PASSWORD, new_password: 'another password 1' }, { token_version: 1, email: 'x@example.com' }],
+      [
+        r.key,
+        'POST',
+        '/v1/runs',
+        { user_id: 'u' },
+        { workspace_id: other.workspaceId, status: 'COMPLETED', decision, id: runId },
+      ],
+      [
+        r.key,
+        'POST',
+        `/v1/runs/${runId}/steps`,
+        { type: 'INPUT', sequence: 9 },
+        { status: 'COMPLETED', decision, cost_usd: 0, workspace_id: other.workspaceId, run_id: runId },
+      ],
+      [
+        r.key,
+        'PATCH',
+        `/v1/runs/${runId}/steps/${stepId}`,
+        { status: 'COMPLETED', prompt_tokens: 1 },
+        { cost_usd: 0, decision, sequence: 2, model: 'free-model', status_override: 'ALLOWED' },
+      ],
+      [
+        r.key,
+        'POST',
+        `/v1/runs/${runId}/end`,
+        { status: 'COMPLETED' },
+        { ended_at: '2000-01-01T00:00:00Z', decision, total_cost_usd: 0 },
+      ],
+      [
+        r.key,
+        'PUT',
+        '/v1/model-pricing/m',
+        { input_cost_per_token: 1, output_cost_per_token: 1 },
+        { workspace_id: other.workspaceId, id: runId },
+      ],
+      [
+        r.key,
+        'PATCH',
+        '/v1/workspace',
+        { name: 'n' },
+        { plan: 'enterprise', kill_switch_active: true, workspace_id: other.workspaceId, id: other.workspaceId },
+      ],
+      [
+        r.key,
+        'POST',
+        '/v1/workspace/kill-switch',
+        { active: false },
+        { plan: 'enterprise', workspace_id: other.workspaceId },
+      ],
+      [
+        r.key,
+        'PUT',
+        '/v1/users/u',
+        { blocked: false },
+        { run_count: 0, daily_spend_usd: 0, workspace_id: other.workspaceId },
+      ],
+      [
+        r.jwt,
+        'POST',
+        '/v1/billing/plan',
+        { plan: 'basic' },
+        { kill_switch_active: true, monthly_run_limit: null, max_concurrent_runs: null },
+      ],
+      [
+        anonymous(),
+        'POST',
+        '/v1/auth/register',
+        { email: `m${seq}@example.com`, password: PASSWORD },
+        { plan: 'enterprise', workspace_id: other.workspaceId, kill_switch_active: true },
+      ],
+      [
+        anonymous(),
+        'POST',
+        '/v1/auth/login',
+        { email: r.email, password: PASSWORD },
+        { workspace_id: other.workspaceId },
+      ],
+      [
+        r.jwt,
+        'POST',
+        '/v1/auth/password',
+        { current_password: PASSWORD, new_password: 'another password 1' },
+        { token_version: 1, email: 'x@example.com' },
+      ],
       // Writes that take no body at all: a field is refused all the same, never silently ignored.
       [r.key, 'POST', '/v1/api-keys/regenerate', {}, { workspace_id: other.workspaceId, name: 'mine' }],
-      [r.key, 'POST', `/v1/runs/${runId}/proxy-token`, {}, { workspace_id: other.workspaceId, run_id: runId, expires_at: null }],
+      [
+        r.key,
+        'POST',
+        `/v1/runs/${runId}/proxy-token`,
+        {},
+        { workspace_id: other.workspaceId, run_id: runId, expires_at: null },
+      ],
     ];
     const snapshot = async () => {
       const { rows } = await api.stores.db.query(
@@ -430,7 +553,10 @@ describe('API3:2023 Broken Object Property Level Authorization', () => {
       for (const [field, value] of Object.entries(forbidden)) {
         const res = await who.request(method, path, { ...valid, [field]: value });
         expect(res.status, `${method} ${path} ${field}`).toBe(422);
-        expect(res.body.errors, `${method} ${path} ${field}`).toContainEqual({ path: `body.${field}`, message: 'is not a known field' });
+        expect(res.body.errors, `${method} ${path} ${field}`).toContainEqual({
+          path: `body.${field}`,
+          message: 'is not a known field',
+        });
       }
     }
     expect(await snapshot()).toEqual(before);
@@ -443,14 +569,28 @@ describe('API3:2023 Broken Object Property Level Authorization', () => {
     const runId = await startRun(r.key);
     await r.key.request('POST', `/v1/runs/${runId}/proxy-token`);
     const reads = await Promise.all([
-      r.jwt.request('GET', '/v1/auth/me'), r.jwt.request('GET', '/v1/api-keys'), r.key.request('GET', '/v1/workspace'),
-      r.key.request('GET', `/v1/runs/${runId}`), r.key.request('GET', '/v1/runs'), r.jwt.request('GET', '/v1/billing'),
-      r.key.request('GET', '/v1/users'), r.key.request('GET', '/v1/usage'),
+      r.jwt.request('GET', '/v1/auth/me'),
+      r.jwt.request('GET', '/v1/api-keys'),
+      r.key.request('GET', '/v1/workspace'),
+      r.key.request('GET', `/v1/runs/${runId}`),
+      r.key.request('GET', '/v1/runs'),
+      r.jwt.request('GET', '/v1/billing'),
+      r.key.request('GET', '/v1/users'),
+      r.key.request('GET', '/v1/usage'),
     ]);
     for (const res of reads) {
       expect(res.status).toBe(200);
       const text = JSON.stringify(res.body);
-      for (const leak of ['password', 'scrypt$', 'secret', 'sha256', 'token_version', '"tv"', keySecret(r.apiKey), 'rgp_']) {
+      for (const leak of [
+        'password',
+        'scrypt$',
+        'secret',
+        'sha256',
+        'token_version',
+        '"tv"',
+        keySecret(r.apiKey),
+        'rgp_',
+      ]) {
         expect(text).not.toContain(leak);
       }
     }
@@ -478,8 +618,16 @@ describe('API4:2023 Unrestricted Resource Consumption', () => {
   });
 
   it('when a page is asked for beyond the bounds (per_page > 100, < 1, page < 1, days > 366), then 422', async () => {
-    for (const query of ['/v1/runs?per_page=101', '/v1/runs?per_page=0', '/v1/runs?page=0', '/v1/users?per_page=101',
-      '/v1/users?per_page=1000000', '/v1/users?page=0', '/v1/usage?days=367', '/v1/usage?days=0']) {
+    for (const query of [
+      '/v1/runs?per_page=101',
+      '/v1/runs?per_page=0',
+      '/v1/runs?page=0',
+      '/v1/users?per_page=101',
+      '/v1/users?per_page=1000000',
+      '/v1/users?page=0',
+      '/v1/usage?days=367',
+      '/v1/usage?days=0',
+    ]) {
       const res = await api.request('GET', query);
       expect(res.status, query).toBe(422);
       expect(res.body.code).toBe('VALIDATION_FAILED');
@@ -492,7 +640,14 @@ describe('API4:2023 Unrestricted Resource Consumption', () => {
     try {
       const statuses = [];
       for (let i = 0; i < 4; i++) {
-        statuses.push((await caller(limited.url, null).request('POST', '/v1/auth/register', { email: `flood${i}@example.com`, password: PASSWORD })).status);
+        statuses.push(
+          (
+            await caller(limited.url, null).request('POST', '/v1/auth/register', {
+              email: `flood${i}@example.com`,
+              password: PASSWORD,
+            })
+          ).status,
+        );
       }
       expect(statuses).toEqual([201, 201, 429, 429]);
       const { rows } = await limited.stores.db.query<{ n: number }>('SELECT count(*)::int AS n FROM accounts');
@@ -506,7 +661,8 @@ describe('API4:2023 Unrestricted Resource Consumption', () => {
     const runId = await startRun();
     const before = sentTo(upstream);
     const res = await fetch(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
-      method: 'POST', headers: { 'x-runguard-key': api.apiKey, 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'x-runguard-key': api.apiKey, 'content-type': 'application/json' },
       body: JSON.stringify({ ...chat, messages: [{ role: 'user', content: 'x'.repeat(1.5 * MiB) }] }),
     });
     expect(res.status).toBe(413);
@@ -520,7 +676,9 @@ describe('API4:2023 Unrestricted Resource Consumption', () => {
     const deep = `{"model":"gpt-4o-mini","messages":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;
     const before = sentTo(hostile);
     const res = await fetch(`${api.url}/proxy/runs/${runId}/hostile/v1/chat/completions`, {
-      method: 'POST', headers: { 'x-runguard-key': api.apiKey, 'content-type': 'application/json' }, body: deep,
+      method: 'POST',
+      headers: { 'x-runguard-key': api.apiKey, 'content-type': 'application/json' },
+      body: deep,
     });
     expect(res.status).toBe(200);
     await res.text();
@@ -532,7 +690,10 @@ describe('API4:2023 Unrestricted Resource Consumption', () => {
   });
 
   it('when headers are huge or an Idempotency-Key is too long, then 431 or 422, and the daemon stays up', async () => {
-    const huge = await rawRequest(api.url, `GET /v1/runs HTTP/1.1\r\nHost: x\r\nx-pad: ${'a'.repeat(64 * 1024)}\r\nconnection: close\r\n\r\n`);
+    const huge = await rawRequest(
+      api.url,
+      `GET /v1/runs HTTP/1.1\r\nHost: x\r\nx-pad: ${'a'.repeat(64 * 1024)}\r\nconnection: close\r\n\r\n`,
+    );
     expect(huge).toMatch(/^HTTP\/1\.1 431/);
     const key = await api.request('POST', '/v1/runs', { user_id: 'u' }, { 'idempotency-key': 'k'.repeat(256) });
     expect(key.status).toBe(422);
@@ -554,24 +715,49 @@ describe('API5:2023 Broken Function Level Authorization', () => {
     expect((await r.jwt.request('POST', `/v1/runs/${runId}/proxy-token`)).status).toBe(401);
     expect((await r.jwt.request('POST', `/v1/runs/${runId}/end`, { status: 'COMPLETED' })).status).toBe(401);
     // A run's proxy token authorizes proxying into that run, and nothing else.
-    for (const [method, path] of [['GET', '/v1/runs'], ['GET', `/v1/runs/${runId}`], ['GET', '/v1/workspace'], ['POST', '/v1/api-keys/regenerate']]) {
+    for (const [method, path] of [
+      ['GET', '/v1/runs'],
+      ['GET', `/v1/runs/${runId}`],
+      ['GET', '/v1/workspace'],
+      ['POST', '/v1/api-keys/regenerate'],
+    ]) {
       expect((await as(minted.token).request(method!, path!)).status, path).toBe(401);
     }
-    const post = (url: string, headers: Record<string, string> = {}) => fetch(url, {
-      method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(chat),
-    });
+    const post = (url: string, headers: Record<string, string> = {}) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(chat),
+      });
     // A dashboard JWT is not a guardrail key; an API key is not a proxy token.
-    expect((await post(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, { 'x-runguard-key': r.token })).status).toBe(401);
+    expect(
+      (await post(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, { 'x-runguard-key': r.token })).status,
+    ).toBe(401);
     expect((await post(`${api.url}/proxy/t/${r.apiKey}/openai/v1/chat/completions`)).status).toBe(401);
-    expect((await post(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, { authorization: `Bearer ${r.apiKey}` })).status).toBe(401);
+    expect(
+      (await post(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, { authorization: `Bearer ${r.apiKey}` }))
+        .status,
+    ).toBe(401);
     expect(sentTo(upstream)).toBe(before);
   });
 
   it('when a method is overridden by header or an admin-looking path is tried, then no function is reached', async () => {
     const r = await register();
-    const ws = await r.key.request('POST', '/v1/workspace', { max_concurrent_runs: 1 }, { 'x-http-method-override': 'PATCH' });
+    const ws = await r.key.request(
+      'POST',
+      '/v1/workspace',
+      { max_concurrent_runs: 1 },
+      { 'x-http-method-override': 'PATCH' },
+    );
     expect(ws.status).toBe(404);
-    for (const path of ['/v1/admin', '/v1/workspaces', `/v1/workspaces/${r.workspaceId}`, '/v1/accounts', '/admin', '/v2/runs']) {
+    for (const path of [
+      '/v1/admin',
+      '/v1/workspaces',
+      `/v1/workspaces/${r.workspaceId}`,
+      '/v1/accounts',
+      '/admin',
+      '/v2/runs',
+    ]) {
       expect((await r.jwt.request('GET', path)).status, path).toBe(404);
     }
     expect((await r.key.request('GET', '/v1/workspace')).body.max_concurrent_runs).toBe(5);
@@ -594,7 +780,10 @@ describe('API6:2023 Unrestricted Access to Sensitive Business Flows', () => {
       const down = await r.jwt.request('POST', '/v1/billing/plan', { plan });
       expect(down.status, plan).toBe(409);
     }
-    expect((await r.key.request('GET', '/v1/workspace')).body).toMatchObject({ plan: 'scale', kill_switch_active: true });
+    expect((await r.key.request('GET', '/v1/workspace')).body).toMatchObject({
+      plan: 'scale',
+      kill_switch_active: true,
+    });
   });
 
   it('when runs start past the monthly limit, then they are BLOCKED, and a BLOCKED run cannot be used: no steps, no end, no proxy token, no proxying', async () => {
@@ -609,13 +798,16 @@ describe('API6:2023 Unrestricted Access to Sensitive Business Flows', () => {
     expect((await r.key.request('POST', `/v1/runs/${id}/proxy-token`)).status).toBe(409);
     const before = sentTo(upstream);
     const proxied = await fetch(`${api.url}/proxy/runs/${id}/openai/v1/chat/completions`, {
-      method: 'POST', headers: { 'x-runguard-key': r.apiKey, 'content-type': 'application/json' }, body: JSON.stringify(chat),
+      method: 'POST',
+      headers: { 'x-runguard-key': r.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify(chat),
     });
     expect(proxied.status).toBe(403);
     expect(await proxied.json()).toMatchObject({ error: { code: 'RUN_NOT_RUNNING' } });
     // A run-less proxy call is a run start too: past the limit it is refused before the provider hears of it.
     const runless = await fetch(`${api.url}/proxy/openai/v1/chat/completions`, {
-      method: 'POST', headers: { 'x-runguard-key': r.apiKey, 'x-runguard-user-id': 'agent', 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'x-runguard-key': r.apiKey, 'x-runguard-user-id': 'agent', 'content-type': 'application/json' },
       body: JSON.stringify(chat),
     });
     expect(runless.status).toBe(403);
@@ -626,12 +818,20 @@ describe('API6:2023 Unrestricted Access to Sensitive Business Flows', () => {
 
   it('when a limit is raised above the plan by any route (PATCH limits, a plan field, billing with a key), then it stays within the plan', async () => {
     const r = await register();
-    for (const body of [{ max_concurrent_runs: 6 }, { monthly_run_limit: null }, { max_concurrent_runs: 1_000_000_000 }]) {
+    for (const body of [
+      { max_concurrent_runs: 6 },
+      { monthly_run_limit: null },
+      { max_concurrent_runs: 1_000_000_000 },
+    ]) {
       expect((await r.key.request('PATCH', '/v1/workspace', body)).status).toBe(403);
     }
     expect((await r.key.request('PATCH', '/v1/workspace', { plan: 'enterprise' })).status).toBe(422);
     expect((await r.key.request('POST', '/v1/billing/plan', { plan: 'enterprise' })).status).toBe(401); // key: not a billing credential
-    expect((await r.key.request('GET', '/v1/workspace')).body).toMatchObject({ plan: 'basic', monthly_run_limit: 1000, max_concurrent_runs: 5 });
+    expect((await r.key.request('GET', '/v1/workspace')).body).toMatchObject({
+      plan: 'basic',
+      monthly_run_limit: 1000,
+      max_concurrent_runs: 5,
+    });
   });
 });
 
@@ -650,7 +850,10 @@ describe('API7:2023 Server Side Request Forgery', () => {
     const runId = await startRun();
     const path = `/proxy/runs/${runId}/openai/v1/chat/completions`;
     const before = sentTo(upstream);
-    const viaHost = await rawRequest(api.url, raw(path, `x-forwarded-host: 127.0.0.1:${evil.port}\r\n`, `127.0.0.1:${evil.port}`));
+    const viaHost = await rawRequest(
+      api.url,
+      raw(path, `x-forwarded-host: 127.0.0.1:${evil.port}\r\n`, `127.0.0.1:${evil.port}`),
+    );
     expect(viaHost).toMatch(/^HTTP\/1\.1 200/);
     const absolute = await rawRequest(api.url, raw(`http://127.0.0.1:${evil.port}${path}`));
     expect(absolute).toMatch(/^HTTP\/1\.1 200/);
@@ -664,8 +867,18 @@ describe('API7:2023 Server Side Request Forgery', () => {
   it('when the path climbs out of the base with dot segments or encoded slashes, then 400 BAD_PATH and nothing is sent', async () => {
     const runId = await startRun();
     const before = sentTo(upstream);
-    for (const rest of ['v1/../../x', 'v1/./chat/completions', '..', '%2e%2e/x', '%2E%2E/x', '.%2e/x', 'v1%2f..%2fadmin', 'v1%2F..%2Fadmin',
-      '%5c..%5cx', `%2f%2f127.0.0.1:${evil.port}/x`]) {
+    for (const rest of [
+      'v1/../../x',
+      'v1/./chat/completions',
+      '..',
+      '%2e%2e/x',
+      '%2E%2E/x',
+      '.%2e/x',
+      'v1%2f..%2fadmin',
+      'v1%2F..%2Fadmin',
+      '%5c..%5cx',
+      `%2f%2f127.0.0.1:${evil.port}/x`,
+    ]) {
       const res = await rawRequest(api.url, raw(`/proxy/runs/${runId}/openai/${rest}`));
       expect(res, rest).toMatch(/^HTTP\/1\.1 400/);
       expect(res, rest).toContain('BAD_PATH');
@@ -677,8 +890,17 @@ describe('API7:2023 Server Side Request Forgery', () => {
   it('when the provider name is not configured (a host, a URL, an object key), then 404 and nothing is sent', async () => {
     const runId = await startRun();
     const before = sentTo(upstream) + sentTo(hostile);
-    for (const name of [`127.0.0.1:${evil.port}`, encodeURIComponent(`http://127.0.0.1:${evil.port}`), 'evil', '__proto__', 'constructor',
-      'toString', 'OPENAI', 'openai%00', '%20openai']) {
+    for (const name of [
+      `127.0.0.1:${evil.port}`,
+      encodeURIComponent(`http://127.0.0.1:${evil.port}`),
+      'evil',
+      '__proto__',
+      'constructor',
+      'toString',
+      'OPENAI',
+      'openai%00',
+      '%20openai',
+    ]) {
       for (const prefix of [`/proxy/runs/${runId}/`, '/proxy/']) {
         const res = await rawRequest(api.url, raw(`${prefix}${name}/v1/chat/completions`, 'x-runguard-user-id: u\r\n'));
         expect(res, `${prefix}${name}`).toMatch(/^HTTP\/1\.1 (404|400)/);
@@ -692,21 +914,32 @@ describe('API7:2023 Server Side Request Forgery', () => {
     const runId = await startRun();
     for (const status of [302, 307, 308]) {
       const res = await nodeRequest(`${api.url}/proxy/runs/${runId}/hostile/v1/chat/completions`, {
-        headers: { 'x-runguard-key': api.apiKey, 'content-type': 'application/json', 'x-hostile': `redirect-${status}` }, body,
+        headers: {
+          'x-runguard-key': api.apiKey,
+          'content-type': 'application/json',
+          'x-hostile': `redirect-${status}`,
+        },
+        body,
       });
       expect(res.status).toBe(status);
       expect(res.headers.location).toBe(`${evil.url}/stolen`);
       expect(res.body).toBe('{"moved":true}');
     }
     const run = await settled(runId, api, 3);
-    expect(run.steps.map((s: any) => [s.status, s.output_data.http_status])).toEqual([['FAILED', 302], ['FAILED', 307], ['FAILED', 308]]);
+    expect(run.steps.map((s: any) => [s.status, s.output_data.http_status])).toEqual([
+      ['FAILED', 302],
+      ['FAILED', 307],
+      ['FAILED', 308],
+    ]);
     expect(sentTo(evil)).toBe(0);
   });
 
   it('when a proxy token is minted, then its URLs ignore X-Forwarded-Host (no proxy is trusted)', async () => {
     const runId = await startRun();
     const minted = await api.request('POST', `/v1/runs/${runId}/proxy-token`, undefined, {
-      'x-forwarded-host': `127.0.0.1:${evil.port}`, 'x-forwarded-proto': 'https', forwarded: `host=127.0.0.1:${evil.port}`,
+      'x-forwarded-host': `127.0.0.1:${evil.port}`,
+      'x-forwarded-proto': 'https',
+      forwarded: `host=127.0.0.1:${evil.port}`,
     });
     expect(minted.status).toBe(201);
     for (const url of Object.values<string>(minted.body.urls)) expect(url.startsWith(`${api.url}/proxy/t/`)).toBe(true);
@@ -716,21 +949,38 @@ describe('API7:2023 Server Side Request Forgery', () => {
 // --- API8 -----------------------------------------------------------------------------------------
 
 describe('API8:2023 Security Misconfiguration', () => {
-  const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'x-frame-options': 'DENY', 'referrer-policy': 'no-referrer' };
+  const SECURITY_HEADERS = {
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+  };
 
-  it("when the daemon answers for itself (2xx, 4xx, 404, /health), then security headers; on /v1, no-store too", async () => {
+  it('when the daemon answers for itself (2xx, 4xx, 404, /health), then security headers; on /v1, no-store too', async () => {
     const r = await register();
     const answers = [
       ['/v1 200', await fetch(`${api.url}/v1/workspace`, { headers: { authorization: `Bearer ${r.apiKey}` } }), true],
-      ['/v1 login', await fetch(`${api.url}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: r.email, password: PASSWORD }) }), true],
+      [
+        '/v1 login',
+        await fetch(`${api.url}/v1/auth/login`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ email: r.email, password: PASSWORD }),
+        }),
+        true,
+      ],
       ['/v1 401', await fetch(`${api.url}/v1/runs`), true],
-      ['/v1 422', await fetch(`${api.url}/v1/runs?per_page=101`, { headers: { authorization: `Bearer ${r.apiKey}` } }), true],
+      [
+        '/v1 422',
+        await fetch(`${api.url}/v1/runs?per_page=101`, { headers: { authorization: `Bearer ${r.apiKey}` } }),
+        true,
+      ],
       ['/v1 404', await fetch(`${api.url}/v1/nothing-here`), true],
       ['/health', await fetch(`${api.url}/health`), false],
       ['proxy refusal', await fetch(`${api.url}/proxy/openai/v1/chat/completions`, { method: 'POST' }), false],
     ] as const;
     for (const [label, res, v1] of answers) {
-      for (const [name, value] of Object.entries(SECURITY_HEADERS)) expect(res.headers.get(name), `${label} ${name}`).toBe(value);
+      for (const [name, value] of Object.entries(SECURITY_HEADERS))
+        expect(res.headers.get(name), `${label} ${name}`).toBe(value);
       if (v1) expect(res.headers.get('cache-control'), label).toBe('no-store');
       expect(res.headers.get('x-powered-by'), label).toBeNull();
       expect(res.headers.get('server'), label).toBeNull();
@@ -740,19 +990,29 @@ describe('API8:2023 Security Misconfiguration', () => {
   it("when an answer is proxied, then it carries the provider's headers, not the daemon's", async () => {
     const runId = await startRun();
     const res = await fetch(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
-      method: 'POST', headers: { 'x-runguard-key': api.apiKey, 'content-type': 'application/json' }, body: JSON.stringify(chat),
+      method: 'POST',
+      headers: { 'x-runguard-key': api.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify(chat),
     });
     expect(res.status).toBe(200);
     await res.text();
-    for (const name of [...Object.keys(SECURITY_HEADERS), 'cache-control']) expect(res.headers.get(name), name).toBeNull();
+    for (const name of [...Object.keys(SECURITY_HEADERS), 'cache-control'])
+      expect(res.headers.get(name), name).toBeNull();
     await settled(runId);
   });
 
   it('when a browser asks for CORS, then no origin is allowed', async () => {
     const preflight = await fetch(`${api.url}/v1/runs`, {
-      method: 'OPTIONS', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization' },
+      method: 'OPTIONS',
+      headers: {
+        origin: 'https://evil.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization',
+      },
     });
-    const simple = await fetch(`${api.url}/v1/workspace`, { headers: { origin: 'https://evil.example', authorization: `Bearer ${api.apiKey}` } });
+    const simple = await fetch(`${api.url}/v1/workspace`, {
+      headers: { origin: 'https://evil.example', authorization: `Bearer ${api.apiKey}` },
+    });
     for (const res of [preflight, simple]) {
       expect(res.headers.get('access-control-allow-origin')).toBeNull();
       expect(res.headers.get('access-control-allow-credentials')).toBeNull();
@@ -765,26 +1025,48 @@ describe('API8:2023 Security Misconfiguration', () => {
     const broken: Db = {
       ...base,
       kind: base.kind,
-      query: (async (sql: string, params?: readonly unknown[]) => {
+      query: async (sql: string, params?: readonly unknown[]) => {
         if (/FROM runs/.test(sql) && /LIMIT/i.test(sql)) {
-          throw Object.assign(new Error(`relation "runs_secret" does not exist: SELECT * FROM runs WHERE workspace_id = '${api.workspaceId}'`), {
-            code: '42P01', position: '15', where: 'PL/pgSQL function secret_fn()',
-          });
+          throw Object.assign(
+            new Error(
+              `relation "runs_secret" does not exist: SELECT * FROM runs WHERE workspace_id = '${api.workspaceId}'`,
+            ),
+            {
+              code: '42P01',
+              position: '15',
+              where: 'PL/pgSQL function secret_fn()',
+            },
+          );
         }
         return base.query(sql, params);
-      }) as Db['query'],
+      },
       exec: (sql) => base.exec(sql),
       transaction: (fn) => base.transaction(fn),
       close: async () => {},
     };
     const lines: string[] = [];
-    const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
     const app = await buildApp({
-      db: broken, counters: api.stores.counters, clock: { now: () => new Date() }, logger: createLogger('info', sink), version: 't',
-      bodyLimitBytes: MiB, auth: TEST_AUTH, metrics: false,
+      db: broken,
+      counters: api.stores.counters,
+      clock: { now: () => new Date() },
+      logger: createLogger('info', sink),
+      version: 't',
+      bodyLimitBytes: MiB,
+      auth: TEST_AUTH,
+      metrics: false,
     });
     try {
-      const res = await app.inject({ method: 'GET', url: '/v1/runs', headers: { authorization: `Bearer ${api.apiKey}` } });
+      const res = await app.inject({
+        method: 'GET',
+        url: '/v1/runs',
+        headers: { authorization: `Bearer ${api.apiKey}` },
+      });
       expect(res.statusCode).toBe(500);
       expect(res.json()).toEqual({ detail: 'Internal server error.', code: 'INTERNAL' });
       expect(res.body).not.toMatch(/SELECT|runs_secret|42P01|secret_fn|at .*\.(js|ts)|stack/i);
@@ -807,11 +1089,18 @@ describe('API8:2023 Security Misconfiguration', () => {
       // parser refuses each of them, and nothing is forwarded.
       const runId = await startRun();
       const before = sentTo(upstream);
-      for (const smuggled of ['x-foo: a\rx-injected: b', 'x-foo: a\nx-injected: b', 'x-foo: a\r\n x-injected: b', 'x-foo: a\r\n\tx-injected: b',
-        'x-foo: a\u0000x-injected: b']) {
-        const res = await rawRequest(api.url,
+      for (const smuggled of [
+        'x-foo: a\rx-injected: b',
+        'x-foo: a\nx-injected: b',
+        'x-foo: a\r\n x-injected: b',
+        'x-foo: a\r\n\tx-injected: b',
+        'x-foo: a\u0000x-injected: b',
+      ]) {
+        const res = await rawRequest(
+          api.url,
           `POST /proxy/runs/${runId}/openai/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-runguard-key: ${api.apiKey}\r\n` +
-          `content-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n${smuggled}\r\n\r\n${body}`);
+            `content-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n${smuggled}\r\n\r\n${body}`,
+        );
         expect(res, JSON.stringify(smuggled)).toMatch(/^HTTP\/1\.1 400/);
       }
       expect(sentTo(upstream)).toBe(before);
@@ -819,7 +1108,9 @@ describe('API8:2023 Security Misconfiguration', () => {
       // And our own outgoing side cannot be made to write one either: undici refuses such values.
       const { upstreamHeaders } = await import('../../src/proxy/forwarder.js');
       const { request } = await import('undici');
-      await expect(request(upstream.url, { headers: upstreamHeaders({ 'x-foo': 'a\r\nx-injected: b' }) })).rejects.toThrow();
+      await expect(
+        request(upstream.url, { headers: upstreamHeaders({ 'x-foo': 'a\r\nx-injected: b' }) }),
+      ).rejects.toThrow();
     });
 
     it('when the client sends x-runguard-* and hop-by-hop headers, then none goes upstream; the rest pass as sent', async () => {
@@ -827,20 +1118,45 @@ describe('API8:2023 Security Misconfiguration', () => {
       const before = sentTo(upstream);
       const res = await nodeRequest(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
         headers: {
-          'x-runguard-key': api.apiKey, 'x-runguard-user-id': 'u', 'x-runguard-anything': 'x', 'content-type': 'application/json',
-          authorization: `Bearer ${PROVIDER_KEY}`, connection: 'keep-alive, x-listed-in-connection', 'x-listed-in-connection': 'hop',
-          'keep-alive': 'timeout=5', te: 'trailers', trailer: 'x-t', 'proxy-authorization': 'Basic c2VjcmV0', 'proxy-connection': 'keep-alive',
-          'x-api-key': PROVIDER_KEY, 'x-custom': 'kept', 'x-smuggled-key': `see ${api.apiKey}`,
+          'x-runguard-key': api.apiKey,
+          'x-runguard-user-id': 'u',
+          'x-runguard-anything': 'x',
+          'content-type': 'application/json',
+          authorization: `Bearer ${PROVIDER_KEY}`,
+          connection: 'keep-alive, x-listed-in-connection',
+          'x-listed-in-connection': 'hop',
+          'keep-alive': 'timeout=5',
+          te: 'trailers',
+          trailer: 'x-t',
+          'proxy-authorization': 'Basic c2VjcmV0',
+          'proxy-connection': 'keep-alive',
+          'x-api-key': PROVIDER_KEY,
+          'x-custom': 'kept',
+          'x-smuggled-key': `see ${api.apiKey}`,
         },
         body,
       });
       expect(res.status).toBe(200);
       const sent = upstream.requests[before]!;
-      for (const name of ['x-runguard-key', 'x-runguard-user-id', 'x-runguard-anything', 'x-listed-in-connection', 'keep-alive', 'te', 'trailer',
-        'proxy-authorization', 'proxy-connection', 'x-smuggled-key']) {
+      for (const name of [
+        'x-runguard-key',
+        'x-runguard-user-id',
+        'x-runguard-anything',
+        'x-listed-in-connection',
+        'keep-alive',
+        'te',
+        'trailer',
+        'proxy-authorization',
+        'proxy-connection',
+        'x-smuggled-key',
+      ]) {
         expect(sent.headers[name], name).toBeUndefined();
       }
-      expect(sent.headers).toMatchObject({ authorization: `Bearer ${PROVIDER_KEY}`, 'x-api-key': PROVIDER_KEY, 'x-custom': 'kept' });
+      expect(sent.headers).toMatchObject({
+        authorization: `Bearer ${PROVIDER_KEY}`,
+        'x-api-key': PROVIDER_KEY,
+        'x-custom': 'kept',
+      });
       expect(JSON.stringify(sent.headers)).not.toContain('lg_');
       await settled(runId);
     });
@@ -850,7 +1166,8 @@ describe('API8:2023 Security Misconfiguration', () => {
       // would land on the daemon's origin), as are hop-by-hop headers and those named in Connection.
       const runId = await startRun();
       const res = await nodeRequest(`${api.url}/proxy/runs/${runId}/hostile/v1/chat/completions`, {
-        headers: { 'x-runguard-key': api.apiKey, 'content-type': 'application/json', 'x-hostile': 'headers' }, body,
+        headers: { 'x-runguard-key': api.apiKey, 'content-type': 'application/json', 'x-hostile': 'headers' },
+        body,
       });
       expect(res.status).toBe(200);
       expect(res.headers['set-cookie']).toBeUndefined();
@@ -875,7 +1192,10 @@ function registeredRoutes(tree: string): Set<string> {
     const depth = match[1]!.length / 4;
     stack.length = depth;
     stack.push(match[2]!);
-    for (const method of (match[3] ?? '').split(',').map((m) => m.trim()).filter(Boolean)) {
+    for (const method of (match[3] ?? '')
+      .split(',')
+      .map((m) => m.trim())
+      .filter(Boolean)) {
       if (method !== 'HEAD') routes.add(`${method} ${stack.join('').replace(/:(\w+)/g, '{$1}')}`);
     }
   }
@@ -885,10 +1205,19 @@ function registeredRoutes(tree: string): Set<string> {
 describe('API9:2023 Improper Inventory Management', () => {
   // Also: test/api/admin.test.ts "serves the OpenAPI document with every endpoint of the contract".
   it('when the app is built with every feature, then every /v1 route it serves is in the OpenAPI document, and nothing else is', async () => {
-    const served = [...registeredRoutes(api.app.printRoutes({ commonPrefix: false }))].filter((r) => r.split(' ')[1]!.startsWith('/v1/'));
+    const served = [...registeredRoutes(api.app.printRoutes({ commonPrefix: false }))].filter((r) =>
+      r.split(' ')[1]!.startsWith('/v1/'),
+    );
     // The parse must have found the routes, or the comparison below proves nothing.
-    expect(served).toEqual(expect.arrayContaining(['POST /v1/runs', 'PATCH /v1/runs/{run_id}/steps/{step_id}', 'POST /v1/runs/{run_id}/proxy-token',
-      'PUT /v1/users/{user_id}', 'POST /v1/billing/plan']));
+    expect(served).toEqual(
+      expect.arrayContaining([
+        'POST /v1/runs',
+        'PATCH /v1/runs/{run_id}/steps/{step_id}',
+        'POST /v1/runs/{run_id}/proxy-token',
+        'PUT /v1/users/{user_id}',
+        'POST /v1/billing/plan',
+      ]),
+    );
     const doc = (await anonymous().request('GET', '/openapi.json')).body;
     const documented = Object.entries(doc.paths as Record<string, Record<string, unknown>>)
       .flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`))
@@ -898,7 +1227,10 @@ describe('API9:2023 Improper Inventory Management', () => {
     for (const [path, methods] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
       for (const [method, operation] of Object.entries(methods)) {
         if (!path.startsWith('/v1/')) continue;
-        expect(Object.keys(operation.responses ?? {}).some((s) => s.startsWith('4')), `${method} ${path}`).toBe(true);
+        expect(
+          Object.keys(operation.responses ?? {}).some((s) => s.startsWith('4')),
+          `${method} ${path}`,
+        ).toBe(true);
       }
     }
   });
@@ -916,21 +1248,42 @@ describe('API10:2023 Unsafe Consumption of APIs', () => {
   // Also: test/proxy/usage-tracker.test.ts and sse-decoder.test.ts (the readers, in isolation).
   // Here the provider is hostile end to end: the daemon must relay its answer, keep running, and
   // record only sane numbers: token counts are integers from 0 to 10^12, or null (not reported).
-  const call = async (ws: { apiKey: string; api: Caller }, runId: string, mode: string, provider = 'hostile', stream = false) => {
+  const call = async (
+    ws: { apiKey: string; api: Caller },
+    runId: string,
+    mode: string,
+    provider = 'hostile',
+    stream = false,
+  ) => {
     const path = provider === 'hostile' ? 'v1/chat/completions' : 'v1/messages';
     const res = await fetch(`${api.url}/proxy/runs/${runId}/${provider}/${path}`, {
-      method: 'POST', headers: { 'x-runguard-key': ws.apiKey, 'content-type': 'application/json', 'x-hostile': mode },
-      body: JSON.stringify({ model: 'hostile-model', messages: [], max_tokens: 1, ...(stream ? { stream: true } : {}) }),
+      method: 'POST',
+      headers: { 'x-runguard-key': ws.apiKey, 'content-type': 'application/json', 'x-hostile': mode },
+      body: JSON.stringify({
+        model: 'hostile-model',
+        messages: [],
+        max_tokens: 1,
+        ...(stream ? { stream: true } : {}),
+      }),
     });
     return { status: res.status, text: await res.text() };
   };
 
   it('when usage is invalid JSON, negative, fractional, strings or absurd, then the call is relayed and the step records null, never garbage', async () => {
     const ws = await api.newWorkspace();
-    await ws.api.request('PUT', '/v1/model-pricing/hostile-model', { input_cost_per_token: 1000, output_cost_per_token: 1000 });
+    await ws.api.request('PUT', '/v1/model-pricing/hostile-model', {
+      input_cost_per_token: 1000,
+      output_cost_per_token: 1000,
+    });
     const runId = await startRun(ws.api);
-    const modes = [['invalid-json', 'hostile'], ['negative', 'hostile'], ['strings', 'hostile'], ['absurd', 'hostile'],
-      ['sse-garbage', 'hostile'], ['anthropic-absurd', 'hostile-anthropic']] as const;
+    const modes = [
+      ['invalid-json', 'hostile'],
+      ['negative', 'hostile'],
+      ['strings', 'hostile'],
+      ['absurd', 'hostile'],
+      ['sse-garbage', 'hostile'],
+      ['anthropic-absurd', 'hostile-anthropic'],
+    ] as const;
     for (const [mode, provider] of modes) {
       const res = await call(ws, runId, mode, provider, mode.includes('sse') || mode.includes('anthropic'));
       expect(res.status, mode).toBe(200);
@@ -938,7 +1291,11 @@ describe('API10:2023 Unsafe Consumption of APIs', () => {
     const run = await settled(runId, ws.api, modes.length);
     for (const [i, step] of run.steps.entries()) {
       expect(step, modes[i]![0]).toMatchObject({
-        status: 'COMPLETED', prompt_tokens: null, completion_tokens: null, cached_prompt_tokens: null, cost_usd: null,
+        status: 'COMPLETED',
+        prompt_tokens: null,
+        completion_tokens: null,
+        cached_prompt_tokens: null,
+        cost_usd: null,
       });
     }
     expect(run).toMatchObject({ total_tokens: 0, total_cost_usd: 0 });
@@ -947,21 +1304,33 @@ describe('API10:2023 Unsafe Consumption of APIs', () => {
 
   it('when usage is the largest the API accepts at the largest price, then it is recorded exactly and the spend counter saturates instead of overflowing', async () => {
     const ws = await api.newWorkspace();
-    await ws.api.request('PUT', '/v1/model-pricing/hostile-model', { input_cost_per_token: 1000, output_cost_per_token: 1000 });
+    await ws.api.request('PUT', '/v1/model-pricing/hostile-model', {
+      input_cost_per_token: 1000,
+      output_cost_per_token: 1000,
+    });
     const runId = await startRun(ws.api);
     for (let i = 0; i < 2; i++) expect((await call(ws, runId, 'largest')).status).toBe(200);
     const run = await settled(runId, ws.api, 2);
     expect(run.steps.map((s: any) => [s.status, s.prompt_tokens, s.completion_tokens, s.cost_usd])).toEqual([
-      ['COMPLETED', 1e12, 1e12, 2e15], ['COMPLETED', 1e12, 1e12, 2e15],
+      ['COMPLETED', 1e12, 1e12, 2e15],
+      ['COMPLETED', 1e12, 1e12, 2e15],
     ]);
     expect(run).toMatchObject({ total_tokens: 4e12, total_cost_usd: 4e15 });
     // Spend is counted up to the largest budget there is, which it then denies.
     expect((await ws.api.request('GET', '/v1/usage')).body.workspace_daily_spend_usd).toBe(1_000_000_000);
     await ws.api.request('PATCH', '/v1/workspace', { daily_budget_usd: 1_000_000_000 });
-    const next = await ws.api.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', sequence: 99, model: 'hostile-model' });
+    const next = await ws.api.request('POST', `/v1/runs/${runId}/steps`, {
+      type: 'MODEL_CALL',
+      sequence: 99,
+      model: 'hostile-model',
+    });
     expect(next.body.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
     // The same through the API itself: 200, not a 500.
-    const step = await ws.api.request('POST', `/v1/runs/${runId}/steps`, { type: 'TOOL_CALL', sequence: 100, tool_name: 't' });
+    const step = await ws.api.request('POST', `/v1/runs/${runId}/steps`, {
+      type: 'TOOL_CALL',
+      sequence: 100,
+      tool_name: 't',
+    });
     expect(step.body.status).toBe('BLOCKED');
   });
 
@@ -985,36 +1354,79 @@ describe('no secrets in stored records or logs', () => {
   // "header hygiene" (steps, runs, proxy_tokens, idempotency_keys). Here: every table, after every kind of credential was used.
   it('when every kind of credential has been used, then no table holds a password, key secret, JWT, provider key or proxy token', async () => {
     const password = 'a very secret password 42';
-    const reg = await anonymous().request('POST', '/v1/auth/register', { email: `rest${Date.now()}@example.com`, password });
+    const reg = await anonymous().request('POST', '/v1/auth/register', {
+      email: `rest${Date.now()}@example.com`,
+      password,
+    });
     const key = as(reg.body.api_key);
     const login = await anonymous().request('POST', '/v1/auth/login', { email: reg.body.account.email, password });
     const newPassword = 'another very secret password 43';
-    await as(login.body.access_token).request('POST', '/v1/auth/password', { current_password: password, new_password: newPassword });
-    const relogin = await anonymous().request('POST', '/v1/auth/login', { email: reg.body.account.email, password: newPassword });
+    await as(login.body.access_token).request('POST', '/v1/auth/password', {
+      current_password: password,
+      new_password: newPassword,
+    });
+    const relogin = await anonymous().request('POST', '/v1/auth/login', {
+      email: reg.body.account.email,
+      password: newPassword,
+    });
     const regenerated = await key.request('POST', '/v1/api-keys/regenerate');
     const key2 = as(regenerated.body.api_key);
-    await key2.request('PUT', '/v1/model-pricing/gpt-4o-mini', { input_cost_per_token: 0.000001, output_cost_per_token: 0.000001 });
-    const runId = (await key2.request('POST', '/v1/runs', { user_id: 'u', metadata: { note: 'fine' } }, { 'idempotency-key': 'rest-1' })).body.id;
+    await key2.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
+      input_cost_per_token: 0.000001,
+      output_cost_per_token: 0.000001,
+    });
+    const runId = (
+      await key2.request(
+        'POST',
+        '/v1/runs',
+        { user_id: 'u', metadata: { note: 'fine' } },
+        { 'idempotency-key': 'rest-1' },
+      )
+    ).body.id;
     const minted = (await key2.request('POST', `/v1/runs/${runId}/proxy-token`)).body;
     const anthropicKey = 'sk-ant-at-rest-0123456789abcdef';
     for (const [url, headers] of [
       [`${minted.urls.openai}/chat/completions?api-key=${PROVIDER_KEY}`, { authorization: `Bearer ${PROVIDER_KEY}` }],
-      [`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, { 'x-runguard-key': regenerated.body.api_key, authorization: `Bearer ${PROVIDER_KEY}` }],
+      [
+        `${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`,
+        { 'x-runguard-key': regenerated.body.api_key, authorization: `Bearer ${PROVIDER_KEY}` },
+      ],
       [`${minted.urls.anthropic}/v1/messages`, { 'x-api-key': anthropicKey }],
     ] as const) {
-      const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ ...chat, max_tokens: 5 }) });
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ ...chat, max_tokens: 5 }),
+      });
       expect(res.status).toBe(200);
       await res.text();
     }
     await settled(runId, key2, 3);
 
-    const secrets = [password, newPassword, reg.body.api_key, keySecret(reg.body.api_key), regenerated.body.api_key,
-      keySecret(regenerated.body.api_key), reg.body.access_token, login.body.access_token, relogin.body.access_token,
+    const secrets = [
+      password,
+      newPassword,
+      reg.body.api_key,
+      keySecret(reg.body.api_key),
+      regenerated.body.api_key,
+      keySecret(regenerated.body.api_key),
+      reg.body.access_token,
+      login.body.access_token,
+      relogin.body.access_token,
       // A JWT's signature alone is the secret part that matters.
-      reg.body.access_token.split('.')[2], PROVIDER_KEY, anthropicKey, minted.token, minted.token.slice(4), TEST_AUTH.jwtSecret];
+      reg.body.access_token.split('.')[2],
+      PROVIDER_KEY,
+      anthropicKey,
+      minted.token,
+      minted.token.slice(4),
+      TEST_AUTH.jwtSecret,
+    ];
     const { rows: tables } = await api.stores.db.query<{ name: string }>(
-      `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`);
-    expect(tables.map((t) => t.name)).toEqual(expect.arrayContaining(['accounts', 'api_keys', 'proxy_tokens', 'steps', 'runs', 'idempotency_keys', 'settings']));
+      `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
+    );
+    expect(tables.map((t) => t.name)).toEqual(
+      expect.arrayContaining(['accounts', 'api_keys', 'proxy_tokens', 'steps', 'runs', 'idempotency_keys', 'settings']),
+    );
     let dumped = 0;
     for (const { name } of tables) {
       // As text, the way Postgres renders each value (bytea as hex), and each bytea as UTF-8 and base64 too.
@@ -1022,15 +1434,22 @@ describe('no secrets in stored records or logs', () => {
       const { rows: asText } = await api.stores.db.query<{ t: string }>(`SELECT t::text AS t FROM ${name} t`);
       const text = [
         ...asText.map((r) => r.t),
-        ...rows.flatMap((row) => Object.values(row).map((v) =>
-          Buffer.isBuffer(v) ? `${v.toString('utf8')} ${v.toString('base64')} ${v.toString('base64url')}` : JSON.stringify(v))),
+        ...rows.flatMap((row) =>
+          Object.values(row).map((v) =>
+            Buffer.isBuffer(v)
+              ? `${v.toString('utf8')} ${v.toString('base64')} ${v.toString('base64url')}`
+              : JSON.stringify(v),
+          ),
+        ),
       ].join('\n');
       dumped += rows.length;
       for (const secret of secrets) expect(text, `${name} holds a secret`).not.toContain(secret);
     }
     expect(dumped).toBeGreaterThan(20);
     // The hashes are there, salted: a password's hash differs from another hash of the same password.
-    const { rows: accounts } = await api.stores.db.query<{ password_hash: string }>('SELECT password_hash FROM accounts');
+    const { rows: accounts } = await api.stores.db.query<{ password_hash: string }>(
+      'SELECT password_hash FROM accounts',
+    );
     expect(accounts.every((a) => a.password_hash.startsWith('scrypt$'))).toBe(true);
     expect(new Set(accounts.map((a) => a.password_hash.split('$')[4])).size).toBe(accounts.length);
 
@@ -1044,9 +1463,11 @@ describe('no secrets in stored records or logs', () => {
     const runId = await startRun();
     const minted = (await api.request('POST', `/v1/runs/${runId}/proxy-token`)).body;
     const body = JSON.stringify(chat);
-    const res = await rawRequest(api.url,
+    const res = await rawRequest(
+      api.url,
       `POST http://127.0.0.1:${evil.port}/proxy/t/${minted.token}/openai/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-      `content-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`);
+        `content-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+    );
     expect(res).toMatch(/^HTTP\/1\.1 200/);
     await settled(runId);
     expect(logLines.join('')).not.toContain(minted.token);

@@ -23,12 +23,45 @@ const ws = fc.integer({ min: 0, max: 1 });
 const index = fc.nat({ max: 20 });
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('start' as const), ws, user: fc.nat({ max: 3 }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('end' as const), ws, run: index, status: fc.constantFrom('COMPLETED' as const, 'FAILED' as const) }) },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('step' as const), ws, run: index, model: fc.nat({ max: 2 }) }) },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('finish' as const), ws, step: index, prompt: fc.nat({ max: 5000 }), completion: fc.nat({ max: 5000 }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('budget' as const), ws, usd: fc.option(fc.double({ min: 0, max: 0.05, noNaN: true }), { nil: null }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('block' as const), ws, user: fc.nat({ max: 3 }), blocked: fc.boolean() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('limit' as const), ws, concurrent: fc.integer({ min: 0, max: 4 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('end' as const),
+      ws,
+      run: index,
+      status: fc.constantFrom('COMPLETED' as const, 'FAILED' as const),
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({ kind: fc.constant('step' as const), ws, run: index, model: fc.nat({ max: 2 }) }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('finish' as const),
+      ws,
+      step: index,
+      prompt: fc.nat({ max: 5000 }),
+      completion: fc.nat({ max: 5000 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('budget' as const),
+      ws,
+      usd: fc.option(fc.double({ min: 0, max: 0.05, noNaN: true }), { nil: null }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('block' as const), ws, user: fc.nat({ max: 3 }), blocked: fc.boolean() }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('limit' as const), ws, concurrent: fc.integer({ min: 0, max: 4 }) }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('kill' as const), ws, active: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('trespass' as const), ws, run: index }) },
 );
@@ -50,7 +83,10 @@ describe('random operation sequences', () => {
         const state = spaces.map(() => ({ runs: [] as string[], steps: [] as { run: string; id: string }[] }));
         for (const [i, model] of ['cheap', 'dear', 'free'].entries()) {
           for (const s of spaces) {
-            await s.api.request('PUT', `/v1/model-pricing/${model}`, { input_cost_per_token: [1e-6, 3.3e-5, 0][i], output_cost_per_token: [2e-6, 7.7e-5, 0][i] });
+            await s.api.request('PUT', `/v1/model-pricing/${model}`, {
+              input_cost_per_token: [1e-6, 3.3e-5, 0][i],
+              output_cost_per_token: [2e-6, 7.7e-5, 0][i],
+            });
           }
         }
         for (const o of ops) {
@@ -64,7 +100,9 @@ describe('random operation sequences', () => {
               break;
             case 'end':
               if (!mine.runs.length) continue;
-              res = await me.request('POST', `/v1/runs/${mine.runs[o.run % mine.runs.length]}/end`, { status: o.status });
+              res = await me.request('POST', `/v1/runs/${mine.runs[o.run % mine.runs.length]}/end`, {
+                status: o.status,
+              });
               expect([200, 409]).toContain(res.status);
               break;
             case 'step': {
@@ -72,7 +110,9 @@ describe('random operation sequences', () => {
               const run = mine.runs[o.run % mine.runs.length]!;
               const detail = await me.request('GET', `/v1/runs/${run}`);
               res = await me.request('POST', `/v1/runs/${run}/steps`, {
-                type: 'MODEL_CALL', sequence: detail.body.step_count + 1, model: ['cheap', 'dear', 'free'][o.model],
+                type: 'MODEL_CALL',
+                sequence: detail.body.step_count + 1,
+                model: ['cheap', 'dear', 'free'][o.model],
               });
               expect([201, 409]).toContain(res.status);
               if (res.body.status === 'ALLOWED') mine.steps.push({ run, id: res.body.id });
@@ -81,7 +121,11 @@ describe('random operation sequences', () => {
             case 'finish': {
               if (!mine.steps.length) continue;
               const s = mine.steps[o.step % mine.steps.length]!;
-              res = await me.request('PATCH', `/v1/runs/${s.run}/steps/${s.id}`, { status: 'COMPLETED', prompt_tokens: o.prompt, completion_tokens: o.completion });
+              res = await me.request('PATCH', `/v1/runs/${s.run}/steps/${s.id}`, {
+                status: 'COMPLETED',
+                prompt_tokens: o.prompt,
+                completion_tokens: o.completion,
+              });
               expect([200, 409]).toContain(res.status);
               break;
             }
@@ -107,7 +151,7 @@ describe('random operation sequences', () => {
               break;
             }
           }
-          expect(res!.status, `${o.kind} ${JSON.stringify(res!.body)}`).toBeLessThan(500);
+          expect(res.status, `${o.kind} ${JSON.stringify(res.body)}`).toBeLessThan(500);
         }
         // Invariants: counters equal the records, per workspace, and lists hold only its own runs.
         for (const [i, s] of spaces.entries()) {

@@ -24,7 +24,12 @@ const logLines: string[] = [];
 
 beforeAll(async () => {
   upstream = await startFakeUpstream();
-  const sink = new Writable({ write(chunk, _enc, done) { logLines.push(String(chunk)); done(); } });
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      logLines.push(String(chunk));
+      done();
+    },
+  });
   api = await startTestApi('postgres+sql', {
     logger: createLogger('debug', sink),
     proxy: { upstream: upstream.url, bodyLimitBytes: MiB, bodyBudgetBytes: 1.5 * MiB },
@@ -42,14 +47,25 @@ function chatBody(bytes: number): Buffer {
 }
 
 const proxyHeaders = (extra: Record<string, string | number> = {}) => ({
-  'content-type': 'application/json', 'x-runguard-key': api.apiKey, 'x-runguard-user-id': 'ada', authorization: 'Bearer sk-up', ...extra,
+  'content-type': 'application/json',
+  'x-runguard-key': api.apiKey,
+  'x-runguard-user-id': 'ada',
+  authorization: 'Bearer sk-up',
+  ...extra,
 });
 
 describe('a proxied call is refused before its body is read', () => {
   it('when a forged proxy token or key announces a large body and sends none of it, then 401 comes at once and the connection is closed soon after', async () => {
     for (const [path, headers] of [
       [`/proxy/t/${FORGED_TOKEN}/openai/v1/chat/completions`, { 'content-type': 'application/json' }],
-      [CHAT, { 'content-type': 'application/json', 'x-runguard-key': `lg_aaaaaaaaaaaa_${'b'.repeat(40)}`, 'x-runguard-user-id': 'ada' }],
+      [
+        CHAT,
+        {
+          'content-type': 'application/json',
+          'x-runguard-key': `lg_aaaaaaaaaaaa_${'b'.repeat(40)}`,
+          'x-runguard-user-id': 'ada',
+        },
+      ],
       [CHAT, { 'content-type': 'application/json', 'x-runguard-user-id': 'ada' }],
     ] as const) {
       // 30 MB announced, none sent: an answer can only come from the headers.
@@ -64,9 +80,14 @@ describe('a proxied call is refused before its body is read', () => {
 
   it('when an authenticated call reads its body whole, then its connection is kept alive as before', async () => {
     const body = JSON.stringify({ user_id: 'keep-alive' });
-    const conn = await rawConnection(api.url, requestHead('POST', '/v1/runs', {
-      authorization: `Bearer ${api.apiKey}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body),
-    }) + body);
+    const conn = await rawConnection(
+      api.url,
+      requestHead('POST', '/v1/runs', {
+        authorization: `Bearer ${api.apiKey}`,
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+      }) + body,
+    );
     expect(statusOf(await conn.answered)).toBe(201);
     expect(conn.received().toLowerCase()).not.toContain('connection: close');
     const proxied = await fetch(api.url + CHAT, { method: 'POST', headers: proxyHeaders(), body: chatBody(1024) });
@@ -77,13 +98,21 @@ describe('a proxied call is refused before its body is read', () => {
   });
 
   it('when a refused client goes on sending, then it reads its 401 whole and the daemon stops reading after a few MiB', async () => {
-    const conn = await rawConnection(api.url, requestHead('POST', `/proxy/t/${FORGED_TOKEN}/openai/v1/chat/completions`, {
-      'content-type': 'application/json', 'content-length': 30 * MiB,
-    }));
+    const conn = await rawConnection(
+      api.url,
+      requestHead('POST', `/proxy/t/${FORGED_TOKEN}/openai/v1/chat/completions`, {
+        'content-type': 'application/json',
+        'content-length': 30 * MiB,
+      }),
+    );
     const chunk = Buffer.alloc(256 * KiB, 'a');
     let written = 0;
     while (!conn.socket.destroyed && written < 30 * MiB) {
-      if (!conn.socket.write(chunk)) await new Promise((r) => { conn.socket.once('drain', r); conn.socket.once('close', r); });
+      if (!conn.socket.write(chunk))
+        await new Promise((r) => {
+          conn.socket.once('drain', r);
+          conn.socket.once('close', r);
+        });
       written += chunk.length;
     }
     await conn.closed;
@@ -93,9 +122,15 @@ describe('a proxied call is refused before its body is read', () => {
   });
 
   it('when an unknown provider or a dot-segment path is asked for, then it is refused from the request line too', async () => {
-    const unknown = await rawConnection(api.url, requestHead('POST', '/proxy/nope/v1/x', proxyHeaders({ 'content-length': MiB })));
+    const unknown = await rawConnection(
+      api.url,
+      requestHead('POST', '/proxy/nope/v1/x', proxyHeaders({ 'content-length': MiB })),
+    );
     expect(statusOf(await unknown.answered)).toBe(404);
-    const climbing = await rawConnection(api.url, requestHead('POST', '/proxy/openai/%2e%2e/x', proxyHeaders({ 'content-length': MiB })));
+    const climbing = await rawConnection(
+      api.url,
+      requestHead('POST', '/proxy/openai/%2e%2e/x', proxyHeaders({ 'content-length': MiB })),
+    );
     expect(statusOf(await climbing.answered)).toBe(400);
     for (const conn of [unknown, climbing]) conn.socket.destroy();
   });
@@ -124,13 +159,19 @@ describe('the bodies held across calls are bounded', () => {
     const refused = await second.answered;
     second.socket.destroy();
     expect(statusOf(refused)).toBe(503);
-    expect(refused!.toLowerCase()).toContain('retry-after: 1');
+    expect(refused.toLowerCase()).toContain('retry-after: 1');
     expect(refused).toContain('"code":"OVERLOADED"');
 
     // Without a declared length (chunked), bytes are counted as they come: cut past what is left.
     const chunked = await fetch(api.url + CHAT, {
-      method: 'POST', headers: proxyHeaders(), body: new Blob([chatBody(MiB)]).stream(), duplex: 'half',
-    } as RequestInit).then((res) => res.status, () => 'closed');
+      method: 'POST',
+      headers: proxyHeaders(),
+      body: new Blob([chatBody(MiB)]).stream(),
+      duplex: 'half',
+    }).then(
+      (res) => res.status,
+      () => 'closed',
+    );
     expect([503, 'closed']).toContain(chunked);
     expect(upstream.requests).toHaveLength(sent);
 
@@ -164,7 +205,9 @@ describe('failed authentication is rate-limited per address', () => {
       expect(Number(api429.headers.get('retry-after'))).toBeGreaterThan(0);
       // The proxy answers in the provider's format; a proxy token is not even looked up.
       const proxied = await fetch(`${limited.url}/proxy/t/${FORGED_TOKEN}/openai/v1/chat/completions`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}',
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
       });
       expect(proxied.status).toBe(429);
       expect(((await proxied.json()) as { error: { code: string } }).error.code).toBe('RATE_LIMITED');
@@ -181,7 +224,10 @@ describe('failed authentication is rate-limited per address', () => {
 describe('an aborted upload is the client leaving, not the database failing', () => {
   /** Starts an upload of `path` declaring 100 KB, sends a part, and resets the connection. */
   async function abortUpload(path: string, headers: Record<string, string>) {
-    const conn = await rawConnection(api.url, requestHead('POST', path, { ...headers, 'content-type': 'application/json', 'content-length': 100_000 }));
+    const conn = await rawConnection(
+      api.url,
+      requestHead('POST', path, { ...headers, 'content-type': 'application/json', 'content-length': 100_000 }),
+    );
     conn.socket.write(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"${'x'.repeat(10_000)}`);
     await new Promise((r) => setTimeout(r, 50));
     conn.socket.resetAndDestroy();
@@ -193,9 +239,17 @@ describe('an aborted upload is the client leaving, not the database failing', ()
     await abortUpload(CHAT, proxyHeaders());
     // Wait until the daemon handled both (today's line for it, or the error line it used to write).
     const deadline = Date.now() + 10_000;
-    const entries = () => logLines.slice(from).map((line) => JSON.parse(line) as { level: number; msg: string; res?: { statusCode: number }; err?: unknown });
-    while (entries().filter((e) => e.msg === CLIENT_ABORT_MESSAGE || e.msg === 'request failed' || e.msg === 'proxy request failed').length < 2) {
-      if (Date.now() > deadline) throw new Error(`the aborted requests were not finished:\n${logLines.slice(from).join('')}`);
+    const entries = () =>
+      logLines
+        .slice(from)
+        .map((line) => JSON.parse(line) as { level: number; msg: string; res?: { statusCode: number }; err?: unknown });
+    while (
+      entries().filter(
+        (e) => e.msg === CLIENT_ABORT_MESSAGE || e.msg === 'request failed' || e.msg === 'proxy request failed',
+      ).length < 2
+    ) {
+      if (Date.now() > deadline)
+        throw new Error(`the aborted requests were not finished:\n${logLines.slice(from).join('')}`);
       await new Promise((r) => setTimeout(r, 20));
     }
     const seen = entries();

@@ -24,12 +24,19 @@ describe.each<Backend>(BACKENDS)('run admission on %s', (backend) => {
     const ws = await createWorkspace(stores.db, 'unlimited', 'enterprise');
     expect([ws.monthly_run_limit, ws.max_concurrent_runs]).toEqual([null, null]);
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
-    const started = await Promise.all(Array.from({ length: 40 }, (_, i) => guard.startRun(ws.id, { user_id: `u${i % 4}` })));
+    const started = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => guard.startRun(ws.id, { user_id: `u${i % 4}` })),
+    );
     expect(started.every((s) => s.status === 'RUNNING')).toBe(true);
-    const { rows: usage } = await stores.db.query<{ runs: number }>('SELECT runs FROM usage_daily WHERE workspace_id = $1', [ws.id]);
+    const { rows: usage } = await stores.db.query<{ runs: number }>(
+      'SELECT runs FROM usage_daily WHERE workspace_id = $1',
+      [ws.id],
+    );
     expect(usage.map((r) => Number(r.runs))).toEqual([40]);
     const { rows: users } = await stores.db.query<{ n: string }>(
-      'SELECT sum(run_count)::text AS n FROM sdk_users WHERE workspace_id = $1', [ws.id]);
+      'SELECT sum(run_count)::text AS n FROM sdk_users WHERE workspace_id = $1',
+      [ws.id],
+    );
     expect(users[0]!.n).toBe('40');
 
     await updateWorkspace(stores.db, ws.id, { max_concurrent_runs: 45 }, new Date());

@@ -17,6 +17,7 @@ describe('passwords', () => {
     expect(decoy.slice(0, 4)).toEqual(real.slice(0, 4));
     expect(decoy.map((part) => part.length)).toEqual(real.map((part) => part.length));
     expect(decoyHash(COST)).not.toBe(decoyHash(COST));
-    for (const password of ['', 'x', 'decoy password, never matches']) expect(await verifyPassword(password, decoy.join('$'))).toBe(false);
+    for (const password of ['', 'x', 'decoy password, never matches'])
+      expect(await verifyPassword(password, decoy.join('$'))).toBe(false);
   });
 });

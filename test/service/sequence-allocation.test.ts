@@ -29,7 +29,8 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     const [a, b] = [0, 1].map(() => new GuardService(stores.db, stores.counters, systemClock, log));
     const run = await a!.startRun(ws.id, { user_id: 'u' });
     const proxied = (guard: GuardService) => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' });
-    for (const sequence of [1, 2, 3]) await a!.createStep(ws.id, run.id, { type: 'TOOL_CALL', sequence, tool_name: 't' });
+    for (const sequence of [1, 2, 3])
+      await a!.createStep(ws.id, run.id, { type: 'TOOL_CALL', sequence, tool_name: 't' });
     // A client's own sequence, written while the daemons allocate theirs.
     const chosen = a!.createStep(ws.id, run.id, { type: 'TOOL_CALL', sequence: 1000, tool_name: 't' });
     const answers = await Promise.all([chosen, ...Array.from({ length: 20 }, (_, i) => proxied(i % 2 ? a! : b!))]);
@@ -38,8 +39,12 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     expect(sequences[0]).toBe(1000);
     expect(new Set(sequences).size).toBe(21);
     expect(sequences.slice(1).every((n) => n > 3)).toBe(true);
-    const { rows } = await stores.db.query<{ sequence: number }>('SELECT sequence FROM steps WHERE run_id = $1', [run.id]);
-    expect(rows.map((r) => Number(r.sequence)).sort((x, y) => x - y)).toEqual([1, 2, 3, ...sequences].sort((x, y) => x - y));
+    const { rows } = await stores.db.query<{ sequence: number }>('SELECT sequence FROM steps WHERE run_id = $1', [
+      run.id,
+    ]);
+    expect(rows.map((r) => Number(r.sequence)).sort((x, y) => x - y)).toEqual(
+      [1, 2, 3, ...sequences].sort((x, y) => x - y),
+    );
 
     // The daemon that recorded the client's 1000 allocates past it.
     const next = (await proxied(a!)).sequence;
@@ -47,18 +52,27 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     expect(sequences).not.toContain(next);
   });
 
-  it('when this daemon started the run with a proxied call, then its next steps take 2, 3, ... without reading the run\'s steps', async () => {
+  it("when this daemon started the run with a proxied call, then its next steps take 2, 3, ... without reading the run's steps", async () => {
     const ws = await createWorkspace(stores.db, 'seq-own', 'enterprise');
     const reads: string[] = [];
-    const watched: Db = { ...stores.db, query: (sql, params) => {
-      if (sql.includes('max(sequence)')) reads.push(String(params?.[0]));
-      return stores.db.query(sql, params);
-    } };
+    const watched: Db = {
+      ...stores.db,
+      query: (sql, params) => {
+        if (sql.includes('max(sequence)')) reads.push(String(params?.[0]));
+        return stores.db.query(sql, params);
+      },
+    };
     const guard = new GuardService(watched, stores.counters, systemClock, log);
     const other = new GuardService(watched, stores.counters, systemClock, log);
-    const { run, step: first } = await guard.startRunWithStep(ws.id, { user_id: 'u' }, { type: 'MODEL_CALL', model: 'm' });
+    const { run, step: first } = await guard.startRunWithStep(
+      ws.id,
+      { user_id: 'u' },
+      { type: 'MODEL_CALL', model: 'm' },
+    );
     expect(first?.sequence).toBe(1);
-    const steps = await Promise.all(Array.from({ length: 3 }, () => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })));
+    const steps = await Promise.all(
+      Array.from({ length: 3 }, () => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })),
+    );
     expect(steps.map((s) => s.sequence).sort()).toEqual([2, 3, 4]);
     expect(reads).toEqual([]);
     // Another daemon did not start it: it reads the highest once.
@@ -73,16 +87,21 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
   it('when the run has ended, then a proxied step is refused and nothing is recorded', async () => {
     const ws = await createWorkspace(stores.db, 'seq-ended', 'enterprise');
     const runReads: string[] = [];
-    const watched: Db = { ...stores.db, query: (sql, params) => {
-      if (sql.includes('run_status')) runReads.push(String(params?.[0]));
-      return stores.db.query(sql, params);
-    } };
+    const watched: Db = {
+      ...stores.db,
+      query: (sql, params) => {
+        if (sql.includes('run_status')) runReads.push(String(params?.[0]));
+        return stores.db.query(sql, params);
+      },
+    };
     const guard = new GuardService(watched, stores.counters, systemClock, log);
     const run = await guard.startRun(ws.id, { user_id: 'u' });
     await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' });
     expect(runReads).toEqual([]); // started here: its user is known
     await guard.endRun(ws.id, run.id, 'COMPLETED');
-    await expect(guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })).rejects.toMatchObject({ code: 'RUN_NOT_RUNNING' });
+    await expect(guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })).rejects.toMatchObject({
+      code: 'RUN_NOT_RUNNING',
+    });
     // Ended, it is no longer kept (a daemon that ends many runs would hold them all): read again.
     expect(runReads).toEqual([run.id]);
     const { rows } = await stores.db.query('SELECT 1 FROM steps WHERE run_id = $1', [run.id]);
@@ -93,8 +112,12 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     const ws = await createWorkspace(stores.db, 'seq-race', 'enterprise');
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
     const run = await guard.startRun(ws.id, { user_id: 'u' });
-    const steps = Array.from({ length: 20 }, () => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })
-      .then((s) => s.id, (error: { code?: string }) => error.code));
+    const steps = Array.from({ length: 20 }, () =>
+      guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' }).then(
+        (s) => s.id,
+        (error: { code?: string }) => error.code,
+      ),
+    );
     const ended = guard.endRun(ws.id, run.id, 'COMPLETED');
     const outcomes = await Promise.all(steps);
     expect((await ended).status).toBe('COMPLETED');

@@ -42,21 +42,36 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('stale-ru
     const done = (await guard.startRun(ws.id, { user_id: 'done' })).id;
     await guard.endRun(ws.id, done, 'COMPLETED');
     const later = new Date(start.getTime() + 2 * HOUR);
-    const recently = new GuardService(stores.db, stores.counters, { now: () => new Date(later.getTime() - 60_000) }, log);
+    const recently = new GuardService(
+      stores.db,
+      stores.counters,
+      { now: () => new Date(later.getTime() - 60_000) },
+      log,
+    );
     await recently.createStep(ws.id, fresh, { type: 'TOOL_CALL', sequence: 1, tool_name: 'search' });
     const running = async () => (await runCounts(stores.db, scopeAt(later, ws.id, 'x'))).concurrentRuns;
     expect(await running()).toBe(total + 1);
 
     const sweepClock: Clock = { now: () => later };
     const sweepers = [0, 1].map(() =>
-      createStaleRunSweeper({ db: stores.db, clock: sweepClock, logger: log, idleMs: HOUR, intervalMs: 0, batchSize: 5 }));
+      createStaleRunSweeper({
+        db: stores.db,
+        clock: sweepClock,
+        logger: log,
+        idleMs: HOUR,
+        intervalMs: 0,
+        batchSize: 5,
+      }),
+    );
     const results = await Promise.all([...sweepers.map((s) => s.sweep()), ...sweepers.map((s) => s.sweep())]);
     const endedIds = results.flat().map((r) => r.id);
     expect(endedIds).toHaveLength(total);
     expect(new Set(endedIds)).toEqual(new Set(ids));
 
     const { rows } = await stores.db.query<{ id: string; status: string; ended_at: Date }>(
-      'SELECT id, status, ended_at FROM runs WHERE workspace_id = $1', [ws.id]);
+      'SELECT id, status, ended_at FROM runs WHERE workspace_id = $1',
+      [ws.id],
+    );
     const byId = new Map(rows.map((r) => [r.id, r]));
     for (const id of ids) {
       expect(byId.get(id)!.status).toBe('FAILED');
@@ -79,8 +94,12 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('stale-ru
     const id = (await guard.startRun(ws.id, { user_id: 't' })).id;
     let swept = 0;
     const sweeper = createStaleRunSweeper({
-      db: stores.db, clock: { now: () => new Date(start.getTime() + HOUR + 1) }, logger: log,
-      idleMs: HOUR, intervalMs: 20, onEnded: (n) => (swept += n),
+      db: stores.db,
+      clock: { now: () => new Date(start.getTime() + HOUR + 1) },
+      logger: log,
+      idleMs: HOUR,
+      intervalMs: 20,
+      onEnded: (n) => (swept += n),
     });
     sweeper.start();
     const deadline = Date.now() + 5_000;
@@ -114,14 +133,23 @@ describe('stale-run sweep on postgres, beside a step being written', () => {
     // (It used to be made likely with 300,000 steps that slowed the statement down: beside other
     // work that took past the statement timeout, and never proved the step committed in time.)
     const GATE = 7_318_842_999;
-    await stores.db.query(`CREATE OR REPLACE FUNCTION sweep_gate(run uuid) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+    await stores.db
+      .query(`CREATE OR REPLACE FUNCTION sweep_gate(run uuid) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
       BEGIN IF run = '${target}' THEN PERFORM pg_advisory_xact_lock_shared(${GATE}); END IF; RETURN true; END $$`);
     const gated: Db = {
       ...stores.db,
-      transaction: (fn) => stores.db.transaction((tx) => fn({
-        query: (sql: string, params?: readonly unknown[]) =>
-          tx.query(sql.includes('SKIP LOCKED') ? sql.replace("WHERE r.status = 'RUNNING'", "WHERE sweep_gate(r.id) AND r.status = 'RUNNING'") : sql, params),
-      } as Queryable)),
+      transaction: (fn) =>
+        stores.db.transaction((tx) =>
+          fn({
+            query: (sql: string, params?: readonly unknown[]) =>
+              tx.query(
+                sql.includes('SKIP LOCKED')
+                  ? sql.replace("WHERE r.status = 'RUNNING'", "WHERE sweep_gate(r.id) AND r.status = 'RUNNING'")
+                  : sql,
+                params,
+              ),
+          } as Queryable),
+        ),
     };
 
     // The step is written as the daemon writes it, on a connection of its own: its run stays
@@ -132,17 +160,38 @@ describe('stale-run sweep on postgres, beside a step being written', () => {
       await client.query('SELECT pg_advisory_lock($1)', [GATE]);
       await client.query('BEGIN');
       const tx = { query: (sql: string, params?: unknown[]) => client.query(sql, params) } as unknown as Queryable;
-      expect(await insertSteps(tx, [{
-        id: randomUUID(), runId: target, workspaceId: ws.id, sequence: 1, type: 'TOOL_CALL', status: 'ALLOWED', model: null,
-        toolName: 'search', inputData: null, decision: { outcome: 'ALLOW', reason: null, evaluated_rules: {} }, now,
-      }])).toEqual(['inserted']);
+      expect(
+        await insertSteps(tx, [
+          {
+            id: randomUUID(),
+            runId: target,
+            workspaceId: ws.id,
+            sequence: 1,
+            type: 'TOOL_CALL',
+            status: 'ALLOWED',
+            model: null,
+            toolName: 'search',
+            inputData: null,
+            decision: { outcome: 'ALLOW', reason: null, evaluated_rules: {} },
+            now,
+          },
+        ]),
+      ).toEqual(['inserted']);
 
-      const sweeper = createStaleRunSweeper({ db: gated, clock: { now: () => now }, logger: log, idleMs: HOUR, intervalMs: 0 });
+      const sweeper = createStaleRunSweeper({
+        db: gated,
+        clock: { now: () => now },
+        logger: log,
+        idleMs: HOUR,
+        intervalMs: 0,
+      });
       const swept = sweeper.sweep();
       // The sweep waits at the gate: its snapshot predates the commit below.
       for (;;) {
         const { rows } = await client.query(
-          `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`, [GATE % 2 ** 32]);
+          `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`,
+          [GATE % 2 ** 32],
+        );
         if (rows.length > 0) break;
       }
       await client.query('COMMIT');

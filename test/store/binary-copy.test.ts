@@ -8,8 +8,16 @@ import { postgresDb, type Db } from '../../src/store/db.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
-const int16 = (n: number) => { const b = Buffer.alloc(2); b.writeInt16BE(n); return b; };
-const int32 = (n: number) => { const b = Buffer.alloc(4); b.writeInt32BE(n); return b; };
+const int16 = (n: number) => {
+  const b = Buffer.alloc(2);
+  b.writeInt16BE(n);
+  return b;
+};
+const int32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeInt32BE(n);
+  return b;
+};
 
 /** A binary COPY stream of `rows` (text fields; null is SQL NULL), with a header extension of `extension` bytes. */
 function copyStream(rows: (string | null)[][], extension = 0): Buffer {
@@ -26,29 +34,41 @@ function copyStream(rows: (string | null)[][], extension = 0): Buffer {
 }
 
 /** `bytes` cut into chunks of `size`, each a copy in memory of its own (as socket reads are). */
-const cut = (bytes: Buffer, size: number) => Array.from({ length: Math.ceil(bytes.length / size) }, (_, i) => {
-  const part = bytes.subarray(i * size, (i + 1) * size);
-  const chunk = Buffer.alloc(part.length); // never from the shared pool
-  part.copy(chunk);
-  return chunk;
-});
+const cut = (bytes: Buffer, size: number) =>
+  Array.from({ length: Math.ceil(bytes.length / size) }, (_, i) => {
+    const part = bytes.subarray(i * size, (i + 1) * size);
+    const chunk = Buffer.alloc(part.length); // never from the shared pool
+    part.copy(chunk);
+    return chunk;
+  });
 
 /** Every row's fields as text. */
-const texts = (rows: CopyRows) => Array.from({ length: rows.length }, (_, r) => Array.from({ length: rows.fields }, (_, f) => fieldText(rows, r, f)));
+const texts = (rows: CopyRows) =>
+  Array.from({ length: rows.length }, (_, r) => Array.from({ length: rows.fields }, (_, f) => fieldText(rows, r, f)));
 
 describe('binaryCopyRows', () => {
   it('when the stream is cut anywhere, then every row reads as the same bytes', () => {
     // Enough rows to outgrow the offsets first sized from the first row's size.
-    const rows = [['12', null, '{"é":"😀"}'.repeat(20)], ...Array.from({ length: 100 }, (_, i) => [String(i), '', null])];
+    const rows = [
+      ['12', null, '{"é":"😀"}'.repeat(20)],
+      ...Array.from({ length: 100 }, (_, i) => [String(i), '', null]),
+    ];
     const stream = copyStream(rows, 3);
-    for (const size of [1, 2, 3, 5, 19, 64, 1000, stream.length]) expect(texts(binaryCopyRows(cut(stream, size)))).toEqual(rows);
+    for (const size of [1, 2, 3, 5, 19, 64, 1000, stream.length])
+      expect(texts(binaryCopyRows(cut(stream, size)))).toEqual(rows);
   });
 
   it('when a row spans many chunks, some of them empty, then it reads whole', () => {
     const big = 'é😀"'.repeat(30_000); // ~270 KB
-    const chunks = cut(copyStream([['a'], [big, null], ['b', 'c']].map((row) => [...row, null].slice(0, 2))), 1000)
-      .flatMap((chunk, i) => (i % 7 === 0 ? [Buffer.alloc(0), chunk] : [chunk]));
-    expect(texts(binaryCopyRows(chunks))).toEqual([['a', null], [big, null], ['b', 'c']]);
+    const chunks = cut(
+      copyStream([['a'], [big, null], ['b', 'c']].map((row) => [...row, null].slice(0, 2))),
+      1000,
+    ).flatMap((chunk, i) => (i % 7 === 0 ? [Buffer.alloc(0), chunk] : [chunk]));
+    expect(texts(binaryCopyRows(chunks))).toEqual([
+      ['a', null],
+      [big, null],
+      ['b', 'c'],
+    ]);
   });
 
   it('when a row lies within a chunk, then its fields are views of that chunk, not copies', () => {
@@ -104,7 +124,7 @@ describe('copyOut on Postgres', () => {
     expect((await db.query<{ t: string }>(`SELECT 'é' AS t`)).rows[0]!.t).toBe('é');
   });
 
-  it('when the COPY fails, then copyOut rejects with Postgres\'s error, and the pool goes on', async () => {
+  it("when the COPY fails, then copyOut rejects with Postgres's error, and the pool goes on", async () => {
     await expect(db.copyOut('SELECT 1 / 0')).rejects.toMatchObject({ code: '22012' });
     await expect(db.copyOut('SELECT pg_sleep(2)::text')).rejects.toMatchObject({ code: '57014' });
     // One connection in the pool: it was dropped and made again, or it is whole.

@@ -38,7 +38,9 @@ describe.each(BACKENDS)('counter store contract on %s', (backend) => {
   const workspace = async (limits: { monthly?: number | null; concurrent?: number | null } = {}) => {
     const ws = await createWorkspace(stores.db, 'contract', 'enterprise');
     await stores.db.query('UPDATE workspaces SET monthly_run_limit = $2, max_concurrent_runs = $3 WHERE id = $1', [
-      ws.id, limits.monthly ?? null, limits.concurrent ?? null,
+      ws.id,
+      limits.monthly ?? null,
+      limits.concurrent ?? null,
     ]);
     await stores.db.query(
       `INSERT INTO model_pricing (id, workspace_id, model, input_cost_per_token, output_cost_per_token)
@@ -51,16 +53,24 @@ describe.each(BACKENDS)('counter store contract on %s', (backend) => {
     const scope = scopeAt(clock.now(), ws, user);
     return { ...(await stores.counters.readSpend(scope)), ...(await runCounts(stores.db, scope)) };
   };
-  const start = async (ws: string, user = 'u') => (await guard.startRun(ws, { user_id: user }));
+  const start = async (ws: string, user = 'u') => await guard.startRun(ws, { user_id: user });
   /** A step of `tokens` prompt tokens at $0.0000015 each. */
   const spend = async (ws: string, runId: string, sequence: number, tokens: number) => {
     const step = await guard.createStep(ws, runId, { type: 'MODEL_CALL', sequence, model: 'm' });
-    await guard.finishStep(ws, runId, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: tokens, completionTokens: 0 });
+    await guard.finishStep(ws, runId, step.id, {
+      status: 'COMPLETED',
+      durationMs: 1,
+      promptTokens: tokens,
+      completionTokens: 0,
+    });
   };
 
   it('when nothing happened, then every counter reads zero', async () => {
     expect(await read(await workspace())).toEqual({
-      workspaceDailySpendMicros: 0, userDailySpendMicros: 0, monthlyRuns: 0, concurrentRuns: 0,
+      workspaceDailySpendMicros: 0,
+      userDailySpendMicros: 0,
+      monthlyRuns: 0,
+      concurrentRuns: 0,
     });
   });
 
@@ -79,7 +89,10 @@ describe.each(BACKENDS)('counter store contract on %s', (backend) => {
     const results = await Promise.all(Array.from({ length: 30 }, (_, i) => start(ws, `u${i}`)));
     expect(results.filter((r) => r.status === 'RUNNING')).toHaveLength(4);
     expect(await read(ws)).toMatchObject({ monthlyRuns: 4, concurrentRuns: 4 });
-    const running = await stores.db.query(`SELECT count(*)::int AS n FROM runs WHERE workspace_id = $1 AND status = 'RUNNING'`, [ws]);
+    const running = await stores.db.query(
+      `SELECT count(*)::int AS n FROM runs WHERE workspace_id = $1 AND status = 'RUNNING'`,
+      [ws],
+    );
     expect(running.rows[0]).toEqual({ n: 4 });
   });
 
@@ -109,7 +122,12 @@ describe.each(BACKENDS)('counter store contract on %s', (backend) => {
     await spend(ws, run.id, 1, 1000);
     expect(await read(ws)).toMatchObject({ workspaceDailySpendMicros: 1500, monthlyRuns: 1, concurrentRuns: 1 });
     clock.set('2026-04-01T00:00:01Z');
-    expect(await read(ws)).toEqual({ workspaceDailySpendMicros: 0, userDailySpendMicros: 0, monthlyRuns: 0, concurrentRuns: 1 });
+    expect(await read(ws)).toEqual({
+      workspaceDailySpendMicros: 0,
+      userDailySpendMicros: 0,
+      monthlyRuns: 0,
+      concurrentRuns: 1,
+    });
     await spend(ws, run.id, 2, 2000);
     expect(await read(ws)).toMatchObject({ workspaceDailySpendMicros: 3000 });
     clock.set('2026-03-31T23:59:30Z');
@@ -143,7 +161,12 @@ describe('Redis counters rebuilt from Postgres', () => {
     const runs = [];
     for (let i = 0; i < 3; i++) runs.push(await guard.startRun(ws.id, { user_id: 'u' }));
     const step = await guard.createStep(ws.id, runs[0]!.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' });
-    await guard.finishStep(ws.id, runs[0]!.id, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 7, completionTokens: 0 });
+    await guard.finishStep(ws.id, runs[0]!.id, step.id, {
+      status: 'COMPLETED',
+      durationMs: 1,
+      promptTokens: 7,
+      completionTokens: 0,
+    });
     await guard.endRun(ws.id, runs[1]!.id, 'COMPLETED');
     const scope = scopeAt(clock.now(), ws.id, 'u');
     const before = await stores.counters.readSpend(scope);
@@ -159,11 +182,18 @@ describe('Redis counters rebuilt from Postgres', () => {
     // Flushed again while steps are priced in parallel: the copy ends equal to the records, never above.
     await redis.flushdb();
     const run = runs[0]!;
-    await Promise.all(Array.from({ length: 12 }, async (_, i) => {
-      const s = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 10 + i, model: 'm' });
-      if (i === 6) await redis.flushdb();
-      await guard.finishStep(ws.id, run.id, s.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 1, completionTokens: 0 });
-    }));
+    await Promise.all(
+      Array.from({ length: 12 }, async (_, i) => {
+        const s = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 10 + i, model: 'm' });
+        if (i === 6) await redis.flushdb();
+        await guard.finishStep(ws.id, run.id, s.id, {
+          status: 'COMPLETED',
+          durationMs: 1,
+          promptTokens: 1,
+          completionTokens: 0,
+        });
+      }),
+    );
     const truth = { workspaceDailySpendMicros: 70_000 + 12 * 10_000, userDailySpendMicros: 70_000 + 12 * 10_000 };
     expect(await stores.counters.readSpend(scope)).toEqual(truth);
     redis.disconnect();
@@ -180,7 +210,11 @@ describe('Redis counters when Redis is down', () => {
   });
 
   it('when Redis cannot be reached, then spend is read from the records and writes do not fail', async () => {
-    const dead = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    const dead = new Redis('redis://127.0.0.1:1', {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+    });
     dead.on('error', () => {});
     const counters = new RedisCounters(dead, stores.db);
     const guard = new GuardService(stores.db, counters, { now: () => new Date() }, createLogger('silent'));
@@ -194,9 +228,17 @@ describe('Redis counters when Redis is down', () => {
     for (const sequence of [1, 2]) {
       const s = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' });
       expect(s.status).toBe('ALLOWED');
-      await guard.finishStep(ws.id, run.id, s.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 1, completionTokens: 0 });
+      await guard.finishStep(ws.id, run.id, s.id, {
+        status: 'COMPLETED',
+        durationMs: 1,
+        promptTokens: 1,
+        completionTokens: 0,
+      });
     }
-    expect(await counters.readSpend(scopeAt(new Date(), ws.id, 'u'))).toEqual({ workspaceDailySpendMicros: 1_000_000, userDailySpendMicros: 1_000_000 });
+    expect(await counters.readSpend(scopeAt(new Date(), ws.id, 'u'))).toEqual({
+      workspaceDailySpendMicros: 1_000_000,
+      userDailySpendMicros: 1_000_000,
+    });
     const third = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 3, model: 'm' });
     expect(third.decision.reason).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
     await expect(counters.health()).rejects.toThrow();
@@ -213,7 +255,7 @@ describe('Redis counters: raises asked for in one tick', () => {
     await stores?.close();
   });
 
-  it('when one user\'s raises are asked for together, then one script call carries the largest totals and each caller resolves after it', async () => {
+  it("when one user's raises are asked for together, then one script call carries the largest totals and each caller resolves after it", async () => {
     const redis = redisClient({ url: REDIS_URL, keyPrefix: testKeyPrefix() });
     await redis.connect();
     try {

@@ -17,11 +17,16 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const LOCK_MODULE = pathToFileURL(join(ROOT, 'src/store/directory-lock.ts')).href;
 /** Whether this machine lets us start processes as pid 1 of PID namespaces of their own (root on Linux). */
 const canUnshare =
-  process.platform === 'linux' && spawnSync('unshare', ['-p', '-f', '--mount-proc', 'true'], { stdio: 'ignore' }).status === 0;
+  process.platform === 'linux' &&
+  spawnSync('unshare', ['-p', '-f', '--mount-proc', 'true'], { stdio: 'ignore' }).status === 0;
 /** CI (`.ci/run`, root on Linux) runs the namespace tests whatever: there, a failing unshare fails them, never skips them. */
 const namespaceTests = canUnshare || process.env.CI === 'true';
 
-const bootId = () => readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((t) => t.trim(), () => '');
+const bootId = () =>
+  readFile('/proc/sys/kernel/random/boot_id', 'utf8').then(
+    (t) => t.trim(),
+    () => '',
+  );
 const pidSpace = () => readlink('/proc/self/ns/pid');
 /** A lock file's line as a holder in this PID namespace writes it. */
 const ourLine = async (pid: number) => `${pid} ${await bootId()} ${await pidSpace()} ${hostname()} 0123456789abcdef\n`;
@@ -101,18 +106,29 @@ describe('the embedded database lock', () => {
    * pid `nsPid`. Killing the `unshare` process kills the whole namespace (--kill-child).
    */
   function holder(where: { namespace?: boolean; nsPid?: number; onLoss?: 'default' } = {}): Holder {
-    const node = [process.execPath, '--import', 'tsx', script, LOCK_MODULE, lockFile, String(STALE_MS), String(UPDATE_MS), where.onLoss ?? 'report'];
+    const node = [
+      process.execPath,
+      '--import',
+      'tsx',
+      script,
+      LOCK_MODULE,
+      lockFile,
+      String(STALE_MS),
+      String(UPDATE_MS),
+      where.onLoss ?? 'report',
+    ];
     const inside = where.nsPid
       ? ['sh', '-c', `echo ${where.nsPid - 1} > /proc/sys/kernel/ns_last_pid && "$@"; exit $?`, 'sh', ...node]
       : node;
-    const argv = where.namespace || where.nsPid ? ['unshare', '-p', '-f', '--mount-proc', '--kill-child', ...inside] : node;
+    const argv =
+      where.namespace || where.nsPid ? ['unshare', '-p', '-f', '--mount-proc', '--kill-child', ...inside] : node;
     const child = spawn(argv[0]!, argv.slice(1), { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
     let err = '';
-    child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
     const lines: string[] = [];
     const waiters: Array<() => void> = [];
     let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
+    child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       const parts = out.split('\n');
       out = parts.pop()!;
@@ -126,7 +142,10 @@ describe('the embedded database lock', () => {
       stderr: () => err,
       line: (prefix, timeoutMs = 10_000) =>
         new Promise((resolve, reject) => {
-          const timer = setTimeout(() => reject(new Error(`no line "${prefix}" in ${JSON.stringify(lines)}`)), timeoutMs);
+          const timer = setTimeout(
+            () => reject(new Error(`no line "${prefix}" in ${JSON.stringify(lines)}`)),
+            timeoutMs,
+          );
           const check = () => {
             const found = lines.find((l) => l.startsWith(prefix));
             if (found !== undefined) {
@@ -145,7 +164,9 @@ describe('the embedded database lock', () => {
     const release = await lockDirectory(lockFile, dir);
     await expect(lockDirectory(lockFile, dir)).rejects.toThrow(new RegExp(`in use by process ${process.pid} `));
     await release();
-    await (await lockDirectory(lockFile, dir))();
+    await (
+      await lockDirectory(lockFile, dir)
+    )();
   });
 
   it('when its holder died, then of many contenders exactly one takes it over', async () => {
@@ -163,14 +184,18 @@ describe('the embedded database lock', () => {
   it('when it names this pid in this PID namespace but this process does not hold it, or its heartbeat on this kernel stopped long ago, then it is stale at once', async () => {
     await writeFile(lockFile, await ourLine(process.pid));
     let start = Date.now();
-    await (await lockDirectory(lockFile, dir))();
+    await (
+      await lockDirectory(lockFile, dir)
+    )();
     expect(Date.now() - start).toBeLessThan(1_000);
     // pid 1 of another namespace on this kernel, not refreshed for a minute
     await writeFile(lockFile, `1 ${await bootId()} pid:[1] another-container 0123456789abcdef\n`);
     const aMinuteAgo = new Date(Date.now() - 60_000);
     await utimes(lockFile, aMinuteAgo, aMinuteAgo);
     start = Date.now();
-    await (await lockDirectory(lockFile, dir))();
+    await (
+      await lockDirectory(lockFile, dir)
+    )();
     expect(Date.now() - start).toBeLessThan(1_000);
   });
 
@@ -179,7 +204,9 @@ describe('the embedded database lock', () => {
     const aMinuteAgo = new Date(Date.now() - 60_000);
     await utimes(lockFile, aMinuteAgo, aMinuteAgo);
     const start = Date.now();
-    await (await lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS }))();
+    await (
+      await lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })
+    )();
     expect(Date.now() - start).toBeGreaterThanOrEqual(STALE_MS - 100);
     expect(Date.now() - start).toBeLessThan(STALE_MS + 1_000);
   });
@@ -197,34 +224,44 @@ describe('the embedded database lock', () => {
     );
   });
 
-  it.skipIf(!namespaceTests)('when a daemon runs as pid 1 in a PID namespace, then another pid 1 in another namespace is refused, naming it', async () => {
-    const first = holder({ namespace: true });
-    expect(await first.line('held')).toBe('held 1');
-    const owner = await readFile(lockFile, 'utf8');
-    const second = holder({ namespace: true });
-    const refused = await second.line('refused', 5_000);
-    expect(refused).toMatch(/is in use by process 1 on host \S+ in another PID namespace \(pid:\[\d+\]\)/);
-    expect(await second.exited).toBe(3);
-    expect(await readFile(lockFile, 'utf8')).toBe(owner); // the first holds it still
-  });
+  it.skipIf(!namespaceTests)(
+    'when a daemon runs as pid 1 in a PID namespace, then another pid 1 in another namespace is refused, naming it',
+    async () => {
+      const first = holder({ namespace: true });
+      expect(await first.line('held')).toBe('held 1');
+      const owner = await readFile(lockFile, 'utf8');
+      const second = holder({ namespace: true });
+      const refused = await second.line('refused', 5_000);
+      expect(refused).toMatch(/is in use by process 1 on host \S+ in another PID namespace \(pid:\[\d+\]\)/);
+      expect(await second.exited).toBe(3);
+      expect(await readFile(lockFile, 'utf8')).toBe(owner); // the first holds it still
+    },
+  );
 
-  it.skipIf(!namespaceTests)('when its holder runs in another PID namespace with a pid that is dead here, then it is not taken over', async () => {
-    let nsPid = 30_000;
-    while (alive(nsPid)) nsPid++;
-    const owner = holder({ nsPid });
-    expect(await owner.line('held')).toBe(`held ${nsPid}`);
-    const start = Date.now();
-    await expect(lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })).rejects.toThrow(
-      new RegExp(`in use by process ${nsPid} on host .* in another PID namespace`),
-    );
-    expect(Date.now() - start).toBeLessThan(STALE_MS); // refused once its heartbeat was seen
-    expect(await readFile(lockFile, 'utf8')).toMatch(new RegExp(`^${nsPid} `));
-  });
+  it.skipIf(!namespaceTests)(
+    'when its holder runs in another PID namespace with a pid that is dead here, then it is not taken over',
+    async () => {
+      let nsPid = 30_000;
+      while (alive(nsPid)) nsPid++;
+      const owner = holder({ nsPid });
+      expect(await owner.line('held')).toBe(`held ${nsPid}`);
+      const start = Date.now();
+      await expect(lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })).rejects.toThrow(
+        new RegExp(`in use by process ${nsPid} on host .* in another PID namespace`),
+      );
+      expect(Date.now() - start).toBeLessThan(STALE_MS); // refused once its heartbeat was seen
+      expect(await readFile(lockFile, 'utf8')).toMatch(new RegExp(`^${nsPid} `));
+    },
+  );
 
   it('when a process that no longer holds it releases it, then the holder’s lock stays, and the loss is reported', async () => {
     const lost: Error[] = [];
     // No heartbeat before the release: the release itself finds the lock not its own.
-    const release = await lockDirectory(lockFile, dir, { staleMs: 60_000, updateMs: 30_000, onCompromised: (e) => lost.push(e) });
+    const release = await lockDirectory(lockFile, dir, {
+      staleMs: 60_000,
+      updateMs: 30_000,
+      onCompromised: (e) => lost.push(e),
+    });
     await rm(lockFile); // taken from under it
     const other = holder();
     const held = await other.line('held');
@@ -232,7 +269,9 @@ describe('the embedded database lock', () => {
     await release();
     expect(await readFile(lockFile, 'utf8')).toBe(theirs);
     expect(lost).toHaveLength(1);
-    expect(lost[0]!.message).toContain(`lost its lock on the embedded database in ${dir}: the lock file now names process ${held.split(' ')[1]}`);
+    expect(lost[0]!.message).toContain(
+      `lost its lock on the embedded database in ${dir}: the lock file now names process ${held.split(' ')[1]}`,
+    );
     // With no onCompromised, the release rejects.
     const mine = await lockDirectory(join(dir, 'other.lock'), dir);
     await rm(join(dir, 'other.lock'));
@@ -260,16 +299,20 @@ describe('the embedded database lock', () => {
     await rm(lockFile);
     const still = new Promise((resolve) => setTimeout(resolve, 5_000, 'still running'));
     expect(await Promise.race([owner.exited, still])).toBe(1);
-    expect(owner.stderr()).toMatch(/DirectoryInUseError: this process \(\d+\) lost its lock on the embedded database in .*: the lock file was removed/);
+    expect(owner.stderr()).toMatch(
+      /DirectoryInUseError: this process \(\d+\) lost its lock on the embedded database in .*: the lock file was removed/,
+    );
   });
 
-  it('when its holder\'s main thread is busy past the stale time (a long PGlite query), then it keeps its lock: takers are refused, and it goes on', async () => {
+  it("when its holder's main thread is busy past the stale time (a long PGlite query), then it keeps its lock: takers are refused, and it goes on", async () => {
     const owner = holder();
     await owner.line('held');
     owner.child.stdin!.write(`busy ${STALE_MS + 1_500}\n`);
     await owner.line('busy');
     await new Promise((r) => setTimeout(r, STALE_MS + 500)); // past the stale time, the holder still busy
-    await expect(lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })).rejects.toThrow(`in use by process ${owner.child.pid}`);
+    await expect(lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })).rejects.toThrow(
+      `in use by process ${owner.child.pid}`,
+    );
     await owner.line('busy done');
     await new Promise((r) => setTimeout(r, 2 * UPDATE_MS));
     owner.child.stdin!.write('release\n');
@@ -279,7 +322,9 @@ describe('the embedded database lock', () => {
 
   it('when one process takes it twice at once, then exactly one take succeeds, round after round', async () => {
     for (let round = 0; round < 50; round++) {
-      const takes = await Promise.allSettled([0, 1, 2].map(() => lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })));
+      const takes = await Promise.allSettled(
+        [0, 1, 2].map(() => lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })),
+      );
       const won = takes.filter((t): t is PromiseFulfilledResult<() => Promise<void>> => t.status === 'fulfilled');
       expect(won, `round ${round}`).toHaveLength(1);
       await won[0]!.value();
@@ -292,19 +337,24 @@ describe('the embedded database lock', () => {
     owner.child.kill('SIGKILL');
     await owner.exited;
     const start = Date.now();
-    await (await lockDirectory(lockFile, dir))(); // the default stale time is not waited for
+    await (
+      await lockDirectory(lockFile, dir)
+    )(); // the default stale time is not waited for
     expect(Date.now() - start).toBeLessThan(1_000);
   });
 
-  it.skipIf(!namespaceTests)('when its holder in another PID namespace is killed (SIGKILL), then the lock is taken over within the stale time', async () => {
-    const owner = holder({ namespace: true });
-    expect(await owner.line('held')).toBe('held 1');
-    owner.child.kill('SIGKILL'); // unshare, and with it the namespace's pid 1
-    await owner.exited;
-    const start = Date.now();
-    const release = await lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS });
-    expect(Date.now() - start).toBeLessThan(STALE_MS + 500);
-    expect(await readFile(lockFile, 'utf8')).toMatch(new RegExp(`^${process.pid} `));
-    await release();
-  });
+  it.skipIf(!namespaceTests)(
+    'when its holder in another PID namespace is killed (SIGKILL), then the lock is taken over within the stale time',
+    async () => {
+      const owner = holder({ namespace: true });
+      expect(await owner.line('held')).toBe('held 1');
+      owner.child.kill('SIGKILL'); // unshare, and with it the namespace's pid 1
+      await owner.exited;
+      const start = Date.now();
+      const release = await lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS });
+      expect(Date.now() - start).toBeLessThan(STALE_MS + 500);
+      expect(await readFile(lockFile, 'utf8')).toMatch(new RegExp(`^${process.pid} `));
+      await release();
+    },
+  );
 });

@@ -43,14 +43,20 @@ async function until(condition: () => boolean): Promise<void> {
 /** A promise's state once everything ready to run has run, without waiting for it to settle. */
 async function state(promise: Promise<unknown>): Promise<'pending' | 'resolved' | 'rejected'> {
   let seen: 'pending' | 'resolved' | 'rejected' = 'pending';
-  promise.then(() => (seen = 'resolved'), () => (seen = 'rejected'));
+  promise.then(
+    () => (seen = 'resolved'),
+    () => (seen = 'rejected'),
+  );
   await new Promise((resolve) => setImmediate(resolve));
   return seen;
 }
 
 /** Fails rather than hangs when a promise never settles. */
 function within<T>(promise: Promise<T>, ms = 1_000): Promise<T> {
-  return Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`not settled within ${ms} ms`)), ms))]);
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`not settled within ${ms} ms`)), ms)),
+  ]);
 }
 
 describe('GroupCommit', () => {
@@ -91,7 +97,13 @@ describe('GroupCommit', () => {
     await writes.release();
 
     const settled = await Promise.allSettled([first, ...answers]);
-    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as Error).message))).toEqual([0, 1, 2, 'bad 3', 4]);
+    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as Error).message))).toEqual([
+      0,
+      1,
+      2,
+      'bad 3',
+      4,
+    ]);
     // Answered per item: nothing was written again.
     expect(writes.sizes).toEqual([1, 4]);
   });
@@ -122,14 +134,17 @@ describe('GroupCommit', () => {
     const down = Object.assign(new Error('connection lost'), { code: 'ECONNRESET' });
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    const group = new GroupCommit<number, number>(async (items) => {
-      batches.push([...items]);
-      if (batches.length === 1) {
-        await held;
-        return items;
-      }
-      throw down;
-    }, { retryAlone: (error) => (error as { code?: string }).code !== 'ECONNRESET' });
+    const group = new GroupCommit<number, number>(
+      async (items) => {
+        batches.push([...items]);
+        if (batches.length === 1) {
+          await held;
+          return items;
+        }
+        throw down;
+      },
+      { retryAlone: (error) => (error as { code?: string }).code !== 'ECONNRESET' },
+    );
     const first = group.submit(0);
     const answers = [1, 2, 3].map((n) => group.submit(n));
     release();
@@ -194,10 +209,13 @@ describe('GroupCommit', () => {
   it('when batches must start an interval apart, then items submitted at different moments within it share one batch', async () => {
     const batchesOf = async (minIntervalMs: number) => {
       const batches: number[][] = [];
-      const group = new GroupCommit<number, number>(async (items) => {
-        batches.push(items);
-        return items;
-      }, { minIntervalMs });
+      const group = new GroupCommit<number, number>(
+        async (items) => {
+          batches.push(items);
+          return items;
+        },
+        { minIntervalMs },
+      );
       await group.submit(1);
       const second = group.submit(2);
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -220,10 +238,13 @@ describe('GroupCommit', () => {
 
   it('when an item comes after a quiet spell longer than the interval, then it is written at once', async () => {
     const batches: number[][] = [];
-    const group = new GroupCommit<number, number>(async (items) => {
-      batches.push(items);
-      return items;
-    }, { minIntervalMs: 50 });
+    const group = new GroupCommit<number, number>(
+      async (items) => {
+        batches.push(items);
+        return items;
+      },
+      { minIntervalMs: 50 },
+    );
     await group.submit(1);
     await new Promise((resolve) => setTimeout(resolve, 80));
     const late = group.submit(2);
@@ -233,10 +254,13 @@ describe('GroupCommit', () => {
 
   it('when items must wait a least delay, then even one after a quiet spell waits it, and the items submitted meanwhile share its batch', async () => {
     const batches: { items: number[]; at: number }[] = [];
-    const group = new GroupCommit<number, number>(async (items) => {
-      batches.push({ items, at: performance.now() });
-      return items;
-    }, { minDelayMs: 60 });
+    const group = new GroupCommit<number, number>(
+      async (items) => {
+        batches.push({ items, at: performance.now() });
+        return items;
+      },
+      { minDelayMs: 60 },
+    );
     const submitted = performance.now();
     const first = group.submit(1);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -249,10 +273,13 @@ describe('GroupCommit', () => {
 
   it('when a full batch is waiting, then it goes at once, whatever the least delay', async () => {
     const batches: number[][] = [];
-    const group = new GroupCommit<number, number>(async (items) => {
-      batches.push(items);
-      return items;
-    }, { maxBatch: 2, minDelayMs: 60_000 });
+    const group = new GroupCommit<number, number>(
+      async (items) => {
+        batches.push(items);
+        return items;
+      },
+      { maxBatch: 2, minDelayMs: 60_000 },
+    );
     const answers = [group.submit(1), group.submit(2)];
     expect(await within(Promise.all(answers))).toEqual([1, 2]);
     expect(batches).toEqual([[1, 2]]);

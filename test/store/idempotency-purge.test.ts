@@ -28,7 +28,10 @@ async function seed(db: Queryable, workspaceId: string, times: Date[]): Promise<
 }
 
 async function keysOf(db: Queryable, workspaceId: string): Promise<string[]> {
-  const { rows } = await db.query<{ key: string }>('SELECT key FROM idempotency_keys WHERE workspace_id = $1 ORDER BY key', [workspaceId]);
+  const { rows } = await db.query<{ key: string }>(
+    'SELECT key FROM idempotency_keys WHERE workspace_id = $1 ORDER BY key',
+    [workspaceId],
+  );
   return rows.map((r) => r.key);
 }
 
@@ -76,7 +79,10 @@ describe.each(BACKENDS)('idempotency record purge on %s', (backend) => {
     expect(await purgeExpiredAnswers(db, now, { batchSize: 5 })).toBe(12);
     expect(db.statements).toEqual([5, 5, 2]);
     expect(await keysOf(stores.db, workspaceId)).toEqual(recent);
-    expect(await findAnswer(stores.db, workspaceId, recent[0]!, now)).toMatchObject({ statusCode: 201, body: { key: recent[0] } });
+    expect(await findAnswer(stores.db, workspaceId, recent[0]!, now)).toMatchObject({
+      statusCode: 201,
+      body: { key: recent[0] },
+    });
 
     // Nothing left to purge: one statement, nothing deleted.
     const again = counting(stores.db);
@@ -98,7 +104,7 @@ describe.each(BACKENDS)('idempotency record purge on %s', (backend) => {
     // A purger stops at a short batch, which the other's locked rows may cause: what is left, the
     // next purge takes.
     const rest = await purgeExpiredAnswers(stores.db, now, { batchSize: 20 });
-    expect(purged[0]! + purged[1]! + rest).toBe(old.length);
+    expect(purged[0] + purged[1] + rest).toBe(old.length);
     expect(await keysOf(stores.db, workspaceId)).toEqual(recent);
   });
 
@@ -111,13 +117,20 @@ describe.each(BACKENDS)('idempotency record purge on %s', (backend) => {
     const recent = await seed(stores.db, workspaceId, [new Date(now.getTime() - HOUR)]);
     let sweeps = 0;
     const sweeper = createStaleRunSweeper({
-      db: stores.db, clock, logger: log, idleMs: HOUR, intervalMs: 10, onEnded: () => sweeps++,
-      idempotencyPurgeIntervalMs: HOUR, idempotencyPurgeBatchSize: 3,
+      db: stores.db,
+      clock,
+      logger: log,
+      idleMs: HOUR,
+      intervalMs: 10,
+      onEnded: () => sweeps++,
+      idempotencyPurgeIntervalMs: HOUR,
+      idempotencyPurgeBatchSize: 3,
     });
     sweeper.start();
     try {
       const deadline = Date.now() + 5_000;
-      while ((await keysOf(stores.db, workspaceId)).length > 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      while ((await keysOf(stores.db, workspaceId)).length > 1 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 10));
       expect(await keysOf(stores.db, workspaceId)).toEqual(recent);
       // Old records again: the sweep ticks every 10 ms, the purge waits for its hour.
       const later = await seed(stores.db, workspaceId, old());
@@ -130,12 +143,18 @@ describe.each(BACKENDS)('idempotency record purge on %s', (backend) => {
 
     // With the sweep off, the timer runs for the purge alone.
     const purgeOnly = createStaleRunSweeper({
-      db: stores.db, clock, logger: log, idleMs: HOUR, intervalMs: 0, idempotencyPurgeIntervalMs: 20,
+      db: stores.db,
+      clock,
+      logger: log,
+      idleMs: HOUR,
+      intervalMs: 0,
+      idempotencyPurgeIntervalMs: 20,
     });
     purgeOnly.start();
     try {
       const deadline = Date.now() + 5_000;
-      while ((await keysOf(stores.db, workspaceId)).length > 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      while ((await keysOf(stores.db, workspaceId)).length > 1 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 10));
     } finally {
       await purgeOnly.stop();
     }
@@ -165,7 +184,10 @@ describe.each(BACKENDS)('idempotent run starts across a purge on %s', (backend) 
     // 30 hours after the first start: its record is past the retention, the second's is not.
     now = new Date(first.getTime() + 30 * HOUR);
     expect(await purgeExpiredAnswers(api.stores.db, now)).toBe(1);
-    const { rows } = await api.stores.db.query<{ key: string }>('SELECT key FROM idempotency_keys WHERE workspace_id = $1', [api.workspaceId]);
+    const { rows } = await api.stores.db.query<{ key: string }>(
+      'SELECT key FROM idempotency_keys WHERE workspace_id = $1',
+      [api.workspaceId],
+    );
     expect(rows.map((r) => r.key)).toEqual(['newer']);
 
     const replayed = await start('newer');
@@ -174,7 +196,10 @@ describe.each(BACKENDS)('idempotent run starts across a purge on %s', (backend) 
     const anew = await start('older');
     expect(anew.status).toBe(201);
     expect(anew.body.id).not.toBe(older.body.id);
-    const { rows: runs } = await api.stores.db.query<{ n: number }>('SELECT count(*)::int AS n FROM runs WHERE workspace_id = $1', [api.workspaceId]);
+    const { rows: runs } = await api.stores.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM runs WHERE workspace_id = $1',
+      [api.workspaceId],
+    );
     expect(runs[0]!.n).toBe(3);
   });
 });

@@ -126,7 +126,9 @@ describe('late indexes on Postgres', () => {
       // On a table this small a sequential scan is cheaper: this asks whether the index can serve.
       await tx.query('SET LOCAL enable_seqscan = off');
       for (const statement of [USAGE_DRIFT, USER_USAGE_DRIFT]) {
-        const { rows } = await tx.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${statement.replaceAll('$1', `'2026-01-01'`)}`);
+        const { rows } = await tx.query<{ 'QUERY PLAN': string }>(
+          `EXPLAIN ${statement.replaceAll('$1', `'2026-01-01'`)}`,
+        );
         expect(rows.map((r) => r['QUERY PLAN']).join('\n')).toContain('steps_priced_finish');
       }
     });

@@ -42,7 +42,12 @@ describe('reconcile', () => {
       steps.push(await guard.createStep(workspaceId, run.id, { type: 'MODEL_CALL', sequence, model: 'm' }));
     }
     const finish = (i: number) =>
-      guard.finishStep(workspaceId, run.id, steps[i]!.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
+      guard.finishStep(workspaceId, run.id, steps[i]!.id, {
+        status: 'COMPLETED',
+        durationMs: 1,
+        promptTokens: 10,
+        completionTokens: 5,
+      });
     return finish;
   };
 
@@ -51,12 +56,19 @@ describe('reconcile', () => {
     const run = await guard.startRun(ws.id, { user_id: 'u' });
     for (const sequence of [1, 2, 3]) {
       const s = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence, model: 'm' });
-      await guard.finishStep(ws.id, run.id, s.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
+      await guard.finishStep(ws.id, run.id, s.id, {
+        status: 'COMPLETED',
+        durationMs: 1,
+        promptTokens: 10,
+        completionTokens: 5,
+      });
     }
     const clean = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false });
     expect(clean.drifts.filter((d) => d.key.startsWith(ws.id) || d.key === run.id)).toEqual([]);
 
-    await stores.db.query('UPDATE usage_daily SET spend_micros = spend_micros + 7, runs = 9 WHERE workspace_id = $1', [ws.id]);
+    await stores.db.query('UPDATE usage_daily SET spend_micros = spend_micros + 7, runs = 9 WHERE workspace_id = $1', [
+      ws.id,
+    ]);
     await stores.db.query('UPDATE user_usage_daily SET spend_micros = 1 WHERE workspace_id = $1', [ws.id]);
     const scope = scopeAt(clock.now(), ws.id, 'u');
     const redis = new Redis(REDIS_URL, { keyPrefix: stores.redisKeyPrefix! });
@@ -65,11 +77,17 @@ describe('reconcile', () => {
     const found = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: true });
     const mine = found.drifts.filter((d) => d.key.startsWith(ws.id) || d.key === run.id);
     expect(mine.map((d) => d.kind).sort()).toEqual(['spend_copy', 'user_usage', 'workspace_usage']);
-    expect(mine.find((d) => d.kind === 'workspace_usage')).toMatchObject({ expected: 'spend=60000 runs=1', found: 'spend=60007 runs=9' });
+    expect(mine.find((d) => d.kind === 'workspace_usage')).toMatchObject({
+      expected: 'spend=60000 runs=1',
+      found: 'spend=60007 runs=9',
+    });
 
     const after = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false });
     expect(after.drifts.filter((d) => d.key.startsWith(ws.id) || d.key === run.id)).toEqual([]);
-    expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 60_000, userDailySpendMicros: 60_000 });
+    expect(await stores.counters.readSpend(scope)).toEqual({
+      workspaceDailySpendMicros: 60_000,
+      userDailySpendMicros: 60_000,
+    });
     redis.disconnect();
   });
 
@@ -82,27 +100,36 @@ describe('reconcile', () => {
 
     // Once reconcile has read the drifts, and before it repairs them, the workspace moves on.
     let checks = 0;
-    const afterSecondCheck = (query: Queryable['query']): Queryable['query'] => async (sql, params) => {
-      const result = await query(sql, params);
-      if (sql.includes('FULL JOIN') && ++checks === 2) {
-        await Promise.all([finish(1), finish(2), guard.startRun(ws.id, { user_id: 'u' })]);
-      }
-      return result as never;
-    };
+    const afterSecondCheck =
+      (query: Queryable['query']): Queryable['query'] =>
+      async (sql, params) => {
+        const result = await query(sql, params);
+        if (sql.includes('FULL JOIN') && ++checks === 2) {
+          await Promise.all([finish(1), finish(2), guard.startRun(ws.id, { user_id: 'u' })]);
+        }
+        return result as never;
+      };
     const between: Db = {
       ...stores.db,
       query: afterSecondCheck((sql, params) => stores.db.query(sql, params)),
-      transaction: (fn) => stores.db.transaction((tx) => fn({ query: afterSecondCheck((sql, params) => tx.query(sql, params)) })),
+      transaction: (fn) =>
+        stores.db.transaction((tx) => fn({ query: afterSecondCheck((sql, params) => tx.query(sql, params)) })),
     };
     const found = await reconcile(between, stores.counters, { now: clock.now(), days: 2, repair: true });
     expect(checks).toBe(2);
-    expect(found.drifts.filter((d) => d.key.startsWith(ws.id) && d.kind !== 'spend_copy').map((d) => d.kind).sort())
-      .toEqual(['user_usage', 'workspace_usage']);
+    expect(
+      found.drifts
+        .filter((d) => d.key.startsWith(ws.id) && d.kind !== 'spend_copy')
+        .map((d) => d.kind)
+        .sort(),
+    ).toEqual(['user_usage', 'workspace_usage']);
 
     const after = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false });
     expect(after.drifts.filter((d) => d.key.startsWith(ws.id))).toEqual([]);
     const { rows } = await stores.db.query<{ spend_micros: string; runs: string }>(
-      'SELECT spend_micros::text, runs::text FROM usage_daily WHERE workspace_id = $1', [ws.id]);
+      'SELECT spend_micros::text, runs::text FROM usage_daily WHERE workspace_id = $1',
+      [ws.id],
+    );
     expect(rows).toEqual([{ spend_micros: '60000', runs: '2' }]);
   });
 
@@ -123,7 +150,10 @@ describe('reconcile', () => {
     });
     const found = await reconcile(stores.db, racing, { now: clock.now(), days: 1, repair: true });
     expect(found.drifts.filter((d) => d.key.startsWith(ws.id)).map((d) => d.kind)).toEqual(['spend_copy']);
-    expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 40_000, userDailySpendMicros: 40_000 });
+    expect(await stores.counters.readSpend(scope)).toEqual({
+      workspaceDailySpendMicros: 40_000,
+      userDailySpendMicros: 40_000,
+    });
     redis.disconnect();
   });
 
@@ -153,7 +183,10 @@ describe('reconcile', () => {
     expect(finished).toBe(true);
     expect(found.drifts.filter((d) => d.key.startsWith(ws.id))).toEqual([]);
     expect(sets).toBe(0);
-    expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 60_000, userDailySpendMicros: 60_000 });
+    expect(await stores.counters.readSpend(scope)).toEqual({
+      workspaceDailySpendMicros: 60_000,
+      userDailySpendMicros: 60_000,
+    });
   });
 
   it('when the copy is behind the records (a raise lost), then it is reported and raised, not set', async () => {
@@ -171,9 +204,14 @@ describe('reconcile', () => {
       },
     });
     const found = await reconcile(stores.db, counting, { now: clock.now(), days: 1, repair: true });
-    expect(found.drifts.filter((d) => d.key.startsWith(ws.id))).toMatchObject([{ kind: 'spend_copy', expected: '20000/20000', found: '5/20000' }]);
+    expect(found.drifts.filter((d) => d.key.startsWith(ws.id))).toMatchObject([
+      { kind: 'spend_copy', expected: '20000/20000', found: '5/20000' },
+    ]);
     expect(sets).toBe(0);
-    expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 20_000, userDailySpendMicros: 20_000 });
+    expect(await stores.counters.readSpend(scope)).toEqual({
+      workspaceDailySpendMicros: 20_000,
+      userDailySpendMicros: 20_000,
+    });
     redis.disconnect();
   });
 
@@ -185,24 +223,33 @@ describe('reconcile', () => {
     const yesterday = new GuardService(stores.db, stores.counters, { now: () => evening }, createLogger('silent'));
     const run = await yesterday.startRun(ws.id, { user_id: 'u' });
     const step = await yesterday.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' });
-    await yesterday.finishStep(ws.id, run.id, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
+    await yesterday.finishStep(ws.id, run.id, step.id, {
+      status: 'COMPLETED',
+      durationMs: 1,
+      promptTokens: 10,
+      completionTokens: 5,
+    });
     const zoned: Db = {
       ...stores.db,
-      query: (sql, params) => stores.db.transaction(async (tx) => {
-        await tx.query("SET LOCAL TIME ZONE 'Pacific/Kiritimati'");
-        return tx.query(sql, params);
-      }) as never,
-      transaction: (fn) => stores.db.transaction(async (tx) => {
-        await tx.query("SET LOCAL TIME ZONE 'Pacific/Kiritimati'");
-        return fn(tx);
-      }),
+      query: (sql, params) =>
+        stores.db.transaction(async (tx) => {
+          await tx.query("SET LOCAL TIME ZONE 'Pacific/Kiritimati'");
+          return tx.query(sql, params);
+        }) as never,
+      transaction: (fn) =>
+        stores.db.transaction(async (tx) => {
+          await tx.query("SET LOCAL TIME ZONE 'Pacific/Kiritimati'");
+          return fn(tx);
+        }),
     };
     for (const repair of [false, true]) {
       const found = await reconcile(zoned, stores.counters, { now: today, days: 1, repair });
       expect(found.drifts.filter((d) => d.key.startsWith(ws.id))).toEqual([]);
     }
     const { rows } = await stores.db.query<{ day: string; spend_micros: string }>(
-      'SELECT day::text, spend_micros::text FROM usage_daily WHERE workspace_id = $1', [ws.id]);
+      'SELECT day::text, spend_micros::text FROM usage_daily WHERE workspace_id = $1',
+      [ws.id],
+    );
     expect(rows).toEqual([{ day: evening.toISOString().slice(0, 10), spend_micros: '20000' }]);
   });
 
@@ -213,7 +260,12 @@ describe('reconcile', () => {
       for (let k = 0; k < 4; k++) {
         const run = await guard.startRun(ws.id, { user_id: user });
         const step = await guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', sequence: 1, model: 'm' });
-        await guard.finishStep(ws.id, run.id, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 5 });
+        await guard.finishStep(ws.id, run.id, step.id, {
+          status: 'COMPLETED',
+          durationMs: 1,
+          promptTokens: 10,
+          completionTokens: 5,
+        });
       }
     };
     const repairs = async () => {
@@ -223,7 +275,9 @@ describe('reconcile', () => {
         await stores.db.query(
           `UPDATE user_usage_daily u SET spend_micros = u.spend_micros + 1
            FROM (SELECT user_id, day FROM user_usage_daily WHERE workspace_id = $1 ORDER BY user_id, day FOR UPDATE) k
-           WHERE u.workspace_id = $1 AND u.user_id = k.user_id AND u.day = k.day`, [ws.id]);
+           WHERE u.workspace_id = $1 AND u.user_id = k.user_id AND u.day = k.day`,
+          [ws.id],
+        );
         await stores.db.query('UPDATE usage_daily SET runs = runs + 1 WHERE workspace_id = $1', [ws.id]);
         await reconcile(stores.db, stores.counters, { now: clock.now(), days: 1, repair: true });
       }
@@ -235,17 +289,30 @@ describe('reconcile', () => {
     const after = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 1, repair: false });
     expect(after.drifts.filter((d) => d.key.startsWith(ws.id) && d.kind !== 'spend_copy')).toEqual([]);
     const { rows } = await stores.db.query<{ spend_micros: string; runs: string }>(
-      'SELECT spend_micros::text, runs::text FROM usage_daily WHERE workspace_id = $1', [ws.id]);
+      'SELECT spend_micros::text, runs::text FROM usage_daily WHERE workspace_id = $1',
+      [ws.id],
+    );
     expect(rows).toEqual([{ spend_micros: String(32 * 20_000), runs: '32' }]);
   });
 
   it('when the run counts drift (triggers off), then an on-demand reconcile reports and repairs them, keeping the runs written meanwhile', async () => {
     const ws = await pricedWorkspace('counts');
-    const counted = async () => (await stores.db.query<{ status: string; n: string }>(
-      `SELECT status, count(*)::text AS n FROM runs WHERE workspace_id = $1 GROUP BY status ORDER BY status`, [ws.id])).rows;
-    const kept = async () => (await stores.db.query<{ status: string; n: string }>(
-      `SELECT status, sum(runs)::text AS n FROM run_counts WHERE workspace_id = $1 GROUP BY status HAVING sum(runs) <> 0 ORDER BY status`, [ws.id])).rows;
-    const mine = (report: { drifts: { kind: string; key: string }[] }) => report.drifts.filter((d) => d.key.startsWith(ws.id));
+    const counted = async () =>
+      (
+        await stores.db.query<{ status: string; n: string }>(
+          `SELECT status, count(*)::text AS n FROM runs WHERE workspace_id = $1 GROUP BY status ORDER BY status`,
+          [ws.id],
+        )
+      ).rows;
+    const kept = async () =>
+      (
+        await stores.db.query<{ status: string; n: string }>(
+          `SELECT status, sum(runs)::text AS n FROM run_counts WHERE workspace_id = $1 GROUP BY status HAVING sum(runs) <> 0 ORDER BY status`,
+          [ws.id],
+        )
+      ).rows;
+    const mine = (report: { drifts: { kind: string; key: string }[] }) =>
+      report.drifts.filter((d) => d.key.startsWith(ws.id));
     await stores.db.query('ALTER TABLE runs DISABLE TRIGGER run_counts_insert');
     try {
       for (let i = 0; i < 3; i++) await guard.startRun(ws.id, { user_id: 'u' });
@@ -254,7 +321,12 @@ describe('reconcile', () => {
     }
     // The periodic pass leaves the counts out (it would read every run).
     expect(mine(await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false }))).toEqual([]);
-    const found = await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false, runCounts: true });
+    const found = await reconcile(stores.db, stores.counters, {
+      now: clock.now(),
+      days: 2,
+      repair: false,
+      runCounts: true,
+    });
     expect(mine(found)).toEqual([{ kind: 'run_count', key: `${ws.id}/RUNNING`, expected: 'runs=3', found: 'runs=0' }]);
 
     // Repaired while runs start and end: what they write is counted by the triggers, and stays.
@@ -264,9 +336,18 @@ describe('reconcile', () => {
         if (k % 2) await guard.endRun(ws.id, run.id, 'COMPLETED');
       }
     };
-    await Promise.all([work(), work(), reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: true, runCounts: true })]);
-    expect(mine(await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false, runCounts: true }))).toEqual([]);
+    await Promise.all([
+      work(),
+      work(),
+      reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: true, runCounts: true }),
+    ]);
+    expect(
+      mine(await reconcile(stores.db, stores.counters, { now: clock.now(), days: 2, repair: false, runCounts: true })),
+    ).toEqual([]);
     expect(await kept()).toEqual(await counted());
-    expect(await counted()).toEqual([{ status: 'COMPLETED', n: '6' }, { status: 'RUNNING', n: '9' }]);
+    expect(await counted()).toEqual([
+      { status: 'COMPLETED', n: '6' },
+      { status: 'RUNNING', n: '9' },
+    ]);
   });
 });

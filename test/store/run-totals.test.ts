@@ -17,7 +17,11 @@ import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
 
 const log = createLogger('silent');
-const DENY: Decision = { outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' } };
+const DENY: Decision = {
+  outcome: 'DENY',
+  reason: 'USER_BLOCKED',
+  evaluated_rules: { kill_switch: 'PASS', user_blocked: 'DENY' },
+};
 
 describe.each(BACKENDS)('run totals on %s', (backend) => {
   let stores: TestStores;
@@ -46,17 +50,31 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
       [runId],
     );
     const r = rows[0]!;
-    return { step_count: Number(r.step_count), total_tokens: Number(r.total_tokens), total_cost_usd: Number(r.total_cost_usd) };
+    return {
+      step_count: Number(r.step_count),
+      total_tokens: Number(r.total_tokens),
+      total_cost_usd: Number(r.total_cost_usd),
+    };
   };
   const listed = async (ws: string) => {
     const { items } = await listRuns(stores.db, ws, { status: null, userId: null, page: 1, perPage: 100 });
-    return new Map(items.map((r) => [r.id, { step_count: r.step_count, total_tokens: r.total_tokens, total_cost_usd: r.total_cost_usd }]));
+    return new Map(
+      items.map((r) => [
+        r.id,
+        { step_count: r.step_count, total_tokens: r.total_tokens, total_cost_usd: r.total_cost_usd },
+      ]),
+    );
   };
   const detail = async (ws: string, runId: string) => {
     const body = await getRunDetailJson(stores.db, ws, runId, new Date());
     const pieces: Buffer[] = [];
     for await (const piece of body!) pieces.push(piece);
-    return JSON.parse(Buffer.concat(pieces).toString()) as { step_count: number; total_tokens: number; total_cost_usd: number; steps: unknown[] };
+    return JSON.parse(Buffer.concat(pieces).toString()) as {
+      step_count: number;
+      total_tokens: number;
+      total_cost_usd: number;
+      steps: unknown[];
+    };
   };
   const detailed = async (ws: string, runId: string) => {
     const run = await detail(ws, runId);
@@ -64,13 +82,25 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
     return { step_count: run.step_count, total_tokens: run.total_tokens, total_cost_usd: run.total_cost_usd };
   };
   const blockedStep = (ws: string, runId: string, sequence: number): NewStep => ({
-    id: randomUUID(), runId, workspaceId: ws, sequence, type: 'MODEL_CALL', status: 'BLOCKED', model: 'm', toolName: null,
-    inputData: null, decision: DENY, now: new Date(),
+    id: randomUUID(),
+    runId,
+    workspaceId: ws,
+    sequence,
+    type: 'MODEL_CALL',
+    status: 'BLOCKED',
+    model: 'm',
+    toolName: null,
+    inputData: null,
+    decision: DENY,
+    now: new Date(),
   });
 
-  it('when two daemons write steps and results into runs at once, then each run\'s totals are its steps\' sums, listed and in its detail', async () => {
+  it("when two daemons write steps and results into runs at once, then each run's totals are its steps' sums, listed and in its detail", async () => {
     const ws = await workspace();
-    const [a, b] = [0, 1].map(() => new GuardService(stores.db, stores.counters, systemClock, log)) as [GuardService, GuardService];
+    const [a, b] = [0, 1].map(() => new GuardService(stores.db, stores.counters, systemClock, log)) as [
+      GuardService,
+      GuardService,
+    ];
     const runIds = [(await a.startRun(ws, { user_id: 'u1' })).id, (await b.startRun(ws, { user_id: 'u2' })).id];
     // A proxied call's run starts with its step (counted in the run's own insert).
     const withFirst = await a.startRunWithStep(ws, { user_id: 'u3' }, { type: 'MODEL_CALL', model: 'm' });
@@ -83,18 +113,38 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
       const guard = i % 2 ? a : b;
       const runId = runIds[i % runIds.length]!;
       // Proxied (sequence allocated), or the client's own; every fifth a tool call with no tokens.
-      const step = i % 3 === 0
-        ? await guard.createStep(ws, runId, { type: 'MODEL_CALL', model: 'm', sequence: 1000 + i })
-        : await guard.createStep(ws, runId, i % 5 === 0 ? { type: 'TOOL_CALL', tool_name: 't' } : { type: 'MODEL_CALL', model: 'm' });
+      const step =
+        i % 3 === 0
+          ? await guard.createStep(ws, runId, { type: 'MODEL_CALL', model: 'm', sequence: 1000 + i })
+          : await guard.createStep(
+              ws,
+              runId,
+              i % 5 === 0 ? { type: 'TOOL_CALL', tool_name: 't' } : { type: 'MODEL_CALL', model: 'm' },
+            );
       if (i % 7 === 6) return; // never finished
-      const result = { status: 'COMPLETED' as const, durationMs: 3, promptTokens: i % 5 === 0 ? null : 100 + i, completionTokens: i % 5 === 0 ? null : 7 * i };
-      await (i % 4 === 0 ? guard.recordResult(ws, runId, step.id, result) : guard.finishStep(ws, runId, step.id, result));
+      const result = {
+        status: 'COMPLETED' as const,
+        durationMs: 3,
+        promptTokens: i % 5 === 0 ? null : 100 + i,
+        completionTokens: i % 5 === 0 ? null : 7 * i,
+      };
+      await (i % 4 === 0
+        ? guard.recordResult(ws, runId, step.id, result)
+        : guard.finishStep(ws, runId, step.id, result));
     });
     // A sequence taken twice: the step refused is not counted.
-    const taken = [b, a].map((guard) => guard.createStep(ws, runIds[0]!, { type: 'TOOL_CALL', tool_name: 't', sequence: 5000 })
-      .then(() => 'inserted', (error: { code?: string }) => error.code));
+    const taken = [b, a].map((guard) =>
+      guard.createStep(ws, runIds[0]!, { type: 'TOOL_CALL', tool_name: 't', sequence: 5000 }).then(
+        () => 'inserted',
+        (error: { code?: string }) => error.code,
+      ),
+    );
     // Blocked steps count; a step into the ended run is refused and not counted.
-    const direct = insertSteps(stores.db, [blockedStep(ws, runIds[1]!, 6000), blockedStep(ws, runIds[2]!, 6000), blockedStep(ws, ended, 6000)]);
+    const direct = insertSteps(stores.db, [
+      blockedStep(ws, runIds[1]!, 6000),
+      blockedStep(ws, runIds[2]!, 6000),
+      blockedStep(ws, ended, 6000),
+    ]);
     await Promise.all(calls);
     expect((await Promise.all(taken)).sort()).toEqual(['DUPLICATE_SEQUENCE', 'inserted']);
     expect(await direct).toEqual(['inserted', 'inserted', 'run_not_running']);
@@ -113,13 +163,28 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
   it('when a run is from before the totals were kept, then it is summed from its steps, and steps written later keep it so', async () => {
     const ws = await workspace();
     const guard = new GuardService(stores.db, stores.counters, systemClock, log);
-    const [before, kept] = [(await guard.startRun(ws, { user_id: 'u' })).id, (await guard.startRun(ws, { user_id: 'u' })).id];
+    const [before, kept] = [
+      (await guard.startRun(ws, { user_id: 'u' })).id,
+      (await guard.startRun(ws, { user_id: 'u' })).id,
+    ];
     const stepOf = async (runId: string, sequence: number) => {
-      const step: NewStep = { ...blockedStep(ws, runId, sequence), status: 'ALLOWED', decision: { outcome: 'ALLOW', reason: null, evaluated_rules: {} } };
+      const step: NewStep = {
+        ...blockedStep(ws, runId, sequence),
+        status: 'ALLOWED',
+        decision: { outcome: 'ALLOW', reason: null, evaluated_rules: {} },
+      };
       expect(await insertSteps(stores.db, [step])).toEqual(['inserted']);
       const now = new Date();
-      await finishSteps(stores.db, [{ workspaceId: ws, runId, stepId: step.id, now, day: now.toISOString().slice(0, 10),
-        result: { status: 'COMPLETED', durationMs: 1, promptTokens: 10 * sequence, completionTokens: sequence } }]);
+      await finishSteps(stores.db, [
+        {
+          workspaceId: ws,
+          runId,
+          stepId: step.id,
+          now,
+          day: now.toISOString().slice(0, 10),
+          result: { status: 'COMPLETED', durationMs: 1, promptTokens: 10 * sequence, completionTokens: sequence },
+        },
+      ]);
     };
     for (const runId of [before, kept]) await stepOf(runId, 1);
     // As a database upgraded to migration 6 has it: no count, and no totals row.
@@ -129,10 +194,16 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
 
     const list = await listed(ws);
     for (const runId of [before, kept]) {
-      expect(list.get(runId)).toEqual({ step_count: 2, total_tokens: 33, total_cost_usd: (await summed(runId)).total_cost_usd });
+      expect(list.get(runId)).toEqual({
+        step_count: 2,
+        total_tokens: 33,
+        total_cost_usd: (await summed(runId)).total_cost_usd,
+      });
       expect(await detailed(ws, runId)).toEqual(list.get(runId));
     }
-    const { rows } = await stores.db.query<{ step_count: number | null }>('SELECT step_count FROM runs WHERE id = $1', [before]);
+    const { rows } = await stores.db.query<{ step_count: number | null }>('SELECT step_count FROM runs WHERE id = $1', [
+      before,
+    ]);
     expect(rows[0]!.step_count).toBeNull();
 
     // Kept totals are read, not the steps: a step written behind the daemon's back is summed
@@ -167,7 +238,12 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
     const runId = rows[0]!.id;
     for (let i = 0; i < 3; i++) {
       const step = await guard.createStep(ws, runId, { type: 'MODEL_CALL', model: 'm' });
-      await guard.finishStep(ws, runId, step.id, { status: 'COMPLETED', durationMs: 1, promptTokens: 10, completionTokens: 1 });
+      await guard.finishStep(ws, runId, step.id, {
+        status: 'COMPLETED',
+        durationMs: 1,
+        promptTokens: 10,
+        completionTokens: 1,
+      });
     }
     // And steps it writes, counted by nobody.
     await stores.db.query(

@@ -31,7 +31,11 @@ const PRICES = {
   // $1.5 and $2.5 per million tokens: 1.5 and 2.5 micros a token.
   a: { input: '0.0000015', output: '0.0000025', micros: (p: number, c: number) => Math.floor((3 * p + 5 * c + 1) / 2) },
   // $3 and $10.7 per million tokens.
-  b: { input: '0.000003', output: '0.0000107', micros: (p: number, c: number) => Math.floor((30 * p + 107 * c + 5) / 10) },
+  b: {
+    input: '0.000003',
+    output: '0.0000107',
+    micros: (p: number, c: number) => Math.floor((30 * p + 107 * c + 5) / 10),
+  },
 };
 
 describe.each(BACKENDS)('step batch statements on %s', (backend) => {
@@ -56,17 +60,38 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
   };
   const startRun = async (ws: string, user = 'u') => (await guard.startRun(ws, { user_id: user })).id;
   const newStep = (ws: string, runId: string, sequence: number, inputData: unknown = null): NewStep => ({
-    id: randomUUID(), runId, workspaceId: ws, sequence, type: 'MODEL_CALL', status: 'ALLOWED', model: 'm', toolName: null,
-    inputData, decision: ALLOW, now: NOW,
+    id: randomUUID(),
+    runId,
+    workspaceId: ws,
+    sequence,
+    type: 'MODEL_CALL',
+    status: 'ALLOWED',
+    model: 'm',
+    toolName: null,
+    inputData,
+    decision: ALLOW,
+    now: NOW,
   });
-  const finish = (ws: string, runId: string, stepId: string, promptTokens: number | null, completionTokens: number | null,
-    outputData: unknown = { ok: true }): StepFinish => ({
-    workspaceId: ws, runId, stepId, now: NOW, day: DAY,
+  const finish = (
+    ws: string,
+    runId: string,
+    stepId: string,
+    promptTokens: number | null,
+    completionTokens: number | null,
+    outputData: unknown = { ok: true },
+  ): StepFinish => ({
+    workspaceId: ws,
+    runId,
+    stepId,
+    now: NOW,
+    day: DAY,
     result: { status: 'COMPLETED', durationMs: 5, promptTokens, completionTokens, outputData },
   });
   const stepsOf = async (runId: string) => {
     const { rows } = await stores.db.query<{ id: string; sequence: number; status: string; cost_usd: string | null }>(
-      'SELECT id, sequence, status, cost_usd::text AS cost_usd FROM steps WHERE run_id = $1 ORDER BY sequence', [runId]);
+      'SELECT id, sequence, status, cost_usd::text AS cost_usd FROM steps WHERE run_id = $1 ORDER BY sequence',
+      [runId],
+    );
     return rows.map((r) => ({ ...r, sequence: Number(r.sequence) }));
   };
   const spend = (ws: string, user: string) => recordedSpend(stores.db, scopeAt(NOW, ws, user));
@@ -96,7 +121,13 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     ];
     const outcomes = await insertSteps(stores.db, batch);
 
-    expect(outcomes.slice(0, 5)).toEqual(['inserted', 'run_not_running', 'duplicate_sequence', 'run_not_running', 'inserted']);
+    expect(outcomes.slice(0, 5)).toEqual([
+      'inserted',
+      'run_not_running',
+      'duplicate_sequence',
+      'run_not_running',
+      'inserted',
+    ]);
     // Two steps wanting one sequence: either may win, exactly one does.
     expect([...outcomes.slice(5)].sort()).toEqual(['duplicate_sequence', 'inserted']);
     const winner = outcomes[5] === 'inserted' ? batch[5]! : batch[6]!;
@@ -117,12 +148,23 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     let statements = 0;
     const failingAfterOne = {
       ...stores.db,
-      query: (sql: string, params?: readonly unknown[]) => (++statements === 1
-        ? stores.db.query(sql, params)
-        : Promise.reject(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }))),
+      query: (sql: string, params?: readonly unknown[]) =>
+        ++statements === 1
+          ? stores.db.query(sql, params)
+          : Promise.reject(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' })),
     } as Queryable;
-    const batch = [newStep(ws, running, 2), newStep(ws, running, 1), newStep(ws, ended, 1), newStep(ws, running.toUpperCase(), 3)];
-    expect(await insertSteps(failingAfterOne, batch)).toEqual(['inserted', 'duplicate_sequence', 'run_not_running', 'inserted']);
+    const batch = [
+      newStep(ws, running, 2),
+      newStep(ws, running, 1),
+      newStep(ws, ended, 1),
+      newStep(ws, running.toUpperCase(), 3),
+    ];
+    expect(await insertSteps(failingAfterOne, batch)).toEqual([
+      'inserted',
+      'duplicate_sequence',
+      'run_not_running',
+      'inserted',
+    ]);
     expect(statements).toBe(1);
     expect((await stepsOf(running)).map((s) => s.id)).toEqual([expect.any(String), batch[0]!.id, batch[3]!.id]);
   });
@@ -146,17 +188,30 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
 
     // [workspace, run, user, prompt tokens, completion tokens]
     const plan = [
-      [wa, runs.a1, 'u1', 1, 0], [wa, runs.a1, 'u1', 3, 1], [wa, runs.a1, 'u1', 1, 1],
-      [wa, runs.a2, 'u2', 1, 0], [wa, runs.a2, 'u2', 7, 3], [wa, runs.a2, 'u2', 0, 1],
-      [wb, runs.b1, 'u1', 1, 1], [wb, runs.b1, 'u1', 2, 3], [wb, runs.b1, 'u1', 5, 0],
+      [wa, runs.a1, 'u1', 1, 0],
+      [wa, runs.a1, 'u1', 3, 1],
+      [wa, runs.a1, 'u1', 1, 1],
+      [wa, runs.a2, 'u2', 1, 0],
+      [wa, runs.a2, 'u2', 7, 3],
+      [wa, runs.a2, 'u2', 0, 1],
+      [wb, runs.b1, 'u1', 1, 1],
+      [wb, runs.b1, 'u1', 2, 3],
+      [wb, runs.b1, 'u1', 5, 0],
     ] as const;
     const sequences = new Map<string, number>([[runs.a1, 1]]);
     const steps: { ws: string; runId: string; user: string; p: number; c: number; id: string; micros: number }[] = [];
     for (const [ws, runId, user, p, c] of plan) {
       const sequence = (sequences.get(runId) ?? 0) + 1;
       sequences.set(runId, sequence);
-      steps.push({ ws, runId, user, p, c, id: await allowedStep(ws, runId, sequence),
-        micros: PRICES[ws === wa ? 'a' : 'b'].micros(p, c) });
+      steps.push({
+        ws,
+        runId,
+        user,
+        p,
+        c,
+        id: await allowedStep(ws, runId, sequence),
+        micros: PRICES[ws === wa ? 'a' : 'b'].micros(p, c),
+      });
     }
     const unpriced = await allowedStep(wa, runs.a2, 99); // finished without token counts: costs nothing
 
@@ -170,8 +225,9 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     ]);
 
     const total = (ws: string, user?: string) =>
-      steps.filter((s) => s.ws === ws && (user === undefined || s.user === user)).reduce((sum, s) => sum + s.micros, 0)
-      + (ws === wa && user !== 'u2' ? before!.cost_micros : 0);
+      steps
+        .filter((s) => s.ws === ws && (user === undefined || s.user === user))
+        .reduce((sum, s) => sum + s.micros, 0) + (ws === wa && user !== 'u2' ? before!.cost_micros : 0);
     const expected = {
       a: { ws: total(wa), u1: total(wa, 'u1'), u2: total(wa, 'u2') },
       b: { ws: total(wb), u1: total(wb, 'u1') },
@@ -181,29 +237,59 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     expect(expected.a.ws - before!.cost_micros).not.toBe(Math.round(exactA));
 
     steps.forEach((s, i) => {
-      const totals = s.ws === wa
-        ? { workspaceDailySpendMicros: expected.a.ws, userDailySpendMicros: s.user === 'u1' ? expected.a.u1 : expected.a.u2 }
-        : { workspaceDailySpendMicros: expected.b.ws, userDailySpendMicros: expected.b.u1 };
-      expect(results[i], `step ${i}`).toEqual({ id: s.id, status: 'COMPLETED', user_id: s.user, cost_micros: s.micros, totals });
+      const totals =
+        s.ws === wa
+          ? {
+              workspaceDailySpendMicros: expected.a.ws,
+              userDailySpendMicros: s.user === 'u1' ? expected.a.u1 : expected.a.u2,
+            }
+          : { workspaceDailySpendMicros: expected.b.ws, userDailySpendMicros: expected.b.u1 };
+      expect(results[i], `step ${i}`).toEqual({
+        id: s.id,
+        status: 'COMPLETED',
+        user_id: s.user,
+        cost_micros: s.micros,
+        totals,
+      });
     });
-    expect(results[steps.length]).toEqual({ id: unpriced, status: 'COMPLETED', user_id: 'u2', cost_micros: 0, totals: null });
+    expect(results[steps.length]).toEqual({
+      id: unpriced,
+      status: 'COMPLETED',
+      user_id: 'u2',
+      cost_micros: 0,
+      totals: null,
+    });
     expect(results.slice(steps.length + 1)).toEqual([null, null, null, null]);
 
     // The records: what the day holds, and what the steps say they cost, rounded per step.
-    expect(await spend(wa, 'u1')).toEqual({ workspaceDailySpendMicros: expected.a.ws, userDailySpendMicros: expected.a.u1 });
-    expect(await spend(wa, 'u2')).toEqual({ workspaceDailySpendMicros: expected.a.ws, userDailySpendMicros: expected.a.u2 });
-    expect(await spend(wb, 'u1')).toEqual({ workspaceDailySpendMicros: expected.b.ws, userDailySpendMicros: expected.b.u1 });
+    expect(await spend(wa, 'u1')).toEqual({
+      workspaceDailySpendMicros: expected.a.ws,
+      userDailySpendMicros: expected.a.u1,
+    });
+    expect(await spend(wa, 'u2')).toEqual({
+      workspaceDailySpendMicros: expected.a.ws,
+      userDailySpendMicros: expected.a.u2,
+    });
+    expect(await spend(wb, 'u1')).toEqual({
+      workspaceDailySpendMicros: expected.b.ws,
+      userDailySpendMicros: expected.b.u1,
+    });
     const { rows } = await stores.db.query<{ workspace_id: string; micros: string }>(
       `SELECT workspace_id, sum(least(round(cost_usd * 1000000), 1000000000000000))::text AS micros
-       FROM steps WHERE workspace_id = ANY($1::uuid[]) AND cost_usd IS NOT NULL GROUP BY workspace_id`, [[wa, wb]]);
-    expect(Object.fromEntries(rows.map((r) => [r.workspace_id, Number(r.micros)]))).toEqual({ [wa]: expected.a.ws, [wb]: expected.b.ws });
+       FROM steps WHERE workspace_id = ANY($1::uuid[]) AND cost_usd IS NOT NULL GROUP BY workspace_id`,
+      [[wa, wb]],
+    );
+    expect(Object.fromEntries(rows.map((r) => [r.workspace_id, Number(r.micros)]))).toEqual({
+      [wa]: expected.a.ws,
+      [wb]: expected.b.ws,
+    });
     // The duplicate's tokens were not applied; the step of the other workspace was left alone.
     const first = (await stepsOf(runs.a1)).find((s) => s.id === steps[0]!.id)!;
     expect(first.cost_usd).not.toBeNull();
     expect(Number(first.cost_usd)).toBeCloseTo(1.5e-6, 12);
   });
 
-  it('when a batch names a step from another workspace or run first, then that mention does not take the step\'s own finish', async () => {
+  it("when a batch names a step from another workspace or run first, then that mention does not take the step's own finish", async () => {
     const [ws, other] = [await workspace(), await workspace()];
     const runId = await startRun(ws);
     const otherRun = await startRun(ws);
@@ -214,8 +300,21 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       finish(ws, runId, stepId, 100, 100),
       finish(ws, runId, stepId, 1, 1), // the owner's second mention: finished once, by the first
     ]);
-    expect(results).toEqual([null, null, { id: stepId, status: 'COMPLETED', user_id: 'u', cost_micros: PRICES.a.micros(100, 100),
-      totals: { workspaceDailySpendMicros: PRICES.a.micros(100, 100), userDailySpendMicros: PRICES.a.micros(100, 100) } }, null]);
+    expect(results).toEqual([
+      null,
+      null,
+      {
+        id: stepId,
+        status: 'COMPLETED',
+        user_id: 'u',
+        cost_micros: PRICES.a.micros(100, 100),
+        totals: {
+          workspaceDailySpendMicros: PRICES.a.micros(100, 100),
+          userDailySpendMicros: PRICES.a.micros(100, 100),
+        },
+      },
+      null,
+    ]);
     expect((await stepsOf(runId)).map((s) => s.status)).toEqual(['COMPLETED']);
   });
 
@@ -223,9 +322,14 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     const ws = await workspace();
     const runId = await startRun(ws);
     const ids = [await allowedStep(ws, runId, 1), await allowedStep(ws, runId, 2), await allowedStep(ws, runId, 3)];
-    const batch = ids.map((id, i) => finish(ws, runId, id, 100, 100, i === 1 ? { text: 'nul \u0000 here' } : { text: 'fine' }));
+    const batch = ids.map((id, i) =>
+      finish(ws, runId, id, 100, 100, i === 1 ? { text: 'nul \u0000 here' } : { text: 'fine' }),
+    );
 
-    const error = await finishSteps(stores.db, batch).then(() => null, (e: { code?: string }) => e);
+    const error = await finishSteps(stores.db, batch).then(
+      () => null,
+      (e: { code?: string }) => e,
+    );
     expect(error?.code).toMatch(/^22/); // data exception
     expect((await stepsOf(runId)).map((s) => s.status)).toEqual(['ALLOWED', 'ALLOWED', 'ALLOWED']);
     expect(await spend(ws, 'u')).toEqual({ workspaceDailySpendMicros: 0, userDailySpendMicros: 0 });
@@ -240,15 +344,25 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     const runId = await startRun(ws);
     const cut = { ...newStep(ws, runId, 1), model: 'gpt-\u{1F600}'.slice(0, 5), toolName: '\uDE00tool' };
     expect(await insertSteps(stores.db, [cut, newStep(ws, runId, 2)])).toEqual(['inserted', 'inserted']);
-    const { rows } = await stores.db.query<{ model: string; tool_name: string }>('SELECT model, tool_name FROM steps WHERE id = $1', [cut.id]);
+    const { rows } = await stores.db.query<{ model: string; tool_name: string }>(
+      'SELECT model, tool_name FROM steps WHERE id = $1',
+      [cut.id],
+    );
     expect(rows[0]).toEqual({ model: 'gpt-\uFFFD', tool_name: '\uFFFDtool' });
   });
 
   it('when one new step in a batch carries input the database refuses, then the whole statement fails and no step is written', async () => {
     const ws = await workspace();
     const runId = await startRun(ws);
-    const batch = [newStep(ws, runId, 1, { q: 'ok' }), newStep(ws, runId, 2, { q: 'nul \u0000' }), newStep(ws, runId, 3)];
-    const error = await insertSteps(stores.db, batch).then(() => null, (e: { code?: string }) => e);
+    const batch = [
+      newStep(ws, runId, 1, { q: 'ok' }),
+      newStep(ws, runId, 2, { q: 'nul \u0000' }),
+      newStep(ws, runId, 3),
+    ];
+    const error = await insertSteps(stores.db, batch).then(
+      () => null,
+      (e: { code?: string }) => e,
+    );
     expect(error?.code).toMatch(/^22/);
     expect(await stepsOf(runId)).toEqual([]);
   });
@@ -260,9 +374,14 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
   const readsOf = async (table: string, planMode: string, statement: (tx: Queryable) => Promise<unknown>) =>
     stores.db.transaction(async (tx) => {
       // The transaction's own counts (the embedded database's include its earlier statements).
-      const counts = async () => (await tx.query<{ seq: string; idx: string; fetched: string }>(
-        `SELECT seq_scan AS seq, idx_scan AS idx, coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) AS fetched
-         FROM pg_stat_xact_user_tables WHERE relname = $1`, [table])).rows[0]!;
+      const counts = async () =>
+        (
+          await tx.query<{ seq: string; idx: string; fetched: string }>(
+            `SELECT seq_scan AS seq, idx_scan AS idx, coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) AS fetched
+         FROM pg_stat_xact_user_tables WHERE relname = $1`,
+            [table],
+          )
+        ).rows[0]!;
       await tx.query(`SET LOCAL plan_cache_mode = ${planMode}`);
       const before = await counts();
       await statement(tx);
@@ -291,7 +410,9 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       await stores.db.query('ANALYZE steps');
       const stepId = await allowedStep(ws, runId, 1);
       const reads = await readsOf('steps', planMode, async (tx) => {
-        expect(await finishSteps(tx, [finish(ws, runId, stepId, 10, 5)])).toMatchObject([{ id: stepId, status: 'COMPLETED' }]);
+        expect(await finishSteps(tx, [finish(ws, runId, stepId, 10, 5)])).toMatchObject([
+          { id: stepId, status: 'COMPLETED' },
+        ]);
       });
       expect(reads.seqScans).toBe(0);
       expect(reads.indexScans).toBeGreaterThan(0);
@@ -330,7 +451,7 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       const batches = { inserts: [] as string[][], finishes: [] as string[][] };
       const db: Db = {
         ...stores.db,
-        query: <R,>(sql: string, params?: readonly unknown[]) => {
+        query: <R>(sql: string, params?: readonly unknown[]) => {
           // Each batch statement takes its rows as one JSON document.
           const rows = () => JSON.parse(params![0] as string) as { id?: string; step_id?: string }[];
           if (sql.includes('INSERT INTO steps')) batches.inserts.push(rows().map((r) => r.id!));
@@ -340,10 +461,18 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       };
       return { batches, guard: new GuardService(db, stores.counters, clock, createLogger('silent')) };
     };
-    const result = (p: number, c: number, outputData: unknown = { ok: true }) =>
-      ({ status: 'COMPLETED' as const, durationMs: 3, promptTokens: p, completionTokens: c, outputData });
+    const result = (p: number, c: number, outputData: unknown = { ok: true }) => ({
+      status: 'COMPLETED' as const,
+      durationMs: 3,
+      promptTokens: p,
+      completionTokens: c,
+      outputData,
+    });
     const outcome = (p: Promise<{ id: string }>) =>
-      p.then((a) => a.id, (e: { code?: string }) => ({ code: e.code }));
+      p.then(
+        (a) => a.id,
+        (e: { code?: string }) => ({ code: e.code }),
+      );
 
     it('when ten results are finished at once and one carries output the database refuses, then only that one fails', async () => {
       const { guard: watchedGuard, batches } = watched();
@@ -353,8 +482,18 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       for (let i = 1; i <= 10; i++) ids.push(await allowedStep(ws, runId, i));
       const bad = 4;
 
-      const outcomes = await Promise.all(ids.map((id, i) => outcome(watchedGuard.finishStep(ws, runId, id,
-        result(100 + i, i, i === bad ? { text: 'nul \u0000 here' } : { text: 'fine' })))));
+      const outcomes = await Promise.all(
+        ids.map((id, i) =>
+          outcome(
+            watchedGuard.finishStep(
+              ws,
+              runId,
+              id,
+              result(100 + i, i, i === bad ? { text: 'nul \u0000 here' } : { text: 'fine' }),
+            ),
+          ),
+        ),
+      );
 
       expect(outcomes[bad]).toEqual({ code: expect.stringMatching(/^22/) });
       expect(outcomes.filter((_, i) => i !== bad)).toEqual(ids.filter((_, i) => i !== bad));
@@ -374,8 +513,17 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       const runId = await startRun(ws);
       const bad = 6;
 
-      const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => outcome(watchedGuard.createStep(ws, runId,
-        { type: 'MODEL_CALL', model: 'm', input_data: i === bad ? { q: 'nul \u0000' } : { q: `ok ${i}` } }))));
+      const outcomes = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          outcome(
+            watchedGuard.createStep(ws, runId, {
+              type: 'MODEL_CALL',
+              model: 'm',
+              input_data: i === bad ? { q: 'nul \u0000' } : { q: `ok ${i}` },
+            }),
+          ),
+        ),
+      );
 
       expect(outcomes[bad]).toEqual({ code: expect.stringMatching(/^22/) });
       const good = outcomes.filter((_, i) => i !== bad) as string[];
@@ -386,7 +534,7 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       expect(new Set(written.map((s) => s.sequence)).size).toBe(9);
     });
 
-    it('when proxied results are recorded, then each is written with its cost, the copy holds the day\'s total, and a repeated or unknown step answers as finishStep does', async () => {
+    it("when proxied results are recorded, then each is written with its cost, the copy holds the day's total, and a repeated or unknown step answers as finishStep does", async () => {
       const ws = await workspace();
       const runId = await startRun(ws, 'proxied');
       const scope = scopeAt(NOW, ws, 'proxied');
@@ -403,8 +551,12 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       const both = { workspaceDailySpendMicros: expected, userDailySpendMicros: expected };
       expect(await spend(ws, 'proxied')).toEqual(both);
       expect(await stores.counters.readSpend(scope)).toEqual(both);
-      await expect(guard.recordResult(ws, runId, ids[0]!, result(1, 1))).rejects.toMatchObject({ code: 'STEP_ALREADY_FINISHED' });
-      await expect(guard.recordResult(ws, runId, randomUUID(), result(1, 1))).rejects.toMatchObject({ code: 'STEP_NOT_FOUND' });
+      await expect(guard.recordResult(ws, runId, ids[0]!, result(1, 1))).rejects.toMatchObject({
+        code: 'STEP_ALREADY_FINISHED',
+      });
+      await expect(guard.recordResult(ws, runId, randomUUID(), result(1, 1))).rejects.toMatchObject({
+        code: 'STEP_NOT_FOUND',
+      });
     });
 
     it('when the service settles, then results still waiting for company are written first', async () => {
@@ -429,12 +581,14 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
       expect(await stores.counters.readSpend(scope)).toEqual({ workspaceDailySpendMicros: 0, userDailySpendMicros: 0 });
       const tokens = (i: number) => [101 + 2 * i, i % 3 === 0 ? 0 : 7 * i + 1] as const;
 
-      const pairs = await Promise.all(Array.from({ length: 40 }, async (_, i) => {
-        const step = await watchedGuard.createStep(ws, runId, { type: 'MODEL_CALL', model: 'm' });
-        const [p, c] = tokens(i);
-        const finished = await watchedGuard.finishStep(ws, runId, step.id, result(p, c));
-        return { ...step, finished: finished.status, micros: PRICES.a.micros(p, c) };
-      }));
+      const pairs = await Promise.all(
+        Array.from({ length: 40 }, async (_, i) => {
+          const step = await watchedGuard.createStep(ws, runId, { type: 'MODEL_CALL', model: 'm' });
+          const [p, c] = tokens(i);
+          const finished = await watchedGuard.finishStep(ws, runId, step.id, result(p, c));
+          return { ...step, finished: finished.status, micros: PRICES.a.micros(p, c) };
+        }),
+      );
 
       expect(pairs.every((s) => s.finished === 'COMPLETED')).toBe(true);
       expect(new Set(pairs.map((s) => s.sequence)).size).toBe(40);

@@ -102,7 +102,7 @@ export async function controlsTabCannotReach(page: Page): Promise<string[]> {
   const missed = await page.evaluate(
     (seen) =>
       [...document.querySelectorAll<HTMLElement>('[data-kb]')]
-        .filter((el) => !seen.includes(el.getAttribute('data-kb')!))
+        .filter((el) => !seen.includes(el.getAttribute('data-kb')))
         .map(
           (el) =>
             `${el.tagName.toLowerCase()} "${(el.textContent ?? el.getAttribute('aria-label') ?? '').trim().slice(0, 40)}"`,

@@ -87,15 +87,18 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
     if (child) throw new Error('The daemon is already running.');
     output = '';
     const args = [BIN, 'start', '--port', String(port), '--host', '127.0.0.1'];
-    const proc = options.openFileLimit === undefined
-      ? spawn(process.execPath, args, { cwd: PACKAGE_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
-      // `exec`: the shell's process becomes the daemon, so its pid and signals are the daemon's.
-      : spawn('/bin/sh', ['-c', `ulimit -n ${options.openFileLimit} && exec "$0" "$@"`, process.execPath, ...args], {
-        cwd: PACKAGE_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'],
-      });
+    const proc =
+      options.openFileLimit === undefined
+        ? spawn(process.execPath, args, { cwd: PACKAGE_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+        : // `exec`: the shell's process becomes the daemon, so its pid and signals are the daemon's.
+          spawn('/bin/sh', ['-c', `ulimit -n ${options.openFileLimit} && exec "$0" "$@"`, process.execPath, ...args], {
+            cwd: PACKAGE_ROOT,
+            env,
+            stdio: ['ignore', 'pipe', 'pipe'],
+          });
     child = proc;
-    proc.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    proc.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    proc.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    proc.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     proc.once('exit', () => {
       if (child === proc) child = null;
     });

@@ -74,16 +74,22 @@ export async function spawnDaemon(options: DaemonOptions = {}): Promise<SpawnedD
     ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
     ...options.env,
   };
-  const child = spawn(process.execPath, [BIN, 'start', '--port', String(port), '--host', '127.0.0.1', ...(options.args ?? [])], {
-    cwd: dataDir,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [BIN, 'start', '--port', String(port), '--host', '127.0.0.1', ...(options.args ?? [])],
+    {
+      cwd: dataDir,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   let err = '';
-  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  const exited = new Promise<number | string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),
+  );
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + (options.startTimeoutMs ?? 20_000);
   let ended: number | string | null = null;
@@ -102,9 +108,17 @@ export async function spawnDaemon(options: DaemonOptions = {}): Promise<SpawnedD
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  const apiKey = await readFile(join(dataDir, 'api-key'), 'utf8').then((k) => k.trim(), () => null);
+  const apiKey = await readFile(join(dataDir, 'api-key'), 'utf8').then(
+    (k) => k.trim(),
+    () => null,
+  );
   return {
-    url, port, dataDir, apiKey, process: child, exited,
+    url,
+    port,
+    dataDir,
+    apiKey,
+    process: child,
+    exited,
     stdout: () => out,
     stderr: () => err,
     async stop(signal = 'SIGTERM') {
@@ -121,12 +135,21 @@ export interface CliResult {
 }
 
 /** Runs `runguard <args>` to completion. */
-export async function runCli(args: string[], env: Record<string, string> = {}, options: { cwd?: string } = {}): Promise<CliResult> {
+export async function runCli(
+  args: string[],
+  env: Record<string, string> = {},
+  options: { cwd?: string } = {},
+): Promise<CliResult> {
   assertBuilt();
   const child = spawn(process.execPath, [BIN, ...args], {
     cwd: options.cwd ?? tmpdir(),
     // No user-level record unless the test gives one: the real home's must not decide a test.
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), XDG_CONFIG_HOME: join(tmpdir(), 'rg-no-user-config'), ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? tmpdir(),
+      XDG_CONFIG_HOME: join(tmpdir(), 'rg-no-user-config'),
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

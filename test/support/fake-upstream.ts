@@ -82,7 +82,10 @@ export function completionTokensFor(reply: string): number {
 
 type Json = Record<string, unknown>;
 type Provider = 'openai' | 'anthropic';
-interface SseMessage { event?: string; data: unknown }
+interface SseMessage {
+  event?: string;
+  data: unknown;
+}
 
 interface Call {
   body: Json;
@@ -187,17 +190,24 @@ function chatCompletion(call: Call): Json | SseMessage[] {
       rejected_prediction_tokens: 0,
     },
   };
-  const head = { id: `chatcmpl-fake${call.id}`, created: call.created, model: call.model, system_fingerprint: 'fp_fake' };
+  const head = {
+    id: `chatcmpl-fake${call.id}`,
+    created: call.created,
+    model: call.model,
+    system_fingerprint: 'fp_fake',
+  };
   if (call.body.stream !== true) {
     return {
       ...head,
       object: 'chat.completion',
-      choices: [{
-        index: 0,
-        message: { role: 'assistant', content: call.reply, refusal: null, annotations: [] },
-        logprobs: null,
-        finish_reason: 'stop',
-      }],
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: call.reply, refusal: null, annotations: [] },
+          logprobs: null,
+          finish_reason: 'stop',
+        },
+      ],
       usage,
       service_tier: 'default',
     };
@@ -307,7 +317,13 @@ function message(call: Call): Json | SseMessage[] {
   };
   const head = { id: `msg_fake${call.id}`, type: 'message', role: 'assistant', model: call.model };
   if (call.body.stream !== true) {
-    return { ...head, content: [{ type: 'text', text: call.reply }], stop_reason: 'end_turn', stop_sequence: null, usage };
+    return {
+      ...head,
+      content: [{ type: 'text', text: call.reply }],
+      stop_reason: 'end_turn',
+      stop_sequence: null,
+      usage,
+    };
   }
   const events: Json[] = [
     {
@@ -316,12 +332,19 @@ function message(call: Call): Json | SseMessage[] {
     },
     { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
     { type: 'ping' },
-    ...words(call.reply).map((text) => ({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } })),
+    ...words(call.reply).map((text) => ({
+      type: 'content_block_delta',
+      index: 0,
+      delta: { type: 'text_delta', text },
+    })),
     { type: 'content_block_stop', index: 0 },
     {
       type: 'message_delta',
       delta: { stop_reason: 'end_turn', stop_sequence: null },
-      usage: { output_tokens: call.completion, ...(call.reasoning > 0 ? { output_tokens_details: { thinking_tokens: call.reasoning } } : {}) },
+      usage: {
+        output_tokens: call.completion,
+        ...(call.reasoning > 0 ? { output_tokens_details: { thinking_tokens: call.reasoning } } : {}),
+      },
     },
     { type: 'message_stop' },
   ];
@@ -333,11 +356,15 @@ function message(call: Call): Json | SseMessage[] {
 function errorBody(provider: Provider, status: number, message: string, requestId: string): Json {
   if (provider === 'anthropic') {
     const type =
-      status === 429 ? 'rate_limit_error'
-      : status === 529 ? 'overloaded_error'
-      : status >= 500 ? 'api_error'
-      : status === 404 ? 'not_found_error'
-      : 'invalid_request_error';
+      status === 429
+        ? 'rate_limit_error'
+        : status === 529
+          ? 'overloaded_error'
+          : status >= 500
+            ? 'api_error'
+            : status === 404
+              ? 'not_found_error'
+              : 'invalid_request_error';
     return { type: 'error', error: { type, message }, request_id: requestId };
   }
   const type = status >= 500 ? 'server_error' : 'invalid_request_error';

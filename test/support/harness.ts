@@ -69,7 +69,11 @@ export async function openTestStores(backend: Backend, options: { redisDb?: numb
     cleanups.unshift(() => counters.close());
   }
   return {
-    db, counters, backend, databaseUrl, redisKeyPrefix,
+    db,
+    counters,
+    backend,
+    databaseUrl,
+    redisKeyPrefix,
     async close() {
       for (const cleanup of cleanups) await cleanup();
     },
@@ -83,7 +87,12 @@ export interface Response<T = any> {
 }
 
 export interface Caller {
-  request<T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Response<T>>;
+  request<T = any>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<Response<T>>;
 }
 
 export function caller(baseUrl: string, apiKey: string | null): Caller {
@@ -158,11 +167,14 @@ export async function startTestApi(
   const firstKey = await createApiKey(stores.db, firstWorkspace.id);
   const p = options.proxy;
   const providers = p
-    ? createProviderRegistry([
-      { name: 'openai', type: 'openai', upstream: p.upstream },
-      { name: 'anthropic', type: 'anthropic', upstream: p.upstream },
-      ...(p.providers ?? []),
-    ], { headersTimeoutMs: p.headersTimeoutMs ?? 10_000, connectTimeoutMs: 2_000 })
+    ? createProviderRegistry(
+        [
+          { name: 'openai', type: 'openai', upstream: p.upstream },
+          { name: 'anthropic', type: 'anthropic', upstream: p.upstream },
+          ...(p.providers ?? []),
+        ],
+        { headersTimeoutMs: p.headersTimeoutMs ?? 10_000, connectTimeoutMs: 2_000 },
+      )
     : null;
   const app = await buildApp({
     db: stores.db,
@@ -181,15 +193,15 @@ export async function startTestApi(
     ...(options.http ? { http: options.http } : {}),
     ...(p && providers
       ? {
-        proxy: {
-          providers,
-          defaultApiKey: p.workspaceKeyAsDefault ? firstKey.apiKey : null,
-          defaultUserId: p.defaultUserId ?? null,
-          bodyLimitBytes: p.bodyLimitBytes ?? 1024 * 1024,
-          ...(p.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: p.bodyBudgetBytes } : {}),
-          ...(p.audit ? { audit: p.audit } : {}),
-        },
-      }
+          proxy: {
+            providers,
+            defaultApiKey: p.workspaceKeyAsDefault ? firstKey.apiKey : null,
+            defaultUserId: p.defaultUserId ?? null,
+            bodyLimitBytes: p.bodyLimitBytes ?? 1024 * 1024,
+            ...(p.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: p.bodyBudgetBytes } : {}),
+            ...(p.audit ? { audit: p.audit } : {}),
+          },
+        }
       : {}),
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });

@@ -5,7 +5,13 @@
  * relay reads the whole answer, and then destroys the client's socket instead of relaying it. When
  * the daemon cannot be reached, the client's socket is destroyed too, as a dead daemon would.
  */
-import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
 export interface RelayedRequest {
@@ -61,7 +67,11 @@ export async function startHttpRelay(target: string): Promise<HttpRelay> {
     const method = req.method ?? 'GET';
     const path = req.url ?? '/';
     const record: RelayedRequest = {
-      method, path, idempotencyKey: header(req.headers, 'idempotency-key'), outcome: 'relayed', status: undefined,
+      method,
+      path,
+      idempotencyKey: header(req.headers, 'idempotency-key'),
+      outcome: 'relayed',
+      status: undefined,
     };
     requests.push(record);
     const body = await readAll(req);
@@ -94,9 +104,15 @@ export async function startHttpRelay(target: string): Promise<HttpRelay> {
     headers['content-length'] = String(body.length);
     return new Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
       // A fresh connection per request (agent: false): a restarted daemon is reached at once.
-      const out = httpRequest({ host: upstream.hostname, port: upstream.port, method, path, headers, agent: false }, (answer) => {
-        readAll(answer).then((data) => resolve({ status: answer.statusCode ?? 502, headers: answer.headers, body: data }), reject);
-      });
+      const out = httpRequest(
+        { host: upstream.hostname, port: upstream.port, method, path, headers, agent: false },
+        (answer) => {
+          readAll(answer).then(
+            (data) => resolve({ status: answer.statusCode ?? 502, headers: answer.headers, body: data }),
+            reject,
+          );
+        },
+      );
       out.on('error', reject);
       out.end(body);
     });

@@ -25,13 +25,21 @@ let pgBinDir: Promise<string | null> | null = null;
 async function pgBinary(name: 'initdb' | 'pg_ctl'): Promise<string> {
   pgBinDir ??= process.env.TEST_PG_BINDIR
     ? Promise.resolve(process.env.TEST_PG_BINDIR)
-    : run('pg_config', ['--bindir']).then(({ stdout }) => stdout.trim() || null, () => null);
+    : run('pg_config', ['--bindir']).then(
+        ({ stdout }) => stdout.trim() || null,
+        () => null,
+      );
   const dir = await pgBinDir;
   return dir ? join(dir, name) : name;
 }
 
 /** Waits until something accepts TCP connections on the port. */
-async function waitForPort(port: number, timeoutMs: number, what: string, alive: () => boolean = () => true): Promise<void> {
+async function waitForPort(
+  port: number,
+  timeoutMs: number,
+  what: string,
+  alive: () => boolean = () => true,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const up = await new Promise<boolean>((resolve) => {
@@ -69,9 +77,11 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
 
   async function start(): Promise<void> {
     if (child) throw new Error('Redis is already running.');
-    const proc = spawn(redisServer(), [
-      '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir,
-    ], { stdio: 'ignore' });
+    const proc = spawn(
+      redisServer(),
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+      { stdio: 'ignore' },
+    );
     child = proc;
     const gone = () => {
       if (child === proc) child = null;

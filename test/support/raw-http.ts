@@ -37,7 +37,10 @@ export async function rawConnection(baseUrl: string, text?: string | Buffer): Pr
 
 /** The head of a request: request line and headers, then the blank line. */
 export function requestHead(method: string, path: string, headers: Record<string, string | number>): string {
-  const lines = [`${method} ${path} HTTP/1.1`, ...Object.entries({ host: '127.0.0.1', ...headers }).map(([k, v]) => `${k}: ${v}`)];
+  const lines = [
+    `${method} ${path} HTTP/1.1`,
+    ...Object.entries({ host: '127.0.0.1', ...headers }).map(([k, v]) => `${k}: ${v}`),
+  ];
   return `${lines.join('\r\n')}\r\n\r\n`;
 }
 

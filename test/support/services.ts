@@ -20,7 +20,9 @@ async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   try {
     await client.connect();
   } catch (error) {
-    throw new Error(`The tests need PostgreSQL at ${ADMIN_DATABASE_URL} (set TEST_DATABASE_URL): ${(error as Error).message}`);
+    throw new Error(
+      `The tests need PostgreSQL at ${ADMIN_DATABASE_URL} (set TEST_DATABASE_URL): ${(error as Error).message}`,
+    );
   }
   try {
     return await fn(client);
@@ -32,7 +34,9 @@ async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
 /** A fresh database; `encoding` other than the server's default (LATIN1, say) comes with the C locale. */
 export async function createTestDatabase(options: { encoding?: string } = {}): Promise<TestDatabase> {
   const name = `rg_test_${randomBytes(6).toString('hex')}`;
-  const encoding = options.encoding ? ` ENCODING '${options.encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0` : '';
+  const encoding = options.encoding
+    ? ` ENCODING '${options.encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`
+    : '';
   await admin((c) => c.query(`CREATE DATABASE ${name}${encoding}`));
   const url = new URL(ADMIN_DATABASE_URL);
   url.pathname = `/${name}`;

@@ -13,62 +13,93 @@ import { errorResponses, NoBody, Nullable, pathUuid, Uuid, UuidParam } from '../
 const Timestamp = Type.String({ format: 'date-time' });
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
-export const apiKeyRoutes: FastifyPluginAsync<{ db: Db; clock: Clock; keys: ApiKeyVerifier; localKey?: LocalKeyFile }> = async (
-  base,
-  { db, clock, keys, localKey },
-) => {
+export const apiKeyRoutes: FastifyPluginAsync<{
+  db: Db;
+  clock: Clock;
+  keys: ApiKeyVerifier;
+  localKey?: LocalKeyFile;
+}> = async (base, { db, clock, keys, localKey }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
-  app.get('/v1/api-keys', {
-    config: { auth: 'any' },
-    schema: {
-      tags: ['api-keys'],
-      summary: "The workspace's API keys (never a secret or hash)",
-      response: {
-        200: Type.Array(Type.Object({
-          id: Uuid, prefix: Type.String(), name: Nullable(Type.String()), created_at: Timestamp,
-          last_used_at: Nullable(Timestamp), revoked_at: Nullable(Timestamp),
-        })),
-        ...errorResponses(401),
+  app.get(
+    '/v1/api-keys',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['api-keys'],
+        summary: "The workspace's API keys (never a secret or hash)",
+        response: {
+          200: Type.Array(
+            Type.Object({
+              id: Uuid,
+              prefix: Type.String(),
+              name: Nullable(Type.String()),
+              created_at: Timestamp,
+              last_used_at: Nullable(Timestamp),
+              revoked_at: Nullable(Timestamp),
+            }),
+          ),
+          ...errorResponses(401),
+        },
       },
     },
-  }, async (request) =>
-    (await listApiKeys(db, request.principal.workspaceId)).map((k) => ({
-      id: k.id, prefix: k.prefix, name: k.name, created_at: iso(k.created_at)!, last_used_at: iso(k.last_used_at),
-      revoked_at: iso(k.revoked_at),
-    })));
+    async (request) =>
+      (await listApiKeys(db, request.principal.workspaceId)).map((k) => ({
+        id: k.id,
+        prefix: k.prefix,
+        name: k.name,
+        created_at: iso(k.created_at)!,
+        last_used_at: iso(k.last_used_at),
+        revoked_at: iso(k.revoked_at),
+      })),
+  );
 
-  app.post('/v1/api-keys/regenerate', {
-    config: { auth: 'any' },
-    schema: {
-      tags: ['api-keys'],
-      summary: 'Issue a new key (shown once) and revoke every earlier key of the workspace',
-      body: NoBody,
-      response: { 201: Type.Object({ id: Uuid, prefix: Type.String(), api_key: Type.String() }), ...errorResponses(401, 422) },
+  app.post(
+    '/v1/api-keys/regenerate',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['api-keys'],
+        summary: 'Issue a new key (shown once) and revoke every earlier key of the workspace',
+        body: NoBody,
+        response: {
+          201: Type.Object({ id: Uuid, prefix: Type.String(), api_key: Type.String() }),
+          ...errorResponses(401, 422),
+        },
+      },
     },
-  }, async (request, reply) => {
-    const key = await db.transaction((tx) => regenerateApiKey(tx, request.principal.workspaceId, clock.now()));
-    keys.forget();
-    // The keys are regenerated, and this answer is the only place the new one is shown: a key file
-    // that cannot be written is logged, never a reason to lose it.
-    await localKey?.regenerated(key.revokedPrefixes, key.apiKey).then(
-      (saved) => saved && request.log.info({ file: localKey.path }, 'the local key file holds the regenerated key'),
-      (error: unknown) => request.log.error({ err: error, file: localKey.path }, 'the local key file could not take the regenerated key'),
-    );
-    return reply.status(201).send({ id: key.id, prefix: key.prefix, api_key: key.apiKey });
-  });
+    async (request, reply) => {
+      const key = await db.transaction((tx) => regenerateApiKey(tx, request.principal.workspaceId, clock.now()));
+      keys.forget();
+      // The keys are regenerated, and this answer is the only place the new one is shown: a key file
+      // that cannot be written is logged, never a reason to lose it.
+      await localKey?.regenerated(key.revokedPrefixes, key.apiKey).then(
+        (saved) => saved && request.log.info({ file: localKey.path }, 'the local key file holds the regenerated key'),
+        (error: unknown) =>
+          request.log.error(
+            { err: error, file: localKey.path },
+            'the local key file could not take the regenerated key',
+          ),
+      );
+      return reply.status(201).send({ id: key.id, prefix: key.prefix, api_key: key.apiKey });
+    },
+  );
 
-  app.delete('/v1/api-keys/:id', {
-    config: { auth: 'any' },
-    schema: {
-      tags: ['api-keys'],
-      summary: "Revoke one key (never the workspace's last active one: 409 LAST_ACTIVE_KEY)",
-      params: Type.Object({ id: UuidParam }),
-      response: { 204: Type.Null(), ...errorResponses(401, 404, 409) },
+  app.delete(
+    '/v1/api-keys/:id',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['api-keys'],
+        summary: "Revoke one key (never the workspace's last active one: 409 LAST_ACTIVE_KEY)",
+        params: Type.Object({ id: UuidParam }),
+        response: { 204: Type.Null(), ...errorResponses(401, 404, 409) },
+      },
     },
-  }, async (request, reply) => {
-    await revokeKey(db, request.principal.workspaceId, pathUuid(request.params.id), clock.now());
-    keys.forget(); // the verifier's cache must not go on accepting the revoked key
-    return reply.status(204).send(null);
-  });
+    async (request, reply) => {
+      await revokeKey(db, request.principal.workspaceId, pathUuid(request.params.id), clock.now());
+      keys.forget(); // the verifier's cache must not go on accepting the revoked key
+      return reply.status(204).send(null);
+    },
+  );
 };

@@ -35,16 +35,29 @@ export const healthRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; 
   app,
   { db, counters, version },
 ) => {
-  app.get('/health', {
-    schema: { tags: ['health'], summary: 'Liveness and dependencies', response: { 200: Health, 503: Health } },
-  }, async (_request, reply) => {
-    const [database, counterStore] = await Promise.all([check(() => db.query('SELECT 1')), check(() => counters.health())]);
-    const checks = { database, counters: counterStore };
-    const down = Object.entries(checks).filter(([, v]) => v !== 'ok').map(([k]) => k);
-    if (down.length === 0) return { status: 'ok', version, checks, counter_store: counters.kind };
-    return reply.status(503).send({
-      status: 'unavailable', version, checks, counter_store: counters.kind,
-      detail: `Unavailable: ${down.join(', ')}.`, code: 'SERVICE_UNAVAILABLE',
-    });
-  });
+  app.get(
+    '/health',
+    {
+      schema: { tags: ['health'], summary: 'Liveness and dependencies', response: { 200: Health, 503: Health } },
+    },
+    async (_request, reply) => {
+      const [database, counterStore] = await Promise.all([
+        check(() => db.query('SELECT 1')),
+        check(() => counters.health()),
+      ]);
+      const checks = { database, counters: counterStore };
+      const down = Object.entries(checks)
+        .filter(([, v]) => v !== 'ok')
+        .map(([k]) => k);
+      if (down.length === 0) return { status: 'ok', version, checks, counter_store: counters.kind };
+      return reply.status(503).send({
+        status: 'unavailable',
+        version,
+        checks,
+        counter_store: counters.kind,
+        detail: `Unavailable: ${down.join(', ')}.`,
+        code: 'SERVICE_UNAVAILABLE',
+      });
+    },
+  );
 };

@@ -10,8 +10,21 @@ import { fingerprint, type IdempotencyClaim } from '../../store/idempotency.js';
 import { getRunDetailJson, listRuns } from '../../store/runs.js';
 import type { Clock } from '../../clock.js';
 import {
-  RunCreateBody, RunCreated, RunDetail, RunEndBody, RunEnded, RunListQuery, RunPage, RunParams, StepCreateBody,
-  StepCreated, StepParams, StepUpdateBody, StepUpdated, errorResponses, pathUuid,
+  RunCreateBody,
+  RunCreated,
+  RunDetail,
+  RunEndBody,
+  RunEnded,
+  RunListQuery,
+  RunPage,
+  RunParams,
+  StepCreateBody,
+  StepCreated,
+  StepParams,
+  StepUpdateBody,
+  StepUpdated,
+  errorResponses,
+  pathUuid,
 } from '../../contract/index.js';
 
 /**
@@ -46,129 +59,178 @@ async function* cutsLogged<T>(pieces: AsyncIterable<T>, request: FastifyRequest)
   }
 }
 
-export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock: Clock }> = async (base, { guard, db, clock }) => {
+export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock: Clock }> = async (
+  base,
+  { guard, db, clock },
+) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
-  app.post('/v1/runs', {
-    config: { auth: 'key' },
-    schema: {
-      tags: ['runs'],
-      summary: 'Start a run (evaluates all six rules; a denial is a 201 with status BLOCKED)',
-      body: RunCreateBody,
-      response: {
-        201: RunCreated,
-        ...errorResponses(400, 401, 413, 422),
+  app.post(
+    '/v1/runs',
+    {
+      config: { auth: 'key' },
+      schema: {
+        tags: ['runs'],
+        summary: 'Start a run (evaluates all six rules; a denial is a 201 with status BLOCKED)',
+        body: RunCreateBody,
+        response: {
+          201: RunCreated,
+          ...errorResponses(400, 401, 413, 422),
+        },
       },
     },
-  }, async (request, reply) => {
-    const started = await guard.startRun(request.principal.workspaceId, request.body, idempotencyClaim(request, 201));
-    return reply.status(201).send(started);
-  });
+    async (request, reply) => {
+      const started = await guard.startRun(request.principal.workspaceId, request.body, idempotencyClaim(request, 201));
+      return reply.status(201).send(started);
+    },
+  );
 
-  app.post('/v1/runs/:run_id/end', {
-    config: { auth: 'key' },
-    schema: {
-      tags: ['runs'],
-      summary: 'End a RUNNING run',
-      params: RunParams,
-      body: RunEndBody,
-      response: {
-        200: RunEnded,
-        ...errorResponses(400, 401, 404, 409, 422),
+  app.post(
+    '/v1/runs/:run_id/end',
+    {
+      config: { auth: 'key' },
+      schema: {
+        tags: ['runs'],
+        summary: 'End a RUNNING run',
+        params: RunParams,
+        body: RunEndBody,
+        response: {
+          200: RunEnded,
+          ...errorResponses(400, 401, 404, 409, 422),
+        },
       },
     },
-  }, async (request) => {
-    return guard.endRun(request.principal.workspaceId, pathUuid(request.params.run_id), request.body.status,
-      idempotencyClaim(request, 200));
-  });
+    async (request) => {
+      return guard.endRun(
+        request.principal.workspaceId,
+        pathUuid(request.params.run_id),
+        request.body.status,
+        idempotencyClaim(request, 200),
+      );
+    },
+  );
 
-  app.post('/v1/runs/:run_id/steps', {
-    config: { auth: 'key' },
-    schema: {
-      tags: ['runs'],
-      summary: 'Create a step (evaluates rules 1 to 4; a denial is a 201 with status BLOCKED)',
-      params: RunParams,
-      body: StepCreateBody,
-      response: {
-        201: StepCreated,
-        ...errorResponses(400, 401, 404, 409, 413, 422),
+  app.post(
+    '/v1/runs/:run_id/steps',
+    {
+      config: { auth: 'key' },
+      schema: {
+        tags: ['runs'],
+        summary: 'Create a step (evaluates rules 1 to 4; a denial is a 201 with status BLOCKED)',
+        params: RunParams,
+        body: StepCreateBody,
+        response: {
+          201: StepCreated,
+          ...errorResponses(400, 401, 404, 409, 413, 422),
+        },
       },
     },
-  }, async (request, reply) => {
-    const created = await guard.createStep(request.principal.workspaceId, pathUuid(request.params.run_id), request.body,
-      idempotencyClaim(request, 201));
-    return reply.status(201).send(created);
-  });
+    async (request, reply) => {
+      const created = await guard.createStep(
+        request.principal.workspaceId,
+        pathUuid(request.params.run_id),
+        request.body,
+        idempotencyClaim(request, 201),
+      );
+      return reply.status(201).send(created);
+    },
+  );
 
-  app.patch('/v1/runs/:run_id/steps/:step_id', {
-    config: { auth: 'key' },
-    schema: {
-      tags: ['runs'],
-      summary: "Report a step's result; token counts price it",
-      params: StepParams,
-      body: StepUpdateBody,
-      response: {
-        200: StepUpdated,
-        ...errorResponses(400, 401, 404, 409, 422),
+  app.patch(
+    '/v1/runs/:run_id/steps/:step_id',
+    {
+      config: { auth: 'key' },
+      schema: {
+        tags: ['runs'],
+        summary: "Report a step's result; token counts price it",
+        params: StepParams,
+        body: StepUpdateBody,
+        response: {
+          200: StepUpdated,
+          ...errorResponses(400, 401, 404, 409, 422),
+        },
       },
     },
-  }, async (request) => {
-    const b = request.body;
-    const finished = await guard.finishStep(request.principal.workspaceId, pathUuid(request.params.run_id), pathUuid(request.params.step_id), {
-      status: b.status,
-      durationMs: b.duration_ms ?? null,
-      ...stepTokens(b),
-      outputData: b.output_data ?? null,
-    }, idempotencyClaim(request, 200));
-    return finished;
-  });
+    async (request) => {
+      const b = request.body;
+      const finished = await guard.finishStep(
+        request.principal.workspaceId,
+        pathUuid(request.params.run_id),
+        pathUuid(request.params.step_id),
+        {
+          status: b.status,
+          durationMs: b.duration_ms ?? null,
+          ...stepTokens(b),
+          outputData: b.output_data ?? null,
+        },
+        idempotencyClaim(request, 200),
+      );
+      return finished;
+    },
+  );
 
-  app.get('/v1/runs', {
-    config: { auth: 'any' },
-    schema: {
-      tags: ['runs'],
-      summary: 'List runs, newest first',
-      querystring: RunListQuery,
-      response: {
-        200: RunPage,
-        ...errorResponses(401, 422),
+  app.get(
+    '/v1/runs',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['runs'],
+        summary: 'List runs, newest first',
+        querystring: RunListQuery,
+        response: {
+          200: RunPage,
+          ...errorResponses(401, 422),
+        },
       },
     },
-  }, async (request) => {
-    const q = request.query;
-    return listRuns(db, request.principal.workspaceId, {
-      status: q.status ?? null,
-      userId: q.user_id ?? null,
-      startedFrom: q.started_from ? new Date(q.started_from) : null,
-      startedBefore: q.started_before ? new Date(q.started_before) : null,
-      page: q.page,
-      perPage: q.per_page,
-    });
-  });
-
-  app.get('/v1/runs/:run_id', {
-    config: { auth: 'any' },
-    schema: {
-      tags: ['runs'],
-      summary: 'A run with its steps and their decisions',
-      params: RunParams,
-      response: { 200: RunDetail, ...errorResponses(401, 404, 422) },
+    async (request) => {
+      const q = request.query;
+      return listRuns(db, request.principal.workspaceId, {
+        status: q.status ?? null,
+        userId: q.user_id ?? null,
+        startedFrom: q.started_from ? new Date(q.started_from) : null,
+        startedBefore: q.started_before ? new Date(q.started_before) : null,
+        page: q.page,
+        perPage: q.per_page,
+      });
     },
-  }, async (request, reply) => {
-    const detail = await getRunDetailJson(db, request.principal.workspaceId, pathUuid(request.params.run_id), clock.now());
-    if (detail === null) throw new ApiError('RUN_NOT_FOUND');
-    // The answer comes as JSON bytes (getRunDetailJson), so it skips the schema's serializer; the
-    // schema documents it. Fastify sends a Buffer or a stream as it is once a JSON content type is
-    // set. One page goes with its length. A large run's pages are read as the socket takes them,
-    // not ahead (a high-water mark of one byte). A HEAD answer reads none: fastify would drain the
-    // stream for nothing. The cast: the typed reply expects the object the bytes spell.
-    reply.type('application/json; charset=utf-8');
-    if (Array.isArray(detail)) {
-      if (detail.length === 1) return reply.send(detail[0] as never);
-      reply.header('content-length', detail.reduce((bytes, chunk) => bytes + chunk.length, 0));
-      return reply.send(Readable.from(request.method === 'HEAD' ? [] : detail) as never);
-    }
-    const pieces = request.method === 'HEAD' ? [] : cutsLogged(detail, request);
-    return reply.send(Readable.from(pieces, { objectMode: false, highWaterMark: 1 }) as never);
-  });
+  );
+
+  app.get(
+    '/v1/runs/:run_id',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['runs'],
+        summary: 'A run with its steps and their decisions',
+        params: RunParams,
+        response: { 200: RunDetail, ...errorResponses(401, 404, 422) },
+      },
+    },
+    async (request, reply) => {
+      const detail = await getRunDetailJson(
+        db,
+        request.principal.workspaceId,
+        pathUuid(request.params.run_id),
+        clock.now(),
+      );
+      if (detail === null) throw new ApiError('RUN_NOT_FOUND');
+      // The answer comes as JSON bytes (getRunDetailJson), so it skips the schema's serializer; the
+      // schema documents it. Fastify sends a Buffer or a stream as it is once a JSON content type is
+      // set. One page goes with its length. A large run's pages are read as the socket takes them,
+      // not ahead (a high-water mark of one byte). A HEAD answer reads none: fastify would drain the
+      // stream for nothing. The cast: the typed reply expects the object the bytes spell.
+      reply.type('application/json; charset=utf-8');
+      if (Array.isArray(detail)) {
+        if (detail.length === 1) return reply.send(detail[0] as never);
+        reply.header(
+          'content-length',
+          detail.reduce((bytes, chunk) => bytes + chunk.length, 0),
+        );
+        return reply.send(Readable.from(request.method === 'HEAD' ? [] : detail) as never);
+      }
+      const pieces = request.method === 'HEAD' ? [] : cutsLogged(detail, request);
+      return reply.send(Readable.from(pieces, { objectMode: false, highWaterMark: 1 }) as never);
+    },
+  );
 };

@@ -26,7 +26,8 @@ export const WorkspaceSchema = Type.Object({
 });
 
 const usd = (micros: number | null) => (micros === null ? null : microsToUsd(micros));
-const micros = (value: number | null | undefined) => (value === undefined ? undefined : value === null ? null : usdToMicros(value));
+const micros = (value: number | null | undefined) =>
+  value === undefined ? undefined : value === null ? null : usdToMicros(value);
 
 export function workspaceView(w: WorkspaceRow) {
   return {
@@ -47,58 +48,78 @@ export function workspaceView(w: WorkspaceRow) {
 export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = async (base, { settings }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
-  app.get('/v1/workspace', {
-    config: { auth: 'any' },
-    schema: { tags: ['workspace'], summary: 'Workspace configuration', response: { 200: WorkspaceSchema, ...errorResponses(401) } },
-  }, async (request) => workspaceView(await settings.workspace(request.principal.workspaceId)));
-
-  app.patch('/v1/workspace', {
-    config: { auth: 'any' },
-    schema: {
-      tags: ['workspace'],
-      summary: 'Change budgets (USD, null = unlimited) and limits (within the plan)',
-      body: Type.Object(
-        {
-          name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-          daily_budget_usd: Type.Optional(Nullable(Usd)),
-          user_daily_budget_usd: Type.Optional(Nullable(Usd)),
-          monthly_run_limit: Type.Optional(Nullable(Limit)),
-          max_concurrent_runs: Type.Optional(Nullable(Limit)),
-          retention_days: Type.Optional(RetentionDays),
-          /** "deny": a model call of a model without an active price is denied MODEL_NOT_PRICED. */
-          unpriced_models: Type.Optional(Type.Enum(['allow', 'deny'])),
-        },
-        { additionalProperties: false },
-      ),
-      response: { 200: WorkspaceSchema, ...errorResponses(400, 401, 403, 422) },
-    },
-  }, async (request) => {
-    const b = request.body;
-    const updated = await settings.updateWorkspace(actorOf(request.principal), request.principal.workspaceId, {
-      name: b.name,
-      daily_budget_micros: micros(b.daily_budget_usd),
-      user_daily_budget_micros: micros(b.user_daily_budget_usd),
-      monthly_run_limit: b.monthly_run_limit,
-      max_concurrent_runs: b.max_concurrent_runs,
-      retention_days: b.retention_days,
-      unpriced_models: b.unpriced_models as 'allow' | 'deny' | undefined,
-    });
-    return workspaceView(updated);
-  });
-
-  app.post('/v1/workspace/kill-switch', {
-    config: { auth: 'any' },
-    schema: {
-      tags: ['workspace'],
-      summary: 'Turn the kill switch on or off (Scale plan or higher)',
-      body: Type.Object({ active: Type.Boolean() }, { additionalProperties: false }),
-      response: {
-        200: Type.Object({ active: Type.Boolean(), updated_at: Type.String({ format: 'date-time' }) }),
-        ...errorResponses(400, 401, 403, 422),
+  app.get(
+    '/v1/workspace',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['workspace'],
+        summary: 'Workspace configuration',
+        response: { 200: WorkspaceSchema, ...errorResponses(401) },
       },
     },
-  }, async (request) => {
-    const updated = await settings.setKillSwitch(actorOf(request.principal), request.principal.workspaceId, request.body.active);
-    return { active: updated.kill_switch_active, updated_at: updated.updated_at.toISOString() };
-  });
+    async (request) => workspaceView(await settings.workspace(request.principal.workspaceId)),
+  );
+
+  app.patch(
+    '/v1/workspace',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['workspace'],
+        summary: 'Change budgets (USD, null = unlimited) and limits (within the plan)',
+        body: Type.Object(
+          {
+            name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+            daily_budget_usd: Type.Optional(Nullable(Usd)),
+            user_daily_budget_usd: Type.Optional(Nullable(Usd)),
+            monthly_run_limit: Type.Optional(Nullable(Limit)),
+            max_concurrent_runs: Type.Optional(Nullable(Limit)),
+            retention_days: Type.Optional(RetentionDays),
+            /** "deny": a model call of a model without an active price is denied MODEL_NOT_PRICED. */
+            unpriced_models: Type.Optional(Type.Enum(['allow', 'deny'])),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: WorkspaceSchema, ...errorResponses(400, 401, 403, 422) },
+      },
+    },
+    async (request) => {
+      const b = request.body;
+      const updated = await settings.updateWorkspace(actorOf(request.principal), request.principal.workspaceId, {
+        name: b.name,
+        daily_budget_micros: micros(b.daily_budget_usd),
+        user_daily_budget_micros: micros(b.user_daily_budget_usd),
+        monthly_run_limit: b.monthly_run_limit,
+        max_concurrent_runs: b.max_concurrent_runs,
+        retention_days: b.retention_days,
+        unpriced_models: b.unpriced_models,
+      });
+      return workspaceView(updated);
+    },
+  );
+
+  app.post(
+    '/v1/workspace/kill-switch',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['workspace'],
+        summary: 'Turn the kill switch on or off (Scale plan or higher)',
+        body: Type.Object({ active: Type.Boolean() }, { additionalProperties: false }),
+        response: {
+          200: Type.Object({ active: Type.Boolean(), updated_at: Type.String({ format: 'date-time' }) }),
+          ...errorResponses(400, 401, 403, 422),
+        },
+      },
+    },
+    async (request) => {
+      const updated = await settings.setKillSwitch(
+        actorOf(request.principal),
+        request.principal.workspaceId,
+        request.body.active,
+      );
+      return { active: updated.kill_switch_active, updated_at: updated.updated_at.toISOString() };
+    },
+  );
 };

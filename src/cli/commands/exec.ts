@@ -4,32 +4,46 @@ import { resolveConnection, type ConnectionFlags } from '../connection.js';
 import { EXIT_BLOCKED, parseMetadata, runExec } from '../exec.js';
 
 export function execCommand(): Command {
-  return new Command('exec')
-    .description(
-      'run a command inside a guarded run: its OpenAI and Anthropic SDK calls go through the proxy ' +
-        `(OPENAI_BASE_URL, ANTHROPIC_BASE_URL); exits with the command's status, or ${EXIT_BLOCKED} when it was not started ` +
-        '(the run blocked, or the daemon unreachable)',
-    )
-    .requiredOption('--user <id>', 'the user the run is for')
-    .option('--metadata <key=value...>', 'run metadata, repeatable')
-    .option('-q, --quiet', 'print no summary line (run, status, calls, tokens, cost) to stderr at the end')
-    .addOption(new Option('--url <url>', 'daemon URL (env RUNGUARD_URL; default the local daemon: http://127.0.0.1:<port>)'))
-    .addOption(new Option('--api-key <key>', 'API key lg_... (env RUNGUARD_API_KEY; default <data dir>/api-key); the command does not get it'))
-    .argument('<command...>', 'the command to run, after --')
-    // Everything after the command's name is the command's own, options included.
-    .passThroughOptions()
-    .action(async (command: string[], options: ConnectionFlags & { user: string; metadata?: string[]; quiet?: boolean }) => {
-      const connection = resolveConnection(options, process.env);
-      const status = await runExec({
-        ...connection,
-        origin: connection,
-        quiet: options.quiet === true,
-        userId: options.user,
-        metadata: parseMetadata(options.metadata ?? []),
-        command,
-        env: process.env,
-        stderr: process.stderr,
-      });
-      process.exitCode = status;
-    });
+  return (
+    new Command('exec')
+      .description(
+        'run a command inside a guarded run: its OpenAI and Anthropic SDK calls go through the proxy ' +
+          `(OPENAI_BASE_URL, ANTHROPIC_BASE_URL); exits with the command's status, or ${EXIT_BLOCKED} when it was not started ` +
+          '(the run blocked, or the daemon unreachable)',
+      )
+      .requiredOption('--user <id>', 'the user the run is for')
+      .option('--metadata <key=value...>', 'run metadata, repeatable')
+      .option('-q, --quiet', 'print no summary line (run, status, calls, tokens, cost) to stderr at the end')
+      .addOption(
+        new Option('--url <url>', 'daemon URL (env RUNGUARD_URL; default the local daemon: http://127.0.0.1:<port>)'),
+      )
+      .addOption(
+        new Option(
+          '--api-key <key>',
+          'API key lg_... (env RUNGUARD_API_KEY; default <data dir>/api-key); the command does not get it',
+        ),
+      )
+      .argument('<command...>', 'the command to run, after --')
+      // Everything after the command's name is the command's own, options included.
+      .passThroughOptions()
+      .action(
+        async (
+          command: string[],
+          options: ConnectionFlags & { user: string; metadata?: string[]; quiet?: boolean },
+        ) => {
+          const connection = resolveConnection(options, process.env);
+          const status = await runExec({
+            ...connection,
+            origin: connection,
+            quiet: options.quiet === true,
+            userId: options.user,
+            metadata: parseMetadata(options.metadata ?? []),
+            command,
+            env: process.env,
+            stderr: process.stderr,
+          });
+          process.exitCode = status;
+        },
+      )
+  );
 }

@@ -16,48 +16,74 @@ interface ApiKey {
 export function keysCommand(): Command {
   const keys = new Command('keys').description("the workspace's API keys");
   keys.addCommand(
-    apiCommand('list', 'keys with their prefix and use (never a secret)').action(withApi(async ({ client, out }) => {
-      const list = await client.request<ApiKey[]>('GET', '/v1/api-keys');
-      if (out.json) return out.data(list);
-      out.table(['PREFIX', 'NAME', 'CREATED', 'LAST USED', 'STATE'], list.map((k) => [
-        `lg_${k.prefix}_…`, k.name, timestamp(k.created_at), timestamp(k.last_used_at), k.revoked_at ? `revoked ${timestamp(k.revoked_at)}` : 'active',
-      ]));
-    })),
+    apiCommand('list', 'keys with their prefix and use (never a secret)').action(
+      withApi(async ({ client, out }) => {
+        const list = await client.request<ApiKey[]>('GET', '/v1/api-keys');
+        if (out.json) return out.data(list);
+        out.table(
+          ['PREFIX', 'NAME', 'CREATED', 'LAST USED', 'STATE'],
+          list.map((k) => [
+            `lg_${k.prefix}_…`,
+            k.name,
+            timestamp(k.created_at),
+            timestamp(k.last_used_at),
+            k.revoked_at ? `revoked ${timestamp(k.revoked_at)}` : 'active',
+          ]),
+        );
+      }),
+    ),
   );
   keys.addCommand(
     apiCommand('regenerate', 'issue a new key and revoke every earlier one at once')
       .addOption(new Option('--yes', 'confirm: clients using the current key stop working'))
-      .action(withApi(async ({ client, connection, out }, o: ApiOptions & { yes?: boolean }) => {
-        if (!o.yes) throw new Error('regenerating revokes the current key for every client; run again with --yes');
-        const key = await client.request<{ id: string; prefix: string; api_key: string }>('POST', '/v1/api-keys/regenerate');
-        if (out.json) return out.data(key);
-        out.line(`New API key (shown once): ${key.api_key}`);
-        out.line('Every earlier key of the workspace is revoked.');
-        // The daemon keeps its key file up to date; a file of another daemon's data directory it cannot.
-        if (connection.keyFile) {
-          const kept = await readFile(connection.keyFile, 'utf8').then((text) => text.trim(), () => null);
-          out.line(kept === key.api_key
-            ? `The daemon saved it in ${connection.keyFile}, which the CLI and runguard exec read.`
-            : `${connection.keyFile} still holds the revoked key: put the new one there, or pass --api-key.`);
-        }
-        // A variable of this shell would go on overriding the file with the revoked key.
-        if (connection.keySource === 'RUNGUARD_API_KEY') {
-          out.warn('RUNGUARD_API_KEY in this shell holds the revoked key: export the new one, or unset it to use the key file.');
-        }
-      })),
+      .action(
+        withApi(async ({ client, connection, out }, o: ApiOptions & { yes?: boolean }) => {
+          if (!o.yes) throw new Error('regenerating revokes the current key for every client; run again with --yes');
+          const key = await client.request<{ id: string; prefix: string; api_key: string }>(
+            'POST',
+            '/v1/api-keys/regenerate',
+          );
+          if (out.json) return out.data(key);
+          out.line(`New API key (shown once): ${key.api_key}`);
+          out.line('Every earlier key of the workspace is revoked.');
+          // The daemon keeps its key file up to date; a file of another daemon's data directory it cannot.
+          if (connection.keyFile) {
+            const kept = await readFile(connection.keyFile, 'utf8').then(
+              (text) => text.trim(),
+              () => null,
+            );
+            out.line(
+              kept === key.api_key
+                ? `The daemon saved it in ${connection.keyFile}, which the CLI and runguard exec read.`
+                : `${connection.keyFile} still holds the revoked key: put the new one there, or pass --api-key.`,
+            );
+          }
+          // A variable of this shell would go on overriding the file with the revoked key.
+          if (connection.keySource === 'RUNGUARD_API_KEY') {
+            out.warn(
+              'RUNGUARD_API_KEY in this shell holds the revoked key: export the new one, or unset it to use the key file.',
+            );
+          }
+        }),
+      ),
   );
   keys.addCommand(
-    apiCommand('revoke', "revoke one key by its id (`keys list --json` shows ids); never the workspace's last active key")
+    apiCommand(
+      'revoke',
+      "revoke one key by its id (`keys list --json` shows ids); never the workspace's last active key",
+    )
       .addArgument(new Argument('<id>', 'the key id'))
-      .action(withApi(async ({ client, connection, out }, _o: ApiOptions, id: string) => {
-        // Read before: once revoked, the CLI's own key may be the one that no longer works.
-        const listed = await client.request<ApiKey[]>('GET', '/v1/api-keys');
-        const own = listed.find((k) => k.id === id.toLowerCase())?.prefix === connection.apiKey.split('_')[1];
-        await client.request('DELETE', `/v1/api-keys/${encodeURIComponent(id)}`);
-        if (out.json) return out.data({ id, revoked: true });
-        out.line(`Key ${id} is revoked: clients using it get 401 from now on.`);
-        if (own) out.warn(`that is the key this CLI used (from ${connection.keySource}): give it another key.`);
-      })),
+      .action(
+        withApi(async ({ client, connection, out }, _o: ApiOptions, id: string) => {
+          // Read before: once revoked, the CLI's own key may be the one that no longer works.
+          const listed = await client.request<ApiKey[]>('GET', '/v1/api-keys');
+          const own = listed.find((k) => k.id === id.toLowerCase())?.prefix === connection.apiKey.split('_')[1];
+          await client.request('DELETE', `/v1/api-keys/${encodeURIComponent(id)}`);
+          if (out.json) return out.data({ id, revoked: true });
+          out.line(`Key ${id} is revoked: clients using it get 401 from now on.`);
+          if (own) out.warn(`that is the key this CLI used (from ${connection.keySource}): give it another key.`);
+        }),
+      ),
   );
   return keys;
 }

@@ -16,7 +16,10 @@ function say(out: Output, active: boolean, since?: string) {
 }
 
 export function killSwitchCommand() {
-  return apiCommand('kill-switch', 'show the workspace kill switch, or turn it on (deny everything) or off (Scale plan or higher)')
+  return apiCommand(
+    'kill-switch',
+    'show the workspace kill switch, or turn it on (deny everything) or off (Scale plan or higher)',
+  )
     .addArgument(new Argument('[state]', 'on or off; none: show it').choices(['on', 'off']))
     .action(
       withApi(async ({ client, out }, _options, state?: string) => {

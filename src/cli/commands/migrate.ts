@@ -5,13 +5,18 @@ import { createOutput } from '../output.js';
 
 export function migrateCommand(): Command {
   return new Command('migrate')
-    .description('apply pending schema migrations to the configured database (DATABASE_URL, else the embedded one) and exit')
-    .addOption(new Option('--data-dir <dir>', 'the embedded database\'s data directory (env RUNGUARD_DATA_DIR)'))
+    .description(
+      'apply pending schema migrations to the configured database (DATABASE_URL, else the embedded one) and exit',
+    )
+    .addOption(new Option('--data-dir <dir>', "the embedded database's data directory (env RUNGUARD_DATA_DIR)"))
     .addOption(new Option('--json', 'print JSON for scripts'))
     .action(async (options: { dataDir?: string; json?: boolean }) => {
       const config = loadConfig(process.env, { dataDir: options.dataDir });
       const out = createOutput(options.json === true);
-      const [{ openDb }, { migrate }] = await Promise.all([import('../../daemon.js'), import('../../store/migrations.js')]);
+      const [{ openDb }, { migrate }] = await Promise.all([
+        import('../../daemon.js'),
+        import('../../store/migrations.js'),
+      ]);
       const db = await openDb(config);
       try {
         const applied = await migrate(db);

@@ -20,25 +20,53 @@ const cachePrice = (price: number | null) => (price === null ? 'input' : perMill
 
 function printPrices(out: Output, entries: ModelPricing[]) {
   out.table(
-    ['MODEL', 'INPUT/TOKEN', 'OUTPUT/TOKEN', 'INPUT/1M', 'OUTPUT/1M', 'CACHE READ/1M', 'CACHE WRITE/1M', 'ACTIVE', 'SET BY'],
-    entries.map((p) => [p.model, plainDecimal(p.input_cost_per_token), plainDecimal(p.output_cost_per_token), perMillion(p.input_cost_per_token),
-      perMillion(p.output_cost_per_token), cachePrice(p.cache_read_input_cost_per_token), cachePrice(p.cache_write_input_cost_per_token),
-      p.is_active ? 'yes' : 'no', p.source === 'catalog' ? 'catalog' : 'hand']),
+    [
+      'MODEL',
+      'INPUT/TOKEN',
+      'OUTPUT/TOKEN',
+      'INPUT/1M',
+      'OUTPUT/1M',
+      'CACHE READ/1M',
+      'CACHE WRITE/1M',
+      'ACTIVE',
+      'SET BY',
+    ],
+    entries.map((p) => [
+      p.model,
+      plainDecimal(p.input_cost_per_token),
+      plainDecimal(p.output_cost_per_token),
+      perMillion(p.input_cost_per_token),
+      perMillion(p.output_cost_per_token),
+      cachePrice(p.cache_read_input_cost_per_token),
+      cachePrice(p.cache_write_input_cost_per_token),
+      p.is_active ? 'yes' : 'no',
+      p.source === 'catalog' ? 'catalog' : 'hand',
+    ]),
   );
 }
 
 /** A price field of a catalog entry: a non-negative number, or (`nullable`) null or absent. */
-function priceField(e: Record<string, unknown>, key: string, where: string, nullable: boolean): number | null | undefined {
+function priceField(
+  e: Record<string, unknown>,
+  key: string,
+  where: string,
+  nullable: boolean,
+): number | null | undefined {
   const value = e[key];
-  if (nullable && (value === null || value === undefined)) return value as null | undefined;
+  if (nullable && (value === null || value === undefined)) return value;
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new CliError(`${where} (${String(e.model)}): "${key}" must be a non-negative number of USD per token${nullable ? ' or null' : ''}.`);
+    throw new CliError(
+      `${where} (${String(e.model)}): "${key}" must be a non-negative number of USD per token${nullable ? ' or null' : ''}.`,
+    );
   }
   return value;
 }
 
 /** A catalog (`{taken_at, source, models: [...]}`) or a bare array of entries, checked. */
-export function parseCatalog(text: string, name: string): { entries: PriceEntry[]; takenAt: string | null; source: string | null } {
+export function parseCatalog(
+  text: string,
+  name: string,
+): { entries: PriceEntry[]; takenAt: string | null; source: string | null } {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -46,11 +74,13 @@ export function parseCatalog(text: string, name: string): { entries: PriceEntry[
     throw new CliError(`${name} is not valid JSON: ${(error as Error).message}`);
   }
   const list = Array.isArray(doc) ? doc : (doc as { models?: unknown })?.models;
-  if (!Array.isArray(list)) throw new CliError(`${name} must be an array of prices or an object with a "models" array.`);
+  if (!Array.isArray(list))
+    throw new CliError(`${name} must be an array of prices or an object with a "models" array.`);
   const entries = list.map((raw, i): PriceEntry => {
     const e = raw as Record<string, unknown>;
     const where = `${name}: models[${i}]`;
-    if (typeof e?.model !== 'string' || e.model.length === 0) throw new CliError(`${where}: "model" must be a non-empty string.`);
+    if (typeof e?.model !== 'string' || e.model.length === 0)
+      throw new CliError(`${where}: "model" must be a non-empty string.`);
     if (e.is_active !== undefined && typeof e.is_active !== 'boolean') {
       throw new CliError(`${where} (${e.model}): "is_active" must be true or false.`);
     }
@@ -62,48 +92,69 @@ export function parseCatalog(text: string, name: string): { entries: PriceEntry[
       output_cost_per_token: priceField(e, 'output_cost_per_token', where, false)!,
       ...(cacheRead === undefined ? {} : { cache_read_input_cost_per_token: cacheRead }),
       ...(cacheWrite === undefined ? {} : { cache_write_input_cost_per_token: cacheWrite }),
-      ...(e.is_active === undefined ? {} : { is_active: e.is_active as boolean }),
+      ...(e.is_active === undefined ? {} : { is_active: e.is_active }),
     };
   });
-  const meta = Array.isArray(doc) ? {} : (doc as { taken_at?: unknown; source?: { name?: unknown; commit?: unknown } | string });
+  const meta = Array.isArray(doc)
+    ? {}
+    : (doc as { taken_at?: unknown; source?: { name?: unknown; commit?: unknown } | string });
   const takenAt = typeof meta.taken_at === 'string' ? meta.taken_at : null;
-  const source = typeof meta.source === 'object' && meta.source && typeof meta.source.name === 'string'
-    ? `${meta.source.name}${typeof meta.source.commit === 'string' ? `@${meta.source.commit.slice(0, 12)}` : ''}`
-    : null;
+  const source =
+    typeof meta.source === 'object' && meta.source && typeof meta.source.name === 'string'
+      ? `${meta.source.name}${typeof meta.source.commit === 'string' ? `@${meta.source.commit.slice(0, 12)}` : ''}`
+      : null;
   return { entries, takenAt, source };
 }
 
 type SetOptions = ApiOptions & {
-  input: string; output: string; cacheRead?: string; cacheWrite?: string;
-  perMillion?: boolean; perToken?: boolean; inactive?: boolean;
+  input: string;
+  output: string;
+  cacheRead?: string;
+  cacheWrite?: string;
+  perMillion?: boolean;
+  perToken?: boolean;
+  inactive?: boolean;
 };
 
 function setCommand() {
   return apiCommand('set', "create or update a model's price (the entry is then yours: imports keep it)")
     .argument('<model>', 'model id, exactly as steps and provider requests name it')
     .argument('[extra...]')
-    .requiredOption('--input <usd>', 'input price: USD per million tokens with --per-million, per token with --per-token')
+    .requiredOption(
+      '--input <usd>',
+      'input price: USD per million tokens with --per-million, per token with --per-token',
+    )
     .requiredOption('--output <usd>', 'output price, in the same unit')
     .option('--cache-read <usd>', 'price of a prompt-cache read, in the same unit (default: the input price)')
     .option('--cache-write <usd>', 'price of a prompt-cache write, in the same unit (default: the input price)')
     .addOption(new Option('--per-million', 'the prices are USD per million tokens, as providers publish them'))
     .addOption(new Option('--per-token', 'the prices are USD per token, as the API stores them'))
     .addOption(new Option('--inactive', 'store the entry as inactive (steps of this model are not priced)'))
-    .addHelpText('after', '\nExample:\n  runguard pricing set gpt-4o-mini --per-million --input 0.15 --output 0.6 --cache-read 0.075\n'
-      + '\nWithout a unit, only a figure that can only be a price per token (at most 0.001) is taken.')
+    .addHelpText(
+      'after',
+      '\nExample:\n  runguard pricing set gpt-4o-mini --per-million --input 0.15 --output 0.6 --cache-read 0.075\n' +
+        '\nWithout a unit, only a figure that can only be a price per token (at most 0.001) is taken.',
+    )
     .action(
       withApi(async ({ client, out }, options: SetOptions, model: string, extra: string[] = []) => {
         if (extra.length > 0) {
-          throw new CliError(`unexpected ${JSON.stringify(extra.join(' '))}: --per-million is a unit, not a price; write `
-            + `runguard pricing set ${model} --per-million --input 0.15 --output 0.6`);
+          throw new CliError(
+            `unexpected ${JSON.stringify(extra.join(' '))}: --per-million is a unit, not a price; write ` +
+              `runguard pricing set ${model} --per-million --input 0.15 --output 0.6`,
+          );
         }
         const unit = priceUnit(options);
-        const price = (text: string | undefined, flag: string) => (text === undefined ? undefined : pricePerToken(text, flag, unit));
+        const price = (text: string | undefined, flag: string) =>
+          text === undefined ? undefined : pricePerToken(text, flag, unit);
         const entry: PriceInput = {
           input_cost_per_token: price(options.input, '--input')!,
           output_cost_per_token: price(options.output, '--output')!,
-          ...(options.cacheRead === undefined ? {} : { cache_read_input_cost_per_token: price(options.cacheRead, '--cache-read') }),
-          ...(options.cacheWrite === undefined ? {} : { cache_write_input_cost_per_token: price(options.cacheWrite, '--cache-write') }),
+          ...(options.cacheRead === undefined
+            ? {}
+            : { cache_read_input_cost_per_token: price(options.cacheRead, '--cache-read') }),
+          ...(options.cacheWrite === undefined
+            ? {}
+            : { cache_write_input_cost_per_token: price(options.cacheWrite, '--cache-write') }),
           is_active: options.inactive !== true,
         };
         const saved = await client.putPricing(model, entry);
@@ -119,7 +170,9 @@ function listCommand() {
       const prices = await client.listPricing();
       if (out.json) return out.data(prices);
       if (prices.length === 0) {
-        out.line('No model prices yet: steps are recorded without cost. Load the catalog with `runguard pricing import`.');
+        out.line(
+          'No model prices yet: steps are recorded without cost. Load the catalog with `runguard pricing import`.',
+        );
         return;
       }
       printPrices(out, prices);
@@ -140,46 +193,74 @@ function printImport(out: Output, result: PricingImport, catalog: ReadonlyMap<st
     ['MODEL', 'CHANGE', 'INPUT/1M', 'OUTPUT/1M', 'CACHE READ/1M', 'CACHE WRITE/1M', 'WAS (INPUT / OUTPUT per 1M)'],
     shown.map(({ model, change, before }) => {
       const price = catalog.get(model)!;
-      const was = before && (change === 'changed' || change === 'kept')
-        ? `${perMillion(before.input_cost_per_token)} / ${perMillion(before.output_cost_per_token)}` : '';
-      return [model, CHANGE_LABEL[change], perMillion(price.input_cost_per_token), perMillion(price.output_cost_per_token),
-        cachePrice(price.cache_read_input_cost_per_token ?? null), cachePrice(price.cache_write_input_cost_per_token ?? null), was];
+      const was =
+        before && (change === 'changed' || change === 'kept')
+          ? `${perMillion(before.input_cost_per_token)} / ${perMillion(before.output_cost_per_token)}`
+          : '';
+      return [
+        model,
+        CHANGE_LABEL[change],
+        perMillion(price.input_cost_per_token),
+        perMillion(price.output_cost_per_token),
+        cachePrice(price.cache_read_input_cost_per_token ?? null),
+        cachePrice(price.cache_write_input_cost_per_token ?? null),
+        was,
+      ];
     }),
   );
   out.line('');
 }
 
 function importCommand() {
-  return apiCommand('import', 'import prices from a JSON file, or from the shipped catalog: shows what is new, changed and unchanged')
-    .argument('[file]', 'a catalog ({"models": [...]}) or an array of {model, input_cost_per_token, output_cost_per_token, ...}')
+  return apiCommand(
+    'import',
+    'import prices from a JSON file, or from the shipped catalog: shows what is new, changed and unchanged',
+  )
+    .argument(
+      '[file]',
+      'a catalog ({"models": [...]}) or an array of {model, input_cost_per_token, output_cost_per_token, ...}',
+    )
     .addOption(new Option('--catalog', 'import the catalog shipped with runguard (config/pricing-catalog.json)'))
     .addOption(new Option('--overwrite', 'replace prices set by hand too (by default they are kept)'))
     .addOption(new Option('--dry-run', 'show what would change, change nothing'))
     .addOption(new Option('--all', 'list unchanged models too'))
     .action(
-      withApi(async ({ client, out }, options: ApiOptions & { catalog?: boolean; overwrite?: boolean; dryRun?: boolean; all?: boolean }, file?: string) => {
-        if (file && options.catalog) throw new CliError('give a file or --catalog, not both.');
-        const path = file ?? CATALOG_URL;
-        const name = file ?? 'the shipped catalog';
-        let text: string;
-        try {
-          text = await readFile(path, 'utf8');
-        } catch (error) {
-          throw new CliError(`cannot read ${name}: ${(error as Error).message}`);
-        }
-        const { entries, takenAt, source } = parseCatalog(text, name);
-        const result = await client.importPricing(entries, { overwrite: options.overwrite === true, dryRun: options.dryRun === true });
-        if (out.json) return out.data(result);
-        printImport(out, result, new Map(entries.map((e) => [e.model, e])), options.all === true);
-        const from = `${name}${source ? ` (${source}${takenAt ? `, prices as of ${takenAt}` : ''})` : takenAt ? ` (prices as of ${takenAt})` : ''}`;
-        const verb = result.dry_run ? 'Would import' : 'Imported';
-        out.line(`${verb} ${entries.length} price${entries.length === 1 ? '' : 's'} from ${from}: ${result.new} new, ${result.changed} changed, `
-          + `${result.unchanged} unchanged, ${result.kept} kept.`);
-        if (result.kept > 0) {
-          out.line(`${result.kept} price${result.kept === 1 ? ' was' : 's were'} set by hand and differ from ${name}; kept. `
-            + 'Replace them with --overwrite.');
-        }
-      }),
+      withApi(
+        async (
+          { client, out },
+          options: ApiOptions & { catalog?: boolean; overwrite?: boolean; dryRun?: boolean; all?: boolean },
+          file?: string,
+        ) => {
+          if (file && options.catalog) throw new CliError('give a file or --catalog, not both.');
+          const path = file ?? CATALOG_URL;
+          const name = file ?? 'the shipped catalog';
+          let text: string;
+          try {
+            text = await readFile(path, 'utf8');
+          } catch (error) {
+            throw new CliError(`cannot read ${name}: ${(error as Error).message}`);
+          }
+          const { entries, takenAt, source } = parseCatalog(text, name);
+          const result = await client.importPricing(entries, {
+            overwrite: options.overwrite === true,
+            dryRun: options.dryRun === true,
+          });
+          if (out.json) return out.data(result);
+          printImport(out, result, new Map(entries.map((e) => [e.model, e])), options.all === true);
+          const from = `${name}${source ? ` (${source}${takenAt ? `, prices as of ${takenAt}` : ''})` : takenAt ? ` (prices as of ${takenAt})` : ''}`;
+          const verb = result.dry_run ? 'Would import' : 'Imported';
+          out.line(
+            `${verb} ${entries.length} price${entries.length === 1 ? '' : 's'} from ${from}: ${result.new} new, ${result.changed} changed, ` +
+              `${result.unchanged} unchanged, ${result.kept} kept.`,
+          );
+          if (result.kept > 0) {
+            out.line(
+              `${result.kept} price${result.kept === 1 ? ' was' : 's were'} set by hand and differ from ${name}; kept. ` +
+                'Replace them with --overwrite.',
+            );
+          }
+        },
+      ),
     );
 }
 

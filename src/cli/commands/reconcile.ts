@@ -18,7 +18,7 @@ async function requireCurrentSchema(db: Db): Promise<void> {
   if (status.unknown.length > 0) {
     throw new CliError(
       `the database schema is at version ${Math.max(...status.unknown)}, newer than this runguard's ${status.expected} ` +
-        '(a newer runguard migrated it): run that version\'s `runguard reconcile` instead',
+        "(a newer runguard migrated it): run that version's `runguard reconcile` instead",
     );
   }
   if (status.pending.length > 0) {
@@ -30,26 +30,43 @@ async function requireCurrentSchema(db: Db): Promise<void> {
 
 export function reconcileCommand(): Command {
   return new Command('reconcile')
-    .description('check the counters against the records (DATABASE_URL, else the embedded database), report and repair drift')
+    .description(
+      'check the counters against the records (DATABASE_URL, else the embedded database), report and repair drift',
+    )
     .addOption(new Option('--days <n>', 'how many UTC days back to check').default('2'))
     .addOption(new Option('--dry-run', 'report only; change nothing'))
     .addOption(new Option('--data-dir <dir>', "the embedded database's data directory (env RUNGUARD_DATA_DIR)"))
     .addOption(new Option('--json', 'print JSON for scripts'))
     .action(async (options: { days: string; dryRun?: boolean; dataDir?: string; json?: boolean }) => {
       const days = Number(options.days);
-      if (!Number.isInteger(days) || days < 1 || days > 366) throw new Error('--days must be a whole number from 1 to 366');
+      if (!Number.isInteger(days) || days < 1 || days > 366)
+        throw new Error('--days must be a whole number from 1 to 366');
       const config = loadConfig(process.env, { dataDir: options.dataDir });
       const out = createOutput(options.json === true);
-      const [{ openStores }, { reconcile }] = await Promise.all([import('../../daemon.js'), import('../../service/reconcile.js')]);
+      const [{ openStores }, { reconcile }] = await Promise.all([
+        import('../../daemon.js'),
+        import('../../service/reconcile.js'),
+      ]);
       const stores = await openStores(config, undefined, { schema: requireCurrentSchema });
       try {
-        const report = await reconcile(stores.db, stores.counters, { now: new Date(), days, repair: !options.dryRun, runCounts: true });
+        const report = await reconcile(stores.db, stores.counters, {
+          now: new Date(),
+          days,
+          repair: !options.dryRun,
+          runCounts: true,
+        });
         // Drift left in place exits 4, for scripts reading JSON as for people reading the table.
         if (!report.repaired && report.drifts.length > 0) process.exitCode = 4;
         if (out.json) return out.data(report);
-        if (report.drifts.length === 0) return out.line(`No drift since ${report.checkedFrom}: the counters equal the records.`);
-        out.table(['KIND', 'KEY', 'EXPECTED (RECORDS)', 'FOUND'], report.drifts.map((d) => [d.kind, d.key, d.expected, d.found]));
-        out.line(`${report.drifts.length} difference${report.drifts.length > 1 ? 's' : ''} since ${report.checkedFrom}; ${report.repaired ? 'repaired.' : 'nothing changed (--dry-run).'}`);
+        if (report.drifts.length === 0)
+          return out.line(`No drift since ${report.checkedFrom}: the counters equal the records.`);
+        out.table(
+          ['KIND', 'KEY', 'EXPECTED (RECORDS)', 'FOUND'],
+          report.drifts.map((d) => [d.kind, d.key, d.expected, d.found]),
+        );
+        out.line(
+          `${report.drifts.length} difference${report.drifts.length > 1 ? 's' : ''} since ${report.checkedFrom}; ${report.repaired ? 'repaired.' : 'nothing changed (--dry-run).'}`,
+        );
       } finally {
         await stores.close();
       }

@@ -12,22 +12,29 @@ const STATUSES: RunStatus[] = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
 function positiveInt(name: string, max: number) {
   return (text: string): number => {
     const n = Number(text);
-    if (!/^\d+$/.test(text) || n < 1 || n > max) throw new CliError(`${name} must be an integer from 1 to ${max} (got ${JSON.stringify(text)}).`);
+    if (!/^\d+$/.test(text) || n < 1 || n > max)
+      throw new CliError(`${name} must be an integer from 1 to ${max} (got ${JSON.stringify(text)}).`);
     return n;
   };
 }
 
-const decisionText = (d: { outcome: string; reason: string | null }) => (d.outcome === 'DENY' ? `DENY ${d.reason ?? ''}`.trim() : d.outcome);
+const decisionText = (d: { outcome: string; reason: string | null }) =>
+  d.outcome === 'DENY' ? `DENY ${d.reason ?? ''}`.trim() : d.outcome;
 /** A denial with its numbers: `DENY USER_DAILY_BUDGET_EXCEEDED (user daily budget spent: $0.00045 of $0.0004; resets ...)`. */
 const explainedDecision = (d: RunDetail['decision']) => `${decisionText(d)}${explanation(d)}`;
 /** A denial's numbers in parentheses, after its code; nothing for an ALLOW. */
-const explanation = (d: RunDetail['decision']) => (d.outcome === 'DENY' && d.reason ? ` (${explainDenial(d.reason, d.detail)})` : '');
+const explanation = (d: RunDetail['decision']) =>
+  d.outcome === 'DENY' && d.reason ? ` (${explainDenial(d.reason, d.detail)})` : '';
 const tokens = (s: Pick<Step, 'prompt_tokens' | 'completion_tokens'>) =>
-  s.prompt_tokens === null && s.completion_tokens === null ? '-' : `${s.prompt_tokens ?? 0}+${s.completion_tokens ?? 0}`;
+  s.prompt_tokens === null && s.completion_tokens === null
+    ? '-'
+    : `${s.prompt_tokens ?? 0}+${s.completion_tokens ?? 0}`;
 
 /** Model calls with tokens and no cost: `2 calls, 130 tokens (llama3:8b)`, or null when none. */
 function unpricedCalls(steps: Step[]): string | null {
-  const calls = steps.filter((s) => s.type === 'MODEL_CALL' && s.cost_usd === null && (s.prompt_tokens !== null || s.completion_tokens !== null));
+  const calls = steps.filter(
+    (s) => s.type === 'MODEL_CALL' && s.cost_usd === null && (s.prompt_tokens !== null || s.completion_tokens !== null),
+  );
   if (calls.length === 0) return null;
   const tokenSum = calls.reduce((n, s) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0), 0);
   const models = [...new Set(calls.map((s) => s.model ?? '(unknown model)'))].join(', ');
@@ -39,20 +46,41 @@ function listCommand() {
     .addOption(new Option('--status <status>', 'only runs in this status').choices(STATUSES))
     .addOption(new Option('--user <user_id>', 'only runs of this SDK user'))
     .addOption(new Option('--page <n>', 'page, from 1').argParser(positiveInt('--page', 1_000_000)).default(1))
-    .addOption(new Option('--per-page <n>', 'runs per page, at most 100').argParser(positiveInt('--per-page', 100)).default(50))
+    .addOption(
+      new Option('--per-page <n>', 'runs per page, at most 100').argParser(positiveInt('--per-page', 100)).default(50),
+    )
     .action(
-      withApi(async ({ client, out }, options: ApiOptions & { status?: RunStatus; user?: string; page: number; perPage: number }) => {
-        const page = await client.listRuns({ status: options.status, user_id: options.user, page: options.page, per_page: options.perPage });
-        if (out.json) return out.data(page);
-        if (page.total === 0) return out.line('No runs.');
-        const reasons = await denyReasons(client, page.items);
-        out.table(
-          ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST', 'DENIED'],
-          page.items.map((r) => [r.id, r.user_id, statusWord(out.style, r.status), timestamp(r.started_at), timestamp(r.ended_at), r.step_count,
-            r.total_tokens, usd(r.total_cost_usd), out.style.bad(reasons.get(r.id) ?? '')]),
-        );
-        out.line(`\n${pageFooter(page, 'run')}`);
-      }),
+      withApi(
+        async (
+          { client, out },
+          options: ApiOptions & { status?: RunStatus; user?: string; page: number; perPage: number },
+        ) => {
+          const page = await client.listRuns({
+            status: options.status,
+            user_id: options.user,
+            page: options.page,
+            per_page: options.perPage,
+          });
+          if (out.json) return out.data(page);
+          if (page.total === 0) return out.line('No runs.');
+          const reasons = await denyReasons(client, page.items);
+          out.table(
+            ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST', 'DENIED'],
+            page.items.map((r) => [
+              r.id,
+              r.user_id,
+              statusWord(out.style, r.status),
+              timestamp(r.started_at),
+              timestamp(r.ended_at),
+              r.step_count,
+              r.total_tokens,
+              usd(r.total_cost_usd),
+              out.style.bad(reasons.get(r.id) ?? ''),
+            ]),
+          );
+          out.line(`\n${pageFooter(page, 'run')}`);
+        },
+      ),
     );
 }
 
@@ -83,8 +111,17 @@ export function printRun(out: Output, run: RunDetail) {
   if (run.steps.length === 0) return out.line('No steps.');
   out.table(
     ['SEQ', 'TYPE', 'MODEL/TOOL', 'STATUS', 'DECISION', 'TOKENS', 'COST', 'DURATION', 'CREATED'],
-    run.steps.map((s) => [s.sequence, s.type, s.model ?? s.tool_name, statusWord(out.style, s.status), statusWord(out.style, decisionText(s.decision)), tokens(s),
-      usd(s.cost_usd), duration(s.duration_ms), timestamp(s.created_at)]),
+    run.steps.map((s) => [
+      s.sequence,
+      s.type,
+      s.model ?? s.tool_name,
+      statusWord(out.style, s.status),
+      statusWord(out.style, decisionText(s.decision)),
+      tokens(s),
+      usd(s.cost_usd),
+      duration(s.duration_ms),
+      timestamp(s.created_at),
+    ]),
   );
   const denied = run.steps.filter((s) => s.decision.outcome === 'DENY');
   if (denied.length) out.line();
@@ -153,7 +190,11 @@ export class RunFollower {
         if (run.status !== 'RUNNING' && run.status !== 'BLOCKED') events.push({ event: 'run_ended', run });
         continue;
       }
-      if (run.step_count !== known.stepCount || known.open || (run.status !== known.status && run.status !== 'RUNNING')) {
+      if (
+        run.step_count !== known.stepCount ||
+        known.open ||
+        (run.status !== known.status && run.status !== 'RUNNING')
+      ) {
         await this.readSteps(run, known, events);
       }
       if (known.status === 'RUNNING' && run.status !== 'RUNNING') events.push({ event: 'run_ended', run });
@@ -180,7 +221,8 @@ export class RunFollower {
       tracked.steps.set(step.id, step.status);
       if (!events) continue;
       if (seen === undefined) events.push({ event: 'step_created', run_id: run.id, step });
-      if (step.status === 'COMPLETED' || step.status === 'FAILED') events.push({ event: 'step_finished', run_id: run.id, step });
+      if (step.status === 'COMPLETED' || step.status === 'FAILED')
+        events.push({ event: 'step_finished', run_id: run.id, step });
     }
   }
 }
@@ -190,23 +232,35 @@ function printEvent(out: Output, e: TailEvent) {
   const time = new Date().toISOString().slice(11, 19);
   switch (e.event) {
     case 'run_started':
-      return out.line(`${time}  run ${e.run.id}  user ${e.run.user_id}  ${e.run.status === 'BLOCKED' ? out.style.bad('BLOCKED at start') : 'started'}`);
+      return out.line(
+        `${time}  run ${e.run.id}  user ${e.run.user_id}  ${e.run.status === 'BLOCKED' ? out.style.bad('BLOCKED at start') : 'started'}`,
+      );
     case 'step_created': {
       const s = e.step;
-      return out.line(`${time}  run ${e.run_id}  step ${s.sequence} ${s.type}${s.model ?? s.tool_name ? ` ${s.model ?? s.tool_name}` : ''}  ${s.status === 'BLOCKED' ? out.style.bad(`BLOCKED ${s.decision.reason ?? ''}`.trim()) : 'allowed'}`);
+      return out.line(
+        `${time}  run ${e.run_id}  step ${s.sequence} ${s.type}${(s.model ?? s.tool_name) ? ` ${s.model ?? s.tool_name}` : ''}  ${s.status === 'BLOCKED' ? out.style.bad(`BLOCKED ${s.decision.reason ?? ''}`.trim()) : 'allowed'}`,
+      );
     }
     case 'step_finished': {
       const s = e.step;
-      return out.line(`${time}  run ${e.run_id}  step ${s.sequence} ${statusWord(out.style, s.status)}  tokens ${tokens(s)}  cost ${usd(s.cost_usd)}  ${duration(s.duration_ms)}`);
+      return out.line(
+        `${time}  run ${e.run_id}  step ${s.sequence} ${statusWord(out.style, s.status)}  tokens ${tokens(s)}  cost ${usd(s.cost_usd)}  ${duration(s.duration_ms)}`,
+      );
     }
     case 'run_ended':
-      return out.line(`${time}  run ${e.run.id}  ${statusWord(out.style, e.run.status)}  steps ${e.run.step_count}  tokens ${e.run.total_tokens}  cost ${usd(e.run.total_cost_usd)}`);
+      return out.line(
+        `${time}  run ${e.run.id}  ${statusWord(out.style, e.run.status)}  steps ${e.run.step_count}  tokens ${e.run.total_tokens}  cost ${usd(e.run.total_cost_usd)}`,
+      );
   }
 }
 
 function tailCommand() {
   return apiCommand('tail', 'follow new runs and steps as they happen (Ctrl-C to stop)')
-    .addOption(new Option('--interval <ms>', 'poll interval in milliseconds').argParser(positiveInt('--interval', 3_600_000)).default(2_000))
+    .addOption(
+      new Option('--interval <ms>', 'poll interval in milliseconds')
+        .argParser(positiveInt('--interval', 3_600_000))
+        .default(2_000),
+    )
     .addOption(new Option('--user <user_id>', 'only runs of this SDK user'))
     .action(
       withApi(async ({ client, out }, options: ApiOptions & { interval: number; user?: string }) => {

@@ -7,11 +7,16 @@ export function startCommand(): Command {
     .description('start the daemon (embedded database unless DATABASE_URL is set)')
     .addOption(new Option('--port <port>', 'port to listen on (env PORT)'))
     .addOption(new Option('--host <host>', 'address to bind (env HOST)'))
-    .addOption(new Option('--data-dir <dir>', 'where the embedded database and the API key live (env RUNGUARD_DATA_DIR)'))
+    .addOption(
+      new Option('--data-dir <dir>', 'where the embedded database and the API key live (env RUNGUARD_DATA_DIR)'),
+    )
     .action(async (options: { port?: string; host?: string; dataDir?: string }) => {
       const config = loadConfig(process.env, { port: options.port, host: options.host, dataDir: options.dataDir });
       // Loaded here, not at the top: the client commands need none of the server.
-      const [{ startDaemon }, { createLogger }] = await Promise.all([import('../../daemon.js'), import('../../logger.js')]);
+      const [{ startDaemon }, { createLogger }] = await Promise.all([
+        import('../../daemon.js'),
+        import('../../logger.js'),
+      ]);
       const logger = createLogger(config.logLevel, { format: config.logFormat });
       const daemon = await startDaemon(config, logger, process.stdout, { recordFor: process.env });
       let stopping = false;

@@ -27,7 +27,10 @@ interface Usage {
 const of = (value: number | string, limit: number | string | null) => `${value} of ${limit ?? 'unlimited'}`;
 
 export function statusCommand() {
-  return apiCommand('status', "health, kill switch, today's spend against budgets, runs this month, concurrent runs").action(
+  return apiCommand(
+    'status',
+    "health, kill switch, today's spend against budgets, runs this month, concurrent runs",
+  ).action(
     withApi(async ({ client, out }) => {
       // /health answers 503 with the same body when something is down: read it either way.
       const healthResponse = await fetch(`${client.url}/health`).catch(() => null);
@@ -37,15 +40,32 @@ export function statusCommand() {
         client.request<Usage>('GET', '/v1/usage?days=1'),
       ]);
       if (out.json) return out.data({ health, workspace, usage });
-      out.table(['', ''], [
-        ['daemon', health ? `${health.status === 'ok' ? health.status : out.style.bad(health.status)} (v${health.version}; database ${health.checks.database}, counters ${health.checks.counters} [${health.counter_store}])` : 'unreachable'],
-        ['workspace', `${workspace.name} (${workspace.plan} plan)`],
-        ['kill switch', workspace.kill_switch_active ? out.style.bad('ON: everything is denied') : 'off'],
-        [`spend ${usage.date}`, of(usd(usage.workspace_daily_spend_usd), usage.workspace_daily_budget_usd === null ? null : usd(usage.workspace_daily_budget_usd))],
-        ['per-user budget', workspace.user_daily_budget_usd === null ? 'unlimited' : usd(workspace.user_daily_budget_usd)],
-        ['runs this month', of(usage.monthly_runs, usage.monthly_run_limit)],
-        ['concurrent runs', of(usage.concurrent_runs, usage.max_concurrent_runs)],
-      ]);
+      out.table(
+        ['', ''],
+        [
+          [
+            'daemon',
+            health
+              ? `${health.status === 'ok' ? health.status : out.style.bad(health.status)} (v${health.version}; database ${health.checks.database}, counters ${health.checks.counters} [${health.counter_store}])`
+              : 'unreachable',
+          ],
+          ['workspace', `${workspace.name} (${workspace.plan} plan)`],
+          ['kill switch', workspace.kill_switch_active ? out.style.bad('ON: everything is denied') : 'off'],
+          [
+            `spend ${usage.date}`,
+            of(
+              usd(usage.workspace_daily_spend_usd),
+              usage.workspace_daily_budget_usd === null ? null : usd(usage.workspace_daily_budget_usd),
+            ),
+          ],
+          [
+            'per-user budget',
+            workspace.user_daily_budget_usd === null ? 'unlimited' : usd(workspace.user_daily_budget_usd),
+          ],
+          ['runs this month', of(usage.monthly_runs, usage.monthly_run_limit)],
+          ['concurrent runs', of(usage.concurrent_runs, usage.max_concurrent_runs)],
+        ],
+      );
     }),
   );
 }

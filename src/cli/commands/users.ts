@@ -36,69 +36,97 @@ export function usersCommand(): Command {
       .addOption(new Option('--blocked', 'only blocked users'))
       .addOption(new Option('--page <n>', 'page').default('1'))
       .addOption(new Option('--per-page <n>', 'per page, at most 100').default('50'))
-      .action(withApi(async ({ client, out }, o: ApiOptions & { blocked?: boolean; page: string; perPage: string }) => {
-        const query = new URLSearchParams({ page: o.page, per_page: o.perPage });
-        if (o.blocked) query.set('blocked', 'true');
-        const page = await client.request<Page<User>>('GET', `/v1/users?${query}`);
-        if (out.json) return out.data(page);
-        if (page.total === 0) return out.line(o.blocked ? 'No blocked users.' : 'No users yet.');
-        out.table(['USER', 'BLOCKED', 'SPEND TODAY', 'DAILY BUDGET', 'RUNS', 'LAST SEEN'], page.items.map((u) => [
-          u.user_id, u.blocked ? out.style.bad('yes') : 'no', usd(u.daily_spend_usd),
-          u.daily_budget_usd === null ? 'workspace default' : usd(u.daily_budget_usd), u.run_count, timestamp(u.last_seen_at),
-        ]));
-        out.line(`\n${pageFooter(page, 'user')}`);
-      })),
+      .action(
+        withApi(async ({ client, out }, o: ApiOptions & { blocked?: boolean; page: string; perPage: string }) => {
+          const query = new URLSearchParams({ page: o.page, per_page: o.perPage });
+          if (o.blocked) query.set('blocked', 'true');
+          const page = await client.request<Page<User>>('GET', `/v1/users?${query}`);
+          if (out.json) return out.data(page);
+          if (page.total === 0) return out.line(o.blocked ? 'No blocked users.' : 'No users yet.');
+          out.table(
+            ['USER', 'BLOCKED', 'SPEND TODAY', 'DAILY BUDGET', 'RUNS', 'LAST SEEN'],
+            page.items.map((u) => [
+              u.user_id,
+              u.blocked ? out.style.bad('yes') : 'no',
+              usd(u.daily_spend_usd),
+              u.daily_budget_usd === null ? 'workspace default' : usd(u.daily_budget_usd),
+              u.run_count,
+              timestamp(u.last_seen_at),
+            ]),
+          );
+          out.line(`\n${pageFooter(page, 'user')}`);
+        }),
+      ),
   );
   users.addCommand(
     apiCommand('block', 'deny every run start and step of a user (works before their first run)')
       .addArgument(new Argument('<user_id>'))
-      .action(withApi(async ({ client, out }, _o, userId: string) => {
-        const user = await client.request<User>('PUT', path(userId), { blocked: true });
-        if (out.json) return out.data(user);
-        out.line(`${user.user_id} is ${out.style.bad('blocked')}.`);
-      })),
+      .action(
+        withApi(async ({ client, out }, _o, userId: string) => {
+          const user = await client.request<User>('PUT', path(userId), { blocked: true });
+          if (out.json) return out.data(user);
+          out.line(`${user.user_id} is ${out.style.bad('blocked')}.`);
+        }),
+      ),
   );
   users.addCommand(
     apiCommand('unblock', 'allow a blocked user again')
       .addArgument(new Argument('<user_id>'))
-      .action(withApi(async ({ client, out }, _o, userId: string) => {
-        // Unblocking someone not blocked changes nothing, and must not create a user never seen.
-        if (!(await isBlocked(client, userId))) {
-          if (out.json) return out.data({ user_id: userId, blocked: false, changed: false });
-          return out.line(`${userId} is not blocked; nothing changed.`);
-        }
-        const user = await client.request<User>('PUT', path(userId), { blocked: false });
-        if (out.json) return out.data(user);
-        out.line(`${user.user_id} is allowed again.`);
-      })),
+      .action(
+        withApi(async ({ client, out }, _o, userId: string) => {
+          // Unblocking someone not blocked changes nothing, and must not create a user never seen.
+          if (!(await isBlocked(client, userId))) {
+            if (out.json) return out.data({ user_id: userId, blocked: false, changed: false });
+            return out.line(`${userId} is not blocked; nothing changed.`);
+          }
+          const user = await client.request<User>('PUT', path(userId), { blocked: false });
+          if (out.json) return out.data(user);
+          out.line(`${user.user_id} is allowed again.`);
+        }),
+      ),
   );
   users.addCommand(
     apiCommand('budget', "set a user's own daily budget in USD, or 'none' for the workspace's per-user budget")
       .addArgument(new Argument('<user_id>'))
       .addArgument(new Argument('<usd>', "USD per UTC day, or 'none'"))
-      .action(withApi(async ({ client, out }, _o, userId: string, amount: string) => {
-        const budget = parseUsd(amount, 'budget');
-        const user = await client.request<User>('PUT', path(userId), { daily_budget_usd: budget === UNLIMITED ? null : budget });
-        if (out.json) return out.data(user);
-        if (user.daily_budget_usd !== null) {
-          if (user.daily_budget_usd === 0) out.warn(`a budget of $0.00 denies every run and call of ${user.user_id}.`);
-          return out.line(`${user.user_id}: daily budget ${usd(user.daily_budget_usd)} (spent today: ${usd(user.daily_spend_usd)}).`);
-        }
-        const workspace = await client.request<{ user_daily_budget_usd: number | null }>('GET', '/v1/workspace');
-        const shared = workspace.user_daily_budget_usd === null ? 'unlimited' : `${usd(workspace.user_daily_budget_usd)} a day`;
-        out.line(`${user.user_id}: no budget of their own; the workspace's per-user budget applies (${shared}).`);
-      })),
+      .action(
+        withApi(async ({ client, out }, _o, userId: string, amount: string) => {
+          const budget = parseUsd(amount, 'budget');
+          const user = await client.request<User>('PUT', path(userId), {
+            daily_budget_usd: budget === UNLIMITED ? null : budget,
+          });
+          if (out.json) return out.data(user);
+          if (user.daily_budget_usd !== null) {
+            if (user.daily_budget_usd === 0)
+              out.warn(`a budget of $0.00 denies every run and call of ${user.user_id}.`);
+            return out.line(
+              `${user.user_id}: daily budget ${usd(user.daily_budget_usd)} (spent today: ${usd(user.daily_spend_usd)}).`,
+            );
+          }
+          const workspace = await client.request<{ user_daily_budget_usd: number | null }>('GET', '/v1/workspace');
+          const shared =
+            workspace.user_daily_budget_usd === null ? 'unlimited' : `${usd(workspace.user_daily_budget_usd)} a day`;
+          out.line(`${user.user_id}: no budget of their own; the workspace's per-user budget applies (${shared}).`);
+        }),
+      ),
   );
   users.addCommand(
-    apiCommand('delete', "delete a user's record and ended runs (refused while a run is RUNNING or in this month / since yesterday, UTC)")
+    apiCommand(
+      'delete',
+      "delete a user's record and ended runs (refused while a run is RUNNING or in this month / since yesterday, UTC)",
+    )
       .addArgument(new Argument('<user_id>'))
       .addOption(new Option('--yes', 'confirm: their runs and steps are deleted for good'))
-      .action(withApi(async ({ client, out }, o: ApiOptions & { yes?: boolean }, userId: string) => {
-        if (!o.yes) throw new Error(`deleting ${userId} deletes their runs and steps for good; run again with --yes`);
-        const deleted = await client.request<{ user_id: string; runs_deleted: number }>('DELETE', path(userId));
-        if (out.json) return out.data(deleted);
-        out.line(`Deleted ${deleted.user_id} and ${deleted.runs_deleted} run${deleted.runs_deleted === 1 ? '' : 's'}.`);
-      })),
+      .action(
+        withApi(async ({ client, out }, o: ApiOptions & { yes?: boolean }, userId: string) => {
+          if (!o.yes) throw new Error(`deleting ${userId} deletes their runs and steps for good; run again with --yes`);
+          const deleted = await client.request<{ user_id: string; runs_deleted: number }>('DELETE', path(userId));
+          if (out.json) return out.data(deleted);
+          out.line(
+            `Deleted ${deleted.user_id} and ${deleted.runs_deleted} run${deleted.runs_deleted === 1 ? '' : 's'}.`,
+          );
+        }),
+      ),
   );
   return users;
 }

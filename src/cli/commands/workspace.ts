@@ -45,7 +45,8 @@ const show = (w: Workspace) => [
 ];
 
 /** The ceilings of each plan, as the daemon enforces them (src/store/workspaces.ts). */
-const PLAN_CEILINGS = 'basic 1,000 runs a month and 5 at once, pro 25,000 and 25, scale 250,000 and 100, enterprise unlimited';
+const PLAN_CEILINGS =
+  'basic 1,000 runs a month and 5 at once, pro 25,000 and 25, scale 250,000 and 100, enterprise unlimited';
 
 /** A limit above the plan's ceiling: say what the plans allow and how to move to another. */
 function planHint(error: unknown): unknown {
@@ -63,49 +64,76 @@ function planHint(error: unknown): unknown {
 function warnIfDenyingAll(out: Output, changes: Record<string, unknown>): void {
   const zero: Record<string, string> = {
     daily_budget_usd: 'a workspace daily budget of $0.00 denies every run and call',
-    user_daily_budget_usd: 'a per-user daily budget of $0.00 denies every run and call of users without a budget of their own',
+    user_daily_budget_usd:
+      'a per-user daily budget of $0.00 denies every run and call of users without a budget of their own',
     monthly_run_limit: 'a monthly run limit of 0 denies every run start (MONTHLY_RUN_LIMIT_EXCEEDED)',
     max_concurrent_runs: 'a concurrent run limit of 0 denies every run start (MAX_CONCURRENT_RUNS_EXCEEDED)',
   };
   for (const [key, value] of Object.entries(changes)) if (value === 0 && zero[key]) out.warn(`${zero[key]}.`);
 }
 
-function setter(name: string, description: string, options: Option[], body: (o: Record<string, unknown>) => Record<string, unknown>) {
+function setter(
+  name: string,
+  description: string,
+  options: Option[],
+  body: (o: Record<string, unknown>) => Record<string, unknown>,
+) {
   const command = apiCommand('set', description);
   for (const option of options) command.addOption(option);
   return new Command(name).description(description).addCommand(
-    command.action(withApi(async ({ client, out }, o: ApiOptions & Record<string, unknown>) => {
-      const changes = body(o);
-      if (Object.keys(changes).length === 0) throw new InvalidArgumentError(`nothing to set: give at least one of ${options.map((x) => x.long).join(', ')}`);
-      const workspace = await client.request<Workspace>('PATCH', '/v1/workspace', changes).catch((error: unknown) => {
-        throw planHint(error);
-      });
-      warnIfDenyingAll(out, changes);
-      if (out.json) return out.data(workspace);
-      out.table(['', ''], show(workspace));
-    })),
+    command.action(
+      withApi(async ({ client, out }, o: ApiOptions & Record<string, unknown>) => {
+        const changes = body(o);
+        if (Object.keys(changes).length === 0)
+          throw new InvalidArgumentError(
+            `nothing to set: give at least one of ${options.map((x) => x.long).join(', ')}`,
+          );
+        const workspace = await client.request<Workspace>('PATCH', '/v1/workspace', changes).catch((error: unknown) => {
+          throw planHint(error);
+        });
+        warnIfDenyingAll(out, changes);
+        if (out.json) return out.data(workspace);
+        out.table(['', ''], show(workspace));
+      }),
+    ),
   );
 }
 
 export function budgetCommand(): Command {
-  return setter('budget', "set the workspace's daily budgets in USD ('none' = unlimited)", [
-    new Option('--workspace-daily <usd>', 'USD per UTC day for the whole workspace').argParser((v) => parseUsd(v, '--workspace-daily')),
-    new Option('--user-daily <usd>', 'USD per UTC day for each user without a budget of their own').argParser((v) => parseUsd(v, '--user-daily')),
-    new Option('--unpriced-models <policy>', "a model call of a model without a price: 'allow' (counts $0) or 'deny' (MODEL_NOT_PRICED)")
-      .choices(['allow', 'deny']),
-  ], (o) => ({
-    ...(o.unpricedModels !== undefined && { unpriced_models: o.unpricedModels }),
-    ...(o.workspaceDaily !== undefined && { daily_budget_usd: orNull(o.workspaceDaily) }),
-    ...(o.userDaily !== undefined && { user_daily_budget_usd: orNull(o.userDaily) }),
-  }));
+  return setter(
+    'budget',
+    "set the workspace's daily budgets in USD ('none' = unlimited)",
+    [
+      new Option('--workspace-daily <usd>', 'USD per UTC day for the whole workspace').argParser((v) =>
+        parseUsd(v, '--workspace-daily'),
+      ),
+      new Option('--user-daily <usd>', 'USD per UTC day for each user without a budget of their own').argParser((v) =>
+        parseUsd(v, '--user-daily'),
+      ),
+      new Option(
+        '--unpriced-models <policy>',
+        "a model call of a model without a price: 'allow' (counts $0) or 'deny' (MODEL_NOT_PRICED)",
+      ).choices(['allow', 'deny']),
+    ],
+    (o) => ({
+      ...(o.unpricedModels !== undefined && { unpriced_models: o.unpricedModels }),
+      ...(o.workspaceDaily !== undefined && { daily_budget_usd: orNull(o.workspaceDaily) }),
+      ...(o.userDaily !== undefined && { user_daily_budget_usd: orNull(o.userDaily) }),
+    }),
+  );
 }
 
 export function limitsCommand(): Command {
-  return setter('limits', "set the monthly run limit and the concurrent run limit, within the plan's ceiling ('none' = unlimited: enterprise plan only)", [
-    new Option('--monthly-runs <n>', 'allowed run starts per UTC month').argParser(parseLimit),
-    new Option('--concurrent-runs <n>', 'RUNNING runs at once').argParser(parseLimit),
-  ], (o) => ({
-    ...(o.monthlyRuns !== undefined && { monthly_run_limit: orNull(o.monthlyRuns) }),
-    ...(o.concurrentRuns !== undefined && { max_concurrent_runs: orNull(o.concurrentRuns) }),
-  }));
+  return setter(
+    'limits',
+    "set the monthly run limit and the concurrent run limit, within the plan's ceiling ('none' = unlimited: enterprise plan only)",
+    [
+      new Option('--monthly-runs <n>', 'allowed run starts per UTC month').argParser(parseLimit),
+      new Option('--concurrent-runs <n>', 'RUNNING runs at once').argParser(parseLimit),
+    ],
+    (o) => ({
+      ...(o.monthlyRuns !== undefined && { monthly_run_limit: orNull(o.monthlyRuns) }),
+      ...(o.concurrentRuns !== undefined && { max_concurrent_runs: orNull(o.concurrentRuns) }),
+    }),
+  );
 }
