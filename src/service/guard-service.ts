@@ -30,10 +30,6 @@ import { PriceBook } from './price-book.js';
 import { ReleasedRuns } from './released-runs.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 
-// The clock has a module of its own (src/clock.ts); this re-export keeps imports from branches
-// written before the move compiling, until they are merged and changed.
-export { type Clock, systemClock } from '../clock.js';
-
 export type Boundary = 'run_start' | 'step';
 
 /**

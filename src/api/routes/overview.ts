@@ -5,7 +5,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd, numericToUsd } from '../../money/decimal.js';
-import type { Clock } from '../../service/guard-service.js';
+import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/db.js';
 import { readOverview } from '../../store/overview.js';
 import { errorResponses, Overview, OverviewQuery } from '../../contract/index.js';
