@@ -28,6 +28,13 @@ export const LATE_INDEXES: readonly LateIndex[] = [
   { name: 'steps_blocked', table: 'steps', definition: "(created_at) WHERE status = 'BLOCKED'" },
   { name: 'runs_blocked', table: 'runs', definition: "(started_at) WHERE status = 'BLOCKED'" },
   { name: 'runs_failed', table: 'runs', definition: "(ended_at) WHERE status = 'FAILED'" },
+  // Unfinished steps with an estimate (migration 15) are the calls in flight: a workspace's outstanding
+  // reservations are summed from them, and a Redis copy of them is rebuilt from them.
+  {
+    name: 'steps_outstanding_estimates',
+    table: 'steps',
+    definition: "(workspace_id, run_id) WHERE status = 'ALLOWED' AND estimate_micros IS NOT NULL",
+  },
 ];
 
 export interface LateIndexBuild {

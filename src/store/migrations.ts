@@ -450,6 +450,27 @@ ALTER TABLE workspaces ADD COLUMN retention_days integer
   CONSTRAINT workspaces_retention_days_min CHECK (retention_days IS NULL OR retention_days >= 35);
 `,
   },
+  {
+    version: 15,
+    name: 'step_estimates',
+    sql: `
+-- The upper bound of a step's cost, in integer microdollars, known before it is allowed: the
+-- proxy's estimate of a model call from its request (every proxied MODEL_CALL, in every budget
+-- mode), or an API step's max_cost_usd, or (budget_mode "reserve") the workspace's default step
+-- reservation. NULL: none known. An unfinished (ALLOWED) step's estimate is its outstanding
+-- reservation in "reserve" mode, and what a lost result is charged at.
+-- (Its partial index, steps_outstanding_estimates, is a late index: see late-indexes.ts.)
+ALTER TABLE steps ADD COLUMN estimate_micros bigint;
+-- "spend": the budget rules deny once spend so far reaches the budget (the seed's rule).
+-- "reserve": each step reserves its estimate first; they deny when spend + outstanding
+-- reservations + this estimate would pass the budget.
+ALTER TABLE workspaces ADD COLUMN budget_mode text NOT NULL DEFAULT 'spend'
+  CHECK (budget_mode IN ('spend', 'reserve'));
+-- What an API step without max_cost_usd reserves in "reserve" mode (default $0.05).
+ALTER TABLE workspaces ADD COLUMN default_step_reservation_micros bigint NOT NULL DEFAULT 50000
+  CHECK (default_step_reservation_micros >= 0);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

@@ -1,0 +1,114 @@
+/**
+ * The upper bound of a model call's cost, known before the call: what a budget in "reserve" mode
+ * reserves, and what a call whose result was lost is charged at. Pure: the caller reads the
+ * request (src/proxy/request-bounds.ts) and the model's prices; the cost is the one rule of
+ * cost.ts, priced at the dearest input price, rounded up to the microdollar.
+ *
+ * The bound holds for what a request says of itself: its text (input tokens are at most its
+ * bytes) and its output limit. It does not hold for input the request only points at (an image
+ * by URL, a file id, a server-side tool's results): see docs/budgets.md.
+ */
+import { callCost, costToMicros, parseDecimal, type TokenPrices } from './cost.js';
+
+/** What a request says of its size, read by the proxy before anything is sent upstream. */
+export interface CallBounds {
+  /** At most this many input tokens: the request body's size in bytes (a token is at least one byte of text). */
+  inputTokens: number;
+  /** The request's own output limit (`max_tokens`, `max_completion_tokens`, `max_output_tokens`); null: none given. */
+  maxOutputTokens: number | null;
+  /** Completions asked for at once (OpenAI's `n`): each may be as long as the limit. */
+  choices: number;
+}
+
+/**
+ * Output tokens a model may write when the request sets no limit: its documented maximum output.
+ * Matched by the longest prefix of the model id (dated and suffixed ids share their family's).
+ */
+export const MODEL_MAX_OUTPUT_TOKENS: Readonly<Record<string, number>> = Object.freeze({
+  'gpt-3.5-turbo': 4_096,
+  'gpt-4': 8_192,
+  'gpt-4-turbo': 4_096,
+  'gpt-4o': 16_384,
+  'gpt-4o-mini': 16_384,
+  'gpt-4.1': 32_768,
+  'gpt-4.5': 16_384,
+  'gpt-5': 128_000,
+  o1: 100_000,
+  'o1-mini': 65_536,
+  o3: 100_000,
+  'o3-mini': 100_000,
+  'o4-mini': 100_000,
+  'claude-2': 4_096,
+  'claude-3': 4_096,
+  'claude-3-5': 8_192,
+  'claude-3-7': 64_000,
+  'claude-sonnet-4': 64_000,
+  'claude-opus-4': 32_000,
+  'claude-haiku-4': 64_000,
+  'claude-opus-4-5': 64_000,
+  'gemini-1.5': 8_192,
+  'gemini-2.0': 8_192,
+  'gemini-2.5': 65_536,
+});
+
+/**
+ * Output tokens assumed for a model the table does not know and a request without a limit: the
+ * largest output most current models allow, so an unknown model's call is not waved through.
+ */
+export const FALLBACK_MAX_OUTPUT_TOKENS = 32_768;
+
+/** The model's maximum output by the table, else the fallback. */
+export function maxOutputTokens(model: string): number {
+  const id = model.toLowerCase().replace(/^.*\//, ''); // "openai/gpt-4o" as "gpt-4o"
+  let best: string | null = null;
+  for (const prefix of Object.keys(MODEL_MAX_OUTPUT_TOKENS)) {
+    if (id.startsWith(prefix) && (best === null || prefix.length > best.length)) best = prefix;
+  }
+  return best === null ? FALLBACK_MAX_OUTPUT_TOKENS : MODEL_MAX_OUTPUT_TOKENS[best]!;
+}
+
+/** The output tokens a call may bill: its limit (or the model's maximum) for each completion. */
+export function outputTokenBound(bounds: CallBounds, model: string): number {
+  const limit = bounds.maxOutputTokens ?? maxOutputTokens(model);
+  return limit * Math.max(1, bounds.choices);
+}
+
+/** The dearest of the input prices: an input token may be billed at any of them (a cache write costs more). */
+function dearestInputPrice(prices: TokenPrices): string {
+  const candidates = [prices.input, prices.cacheRead, prices.cacheWrite].filter((p): p is string => p !== null);
+  // Compared exactly, at a common scale.
+  const scaled = candidates.map(parseDecimal);
+  const scale = Math.max(...scaled.map((d) => d.scale));
+  const at = (i: number) => scaled[i]!.digits * 10n ** BigInt(scale - scaled[i]!.scale);
+  let dearest = 0;
+  for (let i = 1; i < candidates.length; i++) if (at(i) > at(dearest)) dearest = i;
+  return candidates[dearest]!;
+}
+
+/** Exact USD text as microdollars, rounded up: an upper bound stays one. */
+export function costToMicrosCeil(cost: string): number {
+  const rounded = costToMicros(cost);
+  const { digits, scale } = parseDecimal(cost);
+  const exactBelow = scale <= 6 ? false : rounded * 10n ** BigInt(scale - 6) < digits;
+  return Number(exactBelow ? rounded + 1n : rounded);
+}
+
+/** The most a call can cost at `prices`, in microdollars (capped at `capMicros`). */
+export function estimateCallMicros(
+  bounds: CallBounds,
+  model: string,
+  prices: TokenPrices,
+  capMicros = Number.MAX_SAFE_INTEGER,
+): number {
+  const inputTokens = Math.max(0, Math.ceil(bounds.inputTokens));
+  const cost = callCost(
+    {
+      promptTokens: inputTokens,
+      completionTokens: outputTokenBound(bounds, model),
+      cacheReadTokens: null,
+      cacheWriteTokens: null,
+    },
+    { input: dearestInputPrice(prices), output: prices.output, cacheRead: null, cacheWrite: null },
+  )!;
+  return Math.min(costToMicrosCeil(cost), capMicros);
+}
