@@ -22,6 +22,7 @@ export default defineConfig({
       'test/proxy/forwarder.test.ts',
       'test/proxy/json-rewrite.test.ts',
       'test/proxy/openai-adapter.test.ts',
+      'test/proxy/request-bounds.test.ts',
       'test/proxy/sse-decoder.test.ts',
       'test/proxy/usage-tracker.test.ts',
       'test/service/passwords.test.ts',

@@ -33,6 +33,7 @@ import { rewrittenBytes } from './json-rewrite.js';
 import type { Provider, ProviderRegistry } from './provider-registry.js';
 import { NO_USAGE, type Usage, type UsageTracker } from './providers/index.js';
 import { proxyTokenStore, type ProxyTokenStore } from './proxy-tokens.js';
+import { requestBounds } from './request-bounds.js';
 
 export interface ProxyOptions {
   providers: ProviderRegistry;
@@ -331,6 +332,7 @@ export const proxyRoutes: FastifyPluginAsync<{
       type: 'MODEL_CALL' as const,
       model: inspected.model === null ? null : inspected.model.slice(0, 256),
       input_data: inputData,
+      bounds: requestBounds(path, parsed, raw?.length ?? 0),
     };
     let runId: string;
     let step: CreatedStep;

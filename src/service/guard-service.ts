@@ -25,6 +25,7 @@ import { timeOrderedId } from '../store/time-ordered-id.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
 import { GuardStateCache } from './guard-state-cache.js';
 import { callCost, costToMicros, type TokenPrices } from '../money/cost.js';
+import { estimateCallMicros, type CallBounds } from '../money/call-estimate.js';
 import { PendingSpend } from './pending-spend.js';
 import { PriceBook } from './price-book.js';
 import { ReleasedRuns } from './released-runs.js';
@@ -56,6 +57,10 @@ export interface StepInput {
   model?: string | null;
   tool_name?: string | null;
   input_data?: unknown;
+  /** A proxied model call's request, as far as it bounds the call's cost (the proxy reads it). */
+  bounds?: CallBounds | null;
+  /** The caller's own bound of the step's cost (an API step's `max_cost_usd`), in microdollars. */
+  max_cost_micros?: number | null;
 }
 
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
@@ -239,6 +244,7 @@ export class GuardService {
     const scope = scopeAt(now, workspaceId, input.user_id);
     const [state, spend] = await this.decisionInputs(scope);
     const modelPriced = firstStep ? await this.modelPriced(state, workspaceId, firstStep) : undefined;
+    const estimate = firstStep ? await this.stepEstimate(workspaceId, firstStep) : null;
     // Rules 5 and 6 count runs only where the workspace has a run limit: then under its admission
     // lock, so the counts are exact and stay so until this start commits. Without one, no rule
     // reads them, and starts do not queue behind each other.
@@ -264,6 +270,7 @@ export class GuardService {
               firstStep,
               evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced }),
               now,
+              estimate,
             )
           : undefined;
       const run = {
@@ -335,6 +342,7 @@ export class GuardService {
     input: Omit<StepInput, 'sequence'>,
     decision: Decision,
     now: Date,
+    estimateMicros: number | null,
   ): runs.NewStep {
     return {
       id: timeOrderedId(now.getTime()),
@@ -348,6 +356,7 @@ export class GuardService {
       inputData: input.input_data ?? null,
       decision,
       now,
+      estimateMicros,
     };
   }
 
@@ -393,8 +402,9 @@ export class GuardService {
     const now = this.clock.now();
     const [state, spend, userId] = await this.stepCheckInputs(workspaceId, runId, now);
     const modelPriced = await this.modelPriced(state, workspaceId, input);
+    const estimate = await this.stepEstimate(workspaceId, input);
     const decision = evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced });
-    const template = this.newStep(workspaceId, runId, 0, input, decision, now);
+    const template = this.newStep(workspaceId, runId, 0, input, decision, now, estimate);
     const step = (sequence: number): runs.NewStep => ({ ...template, sequence });
     const answer = (sequence: number): CreatedStep => createdView(step(sequence));
     // A remembered answer commits with its step, in a transaction of its own; any other step
@@ -505,6 +515,19 @@ export class GuardService {
     if (input.type !== 'MODEL_CALL' || state.workspace.unpriced_models !== 'deny') return undefined;
     const model = input.model ?? null;
     return { model, priced: model !== null && (await this.prices.prices(workspaceId, model)) !== null };
+  }
+
+  /**
+   * The upper bound of a step's cost, in microdollars, stored with the step: the caller's own
+   * (`max_cost_usd`), or a proxied model call's, estimated from its request and its model's active
+   * prices (none for an unpriced model: its cost is unknown). Null: no bound is known.
+   */
+  private async stepEstimate(workspaceId: string, input: Omit<StepInput, 'sequence'>): Promise<number | null> {
+    if (input.max_cost_micros !== undefined && input.max_cost_micros !== null) return input.max_cost_micros;
+    const model = input.model ?? null;
+    if (!input.bounds || model === null || input.type !== 'MODEL_CALL') return null;
+    const prices = await this.prices.prices(workspaceId, model);
+    return prices ? estimateCallMicros(input.bounds, model, prices, SPEND_CAP_MICROS) : null;
   }
 
   /**

@@ -173,14 +173,16 @@ export interface NewStep {
   inputData: unknown;
   decision: Decision;
   now: Date;
+  /** The upper bound of the step's cost in microdollars (migration 15); null or absent: none known. */
+  estimateMicros?: number | null;
 }
 
 const STEP_INSERT_COLUMNS =
-  'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at';
+  'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at, estimate_micros';
 /** A batch of steps as rows: the JSON document (each step as `stepRecord` writes it) and its length, by parameter number. */
 const stepRecordset = (document: number, length: number) => `SELECT * FROM json_to_recordset($${document}::json)
   AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
-    input_json json, decision json, created_at timestamptz) LIMIT $${length}`;
+    input_json json, decision json, created_at timestamptz, estimate_micros bigint) LIMIT $${length}`;
 const stepRecord = (s: NewStep) => ({
   id: s.id,
   run_id: s.runId,
@@ -193,6 +195,7 @@ const stepRecord = (s: NewStep) => ({
   input_json: s.inputData ?? null,
   decision: s.decision,
   created_at: s.now,
+  estimate_micros: s.estimateMicros ?? null,
 });
 
 /** Why a step was not written: its run is no longer RUNNING, or its sequence is taken. */
@@ -229,7 +232,8 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
        FOR NO KEY UPDATE OF r
      ), step AS (
        INSERT INTO steps (${STEP_INSERT_COLUMNS})
-       SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_json, v.decision, v.created_at
+       SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_json, v.decision, v.created_at,
+         v.estimate_micros
        FROM v JOIN run r ON r.id = v.run_id AND r.workspace_id = v.workspace_id
        ORDER BY r.id, v.sequence
        ON CONFLICT (run_id, sequence) DO NOTHING
