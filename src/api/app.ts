@@ -44,7 +44,8 @@ import { registerDashboard } from './dashboard-assets.js';
 import { DashboardSignIn } from '../service/dashboard-sign-in.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
-import { proxyRequestSerializer, proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
+import { proxyRequestSerializer } from '../proxy/proxy-request-log.js';
+import { proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
 
 export interface AppDeps {
   db: Db;

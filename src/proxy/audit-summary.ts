@@ -23,9 +23,11 @@ export interface AuditInput {
 
 type Json = Record<string, unknown>;
 
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
-const count = (v: unknown): number | undefined => (Array.isArray(v) ? v.length : undefined);
-const int = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+const isObject = (value: unknown): value is Json =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+const count = (value: unknown): number | undefined => (Array.isArray(value) ? value.length : undefined);
+const int = (value: unknown): number | undefined =>
+  typeof value === 'number' && Number.isFinite(value) ? value : undefined;
 /**
  * The first `n` UTF-16 units of `text`, one fewer rather than half a character: a lone surrogate
  * makes the JSON one Postgres refuses (and the whole call with it).

@@ -32,7 +32,7 @@ function connectionListed(value: string | string[] | undefined): Set<string> {
   return new Set(
     text
       .split(',')
-      .map((t) => t.trim().toLowerCase())
+      .map((name) => name.trim().toLowerCase())
       .filter(Boolean),
   );
 }

@@ -48,8 +48,8 @@ export function createProviderRegistry(
   options: UpstreamOptions = {},
 ): ProviderRegistry {
   const providers = new Map<string, Provider>();
-  for (const d of definitions) {
-    const url = new URL(d.upstream);
+  for (const definition of definitions) {
+    const url = new URL(definition.upstream);
     const pool = new Pool(url.origin, {
       connections: options.connectionsPerUpstream ?? 256,
       connect: { timeout: options.connectTimeoutMs ?? 10_000 },
@@ -58,11 +58,11 @@ export function createProviderRegistry(
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 30_000,
     });
     providers.set(
-      d.name,
+      definition.name,
       Object.freeze({
-        name: d.name,
-        type: d.type,
-        adapter: adapterFor(d.type),
+        name: definition.name,
+        type: definition.type,
+        adapter: adapterFor(definition.type),
         origin: url.origin,
         basePath: url.pathname.replace(/\/+$/, ''),
         pool,
@@ -73,7 +73,7 @@ export function createProviderRegistry(
     get: (name) => providers.get(name),
     names: () => [...providers.keys()],
     async close() {
-      await Promise.all([...providers.values()].map((p) => p.pool.close()));
+      await Promise.all([...providers.values()].map((provider) => provider.pool.close()));
     },
   };
 }

@@ -157,13 +157,13 @@ function objectFrom(text: string, start: number): unknown {
   let depth = 0;
   let inString = false;
   for (let i = start; i < text.length; i++) {
-    const c = text[i];
+    const char = text[i];
     if (inString) {
-      if (c === '\\') i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === '{') depth++;
-    else if (c === '}' && --depth === 0) return asObject(parseJson(text.slice(start, i + 1)));
+      if (char === '\\') i++;
+      else if (char === '"') inString = false;
+    } else if (char === '"') inString = true;
+    else if (char === '{') depth++;
+    else if (char === '}' && --depth === 0) return asObject(parseJson(text.slice(start, i + 1)));
   }
   return undefined;
 }

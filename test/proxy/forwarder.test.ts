@@ -1,7 +1,7 @@
 /** Header hygiene of the forwarder, both ways: a table of what crosses and what does not. */
 import { describe, expect, it } from 'vitest';
 import { clientHeaders, upstreamFailure, upstreamHeaders } from '../../src/proxy/forwarder.js';
-import { redactProxyUrl } from '../../src/proxy/proxy-routes.js';
+import { redactProxyUrl } from '../../src/proxy/proxy-request-log.js';
 
 describe('upstreamHeaders', () => {
   it('when a client request has hop-by-hop, guardrail and credential headers, then only end-to-end ones cross', () => {

@@ -29,13 +29,14 @@ function merge(counters: Counters, value: unknown): Counters {
   };
 }
 
-function toUsage(c: Counters): Usage {
+function toUsage(counters: Counters): Usage {
   return {
-    promptTokens: c.input === null ? null : c.input + (c.cacheCreation ?? 0) + (c.cacheRead ?? 0),
-    completionTokens: c.output,
-    cacheReadTokens: c.cacheRead,
-    cacheWriteTokens: c.cacheCreation,
-    reasoningTokens: c.thinking,
+    promptTokens:
+      counters.input === null ? null : counters.input + (counters.cacheCreation ?? 0) + (counters.cacheRead ?? 0),
+    completionTokens: counters.output,
+    cacheReadTokens: counters.cacheRead,
+    cacheWriteTokens: counters.cacheCreation,
+    reasoningTokens: counters.thinking,
   };
 }
 

@@ -9,12 +9,12 @@ import { NO_USAGE, type InspectedRequest, type ProviderAdapter, type Usage } fro
 type Endpoint = 'chat' | 'completions' | 'responses' | 'embeddings';
 
 function endpointOf(path: string): Endpoint | null {
-  const p = endpointPath(path);
-  if (p.endsWith('/chat/completions')) return 'chat';
-  if (p.endsWith('/completions')) return 'completions';
+  const endpoint = endpointPath(path);
+  if (endpoint.endsWith('/chat/completions')) return 'chat';
+  if (endpoint.endsWith('/completions')) return 'completions';
   // Only creation: `/responses/{id}` retrieves a response already counted.
-  if (p.endsWith('/responses')) return 'responses';
-  if (p.endsWith('/embeddings')) return 'embeddings';
+  if (endpoint.endsWith('/responses')) return 'responses';
+  if (endpoint.endsWith('/embeddings')) return 'embeddings';
   return null;
 }
 

@@ -168,8 +168,9 @@ class APITimeoutError(APIConnectionError):
         super().__init__(message)
 
 
-# Why each seed rule denies, as the tail of GuardBlockedError.reason. A code the daemon adds later
-# (a rule beyond the seed's six) still gets a sentence: the generic one, with its code.
+# Why each rule denies, as the tail of GuardBlockedError.reason: a copy of DENY_SENTENCES in the
+# daemon's src/contract/deny-reasons.ts, in its order (tests/test_deny_reasons.py fails when they
+# differ). A code a newer daemon adds still gets a sentence: the generic one, with its code.
 _DENY_SENTENCES: dict[str, str] = {
     "KILL_SWITCH_ACTIVE": "the workspace kill switch is on",
     "USER_BLOCKED": "the user is blocked",
@@ -177,6 +178,7 @@ _DENY_SENTENCES: dict[str, str] = {
     "USER_DAILY_BUDGET_EXCEEDED": "the user's daily budget is spent",
     "MONTHLY_RUN_LIMIT_EXCEEDED": "the workspace's monthly run limit is reached",
     "MAX_CONCURRENT_RUNS_EXCEEDED": "the workspace's limit of concurrent runs is reached",
+    "MODEL_NOT_PRICED": "the model has no price and the workspace denies unpriced models",
 }
 
 

@@ -1,0 +1,122 @@
+/**
+ * Recording a proxied call's result after its answer: its status, tokens and duration (hence its
+ * cost), and, for a call that has a run of its own, that run's end. The client already has its
+ * answer and the provider bills the call, so a write the database cannot take now is retried
+ * until it can: a moment without Postgres neither loses the spend nor leaves the run holding a
+ * concurrent-run slot.
+ */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyBaseLogger } from 'fastify';
+import { isApiError } from '../errors.js';
+import type { GuardService } from '../service/guard-service.js';
+import { isDatabaseDown } from '../store/db.js';
+import type { CallsInProgress } from './calls-in-progress.js';
+import type { Usage } from './providers/index.js';
+
+/** Waits between attempts at a proxied call's record; the last repeats. */
+const RECORD_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000, 5_000];
+/** How long a proxied call's record is retried: longer than a restart or a failover of Postgres. */
+const RECORD_RETRY_FOR_MS = 10 * 60_000;
+
+/** The step a forwarded call recorded, and whether its run is the call's own (to end with it). */
+export interface CallStep {
+  workspaceId: string;
+  runId: string;
+  stepId: string;
+  endRun: boolean;
+}
+
+export type CallStatus = 'COMPLETED' | 'FAILED';
+
+/** Records how a call ended; called once per call, returns at once (the writes go on). */
+export type RecordResult = (status: CallStatus, usage: Usage, outcome: Record<string, unknown>) => void;
+
+export type ResultWriter = Pick<GuardService, 'finishStep' | 'recordResult' | 'endRun' | 'runAnswered'>;
+
+/**
+ * `write()` until it succeeds, while the database is down (any other failure is final), for up to
+ * `retryForMs`; once `stopping` is aborted, one more attempt only.
+ */
+export async function untilStored<T>(
+  write: () => Promise<T>,
+  stopping: AbortSignal,
+  retrying: (error: unknown) => void,
+  retryForMs: number = RECORD_RETRY_FOR_MS,
+): Promise<T> {
+  const giveUpAt = performance.now() + retryForMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      // The API's own reading of a failure (it answers 503): the database is down, for now.
+      if (!isDatabaseDown(error) || stopping.aborted || performance.now() > giveUpAt) throw error;
+      retrying(error);
+      const delay = RECORD_RETRY_DELAYS_MS[Math.min(attempt, RECORD_RETRY_DELAYS_MS.length - 1)]!;
+      await sleep(delay, undefined, { signal: stopping }).catch(() => {});
+    }
+  }
+}
+
+/**
+ * The recorder of one call's result, made as its forwarding starts: the call's duration counts
+ * from here, and `calls` counts it in progress until its result is written (or given up on).
+ */
+export function resultRecorder(
+  guard: ResultWriter,
+  calls: CallsInProgress,
+  step: CallStep,
+  log: FastifyBaseLogger,
+): RecordResult {
+  const started = performance.now();
+  const recorded = calls.begin();
+  return (status, usage, outcome) => {
+    const result = {
+      status,
+      durationMs: Math.round(performance.now() - started),
+      promptTokens: usage.promptTokens,
+      completionTokens: usage.completionTokens,
+      cacheReadTokens: usage.cacheReadTokens,
+      cacheWriteTokens: usage.cacheWriteTokens,
+      reasoningTokens: usage.reasoningTokens,
+      outputData: outcome,
+    };
+    const retried = (what: string) => (error: unknown) =>
+      log.warn({ err: error, stepId: step.stepId }, `${what} failed; retrying`);
+    const written = async () => {
+      // A run of the call's own ends right after its result: that result goes at once, not with
+      // the results that wait for company, so the run stops counting against the concurrent-run
+      // limit as soon as it can. A result already taken (an attempt whose answer was lost) is final.
+      let attempts = 0;
+      await untilStored(
+        () => {
+          attempts++;
+          return step.endRun
+            ? guard.finishStep(step.workspaceId, step.runId, step.stepId, result)
+            : guard.recordResult(step.workspaceId, step.runId, step.stepId, result);
+        },
+        calls.stopping,
+        retried('recording a proxied call'),
+      ).catch((error: unknown) => {
+        if (!(isApiError(error) && error.code === 'STEP_ALREADY_FINISHED')) throw error;
+        // After a retry, our own earlier attempt landed; at the first, someone else finished the step.
+        if (attempts === 1)
+          log.warn({ stepId: step.stepId }, "a proxied call's step was already finished; its result was not recorded");
+      });
+      if (step.endRun) {
+        await untilStored(
+          () => guard.endRun(step.workspaceId, step.runId, status),
+          calls.stopping,
+          retried("ending a proxied call's run"),
+        ).catch((error: unknown) => {
+          if (!(isApiError(error) && error.code === 'RUN_NOT_RUNNING')) throw error;
+        });
+      }
+    };
+    // A run of the call's own stops holding a concurrency slot here now; its end follows.
+    if (step.endRun) guard.runAnswered(step.workspaceId, step.runId);
+    written()
+      .catch((error: unknown) => log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'))
+      .finally(recorded);
+  };
+}
