@@ -50,6 +50,8 @@ const settingsView = (w: WorkspaceRow) => ({
   max_concurrent_runs: w.max_concurrent_runs,
   retention_days: w.retention_days,
   unpriced_models: w.unpriced_models,
+  budget_mode: w.budget_mode,
+  default_step_reservation_usd: microsToUsd(w.default_step_reservation_micros),
 });
 const PRICE_FIELDS = [
   'input_cost_per_token',
@@ -67,6 +69,8 @@ const SETTINGS = [
   'max_concurrent_runs',
   'retention_days',
   'unpriced_models',
+  'budget_mode',
+  'default_step_reservation_usd',
 ] as const;
 
 export class GuardSettings {

@@ -33,10 +33,18 @@ export interface WorkspaceRow {
   retention_days: number | null;
   /** A MODEL_CALL step of a model without an active price: allowed (cost null) or denied. */
   unpriced_models: UnpricedModels;
+  /** "reserve": each step reserves its cost estimate before it is allowed (migration 15). */
+  budget_mode: BudgetMode;
+  /** What an API step without max_cost_usd reserves in "reserve" mode. */
+  default_step_reservation_micros: number;
   updated_at: Date;
 }
 
 export type UnpricedModels = 'allow' | 'deny';
+export type BudgetMode = 'spend' | 'reserve';
+
+/** A new workspace's default step reservation ($0.05): see docs/budgets.md. */
+export const DEFAULT_STEP_RESERVATION_MICROS = 50_000;
 
 const nullableNumber = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
@@ -52,6 +60,9 @@ export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
     max_concurrent_runs: nullableNumber(row.max_concurrent_runs),
     retention_days: nullableNumber(row.retention_days),
     unpriced_models: row.unpriced_models === 'deny' ? 'deny' : 'allow',
+    budget_mode: row.budget_mode === 'reserve' ? 'reserve' : 'spend',
+    default_step_reservation_micros:
+      nullableNumber(row.default_step_reservation_micros) ?? DEFAULT_STEP_RESERVATION_MICROS,
     updated_at: row.updated_at as Date,
   };
 }
@@ -205,6 +216,8 @@ export interface WorkspaceChanges {
   plan?: Plan;
   retention_days?: number | null;
   unpriced_models?: UnpricedModels;
+  budget_mode?: BudgetMode;
+  default_step_reservation_micros?: number;
 }
 
 const CHANGEABLE = [
@@ -216,6 +229,8 @@ const CHANGEABLE = [
   'plan',
   'retention_days',
   'unpriced_models',
+  'budget_mode',
+  'default_step_reservation_micros',
 ] as const;
 
 export async function updateWorkspace(

@@ -49,6 +49,13 @@ export const WORKSPACE_FIELDS: SettingField[] = [
     ],
   },
   {
+    key: 'default_step_reservation_usd',
+    label: 'Default step reservation (USD)',
+    help: 'Reserve mode: what an SDK/API step without max_cost_usd reserves. Empty: the default, $0.05.',
+    kind: 'usd',
+    nullable: true,
+  },
+  {
     key: 'unpriced_models',
     label: 'Calls to unpriced models',
     help: 'Deny: a model call whose model has no price is refused.',

@@ -4,7 +4,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
 import type { GuardSettings } from '../../service/guard-settings.js';
-import type { WorkspaceRow } from '../../store/workspaces.js';
+import { DEFAULT_STEP_RESERVATION_MICROS, type WorkspaceRow } from '../../store/workspaces.js';
 import { errorResponses, Nullable, RetentionDays, Usd, Uuid } from '../schemas.js';
 import { actorOf } from '../actor.js';
 
@@ -22,6 +22,10 @@ export const WorkspaceSchema = Type.Object({
   /** Days ended runs are kept before the purge deletes them; null: forever. */
   retention_days: Nullable(Type.Integer()),
   unpriced_models: Type.Enum(['allow', 'deny']),
+  /** "reserve": each step reserves its cost estimate first (docs/budgets.md). */
+  budget_mode: Type.Enum(['spend', 'reserve']),
+  /** What an API step without max_cost_usd reserves in "reserve" mode. */
+  default_step_reservation_usd: Type.Number(),
   updated_at: Type.String({ format: 'date-time' }),
 });
 
@@ -41,6 +45,8 @@ export function workspaceView(w: WorkspaceRow) {
     max_concurrent_runs: w.max_concurrent_runs,
     retention_days: w.retention_days,
     unpriced_models: w.unpriced_models,
+    budget_mode: w.budget_mode,
+    default_step_reservation_usd: microsToUsd(w.default_step_reservation_micros),
     updated_at: new Date(w.updated_at).toISOString(),
   };
 }
@@ -78,6 +84,10 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
             retention_days: Type.Optional(RetentionDays),
             /** "deny": a model call of a model without an active price is denied MODEL_NOT_PRICED. */
             unpriced_models: Type.Optional(Type.Enum(['allow', 'deny'])),
+            /** "reserve": rules 3 and 4 count outstanding reservations and this step's estimate. */
+            budget_mode: Type.Optional(Type.Enum(['spend', 'reserve'])),
+            /** null: back to the default ($0.05). */
+            default_step_reservation_usd: Type.Optional(Nullable(Usd)),
           },
           { additionalProperties: false },
         ),
@@ -94,6 +104,11 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
         max_concurrent_runs: b.max_concurrent_runs,
         retention_days: b.retention_days,
         unpriced_models: b.unpriced_models,
+        budget_mode: b.budget_mode,
+        default_step_reservation_micros:
+          b.default_step_reservation_usd === null
+            ? DEFAULT_STEP_RESERVATION_MICROS
+            : (micros(b.default_step_reservation_usd) ?? undefined),
       });
       return workspaceView(updated);
     },

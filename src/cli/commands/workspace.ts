@@ -11,6 +11,8 @@ interface Workspace {
   monthly_run_limit: number | null;
   max_concurrent_runs: number | null;
   unpriced_models?: 'allow' | 'deny';
+  budget_mode?: 'spend' | 'reserve';
+  default_step_reservation_usd?: number;
 }
 
 /**
@@ -42,6 +44,10 @@ const show = (w: Workspace) => [
   ['monthly runs', w.monthly_run_limit ?? 'unlimited'],
   ['concurrent runs', w.max_concurrent_runs ?? 'unlimited'],
   ...(w.unpriced_models ? [['unpriced models', w.unpriced_models]] : []),
+  ...(w.budget_mode ? [['budget mode', w.budget_mode]] : []),
+  ...(w.default_step_reservation_usd !== undefined
+    ? [['default step reservation', usd(w.default_step_reservation_usd)]]
+    : []),
 ];
 
 /** The ceilings of each plan, as the daemon enforces them (src/store/workspaces.ts). */
@@ -114,8 +120,22 @@ export function budgetCommand(): Command {
         '--unpriced-models <policy>',
         "a model call of a model without a price: 'allow' (counts $0) or 'deny' (MODEL_NOT_PRICED)",
       ).choices(['allow', 'deny']),
+      new Option(
+        '--mode <mode>',
+        "'spend' (deny once spend reaches a budget) or 'reserve' (each call reserves its cost estimate first)",
+      ).choices(['spend', 'reserve']),
+      new Option(
+        '--default-step-reservation <usd>',
+        'what an API/SDK step without max_cost_usd reserves in reserve mode',
+      ).argParser((v) => {
+        const value = parseUsd(v, '--default-step-reservation');
+        if (value === UNLIMITED) throw new InvalidArgumentError('--default-step-reservation must be an amount in USD.');
+        return value;
+      }),
     ],
     (o) => ({
+      ...(o.mode !== undefined && { budget_mode: o.mode }),
+      ...(o.defaultStepReservation !== undefined && { default_step_reservation_usd: o.defaultStepReservation }),
       ...(o.unpricedModels !== undefined && { unpriced_models: o.unpricedModels }),
       ...(o.workspaceDaily !== undefined && { daily_budget_usd: orNull(o.workspaceDaily) }),
       ...(o.userDaily !== undefined && { user_daily_budget_usd: orNull(o.userDaily) }),
