@@ -26,6 +26,14 @@ export interface GuardSnapshot {
   /** Outstanding reservations counted against the budgets (reserve mode); 0 otherwise. */
   workspaceReservedMicros?: number;
   userReservedMicros?: number;
+  /**
+   * `budget_mode: "reserve"`: rules 3 and 4 deny when spend + outstanding reservations + this
+   * step's estimate would pass the budget (or spend + reservations already reach it). Absent:
+   * "spend", the seed's rule.
+   */
+  budgetMode?: 'spend' | 'reserve';
+  /** The upper bound of this step's cost, reserved if it is allowed (reserve mode); 0 or absent: none. */
+  estimateMicros?: number;
   /** When the day's and the month's windows end (ISO 8601 UTC): what a denial's detail says. */
   dayResetsAt?: string;
   monthResetsAt?: string;
@@ -63,6 +71,16 @@ const budgetDetail = (
 /** Spend so far at or over the budget denies, so a budget of 0 denies everything. */
 const reached = (amount: number, limit: number | null): boolean => limit !== null && amount >= limit;
 
+/**
+ * A budget rule's test. Spend mode: spend so far reaches the budget. Reserve mode: spend and the
+ * outstanding reservations reach it, or this step's estimate would take them past it.
+ */
+function budgetDenies(s: GuardSnapshot, spend: number, reserved: number | undefined, budget: number | null): boolean {
+  if (s.budgetMode !== 'reserve') return reached(spend, budget);
+  const committed = spend + (reserved ?? 0);
+  return reached(committed, budget) || (budget !== null && committed + (s.estimateMicros ?? 0) > budget);
+}
+
 /** In priority order. A run start evaluates all of them; a step creation the first four. */
 const RULES: readonly Rule[] = [
   {
@@ -80,14 +98,15 @@ const RULES: readonly Rule[] = [
   {
     key: 'workspace_daily_budget',
     reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED',
-    denies: (s) => reached(s.workspaceDailySpendMicros, s.workspaceDailyBudgetMicros),
+    denies: (s) =>
+      budgetDenies(s, s.workspaceDailySpendMicros, s.workspaceReservedMicros, s.workspaceDailyBudgetMicros),
     explain: (s) =>
       budgetDetail(s.workspaceDailySpendMicros, s.workspaceDailyBudgetMicros, s.workspaceReservedMicros, s.dayResetsAt),
   },
   {
     key: 'user_daily_budget',
     reason: 'USER_DAILY_BUDGET_EXCEEDED',
-    denies: (s) => reached(s.userDailySpendMicros, s.userDailyBudgetMicros),
+    denies: (s) => budgetDenies(s, s.userDailySpendMicros, s.userReservedMicros, s.userDailyBudgetMicros),
     explain: (s) => budgetDetail(s.userDailySpendMicros, s.userDailyBudgetMicros, s.userReservedMicros, s.dayResetsAt),
   },
   {
