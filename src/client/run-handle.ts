@@ -82,7 +82,12 @@ export class RunHandle {
     }
     return this.#execute(
       {
-        params: { type: 'MODEL_CALL', model: options.model, ...inputData(options.inputData) },
+        params: {
+          type: 'MODEL_CALL',
+          model: options.model,
+          ...inputData(options.inputData),
+          ...(options.maxCostUsd !== undefined && { max_cost_usd: options.maxCostUsd }),
+        },
         label: `Model call "${options.model}"`,
       },
       fn,

@@ -166,6 +166,13 @@ export interface ModelCallOptions<T = unknown> {
    * see `extractors`.
    */
   tokenExtractor?: TokenExtractor<T>;
+  /**
+   * The most this call may cost, in USD (the step's `max_cost_usd`). With the workspace's
+   * `budget_mode: "reserve"`, it is what the call reserves against the budgets before it runs;
+   * absent, the workspace's `default_step_reservation_usd` is reserved.
+   * @default undefined
+   */
+  maxCostUsd?: number;
 }
 
 /** Options of a tool call step. */

@@ -1,6 +1,6 @@
 /** Runs and steps on the wire: what `/v1/runs` takes and answers. */
 import { Type, type Static } from 'typebox';
-import { Count, JsonObject, Nullable, Page, Timestamp, Uuid, UuidParam } from './common.js';
+import { Count, JsonObject, Nullable, Page, Timestamp, Usd, Uuid, UuidParam } from './common.js';
 import { DecisionSchema } from './decision.js';
 
 export const RunStatus = Type.Enum(['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED']);
@@ -42,6 +42,11 @@ export const StepCreateBody = Type.Object(
     model: Type.Optional(Nullable(Name)),
     tool_name: Type.Optional(Nullable(Name)),
     input_data: Type.Optional(Nullable(JsonObject)),
+    /**
+     * The most this step may cost (USD). Stored as its estimate; in `budget_mode: "reserve"` it is
+     * what the step reserves (absent: the workspace's `default_step_reservation_usd`, for a MODEL_CALL).
+     */
+    max_cost_usd: Type.Optional(Nullable(Usd)),
   },
   { additionalProperties: false },
 );

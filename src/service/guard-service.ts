@@ -11,6 +11,7 @@ import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
 import {
   lockAdmissions,
+  recordedSpend,
   runCounts,
   scopeAt,
   SPEND_CAP_MICROS,
@@ -26,6 +27,14 @@ import { loadGuardState, loadStepGuardState, type GuardState } from '../store/wo
 import { GuardStateCache } from './guard-state-cache.js';
 import { callCost, costToMicros, type TokenPrices } from '../money/cost.js';
 import { estimateCallMicros, type CallBounds } from '../money/call-estimate.js';
+import { usdToMicros } from '../money/decimal.js';
+import {
+  lockReservations,
+  NO_RESERVATIONS,
+  outstandingReservations,
+  runReservedMicros,
+  type Reserved,
+} from '../store/reservations.js';
 import { PendingSpend } from './pending-spend.js';
 import { PriceBook } from './price-book.js';
 import { ReleasedRuns } from './released-runs.js';
@@ -59,8 +68,8 @@ export interface StepInput {
   input_data?: unknown;
   /** A proxied model call's request, as far as it bounds the call's cost (the proxy reads it). */
   bounds?: CallBounds | null;
-  /** The caller's own bound of the step's cost (an API step's `max_cost_usd`), in microdollars. */
-  max_cost_micros?: number | null;
+  /** The caller's own bound of the step's cost (an API step's `max_cost_usd`). */
+  max_cost_usd?: number | null;
 }
 
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
@@ -91,6 +100,16 @@ export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts, 
     maxConcurrentRuns: w.max_concurrent_runs,
     concurrentRuns: counters.concurrentRuns,
   };
+}
+
+/** What reserve mode adds to a snapshot: the mode, outstanding reservations, this step's estimate. */
+export function reserveTerms(
+  state: GuardState,
+  reserved: Reserved,
+  estimateMicros: number | null,
+): Pick<GuardSnapshot, 'budgetMode' | 'workspaceReservedMicros' | 'userReservedMicros' | 'estimateMicros'> {
+  if (state.workspace.budget_mode !== 'reserve') return {};
+  return { budgetMode: 'reserve', ...reserved, estimateMicros: estimateMicros ?? 0 };
 }
 
 const view = (d: Decision): DecisionView =>
@@ -244,21 +263,37 @@ export class GuardService {
     const scope = scopeAt(now, workspaceId, input.user_id);
     const [state, spend] = await this.decisionInputs(scope);
     const modelPriced = firstStep ? await this.modelPriced(state, workspaceId, firstStep) : undefined;
-    const estimate = firstStep ? await this.stepEstimate(workspaceId, firstStep) : null;
+    const estimate = firstStep ? await this.stepEstimate(state, workspaceId, firstStep) : null;
     // Rules 5 and 6 count runs only where the workspace has a run limit: then under its admission
     // lock, so the counts are exact and stay so until this start commits. Without one, no rule
     // reads them, and starts do not queue behind each other.
     const limited = state.workspace.monthly_run_limit !== null || state.workspace.max_concurrent_runs !== null;
     // One statement commits on its own, in a batch with the starts under way; a lock or a
     // remembered answer needs a transaction of its own.
-    const batched = !limited && !idempotency;
+    // Reserve mode: a first step that reserves is checked and written under the workspace's
+    // reservation lock (taken after the admission lock), as createStep's.
+    const reserveMode = state.workspace.budget_mode === 'reserve';
+    const reserving = reserveMode && (estimate ?? 0) > 0;
+    const batched = !limited && !idempotency && !reserving;
     const admit = async (db: Queryable) => {
       let counts = NOT_COUNTED;
       if (limited) {
         await lockAdmissions(db, workspaceId);
         counts = await this.runCountsLessReleased(db, scope);
       }
-      const decision = evaluate('run_start', toSnapshot(state, { ...spend, ...counts }, now));
+      let counted = spend;
+      let reserved = NO_RESERVATIONS;
+      if (reserving) {
+        // As in decideReserving: the records' spend, read under the lock; no pool connection.
+        await lockReservations(db, workspaceId);
+        counted = await recordedSpend(db, scope);
+      }
+      if (reserveMode) reserved = await this.reserved(db, scope);
+      // A run of a proxied call's own is judged with its call's estimate: denied, it is BLOCKED.
+      const decision = evaluate('run_start', {
+        ...toSnapshot(state, { ...counted, ...counts }, now),
+        ...reserveTerms(state, reserved, estimate),
+      });
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
       const id = timeOrderedId(now.getTime());
       const step =
@@ -268,7 +303,11 @@ export class GuardService {
               id,
               1,
               firstStep,
-              evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced }),
+              evaluate('step', {
+                ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
+                ...reserveTerms(state, reserved, estimate),
+                modelPriced,
+              }),
               now,
               estimate,
             )
@@ -402,31 +441,52 @@ export class GuardService {
     const now = this.clock.now();
     const [state, spend, userId] = await this.stepCheckInputs(workspaceId, runId, now);
     const modelPriced = await this.modelPriced(state, workspaceId, input);
-    const estimate = await this.stepEstimate(workspaceId, input);
-    const decision = evaluate('step', { ...toSnapshot(state, { ...spend, ...NOT_COUNTED }, now), modelPriced });
-    const template = this.newStep(workspaceId, runId, 0, input, decision, now, estimate);
-    const step = (sequence: number): runs.NewStep => ({ ...template, sequence });
-    const answer = (sequence: number): CreatedStep => createdView(step(sequence));
-    // A remembered answer commits with its step, in a transaction of its own; any other step
-    // shares its statement and commit with the steps written at the same moment.
-    const insert = async (sequence: number): Promise<CreatedStep> => {
-      const recorded = answer(sequence);
-      const outcome = idempotency
-        ? await this.db.transaction(async (tx) => {
-            const [inserted] = await runs.insertSteps(tx, [step(sequence)]);
-            if (inserted === 'inserted') await this.remember(tx, idempotency, recorded, now);
-            return inserted!;
-          })
-        : await this.stepInserts.submit(step(sequence));
+    const estimate = await this.stepEstimate(state, workspaceId, input);
+    const scope = scopeAt(now, workspaceId, userId);
+    const decide = (counted: DailySpend, reserved: Reserved) =>
+      evaluate('step', {
+        ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
+        ...reserveTerms(state, reserved, estimate),
+        modelPriced,
+      });
+    // Reserve mode: a step that reserves is checked and written under its workspace's
+    // reservation lock, so racing checks (in any daemon) each count the others' reservations.
+    // One that reserves nothing adds no cost: it reads the reservations, unlocked.
+    const reserving = state.workspace.budget_mode === 'reserve' && (estimate ?? 0) > 0;
+    const unlockedDecision = reserving
+      ? null
+      : decide(
+          spend,
+          state.workspace.budget_mode === 'reserve' ? await this.reserved(this.db, scope) : NO_RESERVATIONS,
+        );
+    const step = (decision: Decision, sequence: number) =>
+      this.newStep(workspaceId, runId, sequence, input, decision, now, estimate);
+    // A remembered answer or a reservation commits with its step, in a transaction of its own;
+    // any other step shares its statement and commit with the steps written at the same moment.
+    const insert = async (sequence: number): Promise<runs.NewStep> => {
+      const [written, outcome] =
+        idempotency || reserving
+          ? await this.db.transaction(async (tx) => {
+              const decision = unlockedDecision ?? (await this.decideReserving(tx, scope, decide));
+              const candidate = step(decision, sequence);
+              const [inserted] = await runs.insertSteps(tx, [candidate]);
+              if (inserted === 'inserted') await this.remember(tx, idempotency, createdView(candidate), now);
+              return [candidate, inserted!] as const;
+            })
+          : await (async () => {
+              const candidate = step(unlockedDecision!, sequence);
+              return [candidate, await this.stepInserts.submit(candidate)] as const;
+            })();
       if (outcome === 'run_not_running') throw new ApiError('RUN_NOT_RUNNING');
       if (outcome === 'duplicate_sequence') throw new SequenceTaken();
-      return recorded;
+      return written;
     };
     try {
       const given = input.sequence ?? null;
-      const recorded = given === null ? await this.withAllocatedSequence(runId, insert) : await insert(given);
+      const written = given === null ? await this.withAllocatedSequence(runId, insert) : await insert(given);
       if (given !== null) await this.sequences.observe(runId, given);
-      this.rememberStep({ ...template, id: recorded.id }, userId);
+      this.rememberStep(written, userId);
+      const recorded = createdView(written);
       this.observe('step', recorded.decision);
       return recorded;
     } catch (error) {
@@ -522,12 +582,50 @@ export class GuardService {
    * (`max_cost_usd`), or a proxied model call's, estimated from its request and its model's active
    * prices (none for an unpriced model: its cost is unknown). Null: no bound is known.
    */
-  private async stepEstimate(workspaceId: string, input: Omit<StepInput, 'sequence'>): Promise<number | null> {
-    if (input.max_cost_micros !== undefined && input.max_cost_micros !== null) return input.max_cost_micros;
+  private async stepEstimate(
+    state: GuardState,
+    workspaceId: string,
+    input: Omit<StepInput, 'sequence'>,
+  ): Promise<number | null> {
+    if (input.max_cost_usd !== undefined && input.max_cost_usd !== null) return usdToMicros(input.max_cost_usd);
+    if (input.type !== 'MODEL_CALL') return null;
     const model = input.model ?? null;
-    if (!input.bounds || model === null || input.type !== 'MODEL_CALL') return null;
-    const prices = await this.prices.prices(workspaceId, model);
-    return prices ? estimateCallMicros(input.bounds, model, prices, SPEND_CAP_MICROS) : null;
+    if (input.bounds) {
+      if (model === null) return null;
+      const prices = await this.prices.prices(workspaceId, model);
+      return prices ? estimateCallMicros(input.bounds, model, prices, SPEND_CAP_MICROS) : null;
+    }
+    // An API step says nothing of its size: in reserve mode it reserves the workspace's default.
+    return state.workspace.budget_mode === 'reserve' ? state.workspace.default_step_reservation_micros : null;
+  }
+
+  /**
+   * Reserve mode: the decision of a step that reserves, made under the workspace's reservation
+   * lock (held until `tx` commits with the step) from the records' spend and outstanding
+   * reservations. This daemon's pending spend is not added: a result not written yet is a step
+   * still ALLOWED, whose estimate is counted as a reservation. Nothing here may wait for another
+   * pool connection (a price read would): the checks queued behind the lock hold them all.
+   */
+  private async decideReserving(
+    tx: Queryable,
+    scope: CounterScope,
+    decide: (spend: DailySpend, reserved: Reserved) => Decision,
+  ): Promise<Decision> {
+    await lockReservations(tx, scope.workspaceId);
+    return decide(await recordedSpend(tx, scope), await this.reserved(tx, scope));
+  }
+
+  /** The outstanding reservations of the scope's workspace and user. */
+  private reserved(db: Queryable, scope: CounterScope): Promise<Reserved> {
+    return outstandingReservations(db, scope.workspaceId, scope.userId);
+  }
+
+  /**
+   * A run's outstanding reservations, in microdollars: the estimates of its unfinished steps
+   * while it runs (what a run budget in reserve mode adds to the run's cost so far).
+   */
+  runReservedMicros(workspaceId: string, runId: string): Promise<number> {
+    return runReservedMicros(this.db, workspaceId, runId);
   }
 
   /**
