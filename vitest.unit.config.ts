@@ -31,6 +31,7 @@ export default defineConfig({
       'test/proxy/sse-decoder.test.ts',
       'test/proxy/usage-tracker.test.ts',
       'test/service/passwords.test.ts',
+      'test/service/workspace-queue.test.ts',
       'test/store/group-commit.test.ts',
       'test/store/time-ordered-id.test.ts',
     ],

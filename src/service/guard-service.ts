@@ -39,6 +39,7 @@ import { PendingSpend } from './pending-spend.js';
 import { PriceBook } from './price-book.js';
 import { ReleasedRuns } from './released-runs.js';
 import { SequenceAllocator } from './sequence-allocator.js';
+import { WorkspaceQueue } from './workspace-queue.js';
 
 export type Boundary = 'run_start' | 'step';
 
@@ -112,6 +113,22 @@ export function reserveTerms(
   return { budgetMode: 'reserve', ...reserved, estimateMicros: estimateMicros ?? 0 };
 }
 
+/**
+ * Whether a step's check takes the reservation lock: reserve mode, an estimate, and a budget to
+ * reserve against (without one, the estimate is stored, and counted once a budget is set).
+ */
+function reservesAgainstBudget(state: GuardState, estimateMicros: number | null): boolean {
+  return readsReservations(state) && (estimateMicros ?? 0) > 0;
+}
+
+/** Reserve mode with a daily budget (workspace or user): the budget rules count reservations. */
+function readsReservations(state: GuardState): boolean {
+  return (
+    state.workspace.budget_mode === 'reserve' &&
+    (state.workspace.daily_budget_micros !== null || state.userDailyBudgetMicros !== null)
+  );
+}
+
 const view = (d: Decision): DecisionView =>
   d.detail
     ? { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules, detail: d.detail }
@@ -183,6 +200,8 @@ export class GuardService {
   /** Workspace and model pairs already warned of as unpriced (once each, while remembered). */
   private readonly warnedUnpriced = new RecentMap<true>(10_000);
   private readonly sequences: SequenceAllocator;
+  /** Reserve mode's checks of one workspace, one at a time in this daemon. */
+  private readonly reservationQueue = new WorkspaceQueue();
   private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
   private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
   private readonly lingeringResults: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
@@ -272,8 +291,7 @@ export class GuardService {
     // remembered answer needs a transaction of its own.
     // Reserve mode: a first step that reserves is checked and written under the workspace's
     // reservation lock (taken after the admission lock), as createStep's.
-    const reserveMode = state.workspace.budget_mode === 'reserve';
-    const reserving = reserveMode && (estimate ?? 0) > 0;
+    const reserving = reservesAgainstBudget(state, estimate);
     const batched = !limited && !idempotency && !reserving;
     const admit = async (db: Queryable) => {
       let counts = NOT_COUNTED;
@@ -288,7 +306,7 @@ export class GuardService {
         await lockReservations(db, workspaceId);
         counted = await recordedSpend(db, scope);
       }
-      if (reserveMode) reserved = await this.reserved(db, scope);
+      if (readsReservations(state)) reserved = await this.reserved(db, scope);
       // A run of a proxied call's own is judged with its call's estimate: denied, it is BLOCKED.
       const decision = evaluate('run_start', {
         ...toSnapshot(state, { ...counted, ...counts }, now),
@@ -328,7 +346,9 @@ export class GuardService {
       await this.remember(db, idempotency, started, now);
       return { run: started, step };
     };
-    const { run, step } = batched ? await admit(this.db) : await this.db.transaction(admit);
+    const { run, step } = batched
+      ? await admit(this.db)
+      : await this.inReservationQueue(reserving, workspaceId, () => this.db.transaction(admit));
     // The steps that follow (a proxied call's, above all) need not read the run back.
     if (run.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${run.id}`, input.user_id);
     // Nor, after a proxied call's first step, its highest sequence. (Not told of every run: the
@@ -452,13 +472,10 @@ export class GuardService {
     // Reserve mode: a step that reserves is checked and written under its workspace's
     // reservation lock, so racing checks (in any daemon) each count the others' reservations.
     // One that reserves nothing adds no cost: it reads the reservations, unlocked.
-    const reserving = state.workspace.budget_mode === 'reserve' && (estimate ?? 0) > 0;
+    const reserving = reservesAgainstBudget(state, estimate);
     const unlockedDecision = reserving
       ? null
-      : decide(
-          spend,
-          state.workspace.budget_mode === 'reserve' ? await this.reserved(this.db, scope) : NO_RESERVATIONS,
-        );
+      : decide(spend, readsReservations(state) ? await this.reserved(this.db, scope) : NO_RESERVATIONS);
     const step = (decision: Decision, sequence: number) =>
       this.newStep(workspaceId, runId, sequence, input, decision, now, estimate);
     // A remembered answer or a reservation commits with its step, in a transaction of its own;
@@ -466,13 +483,15 @@ export class GuardService {
     const insert = async (sequence: number): Promise<runs.NewStep> => {
       const [written, outcome] =
         idempotency || reserving
-          ? await this.db.transaction(async (tx) => {
-              const decision = unlockedDecision ?? (await this.decideReserving(tx, scope, decide));
-              const candidate = step(decision, sequence);
-              const [inserted] = await runs.insertSteps(tx, [candidate]);
-              if (inserted === 'inserted') await this.remember(tx, idempotency, createdView(candidate), now);
-              return [candidate, inserted!] as const;
-            })
+          ? await this.inReservationQueue(reserving, workspaceId, () =>
+              this.db.transaction(async (tx) => {
+                const decision = unlockedDecision ?? (await this.decideReserving(tx, scope, decide));
+                const candidate = step(decision, sequence);
+                const [inserted] = await runs.insertSteps(tx, [candidate]);
+                if (inserted === 'inserted') await this.remember(tx, idempotency, createdView(candidate), now);
+                return [candidate, inserted!] as const;
+              }),
+            )
           : await (async () => {
               const candidate = step(unlockedDecision!, sequence);
               return [candidate, await this.stepInserts.submit(candidate)] as const;
@@ -613,6 +632,11 @@ export class GuardService {
   ): Promise<Decision> {
     await lockReservations(tx, scope.workspaceId);
     return decide(await recordedSpend(tx, scope), await this.reserved(tx, scope));
+  }
+
+  /** Runs `task` in the workspace's turn when it reserves (see WorkspaceQueue), else at once. */
+  private inReservationQueue<T>(reserving: boolean, workspaceId: string, task: () => Promise<T>): Promise<T> {
+    return reserving ? this.reservationQueue.run(workspaceId, task) : task();
   }
 
   /** The outstanding reservations of the scope's workspace and user. */
