@@ -93,6 +93,33 @@ describe.each(BACKENDS)('reserve mode on %s', (backend) => {
     await upstream?.close();
   });
 
+  it('when the settings are read and changed, then GET and PATCH /v1/workspace carry them and refuse bad values', async () => {
+    const ws = await api.newWorkspace('scale');
+    expect((await ws.api.request('GET', '/v1/workspace')).body).toMatchObject({
+      budget_mode: 'spend',
+      default_step_reservation_usd: 0.05,
+    });
+    const changed = await ws.api.request('PATCH', '/v1/workspace', {
+      budget_mode: 'reserve',
+      default_step_reservation_usd: 0.0125,
+    });
+    expect(changed.body).toMatchObject({ budget_mode: 'reserve', default_step_reservation_usd: 0.0125 });
+    const reset = await ws.api.request('PATCH', '/v1/workspace', { default_step_reservation_usd: null });
+    expect(reset.body.default_step_reservation_usd).toBe(0.05);
+    for (const bad of [{ budget_mode: 'hold' }, { default_step_reservation_usd: -1 }]) {
+      const refused = await ws.api.request('PATCH', '/v1/workspace', bad);
+      expect(refused.status).toBe(422);
+      expect(refused.body.code).toBeTypeOf('string');
+    }
+    const runId = (await ws.api.request('POST', '/v1/runs', { user_id: 'u' })).body.id;
+    const negative = await ws.api.request('POST', `/v1/runs/${runId}/steps`, {
+      type: 'MODEL_CALL',
+      sequence: 1,
+      max_cost_usd: -0.01,
+    });
+    expect(negative.status).toBe(422);
+  });
+
   it('when 50 proxied calls with max_tokens race for a $0.01 budget, then total spend stays within it', async () => {
     const ws = await reserveWorkspace(api, { daily_budget_usd: BUDGET_MICROS / 1e6 });
     const answers = await race([api.url], ws.apiKey, 50);
