@@ -11,7 +11,6 @@ import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
 import {
   lockAdmissions,
-  recordedSpend,
   runCounts,
   scopeAt,
   SPEND_CAP_MICROS,
@@ -33,6 +32,7 @@ import {
   NO_RESERVATIONS,
   outstandingReservations,
   runReservedMicros,
+  spendAndReservations,
   type Reserved,
 } from '../store/reservations.js';
 import { PendingSpend } from './pending-spend.js';
@@ -110,7 +110,12 @@ export function reserveTerms(
   estimateMicros: number | null,
 ): Pick<GuardSnapshot, 'budgetMode' | 'workspaceReservedMicros' | 'userReservedMicros' | 'estimateMicros'> {
   if (state.workspace.budget_mode !== 'reserve') return {};
-  return { budgetMode: 'reserve', ...reserved, estimateMicros: estimateMicros ?? 0 };
+  return {
+    budgetMode: 'reserve',
+    workspaceReservedMicros: reserved.workspaceReservedMicros,
+    userReservedMicros: reserved.userReservedMicros,
+    estimateMicros: estimateMicros ?? 0,
+  };
 }
 
 /**
@@ -304,9 +309,10 @@ export class GuardService {
       if (reserving) {
         // As in decideReserving: the records' spend, read under the lock; no pool connection.
         await lockReservations(db, workspaceId);
-        counted = await recordedSpend(db, scope);
-      }
-      if (readsReservations(state)) reserved = await this.reserved(db, scope);
+        const read = await spendAndReservations(db, scope);
+        counted = read;
+        reserved = read;
+      } else if (readsReservations(state)) reserved = await this.reserved(db, scope);
       // A run of a proxied call's own is judged with its call's estimate: denied, it is BLOCKED.
       const decision = evaluate('run_start', {
         ...toSnapshot(state, { ...counted, ...counts }, now),
@@ -631,7 +637,8 @@ export class GuardService {
     decide: (spend: DailySpend, reserved: Reserved) => Decision,
   ): Promise<Decision> {
     await lockReservations(tx, scope.workspaceId);
-    return decide(await recordedSpend(tx, scope), await this.reserved(tx, scope));
+    const read = await spendAndReservations(tx, scope);
+    return decide(read, read);
   }
 
   /** Runs `task` in the workspace's turn when it reserves (see WorkspaceQueue), else at once. */
