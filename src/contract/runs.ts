@@ -90,8 +90,8 @@ export const RunListQuery = Type.Object({
   per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
 });
 
-/** One item of `GET /v1/runs`. */
-export const RunSummary = Type.Object({
+/** What a run is, in its list and its detail. */
+const RunFields = Type.Object({
   id: Uuid,
   user_id: Type.String(),
   status: RunStatus,
@@ -100,6 +100,15 @@ export const RunSummary = Type.Object({
   step_count: Type.Integer(),
   total_tokens: Type.Integer(),
   total_cost_usd: Type.Number(),
+});
+
+/** One item of `GET /v1/runs`. */
+export const RunSummary = Type.Object({
+  ...RunFields.properties,
+  models: Type.Array(Type.String(), {
+    description:
+      'The models its steps named, distinct, in first-use order (blocked steps included); at most the first 16.',
+  }),
 });
 export const RunPage = Page(RunSummary);
 
@@ -130,7 +139,7 @@ export const Step = Type.Object({
 
 /** `GET /v1/runs/{run_id}`: a run with its steps, ordered by sequence. */
 export const RunDetail = Type.Object({
-  ...RunSummary.properties,
+  ...RunFields.properties,
   metadata: Nullable(JsonObject),
   decision: DecisionSchema,
   duration_ms: Type.Integer(),

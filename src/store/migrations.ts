@@ -471,6 +471,18 @@ ALTER TABLE workspaces ADD COLUMN default_step_reservation_micros bigint NOT NUL
   CHECK (default_step_reservation_micros >= 0);
 `,
   },
+  {
+    version: 18,
+    name: 'run_models_kept',
+    sql: `
+-- The models a run's steps named, distinct, in first-use order (at most RUN_MODELS_KEPT), for the
+-- run list. Kept by the step insert, which already updates the run's row for its step count, so
+-- the list reads a column instead of its runs' steps. No default, as step_count (version 7): a
+-- run from before this version, or started by an older daemon during an upgrade, is NULL and its
+-- models are read from its steps when listed. A catalog change only.
+ALTER TABLE runs ADD COLUMN models text[];
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

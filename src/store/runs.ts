@@ -45,11 +45,11 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
     `WITH v AS (
        SELECT * FROM json_to_recordset($1::json)
          AS v(id uuid, workspace_id uuid, user_id text, status text, metadata jsonb, decision json,
-           started_at timestamptz, ended_at timestamptz, day date, step_count integer)
+           started_at timestamptz, ended_at timestamptz, day date, step_count integer, models text[])
        LIMIT $2
      ), run AS (
-       INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count)
-       SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count FROM v
+       INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models)
+       SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models FROM v
      ), sdk_user AS (
        INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
        SELECT workspace_id, user_id, count(*) FILTER (WHERE status = 'RUNNING'), min(started_at), max(started_at)
@@ -85,6 +85,7 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
           ended_at: r.status === 'BLOCKED' ? r.now : null,
           day: r.day,
           step_count: r.firstStep ? 1 : 0,
+          models: r.firstStep?.model ? [r.firstStep.model.toWellFormed()] : [],
         })),
       ),
       runs.length,
@@ -198,6 +199,22 @@ const stepRecord = (s: NewStep) => ({
   estimate_micros: s.estimateMicros ?? null,
 });
 
+/**
+ * How many distinct models a run keeps for the run list: enough for any agent we know of, and a
+ * bound on what a client naming a new model in every step can make each step's update rewrite.
+ */
+export const RUN_MODELS_KEPT = 16;
+
+/**
+ * The run's kept `models` (SQL, a text[]) with the batch's `named` ones (in sequence order) that
+ * it lacks appended in first-use order, up to RUN_MODELS_KEPT. NULL (a run from before
+ * migration 18) stays NULL. The common step, a model the run already named, is one containment test.
+ */
+const modelsAdded = (kept: string, named: string) => `CASE WHEN ${kept} IS NULL OR ${named} <@ ${kept} THEN ${kept}
+         ELSE (${kept} || ARRAY(
+           SELECT model FROM unnest(${named}) WITH ORDINALITY n(model, position)
+           WHERE model <> ALL (${kept}) GROUP BY model ORDER BY min(position)))[1:${RUN_MODELS_KEPT}] END`;
+
 /** Why a step was not written: its run is no longer RUNNING, or its sequence is taken. */
 export type StepInsertOutcome = 'inserted' | 'run_not_running' | 'duplicate_sequence';
 
@@ -237,10 +254,14 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
        FROM v JOIN run r ON r.id = v.run_id AND r.workspace_id = v.workspace_id
        ORDER BY r.id, v.sequence
        ON CONFLICT (run_id, sequence) DO NOTHING
-       RETURNING id, run_id
+       RETURNING id, run_id, model, sequence
      ), counted AS (
-       UPDATE runs r SET step_count = r.step_count + c.steps
-       FROM (SELECT run_id, count(*) AS steps FROM step GROUP BY run_id) c
+       UPDATE runs r SET step_count = r.step_count + c.steps, models = ${modelsAdded('r.models', 'c.models')}
+       FROM (
+         SELECT run_id, count(*) AS steps,
+           coalesce(array_agg(model ORDER BY sequence) FILTER (WHERE model IS NOT NULL), '{}') AS models
+         FROM step GROUP BY run_id
+       ) c
        WHERE r.id = c.run_id AND r.step_count IS NOT NULL
      )
      SELECT id AS step_id, NULL::uuid AS run_id, NULL::uuid AS workspace_id FROM step
@@ -458,6 +479,7 @@ function runSummary(row: Record<string, unknown>): RunSummary {
     step_count: Number(row.step_count),
     total_tokens: Number(row.total_tokens),
     total_cost_usd: numericToUsd(row.total_cost_usd as string)!,
+    models: row.models as string[],
   };
 }
 
@@ -496,13 +518,13 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
     // runs of 20,000 steps spent ~10 ms compiling a plan that runs in well under one.
     db.query(
       `WITH page AS (
-         SELECT id, user_id, status, started_at, ended_at, step_count FROM runs WHERE ${filter}
+         SELECT id, user_id, status, started_at, ended_at, step_count, models FROM runs WHERE ${filter}
          ORDER BY started_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}
        ), summed AS (
          SELECT s.run_id, ${STEP_SUMS}
          FROM steps s WHERE s.run_id IN (SELECT id FROM page WHERE step_count IS NULL) GROUP BY s.run_id
        )
-       SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, ${totalsOf('l')}
+       SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, ${totalsOf('l')}, r.models
        FROM page r LEFT JOIN run_totals rt ON rt.run_id = r.id LEFT JOIN summed l ON l.run_id = r.id
        ORDER BY r.started_at DESC, r.id DESC`,
       [...params, q.perPage, (q.page - 1) * q.perPage],
@@ -516,7 +538,29 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
         )
       : db.query<{ total: string | number }>(`SELECT count(*) AS total FROM runs WHERE ${filter}`, params),
   ]);
+  const unkept = rows.filter((row) => row.models === null).map((row) => String(row.id));
+  if (unkept.length) {
+    const named = await modelsFromSteps(db, unkept);
+    for (const row of rows) if (row.models === null) row.models = named.get(String(row.id)) ?? [];
+  }
   return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: q.page, per_page: q.perPage };
+}
+
+/**
+ * The models of runs that keep none (from before migration 18), read from their steps: a
+ * statement apart, made only for a page that holds such runs. In the listing's statement, the
+ * planner costs this read for every listed run, kept or not, and a page of long runs would
+ * cross jit_above_cost (see listRuns).
+ */
+async function modelsFromSteps(db: Queryable, runIds: string[]): Promise<Map<string, string[]>> {
+  const { rows } = await db.query<{ run_id: string; models: string[] }>(
+    `SELECT run_id, (array_agg(model ORDER BY first_sequence))[1:${RUN_MODELS_KEPT}] AS models FROM (
+       SELECT run_id, model, min(sequence) AS first_sequence FROM steps
+       WHERE run_id = ANY ($1::uuid[]) AND model IS NOT NULL GROUP BY run_id, model
+     ) used GROUP BY run_id`,
+    [runIds],
+  );
+  return new Map(rows.map((row) => [row.run_id, row.models]));
 }
 
 /**

@@ -558,6 +558,7 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       expect(Object.keys(defaults.items[0]).sort()).toEqual([
         'ended_at',
         'id',
+        'models',
         'started_at',
         'status',
         'step_count',
@@ -565,6 +566,27 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
         'total_tokens',
         'user_id',
       ]);
+    });
+
+    it('when steps name models, then the list gives each run its models once, in first-use order, denied calls included', async () => {
+      const ws = await freshWorkspace();
+      const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'models' })).body;
+      const toolOnly = (await ws.api.request('POST', '/v1/runs', { user_id: 'models' })).body;
+      const stepIn = (runId: string, sequence: number, body: Record<string, unknown>) =>
+        ws.api.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', sequence, ...body });
+      await stepIn(run.id, 1, { model: 'gpt-4o-mini' });
+      await stepIn(run.id, 2, { type: 'TOOL_CALL', tool_name: 'search' });
+      await stepIn(run.id, 3, { model: 'gpt-4o' });
+      await stepIn(run.id, 4, { model: 'gpt-4o-mini' });
+      await stepIn(toolOnly.id, 1, { type: 'TOOL_CALL', tool_name: 'search' });
+      // Denied: the kill switch stores the step BLOCKED, and the model it named still shows.
+      expect((await ws.api.request('POST', '/v1/workspace/kill-switch', { active: true })).status).toBe(200);
+      const denied = await stepIn(run.id, 5, { model: 'claude-sonnet-4' });
+      expect(denied.body.status).toBe('BLOCKED');
+      const items = (await ws.api.request('GET', '/v1/runs')).body.items;
+      const byId = new Map(items.map((r: any) => [r.id, r.models]));
+      expect(byId.get(run.id)).toEqual(['gpt-4o-mini', 'gpt-4o', 'claude-sonnet-4']);
+      expect(byId.get(toolOnly.id)).toEqual([]);
     });
 
     it('when pagination is out of bounds, then 422 naming the parameter', async () => {
