@@ -284,9 +284,12 @@ describe('runs', () => {
   it('when runs are listed, then the table and --json agree with the API, and filters apply', async () => {
     const table = await cli('runs', 'list', '--user', 'cli-user');
     expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/^ID\s+USER\s+STATUS\s+STARTED\s+ENDED\s+STEPS\s+TOKENS\s+COST/);
+    expect(table.stdout).toMatch(/^ID\s+USER\s+STATUS\s+STARTED\s+ENDED\s+STEPS\s+TOKENS\s+COST\s+MODELS\s+DENIED/);
     expect(table.stdout).toMatch(
-      new RegExp(`${runId}\\s+cli-user\\s+RUNNING\\s+\\S+ \\S+\\s+-\\s+1\\s+1500\\s+\\$0\\.006`),
+      new RegExp(
+        `${runId}\\s+cli-user\\s+RUNNING\\s+\\S+ \\S+\\s+-\\s+1\\s+1500\\s+\\$0\\.006\\s+cli-model\\s+-$`,
+        'm',
+      ),
     );
     expect(table.stdout).toContain('Page 1 of 1 (1 run).');
     const json = JSON.parse((await cli('runs', 'list', '--user', 'cli-user', '--json')).stdout);
@@ -295,6 +298,25 @@ describe('runs', () => {
     expect(none.stdout).toBe('No runs.\n');
     const paged = JSON.parse((await cli('runs', 'list', '--per-page', '1', '--page', '2', '--json')).stdout);
     expect(paged).toMatchObject({ page: 2, per_page: 1 });
+  });
+
+  it('when runs name many models or none, then the MODELS cell names the first ones that fit and counts the rest', async () => {
+    const many = (await api.request('POST', '/v1/runs', { user_id: 'cli-models' })).body.id as string;
+    const models = ['gpt-4o-mini', 'gpt-4o', 'claude-sonnet-4-20250514', 'o3-mini'];
+    for (const [i, model] of models.entries())
+      await api.request('POST', `/v1/runs/${many}/steps`, { type: 'MODEL_CALL', sequence: i + 1, model });
+    const long = (await api.request('POST', '/v1/runs', { user_id: 'cli-models' })).body.id as string;
+    await api.request('POST', `/v1/runs/${long}/steps`, { type: 'MODEL_CALL', sequence: 1, model: 'x'.repeat(40) });
+    const none = (await api.request('POST', '/v1/runs', { user_id: 'cli-models' })).body.id as string;
+    const table = await cli('runs', 'list', '--user', 'cli-models');
+    expect(table.code).toBe(0);
+    const row = (id: string) => table.stdout.split('\n').find((line) => line.startsWith(id))!;
+    // The cell stops at 32 characters: two names fit, the other two are counted. (DENIED is empty: `-`.)
+    expect(row(many)).toMatch(/\$0\.00\s+gpt-4o-mini, gpt-4o \+2\s+-$/);
+    expect(row(long)).toMatch(new RegExp(`\\$0\\.00\\s+${'x'.repeat(31)}…\\s+-$`));
+    expect(row(none)).toMatch(/\$0\.00\s+-\s+-$/);
+    const json = JSON.parse((await cli('runs', 'list', '--user', 'cli-models', '--json')).stdout);
+    expect(json.items.find((r: { id: string }) => r.id === many).models).toEqual(models);
   });
 
   it('when a run is shown, then its step timeline has decision, tokens, cost and duration', async () => {

@@ -41,6 +41,29 @@ function unpricedCalls(steps: Step[]): string | null {
   return `${calls.length} call${calls.length === 1 ? '' : 's'}, ${tokenSum} tokens (${models})`;
 }
 
+/** The widest a MODELS cell grows before the rest of a run's models are counted, not named. */
+const MODELS_CELL_WIDTH = 32;
+
+/**
+ * A run's models for one table cell, in first-use order: `gpt-4o-mini, gpt-4o +2` when they do not
+ * all fit (the first is always named, cut with `…` if it alone is too wide); `-` for none.
+ */
+export function modelsCell(models: readonly string[]): string {
+  if (models.length === 0) return '-';
+  let shown = 0;
+  let text = '';
+  for (const model of models) {
+    const next = shown === 0 ? model : `${text}, ${model}`;
+    const rest = models.length - shown - 1;
+    const suffix = rest > 0 ? ` +${rest}` : '';
+    if (shown > 0 && next.length + suffix.length > MODELS_CELL_WIDTH) break;
+    text = next;
+    shown += 1;
+  }
+  if (shown === 1 && text.length > MODELS_CELL_WIDTH) text = `${text.slice(0, MODELS_CELL_WIDTH - 1)}…`;
+  return shown < models.length ? `${text} +${models.length - shown}` : text;
+}
+
 function listCommand() {
   return apiCommand('list', 'list runs, newest first')
     .addOption(new Option('--status <status>', 'only runs in this status').choices(STATUSES))
@@ -65,7 +88,7 @@ function listCommand() {
           if (page.total === 0) return out.line('No runs.');
           const reasons = await denyReasons(client, page.items);
           out.table(
-            ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST', 'DENIED'],
+            ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST', 'MODELS', 'DENIED'],
             page.items.map((r) => [
               r.id,
               r.user_id,
@@ -75,6 +98,7 @@ function listCommand() {
               r.step_count,
               r.total_tokens,
               usd(r.total_cost_usd),
+              modelsCell(r.models),
               out.style.bad(reasons.get(r.id) ?? ''),
             ]),
           );
