@@ -4,7 +4,10 @@
  * (50 runs, the default) and a page of 10, and one run's detail, each read `--reads` times in a
  * row by one client, timed to the last byte.
  *
- *   npx tsx bench/long-runs.ts [--runs 50] [--steps 20000] [--reads 40] [--no-build]
+ *   npx tsx bench/long-runs.ts [--runs 50] [--steps 20000] [--reads 40] [--no-build] [--models-unkept]
+ *
+ * `--models-unkept`: the runs keep no models (as runs from before migration 18), so the list
+ * reads them from the runs' steps.
  *
  * The bench's history has ~20 steps a run, where summing each listed run's steps costs little:
  * this is the shape where it did (before migration 6, p99 391 ms for the first page here).
@@ -26,6 +29,7 @@ const { values: flags } = parseArgs({
     steps: { type: 'string', default: '20000' },
     reads: { type: 'string', default: '40' },
     'no-build': { type: 'boolean', default: false },
+    'models-unkept': { type: 'boolean', default: false },
   },
 });
 const [runs, steps, reads] = [Number(flags.runs), Number(flags.steps), Number(flags.reads)];
@@ -45,6 +49,7 @@ try {
   const t0 = performance.now();
   const ids: string[] = [];
   for (let i = 0; i < runs; i++) ids.push(await seedDetailRun(db, ws, steps));
+  if (flags['models-unkept']) await db.query('UPDATE runs SET models = NULL');
   await db.query('VACUUM ANALYZE');
   await db.end();
   console.log(`${runs} runs of ${steps} steps stored in ${((performance.now() - t0) / 1000).toFixed(1)} s`);

@@ -66,14 +66,16 @@ export async function seedHistory(
   const t0 = performance.now();
   await db.query('BEGIN');
   await db.query(
-    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count)
+    `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models)
      SELECT gen_random_uuid(), $1, 'user-' || (g % $3),
        CASE WHEN g % 97 = 0 THEN 'BLOCKED' WHEN g % 23 = 0 THEN 'FAILED' ELSE 'COMPLETED' END,
        jsonb_build_object('agent', 'support-bot', 'ticket', 'T-' || g, 'env', 'prod'),
        CASE WHEN g % 97 = 0 THEN $4::json ELSE $5::json END,
-       t, t + CASE WHEN g % 97 = 0 THEN interval '0' ELSE interval '1 second' * (20 + g % 300) END, ${STEPS_OF('g')}
+       t, t + CASE WHEN g % 97 = 0 THEN interval '0' ELSE interval '1 second' * (20 + g % 300) END, ${STEPS_OF('g')},
+       -- The models its steps name, as the step inserts keep them (step 1 is always a model call).
+       CASE WHEN g % 97 = 0 THEN '{}'::text[] ELSE ARRAY[$6] END
      FROM generate_series(1, $2::int) g, LATERAL (SELECT now() - interval '2 hours' - g * interval '37 seconds' AS t) x`,
-    [workspaceId, o.runs, o.users, RUN_DECISION_BLOCKED, RUN_DECISION_ALLOW],
+    [workspaceId, o.runs, o.users, RUN_DECISION_BLOCKED, RUN_DECISION_ALLOW, MODEL],
   );
   await db.query(
     `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens,
@@ -166,10 +168,10 @@ export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: n
   // One transaction: a daemon's periodic reconcile must not see the steps without their usage.
   await db.query('BEGIN');
   const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at, step_count)
-     VALUES (gen_random_uuid(), $1, 'detail-user', 'COMPLETED', $2::json, now() - interval '1 hour', now() - interval '30 minutes', $3)
+    `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at, step_count, models)
+     VALUES (gen_random_uuid(), $1, 'detail-user', 'COMPLETED', $2::json, now() - interval '1 hour', now() - interval '30 minutes', $3, ARRAY[$4])
      RETURNING id`,
-    [workspaceId, RUN_DECISION_ALLOW, steps],
+    [workspaceId, RUN_DECISION_ALLOW, steps, MODEL],
   );
   const id = rows[0]!.id;
   await db.query(
