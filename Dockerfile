@@ -39,7 +39,9 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY bin ./bin
 COPY config ./config
-RUN mkdir -p /data && chown node:node /data
+# `runguard` on the PATH, so `docker compose exec runguard runguard status` works as documented
+# (bin/runguard starts Node with the same flags as the entrypoint).
+RUN ln -s /app/bin/runguard /usr/local/bin/runguard && mkdir -p /data && chown node:node /data
 # The image's unprivileged user (uid 1000); the app files stay root-owned and read-only to it.
 USER node
 VOLUME ["/data"]
