@@ -207,7 +207,8 @@ describe('pricing', () => {
     expect(kept.stdout).toMatch(/catalog-model\s+changed\s+\$3\s+\$4\s+\$0\.3\s+input\s+\$1 \/ \$2/);
     expect(kept.stdout).toMatch(/new-model\s+new\s+\$1\s+\$1/);
     expect(kept.stdout).toContain('1 new, 1 changed, 0 unchanged, 1 kept.');
-    expect(kept.stdout).toContain('Replace them with --overwrite.');
+    expect(kept.stdout).toContain('1 price was set by hand and differs from');
+    expect(kept.stdout).toContain('Replace it with --overwrite.');
     const prices = new Map(((await api.request('GET', '/v1/model-pricing')).body as any[]).map((p) => [p.model, p]));
     expect(prices.get('hand-model')).toMatchObject({ input_cost_per_token: 0.000005, source: 'user' });
     expect(prices.get('catalog-model')).toMatchObject({

@@ -255,8 +255,9 @@ function importCommand() {
           );
           if (result.kept > 0) {
             out.line(
-              `${result.kept} price${result.kept === 1 ? ' was' : 's were'} set by hand and differ from ${name}; kept. ` +
-                'Replace them with --overwrite.',
+              result.kept === 1
+                ? `1 price was set by hand and differs from ${name}; kept. Replace it with --overwrite.`
+                : `${result.kept} prices were set by hand and differ from ${name}; kept. Replace them with --overwrite.`,
             );
           }
         },
