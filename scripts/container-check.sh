@@ -128,7 +128,7 @@ start_daemon() {
       RUNNER=podman
     else
       echo "podman run failed ($(tail -1 "$WORK/podman-run.log")); running the image with buildah (chroot isolation)"
-      podman rm -f "$CONTAINER" >/dev/null 2>&1 || true
+      podman rm -f -v "$CONTAINER" >/dev/null 2>&1 || true
       RUNNER=buildah
       buildah from --pull-never --name "$CONTAINER" "$IMAGE" >/dev/null
     fi
