@@ -61,6 +61,27 @@ describe.each(BACKENDS)('step estimates on %s', (backend) => {
     expect(await estimateOf(stepId)).toBe(bytes * 10 + 16_384 * 40);
   });
 
+  it('when the workspace is in reserve mode, then a proxied step stores the same estimate', async () => {
+    const ws = await api.newWorkspace('scale');
+    await ws.api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES);
+    await ws.api.request('PATCH', '/v1/workspace', { budget_mode: 'reserve', daily_budget_usd: 100 });
+    const body = { model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: 'Reserve me.' }] };
+    const text = JSON.stringify(body);
+    const res = await fetch(`${api.url}/proxy/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer sk',
+        'x-runguard-key': ws.apiKey,
+        'x-runguard-user-id': 'reserver',
+      },
+      body: text,
+    });
+    await res.text();
+    expect(res.status).toBe(200);
+    expect(await estimateOf(res.headers.get('x-runguard-step-id')!)).toBe(Buffer.byteLength(text) * 10 + 100 * 40);
+  });
+
   it('when the model has no price, then the step stores no estimate', async () => {
     const body = { model: 'llama3:8b', max_tokens: 10, messages: [{ role: 'user', content: 'Free?' }] };
     const { stepId } = await call('/proxy/openai/v1/chat/completions', body);
