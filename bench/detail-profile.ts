@@ -12,7 +12,7 @@ import { buildApp } from '../src/api/app.js';
 import { createLogger } from '../src/logger.js';
 import { postgresDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
-import { DETAIL_PAGES, getRunDetailJson } from '../src/store/runs.js';
+import { DETAIL_PAGES, readRunDetail } from '../src/store/run-detail.js';
 import { SqlCounters } from '../src/store/sql-counters.js';
 import { createApiKey, createWorkspace } from '../src/store/workspaces.js';
 
@@ -123,7 +123,7 @@ const app = await buildApp({
   auth: { jwtSecret: 'x'.repeat(40), jwtTtlSeconds: 3600, scryptCost: 1024, rateLimitPerMinute: 1000 },
   metrics: false,
 });
-const body = await getRunDetailJson(db, ws.id, runId, new Date());
+const body = await readRunDetail(db, ws.id, runId, new Date());
 // One page: its bytes; more pages come as a stream.
 const text = Array.isArray(body) ? Buffer.concat(body).toString('utf8') : null;
 if (text === null)
@@ -136,7 +136,7 @@ if (detailSql) {
   );
   await time('statement, pg parses the values', () => client.query({ text: detailSql, values: [runId, ws.id] }));
 }
-await time('getRunDetailJson (statement + answer bytes)', () => getRunDetailJson(db, ws.id, runId, new Date()));
+await time('readRunDetail (statement + answer bytes)', () => readRunDetail(db, ws.id, runId, new Date()));
 const headers = { authorization: `Bearer ${key.apiKey}` };
 await time('inject GET /v1/runs/:id (whole route)', () =>
   app.inject({ method: 'GET', url: `/v1/runs/${runId}`, headers }),

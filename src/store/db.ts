@@ -5,7 +5,6 @@
 import { createHash } from 'node:crypto';
 import { chmod, mkdir } from 'node:fs/promises';
 import pg from 'pg';
-import { to as copyTo } from 'pg-copy-streams';
 import type { PGlite, Transaction } from '@electric-sql/pglite';
 import { lockDirectory } from './directory-lock.js';
 
@@ -18,14 +17,6 @@ export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
   /** Runs a script of several statements, without parameters (migrations). */
   exec(sql: string): Promise<void>;
-  /**
-   * Runs `COPY (query) TO STDOUT (FORMAT binary)` (PGlite: `TO '/dev/blob'`) and answers the bytes
-   * Postgres sent, in the chunks they came in (binaryCopyRows reads them): values as they are
-   * stored, no text made of them on either side, and a large one never a JavaScript string (in
-   * V8's large-object space, a few of those a second bring full collections). COPY takes no
-   * parameters: `query` holds its values as literals.
-   */
-  copyOut(query: string): Promise<Buffer[]>;
 }
 
 export interface Db extends Queryable {
@@ -73,9 +64,9 @@ export function isDatabaseDown(error: unknown): boolean {
 }
 
 export function isUniqueViolation(error: unknown, constraint?: string): boolean {
-  const e = error as { code?: string; constraint?: string; message?: string };
-  if (e?.code !== UNIQUE_VIOLATION) return false;
-  return !constraint || e.constraint === constraint || (e.message ?? '').includes(constraint);
+  const failure = error as { code?: string; constraint?: string; message?: string };
+  if (failure?.code !== UNIQUE_VIOLATION) return false;
+  return !constraint || failure.constraint === constraint || (failure.message ?? '').includes(constraint);
 }
 
 export interface PostgresOptions {
@@ -102,14 +93,6 @@ function statementName(sql: string): string | undefined {
   return name;
 }
 
-/** A binary COPY on one connection: the chunks as they came. */
-async function copyOutOn(client: pg.PoolClient, query: string): Promise<Buffer[]> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`)))
-    chunks.push(chunk as Buffer);
-  return chunks;
-}
-
 export function postgresDb(options: PostgresOptions): Db {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
@@ -120,24 +103,6 @@ export function postgresDb(options: PostgresOptions): Db {
   });
   // An idle client losing its server emits 'error' on the pool; without a listener Node would crash.
   pool.on('error', () => {});
-  /** A COPY on a connection of its own, given back when done. */
-  const pooledCopyOut = async (query: string) => {
-    const client = await pool.connect();
-    const onError = () => {}; // as in `transaction`: the COPY fails instead
-    client.on('error', onError);
-    let failure: Error | undefined;
-    try {
-      return await copyOutOn(client, query);
-    } catch (error) {
-      failure = error as Error;
-      throw error;
-    } finally {
-      // A COPY cut short may leave the connection mid-protocol: given the failure, the pool drops
-      // it (as pool.query does a connection whose statement failed).
-      client.off('error', onError);
-      client.release(failure);
-    }
-  };
   const wrap = (client: pg.Pool | pg.PoolClient): Queryable => ({
     async query<R>(sql: string, params?: readonly unknown[]) {
       const result = await client.query({
@@ -150,7 +115,6 @@ export function postgresDb(options: PostgresOptions): Db {
     async exec(sql: string) {
       await client.query(sql);
     },
-    copyOut: (query: string) => (client === pool ? pooledCopyOut(query) : copyOutOn(client as pg.PoolClient, query)),
   });
   return {
     kind: 'postgres',
@@ -207,12 +171,6 @@ export async function embeddedDb(dataDir: string | null): Promise<Db> {
     },
     async exec(sql: string) {
       await client.exec(sql);
-    },
-    // PGlite writes a COPY's output to a file of its own, answered as a Blob.
-    async copyOut(query: string) {
-      const { blob } = await client.query(`COPY (${query}) TO '/dev/blob' (FORMAT binary)`);
-      if (!blob) throw new Error('PGlite answered a COPY without its output.');
-      return [Buffer.from(await blob.arrayBuffer())];
     },
   });
   return {

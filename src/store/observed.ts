@@ -9,9 +9,9 @@ export type DbOperation = 'query' | 'exec' | 'transaction';
 
 /** A short, bounded label for a database error; null when the error is not the database's fault. */
 export function databaseErrorCode(error: unknown): string | null {
-  const e = error as { code?: unknown; message?: unknown } | null;
-  if (!e || typeof e !== 'object') return 'unknown';
-  const code = typeof e.code === 'string' ? e.code : '';
+  const failure = error as { code?: unknown; message?: unknown } | null;
+  if (!failure || typeof failure !== 'object') return 'unknown';
+  const code = typeof failure.code === 'string' ? failure.code : '';
   if (/^[0-9A-Z]{5}$/.test(code)) {
     // Class 23 (constraint violations) is how the service detects duplicates; class 22 is
     // invalid input (NUL in text, bad JSON escapes) answered as a 422: neither is an outage.
@@ -19,7 +19,7 @@ export function databaseErrorCode(error: unknown): string | null {
     return code;
   }
   if (/^E[A-Z]+$/.test(code)) return code;
-  const message = typeof e.message === 'string' ? e.message : '';
+  const message = typeof failure.message === 'string' ? failure.message : '';
   if (
     /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
       message,
@@ -59,14 +59,6 @@ export function observeDb(db: Db, onError: (operation: DbOperation, code: string
         await target.exec(sql);
       } catch (error) {
         report('exec', error);
-        throw error;
-      }
-    },
-    async copyOut(query) {
-      try {
-        return await target.copyOut(query);
-      } catch (error) {
-        report('query', error);
         throw error;
       }
     },

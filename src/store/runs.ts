@@ -3,10 +3,7 @@ import type { Decision } from '../rules/engine.js';
 import { costSql, pricedSql } from '../money/cost.js';
 import { numericToUsd } from '../money/decimal.js';
 import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
-import { escapeLiteral } from 'pg';
-import { binaryCopyRows, field, fieldText, isNull, type CopyRows } from './binary-copy.js';
 import type { Queryable } from './db.js';
-import { JsonBytes, STEP_COLUMNS, stepJsonSize, stepSequence, writeStep } from './step-json.js';
 
 import type { RunPage, RunStatus, RunSummary, StepStatus, StepType } from '../contract/runs.js';
 
@@ -498,7 +495,7 @@ const totalsOf = (summed: string) => `coalesce(r.step_count, ${summed}.step_coun
  * (its row and run_totals). A run from before migration 6 has no count: its totals are summed
  * from its steps (by `steps_run_sequence`), and only its (the summing is skipped for the others).
  */
-const RUN_TOTALS = `LEFT JOIN run_totals rt ON rt.run_id = r.id
+export const RUN_TOTALS = `LEFT JOIN run_totals rt ON rt.run_id = r.id
   CROSS JOIN LATERAL (
     SELECT ${totalsOf('summed')}
     FROM (SELECT ${STEP_SUMS} FROM steps s WHERE s.run_id = r.id AND r.step_count IS NULL) summed) t`;
@@ -561,157 +558,4 @@ async function modelsFromSteps(db: Queryable, runIds: string[]): Promise<Map<str
     [runIds],
   );
   return new Map(rows.map((row) => [row.run_id, row.models]));
-}
-
-/**
- * A timestamptz as `Date.prototype.toISOString` writes it (both cut to the millisecond) for years
- * 1 to 9999, a JSON string; NULL stays NULL, and so does an infinite date (`to_char` has no text
- * for it): coalesce it, as `concat` would drop a NULL piece.
- */
-const isoJson = (column: string) =>
-  `'"' || to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"'`;
-/** A numeric as a JSON number, exact (`trim_scale` drops trailing zeros); what has none (NaN, an infinity) is NULL. */
-const exactNumber = (column: string) =>
-  `to_json(trim_scale(CASE WHEN ${column} NOT IN ('NaN', 'Infinity', '-Infinity') THEN ${column} END))::text`;
-
-/**
- * How a run detail reads its steps. A run of up to `first` steps is one statement and one answer.
- * A larger one is sent as it is read, `later` steps a statement, each page read when the client
- * has taken the one before: whole, a 400,000-step run (216 MB of JSON) took the daemon to 1.1 GB.
- * Later pages are small: when they were strings, reading a 100,000-step run peaked the daemon at
- * 153-165 MB with pages of 1,000 steps, 134-139 MB with pages of 100.
- */
-export const DETAIL_PAGES = { first: 1_000, later: 100 } as const;
-
-/** The head row's fields; a step row's STEP_COLUMNS follow them. */
-const HEAD_FIELDS = 3;
-
-/**
- * The run detail's first statement: one row for the run, then its first `first` steps in
- * sequence order (or none, when the workspace has no such run). The run's row holds the answer's
- * JSON text up to its steps, written by Postgres in the `RunDetail` schema's key order, its step
- * count and its highest sequence; a step's row holds its STEP_COLUMNS (writeStep makes them
- * JSON). The run's fields as `runSummary` writes them, but exact: the total cost as numeric
- * writes it, metadata as jsonb writes it. `duration_ms` is to `now` while the run is RUNNING (the
- * daemon's clock), each end cut to the millisecond as a JavaScript date is; null, as the dates,
- * where one is infinite (none is written by the daemon). One statement, so one snapshot: the
- * steps, the count and the highest sequence agree (unless a daemon from before migration 6
- * wrote steps into the run: its count is short). `values` are SQL literals: a COPY takes no
- * parameters.
- */
-function runDetailStatement(values: { runId: string; workspaceId: string; now: string }, first: number): string {
-  const ms = (instant: string) => `floor(extract(epoch FROM ${instant}) * 1000)`;
-  const end = `coalesce(r.ended_at, ${values.now}::timestamptz)`;
-  const stepNulls = STEP_COLUMNS.map(() => 'NULL').join(', ');
-  return `SELECT
-    concat('{"id":"', r.id,
-      '","user_id":', to_json(r.user_id),
-      ',"status":', to_json(r.status),
-      ',"started_at":', coalesce(${isoJson('r.started_at')}, 'null'),
-      ',"ended_at":', coalesce(${isoJson('r.ended_at')}, 'null'),
-      ',"step_count":', t.step_count,
-      ',"total_tokens":', t.total_tokens,
-      ',"total_cost_usd":', coalesce(${exactNumber('t.total_cost_usd')}, 'null'),
-      ',"metadata":', coalesce(r.metadata::text, 'null'),
-      ',"decision":{"outcome":', coalesce((r.decision -> 'outcome')::text, 'null'),
-      ',"reason":', coalesce((r.decision -> 'reason')::text, 'null'),
-      ',"evaluated_rules":', coalesce((r.decision -> 'evaluated_rules')::text, 'null'),
-      CASE WHEN r.decision -> 'detail' IS NOT NULL THEN ',"detail":' || (r.decision -> 'detail')::text END,
-      '},"duration_ms":', coalesce((CASE WHEN isfinite(r.started_at) AND isfinite(${end})
-        THEN greatest(0, ${ms(end)} - ${ms('r.started_at')})::bigint END)::text, 'null'),
-      ',"steps":[') AS head,
-    t.step_count::text, (SELECT max(sequence) FROM steps WHERE run_id = r.id)::text AS last_sequence, ${stepNulls}
-  FROM runs r ${RUN_TOTALS}
-  WHERE r.id = ${values.runId}::uuid AND r.workspace_id = ${values.workspaceId}::uuid
-  UNION ALL
-  (SELECT NULL, NULL, NULL, ${STEP_COLUMNS.join(', ')} FROM steps s
-    WHERE s.run_id = ${values.runId}::uuid AND s.workspace_id = ${values.workspaceId}::uuid
-    ORDER BY s.sequence LIMIT ${Math.trunc(first)})`;
-}
-
-/** A later page of the run `runId` names (SQL): up to `limit` steps past the sequence `after`, up to `until`, in sequence order. */
-const stepPage = (
-  runId: string,
-  limit: number,
-  after: number,
-  until: number,
-) => `SELECT ${STEP_COLUMNS.join(', ')} FROM steps s
-  WHERE s.run_id = ${runId}::uuid AND s.sequence > ${after} AND s.sequence <= ${until} ORDER BY s.sequence LIMIT ${Math.trunc(limit)}`;
-
-/** A run detail's answer: its UTF-8 bytes, or pieces of them to send in turn. */
-export type RunDetailBody = Buffer[] | AsyncIterable<Buffer>;
-
-/**
- * Writes the steps of `rows` (all but the row `skip`) in sequence order, a comma before each, or
- * before all but the first when `leading` is false; answers the last one's sequence. Postgres
- * sends them in that order (the statement's ORDER BY); should it not, they are sorted here.
- */
-function writeSteps(out: JsonBytes, rows: CopyRows, first: number, leading: boolean, skip = -1): number | null {
-  let order = Array.from({ length: rows.length }, (_, r) => r).filter((r) => r !== skip);
-  if (order.some((r, i) => i > 0 && stepSequence(rows, order[i - 1]!, first) > stepSequence(rows, r, first))) {
-    order = order.sort((a, b) => stepSequence(rows, a, first) - stepSequence(rows, b, first));
-  }
-  for (const [i, r] of order.entries()) {
-    if (leading || i > 0) out.bytes(COMMA);
-    writeStep(out, rows, r, first);
-  }
-  return order.length ? stepSequence(rows, order.at(-1)!, first) : null;
-}
-const COMMA = Buffer.from(',');
-const CLOSE = Buffer.from(']}');
-
-/**
- * A run with its steps, as the answer's JSON bytes; null when the workspace has no such run. Each
- * statement is a binary COPY, so no text of the answer is ever a JavaScript string, and its steps
- * come as their columns (writeStep). A run of more than `pages.first` steps comes as pieces to
- * send in turn (DETAIL_PAGES). Its later pages are read by later statements: they list the steps
- * up to the highest sequence the first statement saw (and a step a client wrote below it since),
- * each as it is when its page is read; a run being
- * written to can show a later step's result than its totals count. Those pages run on `db` after
- * this returns: give it the pool, not a transaction (which would have ended by then).
- */
-export async function getRunDetailJson(
-  db: Queryable,
-  workspaceId: string,
-  runId: string,
-  now: Date,
-  pages: { first: number; later: number } = DETAIL_PAGES,
-): Promise<RunDetailBody | null> {
-  const [run, workspace, at] = [runId, workspaceId, now.toISOString()].map(escapeLiteral) as [string, string, string];
-  const rows = binaryCopyRows(
-    await db.copyOut(runDetailStatement({ runId: run, workspaceId: workspace, now: at }, pages.first)),
-  );
-  const head = Array.from({ length: rows.length }, (_, r) => r).find((r) => !isNull(rows, r, 0));
-  if (head === undefined) return null;
-  const answer = new JsonBytes(stepJsonSize(rows) + CLOSE.length);
-  answer.bytes(field(rows, head, 0)!);
-  const pageLast = writeSteps(answer, rows, HEAD_FIELDS, false, head);
-  // Whole when the first page reached the highest sequence (one snapshot: a page not full did).
-  // Not told by the step count, which a daemon from before migration 6 leaves short.
-  const lastSequence = Number(fieldText(rows, head, 2));
-  if (pageLast === null || pageLast >= lastSequence) {
-    answer.bytes(CLOSE);
-    return answer.blocks();
-  }
-  // Sequences are not written in order: later pages end at the highest this statement saw.
-  return laterPages(db, run, answer.blocks(), { after: pageLast, until: lastSequence }, pages.later);
-}
-
-async function* laterPages(
-  db: Queryable,
-  runId: string,
-  opened: Buffer[],
-  range: { after: number; until: number },
-  pageSteps: number,
-) {
-  yield* opened;
-  for (let after = range.after; after < range.until;) {
-    const steps = binaryCopyRows(await db.copyOut(stepPage(runId, pageSteps, after, range.until)));
-    const page = new JsonBytes(stepJsonSize(steps));
-    const last = writeSteps(page, steps, 0, true);
-    if (last === null) break;
-    yield* page.blocks();
-    after = last;
-  }
-  yield CLOSE;
 }

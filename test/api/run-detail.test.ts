@@ -1,20 +1,18 @@
 /**
- * A run detail is written as JSON bytes by getRunDetailJson (the run by Postgres, its steps by
- * writeStep from their columns), not by the response schema's serializer: these hold the answer
- * to the schema's shape, and pin the formats of values that could drift (sub-millisecond
- * timestamps, costs of many digits or below a micro-dollar, caller JSON, strings that need
- * escaping), on every backend. test/store/step-json.test.ts holds each value to Postgres's own
- * writing of it.
+ * A run detail is written as JSON text by Postgres (readRunDetail), not by the response schema's
+ * serializer: these hold the answer to the schema's shape, and pin the formats of values that
+ * could drift (sub-millisecond timestamps, costs of many digits or below a micro-dollar, caller
+ * JSON, strings that need escaping), on every backend.
  */
 import fastJson from 'fast-json-stringify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDetail } from '../../src/api/schemas.js';
-import { DETAIL_PAGES, getRunDetailJson, type RunDetailBody } from '../../src/store/runs.js';
+import { DETAIL_PAGES, readRunDetail, type RunDetailBody } from '../../src/store/run-detail.js';
 import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
 
 const schemaSerializer = fastJson(RunDetail as object);
 
-/** A run detail's answer as text, whichever form getRunDetailJson gave it in. */
+/** A run detail's answer as text, whichever form readRunDetail gave it in. */
 async function textOf(detail: RunDetailBody | null): Promise<string> {
   if (detail === null) throw new Error('no such run');
   const pieces: Buffer[] = [];
@@ -195,7 +193,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     // Postgres writes the dates: a session time zone (a half-hour one, here) must not reach them.
     const detail = await api.stores.db.transaction(async (tx) => {
       await tx.query("SET LOCAL TimeZone = 'America/St_Johns'");
-      return textOf(await getRunDetailJson(tx, api.workspaceId, runId, new Date()));
+      return textOf(await readRunDetail(tx, api.workspaceId, runId, new Date()));
     });
     expect(JSON.parse(detail).steps.map((s: { created_at: string }) => s.created_at)).toEqual([
       '2026-03-01T12:00:00.123Z',
@@ -207,7 +205,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     const runId = await seededRun([]);
     await api.stores.db.query(`UPDATE runs SET started_at = '2026-03-01 12:00:00.9996+00' WHERE id = $1`, [runId]);
     const read = async (now: string) =>
-      JSON.parse(await textOf(await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(now))));
+      JSON.parse(await textOf(await readRunDetail(api.stores.db, api.workspaceId, runId, new Date(now))));
     expect(await read('2026-03-01T12:00:01.500Z')).toMatchObject({
       status: 'RUNNING',
       started_at: '2026-03-01T12:00:00.999Z',
@@ -286,9 +284,9 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     const texts = await api.stores.db.transaction(async (tx) => {
       await tx.query('SET LOCAL enable_indexscan = off');
       await tx.query('SET LOCAL enable_bitmapscan = off');
-      const whole = await getRunDetailJson(tx, api.workspaceId, runId, new Date(), { first: 10, later: 10 });
+      const whole = await readRunDetail(tx, api.workspaceId, runId, new Date(), { first: 10, later: 10 });
       // Read before the transaction ends: later pages run on it.
-      const paged = await getRunDetailJson(tx, api.workspaceId, runId, new Date(), { first: 2, later: 3 });
+      const paged = await readRunDetail(tx, api.workspaceId, runId, new Date(), { first: 2, later: 3 });
       return [await textOf(whole), await textOf(paged)];
     });
     for (const text of texts) {
@@ -333,7 +331,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
 
   it('when steps are written while a paged run is read, then the answer lists the steps its first read counted', async () => {
     const runId = await runOfSteps(5);
-    const detail = await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), { first: 2, later: 2 });
+    const detail = await readRunDetail(api.stores.db, api.workspaceId, runId, new Date(), { first: 2, later: 2 });
     expect(Array.isArray(detail)).toBe(false);
     const pieces: Buffer[] = [];
     for await (const piece of detail!) {
@@ -360,19 +358,19 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
    */
   async function watchingQueries<T>(fn: () => Promise<T>, fail: (query: string) => boolean = () => false) {
     const db = api.stores.db;
-    const original = db.copyOut;
+    const original = db.query;
     let statements = 0;
-    db.copyOut = async (query: string) => {
-      if (query.includes('FROM steps s')) statements++;
+    db.query = (async (query: string, params?: readonly unknown[]) => {
+      if (query.includes('string_agg(')) statements++;
       if (fail(query))
         throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
-      return original.call(db, query);
-    };
+      return original.call(db, query, params);
+    }) as typeof db.query;
     try {
       const result = await fn();
       return { result, statements };
     } finally {
-      db.copyOut = original;
+      db.query = original;
     }
   }
 
@@ -390,7 +388,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
   it('when a later page fails, then the answer is cut, and the next read is whole', async () => {
     const runId = await runOfSteps(DETAIL_PAGES.first + 1);
     const headers = { authorization: `Bearer ${api.apiKey}` };
-    // A later page's statement is the only one that starts past a sequence.
+    // A later page's statement is the only one that starts past a given sequence.
     const { result: read } = await watchingQueries(
       async () => {
         const res = await fetch(`${api.url}/v1/runs/${runId}`, { headers });
@@ -402,7 +400,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
           ),
         };
       },
-      (query) => query.includes('s.sequence >'),
+      (query) => query.includes('sequence > $2'),
     );
     // The status went with the first page: a cut answer is all that is left to say.
     expect(read).toEqual({ status: 200, text: 'terminated' });
@@ -420,7 +418,7 @@ describe.each(BACKENDS)('run detail on %s', (backend) => {
     // The run's own start too: Postgres has no text for an infinite date, and concat would drop it.
     await api.stores.db.query(`UPDATE runs SET started_at = '-infinity' WHERE id = $1`, [runId]);
     const body = JSON.parse(
-      await textOf(await getRunDetailJson(api.stores.db, api.workspaceId, runId, new Date(), { first: 2, later: 2 })),
+      await textOf(await readRunDetail(api.stores.db, api.workspaceId, runId, new Date(), { first: 2, later: 2 })),
     );
     expect(body).toMatchObject({ started_at: null, duration_ms: null });
     expect(body.steps.map((s: { sequence: number }) => s.sequence)).toEqual([1, 2, 3, 4, 5]);

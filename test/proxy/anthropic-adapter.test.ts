@@ -1,21 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { adapterFor } from '../../src/proxy/providers/index.js';
-import type { Usage, UsageTracker } from '../../src/proxy/providers/types.js';
-import { bytes, pieces, sse } from './chunks.js';
+import { NO_USAGE } from '../../src/proxy/providers/types.js';
+import { bytes, pieces, sse, track } from './chunks.js';
 
 const anthropic = adapterFor('anthropic');
-const NONE: Usage = {
-  promptTokens: null,
-  completionTokens: null,
-  cacheReadTokens: null,
-  cacheWriteTokens: null,
-  reasoningTokens: null,
-};
-
-function track(tracker: UsageTracker, chunks: Uint8Array[]): Usage {
-  for (const chunk of chunks) tracker.push(chunk);
-  return tracker.end();
-}
 
 describe('anthropic adapter: inspectRequest', () => {
   it('when a messages request arrives, then it reads model and stream and never rewrites', () => {
@@ -176,7 +164,7 @@ describe('anthropic adapter: usage', () => {
     'when %s answers, then it counts no usage',
     (path) => {
       const body = { input_tokens: 2095, usage: { input_tokens: 1, output_tokens: 1 } };
-      expect(track(anthropic.usageTracker(path, 'application/json'), [bytes(JSON.stringify(body))])).toEqual(NONE);
+      expect(track(anthropic.usageTracker(path, 'application/json'), [bytes(JSON.stringify(body))])).toEqual(NO_USAGE);
     },
   );
 });

@@ -1,4 +1,6 @@
 /** Test helpers: feed text to incremental readers in awkward pieces. */
+import type { Usage, UsageTracker } from '../../src/proxy/providers/types.js';
+
 const encoder = new TextEncoder();
 
 export function bytes(text: string): Uint8Array {
@@ -27,4 +29,10 @@ export function sse(events: Array<[string | null, unknown]>): string {
       return `${event === null ? '' : `event: ${event}\n`}data: ${payload}\n\n`;
     })
     .join('');
+}
+
+/** Feeds `chunks` to `tracker` and answers the usage it read at the end. */
+export function track(tracker: UsageTracker, chunks: Uint8Array[]): Usage {
+  for (const chunk of chunks) tracker.push(chunk);
+  return tracker.end();
 }

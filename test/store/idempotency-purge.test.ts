@@ -46,7 +46,6 @@ function counting(db: Queryable): Queryable & { statements: number[] } {
       return result as never;
     },
     exec: (sql) => db.exec(sql),
-    copyOut: (query) => db.copyOut(query),
   };
 }
 

@@ -11,7 +11,8 @@ import { createLogger } from '../../src/logger.js';
 import type { Decision } from '../../src/rules/engine.js';
 import { systemClock } from '../../src/clock.js';
 import { GuardService } from '../../src/service/guard-service.js';
-import { finishSteps, getRunDetailJson, insertSteps, listRuns, type NewStep } from '../../src/store/runs.js';
+import { finishSteps, insertSteps, listRuns, type NewStep } from '../../src/store/runs.js';
+import { readRunDetail } from '../../src/store/run-detail.js';
 import { migrate } from '../../src/store/migrations.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
@@ -66,7 +67,7 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
     );
   };
   const detail = async (ws: string, runId: string) => {
-    const body = await getRunDetailJson(stores.db, ws, runId, new Date());
+    const body = await readRunDetail(stores.db, ws, runId, new Date());
     const pieces: Buffer[] = [];
     for await (const piece of body!) pieces.push(piece);
     return JSON.parse(Buffer.concat(pieces).toString()) as {

@@ -7,7 +7,8 @@ import { stepTokens } from '../step-tokens.js';
 import type { GuardService } from '../../service/guard-service.js';
 import type { Db } from '../../store/db.js';
 import { fingerprint, type IdempotencyClaim } from '../../store/idempotency.js';
-import { getRunDetailJson, listRuns } from '../../store/runs.js';
+import { listRuns } from '../../store/runs.js';
+import { readRunDetail } from '../../store/run-detail.js';
 import type { Clock } from '../../clock.js';
 import {
   RunCreateBody,
@@ -208,14 +209,14 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       },
     },
     async (request, reply) => {
-      const detail = await getRunDetailJson(
+      const detail = await readRunDetail(
         db,
         request.principal.workspaceId,
         pathUuid(request.params.run_id),
         clock.now(),
       );
       if (detail === null) throw new ApiError('RUN_NOT_FOUND');
-      // The answer comes as JSON bytes (getRunDetailJson), so it skips the schema's serializer; the
+      // The answer comes as JSON bytes (readRunDetail), so it skips the schema's serializer; the
       // schema documents it. Fastify sends a Buffer or a stream as it is once a JSON content type is
       // set. One page goes with its length. A large run's pages are read as the socket takes them,
       // not ahead (a high-water mark of one byte). A HEAD answer reads none: fastify would drain the

@@ -18,37 +18,49 @@ function endpointOf(path: string): Endpoint | null {
   return null;
 }
 
-/**
- * Chat and legacy completions. `prompt_tokens` counts every input token: the cache reads
- * (`cached_tokens`) and writes (`cache_write_tokens`) are parts of it, as `reasoning_tokens` are
- * of `completion_tokens`.
- */
-function completionUsage(value: unknown): Usage | undefined {
-  const usage = asObject(value);
-  if (!usage) return undefined;
-  const input = asObject(usage.prompt_tokens_details);
-  return {
-    promptTokens: tokenCount(usage.prompt_tokens),
-    completionTokens: tokenCount(usage.completion_tokens),
-    cacheReadTokens: tokenCount(input?.cached_tokens),
-    cacheWriteTokens: tokenCount(input?.cache_write_tokens),
-    reasoningTokens: tokenCount(asObject(usage.completion_tokens_details)?.reasoning_tokens),
-  };
+/** Where an OpenAI API puts its token counts. */
+interface UsageFields {
+  input: string;
+  output: string;
+  inputDetails: string;
+  outputDetails: string;
 }
 
-/** The Responses API: the same counts under other names. */
-function responsesUsage(value: unknown): Usage | undefined {
-  const usage = asObject(value);
-  if (!usage) return undefined;
-  const input = asObject(usage.input_tokens_details);
-  return {
-    promptTokens: tokenCount(usage.input_tokens),
-    completionTokens: tokenCount(usage.output_tokens),
-    cacheReadTokens: tokenCount(input?.cached_tokens),
-    cacheWriteTokens: tokenCount(input?.cache_write_tokens),
-    reasoningTokens: tokenCount(asObject(usage.output_tokens_details)?.reasoning_tokens),
+/**
+ * The usage object's counts under `fields`. The input count is every input token: the cache
+ * reads (`cached_tokens`) and writes (`cache_write_tokens`) are parts of it, as
+ * `reasoning_tokens` are of the output count.
+ */
+const usageUnder =
+  (fields: UsageFields) =>
+  (value: unknown): Usage | undefined => {
+    const usage = asObject(value);
+    if (!usage) return undefined;
+    const input = asObject(usage[fields.inputDetails]);
+    return {
+      promptTokens: tokenCount(usage[fields.input]),
+      completionTokens: tokenCount(usage[fields.output]),
+      cacheReadTokens: tokenCount(input?.cached_tokens),
+      cacheWriteTokens: tokenCount(input?.cache_write_tokens),
+      reasoningTokens: tokenCount(asObject(usage[fields.outputDetails])?.reasoning_tokens),
+    };
   };
-}
+
+/** Chat and legacy completions. */
+const completionUsage = usageUnder({
+  input: 'prompt_tokens',
+  output: 'completion_tokens',
+  inputDetails: 'prompt_tokens_details',
+  outputDetails: 'completion_tokens_details',
+});
+
+/** The Responses API: the same counts under other names. */
+const responsesUsage = usageUnder({
+  input: 'input_tokens',
+  output: 'output_tokens',
+  inputDetails: 'input_tokens_details',
+  outputDetails: 'output_tokens_details',
+});
 
 function embeddingsUsage(value: unknown): Usage | undefined {
   const usage = asObject(value);
