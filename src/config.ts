@@ -92,6 +92,12 @@ export interface Config {
   webhookBudgetThresholds: number[];
   /** Finished deliveries and their events are kept this many days. */
   webhookRetentionDays: number;
+  /** How often this daemon beats its heartbeat in the database (it owns the proxied calls it forwards). */
+  daemonHeartbeatIntervalMs: number;
+  /** A daemon whose heartbeat is older than this is dead: its unfinished proxied calls are recovered. */
+  daemonLeaseMs: number;
+  /** How often this daemon looks for dead daemons' unfinished proxied calls; 0: only at its start. */
+  resultRecoveryIntervalMs: number;
 }
 
 export const REGISTRATION_MODES = ['open', 'closed'] as const;
@@ -273,6 +279,9 @@ const SCHEMA: { [K in keyof Config]: { env: string; parse: Parser<Config[K]> } }
   webhookDenialWindowMs: { env: 'RUNGUARD_WEBHOOK_DENIAL_WINDOW_MS', parse: integer(1_000, 86_400_000) },
   webhookBudgetThresholds: { env: 'RUNGUARD_WEBHOOK_BUDGET_THRESHOLDS', parse: fractions },
   webhookRetentionDays: { env: 'RUNGUARD_WEBHOOK_RETENTION_DAYS', parse: integer(1, 3_650) },
+  daemonHeartbeatIntervalMs: { env: 'RUNGUARD_DAEMON_HEARTBEAT_INTERVAL_MS', parse: integer(50, 60_000) },
+  daemonLeaseMs: { env: 'RUNGUARD_DAEMON_LEASE_MS', parse: integer(200, 600_000) },
+  resultRecoveryIntervalMs: { env: 'RUNGUARD_RESULT_RECOVERY_INTERVAL_MS', parse: integer(0, 600_000) },
 };
 
 function readJson(path: string | URL, label: string): Record<string, unknown> {
@@ -312,6 +321,12 @@ export function loadConfig(
   if ((config.headersTimeoutMs as number) > (config.requestTimeoutMs as number)) {
     throw new ConfigError(
       `Invalid configuration: "headersTimeoutMs" (${String(config.headersTimeoutMs)}) may not exceed "requestTimeoutMs" (${String(config.requestTimeoutMs)})`,
+    );
+  }
+  // A lease shorter than two heartbeats would find a live daemon dead at its first late beat.
+  if ((config.daemonLeaseMs as number) < 2 * (config.daemonHeartbeatIntervalMs as number)) {
+    throw new ConfigError(
+      `Invalid configuration: "daemonLeaseMs" (${String(config.daemonLeaseMs)}) must be at least twice "daemonHeartbeatIntervalMs" (${String(config.daemonHeartbeatIntervalMs)})`,
     );
   }
   return Object.freeze(config) as unknown as Config;

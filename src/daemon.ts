@@ -18,6 +18,8 @@ import { createProviderRegistry, type ProviderDefinition } from './proxy/provide
 import { systemClock } from './clock.js';
 import { periodicReconcile } from './service/reconcile.js';
 import { createStaleRunSweeper } from './service/stale-run-sweeper.js';
+import { startDaemonInstance, type DaemonInstance } from './service/daemon-instance.js';
+import { createResultRecovery } from './service/result-recovery.js';
 import type { CounterStore } from './store/counters.js';
 import { embeddedDb, postgresDb, type Db } from './store/db.js';
 import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './store/idempotency.js';
@@ -131,6 +133,7 @@ async function prepare(
   stores: Stores,
   out: NodeJS.WritableStream,
   webhookPolicy: OutboundPolicy,
+  instance: DaemonInstance,
 ) {
   if (stores.db.kind === 'embedded') await buildLateIndexesNow(stores.db);
   const created = await bootstrapWorkspace(stores.db, config.defaultPlan, resolve(config.dataDir));
@@ -176,6 +179,7 @@ async function prepare(
     // Beside this module in dist/: `npm run build` writes the dashboard there.
     dashboardDir: fileURLToPath(new URL('./dashboard/', import.meta.url)),
     webhooks: { policy: webhookPolicy, timeoutMs: config.webhookTimeoutMs, userAgent: `runguard/${VERSION}` },
+    instance,
     proxy: {
       providers,
       // Read per call (a getter): the local key file's key changes when it is regenerated.
@@ -226,12 +230,35 @@ export async function startDaemon(
   // Where webhooks may go; the port is the one bound, once the daemon listens (0 picks one).
   const webhookPolicy: OutboundPolicy = { allowPrivate: config.webhookAllowPrivate, ownPort: config.port || null };
   // A start that fails past here closes the stores: an embedded database's lock goes with them.
-  const { app, providers, metrics, created } = await prepare(config, logger, stores, out, webhookPolicy).catch(
+  const failed = async (error: unknown): Promise<never> => {
+    await stores.close().catch(() => {});
+    throw error;
+  };
+  // Registered before any call is taken: every proxied call carries this process's id.
+  const instance = await startDaemonInstance({
+    db: stores.db,
+    logger: logger.child({ component: 'daemon-instance' }),
+    version: VERSION,
+    heartbeatMs: config.daemonHeartbeatIntervalMs,
+  }).catch(failed);
+  const { app, providers, metrics, created } = await prepare(config, logger, stores, out, webhookPolicy, instance).catch(
     async (error: unknown) => {
-      await stores.close().catch(() => {});
-      throw error;
+      await instance.stop().catch(() => {});
+      return failed(error);
     },
   );
+  const recovery = createResultRecovery({
+    db: stores.db,
+    counters: stores.counters,
+    clock: systemClock,
+    logger: logger.child({ component: 'result-recovery' }),
+    self: () => instance.id,
+    leaseMs: config.daemonLeaseMs,
+    intervalMs: config.resultRecoveryIntervalMs,
+    // One process at a time holds an embedded database (its directory lock): any other is dead.
+    othersDead: stores.db.kind === 'embedded',
+    onLost: metrics ? (count) => metrics.resultsLost.inc(count) : undefined,
+  });
   const sweeper = createStaleRunSweeper({
     db: stores.db,
     clock: systemClock,
@@ -273,9 +300,12 @@ export async function startDaemon(
   } catch (error) {
     await app.close().catch(() => {});
     await providers.close().catch(() => {});
+    await instance.stop().catch(() => {});
     await stores.close().catch(() => {});
     throw error;
   }
+  // What a dead daemon (this one's last life, too) left unfinished is ended from the first pass.
+  recovery.start();
   sweeper.start();
   reconciler.start();
   webhooks.start();
@@ -306,7 +336,10 @@ export async function startDaemon(
           reconciler.stop(),
           indexes?.stop(),
           webhooks.stop(),
+          recovery.stop(),
         ]);
+        // Every call's result is written (the app's close waited for them): nothing to recover.
+        await instance.stop();
         await providers.close();
         await stores.close();
       })();

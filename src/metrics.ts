@@ -13,6 +13,8 @@ const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 const UPSTREAM_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
 /** The daemon's own share of a proxied call: it should stay in the low milliseconds. */
 const OVERHEAD_BUCKETS = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+/** An answer's release to its durable result: the window a crash can lose; 50 ms p99 is the goal. */
+const RESULT_LAG_BUCKETS = [0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 5];
 
 export interface Metrics {
   readonly registry: Registry;
@@ -23,6 +25,13 @@ export interface Metrics {
   readonly counterStoreErrors: Counter<'operation'>;
   readonly databaseErrors: Counter<'operation' | 'code'>;
   readonly staleRunsEnded: Counter;
+  /** Proxied calls of dead daemons ended RESULT_LOST by this daemon's crash recovery. */
+  readonly resultsLost: Counter;
+  /**
+   * For the proxy: time from the release of a call's answer (its last byte, or its failure) to
+   * its result committed, the cost then in the records (and the daemon's counters).
+   */
+  readonly proxyResultLagSeconds: Histogram<'provider'>;
   /**
    * For the proxy: time from sending the request upstream to the end of the upstream answer
    * (last byte of a stream). `provider` is the configured provider name; `outcome` is
@@ -79,6 +88,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: 'RUNNING runs ended FAILED by the stale-run sweep',
     registers: [registry],
   });
+  const resultsLost = new Counter({
+    name: 'runguard_results_lost_total',
+    help: 'Proxied calls of dead daemons ended FAILED RESULT_LOST (charged at their estimate) by crash recovery',
+    registers: [registry],
+  });
+  const proxyResultLagSeconds = new Histogram({
+    name: 'runguard_proxy_result_lag_seconds',
+    help: "Time from a proxied call's answer released to its result committed",
+    labelNames: ['provider'] as const,
+    buckets: RESULT_LAG_BUCKETS,
+    registers: [registry],
+  });
   const unpricedCalls = new Counter({
     name: 'runguard_unpriced_model_calls_total',
     help: 'Model calls recorded with tokens but no active price (counted as $0); the log names each model once per workspace',
@@ -106,6 +127,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     counterStoreErrors,
     databaseErrors,
     staleRunsEnded,
+    resultsLost,
+    proxyResultLagSeconds,
     proxyUpstreamSeconds,
     proxyOverheadSeconds,
     guardObserver: {
@@ -158,9 +181,14 @@ export class ProxyCallTimer {
   private upstreamAt: bigint | null = null;
   private upstreamNanos = 0n;
   private finished = false;
+  /** When the answer was released (`finish`): the result's lag runs from here. */
+  private releasedAt: bigint | null = null;
 
   constructor(
-    private readonly metrics: Pick<Metrics, 'proxyUpstreamSeconds' | 'proxyOverheadSeconds'> | null,
+    private readonly metrics:
+      | (Pick<Metrics, 'proxyUpstreamSeconds' | 'proxyOverheadSeconds'> &
+          Partial<Pick<Metrics, 'proxyResultLagSeconds'>>)
+      | null,
     private readonly provider: string,
     /** `process.hrtime.bigint()` at arrival, when the call started before the timer was made. */
     startedAt: bigint = process.hrtime.bigint(),
@@ -188,6 +216,7 @@ export class ProxyCallTimer {
     const overhead = this.overheadMs(now);
     if (this.finished) return overhead;
     this.finished = true;
+    this.releasedAt = now;
     if (this.upstreamAt !== null) {
       this.upstreamNanos = this.upstreamSoFar(now);
       this.upstreamAt = null;
@@ -198,5 +227,13 @@ export class ProxyCallTimer {
     }
     this.metrics?.proxyOverheadSeconds.observe({ provider: this.provider }, overhead / 1000);
     return overhead;
+  }
+
+  /** The call's result committed: observes the time since its answer was released (`finish`), once. */
+  resultRecorded(): void {
+    if (this.releasedAt === null) return;
+    const lag = Number(process.hrtime.bigint() - this.releasedAt) / 1e9;
+    this.releasedAt = null;
+    this.metrics?.proxyResultLagSeconds?.observe({ provider: this.provider }, lag);
   }
 }

@@ -11,7 +11,7 @@ import { Accounts } from '../service/accounts.js';
 import { deferredChildLogger } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import type { Clock } from '../clock.js';
-import { GuardService } from '../service/guard-service.js';
+import { GuardService, type DaemonInstanceId } from '../service/guard-service.js';
 import { GuardSettings } from '../service/guard-settings.js';
 import { Webhooks, type WebhookSettings } from '../service/webhooks.js';
 import { TokenIssuer } from '../service/tokens.js';
@@ -71,6 +71,11 @@ export interface AppDeps {
   dashboardDir?: string;
   /** Where webhooks may go, and a test ping's timeout. @default private targets refused, 10 s */
   webhooks?: WebhookSettings;
+  /**
+   * This daemon process's id on its database, which its proxied calls carry, so that they are
+   * recovered if it dies (service/daemon-instance.ts). Absent: they carry none.
+   */
+  instance?: DaemonInstanceId;
 }
 
 /** What one client may hold of the HTTP server. */
@@ -177,7 +182,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
-  const guard = new GuardService(db, counters, deps.clock, deps.logger, metrics?.guardObserver ?? null);
+  const guard = new GuardService(
+    db,
+    counters,
+    deps.clock,
+    deps.logger,
+    metrics?.guardObserver ?? null,
+    deps.instance ?? null,
+  );
   // Answers already sent may have their records still queued for a shared commit, or (proxied
   // calls) not yet submitted: write them before whoever closes the app closes the stores.
   const proxyCalls = new CallsInProgress();

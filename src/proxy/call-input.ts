@@ -45,6 +45,8 @@ export function callInput(
       model: inspected.model === null ? null : inspected.model.slice(0, 256),
       input_data: inputData,
       bounds: requestBounds(path, parsed, raw?.length ?? 0),
+      // This daemon records the result: the step is its own until then (crash recovery).
+      forwarded: true,
     },
     bytesToForward: () =>
       inspected.rewrittenBody === undefined

@@ -67,6 +67,8 @@ export function resultRecorder(
   calls: CallsInProgress,
   step: CallStep,
   log: FastifyBaseLogger,
+  /** Told once the result is written (the result's lag, in metrics). */
+  onWritten: () => void = () => {},
 ): RecordResult {
   const started = performance.now();
   const recorded = calls.begin();
@@ -103,6 +105,7 @@ export function resultRecorder(
         if (attempts === 1)
           log.warn({ stepId: step.stepId }, "a proxied call's step was already finished; its result was not recorded");
       });
+      onWritten();
       if (step.endRun) {
         await untilStored(
           () => guard.endRun(step.workspaceId, step.runId, status),

@@ -89,7 +89,10 @@ export const proxyRoutes: FastifyPluginAsync<{
     const timer = new ProxyCallTimer(metrics, provider.name, arrived);
     const { stepId } = step;
     const call = { request, res: reply.raw, provider, path, body, stepId, timer };
-    relayCall(call, resultRecorder(guard, calls, step, request.log));
+    relayCall(
+      call,
+      resultRecorder(guard, calls, step, request.log, () => timer.resultRecorded()),
+    );
   }
 
   for (const pattern of ['/proxy/runs/:run_id/:provider/*', '/proxy/t/:token/:provider/*', '/proxy/:provider/*']) {

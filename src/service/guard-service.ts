@@ -71,6 +71,16 @@ export interface StepInput {
   bounds?: CallBounds | null;
   /** The caller's own bound of the step's cost (an API step's `max_cost_usd`). */
   max_cost_usd?: number | null;
+  /**
+   * This daemon forwards the call and records its result itself (the proxy): the step is this
+   * daemon instance's until then, and ended RESULT_LOST by another if this one dies first.
+   */
+  forwarded?: boolean;
+}
+
+/** This daemon process's id among the daemons on its database (null: not registered, nothing owned). */
+export interface DaemonInstanceId {
+  readonly id: number | null;
 }
 
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
@@ -219,6 +229,7 @@ export class GuardService {
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly observer: GuardObserver | null = null,
+    private readonly instance: DaemonInstanceId | null = null,
   ) {
     this.sequences = new SequenceAllocator((runId) => runs.maxSequence(db, runId));
     this.prices = new PriceBook(db);
@@ -346,6 +357,8 @@ export class GuardService {
         now,
         day: scope.day,
         firstStep: step,
+        // A run of a proxied call's own: this daemon ends it, or crash recovery does.
+        daemonId: firstStep ? (this.instance?.id ?? null) : null,
       };
       await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
       const started: StartedRun = { id, user_id: input.user_id, status, decision: view(decision) };
@@ -422,6 +435,7 @@ export class GuardService {
       decision,
       now,
       estimateMicros,
+      daemonId: input.forwarded && decision.outcome === 'ALLOW' ? (this.instance?.id ?? null) : null,
     };
   }
 

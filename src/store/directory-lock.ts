@@ -73,6 +73,17 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Where this process runs, as a lock file names it: for other records of live processes (daemon-instances.ts). */
+export const THIS_PROCESS = { host: HOST, kernel: KERNEL, pidSpace: PID_SPACE } as const;
+
+/**
+ * Whether a process named by pid, kernel and PID namespace is certainly gone: only a process of
+ * this very PID namespace on this kernel can be looked up; any other may be alive.
+ */
+export function processGone(owner: { pid: number; kernel: string; pidSpace: string }): boolean {
+  return owner.kernel === KERNEL && owner.pidSpace === PID_SPACE && owner.pid !== process.pid && !alive(owner.pid);
+}
+
 const errno = (error: unknown) => (error as NodeJS.ErrnoException).code;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

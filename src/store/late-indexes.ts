@@ -35,6 +35,19 @@ export const LATE_INDEXES: readonly LateIndex[] = [
     table: 'steps',
     definition: "(workspace_id, run_id) WHERE status = 'ALLOWED' AND estimate_micros IS NOT NULL",
   },
+  // Crash recovery (result-recovery.ts): a dead daemon's unfinished proxied steps, and the RUNNING
+  // runs it started for calls of their own. Partial: an entry lives only while its call is in
+  // flight (a finish moves the row out), so each stays about as small as the calls in flight.
+  {
+    name: 'steps_in_flight_by_daemon',
+    table: 'steps',
+    definition: "(daemon_id) WHERE status = 'ALLOWED' AND daemon_id IS NOT NULL",
+  },
+  {
+    name: 'runs_running_by_daemon',
+    table: 'runs',
+    definition: "(daemon_id) WHERE status = 'RUNNING' AND daemon_id IS NOT NULL",
+  },
 ];
 
 export interface LateIndexBuild {

@@ -472,6 +472,36 @@ ALTER TABLE workspaces ADD COLUMN default_step_reservation_micros bigint NOT NUL
 `,
   },
   {
+    version: 16,
+    name: 'daemon_instances',
+    sql: `
+-- Crash recovery of proxied calls (docs/budgets.md). Each daemon process registers here at start
+-- and beats its heartbeat_at (the database's clock, so daemons' clocks need not agree); one whose
+-- heartbeat lapsed, that stopped, or whose process is gone from this machine is dead, and a live
+-- daemon ends what it left: its unfinished proxied steps (FAILED RESULT_LOST, charged at their
+-- estimate) and the runs it started for calls of their own. kernel and pid_space name the
+-- process's machine as directory-lock.ts does, so a pid is trusted only there.
+CREATE TABLE daemon_instances (
+  id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  host text NOT NULL,
+  pid integer NOT NULL,
+  kernel text NOT NULL,
+  pid_space text NOT NULL,
+  version text NOT NULL,
+  started_at timestamptz NOT NULL,
+  heartbeat_at timestamptz NOT NULL,
+  stopped_at timestamptz,
+  recovered_at timestamptz
+);
+-- The daemon instance that forwards a proxied call and records its result (NULL: a step of the
+-- API, whose client records it). A run's: the daemon started it for a call of its own and ends
+-- it. Catalog changes only; no foreign key (its check would cost every proxied step a lookup).
+-- Their indexes are late indexes (late-indexes.ts), built without holding writes.
+ALTER TABLE steps ADD COLUMN daemon_id integer;
+ALTER TABLE runs ADD COLUMN daemon_id integer;
+`,
+  },
+  {
     version: 18,
     name: 'run_models_kept',
     sql: `

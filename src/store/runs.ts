@@ -19,6 +19,11 @@ export interface NewRun {
   now: Date;
   day: string;
   /**
+   * The daemon instance that ends the run (a run of a proxied call's own); null: its client ends
+   * it. A dead instance's runs are ended by crash recovery (result-recovery.ts).
+   */
+  daemonId?: number | null;
+  /**
    * The run's first step, written in the same statement (a proxied call's run of its own: one
    * commit before the call is forwarded, not two). Only for a RUNNING run; its sequence is 1.
    */
@@ -42,11 +47,14 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
     `WITH v AS (
        SELECT * FROM json_to_recordset($1::json)
          AS v(id uuid, workspace_id uuid, user_id text, status text, metadata jsonb, decision json,
-           started_at timestamptz, ended_at timestamptz, day date, step_count integer, models text[])
+           started_at timestamptz, ended_at timestamptz, day date, step_count integer, models text[],
+           daemon_id integer)
        LIMIT $2
      ), run AS (
-       INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models)
-       SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models FROM v
+       INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
+         daemon_id)
+       SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
+         daemon_id FROM v
      ), sdk_user AS (
        INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
        SELECT workspace_id, user_id, count(*) FILTER (WHERE status = 'RUNNING'), min(started_at), max(started_at)
@@ -83,6 +91,7 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
           day: r.day,
           step_count: r.firstStep ? 1 : 0,
           models: r.firstStep?.model ? [r.firstStep.model.toWellFormed()] : [],
+          daemon_id: r.daemonId ?? null,
         })),
       ),
       runs.length,
@@ -173,14 +182,19 @@ export interface NewStep {
   now: Date;
   /** The upper bound of the step's cost in microdollars (migration 15); null or absent: none known. */
   estimateMicros?: number | null;
+  /**
+   * The daemon instance that forwards the call and records its result (a proxied call); null: the
+   * step's client records it. A dead instance's unfinished steps are recovered (result-recovery.ts).
+   */
+  daemonId?: number | null;
 }
 
 const STEP_INSERT_COLUMNS =
-  'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at, estimate_micros';
+  'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at, estimate_micros, daemon_id';
 /** A batch of steps as rows: the JSON document (each step as `stepRecord` writes it) and its length, by parameter number. */
 const stepRecordset = (document: number, length: number) => `SELECT * FROM json_to_recordset($${document}::json)
   AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
-    input_json json, decision json, created_at timestamptz, estimate_micros bigint) LIMIT $${length}`;
+    input_json json, decision json, created_at timestamptz, estimate_micros bigint, daemon_id integer) LIMIT $${length}`;
 const stepRecord = (s: NewStep) => ({
   id: s.id,
   run_id: s.runId,
@@ -194,6 +208,7 @@ const stepRecord = (s: NewStep) => ({
   decision: s.decision,
   created_at: s.now,
   estimate_micros: s.estimateMicros ?? null,
+  daemon_id: s.daemonId ?? null,
 });
 
 /**
@@ -247,7 +262,7 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
      ), step AS (
        INSERT INTO steps (${STEP_INSERT_COLUMNS})
        SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_json, v.decision, v.created_at,
-         v.estimate_micros
+         v.estimate_micros, v.daemon_id
        FROM v JOIN run r ON r.id = v.run_id AND r.workspace_id = v.workspace_id
        ORDER BY r.id, v.sequence
        ON CONFLICT (run_id, sequence) DO NOTHING

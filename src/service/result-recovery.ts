@@ -1,0 +1,175 @@
+/**
+ * Crash recovery of proxied calls. A proxied call's step is written before it is forwarded and its
+ * result after the answer; a daemon that dies in between (SIGKILL, OOM, a lost host) leaves the
+ * step ALLOWED with no cost, and a run of the call's own RUNNING, holding a concurrency slot.
+ * Every live daemon looks for dead ones (daemon-instances.ts) every `intervalMs`, and at its start:
+ * their unfinished steps are ended FAILED RESULT_LOST, charged at their estimate so the spend still
+ * counts, each told as a `result.lost` webhook event, and their runs of calls' own are ended.
+ *
+ * One transaction per batch: it locks the dead instances' rows (`SKIP LOCKED`: two daemons never
+ * recover one instance at once), and each step is taken by a conditional UPDATE (ALLOWED only), so
+ * a step is ended, charged and told of once, whoever runs how many passes.
+ */
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import { scopeAt, type CounterStore } from '../store/counters.js';
+import { lockDeadInstances, markRecovered, purgeDeadInstances } from '../store/daemon-instances.js';
+import type { Db } from '../store/db.js';
+import { chargeLostSteps, endOrphanedRuns, loseSteps, type LostStep } from '../store/lost-results.js';
+import { recordResultLost } from './webhook-events.js';
+
+/** Why, as the `result.lost` event says it. */
+const LOST_REASON = 'the daemon that forwarded the call stopped before it recorded the result';
+
+export interface ResultRecoveryOptions {
+  db: Db;
+  counters: CounterStore;
+  clock: Clock;
+  logger: Logger;
+  /** This daemon's instance id (never recovered by itself). */
+  self: () => number;
+  /** A daemon whose heartbeat is older than this is dead. */
+  leaseMs: number;
+  /** Time between passes; 0: only at start and when `recover()` is called. */
+  intervalMs: number;
+  /** Every other instance is dead (an embedded database, which one process holds at a time). */
+  othersDead: boolean;
+  /** Steps ended per transaction. @default 100 */
+  batchSize?: number;
+  /** Told how many results a pass lost (metrics). */
+  onLost?: (count: number) => void;
+}
+
+export interface RecoveryPass {
+  /** The dead instances this pass found (and locked). */
+  instances: number[];
+  steps: LostStep[];
+  /** Runs of calls' own ended. */
+  runs: number;
+}
+
+export interface ResultRecovery {
+  /** One pass now: resolves with what it ended. */
+  recover(): Promise<RecoveryPass>;
+  /** A pass now, then every `intervalMs`. */
+  start(): void;
+  /** Stops the timer and waits for a pass in progress. */
+  stop(): Promise<void>;
+}
+
+export function createResultRecovery(options: ResultRecoveryOptions): ResultRecovery {
+  const { db, counters, clock, logger } = options;
+  const batchSize = options.batchSize ?? 100;
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<unknown> | null = null;
+  let stopped = false;
+  let failing = false;
+
+  /** One transaction: up to a batch of lost steps, their events, the runs they free, their charge. */
+  async function batch() {
+    const now = clock.now();
+    const day = scopeAt(now, '', '').day;
+    return db.transaction(async (tx) => {
+      const instances = await lockDeadInstances(tx, {
+        self: options.self(),
+        leaseMs: options.leaseMs,
+        othersDead: options.othersDead,
+      });
+      if (instances.length === 0) return { instances, steps: [], runs: [], charged: [], full: false };
+      const steps = await loseSteps(tx, instances, now, batchSize);
+      for (const step of steps) {
+        await recordResultLost(
+          tx,
+          {
+            workspaceId: step.workspace_id,
+            runId: step.run_id,
+            stepId: step.id,
+            userId: step.user_id,
+            provider: step.provider,
+            model: step.model,
+            reason: LOST_REASON,
+          },
+          now,
+        );
+      }
+      const runs = await endOrphanedRuns(tx, instances, now);
+      const full = steps.length >= batchSize;
+      // Said once, when the last of an instance's steps is ended; later passes look again all the
+      // same (a step its late write left behind), until its row is purged.
+      if (!full) await markRecovered(tx, instances);
+      const charged = await chargeLostSteps(tx, steps, day);
+      return { instances, steps, runs, charged, full };
+    });
+  }
+
+  async function recover(): Promise<RecoveryPass> {
+    const pass: RecoveryPass = { instances: [], steps: [], runs: 0 };
+    for (;;) {
+      const done = await batch();
+      // The counter copies take the charged totals, as after a result (GuardService.afterFinish).
+      const now = clock.now();
+      await Promise.all(
+        done.charged.map((c) => counters.spendRecorded(scopeAt(now, c.workspace_id, c.user_id), c.totals)),
+      );
+      pass.instances = [...new Set([...pass.instances, ...done.instances])];
+      pass.steps.push(...done.steps);
+      pass.runs += done.runs.length;
+      if (!done.full || stopped) break;
+    }
+    if (pass.steps.length > 0 || pass.runs > 0) {
+      const charged = pass.steps.reduce((sum, step) => sum + (step.cost_micros ?? 0), 0);
+      logger.warn(
+        {
+          instances: pass.instances,
+          steps: pass.steps.length,
+          unestimated: pass.steps.filter((step) => step.cost_micros === null).length,
+          chargedMicros: charged,
+          runs: pass.runs,
+          stepIds: pass.steps.slice(0, 20).map((step) => step.id),
+        },
+        'ended the proxied calls of a dead daemon: FAILED RESULT_LOST, charged at their estimate',
+      );
+      options.onLost?.(pass.steps.length);
+    }
+    return pass;
+  }
+
+  async function housekeeping() {
+    try {
+      await recover();
+      await purgeDeadInstances(db);
+      if (failing) logger.info('crash recovery of proxied calls works again');
+      failing = false;
+    } catch (error) {
+      // Logged once while it lasts (a database outage): the next pass tries again.
+      if (!failing) logger.error({ err: error }, 'crash recovery of proxied calls failed; retrying');
+      failing = true;
+    }
+  }
+
+  function tick() {
+    if (running || stopped) return;
+    running = housekeeping().finally(() => {
+      running = null;
+    });
+  }
+
+  return {
+    recover,
+    start() {
+      if (timer) return;
+      stopped = false;
+      tick();
+      if (options.intervalMs > 0) {
+        timer = setInterval(tick, options.intervalMs);
+        timer.unref();
+      }
+    },
+    async stop() {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      timer = null;
+      await running;
+    },
+  };
+}
