@@ -292,6 +292,8 @@ export async function startDaemon(
     logger: logger.child({ component: 'reconcile' }),
     intervalMs: config.reconcileIntervalMs,
   });
+  // What a dead daemon (this one's last life, too) left unfinished is ended before the first call.
+  await recovery.start();
   let address: string;
   try {
     address = await app.listen({ host: config.host, port: config.port });
@@ -300,12 +302,11 @@ export async function startDaemon(
   } catch (error) {
     await app.close().catch(() => {});
     await providers.close().catch(() => {});
+    await recovery.stop();
     await instance.stop().catch(() => {});
     await stores.close().catch(() => {});
     throw error;
   }
-  // What a dead daemon (this one's last life, too) left unfinished is ended from the first pass.
-  recovery.start();
   sweeper.start();
   reconciler.start();
   webhooks.start();

@@ -51,8 +51,8 @@ export interface RecoveryPass {
 export interface ResultRecovery {
   /** One pass now: resolves with what it ended. */
   recover(): Promise<RecoveryPass>;
-  /** A pass now, then every `intervalMs`. */
-  start(): void;
+  /** A pass now, then every `intervalMs`; resolves when the first pass has ended (a failure is logged). */
+  start(): Promise<void>;
   /** Stops the timer and waits for a pass in progress. */
   stop(): Promise<void>;
 }
@@ -148,22 +148,24 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
   }
 
   function tick() {
-    if (running || stopped) return;
+    if (running || stopped) return running;
     running = housekeeping().finally(() => {
       running = null;
     });
+    return running;
   }
 
   return {
     recover,
-    start() {
+    async start() {
       if (timer) return;
       stopped = false;
-      tick();
+      const first = tick();
       if (options.intervalMs > 0) {
         timer = setInterval(tick, options.intervalMs);
         timer.unref();
       }
+      await first;
     },
     async stop() {
       stopped = true;

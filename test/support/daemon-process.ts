@@ -53,6 +53,8 @@ export interface DaemonProcessOptions {
   env?: NodeJS.ProcessEnv;
   /** Starts the daemon under `ulimit -n <n>` (through a shell that then becomes the daemon). */
   openFileLimit?: number;
+  /** How long a start may take to answer /health (an embedded database's first start is slow). @default 15_000 */
+  startTimeoutMs?: number;
 }
 
 export async function startDaemonProcess(options: DaemonProcessOptions = {}): Promise<DaemonProcess> {
@@ -102,7 +104,8 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
     proc.once('exit', () => {
       if (child === proc) child = null;
     });
-    const deadline = Date.now() + 15_000;
+    const startTimeoutMs = options.startTimeoutMs ?? 15_000;
+    const deadline = Date.now() + startTimeoutMs;
     for (;;) {
       if (child !== proc) throw new Error(`The daemon exited during start:\n${output}`);
       try {
@@ -111,7 +114,8 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
       } catch {
         /* not listening yet */
       }
-      if (Date.now() > deadline) throw new Error(`The daemon did not answer /health within 15 s:\n${output}`);
+      if (Date.now() > deadline)
+        throw new Error(`The daemon did not answer /health within ${startTimeoutMs} ms:\n${output}`);
       await sleep(25);
     }
   }
