@@ -67,6 +67,22 @@ describe('configuration', () => {
     },
   );
 
+  it('when nothing is set, then a dead daemon is found within 60 s: a 30 s lease, beaten every 5 s, looked for every 5 s', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      daemonHeartbeatIntervalMs: 5_000,
+      daemonLeaseMs: 30_000,
+      resultRecoveryIntervalMs: 5_000,
+    });
+    expect(config.daemonLeaseMs + config.resultRecoveryIntervalMs).toBeLessThanOrEqual(60_000);
+  });
+
+  it('when the lease is shorter than two heartbeats, then start-up stops naming both keys', () => {
+    expect(() =>
+      loadConfig({ RUNGUARD_DAEMON_LEASE_MS: '1000', RUNGUARD_DAEMON_HEARTBEAT_INTERVAL_MS: '600' }),
+    ).toThrow(/"daemonLeaseMs" \(1000\) must be at least twice "daemonHeartbeatIntervalMs" \(600\)/);
+  });
+
   it('when a flag is invalid, then the message names the option', () => {
     expect(() => loadConfig({}, { port: '-1' })).toThrow(/option --port must be an integer/);
   });
