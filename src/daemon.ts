@@ -241,12 +241,17 @@ export async function startDaemon(
     version: VERSION,
     heartbeatMs: config.daemonHeartbeatIntervalMs,
   }).catch(failed);
-  const { app, providers, metrics, created } = await prepare(config, logger, stores, out, webhookPolicy, instance).catch(
-    async (error: unknown) => {
-      await instance.stop().catch(() => {});
-      return failed(error);
-    },
-  );
+  const { app, providers, metrics, created } = await prepare(
+    config,
+    logger,
+    stores,
+    out,
+    webhookPolicy,
+    instance,
+  ).catch(async (error: unknown) => {
+    await instance.stop().catch(() => {});
+    return failed(error);
+  });
   const recovery = createResultRecovery({
     db: stores.db,
     counters: stores.counters,

@@ -109,7 +109,9 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
       // The counter copies take the charged totals, as after a result (GuardService.afterFinish).
       const now = clock.now();
       await Promise.all(
-        done.charged.map((c) => counters.spendRecorded(scopeAt(now, c.workspace_id, c.user_id), c.totals)),
+        done.charged.map((charge) =>
+          counters.spendRecorded(scopeAt(now, charge.workspace_id, charge.user_id), charge.totals),
+        ),
       );
       pass.instances = [...new Set([...pass.instances, ...done.instances])];
       pass.steps.push(...done.steps);
@@ -162,7 +164,7 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
       stopped = false;
       const first = tick();
       if (options.intervalMs > 0) {
-        timer = setInterval(tick, options.intervalMs);
+        timer = setInterval(() => void tick(), options.intervalMs);
         timer.unref();
       }
       await first;

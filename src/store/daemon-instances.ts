@@ -65,7 +65,7 @@ export async function lockDeadInstances(tx: Queryable, query: DeadInstanceQuery)
      ORDER BY id FOR UPDATE SKIP LOCKED`,
     [query.self, query.othersDead ?? false, query.leaseMs, goneHere],
   );
-  return rows.map((r) => Number(r.id));
+  return rows.map((row) => Number(row.id));
 }
 
 /** Other instances that wrote their pid from this machine's PID namespace, and whose process is gone. */
@@ -76,8 +76,8 @@ async function instancesGoneHere(db: Queryable, self: number): Promise<number[]>
     [self, THIS_PROCESS.kernel, THIS_PROCESS.pidSpace],
   );
   return rows
-    .filter((r) => processGone({ pid: Number(r.pid), kernel: r.kernel, pidSpace: r.pid_space }))
-    .map((r) => Number(r.id));
+    .filter((row) => processGone({ pid: Number(row.pid), kernel: row.kernel, pidSpace: row.pid_space }))
+    .map((row) => Number(row.id));
 }
 
 /** The dead instances' recovery committed: said once (recovered_at), kept for later passes. */
@@ -87,7 +87,7 @@ export async function markRecovered(tx: Queryable, ids: readonly number[]): Prom
      WHERE id = ANY($1::int[]) AND recovered_at IS NULL RETURNING id`,
     [ids],
   );
-  return rows.map((r) => Number(r.id));
+  return rows.map((row) => Number(row.id));
 }
 
 /** Forgets the dead instances whose last heartbeat is a day old. */
