@@ -75,7 +75,7 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
         leaseMs: options.leaseMs,
         othersDead: options.othersDead,
       });
-      if (instances.length === 0) return { instances, steps: [], runs: [], charged: [], full: false };
+      if (instances.length === 0) return { now, instances, steps: [], runs: [], charged: [], full: false };
       const steps = await loseSteps(tx, instances, now, batchSize);
       for (const step of steps) {
         await recordResultLost(
@@ -98,7 +98,7 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
       // same (a step its late write left behind), until its row is purged.
       if (!full) await markRecovered(tx, instances);
       const charged = await chargeLostSteps(tx, steps, day);
-      return { instances, steps, runs, charged, full };
+      return { now, instances, steps, runs, charged, full };
     });
   }
 
@@ -106,11 +106,11 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
     const pass: RecoveryPass = { instances: [], steps: [], runs: 0 };
     for (;;) {
       const done = await batch();
-      // The counter copies take the charged totals, as after a result (GuardService.afterFinish).
-      const now = clock.now();
+      // The counter copies take the charged totals, as after a result (GuardService.afterFinish):
+      // the day's keys of the charge's own day.
       await Promise.all(
         done.charged.map((charge) =>
-          counters.spendRecorded(scopeAt(now, charge.workspace_id, charge.user_id), charge.totals),
+          counters.spendRecorded(scopeAt(done.now, charge.workspace_id, charge.user_id), charge.totals),
         ),
       );
       pass.instances = [...new Set([...pass.instances, ...done.instances])];
