@@ -8,8 +8,14 @@
 import type { Queryable } from './db.js';
 import { processGone, THIS_PROCESS } from './directory-lock.js';
 
-/** A dead instance's row is kept this long after its last heartbeat: recovery looks at it again until then. */
+/** A dead instance's row is kept this long after its last heartbeat (for a person looking into a crash). */
 const KEEP_DEAD_FOR = `interval '1 day'`;
+/**
+ * How long after its recovery a dead instance is looked at again: a daemon found dead while alive
+ * (silent past its lease) may still write a step with its old id until its next heartbeat tells
+ * it, seconds later; those are recovered too. Longer would only lock rows for nothing.
+ */
+const LOOK_AGAIN_FOR = `interval '10 minutes'`;
 
 /** Registers this process as a new instance; answers its id. */
 export async function registerInstance(db: Queryable, version: string): Promise<number> {
@@ -53,15 +59,16 @@ export interface DeadInstanceQuery {
 
 /**
  * The instances that no longer live, locked for this transaction (`SKIP LOCKED`: one recovering
- * daemon at a time per instance; another passes over it). Those recovered already are found
- * again until their row is purged, as a step their late writes left is recovered then.
+ * daemon at a time per instance; another passes over it). Those recovered in the last
+ * LOOK_AGAIN_FOR are found again, so that a step their late writes left is recovered too.
  */
 export async function lockDeadInstances(tx: Queryable, query: DeadInstanceQuery): Promise<number[]> {
   const goneHere = await instancesGoneHere(tx, query.self);
   const { rows } = await tx.query<{ id: number }>(
     `SELECT id FROM daemon_instances
-     WHERE id <> $1 AND ($2 OR stopped_at IS NOT NULL OR recovered_at IS NOT NULL
-       OR heartbeat_at < clock_timestamp() - $3 * interval '1 millisecond' OR id = ANY($4::int[]))
+     WHERE id <> $1 AND CASE WHEN recovered_at IS NOT NULL THEN recovered_at > clock_timestamp() - ${LOOK_AGAIN_FOR}
+       ELSE $2 OR stopped_at IS NOT NULL OR heartbeat_at < clock_timestamp() - $3 * interval '1 millisecond'
+         OR id = ANY($4::int[]) END
      ORDER BY id FOR UPDATE SKIP LOCKED`,
     [query.self, query.othersDead ?? false, query.leaseMs, goneHere],
   );
