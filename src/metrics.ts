@@ -29,7 +29,8 @@ export interface Metrics {
   readonly resultsLost: Counter;
   /**
    * For the proxy: time from the release of a call's answer (its last byte, or its failure) to
-   * its result committed, the cost then in the records (and the daemon's counters).
+   * its result committed and the counter copy raised: the window a crash can lose the result in
+   * (an upper bound of it: the commit comes before the raise).
    */
   readonly proxyResultLagSeconds: Histogram<'provider'>;
   /**
@@ -95,7 +96,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const proxyResultLagSeconds = new Histogram({
     name: 'runguard_proxy_result_lag_seconds',
-    help: "Time from a proxied call's answer released to its result committed",
+    help: "Time from a proxied call's answer released to its result committed (and the counter copy raised)",
     labelNames: ['provider'] as const,
     buckets: RESULT_LAG_BUCKETS,
     registers: [registry],
