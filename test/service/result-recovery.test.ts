@@ -79,7 +79,7 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('crash re
         batchSize: 25,
       });
     const passes = await Promise.all([recovery(liveId).recover(), recovery(otherId).recover()]);
-    expect(passes[0]!.steps.length + passes[1]!.steps.length).toBe(110);
+    expect(passes[0].steps.length + passes[1].steps.length).toBe(110);
     expect(passes.flatMap((pass) => pass.instances)).not.toContain(liveId);
 
     const { rows: steps } = await db.query<{
