@@ -358,7 +358,7 @@ export class GuardService {
         day: scope.day,
         firstStep: step,
         // A run of a proxied call's own: this daemon ends it, or crash recovery does.
-        daemonId: firstStep ? (this.instance?.id ?? null) : null,
+        daemonId: firstStep?.forwarded ? (this.instance?.id ?? null) : null,
       };
       await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
       const started: StartedRun = { id, user_id: input.user_id, status, decision: view(decision) };
