@@ -259,6 +259,9 @@ export async function startDaemon(
     logger: logger.child({ component: 'result-recovery' }),
     self: () => instance.id,
     leaseMs: config.daemonLeaseMs,
+    // Another daemon's lapsed heartbeat counts once this one has beaten its own for a whole lease:
+    // after an outage of Postgres, every heartbeat lapsed, and the live daemons beat again first.
+    leaseTrusted: () => instance.healthyForMs() >= config.daemonLeaseMs,
     intervalMs: config.resultRecoveryIntervalMs,
     // One process at a time holds an embedded database (its directory lock): any other is dead.
     othersDead: stores.db.kind === 'embedded',

@@ -23,6 +23,8 @@ export interface DaemonInstanceOptions {
 
 export interface DaemonInstance extends DaemonInstanceId {
   readonly id: number;
+  /** How long its heartbeats have been written without a failure (0 while they fail). */
+  healthyForMs(): number;
   /** Beats now (tests); the timer beats every `heartbeatMs`. */
   beat(): Promise<void>;
   /** Stops the heartbeat and marks the instance stopped: call once its calls are all recorded. */
@@ -34,6 +36,8 @@ export async function startDaemonInstance(options: DaemonInstanceOptions): Promi
   let id = await registerInstance(db, version);
   let beating: Promise<void> | null = null;
   let failing = false;
+  /** Since when (performance.now()) every heartbeat was written; null while they fail. */
+  let healthySince: number | null = performance.now();
 
   async function heartbeat(): Promise<void> {
     try {
@@ -47,9 +51,11 @@ export async function startDaemonInstance(options: DaemonInstanceOptions): Promi
       }
       if (failing) logger.info({ instance: id }, 'daemon heartbeat written again');
       failing = false;
+      healthySince ??= performance.now();
     } catch (error) {
       if (!failing) logger.warn({ err: error, instance: id }, 'daemon heartbeat failed; retrying');
       failing = true;
+      healthySince = null;
     }
   }
   const tick = () => {
@@ -61,6 +67,9 @@ export async function startDaemonInstance(options: DaemonInstanceOptions): Promi
   return {
     get id() {
       return id;
+    },
+    healthyForMs() {
+      return healthySince === null ? 0 : performance.now() - healthySince;
     },
     async beat() {
       tick();

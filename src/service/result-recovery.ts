@@ -30,6 +30,12 @@ export interface ResultRecoveryOptions {
   self: () => number;
   /** A daemon whose heartbeat is older than this is dead. */
   leaseMs: number;
+  /**
+   * Whether this daemon has reached the database without a break for a whole lease: only then
+   * does another's lapsed heartbeat say it is dead. After an outage of the database every
+   * heartbeat has lapsed, the live daemons' too, until they beat again. @default always
+   */
+  leaseTrusted?: () => boolean;
   /** Time between passes; 0: only at start and when `recover()` is called. */
   intervalMs: number;
   /** Every other instance is dead (an embedded database, which one process holds at a time). */
@@ -72,7 +78,7 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
     return db.transaction(async (tx) => {
       const instances = await lockDeadInstances(tx, {
         self: options.self(),
-        leaseMs: options.leaseMs,
+        leaseMs: (options.leaseTrusted?.() ?? true) ? options.leaseMs : null,
         othersDead: options.othersDead,
       });
       if (instances.length === 0) return { now, instances, steps: [], runs: [], charged: [], full: false };

@@ -48,8 +48,8 @@ export async function markStopped(db: Queryable, id: number): Promise<void> {
 export interface DeadInstanceQuery {
   /** The instance asking, never found dead. */
   self: number;
-  /** A heartbeat older than this is a dead daemon's. */
-  leaseMs: number;
+  /** A heartbeat older than this is a dead daemon's; null: a lapsed heartbeat says nothing now. */
+  leaseMs: number | null;
   /**
    * Every other instance is dead (an embedded database: its directory lock lets one process in at
    * a time, and that is this one).
@@ -67,7 +67,7 @@ export async function lockDeadInstances(tx: Queryable, query: DeadInstanceQuery)
   const { rows } = await tx.query<{ id: number }>(
     `SELECT id FROM daemon_instances
      WHERE id <> $1 AND CASE WHEN recovered_at IS NOT NULL THEN recovered_at > clock_timestamp() - ${LOOK_AGAIN_FOR}
-       ELSE $2 OR stopped_at IS NOT NULL OR heartbeat_at < clock_timestamp() - $3 * interval '1 millisecond'
+       ELSE $2 OR stopped_at IS NOT NULL OR heartbeat_at < clock_timestamp() - $3::bigint * interval '1 millisecond'
          OR id = ANY($4::int[]) END
      ORDER BY id FOR UPDATE SKIP LOCKED`,
     [query.self, query.othersDead ?? false, query.leaseMs, goneHere],

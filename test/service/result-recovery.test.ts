@@ -135,4 +135,33 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('crash re
     );
     expect(again[0]!.n).toBe(110);
   });
+
+  it('when this daemon has not reached the database for a whole lease, then a lapsed heartbeat says nothing yet', async () => {
+    const { db, counters } = stores;
+    const ws = await createWorkspace(db, 'after-outage', 'enterprise');
+    const [lapsedId, selfId] = [await registerInstance(db, 'test'), await registerInstance(db, 'test')];
+    // Every heartbeat lapses in an outage of the database, the live daemons' too.
+    await db.query(`UPDATE daemon_instances SET heartbeat_at = now() - interval '1 minute' WHERE id = $1`, [lapsedId]);
+    const owner = new GuardService(db, counters, clock, log, null, { id: lapsedId });
+    const { step } = await owner.startRunWithStep(ws.id, { user_id: 'u' }, call);
+    const recovery = (trusted: boolean) =>
+      createResultRecovery({
+        db,
+        counters,
+        clock,
+        logger: log,
+        self: () => selfId,
+        leaseMs: 30_000,
+        leaseTrusted: () => trusted,
+        intervalMs: 0,
+        othersDead: false,
+      });
+    const status = async () =>
+      (await db.query<{ status: string }>('SELECT status FROM steps WHERE id = $1', [step!.id])).rows[0]!.status;
+
+    expect((await recovery(false).recover()).instances).not.toContain(lapsedId);
+    expect(await status()).toBe('ALLOWED');
+    expect((await recovery(true).recover()).instances).toContain(lapsedId);
+    expect(await status()).toBe('FAILED');
+  });
 });
