@@ -248,54 +248,59 @@ describe('two daemons on one Postgres and Redis, one killed with calls in flight
     receiver.received.length = 0;
   });
 
-  it("when one is killed, then the survivor recovers the dead one's steps and never touches its own in flight", async () => {
-    const dying = [0, 1, 2].map(() => call(first, { delayMs: HELD_MS, user: 'a' }));
-    // The survivor's own calls outlast the recovery, then answer.
-    const living = [0, 1, 2].map(() => call(survivor, { delayMs: 4_000, user: 'b' }));
-    await until('six calls forwarded', async () => upstream.requests.length >= 6, 10_000);
-    const { rows: instances } = await db.query<{ id: number }>('SELECT id FROM daemon_instances WHERE pid = $1', [
-      first.pid,
-    ]);
-    expect(instances).toHaveLength(1);
-    const deadId = instances[0]!.id;
-    expect((await steps(db)).filter((s) => s.daemon_id === deadId)).toHaveLength(3);
-    await first.kill('SIGKILL');
-    const killed = Date.now();
+  it(
+    "when one is killed, then the survivor recovers the dead one's steps and never touches its own in flight",
+    { timeout: 2 * START_MS },
+    async () => {
+      const dying = [0, 1, 2].map(() => call(first, { delayMs: HELD_MS, user: 'a' }));
+      // The survivor's own calls outlast the recovery, then answer.
+      const living = [0, 1, 2].map(() => call(survivor, { delayMs: 10_000, user: 'b' }));
+      await until('six calls forwarded', async () => upstream.requests.length >= 6, 10_000);
+      const { rows: instances } = await db.query<{ id: number }>('SELECT id FROM daemon_instances WHERE pid = $1', [
+        first.pid,
+      ]);
+      expect(instances).toHaveLength(1);
+      const deadId = instances[0]!.id;
+      expect((await steps(db)).filter((s) => s.daemon_id === deadId)).toHaveLength(3);
+      await first.kill('SIGKILL');
+      const killed = Date.now();
 
-    await until(
-      "the dead daemon's steps recovered",
-      async () => (await steps(db)).filter((s) => s.daemon_id === deadId && s.status === 'FAILED').length === 3,
-      RECOVERY_WITHIN_MS,
-    );
-    expect(Date.now() - killed).toBeLessThan(4_000);
-    const now = await steps(db);
-    for (const step of now.filter((s) => s.daemon_id === deadId)) {
-      expect(step.output).toMatchObject({ error: 'RESULT_LOST' });
-      expect(step.cost_micros).toBe(step.estimate_micros);
-    }
-    // The survivor's calls are still in flight, untouched.
-    expect(now.filter((s) => s.daemon_id !== deadId).map((s) => s.status)).toEqual(['ALLOWED', 'ALLOWED', 'ALLOWED']);
-    const events = await receiver.waitFor((got) => got.length >= 3, RECOVERY_WITHIN_MS);
-    expect(events.map((e) => e.json.data.step_id).sort()).toEqual(
-      now
-        .filter((s) => s.daemon_id === deadId)
-        .map((s) => s.id)
-        .sort(),
-    );
+      await until(
+        "the dead daemon's steps recovered",
+        async () => (await steps(db)).filter((s) => s.daemon_id === deadId && s.status === 'FAILED').length === 3,
+        RECOVERY_WITHIN_MS,
+      );
+      // Its process is gone from this machine: the next pass (every 250 ms) sees it, a loaded machine permitting.
+      expect(Date.now() - killed).toBeLessThan(8_000);
+      const now = await steps(db);
+      for (const step of now.filter((s) => s.daemon_id === deadId)) {
+        expect(step.output).toMatchObject({ error: 'RESULT_LOST' });
+        expect(step.cost_micros).toBe(step.estimate_micros);
+      }
+      // The survivor's calls are still in flight, untouched.
+      expect(now.filter((s) => s.daemon_id !== deadId).map((s) => s.status)).toEqual(['ALLOWED', 'ALLOWED', 'ALLOWED']);
+      const events = await receiver.waitFor((got) => got.length >= 3, RECOVERY_WITHIN_MS);
+      expect(events.map((e) => e.json.data.step_id).sort()).toEqual(
+        now
+          .filter((s) => s.daemon_id === deadId)
+          .map((s) => s.id)
+          .sort(),
+      );
 
-    // They answer, and record their own results.
-    expect((await Promise.all(living)).map((r) => r.status)).toEqual([200, 200, 200]);
-    expect((await Promise.all(dying)).map((r) => r.status)).toEqual([0, 0, 0]);
-    await until(
-      "the survivor's results written",
-      async () => (await steps(db)).filter((s) => s.status === 'COMPLETED').length === 3,
-      5_000,
-    );
-    const { rows: running } = await db.query(`SELECT count(*)::int AS n FROM runs WHERE status = 'RUNNING'`);
-    expect(running[0].n).toBe(0);
-    await expectCountersEqualRecords(db, survivor);
-    expect(receiver.unique()).toHaveLength(3);
-  });
+      // They answer, and record their own results.
+      expect((await Promise.all(living)).map((r) => r.status)).toEqual([200, 200, 200]);
+      expect((await Promise.all(dying)).map((r) => r.status)).toEqual([0, 0, 0]);
+      await until(
+        "the survivor's results written",
+        async () => (await steps(db)).filter((s) => s.status === 'COMPLETED').length === 3,
+        5_000,
+      );
+      const { rows: running } = await db.query(`SELECT count(*)::int AS n FROM runs WHERE status = 'RUNNING'`);
+      expect(running[0].n).toBe(0);
+      await expectCountersEqualRecords(db, survivor);
+      expect(receiver.unique()).toHaveLength(3);
+    },
+  );
 
   it(
     'when one stops answering but lives (SIGSTOP), then its lease lapses, its calls are recovered, and it goes on as a new instance',
