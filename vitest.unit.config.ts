@@ -11,6 +11,7 @@ export default defineConfig({
       'test/rules/**/*.test.ts',
       'test/money/**/*.test.ts',
       'test/contract/**/*.test.ts',
+      'test/build/dependency-engines.test.ts',
       'test/client/extractors.test.ts',
       'test/client/guard-client.test.ts',
       'test/client/http.test.ts',
