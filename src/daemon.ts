@@ -7,6 +7,7 @@ import { buildApp } from './api/app.js';
 import { connectionCapFor, openFileLimit } from './api/connection-guard.js';
 import { fileURLToPath } from 'node:url';
 import { bootstrapWorkspace } from './bootstrap.js';
+import { cliCommand } from './cli-command.js';
 import { SIGN_IN_LINK_TTL_MS } from './service/dashboard-sign-in.js';
 import { createSignInLink } from './store/sign-in-links.js';
 import { LocalKeyFile } from './local-key.js';
@@ -211,7 +212,7 @@ async function printFirstSignInLink(
     const link = await createSignInLink(db, workspaceId, systemClock.now(), SIGN_IN_LINK_TTL_MS);
     out.write(`runguard: open ${address}/sign-in#token=${link.token} to sign in (works once, for 10 minutes)\n`);
   } catch (error) {
-    logger.warn({ err: error }, 'no first sign-in link: run `runguard dashboard` for one');
+    logger.warn({ err: error }, `no first sign-in link: run \`${cliCommand('dashboard')}\` for one`);
   }
 }
 
@@ -326,7 +327,7 @@ export async function startDaemon(
   // Where a browser reaches the daemon: the configured public URL, else where it listens.
   const dashboardUrl = config.publicUrl?.replace(/\/+$/, '') ?? address;
   out.write(
-    `runguard: dashboard at ${dashboardUrl}/ (sign in with \`runguard dashboard\`: it prints a one-time link)\n`,
+    `runguard: dashboard at ${dashboardUrl}/ (sign in with \`${cliCommand('dashboard')}\`: it prints a one-time link)\n`,
   );
   if (created) await printFirstSignInLink(stores.db, created.workspaceId, dashboardUrl, out, logger);
   let closing: Promise<void> | null = null;

@@ -1,4 +1,5 @@
 /** What a CLI command can fail with, and the exit status each maps to. */
+import { cliCommand } from '../cli-command.js';
 
 export const EXIT = {
   /** The server refused the request, or the input was wrong. */
@@ -47,7 +48,7 @@ export class DaemonUnreachableError extends CliError {
         ? `\nLooked for a daemon in:\n${origin.looked.map((l) => `  ${l}`).join('\n')}`
         : '';
     super(
-      `cannot reach the runguard daemon at ${url}${from}: ${reason}. Is it running? Start it with \`npx runguard start\`, ` +
+      `cannot reach the runguard daemon at ${url}${from}: ${reason}. Is it running? Start it with \`${cliCommand('start')}\`, ` +
         `or point the CLI at it with --url or RUNGUARD_URL.${looked}`,
       EXIT.UNREACHABLE,
     );
@@ -57,7 +58,7 @@ export class DaemonUnreachableError extends CliError {
 /** What to add to a 401: which key was refused, and a key file it overrode. */
 export function keyHint(origin: Pick<ConnectionOrigin, 'keySource' | 'overriddenKeyFile'>): string {
   const override = origin.overriddenKeyFile
-    ? ` It overrides ${origin.overriddenKeyFile}, which holds another key (\`keys regenerate\` rewrites that file): ` +
+    ? ` It overrides ${origin.overriddenKeyFile}, which holds another key (\`${cliCommand('keys regenerate')}\` rewrites that file): ` +
       `unset ${origin.keySource === '--api-key' ? 'the option' : origin.keySource} to use it.`
     : '';
   return `: the API key from ${origin.keySource} was refused.${override}`;

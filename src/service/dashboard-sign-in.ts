@@ -4,6 +4,7 @@
  * unnamed when there is none; its owner then names an email and password. Also sign-out, which
  * ends every session of the account (tokens carry the account's token version).
  */
+import { cliCommand } from '../cli-command.js';
 import { ApiError } from '../errors.js';
 import {
   bumpTokenVersion,
@@ -55,7 +56,7 @@ export class DashboardSignIn {
     if (!account)
       throw new ApiError(
         'UNAUTHORIZED',
-        'This sign-in link is unknown, used or expired: run `runguard dashboard` for a new one.',
+        `This sign-in link is unknown, used or expired: run \`${cliCommand('dashboard')}\` for a new one.`,
       );
     return { ...(await this.tokenFor(account)), owner_set: account.password_hash !== null };
   }

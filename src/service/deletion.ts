@@ -3,6 +3,7 @@
  * can loosen a guard: runs are deleted only when ended and wholly before the counted windows
  * (store/deletion.ts), and the daily usage counters the guards read are never lowered.
  */
+import { cliCommand } from '../cli-command.js';
 import { ApiError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import {
@@ -27,7 +28,7 @@ export async function revokeKey(db: Db, workspaceId: string, keyId: string, now:
     throw new ApiError(
       'LAST_ACTIVE_KEY',
       "This is the workspace's last active API key; revoking it would lock every client out. " +
-        'Issue a new key first (POST /v1/api-keys/regenerate, or runguard keys regenerate --yes), which revokes this one.',
+        `Issue a new key first (POST /v1/api-keys/regenerate, or ${cliCommand('keys regenerate --yes')}), which revokes this one.`,
     );
   }
 }

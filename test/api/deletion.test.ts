@@ -85,7 +85,7 @@ describe.each(['postgres+redis', 'embedded'] as const)('deletion on %s', (backen
     const last = await ws.api.request('DELETE', `/v1/api-keys/${first.id}`);
     expect(last.status).toBe(409);
     expect(last.body.code).toBe('LAST_ACTIVE_KEY');
-    expect(last.body.detail).toMatch(/last active API key.*keys regenerate/);
+    expect(last.body.detail).toMatch(/last active API key.*npx runguard keys regenerate --yes/);
 
     const second = await createApiKey(api.stores.db, ws.workspaceId, 'second');
     const asSecond = caller(api.url, second.apiKey);

@@ -120,7 +120,7 @@ describe('operator commands', () => {
     expect(proxied.status).toBe(404); // past the key check: the run does not exist
     const again = await cli('keys', 'regenerate', '--yes');
     expect(again.stdout).toContain(
-      `The daemon saved it in ${join(daemon.dataDir, 'api-key')}, which the CLI and runguard exec read.`,
+      `The daemon saved it in ${join(daemon.dataDir, 'api-key')}, which the CLI and npx runguard exec read.`,
     );
     expect((await cli('status')).code).toBe(0);
     // A key file the daemon does not keep (another data directory) is named as stale.

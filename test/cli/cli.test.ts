@@ -132,7 +132,9 @@ describe('pricing', () => {
       '0.6',
     );
     expect(asValue.code).toBe(1);
-    expect(asValue.stderr).toContain('--per-million is a unit, not a price');
+    expect(asValue.stderr).toContain(
+      '--per-million is a unit, not a price; write npx runguard pricing set typo-model --per-million',
+    );
     const prices: any[] = (await api.request('GET', '/v1/model-pricing')).body;
     expect(prices.some((p) => p.model === 'typo-model')).toBe(false);
   });

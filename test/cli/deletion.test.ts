@@ -42,7 +42,7 @@ describe('deletion from the CLI', () => {
       const [only] = (await api.request('GET', '/v1/api-keys')).body;
       const refused = await cli('keys', 'revoke', only.id);
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toMatch(/last active API key.*keys regenerate --yes/);
+      expect(refused.stderr).toMatch(/last active API key.*npx runguard keys regenerate --yes/);
       const {
         rows: [owner],
       } = await db.query<{ workspace_id: string }>('SELECT workspace_id FROM api_keys WHERE id = $1', [only.id]);

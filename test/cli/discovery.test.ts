@@ -98,7 +98,7 @@ describe('naming the key', () => {
     expect(res.code).toBe(1);
     expect(res.stderr).toBe(
       `runguard: Invalid credential: the API key from RUNGUARD_API_KEY was refused. It overrides ${join(daemon.dataDir, 'api-key')}, ` +
-        'which holds another key (`keys regenerate` rewrites that file): unset RUNGUARD_API_KEY to use it.\n',
+        'which holds another key (`npx runguard keys regenerate` rewrites that file): unset RUNGUARD_API_KEY to use it.\n',
     );
     const exec = await runCli(['exec', '--user', 'u', '--', 'true'], {
       RUNGUARD_API_KEY: wrongKey,

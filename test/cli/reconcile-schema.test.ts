@@ -53,7 +53,7 @@ describe('reconcile and the schema version', () => {
       const result = await runCli(args, { DATABASE_URL: url });
       expect(result.code, args.join(' ')).toBe(1);
       expect(result.stderr).toBe(
-        `runguard: the database schema is at version ${previous}, this runguard expects ${expected}: run \`runguard migrate\` first\n`,
+        `runguard: the database schema is at version ${previous}, this runguard expects ${expected}: run \`npx runguard migrate\` first\n`,
       );
       expect(result.stdout).toBe('');
       expect(await migrations(db)).toEqual(before);
@@ -110,7 +110,7 @@ describe('reconcile and the schema version', () => {
     const result = await runCli(['reconcile', '--dry-run'], { RUNGUARD_DATA_DIR: dataDir });
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(
-      /^runguard: the database schema is at version 7, this runguard expects \d+: run `runguard migrate` first\n$/,
+      /^runguard: the database schema is at version 7, this runguard expects \d+: run `npx runguard migrate` first\n$/,
     );
     expect(before.map((m) => m.version)).toEqual(expect.arrayContaining([1, 2, 3, 4, 5, 6, 7]));
     expect(before.map((m) => m.version)).not.toContain(8);

@@ -1,6 +1,7 @@
 /** `runguard keys list|regenerate|revoke`: the workspace's API keys. */
 import { readFile } from 'node:fs/promises';
 import { Argument, Command, Option } from 'commander';
+import { cliCommand } from '../../cli-command.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
 
@@ -54,7 +55,7 @@ export function keysCommand(): Command {
             );
             out.line(
               kept === key.api_key
-                ? `The daemon saved it in ${connection.keyFile}, which the CLI and runguard exec read.`
+                ? `The daemon saved it in ${connection.keyFile}, which the CLI and ${cliCommand('exec')} read.`
                 : `${connection.keyFile} still holds the revoked key: put the new one there, or pass --api-key.`,
             );
           }
@@ -70,7 +71,7 @@ export function keysCommand(): Command {
   keys.addCommand(
     apiCommand(
       'revoke',
-      "revoke one key by its id (`keys list --json` shows ids); never the workspace's last active key",
+      `revoke one key by its id (\`${cliCommand('keys list --json')}\` shows ids); never the workspace's last active key`,
     )
       .addArgument(new Argument('<id>', 'the key id'))
       .action(

@@ -4,6 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
+import { cliCommand } from '../../cli-command.js';
 import type { ModelPricing, PriceInput, PricingImport } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { CliError } from '../errors.js';
@@ -132,7 +133,7 @@ function setCommand() {
     .addOption(new Option('--inactive', 'store the entry as inactive (steps of this model are not priced)'))
     .addHelpText(
       'after',
-      '\nExample:\n  runguard pricing set gpt-4o-mini --per-million --input 0.15 --output 0.6 --cache-read 0.075\n' +
+      `\nExample:\n  ${cliCommand('pricing set')} gpt-4o-mini --per-million --input 0.15 --output 0.6 --cache-read 0.075\n` +
         '\nWithout a unit, only a figure that can only be a price per token (at most 0.001) is taken.',
     )
     .action(
@@ -140,7 +141,7 @@ function setCommand() {
         if (extra.length > 0) {
           throw new CliError(
             `unexpected ${JSON.stringify(extra.join(' '))}: --per-million is a unit, not a price; write ` +
-              `runguard pricing set ${model} --per-million --input 0.15 --output 0.6`,
+              `${cliCommand('pricing set')} ${model} --per-million --input 0.15 --output 0.6`,
           );
         }
         const unit = priceUnit(options);
@@ -171,7 +172,7 @@ function listCommand() {
       if (out.json) return out.data(prices);
       if (prices.length === 0) {
         out.line(
-          'No model prices yet: steps are recorded without cost. Load the catalog with `runguard pricing import`.',
+          `No model prices yet: steps are recorded without cost. Load the catalog with \`${cliCommand('pricing import')}\`.`,
         );
         return;
       }
@@ -267,7 +268,7 @@ function importCommand() {
 
 function deleteCommand() {
   return apiCommand('delete', "delete a model's price (its calls are then recorded without cost)")
-    .argument('<model>', 'the model, as `pricing list` shows it')
+    .argument('<model>', `the model, as \`${cliCommand('pricing list')}\` shows it`)
     .action(
       withApi(async ({ client, out }, _options: ApiOptions, model: string) => {
         await client.request('DELETE', `/v1/model-pricing/${encodeURIComponent(model)}`);

@@ -6,6 +6,7 @@
  * this runguard's is refused before anything is read.
  */
 import { Command, Option } from 'commander';
+import { cliCommand } from '../../cli-command.js';
 import { loadConfig } from '../../config.js';
 import type { Db } from '../../store/db.js';
 import { CliError } from '../errors.js';
@@ -18,12 +19,12 @@ async function requireCurrentSchema(db: Db): Promise<void> {
   if (status.unknown.length > 0) {
     throw new CliError(
       `the database schema is at version ${Math.max(...status.unknown)}, newer than this runguard's ${status.expected} ` +
-        "(a newer runguard migrated it): run that version's `runguard reconcile` instead",
+        `(a newer runguard migrated it): run that version's \`${cliCommand('reconcile')}\` instead`,
     );
   }
   if (status.pending.length > 0) {
     throw new CliError(
-      `the database schema is at version ${status.version}, this runguard expects ${status.expected}: run \`runguard migrate\` first`,
+      `the database schema is at version ${status.version}, this runguard expects ${status.expected}: run \`${cliCommand('migrate')}\` first`,
     );
   }
 }

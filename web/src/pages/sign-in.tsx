@@ -119,8 +119,8 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
         )}
       </p>
       <p class="muted">
-        First time on this daemon? Run <code>runguard dashboard</code> on its machine: it prints a one-time link that
-        signs you in to the workspace the daemon created.
+        First time on this daemon? Run <code>npx runguard dashboard</code> on its machine: it prints a one-time link
+        that signs you in to the workspace the daemon created.
       </p>
     </main>
   );
