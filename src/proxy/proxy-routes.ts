@@ -58,9 +58,18 @@ export const proxyRoutes: FastifyPluginAsync<{
   const audit = options.audit ?? {};
   const budget = new BodyBudget(options.bodyBudgetBytes ?? 4 * options.bodyLimitBytes);
   if (metrics) exposeBodyBudget(metrics.registry, budget);
-  const { defaultApiKey, defaultUserId, bodyLimitBytes } = options;
+  const { defaultUserId, bodyLimitBytes } = options;
   const tokens = deps.tokens ?? proxyTokenStore(db);
-  const resolveTarget = targetResolver({ keys, clock, tokens, defaultApiKey, defaultUserId });
+  const resolveTarget = targetResolver({
+    keys,
+    clock,
+    tokens,
+    // Read at each call: the daemon's key changes when it is regenerated (a getter on `options`).
+    get defaultApiKey() {
+      return options.defaultApiKey;
+    },
+    defaultUserId,
+  });
   const { readCallHead, meterBody } = callHeadHooks({ registry, resolveTarget, budget, bodyLimitBytes });
   app.decorateRequest('proxyCall', null);
 
