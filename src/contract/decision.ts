@@ -13,7 +13,7 @@ export const DecisionSchema = Type.Object({
   reason: Nullable(DenyReason),
   /** One key per rule actually evaluated, in evaluation order. */
   evaluated_rules: Type.Record(Type.String(), RuleResult),
-  /** A DENY's numbers (budgets: spend_usd, budget_usd, reserved_usd, resets_at; monthly: runs, limit, resets_at; concurrency: running, limit); never on an ALLOW. */
+  /** A DENY's numbers (budgets: spend_usd, budget_usd, reserved_usd, resets_at; monthly: runs, limit, resets_at; concurrency: running, limit; run_step_limit: steps, limit; run_budget: run_cost_usd, reserved_usd, limit_usd; repeated_calls: identical_calls, limit; user_rate: steps_in_window, limit, window_s, retry_after_s, retry_at); never on an ALLOW. */
   detail: Type.Optional(
     Type.Record(Type.String(), Type.Union([Type.Number(), Type.String(), Type.Boolean(), Type.Null()])),
   ),
@@ -21,7 +21,8 @@ export const DecisionSchema = Type.Object({
 
 /**
  * Why a guardrail denied a run start or a step, in rule priority order.
- * `MONTHLY_RUN_LIMIT_EXCEEDED` and `MAX_CONCURRENT_RUNS_EXCEEDED` only happen at run start.
+ * `MONTHLY_RUN_LIMIT_EXCEEDED` and `MAX_CONCURRENT_RUNS_EXCEEDED` only happen at run start; the rules
+ * beyond the seed (`MODEL_NOT_PRICED` and after) only at step creation.
  */
 export type DenyReason = Static<typeof DenyReason>;
 /** Keys of a decision's `evaluated_rules`, in evaluation order. */

@@ -10,7 +10,15 @@ export type DenialDetail =
   | { running: number; limit: number }
   | { kill_switch_active: true }
   | { user_blocked: true }
-  | { model: string | null; unpriced_models: 'deny' };
+  | { model: string | null; unpriced_models: 'deny' }
+  /** run_step_limit: steps the run was allowed so far (denied ones do not count), and its max_steps. */
+  | { steps: number; limit: number }
+  /** run_budget: the run's recorded cost, its outstanding reservations (reserve mode), its max_cost_usd. */
+  | { run_cost_usd: number; reserved_usd: number; limit_usd: number }
+  /** repeated_calls: identical calls in a row just before this one, and max_identical_calls. */
+  | { identical_calls: number; limit: number }
+  /** user_rate: the user's steps in the last `window_s` seconds, the limit, and when a place frees. */
+  | { steps_in_window: number; limit: number; window_s: number; retry_after_s: number; retry_at: string };
 
 const WHAT: Readonly<Record<string, string>> = {
   KILL_SWITCH_ACTIVE: 'the workspace kill switch is active',
@@ -20,6 +28,10 @@ const WHAT: Readonly<Record<string, string>> = {
   MONTHLY_RUN_LIMIT_EXCEEDED: 'monthly run limit reached',
   MAX_CONCURRENT_RUNS_EXCEEDED: 'concurrent run limit reached',
   MODEL_NOT_PRICED: 'model has no active price (unpriced_models is "deny")',
+  RUN_STEP_LIMIT_EXCEEDED: 'run step limit reached',
+  RUN_BUDGET_EXCEEDED: 'run budget spent',
+  REPEATED_CALL_LOOP: 'the same call repeated in a loop',
+  USER_RATE_LIMITED: 'user step rate limit reached',
 };
 
 /**
@@ -40,6 +52,15 @@ export function explainDenial(
   }
   if (typeof d.runs === 'number') return `${what}: ${d.runs} of ${String(d.limit)} runs this month${resets}`;
   if (typeof d.running === 'number') return `${what}: ${d.running} of ${String(d.limit)} runs running`;
+  if (typeof d.run_cost_usd === 'number') {
+    const reserved = typeof d.reserved_usd === 'number' && d.reserved_usd > 0 ? ` (+ $${d.reserved_usd} reserved)` : '';
+    return `${what}: $${d.run_cost_usd}${reserved} of $${String(d.limit_usd)}`;
+  }
+  if (typeof d.identical_calls === 'number')
+    return `${what}: ${d.identical_calls} identical calls in a row, the limit is ${String(d.limit)}`;
+  if (typeof d.steps_in_window === 'number')
+    return `${what}: ${d.steps_in_window} of ${String(d.limit)} steps in ${String(d.window_s)} s; retry after ${String(d.retry_after_s)} s (${String(d.retry_at)})`;
+  if (typeof d.steps === 'number') return `${what}: ${d.steps} of ${String(d.limit)} steps`;
   if (d.unpriced_models === 'deny')
     return `${what}: ${typeof d.model === 'string' ? JSON.stringify(d.model) : 'the model could not be read'}`;
   return what;

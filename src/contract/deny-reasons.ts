@@ -13,6 +13,10 @@ export const DENY_REASONS = [
   'MONTHLY_RUN_LIMIT_EXCEEDED',
   'MAX_CONCURRENT_RUNS_EXCEEDED',
   'MODEL_NOT_PRICED',
+  'RUN_STEP_LIMIT_EXCEEDED',
+  'RUN_BUDGET_EXCEEDED',
+  'REPEATED_CALL_LOOP',
+  'USER_RATE_LIMITED',
 ] as const;
 
 /** Keys of a decision's `evaluated_rules`, in evaluation order. */
@@ -24,6 +28,10 @@ export const RULE_KEYS = [
   'monthly_run_limit',
   'max_concurrent_runs',
   'model_priced',
+  'run_step_limit',
+  'run_budget',
+  'repeated_calls',
+  'user_rate',
 ] as const;
 
 /** What each denial means, as a clause to put in a sentence ("...was blocked: <clause>."). */
@@ -35,4 +43,8 @@ export const DENY_SENTENCES: Readonly<Record<(typeof DENY_REASONS)[number], stri
   MONTHLY_RUN_LIMIT_EXCEEDED: "the workspace's monthly run limit is reached",
   MAX_CONCURRENT_RUNS_EXCEEDED: "the workspace's limit of concurrent runs is reached",
   MODEL_NOT_PRICED: 'the model has no price and the workspace denies unpriced models',
+  RUN_STEP_LIMIT_EXCEEDED: "the run's step limit is reached",
+  RUN_BUDGET_EXCEEDED: "the run's budget is spent",
+  REPEATED_CALL_LOOP: 'the run repeats the same call in a loop',
+  USER_RATE_LIMITED: "the user's limit of steps per minute is reached (retry later)",
 };

@@ -16,9 +16,32 @@ const Name = Type.String({ minLength: 1, maxLength: 256 });
 export const RunParams = Type.Object({ run_id: UuidParam });
 export const StepParams = Type.Object({ run_id: UuidParam, step_id: UuidParam });
 
+/** A count limit of a run (rules run_step_limit, repeated_calls): at least 1. */
+export const RunCountLimit = Type.Integer({ minimum: 1, maximum: 1_000_000_000 });
+
+/**
+ * What a run asks for at its start (`POST /v1/runs` `limits`): each may tighten the workspace's
+ * default (`run_max_*`), never loosen it. Absent or null: the workspace's default applies.
+ */
+export const RunLimitsRequest = Type.Object(
+  {
+    max_steps: Type.Optional(Nullable(RunCountLimit)),
+    max_cost_usd: Type.Optional(Nullable(Usd)),
+    max_identical_calls: Type.Optional(Nullable(RunCountLimit)),
+  },
+  { additionalProperties: false },
+);
+
+/** The limits that apply to a run, fixed at its start: the tighter of its own and the workspace's; null = none. */
+export const RunLimits = Type.Object({
+  max_steps: Nullable(Type.Integer()),
+  max_cost_usd: Nullable(Type.Number()),
+  max_identical_calls: Nullable(Type.Integer()),
+});
+
 /** Body of `POST /v1/runs`. */
 export const RunCreateBody = Type.Object(
-  { user_id: UserId, metadata: Type.Optional(Nullable(JsonObject)) },
+  { user_id: UserId, metadata: Type.Optional(Nullable(JsonObject)), limits: Type.Optional(RunLimitsRequest) },
   { additionalProperties: false },
 );
 /** Answer of `POST /v1/runs`: always a 201, a denial too. */
@@ -27,6 +50,8 @@ export const RunCreated = Type.Object({
   user_id: Type.String(),
   status: Type.Enum(['RUNNING', 'BLOCKED']),
   decision: DecisionSchema,
+  /** The limits that apply to the run; present when it has any. */
+  limits: Type.Optional(RunLimits),
 });
 
 /** Body of `POST /v1/runs/{run_id}/end`. */
@@ -142,6 +167,8 @@ export const RunDetail = Type.Object({
   ...RunFields.properties,
   metadata: Nullable(JsonObject),
   decision: DecisionSchema,
+  /** The limits that applied to the run (fixed at its start); null fields: none. */
+  limits: RunLimits,
   duration_ms: Type.Integer(),
   steps: Type.Array(Step),
 });
@@ -150,6 +177,8 @@ export type RunStatus = Static<typeof RunStatus>;
 export type StepStatus = Static<typeof StepStatus>;
 export type StepType = Static<typeof StepType>;
 export type EndStatus = Static<typeof EndStatus>;
+export type RunLimitsRequest = Static<typeof RunLimitsRequest>;
+export type RunLimits = Static<typeof RunLimits>;
 export type RunCreateBody = Static<typeof RunCreateBody>;
 export type RunCreated = Static<typeof RunCreated>;
 export type RunEndBody = Static<typeof RunEndBody>;

@@ -42,6 +42,29 @@ export interface GuardSnapshot {
    * active price. Absent (any other step or setting): the rule is not evaluated.
    */
   modelPriced?: { model: string | null; priced: boolean };
+  /** The run's `max_steps` and the steps it was allowed so far (denied ones do not count). Absent: no limit. */
+  runSteps?: { allowed: number; limit: number };
+  /**
+   * The run's `max_cost_usd` and its recorded cost; `reservedMicros` (reserve mode, issue "Budgets
+   * that hold") its outstanding reservations, 0 otherwise. Absent: no limit.
+   */
+  runCost?: { costMicros: number; reservedMicros: number; limitMicros: number };
+  /**
+   * The run's `max_identical_calls` and how many of its allowed steps in a row, just before this
+   * one, were this same call (type, model or tool, input). Absent: no limit.
+   */
+  repeatedCalls?: { identicalCalls: number; limit: number };
+  /**
+   * The workspace's `user_steps_per_minute` and the user's allowed steps in the window before this
+   * one; `retryAt` is when the oldest of them leaves it (ISO 8601 UTC). Absent: no limit.
+   */
+  userRate?: {
+    stepsInWindow: number;
+    limit: number;
+    windowSeconds: number;
+    retryAt: string;
+    retryAfterSeconds: number;
+  };
 }
 
 interface Rule {
@@ -134,6 +157,46 @@ const RULES_AT: Record<Boundary, readonly Rule[]> = {
       configured: (s) => s.modelPriced !== undefined,
       denies: (s) => s.modelPriced?.priced === false,
       explain: (s) => ({ model: s.modelPriced?.model ?? null, unpriced_models: 'deny' }),
+    },
+    {
+      key: 'run_step_limit',
+      reason: 'RUN_STEP_LIMIT_EXCEEDED',
+      configured: (s) => s.runSteps !== undefined,
+      denies: (s) => s.runSteps!.allowed >= s.runSteps!.limit,
+      explain: (s) => ({ steps: s.runSteps!.allowed, limit: s.runSteps!.limit }),
+    },
+    {
+      key: 'run_budget',
+      reason: 'RUN_BUDGET_EXCEEDED',
+      configured: (s) => s.runCost !== undefined,
+      // As the daily budgets: a cost at or over the limit denies, so a limit of 0 denies every step.
+      denies: (s) => s.runCost!.costMicros + s.runCost!.reservedMicros >= s.runCost!.limitMicros,
+      explain: (s) => ({
+        run_cost_usd: usd(s.runCost!.costMicros),
+        reserved_usd: usd(s.runCost!.reservedMicros),
+        limit_usd: usd(s.runCost!.limitMicros),
+      }),
+    },
+    {
+      key: 'repeated_calls',
+      reason: 'REPEATED_CALL_LOOP',
+      configured: (s) => s.repeatedCalls !== undefined,
+      // max_identical_calls in a row are allowed; the next identical one is the loop.
+      denies: (s) => s.repeatedCalls!.identicalCalls >= s.repeatedCalls!.limit,
+      explain: (s) => ({ identical_calls: s.repeatedCalls!.identicalCalls, limit: s.repeatedCalls!.limit }),
+    },
+    {
+      key: 'user_rate',
+      reason: 'USER_RATE_LIMITED',
+      configured: (s) => s.userRate !== undefined,
+      denies: (s) => s.userRate!.stepsInWindow >= s.userRate!.limit,
+      explain: (s) => ({
+        steps_in_window: s.userRate!.stepsInWindow,
+        limit: s.userRate!.limit,
+        window_s: s.userRate!.windowSeconds,
+        retry_after_s: s.userRate!.retryAfterSeconds,
+        retry_at: s.userRate!.retryAt,
+      }),
     },
   ],
 };

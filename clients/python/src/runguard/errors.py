@@ -179,6 +179,10 @@ _DENY_SENTENCES: dict[str, str] = {
     "MONTHLY_RUN_LIMIT_EXCEEDED": "the workspace's monthly run limit is reached",
     "MAX_CONCURRENT_RUNS_EXCEEDED": "the workspace's limit of concurrent runs is reached",
     "MODEL_NOT_PRICED": "the model has no price and the workspace denies unpriced models",
+    "RUN_STEP_LIMIT_EXCEEDED": "the run's step limit is reached",
+    "RUN_BUDGET_EXCEEDED": "the run's budget is spent",
+    "REPEATED_CALL_LOOP": "the run repeats the same call in a loop",
+    "USER_RATE_LIMITED": "the user's limit of steps per minute is reached (retry later)",
 }
 
 
