@@ -40,6 +40,10 @@ import { PriceBook } from './price-book.js';
 import { ReleasedRuns } from './released-runs.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 import { WorkspaceQueue } from './workspace-queue.js';
+import { callHash, FRESH_RUN, resolveRunLimits, runLimitsView, runRuleInputs, userRateInput } from './run-limits.js';
+import type { StepSlot } from '../store/step-rate.js';
+import type { RunLimitsRequest } from '../contract/runs.js';
+import type { RunLimitValues, WorkspaceRow } from '../store/workspaces.js';
 
 export type Boundary = 'run_start' | 'step';
 
@@ -76,12 +80,67 @@ export interface StepInput {
    * daemon instance's until then, and ended RESULT_LOST by another if this one dies first.
    */
   forwarded?: boolean;
+  /**
+   * What the loop rule (repeated_calls) compares when not `input_data`: a proxied call's whole
+   * request body, where its `input_data` is only a summary of it.
+   */
+  loopInput?: unknown;
 }
 
 /** This daemon process's id among the daemons on its database (null: not registered, nothing owned). */
 export interface DaemonInstanceId {
   readonly id: number | null;
 }
+
+/** What a start takes: the run API's body. */
+export interface RunStartInput {
+  user_id: string;
+  metadata?: unknown;
+  limits?: RunLimitsRequest;
+}
+
+/** A run as its steps' checks need it: its user and its limits (fixed at its start). */
+interface RunFacts {
+  userId: string;
+  limits: RunLimitValues | null;
+}
+
+/** A step check that takes the runaway rules' transaction: a run with limits, or a user rate. */
+interface GuardedStep {
+  workspaceId: string;
+  runId: string;
+  userId: string;
+  id: string;
+  input: Omit<StepInput, 'sequence'>;
+  limits: RunLimitValues | null;
+  userStepsPerMinute: number | null;
+  now: Date;
+  /** Reserve mode, a step that reserves: decided on spend and reservations read under their lock. */
+  reserving: boolean;
+  /** Reserve mode with a daily budget: the budget rules count reservations. */
+  readsReservations: boolean;
+  /** The day's spend read before (what a step that does not reserve is decided on). */
+  spend: DailySpend;
+  /** Rules 1 to 11 on what was read, with the runaway rules' inputs. */
+  decide(counted: DailySpend, reserved: Reserved, runaway: Partial<GuardSnapshot>): Decision;
+  /** The step as written with `decision` and `sequence`. */
+  step(decision: Decision, sequence: number): runs.NewStep;
+}
+
+/** Whether a step takes the runaway rules' transaction: a run with limits, or a user rate. */
+const guarded = (workspace: WorkspaceRow, limits: RunLimitValues | null) =>
+  limits !== null || workspace.user_steps_per_minute !== null;
+
+/** The loop rule's hash of a call, where the run has the rule. */
+const loopHash = (limits: RunLimitValues | null, input: Omit<StepInput, 'sequence'>): string | null =>
+  limits?.maxIdenticalCalls == null
+    ? null
+    : callHash({
+        type: input.type,
+        model: input.model,
+        tool_name: input.tool_name,
+        input: input.loopInput !== undefined ? input.loopInput : input.input_data,
+      });
 
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
 const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
@@ -202,8 +261,8 @@ class RecentMap<V> {
 }
 
 export class GuardService {
-  /** Run (`workspace/run`) to its user, for runs this daemon has seen. */
-  private readonly runUsers = new RecentMap<string>(10_000);
+  /** Run (`workspace/run`) to its user and limits, for runs this daemon has seen. */
+  private readonly runFacts = new RecentMap<RunFacts>(10_000);
   private readonly states = new GuardStateCache();
   /** Whose spend a MODEL_CALL step's result is, for the steps this daemon allowed. */
   private readonly stepFacts = new RecentMap<{ userId: string; model: string }>(10_000);
@@ -260,11 +319,7 @@ export class GuardService {
     }
   }
 
-  async startRun(
-    workspaceId: string,
-    input: { user_id: string; metadata?: unknown },
-    idempotency?: IdempotencyClaim,
-  ): Promise<StartedRun> {
+  async startRun(workspaceId: string, input: RunStartInput, idempotency?: IdempotencyClaim): Promise<StartedRun> {
     const replay = idempotency ? await this.replay<StartedRun>(idempotency) : null;
     if (replay) return replay;
     try {
@@ -282,7 +337,7 @@ export class GuardService {
    */
   async startRunWithStep(
     workspaceId: string,
-    input: { user_id: string; metadata?: unknown },
+    input: RunStartInput,
     firstStep: Omit<StepInput, 'sequence'>,
   ): Promise<{ run: StartedRun; step: CreatedStep | null }> {
     return this.start(workspaceId, input, undefined, firstStep);
@@ -290,7 +345,7 @@ export class GuardService {
 
   private async start(
     workspaceId: string,
-    input: { user_id: string; metadata?: unknown },
+    input: RunStartInput,
     idempotency: IdempotencyClaim | undefined,
     firstStep: Omit<StepInput, 'sequence'> | null,
   ): Promise<{ run: StartedRun; step: CreatedStep | null }> {
@@ -299,17 +354,22 @@ export class GuardService {
     const [state, spend] = await this.decisionInputs(scope);
     const modelPriced = firstStep ? await this.modelPriced(state, workspaceId, firstStep) : undefined;
     const estimate = firstStep ? await this.stepEstimate(state, workspaceId, firstStep) : null;
+    const limits = resolveRunLimits(state.workspace, input.limits);
+    const rate = firstStep ? state.workspace.user_steps_per_minute : null;
     // Rules 5 and 6 count runs only where the workspace has a run limit: then under its admission
     // lock, so the counts are exact and stay so until this start commits. Without one, no rule
     // reads them, and starts do not queue behind each other.
     const limited = state.workspace.monthly_run_limit !== null || state.workspace.max_concurrent_runs !== null;
-    // One statement commits on its own, in a batch with the starts under way; a lock or a
-    // remembered answer needs a transaction of its own.
+    // One statement commits on its own, in a batch with the starts under way; a lock, a
+    // remembered answer or a place in a user's window of steps needs a transaction of its own.
     // Reserve mode: a first step that reserves is checked and written under the workspace's
     // reservation lock (taken after the admission lock), as createStep's.
     const reserving = reservesAgainstBudget(state, estimate);
-    const batched = !limited && !idempotency && !reserving;
+    const batched = !limited && !idempotency && !reserving && rate === null;
+    const slot: { taken: StepSlot | null } = { taken: null };
     const admit = async (db: Queryable) => {
+      await slot.taken?.release();
+      slot.taken = null;
       let counts = NOT_COUNTED;
       if (limited) {
         await lockAdmissions(db, workspaceId);
@@ -331,23 +391,29 @@ export class GuardService {
       });
       const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
       const id = timeOrderedId(now.getTime());
-      const step =
-        status === 'RUNNING' && firstStep
-          ? this.newStep(
-              workspaceId,
-              id,
-              1,
-              firstStep,
-              evaluate('step', {
-                ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
-                ...reserveTerms(state, reserved, estimate),
-                modelPriced,
-              }),
-              now,
-              estimate,
-            )
-          : undefined;
-      const run = {
+      const hash = firstStep ? loopHash(limits, firstStep) : null;
+      let step: runs.NewStep | undefined;
+      if (status === 'RUNNING' && firstStep) {
+        // A fresh run: the runaway rules read its empty usage.
+        const stepSnapshot: GuardSnapshot = {
+          ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
+          ...reserveTerms(state, reserved, estimate),
+          modelPriced,
+          ...(limits && runRuleInputs(limits, FRESH_RUN, 0)),
+        };
+        let stepDecision = evaluate('step', stepSnapshot);
+        const stepId = timeOrderedId(now.getTime());
+        if (stepDecision.outcome === 'ALLOW' && rate !== null) {
+          slot.taken = await this.counters.takeStepSlot(db, scope, { limit: rate, nowMs: now.getTime(), stepId });
+          stepDecision = evaluate('step', {
+            ...stepSnapshot,
+            userRate: userRateInput(slot.taken, rate, now.getTime()),
+          });
+        }
+        step = this.newStep(workspaceId, id, 1, firstStep, stepDecision, now, estimate, stepId);
+      }
+      const allowedFirst = step?.status === 'ALLOWED';
+      const run: runs.NewRun = {
         id,
         workspaceId,
         userId: input.user_id,
@@ -359,17 +425,39 @@ export class GuardService {
         firstStep: step,
         // A run of a proxied call's own: this daemon ends it, or crash recovery does.
         daemonId: firstStep?.forwarded ? (this.instance?.id ?? null) : null,
+        ...(limits &&
+          status === 'RUNNING' && {
+            guard: {
+              limits,
+              allowedSteps: allowedFirst ? 1 : 0,
+              lastCallHash: allowedFirst ? hash : null,
+              identicalCalls: allowedFirst ? 1 : 0,
+            },
+          }),
       };
       await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
-      const started: StartedRun = { id, user_id: input.user_id, status, decision: view(decision) };
+      const started: StartedRun = {
+        id,
+        user_id: input.user_id,
+        status,
+        decision: view(decision),
+        ...(limits && status === 'RUNNING' && { limits: runLimitsView(limits) }),
+      };
       await this.remember(db, idempotency, started, now);
       return { run: started, step };
     };
-    const { run, step } = batched
-      ? await admit(this.db)
-      : await this.inReservationQueue(reserving, workspaceId, () => this.db.transaction(admit));
+    let admitted: Awaited<ReturnType<typeof admit>>;
+    try {
+      admitted = batched
+        ? await admit(this.db)
+        : await this.inReservationQueue(reserving, workspaceId, () => this.db.transaction(admit));
+    } catch (error) {
+      await slot.taken?.release();
+      throw error;
+    }
+    const { run, step } = admitted;
     // The steps that follow (a proxied call's, above all) need not read the run back.
-    if (run.status === 'RUNNING') this.runUsers.remember(`${workspaceId}/${run.id}`, input.user_id);
+    if (run.status === 'RUNNING') this.runFacts.remember(`${workspaceId}/${run.id}`, { userId: input.user_id, limits });
     // Nor, after a proxied call's first step, its highest sequence. (Not told of every run: the
     // allocator would fill with runs that take no proxied step, and forget those that do.)
     if (step) {
@@ -421,9 +509,10 @@ export class GuardService {
     decision: Decision,
     now: Date,
     estimateMicros: number | null,
+    id = timeOrderedId(now.getTime()),
   ): runs.NewStep {
     return {
-      id: timeOrderedId(now.getTime()),
+      id,
       runId,
       workspaceId,
       sequence,
@@ -462,7 +551,7 @@ export class GuardService {
       // An ended run takes no more steps: what was kept for them goes (a step that still comes
       // reads the run, and is told it no longer runs).
       this.sequences.ended(runId);
-      this.runUsers.forget(`${workspaceId}/${runId}`);
+      this.runFacts.forget(`${workspaceId}/${runId}`);
       return answer;
     };
     // One statement commits on its own, in a batch with the ends under way; a remembered answer
@@ -479,28 +568,56 @@ export class GuardService {
     const replay = idempotency ? await this.replay<CreatedStep>(idempotency) : null;
     if (replay) return replay;
     const now = this.clock.now();
-    const [state, spend, userId] = await this.stepCheckInputs(workspaceId, runId, now);
+    const [state, spend, run] = await this.stepCheckInputs(workspaceId, runId, now);
     const modelPriced = await this.modelPriced(state, workspaceId, input);
     const estimate = await this.stepEstimate(state, workspaceId, input);
-    const scope = scopeAt(now, workspaceId, userId);
-    const decide = (counted: DailySpend, reserved: Reserved) =>
+    const scope = scopeAt(now, workspaceId, run.userId);
+    const decide = (counted: DailySpend, reserved: Reserved, runaway: Partial<GuardSnapshot> = {}) =>
       evaluate('step', {
         ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
         ...reserveTerms(state, reserved, estimate),
         modelPriced,
+        ...runaway,
       });
     // Reserve mode: a step that reserves is checked and written under its workspace's
     // reservation lock, so racing checks (in any daemon) each count the others' reservations.
     // One that reserves nothing adds no cost: it reads the reservations, unlocked.
     const reserving = reservesAgainstBudget(state, estimate);
-    const unlockedDecision = reserving
-      ? null
-      : decide(spend, readsReservations(state) ? await this.reserved(this.db, scope) : NO_RESERVATIONS);
+    const id = timeOrderedId(now.getTime());
     const step = (decision: Decision, sequence: number) =>
-      this.newStep(workspaceId, runId, sequence, input, decision, now, estimate);
-    // A remembered answer or a reservation commits with its step, in a transaction of its own;
-    // any other step shares its statement and commit with the steps written at the same moment.
+      this.newStep(workspaceId, runId, sequence, input, decision, now, estimate, id);
+    // Writes the step with `sequence`; answers the step written. A run with limits, or a user
+    // rate, decides in the step's transaction (writeGuardedStep).
+    const runaway = guarded(state.workspace, run.limits);
+    const unlockedDecision =
+      reserving || runaway
+        ? null
+        : decide(spend, readsReservations(state) ? await this.reserved(this.db, scope) : NO_RESERVATIONS);
     const insert = async (sequence: number): Promise<runs.NewStep> => {
+      if (runaway)
+        return this.inReservationQueue(reserving, workspaceId, () =>
+          this.writeGuardedStep(
+            {
+              workspaceId,
+              runId,
+              userId: run.userId,
+              id,
+              input,
+              limits: run.limits,
+              userStepsPerMinute: state.workspace.user_steps_per_minute,
+              now,
+              reserving,
+              readsReservations: readsReservations(state),
+              spend,
+              decide,
+              step,
+            },
+            sequence,
+            idempotency,
+          ),
+        );
+      // A remembered answer or a reservation commits with its step, in a transaction of its own;
+      // any other step shares its statement and commit with the steps written at the same moment.
       const [written, outcome] =
         idempotency || reserving
           ? await this.inReservationQueue(reserving, workspaceId, () =>
@@ -524,7 +641,7 @@ export class GuardService {
       const given = input.sequence ?? null;
       const written = given === null ? await this.withAllocatedSequence(runId, insert) : await insert(given);
       if (given !== null) await this.sequences.observe(runId, given);
-      this.rememberStep(written, userId);
+      this.rememberStep(written, run.userId);
       const recorded = createdView(written);
       this.observe('step', recorded.decision);
       return recorded;
@@ -536,6 +653,71 @@ export class GuardService {
           : null;
       if (twin) return twin;
       if (error instanceof SequenceTaken) throw new ApiError('DUPLICATE_SEQUENCE');
+      throw error;
+    }
+  }
+
+  /**
+   * A step of a run with limits, or of a user with a rate: decided and written in one transaction.
+   * A run with limits is locked first (every daemon's checks of the run take turns, each counting
+   * the steps allowed before it); then, if rules 1 to 10 allow, the step takes a place in its
+   * user's window of steps (exact: one Redis script, or the database under a per-user lock), and
+   * the step is written with its run's usage. A place taken by a step that is not written is given
+   * back.
+   */
+  private async writeGuardedStep(
+    check: GuardedStep,
+    sequence: number,
+    idempotency: IdempotencyClaim | undefined,
+  ): Promise<runs.NewStep> {
+    const { workspaceId, runId, limits, now } = check;
+    const rate = check.userStepsPerMinute;
+    const scope = scopeAt(now, workspaceId, check.userId);
+    const slot: { taken: StepSlot | null } = { taken: null };
+    try {
+      return await this.db.transaction(async (tx) => {
+        // A transaction run again (a deadlock victim) takes its place again.
+        await slot.taken?.release();
+        slot.taken = null;
+        // The run's lock first, then the workspace's reservation lock: a run with limits takes
+        // both in this order everywhere, and a step that takes only the latter locks no such run.
+        const usage = limits ? await runs.lockRunUsage(tx, workspaceId, runId) : null;
+        if (limits && !usage) throw new ApiError('RUN_NOT_FOUND');
+        if (usage && usage.status !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
+        let counted = check.spend;
+        let reserved = NO_RESERVATIONS;
+        if (check.reserving) {
+          await lockReservations(tx, workspaceId);
+          const read = await spendAndReservations(tx, scope);
+          counted = read;
+          reserved = read;
+        } else if (check.readsReservations) reserved = await this.reserved(tx, scope);
+        const hash = loopHash(limits, check.input);
+        const identicalCalls = usage && hash !== null && usage.lastCallHash === hash ? usage.identicalCalls : 0;
+        const runaway: Partial<GuardSnapshot> = limits && usage ? runRuleInputs(limits, usage, identicalCalls) : {};
+        let decision = check.decide(counted, reserved, runaway);
+        if (decision.outcome === 'ALLOW' && rate !== null) {
+          slot.taken = await this.counters.takeStepSlot(tx, scope, {
+            limit: rate,
+            nowMs: now.getTime(),
+            stepId: check.id,
+          });
+          decision = check.decide(counted, reserved, {
+            ...runaway,
+            userRate: userRateInput(slot.taken, rate, now.getTime()),
+          });
+        }
+        const step = check.step(decision, sequence);
+        const [outcome] = await runs.insertSteps(tx, [step]);
+        if (outcome === 'run_not_running') throw new ApiError('RUN_NOT_RUNNING');
+        if (outcome === 'duplicate_sequence') throw new SequenceTaken();
+        if (usage && step.status === 'ALLOWED')
+          await runs.countAllowedStep(tx, runId, { hash, identicalCalls: identicalCalls + 1 });
+        await this.remember(tx, idempotency, createdView(step), now);
+        return step;
+      });
+    } catch (error) {
+      await slot.taken?.release();
       throw error;
     }
   }
@@ -720,17 +902,18 @@ export class GuardService {
     workspaceId: string,
     runId: string,
     now: Date,
-  ): Promise<[GuardState, DailySpend, string]> {
+  ): Promise<[GuardState, DailySpend, RunFacts]> {
     const runKey = `${workspaceId}/${runId}`;
-    const userId = this.runUsers.get(runKey);
-    if (userId !== undefined) return [...(await this.decisionInputs(scopeAt(now, workspaceId, userId))), userId];
+    const known = this.runFacts.get(runKey);
+    if (known !== undefined) return [...(await this.decisionInputs(scopeAt(now, workspaceId, known.userId))), known];
     const found = await loadStepGuardState(this.db, workspaceId, runId);
     if (!found) throw new ApiError('RUN_NOT_FOUND');
     if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
-    this.runUsers.remember(runKey, found.userId);
+    const facts: RunFacts = { userId: found.userId, limits: found.runLimits };
+    this.runFacts.remember(runKey, facts);
     const scope = scopeAt(now, workspaceId, found.userId);
     const { spend } = await this.withPendingSpend(scope, async () => ({ spend: await this.counters.readSpend(scope) }));
-    return [found, spend, found.userId];
+    return [found, spend, facts];
   }
 
   /**

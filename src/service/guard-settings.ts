@@ -52,6 +52,10 @@ const settingsView = (w: WorkspaceRow) => ({
   unpriced_models: w.unpriced_models,
   budget_mode: w.budget_mode,
   default_step_reservation_usd: microsToUsd(w.default_step_reservation_micros),
+  run_max_steps: w.run_max_steps,
+  run_max_cost_usd: usd(w.run_max_cost_micros),
+  run_max_identical_calls: w.run_max_identical_calls,
+  user_steps_per_minute: w.user_steps_per_minute,
 });
 const PRICE_FIELDS = [
   'input_cost_per_token',
@@ -71,6 +75,10 @@ const SETTINGS = [
   'unpriced_models',
   'budget_mode',
   'default_step_reservation_usd',
+  'run_max_steps',
+  'run_max_cost_usd',
+  'run_max_identical_calls',
+  'user_steps_per_minute',
 ] as const;
 
 export class GuardSettings {

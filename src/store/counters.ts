@@ -5,6 +5,7 @@
  * a per-workspace lock that makes admissions linearizable across every daemon.
  */
 import type { Queryable } from './db.js';
+import type { StepSlot, StepSlotRequest } from './step-rate.js';
 
 /**
  * Where a day's spend counter stops: 10^15 microdollars, the largest budget the API accepts
@@ -63,6 +64,11 @@ export interface CounterStore {
    * remembered at an earlier version is out of date.
    */
   stateChanged(workspaceId: string): Promise<void>;
+  /**
+   * A place in the user's window of steps per minute, taken when it has room (rule user_rate).
+   * `tx` is the step's transaction: the database's window is kept in it.
+   */
+  takeStepSlot(tx: Queryable, scope: CounterScope, request: StepSlotRequest): Promise<StepSlot>;
   health(): Promise<void>;
   close(): Promise<void>;
 }

@@ -502,6 +502,41 @@ ALTER TABLE runs ADD COLUMN daemon_id integer;
 `,
   },
   {
+    version: 17,
+    name: 'runaway_limits',
+    sql: `
+-- Runaway agents (docs/limits.md). A workspace's defaults for its runs' limits and its users'
+-- steps per minute (NULL: off). Catalog changes only: no row is rewritten.
+ALTER TABLE workspaces
+  ADD COLUMN run_max_steps integer,
+  ADD COLUMN run_max_cost_micros bigint,
+  ADD COLUMN run_max_identical_calls integer,
+  ADD COLUMN user_steps_per_minute integer;
+
+-- The limits a run started with (NULL: none), fixed for its life, and what its step checks read
+-- and write under the run's row lock: the steps it was allowed, the hash of the last allowed call
+-- and how many allowed calls in a row were that call. Kept only for runs with a limit.
+ALTER TABLE runs
+  ADD COLUMN max_steps integer,
+  ADD COLUMN max_cost_micros bigint,
+  ADD COLUMN max_identical_calls integer,
+  ADD COLUMN allowed_steps integer,
+  ADD COLUMN last_call_hash text,
+  ADD COLUMN identical_calls integer;
+
+-- A user's allowed steps of the last minute (rule user_rate), where no Redis keeps them: written
+-- and counted under a per-user lock, pruned as they leave the window. No foreign key: a row lives
+-- a minute.
+CREATE TABLE user_step_times (
+  workspace_id uuid NOT NULL,
+  user_id text NOT NULL,
+  at timestamptz NOT NULL,
+  step_id uuid NOT NULL
+);
+CREATE INDEX user_step_times_window ON user_step_times (workspace_id, user_id, at);
+`,
+  },
+  {
     version: 18,
     name: 'run_models_kept',
     sql: `

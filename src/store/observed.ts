@@ -98,6 +98,7 @@ export function observeCounters(counters: CounterStore, onError: (operation: Cou
     spendRecorded: wrapped('spendRecorded', (scope, totals) => counters.spendRecorded(scope, totals)),
     resyncSpend: wrapped('resyncSpend', (scope, totals) => counters.resyncSpend(scope, totals)),
     stateChanged: wrapped('stateChanged', (workspaceId) => counters.stateChanged(workspaceId)),
+    takeStepSlot: wrapped('takeStepSlot', (tx, scope, request) => counters.takeStepSlot(tx, scope, request)),
     health: wrapped('health', () => counters.health()),
     close: () => counters.close(),
   };

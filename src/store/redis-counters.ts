@@ -16,7 +16,8 @@
 import { randomInt } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
-import type { Db } from './db.js';
+import type { Db, Queryable } from './db.js';
+import { STEP_RATE_WINDOW_MS, takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
 import {
   recordedSpend,
   type CounterScope,
@@ -36,8 +37,27 @@ for i, key in ipairs(KEYS) do
 end
 return 1`;
 
+/**
+ * KEYS: a user's window (a sorted set of step ids by time); ARGV: now (ms), the window (ms), the
+ * limit, the step's id. Drops what left the window, counts, and adds the step when there is room.
+ * Answers {taken (0/1), steps in the window before it, the oldest one's time (-1: none)}.
+ */
+const TAKE_STEP_SLOT = `
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local steps = redis.call('ZCARD', KEYS[1])
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or '-1'
+if steps < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], window)
+  return {1, steps, oldest}
+end
+return {0, steps, oldest}`;
+
 interface CounterCommands {
   rgRaiseTo(numberOfKeys: number, ...args: (string | number)[]): Promise<number>;
+  rgTakeStepSlot(numberOfKeys: number, ...args: (string | number)[]): Promise<[number, number, string]>;
 }
 
 export interface RedisCountersOptions {
@@ -93,6 +113,7 @@ export class RedisCounters implements CounterStore {
     private readonly retryAfterMs = 1_000,
   ) {
     redis.defineCommand('rgRaiseTo', { lua: RAISE_TO });
+    redis.defineCommand('rgTakeStepSlot', { lua: TAKE_STEP_SLOT });
     this.redis = redis as Redis & CounterCommands;
     // A connection that closed may come back to a Redis that restarted from an older snapshot (or
     // failed over to a replica that lagged) without any command of ours failing: its copy is not
@@ -281,6 +302,38 @@ export class RedisCounters implements CounterStore {
       // Other daemons may go on with what they remember, for at most the cache's age limit.
       this.failed(error);
     }
+  }
+
+  /**
+   * The window in Redis, one script call; while Redis fails, the database's window (exact among
+   * the daemons that fall back with this one, not with those still on Redis).
+   */
+  takeStepSlot(tx: Queryable, scope: CounterScope, request: StepSlotRequest): Promise<StepSlot> {
+    const key = `{${scope.workspaceId}}:rate:${scope.userId}`;
+    return this.guarded(
+      async () => {
+        const [taken, steps, oldest] = await this.redis.rgTakeStepSlot(
+          1,
+          key,
+          request.nowMs,
+          STEP_RATE_WINDOW_MS,
+          request.limit,
+          request.stepId,
+        );
+        let released = false;
+        return {
+          stepsInWindow: Number(steps),
+          taken: Number(taken) === 1,
+          oldestAtMs: Number(oldest) < 0 ? null : Number(oldest),
+          release: async () => {
+            if (released || Number(taken) !== 1) return;
+            released = true;
+            await this.redis.zrem(key, request.stepId).catch((error: unknown) => this.failed(error));
+          },
+        };
+      },
+      () => takeSqlStepSlot(tx, scope, request),
+    );
   }
 
   private async raise(keys: [string, string], totals: DailySpend): Promise<void> {

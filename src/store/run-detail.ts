@@ -89,6 +89,9 @@ const FIRST_PAGE = (() => {
       ',"reason":', coalesce((r.decision -> 'reason')::text, 'null'),
       ',"evaluated_rules":', coalesce((r.decision -> 'evaluated_rules')::text, 'null'),
       CASE WHEN r.decision -> 'detail' IS NOT NULL THEN ',"detail":' || (r.decision -> 'detail')::text END,
+      '},"limits":{"max_steps":', coalesce(r.max_steps::text, 'null'),
+      ',"max_cost_usd":', coalesce(to_json(trim_scale(r.max_cost_micros / 1000000.0))::text, 'null'),
+      ',"max_identical_calls":', coalesce(r.max_identical_calls::text, 'null'),
       '},"duration_ms":', coalesce((CASE WHEN isfinite(r.started_at) AND isfinite(${end})
         THEN greatest(0, ${ms(end)} - ${ms('r.started_at')})::bigint END)::text, 'null'),
       ',"steps":[') AS head,

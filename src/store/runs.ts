@@ -4,6 +4,7 @@ import { costSql, pricedSql } from '../money/cost.js';
 import { numericToUsd } from '../money/decimal.js';
 import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
 import type { Queryable } from './db.js';
+import type { RunLimitValues } from './workspaces.js';
 
 import type { RunPage, RunStatus, RunSummary, StepStatus, StepType } from '../contract/runs.js';
 
@@ -28,6 +29,19 @@ export interface NewRun {
    * commit before the call is forwarded, not two). Only for a RUNNING run; its sequence is 1.
    */
   firstStep?: NewStep;
+  /**
+   * A run with limits: the limits and its usage after the first step (none: 0 steps). Runs
+   * without limits keep no usage.
+   */
+  guard?: RunGuardRecord;
+}
+
+/** What a run with limits keeps for its step checks (migration 17). */
+export interface RunGuardRecord {
+  limits: RunLimitValues;
+  allowedSteps: number;
+  lastCallHash: string | null;
+  identicalCalls: number;
 }
 
 /**
@@ -48,13 +62,14 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
        SELECT * FROM json_to_recordset($1::json)
          AS v(id uuid, workspace_id uuid, user_id text, status text, metadata jsonb, decision json,
            started_at timestamptz, ended_at timestamptz, day date, step_count integer, models text[],
-           daemon_id integer)
+           daemon_id integer, max_steps integer, max_cost_micros bigint, max_identical_calls integer,
+           allowed_steps integer, last_call_hash text, identical_calls integer)
        LIMIT $2
      ), run AS (
        INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
-         daemon_id)
+         daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls)
        SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
-         daemon_id FROM v
+         daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls FROM v
      ), sdk_user AS (
        INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
        SELECT workspace_id, user_id, count(*) FILTER (WHERE status = 'RUNNING'), min(started_at), max(started_at)
@@ -92,6 +107,12 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
           step_count: r.firstStep ? 1 : 0,
           models: r.firstStep?.model ? [r.firstStep.model.toWellFormed()] : [],
           daemon_id: r.daemonId ?? null,
+          max_steps: r.guard?.limits.maxSteps ?? null,
+          max_cost_micros: r.guard?.limits.maxCostMicros ?? null,
+          max_identical_calls: r.guard?.limits.maxIdenticalCalls ?? null,
+          allowed_steps: r.guard?.allowedSteps ?? null,
+          last_call_hash: r.guard?.lastCallHash ?? null,
+          identical_calls: r.guard?.identicalCalls ?? null,
         })),
       ),
       runs.length,
@@ -295,6 +316,61 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
       : runningRuns.has(runKey(s.workspaceId, s.runId))
         ? 'duplicate_sequence'
         : 'run_not_running',
+  );
+}
+
+/** What a step check of a run with limits reads, under the run's row lock. */
+export interface RunUsage {
+  status: string;
+  allowedSteps: number;
+  lastCallHash: string | null;
+  identicalCalls: number;
+  /** The run's recorded cost (its finished steps'), rounded half-up to microdollars. */
+  costMicros: number;
+}
+
+/**
+ * Locks a run's row until the transaction ends and reads its usage: every step check of the run,
+ * in any daemon, waits for the one before to commit, so each counts the steps allowed before it.
+ * (The lock is the one insertSteps takes: a step written into the run waits as well.) Null when
+ * the workspace has no such run. A row locked after a wait is read as that commit left it.
+ */
+export async function lockRunUsage(tx: Queryable, workspaceId: string, runId: string): Promise<RunUsage | null> {
+  // The cost is read in the same statement, from its snapshot: a result committed while the lock
+  // was awaited is not in it (results do not take the run's lock: their totals are a row apart).
+  const { rows } = await tx.query<{
+    status: string;
+    allowed_steps: number | null;
+    last_call_hash: string | null;
+    identical_calls: number | null;
+    cost_micros: string | number | null;
+  }>(
+    `SELECT r.status, r.allowed_steps, r.last_call_hash, r.identical_calls,
+       (SELECT round(t.total_cost_usd * 1000000) FROM run_totals t WHERE t.run_id = r.id) AS cost_micros
+     FROM runs r WHERE r.id = $1 AND r.workspace_id = $2 FOR NO KEY UPDATE OF r`,
+    [runId, workspaceId],
+  );
+  const run = rows[0];
+  if (!run) return null;
+  return {
+    status: run.status,
+    allowedSteps: Number(run.allowed_steps ?? 0),
+    lastCallHash: run.last_call_hash,
+    identicalCalls: Number(run.identical_calls ?? 0),
+    costMicros: Math.min(Number(run.cost_micros ?? 0), SPEND_CAP_MICROS),
+  };
+}
+
+/** A step of a run with limits was allowed and written: its usage counts it (under the row lock). */
+export async function countAllowedStep(
+  tx: Queryable,
+  runId: string,
+  call: { hash: string | null; identicalCalls: number },
+): Promise<void> {
+  await tx.query(
+    `UPDATE runs SET allowed_steps = coalesce(allowed_steps, 0) + 1, last_call_hash = $2, identical_calls = $3
+     WHERE id = $1`,
+    [runId, call.hash, call.identicalCalls],
   );
 }
 

@@ -7,6 +7,7 @@ import {
   type DailySpend,
   type DecisionCounters,
 } from './counters.js';
+import { takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
 
 export class SqlCounters implements CounterStore {
   readonly kind = 'sql';
@@ -27,6 +28,10 @@ export class SqlCounters implements CounterStore {
   async resyncSpend(): Promise<void> {}
 
   async stateChanged(): Promise<void> {}
+
+  takeStepSlot(tx: Queryable, scope: CounterScope, request: StepSlotRequest): Promise<StepSlot> {
+    return takeSqlStepSlot(tx, scope, request);
+  }
 
   async health(): Promise<void> {
     await this.db.query('SELECT 1');

@@ -2,6 +2,13 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Queryable } from './db.js';
 
+/** The limits a run started with (microdollars for money); null: that limit is off. */
+export interface RunLimitValues {
+  maxSteps: number | null;
+  maxCostMicros: number | null;
+  maxIdenticalCalls: number | null;
+}
+
 export type Plan = 'basic' | 'pro' | 'scale' | 'enterprise';
 
 export interface PlanLimits {
@@ -37,6 +44,12 @@ export interface WorkspaceRow {
   budget_mode: BudgetMode;
   /** What an API step without max_cost_usd reserves in "reserve" mode. */
   default_step_reservation_micros: number;
+  /** Defaults of the limits a run starts with (migration 17); null: none. */
+  run_max_steps: number | null;
+  run_max_cost_micros: number | null;
+  run_max_identical_calls: number | null;
+  /** Steps a user may create per minute, across its runs (rule user_rate); null: no limit. */
+  user_steps_per_minute: number | null;
   updated_at: Date;
 }
 
@@ -63,6 +76,10 @@ export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
     budget_mode: row.budget_mode === 'reserve' ? 'reserve' : 'spend',
     default_step_reservation_micros:
       nullableNumber(row.default_step_reservation_micros) ?? DEFAULT_STEP_RESERVATION_MICROS,
+    run_max_steps: nullableNumber(row.run_max_steps),
+    run_max_cost_micros: nullableNumber(row.run_max_cost_micros),
+    run_max_identical_calls: nullableNumber(row.run_max_identical_calls),
+    user_steps_per_minute: nullableNumber(row.user_steps_per_minute),
     updated_at: row.updated_at as Date,
   };
 }
@@ -191,9 +208,11 @@ export async function loadStepGuardState(
   db: Queryable,
   workspaceId: string,
   runId: string,
-): Promise<(GuardState & { runStatus: string; userId: string }) | null> {
+): Promise<(GuardState & { runStatus: string; userId: string; runLimits: RunLimitValues | null }) | null> {
   const { rows } = await db.query(
-    `SELECT ${GUARD_STATE_COLUMNS}, r.status AS run_status, r.user_id AS run_user_id
+    `SELECT ${GUARD_STATE_COLUMNS}, r.status AS run_status, r.user_id AS run_user_id,
+       r.max_steps AS run_max_steps_applied, r.max_cost_micros AS run_max_cost_applied,
+       r.max_identical_calls AS run_max_identical_applied
      FROM runs r
      JOIN workspaces w ON w.id = r.workspace_id
      LEFT JOIN sdk_users u ON u.workspace_id = r.workspace_id AND u.user_id = r.user_id
@@ -202,7 +221,17 @@ export async function loadStepGuardState(
   );
   const row = rows[0];
   if (!row) return null;
-  return { ...toGuardState(row), runStatus: String(row.run_status), userId: String(row.run_user_id) };
+  const runLimits = {
+    maxSteps: nullableNumber(row.run_max_steps_applied),
+    maxCostMicros: nullableNumber(row.run_max_cost_applied),
+    maxIdenticalCalls: nullableNumber(row.run_max_identical_applied),
+  };
+  return {
+    ...toGuardState(row),
+    runStatus: String(row.run_status),
+    userId: String(row.run_user_id),
+    runLimits: Object.values(runLimits).some((limit) => limit !== null) ? runLimits : null,
+  };
 }
 
 // --- Administration --------------------------------------------------------------------------
@@ -218,6 +247,10 @@ export interface WorkspaceChanges {
   unpriced_models?: UnpricedModels;
   budget_mode?: BudgetMode;
   default_step_reservation_micros?: number;
+  run_max_steps?: number | null;
+  run_max_cost_micros?: number | null;
+  run_max_identical_calls?: number | null;
+  user_steps_per_minute?: number | null;
 }
 
 const CHANGEABLE = [
@@ -231,6 +264,10 @@ const CHANGEABLE = [
   'unpriced_models',
   'budget_mode',
   'default_step_reservation_micros',
+  'run_max_steps',
+  'run_max_cost_micros',
+  'run_max_identical_calls',
+  'user_steps_per_minute',
 ] as const;
 
 export async function updateWorkspace(

@@ -5,7 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
 import type { GuardSettings } from '../../service/guard-settings.js';
 import { DEFAULT_STEP_RESERVATION_MICROS, type WorkspaceRow } from '../../store/workspaces.js';
-import { errorResponses, Nullable, RetentionDays, Usd, Uuid } from '../schemas.js';
+import { errorResponses, Nullable, RetentionDays, RunCountLimit, Usd, Uuid } from '../schemas.js';
 import { actorOf } from '../actor.js';
 
 const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });
@@ -26,6 +26,12 @@ export const WorkspaceSchema = Type.Object({
   budget_mode: Type.Enum(['spend', 'reserve']),
   /** What an API step without max_cost_usd reserves in "reserve" mode. */
   default_step_reservation_usd: Type.Number(),
+  /** Defaults of every new run's limits (docs/limits.md); null: off. */
+  run_max_steps: Nullable(Type.Integer()),
+  run_max_cost_usd: Nullable(Type.Number()),
+  run_max_identical_calls: Nullable(Type.Integer()),
+  /** Steps a user may create per minute, across its runs; null: no limit. */
+  user_steps_per_minute: Nullable(Type.Integer()),
   updated_at: Type.String({ format: 'date-time' }),
 });
 
@@ -47,6 +53,10 @@ export function workspaceView(w: WorkspaceRow) {
     unpriced_models: w.unpriced_models,
     budget_mode: w.budget_mode,
     default_step_reservation_usd: microsToUsd(w.default_step_reservation_micros),
+    run_max_steps: w.run_max_steps,
+    run_max_cost_usd: usd(w.run_max_cost_micros),
+    run_max_identical_calls: w.run_max_identical_calls,
+    user_steps_per_minute: w.user_steps_per_minute,
     updated_at: new Date(w.updated_at).toISOString(),
   };
 }
@@ -88,6 +98,11 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
             budget_mode: Type.Optional(Type.Enum(['spend', 'reserve'])),
             /** null: back to the default ($0.05). */
             default_step_reservation_usd: Type.Optional(Nullable(Usd)),
+            /** Runaway agents (docs/limits.md): defaults of every new run's limits, and a user rate. */
+            run_max_steps: Type.Optional(Nullable(RunCountLimit)),
+            run_max_cost_usd: Type.Optional(Nullable(Usd)),
+            run_max_identical_calls: Type.Optional(Nullable(RunCountLimit)),
+            user_steps_per_minute: Type.Optional(Nullable(RunCountLimit)),
           },
           { additionalProperties: false },
         ),
@@ -109,6 +124,10 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
           b.default_step_reservation_usd === null
             ? DEFAULT_STEP_RESERVATION_MICROS
             : (micros(b.default_step_reservation_usd) ?? undefined),
+        run_max_steps: b.run_max_steps,
+        run_max_cost_micros: micros(b.run_max_cost_usd),
+        run_max_identical_calls: b.run_max_identical_calls,
+        user_steps_per_minute: b.user_steps_per_minute,
       });
       return workspaceView(updated);
     },
