@@ -47,6 +47,8 @@ export function callInput(
       bounds: requestBounds(path, parsed, raw?.length ?? 0),
       // This daemon records the result: the step is its own until then (crash recovery).
       forwarded: true,
+      // The loop rule compares whole requests: the summary above is alike for different prompts.
+      loopInput: parsed,
     },
     bytesToForward: () =>
       inspected.rewrittenBody === undefined

@@ -11,3 +11,15 @@ export function denialMessage(what: string, decision: DecisionView): string {
   const numbers = decision.reason ? ` (${explainDenial(decision.reason, decision.detail)})` : '';
   return `runguard denied this ${what}: ${reason}${numbers}.`;
 }
+
+/**
+ * How a proxied call's denial is answered. A user rate limit is worth retrying: the provider's
+ * 429 with `Retry-After` (its SDK backs off and retries). Every other denial does not get better
+ * by retrying: 403, which provider SDKs raise as a permission error without retrying.
+ */
+export function denialStatus(decision: DecisionView): { status: 403 | 429; retryAfterSeconds: number | null } {
+  const retryAfter = decision.detail?.retry_after_s;
+  if (decision.reason === 'USER_RATE_LIMITED' && typeof retryAfter === 'number')
+    return { status: 429, retryAfterSeconds: retryAfter };
+  return { status: 403, retryAfterSeconds: null };
+}

@@ -8,7 +8,7 @@ import type { FastifyBaseLogger, FastifyError } from 'fastify';
 import { CLIENT_ABORT_MESSAGE, isClientAbort } from '../api/client-abort.js';
 import { toApiError } from '../api/error-handler.js';
 import type { DecisionView } from '../service/guard-service.js';
-import { denialMessage } from './denial-message.js';
+import { denialMessage, denialStatus } from './denial-message.js';
 import type { Provider } from './provider-registry.js';
 
 export class ProxyRefusal extends Error {
@@ -18,6 +18,8 @@ export class ProxyRefusal extends Error {
     message: string,
     /** The step the refusal recorded, if any: the client is told its id. */
     readonly stepId?: string,
+    /** A rate limit's 429: when to try again (`Retry-After`). */
+    readonly retryAfterSeconds: number | null = null,
   ) {
     super(message);
   }
@@ -25,7 +27,9 @@ export class ProxyRefusal extends Error {
 
 /** The guard denied a run-less call's run (`what` = 'run') or a call's step ('model call'). */
 export function denialRefusal(step: { id?: string; decision: DecisionView }, what: string): ProxyRefusal {
-  return new ProxyRefusal(403, step.decision.reason ?? 'DENIED', denialMessage(what, step.decision), step.id);
+  const { status, retryAfterSeconds } = denialStatus(step.decision);
+  const reason = step.decision.reason ?? 'DENIED';
+  return new ProxyRefusal(status, reason, denialMessage(what, step.decision), step.id, retryAfterSeconds);
 }
 
 /** The answer to a call that failed before forwarding: status, headers and body. */
@@ -51,6 +55,7 @@ export function refusalAnswer(
   if (error instanceof ProxyRefusal) {
     [status, code, message] = [error.statusCode, error.code, error.message];
     if (error.stepId) headers['x-runguard-step-id'] = error.stepId;
+    if (error.retryAfterSeconds !== null) headers['retry-after'] = String(error.retryAfterSeconds);
   } else {
     const apiError = toApiError(error);
     if (apiError.statusCode >= 500 && apiError.code !== 'OVERLOADED') log.error({ err: error }, 'proxy request failed');
@@ -58,8 +63,9 @@ export function refusalAnswer(
     if (isClientAbort(error)) log.info({ code: error.code }, CLIENT_ABORT_MESSAGE);
     [status, code, message] = [apiError.statusCode, apiError.code, apiError.message];
   }
-  // A refusal by the guard does not get better by retrying; SDKs honour this header.
-  if (status < 500) headers['x-should-retry'] = 'false';
+  // A refusal by the guard does not get better by retrying; SDKs honour this header. A rate
+  // limit's 429 does, after its Retry-After.
+  if (status < 500 && status !== 429) headers['x-should-retry'] = 'false';
   const body = provider
     ? status === 403 && error instanceof ProxyRefusal
       ? provider.adapter.denialBody(code, message)
