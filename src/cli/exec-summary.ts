@@ -13,12 +13,16 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 export function execSummary(run: RunDetail, exitStatus: number, style: Style = plain): string {
   const denied = run.steps.filter((s) => s.status === 'BLOCKED');
-  const reasons = [...new Set(denied.map((s) => s.decision.reason ?? 'DENY'))];
+  // Each reason once, with the numbers of its last denial: `RUN_STEP_LIMIT_EXCEEDED: run step limit reached: 20 of 20 steps`.
+  const lastDenial = new Map(denied.map((s) => [s.decision.reason ?? 'DENY', s.decision.detail] as const));
+  const reasons = [...lastDenial].map(([reason, detail]) =>
+    detail ? `${reason}: ${explainDenial(reason, detail)}` : reason,
+  );
   const parts = [
     plural(run.steps.length, 'call'),
     plural(run.total_tokens, 'token'),
     usd(run.total_cost_usd),
-    ...(denied.length > 0 ? [style.bad(`${denied.length} denied (${reasons.join(', ')})`)] : []),
+    ...(denied.length > 0 ? [style.bad(`${denied.length} denied (${reasons.join('; ')})`)] : []),
   ];
   const status = statusWord(style, run.status === 'FAILED' ? `FAILED (exit ${exitStatus})` : run.status);
   return `runguard: run ${run.id} ${status} in ${duration(run.duration_ms)}: ${parts.join(', ')}\n`;

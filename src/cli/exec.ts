@@ -5,6 +5,7 @@
  * command's exit status, which becomes ours.
  */
 import type { DenialDetail } from '../contract/denial-detail.js';
+import type { RunLimitsRequest } from '../contract/runs.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -55,6 +56,8 @@ export interface ExecSettings {
   stderr: NodeJS.WritableStream;
   /** No summary line at the end (`--quiet`). */
   quiet?: boolean;
+  /** The run's own limits (`--max-steps`, `--max-cost`, `--max-identical-calls`): tighter than the workspace's only. */
+  limits?: RunLimitsRequest;
   /** Where the URL and the key came from: failures name them, as every command's do. */
   origin?: ConnectionOrigin;
 }
@@ -72,6 +75,33 @@ export function parseMetadata(pairs: readonly string[]): Record<string, string> 
     out[pair.slice(0, at)] = pair.slice(at + 1);
   }
   return out;
+}
+
+/**
+ * The run's limits from exec's flags: counts are positive integers, the cost a non-negative USD
+ * amount; a bad value is an error before anything starts.
+ */
+export function parseRunLimits(flags: {
+  maxSteps?: string;
+  maxCost?: string;
+  maxIdenticalCalls?: string;
+}): RunLimitsRequest {
+  const count = (flag: string, value: string) => {
+    if (!/^[1-9]\d{0,9}$/.test(value))
+      throw new ExecError(`${flag} wants a whole number of at least 1, got "${value}"`);
+    return Number(value);
+  };
+  const limits: RunLimitsRequest = {};
+  if (flags.maxSteps !== undefined) limits.max_steps = count('--max-steps', flags.maxSteps);
+  if (flags.maxIdenticalCalls !== undefined)
+    limits.max_identical_calls = count('--max-identical-calls', flags.maxIdenticalCalls);
+  if (flags.maxCost !== undefined) {
+    const usd = Number(flags.maxCost.replace(/^\$/, ''));
+    if (flags.maxCost.trim() === '' || !Number.isFinite(usd) || usd < 0)
+      throw new ExecError(`--max-cost wants an amount in USD (e.g. 0.50), got "${flags.maxCost}"`);
+    limits.max_cost_usd = usd;
+  }
+  return limits;
 }
 
 /** One API call, tried up to three times while the daemon is unreachable or failing (not once `interrupted`). */
@@ -171,7 +201,11 @@ async function guardedRun(
     settings,
     'POST',
     '/v1/runs',
-    { user_id: settings.userId, metadata: settings.metadata },
+    {
+      user_id: settings.userId,
+      metadata: settings.metadata,
+      ...(settings.limits && Object.keys(settings.limits).length > 0 && { limits: settings.limits }),
+    },
     interrupted,
     // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- rethrows the caught error as it is
   ).catch(async (error: unknown) => (await stopBefore(null)) ?? Promise.reject(error));

@@ -194,7 +194,7 @@ describe('runguard exec', () => {
     const result = await exec(['--user', 'exec-denied', '--', process.execPath, AGENT, '0']);
     expect(result.status).not.toBe(0);
     expect(result.stderr).toMatch(
-      /^runguard: run \S+ FAILED \(exit \d+\) in .*: 2 calls, .*, 1 denied \(USER_DAILY_BUDGET_EXCEEDED\)\n$/m,
+      /^runguard: run \S+ FAILED \(exit \d+\) in .*: 2 calls, .*, 1 denied \(USER_DAILY_BUDGET_EXCEEDED: user daily budget spent: \$[0-9.]+ of \$[0-9.]+; resets \S+\)\n$/m,
     );
   });
 

@@ -1,7 +1,7 @@
 /** `runguard exec --user <id> -- <command...>`: runs a command inside a guarded run. */
 import { Command, Option } from 'commander';
 import { resolveConnection, type ConnectionFlags } from '../connection.js';
-import { EXIT_BLOCKED, parseMetadata, runExec } from '../exec.js';
+import { EXIT_BLOCKED, parseMetadata, parseRunLimits, runExec } from '../exec.js';
 
 export function execCommand(): Command {
   return (
@@ -13,6 +13,15 @@ export function execCommand(): Command {
       )
       .requiredOption('--user <id>', 'the user the run is for')
       .option('--metadata <key=value...>', 'run metadata, repeatable')
+      .option('--max-steps <n>', "the run's step limit: its next step is denied RUN_STEP_LIMIT_EXCEEDED")
+      .option(
+        '--max-cost <usd>',
+        "the run's budget in USD: once its cost reaches it, steps are denied RUN_BUDGET_EXCEEDED",
+      )
+      .option(
+        '--max-identical-calls <n>',
+        'identical calls in a row the run may make: the next is denied REPEATED_CALL_LOOP',
+      )
       .option('-q, --quiet', 'print no summary line (run, status, calls, tokens, cost) to stderr at the end')
       .addOption(
         new Option('--url <url>', 'daemon URL (env RUNGUARD_URL; default the local daemon: http://127.0.0.1:<port>)'),
@@ -29,7 +38,14 @@ export function execCommand(): Command {
       .action(
         async (
           command: string[],
-          options: ConnectionFlags & { user: string; metadata?: string[]; quiet?: boolean },
+          options: ConnectionFlags & {
+            user: string;
+            metadata?: string[];
+            quiet?: boolean;
+            maxSteps?: string;
+            maxCost?: string;
+            maxIdenticalCalls?: string;
+          },
         ) => {
           const connection = resolveConnection(options, process.env);
           const status = await runExec({
@@ -38,6 +54,7 @@ export function execCommand(): Command {
             quiet: options.quiet === true,
             userId: options.user,
             metadata: parseMetadata(options.metadata ?? []),
+            limits: parseRunLimits(options),
             command,
             env: process.env,
             stderr: process.stderr,

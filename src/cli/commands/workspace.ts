@@ -13,6 +13,10 @@ interface Workspace {
   unpriced_models?: 'allow' | 'deny';
   budget_mode?: 'spend' | 'reserve';
   default_step_reservation_usd?: number;
+  run_max_steps?: number | null;
+  run_max_cost_usd?: number | null;
+  run_max_identical_calls?: number | null;
+  user_steps_per_minute?: number | null;
 }
 
 /**
@@ -32,6 +36,13 @@ export function parseUsd(text: string, what: string): number | typeof UNLIMITED 
   return value;
 }
 
+/** `none` is off; otherwise a whole number of at least 1 (the runaway limits). */
+function parsePositive(text: string): number | typeof UNLIMITED {
+  if (/^(none|unlimited|off)$/i.test(text)) return UNLIMITED;
+  if (!/^[1-9]\d*$/.test(text)) throw new InvalidArgumentError("must be a whole number of at least 1, or 'none'.");
+  return Number(text);
+}
+
 function parseLimit(text: string): number | typeof UNLIMITED {
   if (/^(none|unlimited)$/i.test(text)) return UNLIMITED;
   if (!/^\d+$/.test(text)) throw new InvalidArgumentError("must be a whole number, or 'none'.");
@@ -48,6 +59,15 @@ const show = (w: Workspace) => [
   ...(w.default_step_reservation_usd !== undefined
     ? [['default step reservation', usd(w.default_step_reservation_usd)]]
     : []),
+  // Runaway agents (docs/limits.md): off unless set.
+  ...(w.run_max_steps !== undefined ? [['steps per run', w.run_max_steps ?? 'off']] : []),
+  ...(w.run_max_cost_usd !== undefined
+    ? [['cost per run', w.run_max_cost_usd === null ? 'off' : usd(w.run_max_cost_usd)]]
+    : []),
+  ...(w.run_max_identical_calls !== undefined
+    ? [['identical calls in a row', w.run_max_identical_calls ?? 'off']]
+    : []),
+  ...(w.user_steps_per_minute !== undefined ? [['steps per user per minute', w.user_steps_per_minute ?? 'off']] : []),
 ];
 
 /** The ceilings of each plan, as the daemon enforces them (src/store/workspaces.ts). */
@@ -74,6 +94,7 @@ function warnIfDenyingAll(out: Output, changes: Record<string, unknown>): void {
       'a per-user daily budget of $0.00 denies every run and call of users without a budget of their own',
     monthly_run_limit: 'a monthly run limit of 0 denies every run start (MONTHLY_RUN_LIMIT_EXCEEDED)',
     max_concurrent_runs: 'a concurrent run limit of 0 denies every run start (MAX_CONCURRENT_RUNS_EXCEEDED)',
+    run_max_cost_usd: 'a run budget of $0.00 denies every step of every new run (RUN_BUDGET_EXCEEDED)',
   };
   for (const [key, value] of Object.entries(changes)) if (value === 0 && zero[key]) out.warn(`${zero[key]}.`);
 }
@@ -146,14 +167,35 @@ export function budgetCommand(): Command {
 export function limitsCommand(): Command {
   return setter(
     'limits',
-    "set the monthly run limit and the concurrent run limit, within the plan's ceiling ('none' = unlimited: enterprise plan only)",
+    "set the monthly run limit and the concurrent run limit, within the plan's ceiling ('none' = unlimited: enterprise plan only), " +
+      "and the runaway limits: defaults of every new run's limits and a user's steps per minute ('none' = off)",
     [
       new Option('--monthly-runs <n>', 'allowed run starts per UTC month').argParser(parseLimit),
       new Option('--concurrent-runs <n>', 'RUNNING runs at once').argParser(parseLimit),
+      new Option(
+        '--run-max-steps <n>',
+        "steps a run may be allowed (RUN_STEP_LIMIT_EXCEEDED); a run's own may be lower",
+      ).argParser(parsePositive),
+      new Option(
+        '--run-max-cost <usd>',
+        "USD a run may cost (RUN_BUDGET_EXCEEDED); a run's own may be lower",
+      ).argParser((v) => parseUsd(v, '--run-max-cost')),
+      new Option(
+        '--run-max-identical-calls <n>',
+        'identical calls in a row a run may make (REPEATED_CALL_LOOP)',
+      ).argParser(parsePositive),
+      new Option(
+        '--user-steps-per-minute <n>',
+        'steps a user may create per minute, across its runs (USER_RATE_LIMITED)',
+      ).argParser(parsePositive),
     ],
     (o) => ({
       ...(o.monthlyRuns !== undefined && { monthly_run_limit: orNull(o.monthlyRuns) }),
       ...(o.concurrentRuns !== undefined && { max_concurrent_runs: orNull(o.concurrentRuns) }),
+      ...(o.runMaxSteps !== undefined && { run_max_steps: orNull(o.runMaxSteps) }),
+      ...(o.runMaxCost !== undefined && { run_max_cost_usd: orNull(o.runMaxCost) }),
+      ...(o.runMaxIdenticalCalls !== undefined && { run_max_identical_calls: orNull(o.runMaxIdenticalCalls) }),
+      ...(o.userStepsPerMinute !== undefined && { user_steps_per_minute: orNull(o.userStepsPerMinute) }),
     }),
   );
 }
