@@ -10,6 +10,7 @@ import type {
   RunCreated,
   RunCreateParams,
   RunEnded,
+  RunLimitOptions,
   RunOptions,
   StepFn,
   ToolCallOptions,
@@ -71,6 +72,7 @@ export class GuardClient {
     const metadata = options?.metadata ?? null;
     const body: RunCreateParams = { user_id: userId };
     if (options?.metadata !== undefined) body.metadata = options.metadata;
+    if (options?.limits !== undefined) body.limits = runLimitsBody(options.limits);
     const created = await this.#http.request<RunCreated>({ method: 'POST', path: '/v1/runs/', body });
     if (created.status === 'BLOCKED' || created.decision?.outcome === 'DENY') {
       throw new GuardBlockedError(
@@ -80,7 +82,13 @@ export class GuardClient {
       );
     }
 
-    const run = new RunHandle(this.#http, { id: created.id, userId, metadata, decision: created.decision });
+    const run = new RunHandle(this.#http, {
+      id: created.id,
+      userId,
+      metadata,
+      decision: created.decision,
+      limits: created.limits ?? null,
+    });
     let result: T;
     try {
       result = await this.#currentRun.run(run, fn, run);
@@ -148,4 +156,13 @@ export class GuardClient {
       body: { status },
     });
   }
+}
+
+/** The SDK's camelCase limits as the wire's; only those given are sent. */
+function runLimitsBody(limits: RunLimitOptions): NonNullable<RunCreateParams['limits']> {
+  const body: NonNullable<RunCreateParams['limits']> = {};
+  if (limits.maxSteps !== undefined) body.max_steps = limits.maxSteps;
+  if (limits.maxCostUsd !== undefined) body.max_cost_usd = limits.maxCostUsd;
+  if (limits.maxIdenticalCalls !== undefined) body.max_identical_calls = limits.maxIdenticalCalls;
+  return body;
 }

@@ -6,6 +6,7 @@ import type { HttpClient } from './http.js';
 import type {
   Decision,
   JsonObject,
+  RunLimits,
   ModelCallOptions,
   StepCreated,
   StepCreateParams,
@@ -24,6 +25,7 @@ export interface RunHandleInit {
   userId: string;
   metadata: JsonObject | null;
   decision: Decision;
+  limits?: RunLimits | null;
 }
 
 /** The largest sequence the API takes (a Postgres integer). */
@@ -48,6 +50,8 @@ export class RunHandle {
   readonly metadata: JsonObject | null;
   /** The guardrail decision that allowed the run. */
   readonly decision: Decision;
+  /** The limits that apply to the run (its own and the workspace's, the tighter); null: none. */
+  readonly limits: RunLimits | null;
 
   readonly #http: HttpClient;
   #nextSequence = 1;
@@ -62,6 +66,7 @@ export class RunHandle {
     this.userId = init.userId;
     this.metadata = init.metadata;
     this.decision = init.decision;
+    this.limits = init.limits ?? null;
   }
 
   /** True once the run was ended; later steps are refused. */

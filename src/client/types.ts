@@ -153,7 +153,26 @@ export interface ClientOptions {
 export interface RunOptions {
   /** Arbitrary caller data stored with the run. */
   metadata?: JsonObject | null;
+  /**
+   * The run's own limits (docs/limits.md): each may tighten the workspace's default, never loosen
+   * it (a looser one is clamped to the default). A step past one is denied, and `modelCall` or
+   * `toolCall` throws `GuardBlockedError` with the reason and its numbers.
+   */
+  limits?: RunLimitOptions;
 }
+
+/** A run's own limits; absent or null: the workspace's default applies. */
+export interface RunLimitOptions {
+  /** Steps the run may be allowed (RUN_STEP_LIMIT_EXCEEDED); denied steps do not count. */
+  maxSteps?: number | null;
+  /** USD the run may cost (RUN_BUDGET_EXCEEDED once its recorded cost reaches it). */
+  maxCostUsd?: number | null;
+  /** Identical calls in a row the run may make (REPEATED_CALL_LOOP). */
+  maxIdenticalCalls?: number | null;
+}
+
+/** The limits that apply to a run, as its start answered them (null: none). */
+export type RunLimits = Wire.RunLimits;
 
 /** Options of a model call step. */
 export interface ModelCallOptions<T = unknown> {
