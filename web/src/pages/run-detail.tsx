@@ -48,6 +48,16 @@ function StepItem({ step }: { step: Step }) {
   );
 }
 
+/** The limits that applied to a run, in words: `20 steps, $0.50, 3 identical calls in a row`; `none`. */
+function runLimits(limits: RunDetail['limits']): string {
+  const parts = [
+    limits.max_steps !== null ? `${int(limits.max_steps)} steps` : null,
+    limits.max_cost_usd !== null ? usd(limits.max_cost_usd) : null,
+    limits.max_identical_calls !== null ? `${int(limits.max_identical_calls)} identical calls in a row` : null,
+  ].filter((part) => part !== null);
+  return parts.length > 0 ? parts.join(', ') : 'none';
+}
+
 export function RunDetailPage({ id }: { id: string }) {
   // Live: steps of a running run appear as they are made.
   const run = useLoad(() => api<RunDetail>('GET', `/v1/runs/${encodeURIComponent(id)}`), [id], 2000);
@@ -98,6 +108,13 @@ export function RunDetailPage({ id }: { id: string }) {
               <dt>Cost</dt>
               <dd>{usd(r.total_cost_usd)}</dd>
             </div>
+            {/* Fixed at the run's start; an older daemon's answer has none. */}
+            {r.limits && (
+              <div>
+                <dt>Limits</dt>
+                <dd>{runLimits(r.limits)}</dd>
+              </div>
+            )}
           </dl>
           <div class="grid2">
             <Card title="Run start decision">
