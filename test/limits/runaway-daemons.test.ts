@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemonProcess, PACKAGE_ROOT, type DaemonProcess } from '../support/daemon-process.js';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
 import { caller, type Caller } from '../support/harness.js';
+import { runCli } from '../support/daemon.js';
 import { postgresDb } from '../../src/store/db.js';
 import { createApiKey, createWorkspace } from '../../src/store/workspaces.js';
 
@@ -104,6 +105,52 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)('two daemons on %s', 
     // Another user's window is their own.
     const calm = await viaB.request('POST', `/v1/runs/${other.id}/steps`, { type: 'MODEL_CALL', sequence: 1 });
     expect(calm.body.status).toBe('ALLOWED');
+  });
+
+  it('when runguard limits set is given the runaway limits, then the workspace holds them, and none turns one off', async () => {
+    const { api } = await newWorkspaceVia(daemonA);
+    const env = { RUNGUARD_URL: daemonB.url, RUNGUARD_API_KEY: api.apiKey };
+    const set = await runCli(
+      [
+        'limits',
+        'set',
+        '--run-max-steps',
+        '40',
+        '--run-max-cost',
+        '1.25',
+        '--run-max-identical-calls',
+        '3',
+        '--user-steps-per-minute',
+        '90',
+        '--json',
+      ],
+      env,
+    );
+    expect(set.stderr).toBe('');
+    expect(JSON.parse(set.stdout)).toMatchObject({
+      run_max_steps: 40,
+      run_max_cost_usd: 1.25,
+      run_max_identical_calls: 3,
+      user_steps_per_minute: 90,
+    });
+    const off = await runCli(['limits', 'set', '--run-max-steps', 'none', '--user-steps-per-minute', 'none'], env);
+    expect(off.code).toBe(0);
+    expect(off.stdout).toMatch(/steps per run\s+off/);
+    expect(off.stdout).toMatch(/cost per run\s+\$1\.25/);
+    expect((await api.request('GET', '/v1/workspace')).body).toMatchObject({
+      run_max_steps: null,
+      user_steps_per_minute: null,
+      run_max_identical_calls: 3,
+    });
+    const bad = await runCli(['limits', 'set', '--run-max-steps', '0'], env);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("must be a whole number of at least 1, or 'none'.");
+  });
+
+  it('when exec is given a bad limit, then it says so and starts nothing', async () => {
+    const result = await execCommand(daemonA, ['--user', 'x', '--max-cost', 'lots', '--', process.execPath, '-e', '']);
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toContain('--max-cost wants an amount in USD (e.g. 0.50), got "lots"');
   });
 
   it('when exec --max-steps 20 wraps an agent stuck in a loop, then it stops at the 20th call saying why, and the run shows it', async () => {
