@@ -276,6 +276,11 @@ export class GuardService {
   private readonly sequences: SequenceAllocator;
   /** Reserve mode's checks of one workspace, one at a time in this daemon. */
   private readonly reservationQueue = new WorkspaceQueue();
+  /**
+   * Results this daemon is writing, by run: a check of the run's budget waits for them, so a
+   * proxied call's cost (its answer already released) counts in the run's next call.
+   */
+  private readonly resultsInFlight = new Map<string, Set<Promise<unknown>>>();
   private readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
   private readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
   private readonly lingeringResults: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
@@ -593,6 +598,8 @@ export class GuardService {
       reserving || runaway
         ? null
         : decide(spend, readsReservations(state) ? await this.reserved(this.db, scope) : NO_RESERVATIONS);
+    // The run's budget reads its recorded cost: results of this run still on their way count.
+    if (run.limits?.maxCostMicros != null) await this.resultsWritten(runId);
     const insert = async (sequence: number): Promise<runs.NewStep> => {
       if (runaway)
         return this.inReservationQueue(reserving, workspaceId, () =>
@@ -734,7 +741,7 @@ export class GuardService {
     const now = this.clock.now();
     const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
     const release = this.holdSpend(finish);
-    return this.replayOnConflict(idempotency, async () => {
+    const written = this.replayOnConflict(idempotency, async () => {
       // A remembered answer commits with the result, in a transaction of its own; any other
       // result shares its statement and commit with the results written at the same moment.
       const finished = idempotency
@@ -746,6 +753,7 @@ export class GuardService {
         : await this.stepFinishes.submit(finish);
       return this.afterFinish(finish, finished);
     }).finally(release);
+    return this.inFlight(runId, written);
   }
 
   /**
@@ -761,11 +769,30 @@ export class GuardService {
     const now = this.clock.now();
     const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
     const release = this.holdSpend(finish);
-    try {
-      return await this.afterFinish(finish, await this.lingeringResults.submit(finish));
-    } finally {
-      release();
-    }
+    const written = this.lingeringResults
+      .submit(finish)
+      .then((finished) => this.afterFinish(finish, finished))
+      .finally(release);
+    return this.inFlight(runId, written);
+  }
+
+  /** Keeps `result` among the run's results in flight until it settles. */
+  private inFlight<T>(runId: string, result: Promise<T>): Promise<T> {
+    let results = this.resultsInFlight.get(runId);
+    if (!results) this.resultsInFlight.set(runId, (results = new Set()));
+    results.add(result);
+    const forget = () => {
+      results.delete(result);
+      if (results.size === 0 && this.resultsInFlight.get(runId) === results) this.resultsInFlight.delete(runId);
+    };
+    result.then(forget, forget);
+    return result;
+  }
+
+  /** Resolves once the run's results this daemon is writing now are written (or failed). */
+  private async resultsWritten(runId: string): Promise<void> {
+    const results = this.resultsInFlight.get(runId);
+    if (results) await Promise.allSettled([...results]);
   }
 
   /** Unpriced spend is invisible to budgets: say so (a metric per call, a warning per model and workspace). */

@@ -7,7 +7,13 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
+import {
+  completionTokensFor,
+  DEFAULT_REPLY,
+  promptTokensFor,
+  startFakeUpstream,
+  type FakeUpstream,
+} from '../support/fake-upstream.js';
 import { BACKENDS, startTestApi, type Caller, type TestApi } from '../support/harness.js';
 
 const chat = (content: string) => ({ model: 'gpt-4o-mini', messages: [{ role: 'user' as const, content }] });
@@ -113,5 +119,50 @@ describe.each(BACKENDS)('runaway denials through the proxy on %s', (backend) => 
     const error = await openai.chat.completions.create(chat('bbbb')).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect((error as InstanceType<typeof OpenAI.PermissionDeniedError>).code).toBe('REPEATED_CALL_LOOP');
+  });
+});
+
+describe.each(BACKENDS)('a run budget through the proxy on %s', (backend) => {
+  let upstream: FakeUpstream;
+  let api: TestApi;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    api = await startTestApi(backend, { proxy: { upstream: upstream.url } });
+    expect(
+      (
+        await api.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
+          input_cost_per_token: 0.00001,
+          output_cost_per_token: 0.00004,
+        })
+      ).status,
+    ).toBe(200);
+  });
+  afterAll(async () => {
+    await api?.close();
+    await upstream?.close();
+  });
+
+  it("when a call's answer is back, then the run's next call counts its cost (read-your-writes), however fast it follows", async () => {
+    const body = chat('What does this cost?');
+    const callMicros = promptTokensFor(body) * 10 + completionTokensFor(DEFAULT_REPLY) * 40;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const run = (
+        await api.request('POST', '/v1/runs', { user_id: 'thrifty', limits: { max_cost_usd: callMicros / 1e6 } })
+      ).body;
+      const call = () =>
+        fetch(`${api.url}/proxy/runs/${run.id}/openai/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: 'Bearer sk', 'x-runguard-key': api.apiKey },
+          body: JSON.stringify(body),
+        });
+      const first = await call();
+      await first.text();
+      expect(first.status).toBe(200);
+      // At once: the first call's result may still be on its way to the records.
+      const second = await call();
+      expect(second.status).toBe(403);
+      expect(((await second.json()) as { error: { code: string } }).error.code).toBe('RUN_BUDGET_EXCEEDED');
+    }
   });
 });
