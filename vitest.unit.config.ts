@@ -33,6 +33,7 @@ export default defineConfig({
       'test/proxy/usage-tracker.test.ts',
       'test/service/passwords.test.ts',
       'test/service/workspace-queue.test.ts',
+      'test/service/run-limits.test.ts',
       'test/store/group-commit.test.ts',
       'test/store/time-ordered-id.test.ts',
     ],

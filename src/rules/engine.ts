@@ -161,41 +161,45 @@ const RULES_AT: Record<Boundary, readonly Rule[]> = {
     {
       key: 'run_step_limit',
       reason: 'RUN_STEP_LIMIT_EXCEEDED',
-      configured: (s) => s.runSteps !== undefined,
-      denies: (s) => s.runSteps!.allowed >= s.runSteps!.limit,
-      explain: (s) => ({ steps: s.runSteps!.allowed, limit: s.runSteps!.limit }),
+      configured: (snapshot) => snapshot.runSteps !== undefined,
+      denies: (snapshot) => snapshot.runSteps!.allowed >= snapshot.runSteps!.limit,
+      explain: (snapshot) => ({ steps: snapshot.runSteps!.allowed, limit: snapshot.runSteps!.limit }),
     },
     {
       key: 'run_budget',
       reason: 'RUN_BUDGET_EXCEEDED',
-      configured: (s) => s.runCost !== undefined,
+      configured: (snapshot) => snapshot.runCost !== undefined,
       // As the daily budgets: a cost at or over the limit denies, so a limit of 0 denies every step.
-      denies: (s) => s.runCost!.costMicros + s.runCost!.reservedMicros >= s.runCost!.limitMicros,
-      explain: (s) => ({
-        run_cost_usd: usd(s.runCost!.costMicros),
-        reserved_usd: usd(s.runCost!.reservedMicros),
-        limit_usd: usd(s.runCost!.limitMicros),
+      denies: (snapshot) =>
+        snapshot.runCost!.costMicros + snapshot.runCost!.reservedMicros >= snapshot.runCost!.limitMicros,
+      explain: (snapshot) => ({
+        run_cost_usd: usd(snapshot.runCost!.costMicros),
+        reserved_usd: usd(snapshot.runCost!.reservedMicros),
+        limit_usd: usd(snapshot.runCost!.limitMicros),
       }),
     },
     {
       key: 'repeated_calls',
       reason: 'REPEATED_CALL_LOOP',
-      configured: (s) => s.repeatedCalls !== undefined,
+      configured: (snapshot) => snapshot.repeatedCalls !== undefined,
       // max_identical_calls in a row are allowed; the next identical one is the loop.
-      denies: (s) => s.repeatedCalls!.identicalCalls >= s.repeatedCalls!.limit,
-      explain: (s) => ({ identical_calls: s.repeatedCalls!.identicalCalls, limit: s.repeatedCalls!.limit }),
+      denies: (snapshot) => snapshot.repeatedCalls!.identicalCalls >= snapshot.repeatedCalls!.limit,
+      explain: (snapshot) => ({
+        identical_calls: snapshot.repeatedCalls!.identicalCalls,
+        limit: snapshot.repeatedCalls!.limit,
+      }),
     },
     {
       key: 'user_rate',
       reason: 'USER_RATE_LIMITED',
-      configured: (s) => s.userRate !== undefined,
-      denies: (s) => s.userRate!.stepsInWindow >= s.userRate!.limit,
-      explain: (s) => ({
-        steps_in_window: s.userRate!.stepsInWindow,
-        limit: s.userRate!.limit,
-        window_s: s.userRate!.windowSeconds,
-        retry_after_s: s.userRate!.retryAfterSeconds,
-        retry_at: s.userRate!.retryAt,
+      configured: (snapshot) => snapshot.userRate !== undefined,
+      denies: (snapshot) => snapshot.userRate!.stepsInWindow >= snapshot.userRate!.limit,
+      explain: (snapshot) => ({
+        steps_in_window: snapshot.userRate!.stepsInWindow,
+        limit: snapshot.userRate!.limit,
+        window_s: snapshot.userRate!.windowSeconds,
+        retry_after_s: snapshot.userRate!.retryAfterSeconds,
+        retry_at: snapshot.userRate!.retryAt,
       }),
     },
   ],

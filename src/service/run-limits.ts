@@ -11,8 +11,8 @@ import { STEP_RATE_WINDOW_MS, type StepSlot } from '../store/step-rate.js';
 import type { RunLimitValues, WorkspaceRow } from '../store/workspaces.js';
 
 /** The tighter of two limits, where null is none. */
-const tighter = (a: number | null, b: number | null): number | null =>
-  a === null ? b : b === null ? a : Math.min(a, b);
+const tighter = (first: number | null, second: number | null): number | null =>
+  first === null ? second : second === null ? first : Math.min(first, second);
 
 /**
  * A run's limits: each the tighter of the workspace's default and the run's own. A run may

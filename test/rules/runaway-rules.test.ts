@@ -108,7 +108,7 @@ describe('runaway rules', () => {
       words: 'user step rate limit reached: 60 of 60 steps in 60 s; retry after 12 s (2026-11-26T20:00:12Z)',
     },
   ])('when $name, then it denies with its numbers', ({ snapshot, reason, detail, words }) => {
-    const decision = evaluate('step', { ...limited, ...snapshot } as GuardSnapshot);
+    const decision = evaluate('step', { ...limited, ...snapshot });
     expect(decision).toMatchObject({ outcome: 'DENY', reason, detail });
     expect(Object.values(decision.evaluated_rules).at(-1)).toBe('DENY');
     expect(explainDenial(reason, decision.detail)).toBe(words);
