@@ -88,10 +88,17 @@ def test_an_error_body_that_is_not_the_contracts_falls_back_to_the_text() -> Non
 
 
 def test_a_deny_code_the_client_does_not_know_still_makes_a_sentence() -> None:
-    blocked = GuardBlockedError("Tool call \"x\" (step 3) in run r", {"outcome": "DENY", "reason": "RUN_BUDGET_EXCEEDED", "detail": {"budget_usd": 1}},
+    blocked = GuardBlockedError("Tool call \"x\" (step 3) in run r", {"outcome": "DENY", "reason": "SOME_FUTURE_RULE", "detail": {"budget_usd": 1}},
                                 user_id="u", run_id="r", step_id="s")
-    assert blocked.reason == 'Tool call "x" (step 3) in run r was blocked: a guardrail denied it (RUN_BUDGET_EXCEEDED).'
+    assert blocked.reason == 'Tool call "x" (step 3) in run r was blocked: a guardrail denied it (SOME_FUTURE_RULE).'
     assert blocked.detail == {"budget_usd": 1}
+
+
+def test_the_runaway_rules_have_their_sentences() -> None:
+    blocked = GuardBlockedError("Tool call \"x\" (step 3) in run r", {"outcome": "DENY", "reason": "RUN_STEP_LIMIT_EXCEEDED", "detail": {"steps": 20, "limit": 20}},
+                                user_id="u", run_id="r", step_id="s")
+    assert blocked.reason == 'Tool call "x" (step 3) in run r was blocked: the run\'s step limit is reached (RUN_STEP_LIMIT_EXCEEDED).'
+    assert blocked.detail == {"steps": 20, "limit": 20}
 
 
 def test_api_key_format() -> None:
