@@ -48,7 +48,13 @@ export interface GuardSnapshot {
    * The run's `max_cost_usd` and its recorded cost; `reservedMicros` (reserve mode, issue "Budgets
    * that hold") its outstanding reservations, 0 otherwise. Absent: no limit.
    */
-  runCost?: { costMicros: number; reservedMicros: number; limitMicros: number };
+  runCost?: {
+    costMicros: number;
+    reservedMicros: number;
+    limitMicros: number;
+    /** Reserve mode only: this step's estimate, which may not take the run past its limit. */
+    estimateMicros?: number;
+  };
   /**
    * The run's `max_identical_calls` and how many of its allowed steps in a row, just before this
    * one, were this same call (type, model or tool, input). Absent: no limit.
@@ -170,8 +176,14 @@ const RULES_AT: Record<Boundary, readonly Rule[]> = {
       reason: 'RUN_BUDGET_EXCEEDED',
       configured: (snapshot) => snapshot.runCost !== undefined,
       // As the daily budgets: a cost at or over the limit denies, so a limit of 0 denies every step.
-      denies: (snapshot) =>
-        snapshot.runCost!.costMicros + snapshot.runCost!.reservedMicros >= snapshot.runCost!.limitMicros,
+      // Reserve mode also counts the run's reservations, and denies a step whose estimate would pass it.
+      denies: ({ runCost }) => {
+        const committed = runCost!.costMicros + runCost!.reservedMicros;
+        const estimate = runCost!.estimateMicros;
+        return (
+          committed >= runCost!.limitMicros || (estimate !== undefined && committed + estimate > runCost!.limitMicros)
+        );
+      },
       explain: (snapshot) => ({
         run_cost_usd: usd(snapshot.runCost!.costMicros),
         reserved_usd: usd(snapshot.runCost!.reservedMicros),

@@ -125,7 +125,16 @@ interface GuardedStep {
   decide(counted: DailySpend, reserved: Reserved, runaway: Partial<GuardSnapshot>): Decision;
   /** The step as written with `decision` and `sequence`. */
   step(decision: Decision, sequence: number): runs.NewStep;
+  /** Reserve mode: the run budget counts reservations and this estimate; null in spend mode. */
+  reserve: { estimateMicros: number | null } | null;
 }
+
+/**
+ * Rule 9's reserve-mode input for a step with `estimate` (budget_mode "reserve"): the run's budget
+ * counts its steps in flight and this step's estimate as well. Null in spend mode.
+ */
+const runReserve = (workspace: WorkspaceRow, estimate: number | null) =>
+  workspace.budget_mode === 'reserve' ? { estimateMicros: estimate } : null;
 
 /** Whether a step takes the runaway rules' transaction: a run with limits, or a user rate. */
 const guarded = (workspace: WorkspaceRow, limits: RunLimitValues | null) =>
@@ -404,7 +413,7 @@ export class GuardService {
           ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
           ...reserveTerms(state, reserved, estimate),
           modelPriced,
-          ...(limits && runRuleInputs(limits, FRESH_RUN, 0)),
+          ...(limits && runRuleInputs(limits, FRESH_RUN, 0, runReserve(state.workspace, estimate))),
         };
         let stepDecision = evaluate('step', stepSnapshot);
         const stepId = timeOrderedId(now.getTime());
@@ -618,6 +627,7 @@ export class GuardService {
               spend,
               decide,
               step,
+              reserve: runReserve(state.workspace, estimate),
             },
             sequence,
             idempotency,
@@ -688,7 +698,8 @@ export class GuardService {
         slot.taken = null;
         // The run's lock first, then the workspace's reservation lock: a run with limits takes
         // both in this order everywhere, and a step that takes only the latter locks no such run.
-        const usage = limits ? await runs.lockRunUsage(tx, workspaceId, runId) : null;
+        const reservations = check.reserve !== null && limits?.maxCostMicros != null;
+        const usage = limits ? await runs.lockRunUsage(tx, workspaceId, runId, { reservations }) : null;
         if (limits && !usage) throw new ApiError('RUN_NOT_FOUND');
         if (usage && usage.status !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
         let counted = check.spend;
@@ -701,7 +712,8 @@ export class GuardService {
         } else if (check.readsReservations) reserved = await this.reserved(tx, scope);
         const hash = loopHash(limits, check.input);
         const identicalCalls = usage && hash !== null && usage.lastCallHash === hash ? usage.identicalCalls : 0;
-        const runaway: Partial<GuardSnapshot> = limits && usage ? runRuleInputs(limits, usage, identicalCalls) : {};
+        const runaway: Partial<GuardSnapshot> =
+          limits && usage ? runRuleInputs(limits, usage, identicalCalls, check.reserve) : {};
         let decision = check.decide(counted, reserved, runaway);
         if (decision.outcome === 'ALLOW' && rate !== null) {
           slot.taken = await this.counters.takeStepSlot(tx, scope, {

@@ -53,19 +53,29 @@ export const FRESH_RUN: RunUsage = {
   lastCallHash: null,
   identicalCalls: 0,
   costMicros: 0,
+  reservedMicros: 0,
 };
 
-/** Rules 8 to 10's inputs for a run with `limits` and `usage`, where `identicalCalls` were this call. */
+/**
+ * Rules 8 to 10's inputs for a run with `limits` and `usage`, where `identicalCalls` were this call.
+ * `reserve`: the workspace's budget mode is "reserve": the run's reservations and this step's
+ * estimate count against its budget (usage read with its reservations).
+ */
 export function runRuleInputs(
   limits: RunLimitValues,
   usage: RunUsage,
   identicalCalls: number,
+  reserve: { estimateMicros: number | null } | null = null,
 ): Pick<GuardSnapshot, 'runSteps' | 'runCost' | 'repeatedCalls'> {
   return {
     ...(limits.maxSteps !== null && { runSteps: { allowed: usage.allowedSteps, limit: limits.maxSteps } }),
     ...(limits.maxCostMicros !== null && {
-      // Spend mode: the recorded cost. Reserve mode adds the run's outstanding reservations here.
-      runCost: { costMicros: usage.costMicros, reservedMicros: 0, limitMicros: limits.maxCostMicros },
+      runCost: {
+        costMicros: usage.costMicros,
+        reservedMicros: reserve ? usage.reservedMicros : 0,
+        limitMicros: limits.maxCostMicros,
+        ...(reserve && { estimateMicros: reserve.estimateMicros ?? 0 }),
+      },
     }),
     ...(limits.maxIdenticalCalls !== null && {
       repeatedCalls: { identicalCalls, limit: limits.maxIdenticalCalls },

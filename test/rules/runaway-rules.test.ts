@@ -114,6 +114,20 @@ describe('runaway rules', () => {
     expect(explainDenial(reason, decision.detail)).toBe(words);
   });
 
+  it.each([
+    ['spend and reservations leave room for the estimate', 600_000, 300_000, 100_000, 'ALLOW'],
+    ['the estimate would take the run past its limit', 600_000, 300_000, 100_001, 'DENY'],
+    ['spend and reservations reach it before any estimate', 700_000, 300_000, 0, 'DENY'],
+  ] as const)('when in reserve mode %s, then the run budget answers %s', (_name, cost, reserved, estimate, outcome) => {
+    const decision = evaluate('step', {
+      ...open,
+      runCost: { costMicros: cost, reservedMicros: reserved, limitMicros: 1_000_000, estimateMicros: estimate },
+    });
+    expect(decision.outcome).toBe(outcome);
+    if (outcome === 'DENY')
+      expect(decision.detail).toEqual({ run_cost_usd: cost / 1e6, reserved_usd: reserved / 1e6, limit_usd: 1 });
+  });
+
   it('when a run budget of 0 is set, then the first step is denied', () => {
     expect(evaluate('step', { ...open, runCost: { costMicros: 0, reservedMicros: 0, limitMicros: 0 } }).reason).toBe(
       'RUN_BUDGET_EXCEEDED',
