@@ -176,6 +176,37 @@ describe.each(BACKENDS)('runaway limits on %s', (backend) => {
     expect(denied.decision.detail).toEqual({ run_cost_usd: 0.002, reserved_usd: 0, limit_usd: 0.002 });
   });
 
+  it("when budgets reserve, then a run's steps in flight and this step's estimate count against its max_cost_usd", async () => {
+    // Reserve mode: an API step without max_cost_usd reserves the workspace's default ($0.05).
+    const ws = await workspace({ budget_mode: 'reserve' });
+    expect(
+      (
+        await ws.request('PUT', `/v1/model-pricing/${MODEL}`, {
+          input_cost_per_token: 0.00001,
+          output_cost_per_token: 0.00004,
+        })
+      ).status,
+    ).toBe(200);
+    const run = await start(ws, { limits: { max_cost_usd: 0.12 } });
+    const call = { type: 'MODEL_CALL', model: MODEL, tool_name: null };
+    const first = await step(ws, run.id, call);
+    expect(first.status).toBe('ALLOWED');
+    expect((await step(ws, run.id, call)).status).toBe('ALLOWED');
+    // $0.10 reserved + this step's $0.05 would pass $0.12.
+    const third = await step(ws, run.id, call);
+    expect(third.decision).toMatchObject({
+      reason: 'RUN_BUDGET_EXCEEDED',
+      detail: { run_cost_usd: 0, reserved_usd: 0.1, limit_usd: 0.12 },
+    });
+    // The first call's result replaces its reservation with its cost ($0.002): room again.
+    await ws.request('PATCH', `/v1/runs/${run.id}/steps/${first.id}`, {
+      status: 'COMPLETED',
+      prompt_tokens: 100,
+      completion_tokens: 25,
+    });
+    expect((await step(ws, run.id, call)).status).toBe('ALLOWED');
+  });
+
   it('when more than max_identical_calls consecutive calls are the same (keys in any order), then the loop is denied', async () => {
     const ws = await workspace({ run_max_identical_calls: 2 });
     const run = await start(ws);
