@@ -16,6 +16,8 @@
  *   --cpu-prof              profile the daemon (node --cpu-prof) into bench/profiles/
  *   --no-build              do not compile src/ first (the daemon runs from dist/)
  *   --daemon-root <dir>     run the daemon of another (built) checkout, for before/after runs
+ *   --baseline-root <dir>   also run the daemon of another (built) checkout, measured as one more
+ *                           system in the same proxy and SSE rounds: a before/after in one run
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -75,6 +77,7 @@ const { values: flags } = parseArgs({
     'cpu-prof': { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
     'daemon-root': { type: 'string' },
+    'baseline-root': { type: 'string' },
   },
 });
 
@@ -127,6 +130,7 @@ const providerName = (delayMs: number) => `bench-${delayMs}ms`;
 async function daemonWithDatabase(
   upstreams: Child[],
   profileDir?: string,
+  root = flags['daemon-root'],
 ): Promise<{ daemon: DaemonProcess; services: BenchServices }> {
   const services = await createServices();
   cleanups.push(() => services.drop());
@@ -145,7 +149,7 @@ async function daemonWithDatabase(
       ]),
     ),
     ...(profileDir ? { cpuProfDir: profileDir } : {}),
-    ...(flags['daemon-root'] ? { root: flags['daemon-root'] } : {}),
+    ...(root ? { root } : {}),
   });
   cleanups.push(() => daemon.stop());
   return { daemon, services };
@@ -170,6 +174,7 @@ async function main(): Promise<void> {
       rounds,
       cpuProf: flags['cpu-prof'],
       ...(flags['daemon-root'] ? { daemonRoot: flags['daemon-root'] } : {}),
+      ...(flags['baseline-root'] ? { baselineRoot: flags['baseline-root'] } : {}),
     },
     targets: [],
   };
@@ -221,6 +226,16 @@ async function main(): Promise<void> {
     if (!probe.available) log(`\n*** ${probe.note} ***\n`);
     const runId = (await startRuns(pool(daemon.url, 1), apiHeaders(daemon), 1, 'bench-proxy-run'))[0]!;
     const endpoints: Endpoints = { upstreams: perUpstream, portkey: portkey.url, daemon, runId };
+    if (flags['baseline-root'] && probe.available) {
+      // Its own database, as the daemon's: only the build differs.
+      const baseline = await daemonWithDatabase(upstreams, undefined, flags['baseline-root']);
+      await setPricing(baseline.daemon);
+      const baselineRun = (
+        await startRuns(pool(baseline.daemon.url, 1), apiHeaders(baseline.daemon), 1, 'bench-proxy-run')
+      )[0]!;
+      endpoints.baseline = { daemon: baseline.daemon, runId: baselineRun };
+      log(`baseline daemon (${flags['baseline-root']}) pid ${baseline.daemon.pid} at ${baseline.daemon.url}`);
+    }
 
     await sleep(2_000);
     const atStartMb = await rssMb(daemon.pid);

@@ -247,6 +247,7 @@ export function markdown(r: BenchReport): string {
         ['I/O floor', p.ioFloor, p.ioFloorAdded],
         ['sidecar', p.sidecar, p.sidecarAdded],
         ['sidecar, a run per call', p.sidecarPerCallRun, p.sidecarPerCallRunAdded],
+        ['sidecar, baseline build', p.sidecarBaseline, p.sidecarBaselineAdded],
         ['Portkey', p.portkey, p.portkeyAdded],
       ];
       for (const [name, cell, add] of systems) {
@@ -275,6 +276,7 @@ export function markdown(r: BenchReport): string {
         ['floor (Fastify)', s.floor, s.floorAdded],
         ['I/O floor', s.ioFloor, s.ioFloorAdded],
         ['sidecar', s.sidecar, s.sidecarAdded],
+        ['sidecar, baseline build', s.sidecarBaseline, s.sidecarBaselineAdded],
         ['Portkey', s.portkey, s.portkeyAdded],
       ];
       for (const [name, times, add] of systems) {

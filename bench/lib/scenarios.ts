@@ -43,6 +43,8 @@ export interface Endpoints {
   daemon: DaemonProcess;
   /** A RUNNING run for the run-scoped proxy URL. */
   runId: string;
+  /** Another build's daemon and its run (`--baseline-root`), measured as one more system. */
+  baseline?: { daemon: DaemonProcess; runId: string };
 }
 
 /** A proxy cell: an upstream delay and a connection count. */
@@ -116,7 +118,9 @@ function targets(
   e: Endpoints,
   delayMs: number,
   body: string,
-): Record<'direct' | 'floor' | 'httpFloor' | 'ioFloor' | 'sidecar' | 'sidecarPerCallRun' | 'portkey', Target> {
+): Record<'direct' | 'floor' | 'httpFloor' | 'ioFloor' | 'sidecar' | 'sidecarPerCallRun' | 'portkey', Target> & {
+  sidecarBaseline?: Target;
+} {
   const u = upstreamFor(e, delayMs);
   const chat = (origin: string, headers: Record<string, string> = PROVIDER_HEADERS): Target => ({
     url: `${origin}/v1/chat/completions`,
@@ -136,6 +140,7 @@ function targets(
       'x-portkey-provider': 'openai',
       'x-portkey-custom-host': `${u.upstream}/v1`,
     }),
+    ...(e.baseline ? { sidecarBaseline: chatTarget(e.baseline.daemon, e.baseline.runId, body, u.provider) } : {}),
   };
 }
 
@@ -166,6 +171,9 @@ export interface ProxyRow {
   portkey?: CellResult;
   sidecar?: CellResult;
   sidecarPerCallRun?: CellResult;
+  /** The `--baseline-root` build's sidecar, into a run. */
+  sidecarBaseline?: CellResult;
+  sidecarBaselineAdded?: Added;
   floorAdded: Added;
   httpFloorAdded?: Added;
   ioFloorAdded: Added;
@@ -197,6 +205,7 @@ export async function proxyScenario(
       ioFloor: pooledCell(t.ioFloor, c),
       portkey: pooledCell(t.portkey, c),
       ...(withSidecar ? { sidecar: pooledCell(t.sidecar, c), perCall: pooledCell(t.sidecarPerCallRun, c) } : {}),
+      ...(withSidecar && t.sidecarBaseline ? { baseline: pooledCell(t.sidecarBaseline, c) } : {}),
     };
     await alternate(Object.values(cells), rounds, durationS);
     const [direct, floor, httpFloor, ioFloor, portkey] = [
@@ -208,6 +217,7 @@ export async function proxyScenario(
     ];
     const sidecar = cells.sidecar?.result();
     const perCall = cells.perCall?.result();
+    const baseline = cells.baseline?.result();
     const row: ProxyRow = {
       upstreamDelayMs: delayMs,
       connections: c,
@@ -231,6 +241,7 @@ export async function proxyScenario(
             sidecarVsFloorRps: round(sidecar.rps / floor.rps, 3),
           }
         : {}),
+      ...(baseline ? { sidecarBaseline: baseline, sidecarBaselineAdded: added(baseline, direct) } : {}),
     };
     rows.push(row);
     const part = (name: string, cell: CellResult, add: Added) =>
@@ -248,6 +259,7 @@ export async function proxyScenario(
                 part('per-call run', perCall, row.sidecarPerCallRunAdded!),
               ]
             : []),
+          ...(baseline ? [part('baseline build', baseline, row.sidecarBaselineAdded!)] : []),
         ].join(' | ') +
         ([direct, floor, httpFloor, ioFloor, portkey, sidecar, perCall].some((x) => x && (x.errors || x.non2xx))
           ? ' (ERRORS: see JSON)'
@@ -272,6 +284,9 @@ export interface SseRow {
   ioFloor: StreamTimes;
   portkey?: StreamTimes;
   sidecar?: StreamTimes;
+  /** The `--baseline-root` build's sidecar. */
+  sidecarBaseline?: StreamTimes;
+  sidecarBaselineAdded?: StreamAdded;
   floorAdded: StreamAdded;
   httpFloorAdded?: StreamAdded;
   ioFloorAdded: StreamAdded;
@@ -307,6 +322,7 @@ export async function sseScenario(
     };
     let measured: Record<'direct' | 'floor' | 'httpFloor' | 'ioFloor' | 'portkey', StreamTimes>;
     let sidecar: StreamTimes | undefined;
+    let baseline: StreamTimes | undefined;
     try {
       const cells = {
         direct: streams(t.direct),
@@ -315,6 +331,7 @@ export async function sseScenario(
         ioFloor: streams(t.ioFloor),
         portkey: streams(t.portkey),
         ...(withSidecar ? { sidecar: streams(t.sidecar) } : {}),
+        ...(withSidecar && t.sidecarBaseline ? { baseline: streams(t.sidecarBaseline) } : {}),
       };
       await alternate(Object.values(cells), rounds, durationS);
       measured = {
@@ -325,6 +342,7 @@ export async function sseScenario(
         portkey: cells.portkey.result(),
       };
       sidecar = cells.sidecar?.result();
+      baseline = cells.baseline?.result();
     } finally {
       await Promise.all(dispatchers.map((d) => d.close()));
     }
@@ -342,6 +360,7 @@ export async function sseScenario(
       portkey,
       portkeyAdded: addedTimes(portkey, direct),
       ...(sidecar ? { sidecar, sidecarAdded: addedTimes(sidecar, direct) } : {}),
+      ...(baseline ? { sidecarBaseline: baseline, sidecarBaselineAdded: addedTimes(baseline, direct) } : {}),
     };
     rows.push(row);
     const part = (name: string, add: StreamAdded) => `${name} ttfb ${signed(add.ttfb.p50)}/${signed(add.ttfb.p99)} ms`;
@@ -358,6 +377,7 @@ export async function sseScenario(
                 `${part('sidecar', row.sidecarAdded!)}, ttlb ${signed(row.sidecarAdded!.ttlb.p50)}/${signed(row.sidecarAdded!.ttlb.p99)} ms`,
               ]
             : []),
+          ...(baseline ? [part('baseline build', row.sidecarBaselineAdded!)] : []),
         ].join(' | ') +
         (all.some((x) => x?.errors) ? ` (ERRORS: ${all.find((x) => x?.errors)?.firstError})` : ''),
     );
