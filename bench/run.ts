@@ -1,18 +1,23 @@
 /**
  * `npm run bench`: starts what it needs on this machine (a fresh Postgres database and Redis key
- * prefix, a fake OpenAI upstream, a bare pass-through proxy, the real daemon), drives load, and
- * writes bench/results/<date>.json and the tables in bench/README.md.
+ * prefix, fake OpenAI upstreams, bare pass-through proxies, Portkey's gateway, the real daemon),
+ * drives load, and writes bench/results/<date>.json and the tables in bench/README.md.
  *
  *   --duration <s>          seconds per measured cell (default 5, in --rounds pieces; each cell also warms up)
  *   --connections <list>    concurrent connections (default 1,16,64)
- *   --only <list>           any of api, proxy, sse, history (default: all four)
+ *   --only <list>           any of api, proxy, sse, history (default: all four); `targets` is
+ *                           proxy,sse on the cells the targets read (--cells 20@16,0@64)
  *   --soak <minutes>        add a soak: RSS sampled under steady load for that long
- *   --upstream-delay <ms>   the fake upstream's fixed delay before answering (default 10)
+ *   --upstream-delay <list> the fake upstreams' fixed delays before answering, in ms (default 0,20);
+ *                           proxy and SSE cells are measured at each delay and connection count
+ *   --cells <list>          instead: only these proxy and SSE cells, as <delay ms>@<connections>
  *   --history-runs <n>      runs seeded for the history check (default 50500: ~1,000,000 steps)
  *   --rounds <n>            alternating rounds: the pieces each cell is measured in, and the history check's (default 4)
  *   --cpu-prof              profile the daemon (node --cpu-prof) into bench/profiles/
  *   --no-build              do not compile src/ first (the daemon runs from dist/)
  *   --daemon-root <dir>     run the daemon of another (built) checkout, for before/after runs
+ *   --baseline-root <dir>   also run the daemon of another (built) checkout, measured as one more
+ *                           system in the same proxy and SSE rounds: a before/after in one run
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -25,6 +30,7 @@ import { loop, pool } from './lib/loops.js';
 import { runCell } from './lib/load.js';
 import {
   buildDaemon,
+  startPortkey,
   formatBreakdown,
   idleRssMb,
   memoryBreakdown,
@@ -47,11 +53,15 @@ import {
   startRuns,
   stepPairLoop,
   type Endpoints,
+  type ProxyCell,
+  type UpstreamEndpoints,
 } from './lib/scenarios.js';
 import { round } from './lib/stats.js';
 
 const SCENARIOS = ['api', 'proxy', 'sse', 'history'] as const;
 type Scenario = (typeof SCENARIOS)[number];
+/** The cells the issue's targets are read from: latency at 20 ms and 16 connections, throughput at 0 ms and 64. */
+const TARGET_CELLS = '20@16,0@64';
 
 const { values: flags } = parseArgs({
   options: {
@@ -59,13 +69,15 @@ const { values: flags } = parseArgs({
     connections: { type: 'string', default: '1,16,64' },
     only: { type: 'string', default: SCENARIOS.join(',') },
     soak: { type: 'string' },
-    'upstream-delay': { type: 'string', default: '10' },
+    'upstream-delay': { type: 'string', default: '0,20' },
+    cells: { type: 'string' },
     'history-runs': { type: 'string', default: '50500' },
     'history-users': { type: 'string', default: '500' },
     rounds: { type: 'string', default: '4' },
     'cpu-prof': { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
     'daemon-root': { type: 'string' },
+    'baseline-root': { type: 'string' },
   },
 });
 
@@ -76,10 +88,29 @@ const positive = (name: string, raw: string | undefined): number => {
 };
 const durationS = positive('duration', flags.duration);
 const connections = flags.connections.split(',').map((c) => Math.round(positive('connections', c)));
-const only = new Set(flags.only.split(',').map((s) => s.trim()) as Scenario[]);
-for (const s of only) if (!SCENARIOS.includes(s)) throw new Error(`--only takes ${SCENARIOS.join('|')} (got ${s})`);
+const onlyTargets = flags.only.trim() === 'targets';
+const only = new Set((onlyTargets ? 'proxy,sse' : flags.only).split(',').map((s) => s.trim()) as Scenario[]);
+for (const s of only)
+  if (!SCENARIOS.includes(s)) throw new Error(`--only takes ${SCENARIOS.join('|')} or targets (got ${s})`);
 const soakMinutes = flags.soak === undefined ? 0 : positive('soak', flags.soak);
-const upstreamDelayMs = Number(flags['upstream-delay']);
+const delay = (raw: string): number => {
+  const ms = Number(raw);
+  if (!Number.isInteger(ms) || ms < 0)
+    throw new Error(`an upstream delay must be whole milliseconds >= 0 (got ${raw})`);
+  return ms;
+};
+const cellsFlag = flags.cells ?? (onlyTargets ? TARGET_CELLS : undefined);
+const proxyCells: ProxyCell[] = cellsFlag
+  ? cellsFlag.split(',').map((cell) => {
+      const [delayMs, conns] = cell.trim().split('@');
+      if (conns === undefined) throw new Error(`--cells takes <delay ms>@<connections> (got ${cell})`);
+      return { delayMs: delay(delayMs!), connections: Math.round(positive('cells', conns)) };
+    })
+  : flags['upstream-delay']
+      .split(',')
+      .map(delay)
+      .flatMap((delayMs) => connections.map((c) => ({ delayMs, connections: c })));
+const upstreamDelaysMs = [...new Set(proxyCells.map((cell) => cell.delayMs))];
 const historyRuns = Math.round(positive('history-runs', flags['history-runs']));
 const historyUsers = Math.round(positive('history-users', flags['history-users']));
 const rounds = Math.round(positive('rounds', flags.rounds));
@@ -93,9 +124,13 @@ const cleanup = async () => {
 };
 process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
 
+/** The daemon's provider name for the upstream of this delay (an `openai` type, in RUNGUARD_PROVIDERS). */
+const providerName = (delayMs: number) => `bench-${delayMs}ms`;
+
 async function daemonWithDatabase(
-  upstream: string,
+  upstreams: Child[],
   profileDir?: string,
+  root = flags['daemon-root'],
 ): Promise<{ daemon: DaemonProcess; services: BenchServices }> {
   const services = await createServices();
   cleanups.push(() => services.drop());
@@ -106,9 +141,15 @@ async function daemonWithDatabase(
     redisUrl: services.redisUrl,
     redisKeyPrefix: services.redisKeyPrefix,
     dataDir,
-    openaiUpstream: `${upstream}/v1`,
+    openaiUpstream: `${upstreams[0]!.url}/v1`,
+    providers: Object.fromEntries(
+      upstreams.map((u, i) => [
+        providerName(upstreamDelaysMs[i]!),
+        { type: 'openai' as const, upstream: `${u.url}/v1` },
+      ]),
+    ),
     ...(profileDir ? { cpuProfDir: profileDir } : {}),
-    ...(flags['daemon-root'] ? { root: flags['daemon-root'] } : {}),
+    ...(root ? { root } : {}),
   });
   cleanups.push(() => daemon.stop());
   return { daemon, services };
@@ -127,40 +168,74 @@ async function main(): Promise<void> {
       connections,
       only: [...only],
       soakMinutes,
-      upstreamDelayMs,
+      upstreamDelaysMs,
+      proxyCells: proxyCells.map((cell) => `${cell.delayMs}@${cell.connections}`),
       historyRuns,
       rounds,
       cpuProf: flags['cpu-prof'],
       ...(flags['daemon-root'] ? { daemonRoot: flags['daemon-root'] } : {}),
+      ...(flags['baseline-root'] ? { baselineRoot: flags['baseline-root'] } : {}),
     },
     targets: [],
   };
-  const upstream: Child = await startHelper('upstream-server.ts', [String(upstreamDelayMs), '1']);
-  cleanups.push(() => upstream.stop());
+  // One fake upstream per delay, each in a process of its own like the one before.
+  const upstreams: Child[] = [];
+  for (const delayMs of upstreamDelaysMs) {
+    const upstream = await startHelper('upstream-server.ts', [String(delayMs), '1']);
+    cleanups.push(() => upstream.stop());
+    upstreams.push(upstream);
+  }
   const needsMain = only.has('api') || only.has('proxy') || only.has('sse') || soakMinutes > 0;
   if (needsMain) {
-    const floor = await startHelper('floor-proxy.ts', [upstream.url]);
-    cleanups.push(() => floor.stop());
     const profileDir = flags['cpu-prof'] ? join(ROOT, 'bench', 'profiles') : undefined;
-    const { daemon, services } = await daemonWithDatabase(upstream.url, profileDir);
-    // In the daemon's database and under its Redis prefix: the same servers, tables of its own.
-    const ioFloor = await startHelper('floor-proxy.ts', [
-      upstream.url,
-      '--io',
-      services.databaseUrl,
-      services.redisUrl,
-      `${services.redisKeyPrefix}floor-io:`,
-    ]);
-    cleanups.push(() => ioFloor.stop());
-    log(
-      `daemon pid ${daemon.pid} at ${daemon.url}; upstream ${upstream.url} (delay ${upstreamDelayMs} ms); floor ${floor.url}; I/O floor ${ioFloor.url}`,
-    );
+    const { daemon, services } = await daemonWithDatabase(upstreams, profileDir);
+    const perUpstream: UpstreamEndpoints[] = [];
+    for (const [i, upstream] of upstreams.entries()) {
+      const delayMs = upstreamDelaysMs[i]!;
+      const floor = await startHelper('floor-proxy.ts', [upstream.url]);
+      cleanups.push(() => floor.stop());
+      const httpFloor = await startHelper('floor-http-proxy.ts', [upstream.url]);
+      cleanups.push(() => httpFloor.stop());
+      // In the daemon's database and under its Redis prefix: the same servers, tables of its own.
+      const ioFloor = await startHelper('floor-proxy.ts', [
+        upstream.url,
+        '--io',
+        services.databaseUrl,
+        services.redisUrl,
+        `${services.redisKeyPrefix}floor-io:`,
+      ]);
+      cleanups.push(() => ioFloor.stop());
+      perUpstream.push({
+        delayMs,
+        upstream: upstream.url,
+        floor: floor.url,
+        httpFloor: httpFloor.url,
+        ioFloor: ioFloor.url,
+        provider: providerName(delayMs),
+      });
+      log(
+        `upstream ${upstream.url} (delay ${delayMs} ms): floor ${floor.url}; node:http floor ${httpFloor.url}; I/O floor ${ioFloor.url}`,
+      );
+    }
+    const portkey = await startPortkey();
+    cleanups.push(() => portkey.stop());
+    log(`daemon pid ${daemon.pid} at ${daemon.url}; Portkey's gateway pid ${portkey.pid} at ${portkey.url}`);
     await setPricing(daemon);
     const probe = await probeProxy(daemon);
     report.proxyProbe = probe;
     if (!probe.available) log(`\n*** ${probe.note} ***\n`);
     const runId = (await startRuns(pool(daemon.url, 1), apiHeaders(daemon), 1, 'bench-proxy-run'))[0]!;
-    const endpoints: Endpoints = { upstream: upstream.url, floor: floor.url, ioFloor: ioFloor.url, daemon, runId };
+    const endpoints: Endpoints = { upstreams: perUpstream, portkey: portkey.url, daemon, runId };
+    if (flags['baseline-root'] && probe.available) {
+      // Its own database, as the daemon's: only the build differs.
+      const baseline = await daemonWithDatabase(upstreams, undefined, flags['baseline-root']);
+      await setPricing(baseline.daemon);
+      const baselineRun = (
+        await startRuns(pool(baseline.daemon.url, 1), apiHeaders(baseline.daemon), 1, 'bench-proxy-run')
+      )[0]!;
+      endpoints.baseline = { daemon: baseline.daemon, runId: baselineRun };
+      log(`baseline daemon (${flags['baseline-root']}) pid ${baseline.daemon.pid} at ${baseline.daemon.url}`);
+    }
 
     await sleep(2_000);
     const atStartMb = await rssMb(daemon.pid);
@@ -172,9 +247,8 @@ async function main(): Promise<void> {
     const sampler = rssSampler(daemon.pid);
     if (only.has('api')) report.api = await apiScenario(endpoints, connections, durationS, rounds, log);
     if (only.has('proxy'))
-      report.proxy = await proxyScenario(endpoints, probe.available, connections, durationS, rounds, log);
-    if (only.has('sse'))
-      report.sse = await sseScenario(endpoints, probe.available, connections, durationS, rounds, log);
+      report.proxy = await proxyScenario(endpoints, probe.available, proxyCells, durationS, rounds, log);
+    if (only.has('sse')) report.sse = await sseScenario(endpoints, probe.available, proxyCells, durationS, rounds, log);
     const { peak } = sampler.stop();
     const afterLoad = await idleRssMb(daemon.pid);
     const afterLoadBreakdown = await memoryBreakdown(daemon);
@@ -199,8 +273,8 @@ async function main(): Promise<void> {
     if (profileDir) log(`CPU profile written to ${profileDir} (summarize: npx tsx bench/profile-summary.ts <file>)`);
   }
   if (only.has('history')) {
-    const empty = await daemonWithDatabase(upstream.url);
-    const full = await daemonWithDatabase(upstream.url);
+    const empty = await daemonWithDatabase(upstreams);
+    const full = await daemonWithDatabase(upstreams);
     const e = await prepareHistory(empty.daemon, empty.services.databaseUrl, null, log);
     const f = await prepareHistory(
       full.daemon,

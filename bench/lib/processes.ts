@@ -72,6 +72,8 @@ export interface DaemonOptions {
   nodeFlags?: string[];
   /** Opens the inspector on this loopback port (allocation sampling). */
   inspectPort?: number;
+  /** More providers (`RUNGUARD_PROVIDERS`), by name: e.g. one per upstream delay. */
+  providers?: Record<string, { type: 'openai' | 'anthropic'; upstream: string }>;
 }
 
 export interface DaemonProcess extends Child {
@@ -108,6 +110,7 @@ export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess
       XDG_CONFIG_HOME: options.dataDir,
       RUNGUARD_LOG_LEVEL: 'warn',
       RUNGUARD_OPENAI_UPSTREAM: options.openaiUpstream,
+      ...(options.providers ? { RUNGUARD_PROVIDERS: JSON.stringify(options.providers) } : {}),
       // Unlimited runs: the bench measures speed, not plan ceilings.
       RUNGUARD_DEFAULT_PLAN: 'enterprise',
       ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
@@ -215,4 +218,40 @@ export function rssSampler(pid: number, everyMs = 250) {
       return { peak: samples.length ? Math.max(...samples) : NaN, samples };
     },
   };
+}
+
+/**
+ * Portkey's open-source gateway (`@portkey-ai/gateway`, a dev dependency), started as its users
+ * start it: its own bin with `--headless` (no log UI) and a port. It routes each request by its
+ * headers (`x-portkey-provider`, `x-portkey-custom-host`), so one gateway serves every upstream.
+ * It listens on every interface (its bin takes no host); the bench only sends to 127.0.0.1.
+ */
+export async function startPortkey(): Promise<Child> {
+  const packageDir = join(ROOT, 'node_modules', '@portkey-ai', 'gateway');
+  const manifest = JSON.parse(await readFile(join(packageDir, 'package.json'), 'utf8')) as { bin: string };
+  const port = await freePort();
+  const proc = spawn(process.execPath, [join(packageDir, manifest.bin), '--headless', `--port=${port}`], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME },
+    // It prints a spinner and a line per failure; nothing the bench reads.
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  let exited: number | null = null;
+  proc.once('exit', (code) => (exited = code ?? -1));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (exited !== null) throw new Error(`Portkey's gateway exited with ${exited} during start`);
+    try {
+      if ((await fetch(url)).status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stopper(proc)();
+      throw new Error("Portkey's gateway did not answer within 30 s");
+    }
+    await sleep(100);
+  }
+  return { pid: proc.pid!, url, stop: stopper(proc) };
 }

@@ -3,7 +3,9 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HistoryResult } from './history.js';
 import { formatBreakdown, type MemoryBreakdown } from './processes.js';
-import type { ProxyProbe, ApiRow, ProxyRow, SseRow } from './scenarios.js';
+import type { CellResult } from './load.js';
+import type { StreamTimes } from './loops.js';
+import type { Added, ApiRow, ProxyProbe, ProxyRow, SseRow, StreamAdded } from './scenarios.js';
 
 export interface SoakResult {
   minutes: number;
@@ -62,9 +64,11 @@ const signed = (n: number | undefined, d = 2) =>
 
 export function checkTargets(r: BenchReport): TargetCheck[] {
   const checks: TargetCheck[] = [];
-  const at = <T extends { connections: number }>(rows: T[] | undefined, c: number): T | undefined =>
-    rows?.find((x) => x.connections === c);
-  const p16 = at(r.proxy, 16);
+  const cellOf = <T extends { connections: number; upstreamDelayMs?: number }>(
+    rows: T[] | undefined,
+    delayMs: number,
+    c: number,
+  ): T | undefined => rows?.find((x) => x.connections === c && x.upstreamDelayMs === delayMs);
   const add = (
     target: string,
     limit: string,
@@ -82,42 +86,86 @@ export function checkTargets(r: BenchReport): TargetCheck[] {
       pass: value === undefined || !Number.isFinite(value) ? null : ok(value),
       beside,
     });
-  const floors = (bare: number | undefined, io: number | undefined) =>
-    bare === undefined ? undefined : `bare ${signed(bare)} ms, I/O ${signed(io)} ms`;
+  // The latency targets are differences from the Fastify floor's added latency, read in the same
+  // rounds; beside them, the same difference for the node:http floor, the I/O floor and Portkey.
+  const overFloor = (x: number | undefined, floor: number) => (x === undefined ? undefined : x - floor);
+  const besideFloor = (floor: number, others: [string, number | undefined][]) =>
+    others
+      .filter(([, v]) => v !== undefined)
+      .map(([name, v]) => `${name} ${signed(v! - floor)} ms`)
+      .join(', ');
+  const latency = cellOf(r.proxy, 20, 16);
+  for (const percentile of ['p50', 'p99'] as const) {
+    const floor = latency?.floor.latency[percentile] ?? NaN;
+    add(
+      `Sidecar added latency minus the floor's, ${percentile}, upstream 20 ms, 16 connections`,
+      percentile === 'p50' ? '<= 0.5 ms' : '<= 2 ms',
+      overFloor(latency?.sidecar?.latency[percentile], floor),
+      (v) => v <= (percentile === 'p50' ? 0.5 : 2),
+      ' ms',
+      latency
+        ? besideFloor(floor, [
+            ['node:http', latency.httpFloor?.latency[percentile]],
+            ['I/O', latency.ioFloor.latency[percentile]],
+            ['Portkey', latency.portkey?.latency[percentile]],
+          ])
+        : undefined,
+    );
+  }
+  const sse = cellOf(r.sse, 20, 16);
+  for (const percentile of ['p50', 'p99'] as const) {
+    const floor = sse?.floor.ttfb[percentile] ?? NaN;
+    add(
+      `SSE time to first byte minus the floor's, ${percentile}, upstream 20 ms, 16 connections`,
+      percentile === 'p50' ? '<= 0.5 ms' : '<= 2 ms',
+      overFloor(sse?.sidecar?.ttfb[percentile], floor),
+      (v) => v <= (percentile === 'p50' ? 0.5 : 2),
+      ' ms',
+      sse
+        ? besideFloor(floor, [
+            ['node:http', sse.httpFloor?.ttfb[percentile]],
+            ['I/O', sse.ioFloor.ttfb[percentile]],
+            ['Portkey', sse.portkey?.ttfb[percentile]],
+          ])
+        : undefined,
+    );
+  }
+  const throughput = cellOf(r.proxy, 0, 64);
   add(
-    'Sidecar added latency over direct, p50, 16 connections',
-    '<= 1 ms',
-    p16?.sidecarAdded?.p50,
-    (v) => v <= 1,
-    ' ms',
-    floors(p16?.floorAdded.p50, p16?.ioFloorAdded.p50),
-  );
-  add(
-    'Sidecar added latency over direct, p99, 16 connections',
-    '<= 3 ms',
-    p16?.sidecarAdded?.p99,
-    (v) => v <= 3,
-    ' ms',
-    floors(p16?.floorAdded.p99, p16?.ioFloorAdded.p99),
-  );
-  const s = at(r.sse, 16) ?? r.sse?.[r.sse.length - 1];
-  add(
-    `SSE added time to first byte, p99, ${s?.connections ?? 16} connections`,
-    '<= 2 ms',
-    s?.sidecarAdded?.ttfb.p99,
-    (v) => v <= 2,
-    ' ms',
-    floors(s?.floorAdded.ttfb.p99, s?.ioFloorAdded.ttfb.p99),
-  );
-  const p64 = at(r.proxy, 64);
-  add(
-    'Sidecar throughput / floor throughput, 64 connections',
-    '>= 0.50',
-    p64?.sidecarVsFloorRps,
-    (v) => v >= 0.5,
+    'Sidecar throughput / Fastify floor throughput, upstream 0 ms, 64 connections',
+    '>= 0.60',
+    throughput?.sidecarVsFloorRps,
+    (v) => v >= 0.6,
     '',
-    p64 ? `I/O ${f(p64.ioFloor.rps / p64.floor.rps, 3)}` : undefined,
+    throughput
+      ? `node:http ${f(throughput.httpFloor ? throughput.httpFloor.rps / throughput.floor.rps : undefined, 3)}, ` +
+          `I/O ${f(throughput.ioFloor.rps / throughput.floor.rps, 3)}, Portkey ${f(throughput.portkeyVsFloorRps, 3)}`
+      : undefined,
   );
+  // Ahead of Portkey's gateway in every cell: lower p50 and p99, higher throughput (SSE: time to first byte).
+  for (const row of r.proxy ?? []) {
+    if (!row.portkey || !row.sidecar) continue;
+    const p50 = row.sidecar.latency.p50 - row.portkey.latency.p50;
+    const p99 = row.sidecar.latency.p99 - row.portkey.latency.p99;
+    const rps = row.sidecar.rps / row.portkey.rps;
+    checks.push({
+      target: `Ahead of Portkey, upstream ${row.upstreamDelayMs} ms, ${row.connections} connections (p50, p99, req/s)`,
+      limit: 'p50 < 0, p99 < 0, x > 1',
+      measured: `${signed(p50)} / ${signed(p99)} ms, x${f(rps, 3)}`,
+      pass: p50 < 0 && p99 < 0 && rps > 1,
+    });
+  }
+  for (const row of r.sse ?? []) {
+    if (!row.portkey || !row.sidecar) continue;
+    const p50 = row.sidecar.ttfb.p50 - row.portkey.ttfb.p50;
+    const p99 = row.sidecar.ttfb.p99 - row.portkey.ttfb.p99;
+    checks.push({
+      target: `Ahead of Portkey, SSE time to first byte, upstream ${row.upstreamDelayMs} ms, ${row.connections} connections (p50, p99)`,
+      limit: 'p50 < 0, p99 < 0',
+      measured: `${signed(p50)} / ${signed(p99)} ms`,
+      pass: p50 < 0 && p99 < 0,
+    });
+  }
   add(`Daemon RSS idle (${r.rss?.idleSeconds ?? 60} s after start)`, '<= 90 MB', r.rss?.idleMb, (v) => v <= 90, ' MB');
   add(
     `Daemon RSS idle (${r.rss?.idleSeconds ?? 60} s after the load)`,
@@ -169,42 +217,46 @@ export function markdown(r: BenchReport): string {
       `| ${t.target} | ${t.limit} | ${t.measured} | ${t.pass === null ? 'not measured' : t.pass ? 'pass' : '**FAIL**'} | ${t.beside ?? ''} |`,
     );
   }
-  // What a hop costs on this machine with no guard at all, and a hop with the waits every guarded
-  // call must have: the parts of "added" the daemon's code cannot remove.
+  // What a hop costs on this machine with no guard at all, and a hop with the waits every call
+  // recorded before it is forwarded has: the parts of "added" the daemon's code cannot remove.
   out.push(
     '',
-    'The floors, over direct in the same run: *bare*, a pass-through proxy with no guards or records; *I/O*, ' +
-      'the same proxy waiting on one Redis read and one Postgres commit before it forwards (what a call recorded before it ' +
-      "is forwarded waits on this machine, with nothing else done). *By round*: the same ratio from each round's pair of " +
-      'cells alone; a pooled ratio past its limit while rounds fall on both sides of it is the hour as much as the history.',
+    'The floors, over direct in the same run: *node:http*, a `node:http` + undici pass-through; *floor* (the Fastify floor), ' +
+      'Fastify + undici, no guards or records; *I/O*, the Fastify floor waiting on one Redis read and one Postgres commit before ' +
+      "it forwards (what a call recorded before it is forwarded waits on this machine, with nothing else done). *Portkey*: Portkey's " +
+      'open-source gateway (`@portkey-ai/gateway --headless`), routed to the same upstream by `x-portkey-provider: openai` and ' +
+      "`x-portkey-custom-host`. *By round*: the same ratio from each round's pair of cells alone; a pooled ratio past its limit " +
+      'while rounds fall on both sides of it is the hour as much as the history.',
+    '',
   );
-  const floor16 = r.proxy?.find((p) => p.connections === 16);
-  if (floor16?.sidecar) {
-    out.push(
-      `The daemon's own share at 16 connections (sidecar minus I/O floor): p50 ${signed(floor16.sidecar.latency.p50 - floor16.ioFloor.latency.p50)} ms, ` +
-        `p99 ${signed(floor16.sidecar.latency.p99 - floor16.ioFloor.latency.p99)} ms.`,
-    );
-  }
-  out.push('');
   if (r.proxy?.length) {
     out.push(
       '### Proxy: non-streaming chat completions',
       '',
-      'Throughput in requests/s; latency in ms; "added" is the percentile minus the same percentile of direct, in the same run.',
+      'Each group of rows is one cell (upstream delay, connections), its systems measured in alternating rounds. ' +
+        'Throughput in requests/s; latency in ms; "added" is the percentile minus the same percentile of direct.',
       '',
-      '| conns | direct req/s | direct p50 / p90 / p99 | floor req/s (x direct) | floor added p50 / p99 | I/O floor req/s (x floor) | I/O floor added p50 / p99 | sidecar req/s (x floor) | sidecar p50 / p90 / p99 | sidecar added p50 / p99 | per-call run req/s | per-call run added p50 / p99 |',
-      '|---|---|---|---|---|---|---|---|---|---|---|---|',
+      '| upstream, conns | system | req/s | x floor | p50 / p90 / p99 | added p50 / p99 |',
+      '|---|---|---|---|---|---|',
     );
     for (const p of r.proxy) {
-      out.push(
-        `| ${p.connections} | ${f(p.direct.rps, 0)} | ${f(p.direct.latency.p50)} / ${f(p.direct.latency.p90)} / ${f(p.direct.latency.p99)} | ` +
-          `${f(p.floor.rps, 0)} (${f(p.floorVsDirectRps)}) | ${signed(p.floorAdded.p50)} / ${signed(p.floorAdded.p99)} | ` +
-          `${f(p.ioFloor.rps, 0)} (${f(p.ioFloor.rps / p.floor.rps)}) | ${signed(p.ioFloorAdded.p50)} / ${signed(p.ioFloorAdded.p99)} | ` +
-          (p.sidecar
-            ? `${f(p.sidecar.rps, 0)} (${f(p.sidecarVsFloorRps)}) | ${f(p.sidecar.latency.p50)} / ${f(p.sidecar.latency.p90)} / ${f(p.sidecar.latency.p99)} | ` +
-              `${signed(p.sidecarAdded?.p50)} / ${signed(p.sidecarAdded?.p99)} | ${f(p.sidecarPerCallRun?.rps, 0)} | ${signed(p.sidecarPerCallRunAdded?.p50)} / ${signed(p.sidecarPerCallRunAdded?.p99)} |`
-            : 'not measured | | | | |'),
-      );
+      const systems: [string, CellResult | undefined, Added | undefined][] = [
+        ['direct', p.direct, undefined],
+        ['node:http floor', p.httpFloor, p.httpFloorAdded],
+        ['floor (Fastify)', p.floor, p.floorAdded],
+        ['I/O floor', p.ioFloor, p.ioFloorAdded],
+        ['sidecar', p.sidecar, p.sidecarAdded],
+        ['sidecar, a run per call', p.sidecarPerCallRun, p.sidecarPerCallRunAdded],
+        ['sidecar, baseline build', p.sidecarBaseline, p.sidecarBaselineAdded],
+        ['Portkey', p.portkey, p.portkeyAdded],
+      ];
+      for (const [name, cell, add] of systems) {
+        if (!cell) continue;
+        out.push(
+          `| ${p.upstreamDelayMs ?? '?'} ms, ${p.connections} | ${name} | ${f(cell.rps, 0)} | ${f(cell.rps / p.floor.rps, 3)} | ` +
+            `${f(cell.latency.p50)} / ${f(cell.latency.p90)} / ${f(cell.latency.p99)} | ${add ? `${signed(add.p50)} / ${signed(add.p99)}` : ''} |`,
+        );
+      }
     }
     out.push('');
   }
@@ -214,17 +266,28 @@ export function markdown(r: BenchReport): string {
       '',
       'Time to first body byte (TTFB) and to the last (TTLB), in ms, measured with undici; added = minus direct.',
       '',
-      '| conns | streams/s direct | direct TTFB p50 / p99 | direct TTLB p50 / p99 | floor added TTFB p50 / p99 | I/O floor added TTFB p50 / p99 | sidecar added TTFB p50 / p99 | sidecar added TTLB p50 / p99 |',
-      '|---|---|---|---|---|---|---|---|',
+      '| upstream, conns | system | streams/s | TTFB p50 / p99 | added TTFB p50 / p99 | added TTLB p50 / p99 |',
+      '|---|---|---|---|---|---|',
     );
     for (const s of r.sse) {
-      out.push(
-        `| ${s.connections} | ${f(s.direct.ops, 0)} | ${f(s.direct.ttfb.p50)} / ${f(s.direct.ttfb.p99)} | ${f(s.direct.ttlb.p50)} / ${f(s.direct.ttlb.p99)} | ` +
-          `${signed(s.floorAdded.ttfb.p50)} / ${signed(s.floorAdded.ttfb.p99)} | ${signed(s.ioFloorAdded.ttfb.p50)} / ${signed(s.ioFloorAdded.ttfb.p99)} | ` +
-          (s.sidecarAdded
-            ? `${signed(s.sidecarAdded.ttfb.p50)} / ${signed(s.sidecarAdded.ttfb.p99)} | ${signed(s.sidecarAdded.ttlb.p50)} / ${signed(s.sidecarAdded.ttlb.p99)} |`
-            : 'not measured | not measured |'),
-      );
+      const systems: [string, StreamTimes | undefined, StreamAdded | undefined][] = [
+        ['direct', s.direct, undefined],
+        ['node:http floor', s.httpFloor, s.httpFloorAdded],
+        ['floor (Fastify)', s.floor, s.floorAdded],
+        ['I/O floor', s.ioFloor, s.ioFloorAdded],
+        ['sidecar', s.sidecar, s.sidecarAdded],
+        ['sidecar, baseline build', s.sidecarBaseline, s.sidecarBaselineAdded],
+        ['Portkey', s.portkey, s.portkeyAdded],
+      ];
+      for (const [name, times, add] of systems) {
+        if (!times) continue;
+        out.push(
+          `| ${s.upstreamDelayMs ?? '?'} ms, ${s.connections} | ${name} | ${f(times.ops, 0)} | ${f(times.ttfb.p50)} / ${f(times.ttfb.p99)} | ` +
+            (add
+              ? `${signed(add.ttfb.p50)} / ${signed(add.ttfb.p99)} | ${signed(add.ttlb.p50)} / ${signed(add.ttlb.p99)} |`
+              : `TTLB ${f(times.ttlb.p50)} / ${f(times.ttlb.p99)} | |`),
+        );
+      }
     }
     out.push('');
   }

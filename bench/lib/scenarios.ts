@@ -1,4 +1,7 @@
-/** The measured scenarios: proxy (direct / floor / I/O floor / sidecar), SSE streams, and the run API. */
+/**
+ * The measured scenarios: proxy (direct / floors / sidecar / Portkey's gateway), SSE streams, and
+ * the run API.
+ */
 import { Pool } from 'undici';
 import { pooledCell, type CellResult, type Target } from './load.js';
 import { alternate, json, pool, pooledLoop, pooledStreams, type LoopResult, type StreamTimes } from './loops.js';
@@ -16,17 +19,45 @@ const CHAT_STREAM = JSON.stringify({
 /** The provider credential a real SDK would send; the sidecar forwards it untouched. */
 const PROVIDER_AUTH = 'Bearer sk-bench-not-a-real-key';
 
-export interface Endpoints {
+/** One fake upstream (one fixed delay) and the floors that forward to it. */
+export interface UpstreamEndpoints {
+  /** The upstream's delay before each answer. */
+  delayMs: number;
   /** Fake upstream origin. */
   upstream: string;
-  /** Bare pass-through proxy origin. */
+  /** Bare pass-through proxy origin: Fastify + undici (`floor-proxy.ts`). */
   floor: string;
-  /** The same proxy with the waits a guarded call must have (`floor-proxy.ts --io`). */
+  /** The barest one: `node:http` + undici (`floor-http-proxy.ts`). */
+  httpFloor: string;
+  /** The Fastify floor with the waits a call recorded before it is forwarded has (`floor-proxy.ts --io`). */
   ioFloor: string;
+  /** The daemon's provider (an `openai` type) whose upstream this is. */
+  provider: string;
+}
+
+export interface Endpoints {
+  /** One per upstream delay measured; the first also serves the run API's baseline. */
+  upstreams: UpstreamEndpoints[];
+  /** Portkey's gateway origin: one for every upstream, routed by request headers. */
+  portkey: string;
   daemon: DaemonProcess;
   /** A RUNNING run for the run-scoped proxy URL. */
   runId: string;
+  /** Another build's daemon and its run (`--baseline-root`), measured as one more system. */
+  baseline?: { daemon: DaemonProcess; runId: string };
 }
+
+/** A proxy cell: an upstream delay and a connection count. */
+export interface ProxyCell {
+  delayMs: number;
+  connections: number;
+}
+
+const upstreamFor = (e: Endpoints, delayMs: number): UpstreamEndpoints => {
+  const found = e.upstreams.find((u) => u.delayMs === delayMs);
+  if (!found) throw new Error(`no upstream with a ${delayMs} ms delay was started`);
+  return found;
+};
 
 export interface ProxyProbe {
   available: boolean;
@@ -68,27 +99,48 @@ const PROVIDER_HEADERS = { 'content-type': 'application/json', authorization: PR
  * A chat completion through the daemon's proxy: into a run (`/proxy/runs/<run>/...`, a step per
  * call, the `runguard exec` case) or, with `runId` null, in a run of its own per call.
  */
-export function chatTarget(daemon: DaemonProcess, runId: string | null, body = CHAT): Target {
+export function chatTarget(daemon: DaemonProcess, runId: string | null, body = CHAT, provider = 'openai'): Target {
   return runId === null
-    ? { url: `${daemon.url}/proxy/openai/chat/completions`, method: 'POST', headers: sidecarHeaders(daemon), body }
+    ? { url: `${daemon.url}/proxy/${provider}/chat/completions`, method: 'POST', headers: sidecarHeaders(daemon), body }
     : {
-        url: `${daemon.url}/proxy/runs/${runId}/openai/chat/completions`,
+        url: `${daemon.url}/proxy/runs/${runId}/${provider}/chat/completions`,
         method: 'POST',
         headers: { ...PROVIDER_HEADERS, 'x-runguard-key': daemon.apiKey },
         body,
       };
 }
 
+/**
+ * The same request to each system. Portkey's gateway is told the provider and its host per
+ * request, as its users route a self-hosted OpenAI-compatible upstream.
+ */
 function targets(
   e: Endpoints,
+  delayMs: number,
   body: string,
-): Record<'direct' | 'floor' | 'ioFloor' | 'sidecar' | 'sidecarPerCallRun', Target> {
+): Record<'direct' | 'floor' | 'httpFloor' | 'ioFloor' | 'sidecar' | 'sidecarPerCallRun' | 'portkey', Target> & {
+  sidecarBaseline?: Target;
+} {
+  const u = upstreamFor(e, delayMs);
+  const chat = (origin: string, headers: Record<string, string> = PROVIDER_HEADERS): Target => ({
+    url: `${origin}/v1/chat/completions`,
+    method: 'POST',
+    headers,
+    body,
+  });
   return {
-    direct: { url: `${e.upstream}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
-    floor: { url: `${e.floor}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
-    ioFloor: { url: `${e.ioFloor}/v1/chat/completions`, method: 'POST', headers: PROVIDER_HEADERS, body },
-    sidecar: chatTarget(e.daemon, e.runId, body),
-    sidecarPerCallRun: chatTarget(e.daemon, null, body),
+    direct: chat(u.upstream),
+    floor: chat(u.floor),
+    httpFloor: chat(u.httpFloor),
+    ioFloor: chat(u.ioFloor),
+    sidecar: chatTarget(e.daemon, e.runId, body, u.provider),
+    sidecarPerCallRun: chatTarget(e.daemon, null, body, u.provider),
+    portkey: chat(e.portkey, {
+      ...PROVIDER_HEADERS,
+      'x-portkey-provider': 'openai',
+      'x-portkey-custom-host': `${u.upstream}/v1`,
+    }),
+    ...(e.baseline ? { sidecarBaseline: chatTarget(e.baseline.daemon, e.baseline.runId, body, u.provider) } : {}),
   };
 }
 
@@ -109,51 +161,77 @@ const added = (
 });
 
 export interface ProxyRow {
+  /** Absent from results written before 2026-11-26 (the delay was then the run's one option). */
+  upstreamDelayMs?: number;
   connections: number;
   direct: CellResult;
   floor: CellResult;
+  httpFloor?: CellResult;
   ioFloor: CellResult;
+  portkey?: CellResult;
   sidecar?: CellResult;
   sidecarPerCallRun?: CellResult;
+  /** The `--baseline-root` build's sidecar, into a run. */
+  sidecarBaseline?: CellResult;
+  sidecarBaselineAdded?: Added;
   floorAdded: Added;
+  httpFloorAdded?: Added;
   ioFloorAdded: Added;
+  portkeyAdded?: Added;
   sidecarAdded?: Added;
   sidecarPerCallRunAdded?: Added;
   /** Sidecar throughput over floor throughput. */
   sidecarVsFloorRps?: number;
   floorVsDirectRps: number;
+  portkeyVsFloorRps?: number;
 }
 
 export async function proxyScenario(
   e: Endpoints,
   withSidecar: boolean,
-  connections: number[],
+  proxyCells: ProxyCell[],
   durationS: number,
   rounds: number,
   log: (line: string) => void,
 ): Promise<ProxyRow[]> {
-  const t = targets(e, CHAT);
   const rows: ProxyRow[] = [];
-  for (const c of connections) {
+  for (const { delayMs, connections: c } of proxyCells) {
+    const t = targets(e, delayMs, CHAT);
     // Alternated in rounds within one cell per connection count, so all of them see the same machine noise.
     const cells = {
       direct: pooledCell(t.direct, c),
+      httpFloor: pooledCell(t.httpFloor, c),
       floor: pooledCell(t.floor, c),
       ioFloor: pooledCell(t.ioFloor, c),
+      portkey: pooledCell(t.portkey, c),
       ...(withSidecar ? { sidecar: pooledCell(t.sidecar, c), perCall: pooledCell(t.sidecarPerCallRun, c) } : {}),
+      ...(withSidecar && t.sidecarBaseline ? { baseline: pooledCell(t.sidecarBaseline, c) } : {}),
     };
     await alternate(Object.values(cells), rounds, durationS);
-    const [direct, floor, ioFloor] = [cells.direct.result(), cells.floor.result(), cells.ioFloor.result()];
+    const [direct, floor, httpFloor, ioFloor, portkey] = [
+      cells.direct.result(),
+      cells.floor.result(),
+      cells.httpFloor.result(),
+      cells.ioFloor.result(),
+      cells.portkey.result(),
+    ];
     const sidecar = cells.sidecar?.result();
     const perCall = cells.perCall?.result();
+    const baseline = cells.baseline?.result();
     const row: ProxyRow = {
+      upstreamDelayMs: delayMs,
       connections: c,
       direct,
       floor,
       floorAdded: added(floor, direct),
+      httpFloor,
+      httpFloorAdded: added(httpFloor, direct),
       ioFloor,
       ioFloorAdded: added(ioFloor, direct),
+      portkey,
+      portkeyAdded: added(portkey, direct),
       floorVsDirectRps: round(floor.rps / direct.rps, 3),
+      portkeyVsFloorRps: round(portkey.rps / floor.rps, 3),
       ...(sidecar && perCall
         ? {
             sidecar,
@@ -163,17 +241,27 @@ export async function proxyScenario(
             sidecarVsFloorRps: round(sidecar.rps / floor.rps, 3),
           }
         : {}),
+      ...(baseline ? { sidecarBaseline: baseline, sidecarBaselineAdded: added(baseline, direct) } : {}),
     };
     rows.push(row);
+    const part = (name: string, cell: CellResult, add: Added) =>
+      `${name} ${cell.rps.toFixed(0)}/s ${signed(add.p50)}/${signed(add.p99)} ms`;
     log(
-      `proxy c=${c}: direct ${direct.rps.toFixed(0)}/s p50 ${direct.latency.p50.toFixed(2)} p99 ${direct.latency.p99.toFixed(2)} ms | ` +
-        `floor ${floor.rps.toFixed(0)}/s ${signed(row.floorAdded.p50)}/${signed(row.floorAdded.p99)} ms | ` +
-        `I/O floor ${ioFloor.rps.toFixed(0)}/s ${signed(row.ioFloorAdded.p50)}/${signed(row.ioFloorAdded.p99)} ms` +
-        (sidecar
-          ? ` | sidecar ${sidecar.rps.toFixed(0)}/s ${signed(row.sidecarAdded!.p50)}/${signed(row.sidecarAdded!.p99)} ms (${row.sidecarVsFloorRps} of floor)` +
-            ` | per-call run ${perCall!.rps.toFixed(0)}/s ${signed(row.sidecarPerCallRunAdded!.p50)}/${signed(row.sidecarPerCallRunAdded!.p99)} ms`
-          : '') +
-        ([direct, floor, ioFloor, sidecar, perCall].some((x) => x && (x.errors || x.non2xx))
+      `proxy ${delayMs} ms upstream, c=${c}: direct ${direct.rps.toFixed(0)}/s p50 ${direct.latency.p50.toFixed(2)} p99 ${direct.latency.p99.toFixed(2)} ms | ` +
+        [
+          part('node:http floor', httpFloor, row.httpFloorAdded!),
+          part('floor', floor, row.floorAdded),
+          part('I/O floor', ioFloor, row.ioFloorAdded),
+          part('Portkey', portkey, row.portkeyAdded!),
+          ...(sidecar && perCall
+            ? [
+                `${part('sidecar', sidecar, row.sidecarAdded!)} (${row.sidecarVsFloorRps} of floor)`,
+                part('per-call run', perCall, row.sidecarPerCallRunAdded!),
+              ]
+            : []),
+          ...(baseline ? [part('baseline build', baseline, row.sidecarBaselineAdded!)] : []),
+        ].join(' | ') +
+        ([direct, floor, httpFloor, ioFloor, portkey, sidecar, perCall].some((x) => x && (x.errors || x.non2xx))
           ? ' (ERRORS: see JSON)'
           : ''),
     );
@@ -181,32 +269,46 @@ export async function proxyScenario(
   return rows;
 }
 
+export interface StreamAdded {
+  ttfb: Added;
+  ttlb: Added;
+}
+
 export interface SseRow {
+  /** Absent from results written before 2026-11-26. */
+  upstreamDelayMs?: number;
   connections: number;
   direct: StreamTimes;
   floor: StreamTimes;
+  httpFloor?: StreamTimes;
   ioFloor: StreamTimes;
+  portkey?: StreamTimes;
   sidecar?: StreamTimes;
-  floorAdded: { ttfb: Added; ttlb: Added };
-  ioFloorAdded: { ttfb: Added; ttlb: Added };
-  sidecarAdded?: { ttfb: Added; ttlb: Added };
+  /** The `--baseline-root` build's sidecar. */
+  sidecarBaseline?: StreamTimes;
+  sidecarBaselineAdded?: StreamAdded;
+  floorAdded: StreamAdded;
+  httpFloorAdded?: StreamAdded;
+  ioFloorAdded: StreamAdded;
+  portkeyAdded?: StreamAdded;
+  sidecarAdded?: StreamAdded;
 }
 
 export async function sseScenario(
   e: Endpoints,
   withSidecar: boolean,
-  connections: number[],
+  proxyCells: ProxyCell[],
   durationS: number,
   rounds: number,
   log: (line: string) => void,
 ): Promise<SseRow[]> {
-  const t = targets(e, CHAT_STREAM);
   const rows: SseRow[] = [];
-  const addedTimes = (x: StreamTimes, base: StreamTimes) => ({
+  const addedTimes = (x: StreamTimes, base: StreamTimes): StreamAdded => ({
     ttfb: added({ latency: x.ttfb }, { latency: base.ttfb }),
     ttlb: added({ latency: x.ttlb }, { latency: base.ttlb }),
   });
-  for (const c of connections) {
+  for (const { delayMs, connections: c } of proxyCells) {
+    const t = targets(e, delayMs, CHAT_STREAM);
     const dispatchers: Pool[] = [];
     const streams = (target: Target) => {
       const url = new URL(target.url);
@@ -218,43 +320,66 @@ export async function sseScenario(
         c,
       );
     };
-    let direct: StreamTimes, floor: StreamTimes, ioFloor: StreamTimes, sidecar: StreamTimes | undefined;
+    let measured: Record<'direct' | 'floor' | 'httpFloor' | 'ioFloor' | 'portkey', StreamTimes>;
+    let sidecar: StreamTimes | undefined;
+    let baseline: StreamTimes | undefined;
     try {
       const cells = {
         direct: streams(t.direct),
+        httpFloor: streams(t.httpFloor),
         floor: streams(t.floor),
         ioFloor: streams(t.ioFloor),
+        portkey: streams(t.portkey),
         ...(withSidecar ? { sidecar: streams(t.sidecar) } : {}),
+        ...(withSidecar && t.sidecarBaseline ? { baseline: streams(t.sidecarBaseline) } : {}),
       };
       await alternate(Object.values(cells), rounds, durationS);
-      [direct, floor, ioFloor, sidecar] = [
-        cells.direct.result(),
-        cells.floor.result(),
-        cells.ioFloor.result(),
-        cells.sidecar?.result(),
-      ];
+      measured = {
+        direct: cells.direct.result(),
+        floor: cells.floor.result(),
+        httpFloor: cells.httpFloor.result(),
+        ioFloor: cells.ioFloor.result(),
+        portkey: cells.portkey.result(),
+      };
+      sidecar = cells.sidecar?.result();
+      baseline = cells.baseline?.result();
     } finally {
       await Promise.all(dispatchers.map((d) => d.close()));
     }
+    const { direct, floor, httpFloor, ioFloor, portkey } = measured;
     const row: SseRow = {
+      upstreamDelayMs: delayMs,
       connections: c,
       direct,
       floor,
       floorAdded: addedTimes(floor, direct),
+      httpFloor,
+      httpFloorAdded: addedTimes(httpFloor, direct),
       ioFloor,
       ioFloorAdded: addedTimes(ioFloor, direct),
+      portkey,
+      portkeyAdded: addedTimes(portkey, direct),
       ...(sidecar ? { sidecar, sidecarAdded: addedTimes(sidecar, direct) } : {}),
+      ...(baseline ? { sidecarBaseline: baseline, sidecarBaselineAdded: addedTimes(baseline, direct) } : {}),
     };
     rows.push(row);
+    const part = (name: string, add: StreamAdded) => `${name} ttfb ${signed(add.ttfb.p50)}/${signed(add.ttfb.p99)} ms`;
+    const all = [direct, floor, httpFloor, ioFloor, portkey, sidecar];
     log(
-      `sse c=${c}: direct ttfb p50 ${direct.ttfb.p50.toFixed(2)} p99 ${direct.ttfb.p99.toFixed(2)} ms | ` +
-        `floor ${signed(row.floorAdded.ttfb.p50)}/${signed(row.floorAdded.ttfb.p99)} ms | I/O floor ${signed(row.ioFloorAdded.ttfb.p50)}/${signed(row.ioFloorAdded.ttfb.p99)} ms` +
-        (sidecar
-          ? ` | sidecar ttfb ${signed(row.sidecarAdded!.ttfb.p50)}/${signed(row.sidecarAdded!.ttfb.p99)} ms, ttlb ${signed(row.sidecarAdded!.ttlb.p50)}/${signed(row.sidecarAdded!.ttlb.p99)} ms`
-          : '') +
-        ([direct, floor, ioFloor, sidecar].some((x) => x?.errors)
-          ? ` (ERRORS: ${[direct, floor, ioFloor, sidecar].find((x) => x?.errors)?.firstError})`
-          : ''),
+      `sse ${delayMs} ms upstream, c=${c}: direct ttfb p50 ${direct.ttfb.p50.toFixed(2)} p99 ${direct.ttfb.p99.toFixed(2)} ms | ` +
+        [
+          part('node:http floor', row.httpFloorAdded!),
+          part('floor', row.floorAdded),
+          part('I/O floor', row.ioFloorAdded),
+          part('Portkey', row.portkeyAdded!),
+          ...(sidecar
+            ? [
+                `${part('sidecar', row.sidecarAdded!)}, ttlb ${signed(row.sidecarAdded!.ttlb.p50)}/${signed(row.sidecarAdded!.ttlb.p99)} ms`,
+              ]
+            : []),
+          ...(baseline ? [part('baseline build', row.sidecarBaselineAdded!)] : []),
+        ].join(' | ') +
+        (all.some((x) => x?.errors) ? ` (ERRORS: ${all.find((x) => x?.errors)?.firstError})` : ''),
     );
   }
   return rows;
@@ -341,7 +466,7 @@ export async function apiScenario(
   const rows: ApiRow[] = [];
   for (const c of connections) {
     const api = pool(e.daemon.url, c);
-    const upstream = pool(e.upstream, c);
+    const upstream = pool(e.upstreams[0]!.upstream, c);
     try {
       const noop = { 'x-fake-delay-ms': '0' };
       const baselineOp = async () => {

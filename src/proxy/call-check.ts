@@ -1,66 +1,93 @@
 /**
- * Checking a proxied call and recording its step, before anything is forwarded: the step is
- * added to the named run, or a run of the call's own is started with it (one commit). A denial
- * throws a 403 refusal; the step's record has committed when this returns.
+ * Checking a proxied call and starting its step's record: the step is added to the named run, or
+ * a run of the call's own is started with it (one commit). A denial throws a 403 refusal once its
+ * record is durable. An allowed call comes back as soon as it is decided, its record committing:
+ * the call is forwarded meanwhile, and nothing of its answer may be released before `recorded`
+ * resolves (issue #35).
  */
 import type { FastifyBaseLogger } from 'fastify';
 import { ApiError, isApiError } from '../errors.js';
-import type { CreatedStep, GuardService, StepInput } from '../service/guard-service.js';
+import type { CreatedStep, Decided, GuardService, StepInput } from '../service/guard-service.js';
 import type { CallStep } from './call-result.js';
 import type { Target } from './call-target.js';
 import { denialRefusal, ProxyRefusal } from './proxy-refusal.js';
 
-export type StepRecorder = Pick<GuardService, 'createStep' | 'startRunWithStep' | 'endRun'>;
+export type StepRecorder = Pick<GuardService, 'decideStep' | 'decideRunWithStep' | 'endRun'>;
 
-/** Adds the step to a named run; a run that cannot take it reads as the way it was named. */
+/** An allowed call, decided: its step, and its record on its way. */
+export interface CheckedCall {
+  step: CallStep;
+  /**
+   * Resolves once the step's record is durable; rejects with the refusal the call gets instead
+   * (RUN_NOT_RUNNING, 503 when the database failed), and then the call has no record.
+   */
+  recorded: Promise<void>;
+}
+
+/** A named run that cannot take a step reads as the way it was named. */
+function namedRunRefusal(target: Target, error: unknown): Error {
+  if (isApiError(error) && error.code === 'RUN_NOT_RUNNING') {
+    // A token dies with its run. A run id names a run the caller may see, but not use any more.
+    if (target.via === 'token')
+      return new ApiError('UNAUTHORIZED', 'The proxy token has expired: its run is no longer RUNNING.');
+    return new ProxyRefusal(403, 'RUN_NOT_RUNNING', 'The run is not RUNNING.');
+  }
+  if (isApiError(error) && error.code === 'RUN_NOT_FOUND' && target.via === 'token') {
+    return new ApiError('UNAUTHORIZED', 'Invalid proxy token.');
+  }
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/** Decides the step of a named run; its insert fails as the run was named when the run ended meanwhile. */
 async function stepOfNamedRun(
   guard: StepRecorder,
   target: Target,
   runId: string,
   input: Omit<StepInput, 'sequence'>,
-): Promise<CreatedStep> {
+): Promise<Decided<CreatedStep>> {
   try {
-    return await guard.createStep(target.workspaceId, runId, { ...input, sequence: null });
+    const { decided, recorded } = await guard.decideStep(target.workspaceId, runId, input);
+    const refused = (error: unknown) => Promise.reject(namedRunRefusal(target, error));
+    return { decided, recorded: recorded.then(undefined, refused) };
   } catch (error) {
-    if (isApiError(error) && error.code === 'RUN_NOT_RUNNING') {
-      // A token dies with its run. A run id names a run the caller may see, but not use any more.
-      if (target.via === 'token')
-        throw new ApiError('UNAUTHORIZED', 'The proxy token has expired: its run is no longer RUNNING.');
-      throw new ProxyRefusal(403, 'RUN_NOT_RUNNING', 'The run is not RUNNING.');
-    }
-    if (isApiError(error) && error.code === 'RUN_NOT_FOUND' && target.via === 'token') {
-      throw new ApiError('UNAUTHORIZED', 'Invalid proxy token.');
-    }
-    throw error;
+    throw namedRunRefusal(target, error);
   }
 }
 
-/** The allowed call's step, recorded; throws a ProxyRefusal when the guard denies the call. */
+/** The allowed call's step, its record under way; throws a ProxyRefusal when the guard denies the call. */
 export async function checkCall(
   guard: StepRecorder,
   target: Target,
   providerName: string,
   stepInput: Omit<StepInput, 'sequence'>,
   log: FastifyBaseLogger,
-): Promise<CallStep> {
+): Promise<CheckedCall> {
   let runId: string;
   let step: CreatedStep;
+  let recorded: Promise<unknown>;
   if (target.runId === null) {
     // A run of the call's own: started with its step, in one commit. The step's rules are the
     // first four of the start's, read from the same inputs, and the step-only rules (below).
-    const started = await guard.startRunWithStep(
+    const started = await guard.decideRunWithStep(
       target.workspaceId,
       { user_id: target.userId!, metadata: { proxy: providerName } },
       stepInput,
     );
-    if (started.run.status === 'BLOCKED') throw denialRefusal({ decision: started.run.decision }, 'run');
-    runId = started.run.id;
-    step = started.step!;
+    const { run } = started.decided;
+    if (run.status === 'BLOCKED') {
+      // A denial is answered once it is recorded, as every answer is.
+      await started.recorded;
+      throw denialRefusal({ decision: run.decision }, 'run');
+    }
+    runId = run.id;
+    step = started.decided.step!;
+    recorded = started.recorded;
   } else {
     runId = target.runId;
-    step = await stepOfNamedRun(guard, target, runId, stepInput);
+    ({ decided: step, recorded } = await stepOfNamedRun(guard, target, runId, stepInput));
   }
   if (step.status === 'BLOCKED') {
+    await recorded;
     // A step-only rule (model_priced) denied the call of a run of its own: that run ends here.
     if (target.runId === null)
       await guard
@@ -68,5 +95,8 @@ export async function checkCall(
         .catch((error: unknown) => log.warn({ err: error }, "ending a denied call's run failed"));
     throw denialRefusal(step, 'model call');
   }
-  return { workspaceId: target.workspaceId, runId, stepId: step.id, endRun: target.via === 'auto' };
+  return {
+    step: { workspaceId: target.workspaceId, runId, stepId: step.id, endRun: target.via === 'auto' },
+    recorded: recorded.then(() => undefined),
+  };
 }

@@ -1,12 +1,20 @@
 /**
  * Forwarding an allowed call and relaying its answer: the answer's headers gain the daemon's
  * own, its bytes go to the client as they come while the provider's usage is read on the side,
- * and how the relay ended becomes the call's result (status, usage, outcome).
+ * and how the relay ended becomes the call's result (status, usage, outcome). The answer is held
+ * until the caller releases it (once the call's record is durable), or dropped if it cancels.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import { formatOverheadMs, OVERHEAD_HEADER, type ProxyCallTimer } from '../metrics.js';
-import { clientHeaders, forward, upstreamFailure, upstreamHeaders } from './forwarder.js';
+import {
+  clientHeaders,
+  forward,
+  upstreamFailure,
+  upstreamHeaders,
+  type HeldAnswer,
+  type RelayHooks,
+} from './forwarder.js';
 import type { Provider } from './provider-registry.js';
 import { NO_USAGE, type Usage, type UsageTracker } from './providers/index.js';
 import type { CallStatus, RecordResult } from './call-result.js';
@@ -39,8 +47,11 @@ export function answerHeaders(
   return headers;
 }
 
-/** Forwards `call` and relays its answer; `recordResult` is told once how the call ended. */
-export function relayCall(call: RelayedCall, recordResult: RecordResult): void {
+/**
+ * Forwards `call`, its answer held until released; `recordResult` is told once how the call
+ * ended. Null when the client left before anything was sent.
+ */
+export function relayCall(call: RelayedCall, recordResult: RecordResult): HeldAnswer | null {
   const { request, res, provider, path, stepId, timer } = call;
   const finish = (status: CallStatus, usage: Usage, outcome: Record<string, unknown>) => {
     timer.finish(status === 'COMPLETED' ? 'ok' : outcome.error === 'CLIENT_ABORTED' ? 'aborted' : 'error');
@@ -49,14 +60,14 @@ export function relayCall(call: RelayedCall, recordResult: RecordResult): void {
   if (res.destroyed || !res.socket || res.socket.destroyed) {
     // The client left while the step was being checked: nothing is sent upstream.
     finish('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
-    return;
+    return null;
   }
 
   let tracker: UsageTracker | null = null;
   const outcome: Record<string, unknown> = {};
   timer.upstreamStarted();
   const upstreamRequest = { method: request.method, path, headers: upstreamHeaders(request.headers), body: call.body };
-  forward(provider, upstreamRequest, res, {
+  const hooks: RelayHooks = {
     answered(statusCode, upstream) {
       const headers = answerHeaders(upstream, { stepId, requestId: request.id }, timer.overheadMs());
       const contentType = upstream['content-type'];
@@ -98,5 +109,6 @@ export function relayCall(call: RelayedCall, recordResult: RecordResult): void {
         }
       }
     },
-  });
+  };
+  return forward(provider, upstreamRequest, res, hooks, { held: true });
 }

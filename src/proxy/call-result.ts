@@ -60,18 +60,23 @@ export async function untilStored<T>(
 
 /**
  * The recorder of one call's result, made as its forwarding starts: the call's duration counts
- * from here, and `calls` counts it in progress until its result is written (or given up on).
+ * from here, and `calls` counts it in progress until its result is written (or given up on). The
+ * result waits for the step's record (`stepRecorded`); a step whose record failed has no result.
  */
 export function resultRecorder(
   guard: ResultWriter,
   calls: CallsInProgress,
   step: CallStep,
+  stepRecorded: Promise<void>,
   log: FastifyBaseLogger,
   /** Told once the result is written (the result's lag, in metrics). */
   onWritten: () => void = () => {},
 ): RecordResult {
   const started = performance.now();
   const recorded = calls.begin();
+  let stepDurable = false;
+  // Never recorded: the call was refused, and nothing is left to write for it.
+  stepRecorded.then(() => (stepDurable = true), recorded);
   return (status, usage, outcome) => {
     const result = {
       status,
@@ -116,9 +121,14 @@ export function resultRecorder(
         });
       }
     };
-    // A run of the call's own stops holding a concurrency slot here now; its end follows.
-    if (step.endRun) guard.runAnswered(step.workspaceId, step.runId);
-    written()
+    const afterStep = () => {
+      // A run of the call's own stops holding a concurrency slot here now; its end follows.
+      if (step.endRun) guard.runAnswered(step.workspaceId, step.runId);
+      return written();
+    };
+    // An answer is released only once its step is durable: then this goes at once. A call that
+    // ended before (its client left while the record committed) waits for it; no step, no result.
+    (stepDurable ? afterStep() : stepRecorded.then(afterStep, () => {}))
       .catch((error: unknown) => log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'))
       .finally(recorded);
   };

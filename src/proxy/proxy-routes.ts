@@ -2,9 +2,9 @@
  * The proxy: `/proxy/runs/{run_id}/{provider}/...`, `/proxy/t/{token}/{provider}/...` and
  * `/proxy/{provider}/...`. Each call reads as: resolve the provider, path and target from the
  * request line and headers (call-head.ts, call-target.ts), read what the body asks for
- * (call-input.ts), check the step and record it (call-check.ts), forward and relay the answer
- * (call-relay.ts), record the result (call-result.ts). A refusal answers in the provider's format
- * (proxy-refusal.ts).
+ * (call-input.ts), check the step and start its record (call-check.ts), forward at once while the
+ * record commits and relay the answer once it is durable (call-relay.ts), record the result
+ * (call-result.ts). A refusal answers in the provider's format (proxy-refusal.ts).
  */
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiKeyVerifier } from '../api/auth.js';
@@ -91,17 +91,25 @@ export const proxyRoutes: FastifyPluginAsync<{
     const arrived = process.hrtime.bigint() - resolveNs;
     const contentType = request.headers['content-type'];
     const input = callInput(provider, { method: request.method, path, contentType, body: request.body }, audit);
-    const step = await checkCall(guard, target, provider.name, input.stepInput, request.log);
+    const { step, recorded } = await checkCall(guard, target, provider.name, input.stepInput, request.log);
     const body = input.bytesToForward();
-    reply.hijack();
-    // From here the answer is ours to write, and the step's result ours to record.
+    // Forwarded now, while the step's record commits; the answer is held until it is durable.
     const timer = new ProxyCallTimer(metrics, provider.name, arrived);
     const { stepId } = step;
     const call = { request, res: reply.raw, provider, path, body, stepId, timer };
-    relayCall(
-      call,
-      resultRecorder(guard, calls, step, request.log, () => timer.resultRecorded()),
-    );
+    const recorder = resultRecorder(guard, calls, step, recorded, request.log, () => timer.resultRecorded());
+    const held = relayCall(call, recorder);
+    try {
+      await recorded;
+    } catch (error) {
+      // No record, no answer: the upstream request is aborted, and the call refused as it would
+      // have been had the record come first (503 while the database is down).
+      held?.cancel(error as Error);
+      throw error;
+    }
+    // From here the answer is ours to write, and the step's result ours to record.
+    reply.hijack();
+    held?.release();
   }
 
   for (const pattern of ['/proxy/runs/:run_id/:provider/*', '/proxy/t/:token/:provider/*', '/proxy/:provider/*']) {

@@ -151,6 +151,29 @@ const loopHash = (limits: RunLimitValues | null, input: Omit<StepInput, 'sequenc
         input: input.loopInput !== undefined ? input.loopInput : input.input_data,
       });
 
+/**
+ * A call decided before its record is durable, so the proxy can forward it while the record
+ * commits. `decided` is final: the ids, the status, the decision. `recorded` settles once the
+ * record is durable: with the record as written (a step's sequence is final only then), or with
+ * the error the call would have failed with had it waited (RUN_NOT_RUNNING when the run ended
+ * meanwhile, a database failure). Nothing may be released to the caller before it resolves.
+ */
+export interface Decided<T> {
+  decided: T;
+  recorded: Promise<T>;
+}
+
+/**
+ * Runs `record`, which tells its decision once the decision is made and its record submitted,
+ * and answers then; a failure before the decision (an unknown run, the database down) rejects.
+ */
+function decidedBeforeRecorded<T>(record: (whenDecided: (decided: T) => void) => Promise<T>): Promise<Decided<T>> {
+  let told!: (decided: T) => void;
+  const decision = new Promise<T>((resolve) => (told = resolve));
+  const recorded = record(told);
+  return Promise.race([decision, recorded]).then((decided) => ({ decided, recorded }));
+}
+
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
 const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
 
@@ -346,15 +369,17 @@ export class GuardService {
 
   /**
    * A run of a proxied call's own, started with that call's step: one read of the decision's
-   * inputs and one commit for both, before the call is forwarded. The step is checked against the
-   * start's inputs (its rules are the first four of the start's). No step when the start is BLOCKED.
+   * inputs and one commit for both. The step is checked against the start's inputs (its rules are
+   * the first four of the start's). No step when the start is BLOCKED. Answers once decided, the
+   * commit under way (see `Decided`); in a workspace with a run limit, the decision holds only
+   * under the admission lock until its commit, so there it answers once the record is durable.
    */
-  async startRunWithStep(
+  async decideRunWithStep(
     workspaceId: string,
     input: RunStartInput,
     firstStep: Omit<StepInput, 'sequence'>,
-  ): Promise<{ run: StartedRun; step: CreatedStep | null }> {
-    return this.start(workspaceId, input, undefined, firstStep);
+  ): Promise<Decided<{ run: StartedRun; step: CreatedStep | null }>> {
+    return decidedBeforeRecorded((whenDecided) => this.start(workspaceId, input, undefined, firstStep, whenDecided));
   }
 
   private async start(
@@ -362,6 +387,7 @@ export class GuardService {
     input: RunStartInput,
     idempotency: IdempotencyClaim | undefined,
     firstStep: Omit<StepInput, 'sequence'> | null,
+    whenDecided?: (decided: { run: StartedRun; step: CreatedStep | null }) => void,
   ): Promise<{ run: StartedRun; step: CreatedStep | null }> {
     const now = this.clock.now();
     const scope = scopeAt(now, workspaceId, input.user_id);
@@ -449,7 +475,6 @@ export class GuardService {
             },
           }),
       };
-      await (batched ? this.runInserts.submit(run) : runs.insertRuns(db, [run]));
       const started: StartedRun = {
         id,
         user_id: input.user_id,
@@ -457,6 +482,13 @@ export class GuardService {
         decision: view(decision),
         ...(limits && status === 'RUNNING' && { limits: runLimitsView(limits) }),
       };
+      if (batched) {
+        const committing = this.runInserts.submit(run);
+        whenDecided?.({ run: started, step: step ? createdView(step) : null });
+        await committing;
+      } else {
+        await runs.insertRuns(db, [run]);
+      }
       await this.remember(db, idempotency, started, now);
       return { run: started, step };
     };
@@ -573,11 +605,27 @@ export class GuardService {
     return this.replayOnConflict(idempotency, () => (idempotency ? this.db.transaction(end) : end(this.db)));
   }
 
+  /**
+   * A step of a call forwarded while its record commits (the proxy): createStep with a sequence
+   * of the server's, answering once decided, the insert under way (see `Decided`).
+   */
+  async decideStep(
+    workspaceId: string,
+    runId: string,
+    input: Omit<StepInput, 'sequence'>,
+  ): Promise<Decided<CreatedStep>> {
+    return decidedBeforeRecorded((whenDecided) =>
+      this.createStep(workspaceId, runId, { ...input, sequence: null }, undefined, whenDecided),
+    );
+  }
+
   async createStep(
     workspaceId: string,
     runId: string,
     input: StepInput,
     idempotency?: IdempotencyClaim,
+    /** Told once the step is decided and its insert submitted (`decideStep`). */
+    whenDecided?: (decided: CreatedStep) => void,
   ): Promise<CreatedStep> {
     const replay = idempotency ? await this.replay<CreatedStep>(idempotency) : null;
     if (replay) return replay;
@@ -648,7 +696,10 @@ export class GuardService {
             )
           : await (async () => {
               const candidate = step(unlockedDecision!, sequence);
-              return [candidate, await this.stepInserts.submit(candidate)] as const;
+              const inserting = this.stepInserts.submit(candidate);
+              // Decided, its insert under way: a proxied call is forwarded from here (decideStep).
+              whenDecided?.(createdView(candidate));
+              return [candidate, await inserting] as const;
             })();
       if (outcome === 'run_not_running') throw new ApiError('RUN_NOT_RUNNING');
       if (outcome === 'duplicate_sequence') throw new SequenceTaken();

@@ -26,7 +26,7 @@ export interface NewRun {
   daemonId?: number | null;
   /**
    * The run's first step, written in the same statement (a proxied call's run of its own: one
-   * commit before the call is forwarded, not two). Only for a RUNNING run; its sequence is 1.
+   * commit before the call's answer is released, not two). Only for a RUNNING run; its sequence is 1.
    */
   firstStep?: NewStep;
   /**

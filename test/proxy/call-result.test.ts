@@ -46,7 +46,7 @@ describe('resultRecorder', () => {
   it("when a named run's call completes, then its result is recorded with its usage and outcome", async () => {
     const { guard, writes, results } = fakeGuard();
     const calls = new CallsInProgress();
-    const record = resultRecorder(guard, calls, namedRunStep, rememberingLogger());
+    const record = resultRecorder(guard, calls, namedRunStep, Promise.resolve(), rememberingLogger());
     record('COMPLETED', USAGE, { http_status: 200 });
     await calls.none();
     expect(writes).toEqual(['recordResult step-1']);
@@ -65,18 +65,46 @@ describe('resultRecorder', () => {
   it('when a call has a run of its own, then the slot is freed at once, the step finished, the run ended', async () => {
     const { guard, writes } = fakeGuard();
     const calls = new CallsInProgress();
-    const record = resultRecorder(guard, calls, ownRunStep, rememberingLogger());
+    const stepRecorded = Promise.resolve();
+    const record = resultRecorder(guard, calls, ownRunStep, stepRecorded, rememberingLogger());
+    await stepRecorded; // as when an answer is released: its step is durable
     record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
     expect(writes).toEqual(['answered ws/run-2', 'finishStep step-2']);
     await calls.none();
     expect(writes).toEqual(['answered ws/run-2', 'finishStep step-2', 'endRun run-2 FAILED']);
   });
 
+  it("when the call's step is still being recorded, then its result waits for that record", async () => {
+    const { guard, writes } = fakeGuard();
+    const calls = new CallsInProgress();
+    let stepDurable!: () => void;
+    const stepRecorded = new Promise<void>((resolve) => (stepDurable = resolve));
+    resultRecorder(guard, calls, ownRunStep, stepRecorded, rememberingLogger())('COMPLETED', USAGE, {});
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(writes).toEqual([]);
+    stepDurable();
+    await calls.none();
+    expect(writes).toEqual(['answered ws/run-2', 'finishStep step-2', 'endRun run-2 COMPLETED']);
+  });
+
+  it("when the call's step could not be recorded, then no result is written and the call stops counting", async () => {
+    const { guard, writes } = fakeGuard();
+    const calls = new CallsInProgress();
+    const log = rememberingLogger();
+    const record = resultRecorder(guard, calls, ownRunStep, Promise.reject(DATABASE_DOWN), log);
+    // The call ends (its upstream request aborted) only after its record failed, if at all.
+    await calls.none();
+    record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(writes).toEqual([]);
+    expect(log.lines).toEqual([]);
+  });
+
   it('when the database is down for a moment, then the result and the run end are retried until stored', async () => {
     const { guard, writes } = fakeGuard({ result: [DATABASE_DOWN], endRun: [DATABASE_DOWN] });
     const calls = new CallsInProgress();
     const log = rememberingLogger();
-    resultRecorder(guard, calls, ownRunStep, log)('COMPLETED', USAGE, {});
+    resultRecorder(guard, calls, ownRunStep, Promise.resolve(), log)('COMPLETED', USAGE, {});
     await calls.none();
     expect(writes).toEqual([
       'answered ws/run-2',
@@ -95,7 +123,7 @@ describe('resultRecorder', () => {
     const { guard } = fakeGuard({ result: [DATABASE_DOWN, new ApiError('STEP_ALREADY_FINISHED')] });
     const calls = new CallsInProgress();
     const log = rememberingLogger();
-    resultRecorder(guard, calls, namedRunStep, log)('COMPLETED', USAGE, {});
+    resultRecorder(guard, calls, namedRunStep, Promise.resolve(), log)('COMPLETED', USAGE, {});
     await calls.none();
     expect(log.lines.map((line) => line.message)).toEqual(['recording a proxied call failed; retrying']);
   });
@@ -104,7 +132,7 @@ describe('resultRecorder', () => {
     const { guard } = fakeGuard({ result: [new ApiError('STEP_ALREADY_FINISHED')] });
     const calls = new CallsInProgress();
     const log = rememberingLogger();
-    resultRecorder(guard, calls, namedRunStep, log)('COMPLETED', USAGE, {});
+    resultRecorder(guard, calls, namedRunStep, Promise.resolve(), log)('COMPLETED', USAGE, {});
     await calls.none();
     expect(log.lines).toEqual([
       {
@@ -119,7 +147,7 @@ describe('resultRecorder', () => {
     const { guard } = fakeGuard({ endRun: [new ApiError('RUN_NOT_RUNNING')] });
     const calls = new CallsInProgress();
     const log = rememberingLogger();
-    resultRecorder(guard, calls, ownRunStep, log)('COMPLETED', USAGE, {});
+    resultRecorder(guard, calls, ownRunStep, Promise.resolve(), log)('COMPLETED', USAGE, {});
     await calls.none();
     expect(log.lines).toEqual([]);
   });
@@ -128,7 +156,7 @@ describe('resultRecorder', () => {
     const { guard, writes } = fakeGuard({ result: [new Error('constraint violated')] });
     const calls = new CallsInProgress();
     const log = rememberingLogger();
-    resultRecorder(guard, calls, ownRunStep, log)('COMPLETED', USAGE, {});
+    resultRecorder(guard, calls, ownRunStep, Promise.resolve(), log)('COMPLETED', USAGE, {});
     await calls.none();
     expect(writes).toEqual(['answered ws/run-2', 'finishStep step-2']);
     expect(log.lines.map((line) => [line.level, line.message])).toEqual([['error', 'recording a proxied call failed']]);
