@@ -55,6 +55,16 @@ describe.each(BACKENDS)('denial detail on %s', (backend) => {
     const url = `${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`;
     const headers = { ...proxyHeaders, 'x-runguard-key': api.apiKey };
     expect((await fetch(url, { method: 'POST', headers, body: JSON.stringify(chat) })).status).toBe(200);
+    // The numbers below are the recorded ones: wait for the first call's result to be written
+    // (read-your-writes before that is read-your-writes.test.ts's; a check made while the result
+    // lands may count it twice, toward denying, and this test is about the message).
+    for (let tries = 0; ; tries++) {
+      const step = (await api.request('GET', `/v1/runs/${runId}`)).body.steps?.[0];
+      if (step?.cost_usd != null) break;
+      if (tries > 100) throw new Error('the first call was never recorded');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
     const denied = await fetch(url, { method: 'POST', headers, body: JSON.stringify(chat) });
     expect(denied.status).toBe(403);
     const spend = callMicros / 1e6;

@@ -103,8 +103,8 @@ describe("the CLI's look", () => {
   it('when lists end, then runs and users share one footer, and money has one format', async () => {
     const runs = await cli('runs', 'list', '--user', 'blocked-look');
     expect(runs.stdout).toMatch(/\nPage 1 of 1 \(1 run\)\.\n$/);
-    expect(runs.stdout).toMatch(/BLOCKED .* \$0\.00\s+USER_BLOCKED\n/);
-    expect(runs.stdout).toMatch(/^ID\s+USER\s+STATUS\s+STARTED\s+ENDED\s+STEPS\s+TOKENS\s+COST\s+DENIED\n/);
+    expect(runs.stdout).toMatch(/BLOCKED .* \$0\.00\s+-\s+USER_BLOCKED\n/);
+    expect(runs.stdout).toMatch(/^ID\s+USER\s+STATUS\s+STARTED\s+ENDED\s+STEPS\s+TOKENS\s+COST\s+MODELS\s+DENIED\n/);
     const users = await cli('users', 'list');
     expect(users.stdout).toMatch(/\nPage 1 of 1 \(\d+ users?\)\.\n$/);
     expect(users.stdout).toMatch(/blocked-look\s+yes\s+\$0\.00\s+workspace default/);

@@ -12,6 +12,7 @@ import { scopeAt } from '../../src/store/counters.js';
 import { registerInstance } from '../../src/store/daemon-instances.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { openTestStores, type Backend, type TestStores } from '../support/harness.js';
+import { runWithStep } from '../support/run-with-step.js';
 
 const log = createLogger('silent');
 const clock: Clock = { now: () => new Date() };
@@ -40,9 +41,8 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('crash re
 
     // The dead daemon's calls: in flight, or answered with only the run's end lost.
     const lostRuns: string[] = [];
-    for (let i = 0; i < 90; i++)
-      lostRuns.push((await dead.startRunWithStep(ws.id, { user_id: `u${i % 3}` }, call)).run.id);
-    const answered = await dead.startRunWithStep(ws.id, { user_id: 'u0' }, call);
+    for (let i = 0; i < 90; i++) lostRuns.push((await runWithStep(dead, ws.id, { user_id: `u${i % 3}` }, call)).run.id);
+    const answered = await runWithStep(dead, ws.id, { user_id: 'u0' }, call);
     await dead.finishStep(ws.id, answered.run.id, answered.step!.id, {
       status: 'COMPLETED',
       durationMs: 5,
@@ -56,7 +56,7 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('crash re
     const apiStep = await dead.createStep(ws.id, clientRun, { type: 'TOOL_CALL', sequence: 100, tool_name: 'search' });
     // The live daemon's calls in flight.
     const liveRuns = [];
-    for (let i = 0; i < 5; i++) liveRuns.push((await live.startRunWithStep(ws.id, { user_id: 'u2' }, call)).run.id);
+    for (let i = 0; i < 5; i++) liveRuns.push((await runWithStep(live, ws.id, { user_id: 'u2' }, call)).run.id);
     await db.query(
       `UPDATE steps SET estimate_micros = 1000 + (abs(hashtext(id::text)) % 5000) WHERE status = 'ALLOWED' AND daemon_id IS NOT NULL`,
     );
@@ -143,7 +143,7 @@ describe.each<Backend>(['postgres+redis', 'postgres+sql', 'embedded'])('crash re
     // Every heartbeat lapses in an outage of the database, the live daemons' too.
     await db.query(`UPDATE daemon_instances SET heartbeat_at = now() - interval '1 minute' WHERE id = $1`, [lapsedId]);
     const owner = new GuardService(db, counters, clock, log, null, { id: lapsedId });
-    const { step } = await owner.startRunWithStep(ws.id, { user_id: 'u' }, call);
+    const { step } = await runWithStep(owner, ws.id, { user_id: 'u' }, call);
     const recovery = (trusted: boolean) =>
       createResultRecovery({
         db,

@@ -12,6 +12,7 @@ import { SequenceAllocator } from '../../src/service/sequence-allocator.js';
 import type { Db } from '../../src/store/db.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { openTestStores, type Backend, type TestStores } from '../support/harness.js';
+import { runWithStep } from '../support/run-with-step.js';
 
 const log = createLogger('silent');
 
@@ -64,11 +65,7 @@ describe.each<Backend>(['postgres+sql', 'embedded'])('step sequences on %s', (ba
     };
     const guard = new GuardService(watched, stores.counters, systemClock, log);
     const other = new GuardService(watched, stores.counters, systemClock, log);
-    const { run, step: first } = await guard.startRunWithStep(
-      ws.id,
-      { user_id: 'u' },
-      { type: 'MODEL_CALL', model: 'm' },
-    );
+    const { run, step: first } = await runWithStep(guard, ws.id, { user_id: 'u' }, { type: 'MODEL_CALL', model: 'm' });
     expect(first?.sequence).toBe(1);
     const steps = await Promise.all(
       Array.from({ length: 3 }, () => guard.createStep(ws.id, run.id, { type: 'MODEL_CALL', model: 'm' })),

@@ -14,6 +14,7 @@ import type { Db } from '../../src/store/db.js';
 import { endRuns, insertRuns, insertSteps, type NewRun } from '../../src/store/runs.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
+import { runWithStep } from '../support/run-with-step.js';
 
 const NOW = new Date('2026-05-04T12:00:00.123Z');
 const ALLOW: Decision = {
@@ -210,7 +211,7 @@ describe.each(BACKENDS)('run batch statements on %s', (backend) => {
       const guard = new GuardService(counting, stores.counters, { now: () => NOW }, createLogger('silent'));
       statements.length = 0;
       const started = await Promise.all(
-        Array.from({ length: 3 }, (_, i) => guard.startRunWithStep(ws, { user_id: `u${i}` }, step)),
+        Array.from({ length: 3 }, (_, i) => runWithStep(guard, ws, { user_id: `u${i}` }, step)),
       );
       // No step was written apart from its run (with a run limit too, inside the start's transaction).
       expect(statements.filter((sql) => /INSERT INTO runs/.test(sql)).length).toBeGreaterThan(0);
@@ -254,7 +255,7 @@ describe.each(BACKENDS)('run batch statements on %s', (backend) => {
     const ws = (await createWorkspace(stores.db, 'first-step-blocked', 'enterprise')).id;
     await stores.db.query('UPDATE workspaces SET kill_switch_active = true WHERE id = $1', [ws]);
     const guard = new GuardService(stores.db, stores.counters, { now: () => NOW }, createLogger('silent'));
-    const blocked = await guard.startRunWithStep(ws, { user_id: 'u' }, step);
+    const blocked = await runWithStep(guard, ws, { user_id: 'u' }, step);
     expect(blocked).toMatchObject({
       run: { status: 'BLOCKED', decision: { reason: 'KILL_SWITCH_ACTIVE' } },
       step: null,

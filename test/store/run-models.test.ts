@@ -13,6 +13,7 @@ import { GuardService } from '../../src/service/guard-service.js';
 import { RUN_MODELS_KEPT, insertSteps, listRuns, type NewStep } from '../../src/store/runs.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
+import { runWithStep } from '../support/run-with-step.js';
 
 const NOW = new Date('2026-05-04T12:00:00Z');
 const clock: Clock = { now: () => NOW };
@@ -107,7 +108,8 @@ describe.each(BACKENDS)('run models on %s', (backend) => {
   });
 
   it("when a proxied call's run starts with its step, then the run keeps that step's model", async () => {
-    const { run } = await guard.startRunWithStep(
+    const { run } = await runWithStep(
+      guard,
       workspaceId,
       { user_id: 'proxy-user' },
       { type: 'MODEL_CALL', model: 'proxied-model' },

@@ -16,6 +16,7 @@ import { readRunDetail } from '../../src/store/run-detail.js';
 import { migrate } from '../../src/store/migrations.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
+import { runWithStep } from '../support/run-with-step.js';
 
 const log = createLogger('silent');
 const DENY: Decision = {
@@ -104,7 +105,7 @@ describe.each(BACKENDS)('run totals on %s', (backend) => {
     ];
     const runIds = [(await a.startRun(ws, { user_id: 'u1' })).id, (await b.startRun(ws, { user_id: 'u2' })).id];
     // A proxied call's run starts with its step (counted in the run's own insert).
-    const withFirst = await a.startRunWithStep(ws, { user_id: 'u3' }, { type: 'MODEL_CALL', model: 'm' });
+    const withFirst = await runWithStep(a, ws, { user_id: 'u3' }, { type: 'MODEL_CALL', model: 'm' });
     runIds.push(withFirst.run.id);
     const ended = (await a.startRun(ws, { user_id: 'u4' })).id;
     await a.createStep(ws, ended, { type: 'TOOL_CALL', tool_name: 't' });
