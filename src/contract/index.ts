@@ -12,3 +12,6 @@ export * from './pricing.js';
 export * from './deletion.js';
 export * from './dashboard.js';
 export * from './webhooks.js';
+export * from './users.js';
+export * from './api-keys.js';
+export * from './usage.js';

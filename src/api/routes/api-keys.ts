@@ -8,9 +8,8 @@ import type { Db } from '../../store/db.js';
 import type { LocalKeyFile } from '../../local-key.js';
 import { listApiKeys, regenerateApiKey } from '../../store/workspaces.js';
 import { revokeKey } from '../../service/deletion.js';
-import { errorResponses, NoBody, Nullable, pathUuid, Uuid, UuidParam } from '../schemas.js';
+import { ApiKey, ApiKeyParams, errorResponses, IssuedApiKey, NoBody, pathUuid } from '../schemas.js';
 
-const Timestamp = Type.String({ format: 'date-time' });
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
 export const apiKeyRoutes: FastifyPluginAsync<{
@@ -29,16 +28,7 @@ export const apiKeyRoutes: FastifyPluginAsync<{
         tags: ['api-keys'],
         summary: "The workspace's API keys (never a secret or hash)",
         response: {
-          200: Type.Array(
-            Type.Object({
-              id: Uuid,
-              prefix: Type.String(),
-              name: Nullable(Type.String()),
-              created_at: Timestamp,
-              last_used_at: Nullable(Timestamp),
-              revoked_at: Nullable(Timestamp),
-            }),
-          ),
+          200: Type.Array(ApiKey),
           ...errorResponses(401),
         },
       },
@@ -63,7 +53,7 @@ export const apiKeyRoutes: FastifyPluginAsync<{
         summary: 'Issue a new key (shown once) and revoke every earlier key of the workspace',
         body: NoBody,
         response: {
-          201: Type.Object({ id: Uuid, prefix: Type.String(), api_key: Type.String() }),
+          201: IssuedApiKey,
           ...errorResponses(401, 422),
         },
       },
@@ -92,7 +82,7 @@ export const apiKeyRoutes: FastifyPluginAsync<{
       schema: {
         tags: ['api-keys'],
         summary: "Revoke one key (never the workspace's last active one: 409 LAST_ACTIVE_KEY)",
-        params: Type.Object({ id: UuidParam }),
+        params: ApiKeyParams,
         response: { 204: Type.Null(), ...errorResponses(401, 404, 409) },
       },
     },

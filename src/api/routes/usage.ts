@@ -12,25 +12,9 @@ import { dailyUsage } from '../../store/users.js';
 import type { GuardSettings } from '../../service/guard-settings.js';
 import { PLAN_NAMES, type WorkspaceRow } from '../../store/workspaces.js';
 import { actorOf } from '../actor.js';
-import { errorResponses, Nullable } from '../schemas.js';
+import { Billing, errorResponses, Usage, UsageQuery } from '../schemas.js';
 
-const PlanSchema = Type.Object({
-  name: Type.String(),
-  monthly_run_limit: Nullable(Type.Integer()),
-  max_concurrent_runs: Nullable(Type.Integer()),
-  kill_switch: Type.Boolean(),
-});
-const Billing = Type.Object({
-  plan: Type.String(),
-  limits: Type.Object({
-    monthly_run_limit: Nullable(Type.Integer()),
-    max_concurrent_runs: Nullable(Type.Integer()),
-    kill_switch: Type.Boolean(),
-  }),
-  plans: Type.Array(PlanSchema),
-});
-
-function billingView(w: WorkspaceRow) {
+function billingView(w: WorkspaceRow): Billing {
   return {
     plan: w.plan,
     limits: {
@@ -57,22 +41,9 @@ export const usageRoutes: FastifyPluginAsync<{
       schema: {
         tags: ['usage'],
         summary: "Today's spend against budgets, this month's runs, concurrent runs, and a daily series",
-        querystring: Type.Object({ days: Type.Integer({ minimum: 1, maximum: 366, default: 30 }) }),
+        querystring: UsageQuery,
         response: {
-          200: Type.Object({
-            date: Type.String(),
-            workspace_daily_spend_usd: Type.Number(),
-            workspace_daily_budget_usd: Nullable(Type.Number()),
-            monthly_runs: Type.Integer(),
-            monthly_run_limit: Nullable(Type.Integer()),
-            concurrent_runs: Type.Integer(),
-            max_concurrent_runs: Nullable(Type.Integer()),
-            daily: Type.Array(Type.Object({ date: Type.String(), spend_usd: Type.Number(), runs: Type.Integer() })),
-            /** Today's model calls recorded with tokens but no price (they count $0), by model. */
-            unpriced: Type.Array(
-              Type.Object({ model: Nullable(Type.String()), calls: Type.Integer(), tokens: Type.Integer() }),
-            ),
-          }),
+          200: Usage,
           ...errorResponses(401, 422),
         },
       },

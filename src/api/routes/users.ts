@@ -1,5 +1,4 @@
 /** SDK users: list with today's spend, block and unblock, per-user daily budgets. */
-import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
@@ -8,20 +7,18 @@ import type { GuardSettings } from '../../service/guard-settings.js';
 import type { Db } from '../../store/db.js';
 import { listUsers, type SdkUserRow } from '../../store/users.js';
 import type { CounterStore } from '../../store/counters.js';
-import { errorResponses, Nullable, Usd, UserDeletion } from '../schemas.js';
+import {
+  errorResponses,
+  SdkUser,
+  SdkUserListQuery,
+  SdkUserPage,
+  SdkUserParams,
+  SdkUserUpdateBody,
+  UserDeletion,
+} from '../schemas.js';
 import { actorOf } from '../actor.js';
 
-const User = Type.Object({
-  user_id: Type.String(),
-  blocked: Type.Boolean(),
-  daily_budget_usd: Nullable(Type.Number()),
-  daily_spend_usd: Type.Number(),
-  run_count: Type.Integer(),
-  first_seen_at: Type.String({ format: 'date-time' }),
-  last_seen_at: Type.String({ format: 'date-time' }),
-});
-
-function view(u: SdkUserRow) {
+function view(u: SdkUserRow): SdkUser {
   return {
     user_id: u.user_id,
     blocked: u.blocked,
@@ -50,21 +47,9 @@ export const userRoutes: FastifyPluginAsync<{
       schema: {
         tags: ['users'],
         summary: 'SDK users, most recently seen first',
-        querystring: Type.Object({
-          blocked: Type.Optional(Type.Boolean()),
-          search: Type.Optional(
-            Type.String({ minLength: 1, maxLength: 256, description: 'Users whose id contains this text (any case)' }),
-          ),
-          page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
-          per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
-        }),
+        querystring: SdkUserListQuery,
         response: {
-          200: Type.Object({
-            items: Type.Array(User),
-            total: Type.Integer(),
-            page: Type.Integer(),
-            per_page: Type.Integer(),
-          }),
+          200: SdkUserPage,
           ...errorResponses(401, 422),
         },
       },
@@ -88,12 +73,9 @@ export const userRoutes: FastifyPluginAsync<{
       schema: {
         tags: ['users'],
         summary: "Block, unblock or set a user's daily budget (creates users not yet seen)",
-        params: Type.Object({ user_id: Type.String({ minLength: 1, maxLength: 256 }) }),
-        body: Type.Object(
-          { blocked: Type.Optional(Type.Boolean()), daily_budget_usd: Type.Optional(Nullable(Usd)) },
-          { additionalProperties: false },
-        ),
-        response: { 200: User, ...errorResponses(400, 401, 422) },
+        params: SdkUserParams,
+        body: SdkUserUpdateBody,
+        response: { 200: SdkUser, ...errorResponses(400, 401, 422) },
       },
     },
     async (request) => {
@@ -122,7 +104,7 @@ export const userRoutes: FastifyPluginAsync<{
         tags: ['users'],
         summary:
           "Delete a user's record and runs (409 USER_HAS_COUNTED_RUNS while a run is RUNNING or in a counted window)",
-        params: Type.Object({ user_id: Type.String({ minLength: 1, maxLength: 256 }) }),
+        params: SdkUserParams,
         response: { 200: UserDeletion, ...errorResponses(401, 404, 409) },
       },
     },
