@@ -80,6 +80,10 @@ export type {
   WebhookDelivery,
   WebhookPing,
   WebhookEventType,
+  Usage,
+  SdkUser,
+  Billing,
+  ApiKey,
 } from '../../src/contract/index.js';
 
 export interface Workspace {
@@ -95,36 +99,4 @@ export interface Me {
   email: string | null;
   created_at: string;
   workspace: { id: string; name: string; plan: string };
-}
-export interface Usage {
-  date: string;
-  workspace_daily_spend_usd: number;
-  workspace_daily_budget_usd: number | null;
-  monthly_runs: number;
-  monthly_run_limit: number | null;
-  concurrent_runs: number;
-  max_concurrent_runs: number | null;
-  daily: { date: string; spend_usd: number; runs: number }[];
-}
-export interface SdkUser {
-  user_id: string;
-  blocked: boolean;
-  daily_budget_usd: number | null;
-  daily_spend_usd: number;
-  run_count: number;
-  first_seen_at: string;
-  last_seen_at: string;
-}
-export interface Billing {
-  plan: string;
-  limits: { monthly_run_limit: number | null; max_concurrent_runs: number | null; kill_switch: boolean };
-  plans: { name: string; monthly_run_limit: number | null; max_concurrent_runs: number | null; kill_switch: boolean }[];
-}
-export interface ApiKey {
-  id: string;
-  prefix: string;
-  name: string | null;
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
 }

@@ -2,17 +2,9 @@
 import { readFile } from 'node:fs/promises';
 import { Argument, Command, Option } from 'commander';
 import { cliCommand } from '../../cli-command.js';
+import type { ApiKey, IssuedApiKey } from '../../contract/index.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
-
-interface ApiKey {
-  id: string;
-  prefix: string;
-  name: string | null;
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
 
 export function keysCommand(): Command {
   const keys = new Command('keys').description("the workspace's API keys");
@@ -40,10 +32,7 @@ export function keysCommand(): Command {
       .action(
         withApi(async ({ client, connection, out }, o: ApiOptions & { yes?: boolean }) => {
           if (!o.yes) throw new Error('regenerating revokes the current key for every client; run again with --yes');
-          const key = await client.request<{ id: string; prefix: string; api_key: string }>(
-            'POST',
-            '/v1/api-keys/regenerate',
-          );
+          const key = await client.request<IssuedApiKey>('POST', '/v1/api-keys/regenerate');
           if (out.json) return out.data(key);
           out.line(`New API key (shown once): ${key.api_key}`);
           out.line('Every earlier key of the workspace is revoked.');

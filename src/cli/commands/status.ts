@@ -1,4 +1,5 @@
 /** `runguard status`: the daemon's health, the kill switch, and today's usage against the limits. */
+import type { Usage } from '../../contract/index.js';
 import { apiCommand, withApi } from '../command.js';
 import { usd } from '../output.js';
 
@@ -13,15 +14,6 @@ interface Workspace {
   plan: string;
   kill_switch_active: boolean;
   user_daily_budget_usd: number | null;
-}
-interface Usage {
-  date: string;
-  workspace_daily_spend_usd: number;
-  workspace_daily_budget_usd: number | null;
-  monthly_runs: number;
-  monthly_run_limit: number | null;
-  concurrent_runs: number;
-  max_concurrent_runs: number | null;
 }
 
 const of = (value: number | string, limit: number | string | null) => `${value} of ${limit ?? 'unlimited'}`;

@@ -1,19 +1,10 @@
 /** `runguard users list|block|unblock|budget|delete`: SDK users, their spend today, blocking and budgets. */
 import { Argument, Command, Option } from 'commander';
-import type { ApiClient, Page } from '../api-client.js';
+import type { Page, SdkUser, UserDeletion } from '../../contract/index.js';
+import type { ApiClient } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { pageFooter, timestamp, usd } from '../output.js';
 import { parseUsd, UNLIMITED } from './workspace.js';
-
-interface User {
-  user_id: string;
-  blocked: boolean;
-  daily_budget_usd: number | null;
-  daily_spend_usd: number;
-  run_count: number;
-  first_seen_at: string;
-  last_seen_at: string;
-}
 
 const path = (userId: string) => `/v1/users/${encodeURIComponent(userId)}`;
 
@@ -23,7 +14,7 @@ const path = (userId: string) => `/v1/users/${encodeURIComponent(userId)}`;
  */
 async function isBlocked(client: ApiClient, userId: string): Promise<boolean> {
   for (let page = 1; ; page++) {
-    const blocked = await client.request<Page<User>>('GET', `/v1/users?blocked=true&per_page=100&page=${page}`);
+    const blocked = await client.request<Page<SdkUser>>('GET', `/v1/users?blocked=true&per_page=100&page=${page}`);
     if (blocked.items.some((u) => u.user_id === userId)) return true;
     if (page * blocked.per_page >= blocked.total || blocked.items.length === 0) return false;
   }
@@ -40,7 +31,7 @@ export function usersCommand(): Command {
         withApi(async ({ client, out }, o: ApiOptions & { blocked?: boolean; page: string; perPage: string }) => {
           const query = new URLSearchParams({ page: o.page, per_page: o.perPage });
           if (o.blocked) query.set('blocked', 'true');
-          const page = await client.request<Page<User>>('GET', `/v1/users?${query}`);
+          const page = await client.request<Page<SdkUser>>('GET', `/v1/users?${query}`);
           if (out.json) return out.data(page);
           if (page.total === 0) return out.line(o.blocked ? 'No blocked users.' : 'No users yet.');
           out.table(
@@ -63,7 +54,7 @@ export function usersCommand(): Command {
       .addArgument(new Argument('<user_id>'))
       .action(
         withApi(async ({ client, out }, _o, userId: string) => {
-          const user = await client.request<User>('PUT', path(userId), { blocked: true });
+          const user = await client.request<SdkUser>('PUT', path(userId), { blocked: true });
           if (out.json) return out.data(user);
           out.line(`${user.user_id} is ${out.style.bad('blocked')}.`);
         }),
@@ -79,7 +70,7 @@ export function usersCommand(): Command {
             if (out.json) return out.data({ user_id: userId, blocked: false, changed: false });
             return out.line(`${userId} is not blocked; nothing changed.`);
           }
-          const user = await client.request<User>('PUT', path(userId), { blocked: false });
+          const user = await client.request<SdkUser>('PUT', path(userId), { blocked: false });
           if (out.json) return out.data(user);
           out.line(`${user.user_id} is allowed again.`);
         }),
@@ -92,7 +83,7 @@ export function usersCommand(): Command {
       .action(
         withApi(async ({ client, out }, _o, userId: string, amount: string) => {
           const budget = parseUsd(amount, 'budget');
-          const user = await client.request<User>('PUT', path(userId), {
+          const user = await client.request<SdkUser>('PUT', path(userId), {
             daily_budget_usd: budget === UNLIMITED ? null : budget,
           });
           if (out.json) return out.data(user);
@@ -120,7 +111,7 @@ export function usersCommand(): Command {
       .action(
         withApi(async ({ client, out }, o: ApiOptions & { yes?: boolean }, userId: string) => {
           if (!o.yes) throw new Error(`deleting ${userId} deletes their runs and steps for good; run again with --yes`);
-          const deleted = await client.request<{ user_id: string; runs_deleted: number }>('DELETE', path(userId));
+          const deleted = await client.request<UserDeletion>('DELETE', path(userId));
           if (out.json) return out.data(deleted);
           out.line(
             `Deleted ${deleted.user_id} and ${deleted.runs_deleted} run${deleted.runs_deleted === 1 ? '' : 's'}.`,
