@@ -15,3 +15,4 @@ export * from './webhooks.js';
 export * from './users.js';
 export * from './api-keys.js';
 export * from './usage.js';
+export * from './workspace.js';

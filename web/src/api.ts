@@ -1,4 +1,5 @@
 /** The documented /v1 API, with the session's token. The only source of data the pages have. */
+import type { Workspace as WireWorkspace } from '../../src/contract/index.js';
 import { clearToken, getToken } from './session';
 
 export class ApiError extends Error {
@@ -86,14 +87,9 @@ export type {
   ApiKey,
 } from '../../src/contract/index.js';
 
-export interface Workspace {
-  id: string;
-  name: string;
-  plan: string;
-  kill_switch_active: boolean;
-  updated_at: string;
-  [setting: string]: unknown;
-}
+/** The settings form reads a workspace's fields by name, so it may index it. */
+export type Workspace = WireWorkspace & { [setting: string]: unknown };
+
 export interface Me {
   id: string;
   email: string | null;

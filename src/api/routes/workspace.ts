@@ -5,41 +5,14 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { microsToUsd, usdToMicros } from '../../money/decimal.js';
 import type { GuardSettings } from '../../service/guard-settings.js';
 import { DEFAULT_STEP_RESERVATION_MICROS, type WorkspaceRow } from '../../store/workspaces.js';
-import { errorResponses, Nullable, RetentionDays, RunCountLimit, Usd, Uuid } from '../schemas.js';
+import { errorResponses, Workspace, WorkspaceUpdateBody } from '../schemas.js';
 import { actorOf } from '../actor.js';
-
-const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });
-
-export const WorkspaceSchema = Type.Object({
-  id: Uuid,
-  name: Type.String(),
-  plan: Type.String(),
-  kill_switch_active: Type.Boolean(),
-  daily_budget_usd: Nullable(Type.Number()),
-  user_daily_budget_usd: Nullable(Type.Number()),
-  monthly_run_limit: Nullable(Type.Integer()),
-  max_concurrent_runs: Nullable(Type.Integer()),
-  /** Days ended runs are kept before the purge deletes them; null: forever. */
-  retention_days: Nullable(Type.Integer()),
-  unpriced_models: Type.Enum(['allow', 'deny']),
-  /** "reserve": each step reserves its cost estimate first (docs/budgets.md). */
-  budget_mode: Type.Enum(['spend', 'reserve']),
-  /** What an API step without max_cost_usd reserves in "reserve" mode. */
-  default_step_reservation_usd: Type.Number(),
-  /** Defaults of every new run's limits (docs/limits.md); null: off. */
-  run_max_steps: Nullable(Type.Integer()),
-  run_max_cost_usd: Nullable(Type.Number()),
-  run_max_identical_calls: Nullable(Type.Integer()),
-  /** Steps a user may create per minute, across its runs; null: no limit. */
-  user_steps_per_minute: Nullable(Type.Integer()),
-  updated_at: Type.String({ format: 'date-time' }),
-});
 
 const usd = (micros: number | null) => (micros === null ? null : microsToUsd(micros));
 const micros = (value: number | null | undefined) =>
   value === undefined ? undefined : value === null ? null : usdToMicros(value);
 
-export function workspaceView(w: WorkspaceRow) {
+export function workspaceView(w: WorkspaceRow): Workspace {
   return {
     id: w.id,
     name: w.name,
@@ -71,7 +44,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
       schema: {
         tags: ['workspace'],
         summary: 'Workspace configuration',
-        response: { 200: WorkspaceSchema, ...errorResponses(401) },
+        response: { 200: Workspace, ...errorResponses(401) },
       },
     },
     async (request) => workspaceView(await settings.workspace(request.principal.workspaceId)),
@@ -84,29 +57,8 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
       schema: {
         tags: ['workspace'],
         summary: 'Change budgets (USD, null = unlimited) and limits (within the plan)',
-        body: Type.Object(
-          {
-            name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-            daily_budget_usd: Type.Optional(Nullable(Usd)),
-            user_daily_budget_usd: Type.Optional(Nullable(Usd)),
-            monthly_run_limit: Type.Optional(Nullable(Limit)),
-            max_concurrent_runs: Type.Optional(Nullable(Limit)),
-            retention_days: Type.Optional(RetentionDays),
-            /** "deny": a model call of a model without an active price is denied MODEL_NOT_PRICED. */
-            unpriced_models: Type.Optional(Type.Enum(['allow', 'deny'])),
-            /** "reserve": rules 3 and 4 count outstanding reservations and this step's estimate. */
-            budget_mode: Type.Optional(Type.Enum(['spend', 'reserve'])),
-            /** null: back to the default ($0.05). */
-            default_step_reservation_usd: Type.Optional(Nullable(Usd)),
-            /** Runaway agents (docs/limits.md): defaults of every new run's limits, and a user rate. */
-            run_max_steps: Type.Optional(Nullable(RunCountLimit)),
-            run_max_cost_usd: Type.Optional(Nullable(Usd)),
-            run_max_identical_calls: Type.Optional(Nullable(RunCountLimit)),
-            user_steps_per_minute: Type.Optional(Nullable(RunCountLimit)),
-          },
-          { additionalProperties: false },
-        ),
-        response: { 200: WorkspaceSchema, ...errorResponses(400, 401, 403, 422) },
+        body: WorkspaceUpdateBody,
+        response: { 200: Workspace, ...errorResponses(400, 401, 403, 422) },
       },
     },
     async (request) => {

@@ -1,5 +1,5 @@
 /** `runguard status`: the daemon's health, the kill switch, and today's usage against the limits. */
-import type { Usage } from '../../contract/index.js';
+import type { Usage, Workspace } from '../../contract/index.js';
 import { apiCommand, withApi } from '../command.js';
 import { usd } from '../output.js';
 
@@ -8,12 +8,6 @@ interface Health {
   version: string;
   checks: Record<string, string>;
   counter_store: string;
-}
-interface Workspace {
-  name: string;
-  plan: string;
-  kill_switch_active: boolean;
-  user_daily_budget_usd: number | null;
 }
 
 const of = (value: number | string, limit: number | string | null) => `${value} of ${limit ?? 'unlimited'}`;

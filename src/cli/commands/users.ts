@@ -1,6 +1,6 @@
 /** `runguard users list|block|unblock|budget|delete`: SDK users, their spend today, blocking and budgets. */
 import { Argument, Command, Option } from 'commander';
-import type { Page, SdkUser, UserDeletion } from '../../contract/index.js';
+import type { Page, SdkUser, UserDeletion, Workspace } from '../../contract/index.js';
 import type { ApiClient } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { pageFooter, timestamp, usd } from '../output.js';
@@ -94,7 +94,7 @@ export function usersCommand(): Command {
               `${user.user_id}: daily budget ${usd(user.daily_budget_usd)} (spent today: ${usd(user.daily_spend_usd)}).`,
             );
           }
-          const workspace = await client.request<{ user_daily_budget_usd: number | null }>('GET', '/v1/workspace');
+          const workspace = await client.request<Workspace>('GET', '/v1/workspace');
           const shared =
             workspace.user_daily_budget_usd === null ? 'unlimited' : `${usd(workspace.user_daily_budget_usd)} a day`;
           out.line(`${user.user_id}: no budget of their own; the workspace's per-user budget applies (${shared}).`);

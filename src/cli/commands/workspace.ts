@@ -1,23 +1,9 @@
 /** `runguard budget set` and `runguard limits set`: the workspace's budgets and run limits. */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import type { Workspace } from '../../contract/index.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { ApiRequestError } from '../errors.js';
 import { usd, type Output } from '../output.js';
-
-interface Workspace {
-  plan: string;
-  daily_budget_usd: number | null;
-  user_daily_budget_usd: number | null;
-  monthly_run_limit: number | null;
-  max_concurrent_runs: number | null;
-  unpriced_models?: 'allow' | 'deny';
-  budget_mode?: 'spend' | 'reserve';
-  default_step_reservation_usd?: number;
-  run_max_steps?: number | null;
-  run_max_cost_usd?: number | null;
-  run_max_identical_calls?: number | null;
-  user_steps_per_minute?: number | null;
-}
 
 /**
  * Commander keeps no null from a parser, so options hold this marker for "no limit" and the
