@@ -1,5 +1,6 @@
 /** `runguard kill-switch [on|off]`: denies every run start and step of the workspace while on; no argument shows it. */
 import { Argument } from 'commander';
+import type { Workspace } from '../../contract/index.js';
 import { apiCommand, withApi } from '../command.js';
 import type { Output } from '../output.js';
 import { timestamp } from '../output.js';
@@ -24,7 +25,7 @@ export function killSwitchCommand() {
     .action(
       withApi(async ({ client, out }, _options, state?: string) => {
         if (state === undefined) {
-          const workspace = await client.request<{ plan: string; kill_switch_active: boolean }>('GET', '/v1/workspace');
+          const workspace = await client.request<Workspace>('GET', '/v1/workspace');
           if (out.json) return out.data({ active: workspace.kill_switch_active, plan: workspace.plan });
           say(out, workspace.kill_switch_active);
           if (!PLANS_WITH_KILL_SWITCH.includes(workspace.plan)) {

@@ -1,5 +1,6 @@
 /** `runguard retention [DAYS|none]`: how long ended runs are kept; no argument shows it. */
 import { Argument, InvalidArgumentError } from 'commander';
+import type { Workspace } from '../../contract/index.js';
 import { apiCommand, withApi } from '../command.js';
 import type { Output } from '../output.js';
 
@@ -33,8 +34,8 @@ export function retentionCommand() {
       withApi(async ({ client, out }, _options, days?: number | null) => {
         const workspace =
           days === undefined
-            ? await client.request<{ retention_days: number | null }>('GET', '/v1/workspace')
-            : await client.request<{ retention_days: number | null }>('PATCH', '/v1/workspace', {
+            ? await client.request<Workspace>('GET', '/v1/workspace')
+            : await client.request<Workspace>('PATCH', '/v1/workspace', {
                 retention_days: days,
               });
         if (out.json) return out.data({ retention_days: workspace.retention_days });
