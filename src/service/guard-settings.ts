@@ -32,6 +32,7 @@ import type { Clock } from '../clock.js';
 import { assertWithinPlan, planChange } from './plans.js';
 import { differences, recordEvent, type Actor } from './webhook-events.js';
 import { deletePricingEntry, deleteUser } from './deletion.js';
+import { workspaceView } from './workspace-view.js';
 
 export interface UserChanges {
   blocked?: boolean;
@@ -40,23 +41,6 @@ export interface UserChanges {
 
 const usd = (micros: number | null) => (micros === null ? null : microsToUsd(micros));
 
-/** A workspace's settings as events show them: USD, not microdollars. */
-const settingsView = (w: WorkspaceRow) => ({
-  name: w.name,
-  plan: w.plan,
-  daily_budget_usd: usd(w.daily_budget_micros),
-  user_daily_budget_usd: usd(w.user_daily_budget_micros),
-  monthly_run_limit: w.monthly_run_limit,
-  max_concurrent_runs: w.max_concurrent_runs,
-  retention_days: w.retention_days,
-  unpriced_models: w.unpriced_models,
-  budget_mode: w.budget_mode,
-  default_step_reservation_usd: microsToUsd(w.default_step_reservation_micros),
-  run_max_steps: w.run_max_steps,
-  run_max_cost_usd: usd(w.run_max_cost_micros),
-  run_max_identical_calls: w.run_max_identical_calls,
-  user_steps_per_minute: w.user_steps_per_minute,
-});
 const PRICE_FIELDS = [
   'input_cost_per_token',
   'output_cost_per_token',
@@ -64,6 +48,7 @@ const PRICE_FIELDS = [
   'cache_write_input_cost_per_token',
   'is_active',
 ] as const;
+/** The settings a `settings.changed` event of a workspace tells of, as the API shows them. */
 const SETTINGS = [
   'name',
   'plan',
@@ -271,7 +256,7 @@ export class GuardSettings {
       const before = await lockWorkspace(tx, workspaceId);
       if (!before) throw new ApiError('UNAUTHORIZED');
       const after = await apply(tx, before, now);
-      const changes = differences(settingsView(before), settingsView(after), SETTINGS);
+      const changes = differences(workspaceView(before), workspaceView(after), SETTINGS);
       if (Object.keys(changes).length > 0) {
         await recordEvent(
           tx,

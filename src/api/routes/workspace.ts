@@ -2,37 +2,15 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { microsToUsd, usdToMicros } from '../../money/decimal.js';
+import { usdToMicros } from '../../money/decimal.js';
 import type { GuardSettings } from '../../service/guard-settings.js';
-import { DEFAULT_STEP_RESERVATION_MICROS, type WorkspaceRow } from '../../store/workspaces.js';
+import { workspaceView } from '../../service/workspace-view.js';
+import { DEFAULT_STEP_RESERVATION_MICROS } from '../../store/workspaces.js';
 import { errorResponses, Workspace, WorkspaceUpdateBody } from '../schemas.js';
 import { actorOf } from '../actor.js';
 
-const usd = (micros: number | null) => (micros === null ? null : microsToUsd(micros));
 const micros = (value: number | null | undefined) =>
   value === undefined ? undefined : value === null ? null : usdToMicros(value);
-
-export function workspaceView(w: WorkspaceRow): Workspace {
-  return {
-    id: w.id,
-    name: w.name,
-    plan: w.plan,
-    kill_switch_active: w.kill_switch_active,
-    daily_budget_usd: usd(w.daily_budget_micros),
-    user_daily_budget_usd: usd(w.user_daily_budget_micros),
-    monthly_run_limit: w.monthly_run_limit,
-    max_concurrent_runs: w.max_concurrent_runs,
-    retention_days: w.retention_days,
-    unpriced_models: w.unpriced_models,
-    budget_mode: w.budget_mode,
-    default_step_reservation_usd: microsToUsd(w.default_step_reservation_micros),
-    run_max_steps: w.run_max_steps,
-    run_max_cost_usd: usd(w.run_max_cost_micros),
-    run_max_identical_calls: w.run_max_identical_calls,
-    user_steps_per_minute: w.user_steps_per_minute,
-    updated_at: new Date(w.updated_at).toISOString(),
-  };
-}
 
 export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = async (base, { settings }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
