@@ -66,6 +66,22 @@ const SETTINGS = [
   'user_steps_per_minute',
 ] as const;
 
+/**
+ * Tells of a change to what decisions read with a `settings.changed` event, in the transaction
+ * that made it; a write that changed nothing tells no one.
+ */
+async function recordSettingsChange(
+  tx: Queryable,
+  workspaceId: string,
+  actor: Actor,
+  subject: { type: 'workspace' | 'user' | 'model_pricing'; id: string | null },
+  changes: Record<string, unknown>,
+  now: Date,
+): Promise<void> {
+  if (Object.keys(changes).length === 0) return;
+  await recordEvent(tx, workspaceId, 'settings.changed', { actor, subject, changes }, now);
+}
+
 export class GuardSettings {
   constructor(
     private readonly db: Db,
@@ -142,15 +158,7 @@ export class GuardSettings {
         { daily_budget_usd: usd(after.daily_budget_micros) },
         ['daily_budget_usd'],
       );
-      if (Object.keys(budget).length > 0) {
-        await recordEvent(
-          tx,
-          workspaceId,
-          'settings.changed',
-          { actor, subject: { type: 'user', id: userId }, changes: budget },
-          now,
-        );
-      }
+      await recordSettingsChange(tx, workspaceId, actor, { type: 'user', id: userId }, budget, now);
       return after;
     });
     await this.counters.stateChanged(workspaceId);
@@ -168,15 +176,7 @@ export class GuardSettings {
         : Object.fromEntries(
             PRICE_FIELDS.filter((k) => after[k] !== null).map((k) => [k, { before: null, after: after[k] }]),
           );
-      if (Object.keys(changes).length > 0) {
-        await recordEvent(
-          tx,
-          workspaceId,
-          'settings.changed',
-          { actor, subject: { type: 'model_pricing', id: model }, changes },
-          now,
-        );
-      }
+      await recordSettingsChange(tx, workspaceId, actor, { type: 'model_pricing', id: model }, changes, now);
       return after;
     });
     await this.counters.stateChanged(workspaceId);
@@ -225,13 +225,7 @@ export class GuardSettings {
             },
           ]),
         );
-        await recordEvent(
-          tx,
-          workspaceId,
-          'settings.changed',
-          { actor, subject: { type: 'model_pricing', id: null }, changes },
-          now,
-        );
+        await recordSettingsChange(tx, workspaceId, actor, { type: 'model_pricing', id: null }, changes, now);
       },
     });
     if (!options.dryRun) {
@@ -257,15 +251,7 @@ export class GuardSettings {
       if (!before) throw new ApiError('UNAUTHORIZED');
       const after = await apply(tx, before, now);
       const changes = differences(workspaceView(before), workspaceView(after), SETTINGS);
-      if (Object.keys(changes).length > 0) {
-        await recordEvent(
-          tx,
-          workspaceId,
-          'settings.changed',
-          { actor, subject: { type: 'workspace', id: workspaceId }, changes },
-          now,
-        );
-      }
+      await recordSettingsChange(tx, workspaceId, actor, { type: 'workspace', id: workspaceId }, changes, now);
       return after;
     });
     await this.counters.stateChanged(workspaceId);
