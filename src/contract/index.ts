@@ -16,3 +16,5 @@ export * from './users.js';
 export * from './api-keys.js';
 export * from './usage.js';
 export * from './workspace.js';
+export * from './health.js';
+export * from './accounts.js';

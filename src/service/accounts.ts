@@ -1,6 +1,7 @@
 /** Dashboard accounts: register, log in, change password, and resolve a token to its caller. */
 import { readShippedCatalog } from '../money/shipped-catalog.js';
 import { seedPricing } from '../store/pricing-catalog.js';
+import type { Account } from '../contract/index.js';
 import type { Principal } from './principal.js';
 import { ApiError } from '../errors.js';
 import { changePasswordHash, findAccount, findAccountByEmail, insertAccount } from '../store/accounts.js';
@@ -65,7 +66,7 @@ export class Accounts {
     return this.tokenFor(account);
   }
 
-  async me(accountId: string) {
+  async me(accountId: string): Promise<Account> {
     const account = await findAccount(this.db, accountId);
     const workspace = account && (await getWorkspace(this.db, account.workspace_id));
     if (!account || !workspace) throw new ApiError('UNAUTHORIZED');

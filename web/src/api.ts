@@ -85,14 +85,8 @@ export type {
   SdkUser,
   Billing,
   ApiKey,
+  Account as Me,
 } from '../../src/contract/index.js';
 
 /** The settings form reads a workspace's fields by name, so it may index it. */
 export type Workspace = WireWorkspace & { [setting: string]: unknown };
-
-export interface Me {
-  id: string;
-  email: string | null;
-  created_at: string;
-  workspace: { id: string; name: string; plan: string };
-}

@@ -4,7 +4,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
 import type { Accounts } from '../../service/accounts.js';
-import { errorResponses, Nullable, Uuid } from '../schemas.js';
+import { Account, errorResponses, Uuid, WorkspaceRef } from '../schemas.js';
 
 const Email = Type.String({ format: 'email', maxLength: 254 });
 const Password = Type.String({ minLength: 8, maxLength: 1024 });
@@ -13,8 +13,6 @@ const Token = Type.Object({
   token_type: Type.Literal('bearer'),
   expires_in: Type.Integer(),
 });
-const WorkspaceRef = Type.Object({ id: Uuid, name: Type.String(), plan: Type.String() });
-
 export interface AuthRouteOptions {
   accounts: Accounts;
   /** Attempts per client address per minute on login and register. */
@@ -93,13 +91,7 @@ export const authRoutes: FastifyPluginAsync<AuthRouteOptions> = async (
         tags: ['auth'],
         summary: 'The logged-in account',
         response: {
-          // email is null for the account a sign-in link made, until its owner names one.
-          200: Type.Object({
-            id: Uuid,
-            email: Nullable(Type.String()),
-            created_at: Type.String({ format: 'date-time' }),
-            workspace: WorkspaceRef,
-          }),
+          200: Account,
           ...errorResponses(401),
         },
       },

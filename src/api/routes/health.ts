@@ -1,8 +1,8 @@
 /** `/health`: the daemon, its database and its counter store. 503 names what is down. */
-import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Db } from '../../store/db.js';
 import type { CounterStore } from '../../store/counters.js';
+import { Health } from '../schemas.js';
 
 const CHECK_TIMEOUT_MS = 2_000;
 
@@ -20,16 +20,6 @@ async function check(probe: () => Promise<unknown>): Promise<'ok' | 'unavailable
     clearTimeout(timer);
   }
 }
-
-const Check = Type.Enum(['ok', 'unavailable']);
-const Health = Type.Object({
-  status: Type.Enum(['ok', 'unavailable']),
-  version: Type.String(),
-  checks: Type.Object({ database: Check, counters: Check }),
-  counter_store: Type.String(),
-  detail: Type.Optional(Type.String()),
-  code: Type.Optional(Type.String()),
-});
 
 export const healthRoutes: FastifyPluginAsync<{ db: Db; counters: CounterStore; version: string }> = async (
   app,

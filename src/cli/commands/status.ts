@@ -1,14 +1,7 @@
 /** `runguard status`: the daemon's health, the kill switch, and today's usage against the limits. */
-import type { Usage, Workspace } from '../../contract/index.js';
+import type { Health, Usage, Workspace } from '../../contract/index.js';
 import { apiCommand, withApi } from '../command.js';
 import { usd } from '../output.js';
-
-interface Health {
-  status: string;
-  version: string;
-  checks: Record<string, string>;
-  counter_store: string;
-}
 
 const of = (value: number | string, limit: number | string | null) => `${value} of ${limit ?? 'unlimited'}`;
 
