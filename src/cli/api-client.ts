@@ -2,7 +2,14 @@
  * The CLI's client of the daemon's HTTP API: global fetch, a bearer key, errors mapped to the
  * server's `detail`. It imports nothing from the server, so it sees the API as any client would.
  */
-import type { ModelPricing, Page, RunDetail, RunListQuery as WireRunListQuery, RunSummary } from '../contract/index.js';
+import type {
+  KillSwitch,
+  ModelPricing,
+  Page,
+  RunDetail,
+  RunListQuery as WireRunListQuery,
+  RunSummary,
+} from '../contract/index.js';
 import { ApiRequestError, CliError, DaemonUnreachableError, keyHint, type ConnectionOrigin } from './errors.js';
 
 export interface ApiClientOptions {
@@ -102,7 +109,7 @@ export class ApiClient {
   // --- Endpoints the CLI uses; add more here as commands need them. ---------------------------
 
   setKillSwitch(active: boolean) {
-    return this.request<{ active: boolean; updated_at: string }>('POST', '/v1/workspace/kill-switch', { active });
+    return this.request<KillSwitch>('POST', '/v1/workspace/kill-switch', { active });
   }
 
   listPricing() {

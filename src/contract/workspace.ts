@@ -56,3 +56,9 @@ export const WorkspaceUpdateBody = Type.Object(
   { additionalProperties: false },
 );
 export type WorkspaceUpdateBody = Static<typeof WorkspaceUpdateBody>;
+
+/** `POST /v1/workspace/kill-switch`: on denies every run start and step of the workspace. */
+export const KillSwitchBody = Type.Object({ active: Type.Boolean() }, { additionalProperties: false });
+export type KillSwitchBody = Static<typeof KillSwitchBody>;
+export const KillSwitch = Type.Object({ active: Type.Boolean(), updated_at: Timestamp });
+export type KillSwitch = Static<typeof KillSwitch>;

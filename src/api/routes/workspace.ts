@@ -1,12 +1,11 @@
 /** Workspace configuration: the state the rules read. */
-import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { usdToMicros } from '../../money/decimal.js';
 import type { GuardSettings } from '../../service/guard-settings.js';
 import { workspaceView } from '../../service/workspace-view.js';
 import { DEFAULT_STEP_RESERVATION_MICROS } from '../../store/workspaces.js';
-import { errorResponses, Workspace, WorkspaceUpdateBody } from '../schemas.js';
+import { errorResponses, KillSwitch, KillSwitchBody, Workspace, WorkspaceUpdateBody } from '../schemas.js';
 import { actorOf } from '../actor.js';
 
 const micros = (value: number | null | undefined) =>
@@ -70,11 +69,8 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
       schema: {
         tags: ['workspace'],
         summary: 'Turn the kill switch on or off (Scale plan or higher)',
-        body: Type.Object({ active: Type.Boolean() }, { additionalProperties: false }),
-        response: {
-          200: Type.Object({ active: Type.Boolean(), updated_at: Type.String({ format: 'date-time' }) }),
-          ...errorResponses(400, 401, 403, 422),
-        },
+        body: KillSwitchBody,
+        response: { 200: KillSwitch, ...errorResponses(400, 401, 403, 422) },
       },
     },
     async (request) => {
