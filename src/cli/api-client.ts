@@ -6,6 +6,7 @@ import type {
   KillSwitch,
   ModelPricing,
   Page,
+  PricingImport,
   RunDetail,
   RunListQuery as WireRunListQuery,
   RunSummary,
@@ -24,7 +25,16 @@ export interface ApiClientOptions {
 }
 
 // The daemon's answers are typed from the contract: types only, nothing of the server is loaded.
-export type { Decision, ModelPricing, Page, RunDetail, RunStatus, RunSummary, Step } from '../contract/index.js';
+export type {
+  Decision,
+  ModelPricing,
+  Page,
+  PricingImport,
+  RunDetail,
+  RunStatus,
+  RunSummary,
+  Step,
+} from '../contract/index.js';
 
 /** `GET /v1/runs`'s query; the daemon fills in what is left out. */
 export type RunListQuery = Partial<WireRunListQuery>;
@@ -36,21 +46,6 @@ export interface PriceInput {
   cache_read_input_cost_per_token?: number | null;
   cache_write_input_cost_per_token?: number | null;
   is_active?: boolean;
-}
-
-/** `POST /v1/model-pricing/import`'s answer. */
-export interface PricingImport {
-  items: {
-    model: string;
-    change: 'new' | 'changed' | 'unchanged' | 'kept';
-    before: ModelPricing | null;
-    after: ModelPricing;
-  }[];
-  new: number;
-  changed: number;
-  unchanged: number;
-  kept: number;
-  dry_run: boolean;
 }
 
 export class ApiClient {

@@ -16,3 +16,51 @@ export const ModelPricing = Type.Object({
   source: Type.Enum(['user', 'catalog']),
 });
 export type ModelPricing = Static<typeof ModelPricing>;
+
+/** Generous: a per-token price above $1 is almost surely a per-million figure typed as per-token. */
+const PricePerToken = Type.Number({ minimum: 0, maximum: 1_000 });
+
+const Prices = {
+  input_cost_per_token: PricePerToken,
+  output_cost_per_token: PricePerToken,
+  cache_read_input_cost_per_token: Type.Optional(Nullable(PricePerToken)),
+  cache_write_input_cost_per_token: Type.Optional(Nullable(PricePerToken)),
+  is_active: Type.Boolean({ default: true }),
+};
+
+const ModelName = Type.String({ minLength: 1, maxLength: 256 });
+
+/** One model of an import: what it was, and what it is (or would be, in a dry run). */
+export const PricingImportLine = Type.Object({
+  model: Type.String(),
+  change: Type.Enum(['new', 'changed', 'unchanged', 'kept']),
+  before: Nullable(ModelPricing),
+  after: Type.Object({ ...ModelPricing.properties, id: Nullable(Type.String()) }),
+});
+
+export const ModelParams = Type.Object({ model: ModelName });
+
+/** `PUT /v1/model-pricing/:model`: USD per token; cache prices null or absent: the input price. */
+export const PriceBody = Type.Object(Prices, { additionalProperties: false });
+
+export const PricingImportBody = Type.Object(
+  {
+    models: Type.Array(Type.Object({ model: ModelName, ...Prices }, { additionalProperties: false }), {
+      maxItems: 10_000,
+    }),
+    overwrite: Type.Boolean({ default: false }),
+    dry_run: Type.Boolean({ default: false }),
+  },
+  { additionalProperties: false },
+);
+
+/** `POST /v1/model-pricing/import`'s answer. */
+export const PricingImport = Type.Object({
+  items: Type.Array(PricingImportLine),
+  new: Type.Integer(),
+  changed: Type.Integer(),
+  unchanged: Type.Integer(),
+  kept: Type.Integer(),
+  dry_run: Type.Boolean(),
+});
+export type PricingImport = Static<typeof PricingImport>;

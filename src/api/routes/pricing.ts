@@ -5,28 +5,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { GuardSettings } from '../../service/guard-settings.js';
 import type { Db } from '../../store/db.js';
 import { listActivePricing } from '../../store/pricing.js';
-import { ModelPricing, Nullable, errorResponses } from '../schemas.js';
+import { errorResponses, ModelParams, ModelPricing, PriceBody, PricingImport, PricingImportBody } from '../schemas.js';
 import { actorOf } from '../actor.js';
-
-/** Generous: a per-token price above $1 is almost surely a per-million figure typed as per-token. */
-const PricePerToken = Type.Number({ minimum: 0, maximum: 1_000 });
-
-const Prices = {
-  input_cost_per_token: PricePerToken,
-  output_cost_per_token: PricePerToken,
-  cache_read_input_cost_per_token: Type.Optional(Nullable(PricePerToken)),
-  cache_write_input_cost_per_token: Type.Optional(Nullable(PricePerToken)),
-  is_active: Type.Boolean({ default: true }),
-};
-
-const ModelName = Type.String({ minLength: 1, maxLength: 256 });
-
-const ImportLine = Type.Object({
-  model: Type.String(),
-  change: Type.Enum(['new', 'changed', 'unchanged', 'kept']),
-  before: Nullable(ModelPricing),
-  after: Type.Object({ ...ModelPricing.properties, id: Nullable(Type.String()) }),
-});
 
 export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings }> = async (
   base,
@@ -54,8 +34,8 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings
       schema: {
         tags: ['pricing'],
         summary: "Create or update a model's pricing (the entry becomes the user's: imports keep it)",
-        params: Type.Object({ model: ModelName }),
-        body: Type.Object(Prices, { additionalProperties: false }),
+        params: ModelParams,
+        body: PriceBody,
         response: { 200: ModelPricing, ...errorResponses(400, 401, 422) },
       },
     },
@@ -76,27 +56,8 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings
         tags: ['pricing'],
         summary:
           'Import catalog prices: new models are created, changed catalog entries replaced, entries set by hand kept unless `overwrite`',
-        body: Type.Object(
-          {
-            models: Type.Array(Type.Object({ model: ModelName, ...Prices }, { additionalProperties: false }), {
-              maxItems: 10_000,
-            }),
-            overwrite: Type.Boolean({ default: false }),
-            dry_run: Type.Boolean({ default: false }),
-          },
-          { additionalProperties: false },
-        ),
-        response: {
-          200: Type.Object({
-            items: Type.Array(ImportLine),
-            new: Type.Integer(),
-            changed: Type.Integer(),
-            unchanged: Type.Integer(),
-            kept: Type.Integer(),
-            dry_run: Type.Boolean(),
-          }),
-          ...errorResponses(400, 401, 413, 422),
-        },
+        body: PricingImportBody,
+        response: { 200: PricingImport, ...errorResponses(400, 401, 413, 422) },
       },
     },
     async (request) => {
@@ -124,7 +85,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings
       schema: {
         tags: ['pricing'],
         summary: "Delete a model's pricing entry (calls of the model are then priced as unknown)",
-        params: Type.Object({ model: ModelName }),
+        params: ModelParams,
         response: { 204: Type.Null(), ...errorResponses(401, 404) },
       },
     },
