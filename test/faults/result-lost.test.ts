@@ -144,9 +144,14 @@ describe('a daemon on Postgres and Redis killed with calls in flight, then resta
         5_000,
       );
       const before = new Map((await steps(db)).map((s) => [s.id, s]));
-      // Each answered call's lag from its answer to its durable result is observed.
-      const metrics = await (await fetch(`${daemon.url}/metrics`)).text();
-      expect(Number(/^runguard_proxy_result_lag_seconds_count\{provider="openai"\} (\d+)/m.exec(metrics)?.[1])).toBe(3);
+      // Each answered call's lag from its answer to its durable result is observed (once the
+      // counter copy is raised too: a moment after the record shows the step COMPLETED).
+      const lagCount = async () => {
+        const metrics = await (await fetch(`${daemon.url}/metrics`)).text();
+        return Number(/^runguard_proxy_result_lag_seconds_count\{provider="openai"\} (\d+)/m.exec(metrics)?.[1]);
+      };
+      await until('the answered results observed', async () => (await lagCount()) >= 3, 5_000);
+      expect(await lagCount()).toBe(3);
 
       // In flight at the kill: four calls of runs of their own, two in a run the client started.
       const runId = (await daemon.request('POST', '/v1/runs', { user_id: 'exec' })).body.id as string;
