@@ -31,7 +31,6 @@ import {
   lockReservations,
   NO_RESERVATIONS,
   outstandingReservations,
-  runReservedMicros,
   spendAndReservations,
   type Reserved,
 } from '../store/reservations.js';
@@ -415,15 +414,7 @@ export class GuardService {
         await lockAdmissions(db, workspaceId);
         counts = await this.runCountsLessReleased(db, scope);
       }
-      let counted = spend;
-      let reserved = NO_RESERVATIONS;
-      if (reserving) {
-        // As in decideReserving: the records' spend, read under the lock; no pool connection.
-        await lockReservations(db, workspaceId);
-        const read = await spendAndReservations(db, scope);
-        counted = read;
-        reserved = read;
-      } else if (readsReservations(state)) reserved = await this.reserved(db, scope);
+      const { counted, reserved } = await this.budgetCounts(db, scope, spend, reserving, readsReservations(state));
       // A run of a proxied call's own is judged with its call's estimate: denied, it is BLOCKED.
       const decision = evaluate('run_start', {
         ...toSnapshot(state, { ...counted, ...counts }, now),
@@ -753,14 +744,13 @@ export class GuardService {
         const usage = limits ? await runs.lockRunUsage(tx, workspaceId, runId, { reservations }) : null;
         if (limits && !usage) throw new ApiError('RUN_NOT_FOUND');
         if (usage && usage.status !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
-        let counted = check.spend;
-        let reserved = NO_RESERVATIONS;
-        if (check.reserving) {
-          await lockReservations(tx, workspaceId);
-          const read = await spendAndReservations(tx, scope);
-          counted = read;
-          reserved = read;
-        } else if (check.readsReservations) reserved = await this.reserved(tx, scope);
+        const { counted, reserved } = await this.budgetCounts(
+          tx,
+          scope,
+          check.spend,
+          check.reserving,
+          check.readsReservations,
+        );
         const hash = loopHash(limits, check.input);
         const identicalCalls = usage && hash !== null && usage.lastCallHash === hash ? usage.identicalCalls : 0;
         const runaway: Partial<GuardSnapshot> =
@@ -922,9 +912,29 @@ export class GuardService {
     scope: CounterScope,
     decide: (spend: DailySpend, reserved: Reserved) => Decision,
   ): Promise<Decision> {
-    await lockReservations(tx, scope.workspaceId);
-    const read = await spendAndReservations(tx, scope);
-    return decide(read, read);
+    const { counted, reserved } = await this.budgetCounts(tx, scope, null, true, true);
+    return decide(counted, reserved);
+  }
+
+  /**
+   * What the budget rules count. A step that reserves: the records' spend and outstanding
+   * reservations, read under the workspace's reservation lock (held until `db`, a transaction,
+   * commits), and on `db` alone, as no other pool connection may be waited for there. Otherwise
+   * the spend read before, and the reservations where the rules count them.
+   */
+  private async budgetCounts(
+    db: Queryable,
+    scope: CounterScope,
+    spend: DailySpend | null,
+    reserving: boolean,
+    countsReservations: boolean,
+  ): Promise<{ counted: DailySpend; reserved: Reserved }> {
+    if (reserving || spend === null) {
+      await lockReservations(db, scope.workspaceId);
+      const read = await spendAndReservations(db, scope);
+      return { counted: read, reserved: read };
+    }
+    return { counted: spend, reserved: countsReservations ? await this.reserved(db, scope) : NO_RESERVATIONS };
   }
 
   /** Runs `task` in the workspace's turn when it reserves (see WorkspaceQueue), else at once. */
@@ -935,14 +945,6 @@ export class GuardService {
   /** The outstanding reservations of the scope's workspace and user. */
   private reserved(db: Queryable, scope: CounterScope): Promise<Reserved> {
     return outstandingReservations(db, scope.workspaceId, scope.userId);
-  }
-
-  /**
-   * A run's outstanding reservations, in microdollars: the estimates of its unfinished steps
-   * while it runs (what a run budget in reserve mode adds to the run's cost so far).
-   */
-  runReservedMicros(workspaceId: string, runId: string): Promise<number> {
-    return runReservedMicros(this.db, workspaceId, runId);
   }
 
   /**
