@@ -7,23 +7,11 @@ import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pipeline } from 'node:stream/promises';
 import { Pool } from 'undici';
+import { HOP_BY_HOP } from './lib/hop-by-hop.js';
 
 const [upstream] = process.argv.slice(2);
 if (!upstream) throw new Error('usage: floor-http-proxy.ts <upstream base url>');
 const pool = new Pool(upstream, { connections: 128, pipelining: 1 });
-
-/** Hop-by-hop headers (RFC 9110 7.6.1) and the ones recomputed on each side. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'proxy-connection',
-  'host',
-  'content-length',
-]);
 
 function forwardable(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
   const kept: Record<string, string | string[]> = {};

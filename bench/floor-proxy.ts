@@ -16,25 +16,13 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { GroupCommit } from '../src/store/group-commit.js';
+import { HOP_BY_HOP } from './lib/hop-by-hop.js';
 
 const [upstream, ioFlag, databaseUrl, redisUrl, keyPrefix] = process.argv.slice(2);
 if (!upstream || (ioFlag !== undefined && (ioFlag !== '--io' || !databaseUrl || !redisUrl || !keyPrefix))) {
   throw new Error('usage: floor-proxy.ts <upstream base url> [--io <database url> <redis url> <key prefix>]');
 }
 const pool = new Pool(upstream, { connections: 128, pipelining: 1 });
-
-/** Hop-by-hop headers (RFC 9110 7.6.1) and the ones the server recomputes. */
-const DROP = new Set([
-  'connection',
-  'keep-alive',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'proxy-connection',
-  'host',
-  'content-length',
-]);
 
 /** The I/O floor's two waits before forwarding, and its write after the answer. */
 interface CallRecords {
@@ -97,7 +85,7 @@ app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(
 app.all('/*', async (request, reply) => {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(request.headers)) {
-    if (value !== undefined && !DROP.has(name)) headers[name] = value;
+    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
   }
   const callId = records ? await records.beforeForwarding() : null;
   const answer = await pool.request({
@@ -108,7 +96,7 @@ app.all('/*', async (request, reply) => {
   });
   reply.status(answer.statusCode);
   for (const [name, value] of Object.entries(answer.headers)) {
-    if (value !== undefined && !DROP.has(name)) reply.header(name, value);
+    if (value !== undefined && !HOP_BY_HOP.has(name)) reply.header(name, value);
   }
   if (records && callId) answer.body.once('end', () => records.afterAnswer(callId, answer.statusCode));
   return reply.send(answer.body);
