@@ -104,10 +104,15 @@ const reached = (amount: number, limit: number | null): boolean => limit !== nul
  * A budget rule's test. Spend mode: spend so far reaches the budget. Reserve mode: spend and the
  * outstanding reservations reach it, or this step's estimate would take them past it.
  */
-function budgetDenies(s: GuardSnapshot, spend: number, reserved: number | undefined, budget: number | null): boolean {
-  if (s.budgetMode !== 'reserve') return reached(spend, budget);
+function budgetDenies(
+  snapshot: GuardSnapshot,
+  spend: number,
+  reserved: number | undefined,
+  budget: number | null,
+): boolean {
+  if (snapshot.budgetMode !== 'reserve') return reached(spend, budget);
   const committed = spend + (reserved ?? 0);
-  return reached(committed, budget) || (budget !== null && committed + (s.estimateMicros ?? 0) > budget);
+  return reached(committed, budget) || (budget !== null && committed + (snapshot.estimateMicros ?? 0) > budget);
 }
 
 /** In priority order. A run start evaluates all of them; a step creation the first four. */
@@ -115,40 +120,66 @@ const RULES: readonly Rule[] = [
   {
     key: 'kill_switch',
     reason: 'KILL_SWITCH_ACTIVE',
-    denies: (s) => s.killSwitchActive,
+    denies: (snapshot) => snapshot.killSwitchActive,
     explain: () => ({ kill_switch_active: true }),
   },
   {
     key: 'user_blocked',
     reason: 'USER_BLOCKED',
-    denies: (s) => s.userBlocked,
+    denies: (snapshot) => snapshot.userBlocked,
     explain: () => ({ user_blocked: true }),
   },
   {
     key: 'workspace_daily_budget',
     reason: 'WORKSPACE_DAILY_BUDGET_EXCEEDED',
-    denies: (s) =>
-      budgetDenies(s, s.workspaceDailySpendMicros, s.workspaceReservedMicros, s.workspaceDailyBudgetMicros),
-    explain: (s) =>
-      budgetDetail(s.workspaceDailySpendMicros, s.workspaceDailyBudgetMicros, s.workspaceReservedMicros, s.dayResetsAt),
+    denies: (snapshot) =>
+      budgetDenies(
+        snapshot,
+        snapshot.workspaceDailySpendMicros,
+        snapshot.workspaceReservedMicros,
+        snapshot.workspaceDailyBudgetMicros,
+      ),
+    explain: (snapshot) =>
+      budgetDetail(
+        snapshot.workspaceDailySpendMicros,
+        snapshot.workspaceDailyBudgetMicros,
+        snapshot.workspaceReservedMicros,
+        snapshot.dayResetsAt,
+      ),
   },
   {
     key: 'user_daily_budget',
     reason: 'USER_DAILY_BUDGET_EXCEEDED',
-    denies: (s) => budgetDenies(s, s.userDailySpendMicros, s.userReservedMicros, s.userDailyBudgetMicros),
-    explain: (s) => budgetDetail(s.userDailySpendMicros, s.userDailyBudgetMicros, s.userReservedMicros, s.dayResetsAt),
+    denies: (snapshot) =>
+      budgetDenies(
+        snapshot,
+        snapshot.userDailySpendMicros,
+        snapshot.userReservedMicros,
+        snapshot.userDailyBudgetMicros,
+      ),
+    explain: (snapshot) =>
+      budgetDetail(
+        snapshot.userDailySpendMicros,
+        snapshot.userDailyBudgetMicros,
+        snapshot.userReservedMicros,
+        snapshot.dayResetsAt,
+      ),
   },
   {
     key: 'monthly_run_limit',
     reason: 'MONTHLY_RUN_LIMIT_EXCEEDED',
-    denies: (s) => reached(s.monthlyRuns, s.monthlyRunLimit),
-    explain: (s) => ({ runs: s.monthlyRuns, limit: s.monthlyRunLimit ?? 0, resets_at: s.monthResetsAt ?? null }),
+    denies: (snapshot) => reached(snapshot.monthlyRuns, snapshot.monthlyRunLimit),
+    explain: (snapshot) => ({
+      runs: snapshot.monthlyRuns,
+      limit: snapshot.monthlyRunLimit ?? 0,
+      resets_at: snapshot.monthResetsAt ?? null,
+    }),
   },
   {
     key: 'max_concurrent_runs',
     reason: 'MAX_CONCURRENT_RUNS_EXCEEDED',
-    denies: (s) => reached(s.concurrentRuns, s.maxConcurrentRuns),
-    explain: (s) => ({ running: s.concurrentRuns, limit: s.maxConcurrentRuns ?? 0 }),
+    denies: (snapshot) => reached(snapshot.concurrentRuns, snapshot.maxConcurrentRuns),
+    explain: (snapshot) => ({ running: snapshot.concurrentRuns, limit: snapshot.maxConcurrentRuns ?? 0 }),
   },
 ];
 
@@ -160,9 +191,9 @@ const RULES_AT: Record<Boundary, readonly Rule[]> = {
     {
       key: 'model_priced',
       reason: 'MODEL_NOT_PRICED',
-      configured: (s) => s.modelPriced !== undefined,
-      denies: (s) => s.modelPriced?.priced === false,
-      explain: (s) => ({ model: s.modelPriced?.model ?? null, unpriced_models: 'deny' }),
+      configured: (snapshot) => snapshot.modelPriced !== undefined,
+      denies: (snapshot) => snapshot.modelPriced?.priced === false,
+      explain: (snapshot) => ({ model: snapshot.modelPriced?.model ?? null, unpriced_models: 'deny' }),
     },
     {
       key: 'run_step_limit',
