@@ -187,18 +187,18 @@ export function windowEnds(now: Date): { dayResetsAt: string; monthResetsAt: str
 }
 
 export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts, now?: Date): GuardSnapshot {
-  const w = state.workspace;
+  const workspace = state.workspace;
   return {
     ...(now ? windowEnds(now) : {}),
-    killSwitchActive: w.kill_switch_active,
+    killSwitchActive: workspace.kill_switch_active,
     userBlocked: state.userBlocked,
-    workspaceDailyBudgetMicros: w.daily_budget_micros,
+    workspaceDailyBudgetMicros: workspace.daily_budget_micros,
     workspaceDailySpendMicros: counters.workspaceDailySpendMicros,
     userDailyBudgetMicros: state.userDailyBudgetMicros,
     userDailySpendMicros: counters.userDailySpendMicros,
-    monthlyRunLimit: w.monthly_run_limit,
+    monthlyRunLimit: workspace.monthly_run_limit,
     monthlyRuns: counters.monthlyRuns,
-    maxConcurrentRuns: w.max_concurrent_runs,
+    maxConcurrentRuns: workspace.max_concurrent_runs,
     concurrentRuns: counters.concurrentRuns,
   };
 }
@@ -234,10 +234,15 @@ function readsReservations(state: GuardState): boolean {
   );
 }
 
-const view = (d: Decision): DecisionView =>
-  d.detail
-    ? { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules, detail: d.detail }
-    : { outcome: d.outcome, reason: d.reason, evaluated_rules: d.evaluated_rules };
+const view = (decision: Decision): DecisionView =>
+  decision.detail
+    ? {
+        outcome: decision.outcome,
+        reason: decision.reason,
+        evaluated_rules: decision.evaluated_rules,
+        detail: decision.detail,
+      }
+    : { outcome: decision.outcome, reason: decision.reason, evaluated_rules: decision.evaluated_rules };
 /** A step as its creation answers it. */
 const createdView = (step: runs.NewStep): CreatedStep => ({
   id: step.id,

@@ -174,7 +174,10 @@ export class GuardSettings {
       const changes = before
         ? differences({ ...before }, { ...after }, PRICE_FIELDS)
         : Object.fromEntries(
-            PRICE_FIELDS.filter((k) => after[k] !== null).map((k) => [k, { before: null, after: after[k] }]),
+            PRICE_FIELDS.filter((field) => after[field] !== null).map((field) => [
+              field,
+              { before: null, after: after[field] },
+            ]),
           );
       await recordSettingsChange(tx, workspaceId, actor, { type: 'model_pricing', id: model }, changes, now);
       return after;
@@ -214,14 +217,14 @@ export class GuardSettings {
       now,
       inTransaction: async (tx, imported) => {
         if (options.dryRun) return;
-        const changed = imported.filter((l) => l.change === 'new' || l.change === 'changed');
+        const changed = imported.filter((line) => line.change === 'new' || line.change === 'changed');
         if (changed.length === 0) return;
         const changes = Object.fromEntries(
-          changed.map((l) => [
-            l.model,
+          changed.map((line) => [
+            line.model,
             {
-              before: l.before && Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.before![k]])),
-              after: Object.fromEntries(PRICE_FIELDS.map((k) => [k, l.after[k]])),
+              before: line.before && Object.fromEntries(PRICE_FIELDS.map((field) => [field, line.before![field]])),
+              after: Object.fromEntries(PRICE_FIELDS.map((field) => [field, line.after[field]])),
             },
           ]),
         );

@@ -30,10 +30,10 @@ export class GuardStateCache {
   /** `version` must have been read before `state` was: then a change in between shows as a new version. */
   set(workspaceId: string, userId: string, version: string | null, state: GuardState): void {
     if (version === null) return;
-    const k = key(workspaceId, userId);
-    this.entries.delete(k);
+    const cacheKey = key(workspaceId, userId);
+    this.entries.delete(cacheKey);
     if (this.entries.size >= CAPACITY) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(k, { version, storedAt: performance.now(), state });
+    this.entries.set(cacheKey, { version, storedAt: performance.now(), state });
   }
 }
 

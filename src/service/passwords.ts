@@ -15,7 +15,12 @@ function derive(password: string, salt: Buffer, options: ScryptOptions): Promise
   });
 }
 
-const optionsFor = (N: number, r: number, p: number): ScryptOptions => ({ N, r, p, maxmem: 256 * N * r + 1024 * 1024 });
+const optionsFor = (cost: number, blockSize: number, parallelization: number): ScryptOptions => ({
+  N: cost,
+  r: blockSize,
+  p: parallelization,
+  maxmem: 256 * cost * blockSize + 1024 * 1024,
+});
 
 /** `scrypt$N$r$p$salt$hash`, salt and hash in base64url. */
 export async function hashPassword(password: string, cost = DEFAULT_SCRYPT_COST): Promise<string> {
@@ -41,9 +46,13 @@ export function decoyHash(cost = DEFAULT_SCRYPT_COST): string {
 }
 
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
-  const [scheme, N, r, p, salt, hash] = stored.split('$');
+  const [scheme, cost, blockSize, parallelization, salt, hash] = stored.split('$');
   if (scheme !== 'scrypt' || !salt || !hash) return false;
   const expected = Buffer.from(hash, 'base64url');
-  const key = await derive(password, Buffer.from(salt, 'base64url'), optionsFor(Number(N), Number(r), Number(p)));
+  const key = await derive(
+    password,
+    Buffer.from(salt, 'base64url'),
+    optionsFor(Number(cost), Number(blockSize), Number(parallelization)),
+  );
   return key.length === expected.length && timingSafeEqual(key, expected);
 }

@@ -90,31 +90,35 @@ export async function reconcile(
         db.query<Record<string, string>>(USAGE_DRIFT, [from]),
         db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
         runCounts ? db.query<Record<string, string>>(RUN_COUNT_DRIFT) : { rows: [] },
-      ]).then(([u, uu, c]) => ({ usage: u.rows, userUsage: uu.rows, counts: c.rows }));
+      ]).then(([usageDrift, userUsageDrift, countDrift]) => ({
+        usage: usageDrift.rows,
+        userUsage: userUsageDrift.rows,
+        counts: countDrift.rows,
+      }));
   if (!checked) return { checkedFrom: from, drifts, repaired: false, skipped: true };
   const { usage, userUsage, counts } = checked;
-  for (const r of usage) {
+  for (const row of usage) {
     drifts.push({
       kind: 'workspace_usage',
-      key: `${r.workspace_id}/${r.day}`,
-      expected: `spend=${r.expected_spend} runs=${r.expected_runs}`,
-      found: `spend=${r.found_spend} runs=${r.found_runs}`,
+      key: `${row.workspace_id}/${row.day}`,
+      expected: `spend=${row.expected_spend} runs=${row.expected_runs}`,
+      found: `spend=${row.found_spend} runs=${row.found_runs}`,
     });
   }
-  for (const r of userUsage) {
+  for (const row of userUsage) {
     drifts.push({
       kind: 'user_usage',
-      key: `${r.workspace_id}/${r.user_id}/${r.day}`,
-      expected: `spend=${r.expected_spend} runs=${r.expected_runs}`,
-      found: `spend=${r.found_spend} runs=${r.found_runs}`,
+      key: `${row.workspace_id}/${row.user_id}/${row.day}`,
+      expected: `spend=${row.expected_spend} runs=${row.expected_runs}`,
+      found: `spend=${row.found_spend} runs=${row.found_runs}`,
     });
   }
-  for (const r of counts) {
+  for (const row of counts) {
     drifts.push({
       kind: 'run_count',
-      key: `${r.workspace_id}/${r.status}`,
-      expected: `runs=${r.expected_runs}`,
-      found: `runs=${r.found_runs}`,
+      key: `${row.workspace_id}/${row.status}`,
+      expected: `runs=${row.expected_runs}`,
+      found: `runs=${row.found_runs}`,
     });
   }
   // The Redis copy of today's spend, for every workspace and user who spent today.
@@ -159,9 +163,9 @@ async function addCountDifferences(tx: Queryable, rows: Record<string, string>[]
      ORDER BY workspace_id, status
      ON CONFLICT (workspace_id, status, shard) DO UPDATE SET runs = c.runs + EXCLUDED.runs`,
     [
-      rows.map((r) => r.workspace_id),
-      rows.map((r) => r.status),
-      rows.map((r) => String(BigInt(r.expected_runs!) - BigInt(r.found_runs!))),
+      rows.map((row) => row.workspace_id),
+      rows.map((row) => row.status),
+      rows.map((row) => String(BigInt(row.expected_runs!) - BigInt(row.found_runs!))),
     ],
   );
 }
@@ -185,14 +189,14 @@ async function addDifferences(tx: Queryable, table: keyof typeof DAILY_KEYS, row
   const keys = DAILY_KEYS[table];
   const columns = keys.map(([column]) => column).join(', ');
   const difference = (field: 'spend' | 'runs') =>
-    rows.map((r) => String(BigInt(r[`expected_${field}`]!) - BigInt(r[`found_${field}`]!)));
+    rows.map((row) => String(BigInt(row[`expected_${field}`]!) - BigInt(row[`found_${field}`]!)));
   await tx.query(
     `INSERT INTO ${table} AS d (${columns}, spend_micros, runs)
      SELECT * FROM unnest(${keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}, $${keys.length + 1}::bigint[], $${keys.length + 2}::integer[])
      ORDER BY ${keys.map((_, i) => i + 1).join(', ')}
      ON CONFLICT (${columns}) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS}),
        runs = d.runs + EXCLUDED.runs`,
-    [...keys.map(([column]) => rows.map((r) => r[column])), difference('spend'), difference('runs')],
+    [...keys.map(([column]) => rows.map((row) => row[column])), difference('spend'), difference('runs')],
   );
 }
 
@@ -210,13 +214,13 @@ async function todaysSpend(
     [day],
   );
   return new Map(
-    rows.map((r) => [
-      `${r.workspace_id}/${r.user_id}`,
+    rows.map((row) => [
+      `${row.workspace_id}/${row.user_id}`,
       {
-        workspaceId: r.workspace_id,
-        userId: r.user_id,
-        workspaceDailySpendMicros: Number(r.ws_spend),
-        userDailySpendMicros: Number(r.user_spend),
+        workspaceId: row.workspace_id,
+        userId: row.user_id,
+        workspaceDailySpendMicros: Number(row.ws_spend),
+        userDailySpendMicros: Number(row.user_spend),
       },
     ]),
   );
@@ -234,16 +238,18 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
   const day = now.toISOString().slice(0, 10);
   const before = await todaysSpend(db, day);
   const copies = new Map<string, DailySpend>();
-  for (const [key, r] of before) copies.set(key, await counters.readSpend(scopeAt(now, r.workspaceId, r.userId)));
+  for (const [key, recorded] of before) {
+    copies.set(key, await counters.readSpend(scopeAt(now, recorded.workspaceId, recorded.userId)));
+  }
   const after = await todaysSpend(db, day);
   const drifts: Drift[] = [];
-  for (const [key, r] of before) {
-    const scope = scopeAt(now, r.workspaceId, r.userId);
+  for (const [key, recorded] of before) {
+    const scope = scopeAt(now, recorded.workspaceId, recorded.userId);
     const copy = copies.get(key)!;
-    const later = after.get(key) ?? r;
+    const later = after.get(key) ?? recorded;
     const behind =
-      copy.workspaceDailySpendMicros < r.workspaceDailySpendMicros ||
-      copy.userDailySpendMicros < r.userDailySpendMicros;
+      copy.workspaceDailySpendMicros < recorded.workspaceDailySpendMicros ||
+      copy.userDailySpendMicros < recorded.userDailySpendMicros;
     const above =
       copy.workspaceDailySpendMicros > later.workspaceDailySpendMicros ||
       copy.userDailySpendMicros > later.userDailySpendMicros;
@@ -251,7 +257,7 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
     drifts.push({
       kind: 'spend_copy',
       key: `${key}/${day}`,
-      expected: `${(above ? later : r).workspaceDailySpendMicros}/${(above ? later : r).userDailySpendMicros}`,
+      expected: `${(above ? later : recorded).workspaceDailySpendMicros}/${(above ? later : recorded).userDailySpendMicros}`,
       found: `${copy.workspaceDailySpendMicros}/${copy.userDailySpendMicros}`,
     });
     if (!repair) continue;

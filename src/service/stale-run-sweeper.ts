@@ -100,7 +100,7 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
       const batch = await db.transaction(async (tx) => {
         const { rows: locked } = await tx.query<{ id: string }>(LOCK_CANDIDATES, [cutoff, batchSize]);
         if (locked.length === 0) return { candidates: 0, ended: [] };
-        const { rows } = await tx.query<EndedStaleRun>(END_STALE, [cutoff, locked.map((r) => r.id), now]);
+        const { rows } = await tx.query<EndedStaleRun>(END_STALE, [cutoff, locked.map((run) => run.id), now]);
         return { candidates: locked.length, ended: rows };
       });
       ended.push(...batch.ended);
@@ -108,7 +108,7 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
     }
     if (ended.length > 0) {
       logger.info(
-        { count: ended.length, idleMs, runIds: ended.slice(0, 20).map((r) => r.id) },
+        { count: ended.length, idleMs, runIds: ended.slice(0, 20).map((run) => run.id) },
         'ended stale runs as FAILED',
       );
       options.onEnded?.(ended.length);

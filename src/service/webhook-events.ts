@@ -11,7 +11,7 @@ export const EVENT_TYPES = WEBHOOK_EVENT_TYPES;
 export type EventType = WebhookEventType;
 
 /** What an endpoint gets when it names no events: all but `run.failed`, which is opt-in (it is one per failed run). */
-export const DEFAULT_EVENTS: EventType[] = EVENT_TYPES.filter((t) => t !== 'run.failed');
+export const DEFAULT_EVENTS: EventType[] = EVENT_TYPES.filter((type) => type !== 'run.failed');
 
 /** The ping `POST /v1/webhooks/{id}/test` sends; never subscribed to. */
 export const TEST_EVENT = 'webhook.test';

@@ -133,9 +133,9 @@ export class Webhooks {
     return { ...result, eventId: event.id, deliveryId };
   }
 
-  async deliveries(workspaceId: string, id: string, q: { status: string | null; page: number; perPage: number }) {
+  async deliveries(workspaceId: string, id: string, query: { status: string | null; page: number; perPage: number }) {
     await this.get(workspaceId, id);
-    return listDeliveries(this.db, id, q);
+    return listDeliveries(this.db, id, query);
   }
 
   /** Queues the delivery's event again for the endpoint, at the end of its queue. */
