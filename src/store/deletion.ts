@@ -47,10 +47,10 @@ export async function revokeApiKey(
     'SELECT id, revoked_at FROM api_keys WHERE workspace_id = $1 ORDER BY id FOR UPDATE',
     [workspaceId],
   );
-  const key = rows.find((r) => r.id === keyId);
+  const key = rows.find((row) => row.id === keyId);
   if (!key) return 'not_found';
   if (key.revoked_at) return 'already_revoked';
-  if (rows.filter((r) => !r.revoked_at).length <= 1) return 'last_active_key';
+  if (rows.filter((row) => !row.revoked_at).length <= 1) return 'last_active_key';
   await tx.query('UPDATE api_keys SET revoked_at = $2 WHERE id = $1', [keyId, now]);
   return 'revoked';
 }
@@ -118,7 +118,7 @@ export function purgeExpiredRuns(db: Db, now: Date, options: PurgeOptions = {}):
   return purgeInBatches(
     db,
     async (tx, batchSize) =>
-      (await tx.query<{ id: string }>(LOCK_EXPIRED_RUNS, [floor, now, batchSize])).rows.map((r) => r.id),
+      (await tx.query<{ id: string }>(LOCK_EXPIRED_RUNS, [floor, now, batchSize])).rows.map((run) => run.id),
     options,
   );
 }
@@ -135,7 +135,9 @@ export function purgeUserRuns(
   return purgeInBatches(
     db,
     async (tx, batchSize) =>
-      (await tx.query<{ id: string }>(LOCK_USER_RUNS, [floor, workspaceId, userId, batchSize])).rows.map((r) => r.id),
+      (await tx.query<{ id: string }>(LOCK_USER_RUNS, [floor, workspaceId, userId, batchSize])).rows.map(
+        (run) => run.id,
+      ),
     options,
   );
 }

@@ -114,8 +114,8 @@ function parse(text: string): Owner | null {
 /** The lock file now: null when there is none. */
 async function look(lockFile: string): Promise<Found | null> {
   try {
-    const [text, s] = await Promise.all([readFile(lockFile, 'utf8'), stat(lockFile)]);
-    return { owner: parse(text), text, dev: s.dev, ino: s.ino, mtimeMs: s.mtimeMs };
+    const [text, stats] = await Promise.all([readFile(lockFile, 'utf8'), stat(lockFile)]);
+    return { owner: parse(text), text, dev: stats.dev, ino: stats.ino, mtimeMs: stats.mtimeMs };
   } catch (error) {
     if (errno(error) === 'ENOENT') return null;
     throw error;
@@ -227,7 +227,7 @@ export async function lockDirectory(
     } catch (error) {
       if (errno(error) !== 'EEXIST') throw error;
       const age = await stat(takeover).then(
-        (s) => Date.now() - s.mtimeMs,
+        (stats) => Date.now() - stats.mtimeMs,
         () => 0,
       );
       if (age > staleMs) await rm(takeover, { force: true });

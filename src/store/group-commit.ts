@@ -83,7 +83,7 @@ export class GroupCommit<I, O> {
         if (wait > 0 && this.queue.length < this.maxBatch) await this.sleep(wait);
         this.lastBatchAt = performance.now();
         const batch = this.queue.splice(0, this.maxBatch);
-        const items = batch.map((b) => b.item);
+        const items = batch.map((queued) => queued.item);
         let results: (O | Error)[];
         try {
           results = await this.write(items);
@@ -95,10 +95,10 @@ export class GroupCommit<I, O> {
               ? batch.map(() => asError(error))
               : await Promise.all(items.map((item) => this.writeAlone(item)));
         }
-        batch.forEach((b, i) => {
+        batch.forEach((queued, i) => {
           const result = results[i]!;
-          if (result instanceof Error) b.reject(result);
-          else b.resolve(result);
+          if (result instanceof Error) queued.reject(result);
+          else queued.resolve(result);
         });
       }
     } finally {

@@ -563,13 +563,16 @@ export async function migrate(db: Db): Promise<number[]> {
     await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
     const { rows } = await tx.query<{ version: number }>('SELECT version FROM schema_migrations');
-    const applied = new Set(rows.map((r) => Number(r.version)));
+    const applied = new Set(rows.map((row) => Number(row.version)));
     const done: number[] = [];
-    for (const m of MIGRATIONS) {
-      if (applied.has(m.version)) continue;
-      await tx.exec(m.sql);
-      await tx.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
-      done.push(m.version);
+    for (const migration of MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      await tx.exec(migration.sql);
+      await tx.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [
+        migration.version,
+        migration.name,
+      ]);
+      done.push(migration.version);
     }
     return done;
   });
@@ -598,9 +601,12 @@ export async function schemaStatus(db: Queryable): Promise<SchemaStatus> {
   const { rows } = table[0]?.exists
     ? await db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')
     : { rows: [] };
-  const applied = new Set(rows.map((r) => Number(r.version)));
-  const known = new Set(MIGRATIONS.map((m) => m.version));
-  const pending = MIGRATIONS.filter((m) => !applied.has(m.version)).map((m) => m.version);
-  const version = MIGRATIONS.filter((m) => pending.length === 0 || m.version < pending[0]!).at(-1)?.version ?? 0;
-  return { version, expected, pending, unknown: [...applied].filter((v) => !known.has(v)) };
+  const applied = new Set(rows.map((row) => Number(row.version)));
+  const known = new Set(MIGRATIONS.map((migration) => migration.version));
+  const pending = MIGRATIONS.filter((migration) => !applied.has(migration.version)).map(
+    (migration) => migration.version,
+  );
+  const version =
+    MIGRATIONS.filter((migration) => pending.length === 0 || migration.version < pending[0]!).at(-1)?.version ?? 0;
+  return { version, expected, pending, unknown: [...applied].filter((appliedVersion) => !known.has(appliedVersion)) };
 }

@@ -158,7 +158,7 @@ export async function importPricing(
   entries: readonly CatalogEntry[],
   options: ImportOptions,
 ): Promise<ImportedEntry[]> {
-  const last = new Map(entries.map((e) => [e.model, e]));
+  const last = new Map(entries.map((entry) => [entry.model, entry]));
   return db.transaction(async (tx) => {
     // Locked so that two imports (or an import and a PUT) do not decide on the same stale rows.
     const { rows } = await tx.query(
@@ -178,7 +178,9 @@ export async function importPricing(
             : 'changed';
       return { entry, before, change };
     });
-    const writes = decided.filter((d) => d.change === 'new' || d.change === 'changed').map((d) => d.entry);
+    const writes = decided
+      .filter((decision) => decision.change === 'new' || decision.change === 'changed')
+      .map((decision) => decision.entry);
     const written = options.dryRun
       ? new Map<string, ModelPricing>()
       : await writeCatalogEntries(tx, workspaceId, writes, options.now);
@@ -219,14 +221,14 @@ async function writeCatalogEntries(
     // Prices as decimal text (JSON strings), so that json_to_recordset reads them as written.
     [
       JSON.stringify(
-        entries.map((e) => ({
+        entries.map((entry) => ({
           id: randomUUID(),
-          model: e.model,
-          input: decimalText(e.input_cost_per_token),
-          output: decimalText(e.output_cost_per_token),
-          cache_read: optionalDecimal(e.cache_read_input_cost_per_token),
-          cache_write: optionalDecimal(e.cache_write_input_cost_per_token),
-          is_active: e.is_active,
+          model: entry.model,
+          input: decimalText(entry.input_cost_per_token),
+          output: decimalText(entry.output_cost_per_token),
+          cache_read: optionalDecimal(entry.cache_read_input_cost_per_token),
+          cache_write: optionalDecimal(entry.cache_write_input_cost_per_token),
+          is_active: entry.is_active,
         })),
       ),
       workspaceId,

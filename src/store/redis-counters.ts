@@ -176,17 +176,17 @@ export class RedisCounters implements CounterStore {
         const pipeline = this.redis.pipeline() as ReturnType<Redis['pipeline']> & {
           rgRaiseTo(numberOfKeys: number, ...args: (string | number)[]): unknown;
         };
-        for (const r of rows.slice(i, i + REBUILD_BATCH)) {
+        for (const row of rows.slice(i, i + REBUILD_BATCH)) {
           const keys = this.keys({
-            workspaceId: r.workspace_id,
-            userId: r.user_id,
-            day: r.day,
-            month: r.day.slice(0, 7),
+            workspaceId: row.workspace_id,
+            userId: row.user_id,
+            day: row.day,
+            month: row.day.slice(0, 7),
           });
-          pipeline.rgRaiseTo(2, ...keys, r.ws, r.usr, DAY_TTL_SECONDS);
+          pipeline.rgRaiseTo(2, ...keys, row.ws, row.usr, DAY_TTL_SECONDS);
         }
         const results = (await pipeline.exec()) ?? [];
-        const error = results.find(([e]) => e)?.[0];
+        const error = results.find(([commandError]) => commandError)?.[0];
         if (error) throw error;
       }
       if (this.failures === failures) {
@@ -269,7 +269,7 @@ export class RedisCounters implements CounterStore {
     // After the microtasks of this tick: every result of a commit has been handed out by then.
     if (this.pendingRaises.size === 0) process.nextTick(() => this.writeRaises());
     let resolve!: () => void;
-    const written = new Promise<void>((r) => (resolve = r));
+    const written = new Promise<void>((resolveWritten) => (resolve = resolveWritten));
     this.pendingRaises.set(keys[1], { keys, totals, written, resolve });
     return written;
   }

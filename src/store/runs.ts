@@ -52,7 +52,7 @@ export interface RunGuardRecord {
  * the workspace's admission lock until it commits, so every round trip saved shortens that queue.
  */
 export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promise<void> {
-  const firstSteps = runs.flatMap((r) => (r.firstStep ? [r.firstStep] : []));
+  const firstSteps = runs.flatMap((run) => (run.firstStep ? [run.firstStep] : []));
   // The daily rows are locked in one order everywhere (workspace, then user, each sorted):
   // user_day reads workspace_day, so it cannot run first. Unordered CTEs deadlocked against
   // finishSteps. Each upsert names a row once (GROUP BY): ON CONFLICT cannot update a row twice.
@@ -94,25 +94,25 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
      ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET runs = d.runs + EXCLUDED.runs`,
     [
       JSON.stringify(
-        runs.map((r) => ({
-          id: r.id,
-          workspace_id: r.workspaceId,
-          user_id: r.userId.toWellFormed(),
-          status: r.status,
-          metadata: r.metadata ?? null,
-          decision: r.decision,
-          started_at: r.now,
-          ended_at: r.status === 'BLOCKED' ? r.now : null,
-          day: r.day,
-          step_count: r.firstStep ? 1 : 0,
-          models: r.firstStep?.model ? [r.firstStep.model.toWellFormed()] : [],
-          daemon_id: r.daemonId ?? null,
-          max_steps: r.guard?.limits.maxSteps ?? null,
-          max_cost_micros: r.guard?.limits.maxCostMicros ?? null,
-          max_identical_calls: r.guard?.limits.maxIdenticalCalls ?? null,
-          allowed_steps: r.guard?.allowedSteps ?? null,
-          last_call_hash: r.guard?.lastCallHash ?? null,
-          identical_calls: r.guard?.identicalCalls ?? null,
+        runs.map((run) => ({
+          id: run.id,
+          workspace_id: run.workspaceId,
+          user_id: run.userId.toWellFormed(),
+          status: run.status,
+          metadata: run.metadata ?? null,
+          decision: run.decision,
+          started_at: run.now,
+          ended_at: run.status === 'BLOCKED' ? run.now : null,
+          day: run.day,
+          step_count: run.firstStep ? 1 : 0,
+          models: run.firstStep?.model ? [run.firstStep.model.toWellFormed()] : [],
+          daemon_id: run.daemonId ?? null,
+          max_steps: run.guard?.limits.maxSteps ?? null,
+          max_cost_micros: run.guard?.limits.maxCostMicros ?? null,
+          max_identical_calls: run.guard?.limits.maxIdenticalCalls ?? null,
+          allowed_steps: run.guard?.allowedSteps ?? null,
+          last_call_hash: run.guard?.lastCallHash ?? null,
+          identical_calls: run.guard?.identicalCalls ?? null,
         })),
       ),
       runs.length,
@@ -159,7 +159,7 @@ export interface RunEnd {
 export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(EndedRun | null)[]> {
   // Lowercase, as Postgres writes ids: an end that spelled its id otherwise still finds its answer.
   const key = (workspaceId: string, runId: string) => `${workspaceId}/${runId}`.toLowerCase();
-  const { unique, isFirst } = firstMentions(ends, (e) => key(e.workspaceId, e.runId));
+  const { unique, isFirst } = firstMentions(ends, (end) => key(end.workspaceId, end.runId));
   // The runs are locked in id order, as insertSteps locks them: two statements that lock
   // several runs each in their own order could each hold one the other waits for.
   const { rows } = await db.query<EndedRun & { workspace_id: string }>(
@@ -175,13 +175,13 @@ export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(
      RETURNING r.id, r.workspace_id, r.status, r.ended_at, r.user_id`,
     [
       JSON.stringify(
-        unique.map((e) => ({ id: e.runId, workspace_id: e.workspaceId, status: e.status, ended_at: e.now })),
+        unique.map((end) => ({ id: end.runId, workspace_id: end.workspaceId, status: end.status, ended_at: end.now })),
       ),
       unique.length,
     ],
   );
   const byKey = new Map(rows.map(({ workspace_id: workspaceId, ...ended }) => [key(workspaceId, ended.id), ended]));
-  return ends.map((e, i) => (isFirst(e, i) ? (byKey.get(key(e.workspaceId, e.runId)) ?? null) : null));
+  return ends.map((end, i) => (isFirst(end, i) ? (byKey.get(key(end.workspaceId, end.runId)) ?? null) : null));
 }
 
 export async function runExists(db: Queryable, workspaceId: string, runId: string): Promise<boolean> {
@@ -216,20 +216,20 @@ const STEP_INSERT_COLUMNS =
 const stepRecordset = (document: number, length: number) => `SELECT * FROM json_to_recordset($${document}::json)
   AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
     input_json json, decision json, created_at timestamptz, estimate_micros bigint, daemon_id integer) LIMIT $${length}`;
-const stepRecord = (s: NewStep) => ({
-  id: s.id,
-  run_id: s.runId,
-  workspace_id: s.workspaceId,
-  sequence: s.sequence,
-  type: s.type,
-  status: s.status,
-  model: s.model?.toWellFormed() ?? null,
-  tool_name: s.toolName?.toWellFormed() ?? null,
-  input_json: s.inputData ?? null,
-  decision: s.decision,
-  created_at: s.now,
-  estimate_micros: s.estimateMicros ?? null,
-  daemon_id: s.daemonId ?? null,
+const stepRecord = (step: NewStep) => ({
+  id: step.id,
+  run_id: step.runId,
+  workspace_id: step.workspaceId,
+  sequence: step.sequence,
+  type: step.type,
+  status: step.status,
+  model: step.model?.toWellFormed() ?? null,
+  tool_name: step.toolName?.toWellFormed() ?? null,
+  input_json: step.inputData ?? null,
+  decision: step.decision,
+  created_at: step.now,
+  estimate_micros: step.estimateMicros ?? null,
+  daemon_id: step.daemonId ?? null,
 });
 
 /**
@@ -310,10 +310,10 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
     if (row.step_id !== null) inserted.add(row.step_id.toLowerCase());
     else runningRuns.add(runKey(row.workspace_id!, row.run_id!));
   }
-  return steps.map((s) =>
-    inserted.has(s.id.toLowerCase())
+  return steps.map((step) =>
+    inserted.has(step.id.toLowerCase())
       ? 'inserted'
-      : runningRuns.has(runKey(s.workspaceId, s.runId))
+      : runningRuns.has(runKey(step.workspaceId, step.runId))
         ? 'duplicate_sequence'
         : 'run_not_running',
   );
@@ -449,7 +449,7 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
   // Keyed as the statement matches a step: a mention under another workspace or run must not take
   // the step's own finish.
   const key = (workspaceId: string, runId: string, stepId: string) => `${workspaceId}/${runId}/${stepId}`.toLowerCase();
-  const { unique, isFirst } = firstMentions(finishes, (f) => key(f.workspaceId, f.runId, f.stepId));
+  const { unique, isFirst } = firstMentions(finishes, (finish) => key(finish.workspaceId, finish.runId, finish.stepId));
   // The daily upserts add each workspace's and user's costs once, and return the day's totals
   // read under their row locks: what a counter copy needs. Rows are locked in one order
   // everywhere (workspaces, then users, each sorted), so concurrent writers cannot deadlock.
@@ -514,28 +514,28 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
     // One JSON document for the batch, as in insertSteps.
     [
       JSON.stringify(
-        unique.map((f) => ({
-          workspace_id: f.workspaceId,
-          run_id: f.runId,
-          step_id: f.stepId,
-          status: f.result.status,
-          duration_ms: f.result.durationMs,
-          prompt_tokens: f.result.promptTokens,
-          completion_tokens: f.result.completionTokens,
-          cache_read_tokens: f.result.cacheReadTokens ?? null,
-          cache_write_tokens: f.result.cacheWriteTokens ?? null,
-          reasoning_tokens: f.result.reasoningTokens ?? null,
-          output_json: f.result.outputData ?? null,
-          finished_at: f.now,
-          day: f.day,
+        unique.map((finish) => ({
+          workspace_id: finish.workspaceId,
+          run_id: finish.runId,
+          step_id: finish.stepId,
+          status: finish.result.status,
+          duration_ms: finish.result.durationMs,
+          prompt_tokens: finish.result.promptTokens,
+          completion_tokens: finish.result.completionTokens,
+          cache_read_tokens: finish.result.cacheReadTokens ?? null,
+          cache_write_tokens: finish.result.cacheWriteTokens ?? null,
+          reasoning_tokens: finish.result.reasoningTokens ?? null,
+          output_json: finish.result.outputData ?? null,
+          finished_at: finish.now,
+          day: finish.day,
         })),
       ),
       unique.length,
     ],
   );
   const byKey = new Map(rows.map((row) => [key(row.workspace_id, row.run_id, row.id), row]));
-  return finishes.map((f, i) => {
-    const step = isFirst(f, i) ? byKey.get(key(f.workspaceId, f.runId, f.stepId)) : undefined;
+  return finishes.map((finish, i) => {
+    const step = isFirst(finish, i) ? byKey.get(key(finish.workspaceId, finish.runId, finish.stepId)) : undefined;
     if (!step) return null;
     const costMicros = Number(step.cost_micros ?? 0);
     if (costMicros === 0)
@@ -570,7 +570,8 @@ export interface RunListQuery {
   startedBefore?: Date | null;
 }
 
-const iso = (d: unknown): string | null => (d === null || d === undefined ? null : new Date(d as Date).toISOString());
+const iso = (timestamp: unknown): string | null =>
+  timestamp === null || timestamp === undefined ? null : new Date(timestamp as Date).toISOString();
 
 function runSummary(row: Record<string, unknown>): RunSummary {
   return {
@@ -606,14 +607,14 @@ export const RUN_TOTALS = `LEFT JOIN run_totals rt ON rt.run_id = r.id
     SELECT ${totalsOf('summed')}
     FROM (SELECT ${STEP_SUMS} FROM steps s WHERE s.run_id = r.id AND r.step_count IS NULL) summed) t`;
 
-export async function listRuns(db: Queryable, workspaceId: string, q: RunListQuery): Promise<RunPage> {
+export async function listRuns(db: Queryable, workspaceId: string, query: RunListQuery): Promise<RunPage> {
   const where = ['workspace_id = $1'];
   const params: unknown[] = [workspaceId];
-  if (q.status) where.push(`status = $${params.push(q.status)}`);
-  if (q.userId !== null) where.push(`user_id = $${params.push(q.userId)}`);
-  if (q.startedFrom) where.push(`started_at >= $${params.push(q.startedFrom)}`);
-  if (q.startedBefore) where.push(`started_at < $${params.push(q.startedBefore)}`);
-  const timeBound = Boolean(q.startedFrom || q.startedBefore);
+  if (query.status) where.push(`status = $${params.push(query.status)}`);
+  if (query.userId !== null) where.push(`user_id = $${params.push(query.userId)}`);
+  if (query.startedFrom) where.push(`started_at >= $${params.push(query.startedFrom)}`);
+  if (query.startedBefore) where.push(`started_at < $${params.push(query.startedBefore)}`);
+  const timeBound = Boolean(query.startedFrom || query.startedBefore);
   const filter = where.join(' AND ');
   const [{ rows }, { rows: countRows }] = await Promise.all([
     // Only the page's runs from before migration 6 are summed. Not RUN_TOTALS's lateral sum: the
@@ -630,11 +631,11 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
        SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, ${totalsOf('l')}, r.models
        FROM page r LEFT JOIN run_totals rt ON rt.run_id = r.id LEFT JOIN summed l ON l.run_id = r.id
        ORDER BY r.started_at DESC, r.id DESC`,
-      [...params, q.perPage, (q.page - 1) * q.perPage],
+      [...params, query.perPage, (query.page - 1) * query.perPage],
     ),
     // Without a user, the counts Postgres keeps (migration 8): a few rows, however many runs. A
     // user's runs, or a time range's, are counted through the listing indexes.
-    q.userId === null && !timeBound
+    query.userId === null && !timeBound
       ? db.query<{ total: string | number }>(
           `SELECT coalesce(sum(runs), 0) AS total FROM run_counts WHERE ${filter}`,
           params,
@@ -646,7 +647,7 @@ export async function listRuns(db: Queryable, workspaceId: string, q: RunListQue
     const named = await modelsFromSteps(db, unkept);
     for (const row of rows) if (row.models === null) row.models = named.get(String(row.id)) ?? [];
   }
-  return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: q.page, per_page: q.perPage };
+  return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: query.page, per_page: query.perPage };
 }
 
 /**

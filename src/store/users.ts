@@ -31,22 +31,22 @@ export async function listUsers(
   db: Queryable,
   workspaceId: string,
   day: string,
-  q: { blocked: boolean | null; page: number; perPage: number; search?: string | null },
+  query: { blocked: boolean | null; page: number; perPage: number; search?: string | null },
 ) {
   // The blocked filter is NULL for all users; so is the search (a case-insensitive substring of the id).
-  const search = q.search ? q.search.toLowerCase() : null;
+  const search = query.search ? query.search.toLowerCase() : null;
   const [{ rows }, { rows: count }] = await Promise.all([
     db.query(
       `SELECT ${COLUMNS} FROM sdk_users u ${SPEND_JOIN}
        WHERE u.workspace_id = $1 AND ($3::boolean IS NULL OR u.blocked = $3)
          AND ($6::text IS NULL OR strpos(lower(u.user_id), $6) > 0)
        ORDER BY u.last_seen_at DESC, u.user_id LIMIT $4 OFFSET $5`,
-      [workspaceId, day, q.blocked, q.perPage, (q.page - 1) * q.perPage, search],
+      [workspaceId, day, query.blocked, query.perPage, (query.page - 1) * query.perPage, search],
     ),
     db.query<{ total: string | number }>(
       `SELECT count(*) AS total FROM sdk_users u WHERE u.workspace_id = $1 AND ($2::boolean IS NULL OR u.blocked = $2)
          AND ($3::text IS NULL OR strpos(lower(u.user_id), $3) > 0)`,
-      [workspaceId, q.blocked, search],
+      [workspaceId, query.blocked, search],
     ),
   ]);
   return { items: rows.map(toUser), total: Number(count[0]!.total) };
@@ -107,5 +107,5 @@ export async function dailyUsage(db: Queryable, workspaceId: string, today: stri
      ORDER BY g.day`,
     [workspaceId, today, days],
   );
-  return rows.map((r) => ({ day: r.day, spendMicros: Number(r.spend_micros), runs: Number(r.runs) }));
+  return rows.map((row) => ({ day: row.day, spendMicros: Number(row.spend_micros), runs: Number(row.runs) }));
 }

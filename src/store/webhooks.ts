@@ -103,13 +103,13 @@ export async function updateEndpoint(
   changes: EndpointChanges,
   now: Date,
 ): Promise<EndpointRow | null> {
-  const columns = CHANGEABLE.filter((c) => changes[c] !== undefined);
-  const sets = columns.map((c, i) => `${c} = $${i + 4}`);
+  const columns = CHANGEABLE.filter((column) => changes[column] !== undefined);
+  const sets = columns.map((column, i) => `${column} = $${i + 4}`);
   // Enabled again by hand: the reason it was disabled no longer stands.
   if (changes.enabled === true) sets.push('disabled_reason = NULL');
   const { rows } = await db.query(
     `UPDATE webhook_endpoints SET ${[...sets, 'updated_at = $3'].join(', ')} WHERE workspace_id = $1 AND id = $2 RETURNING *`,
-    [workspaceId, id, now, ...columns.map((c) => changes[c])],
+    [workspaceId, id, now, ...columns.map((column) => changes[column])],
   );
   return rows[0] ? toEndpoint(rows[0]) : null;
 }
@@ -351,7 +351,7 @@ export async function leaseDueEndpoints(
      UPDATE webhook_endpoints e SET lease_owner = $3, lease_until = $2 FROM due WHERE e.id = due.id RETURNING e.id`,
     [now, until, owner, limit],
   );
-  return rows.map((r) => r.id);
+  return rows.map((endpoint) => endpoint.id);
 }
 
 /** Extends the lease while `owner` still holds it; false when it was lost (expired and taken). */
@@ -416,7 +416,7 @@ export interface AttemptRecord {
 }
 
 export async function recordAttempt(tx: Queryable, record: AttemptRecord): Promise<void> {
-  const o = record.outcome;
+  const outcome = record.outcome;
   await tx.query(
     `INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, error)
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
@@ -427,10 +427,10 @@ export async function recordAttempt(tx: Queryable, record: AttemptRecord): Promi
        finished_at = $5, last_status_code = $6, last_error = $7 WHERE id = $1`,
     [
       record.deliveryId,
-      o.status,
+      outcome.status,
       record.attempt,
-      o.status === 'pending' ? o.nextAttemptAt : null,
-      o.status === 'pending' ? null : o.at,
+      outcome.status === 'pending' ? outcome.nextAttemptAt : null,
+      outcome.status === 'pending' ? null : outcome.at,
       record.statusCode,
       record.error,
     ],
@@ -467,7 +467,7 @@ export interface DeliveryView {
 export async function listDeliveries(
   db: Queryable,
   endpointId: string,
-  q: { status: string | null; page: number; perPage: number },
+  query: { status: string | null; page: number; perPage: number },
 ): Promise<{ items: DeliveryView[]; total: number }> {
   const [{ rows }, { rows: count }] = await Promise.all([
     db.query<Record<string, unknown>>(
@@ -478,27 +478,27 @@ export async function listDeliveries(
        FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
        WHERE d.endpoint_id = $1 AND ($2::text IS NULL OR d.status = $2)
        ORDER BY d.created_at DESC, d.seq DESC, d.id LIMIT $3 OFFSET $4`,
-      [endpointId, q.status, q.perPage, (q.page - 1) * q.perPage],
+      [endpointId, query.status, query.perPage, (query.page - 1) * query.perPage],
     ),
     db.query<{ total: number }>(
       'SELECT count(*)::int AS total FROM webhook_deliveries WHERE endpoint_id = $1 AND ($2::text IS NULL OR status = $2)',
-      [endpointId, q.status],
+      [endpointId, query.status],
     ),
   ]);
-  const items = rows.map((r) => ({
-    id: String(r.id),
-    event_id: String(r.event_id),
-    event_type: String(r.event_type),
-    status: String(r.status),
-    attempts: Number(r.attempts),
-    created_at: r.created_at as Date,
-    next_attempt_at: r.status === 'pending' ? (r.next_attempt_at as Date) : null,
-    finished_at: (r.finished_at as Date | null) ?? null,
-    last_status_code: r.last_status_code === null ? null : Number(r.last_status_code),
-    last_error: (r.last_error as string | null) ?? null,
-    attempt_log: (r.attempt_log as DeliveryView['attempt_log']).map((a) => ({
-      ...a,
-      attempted_at: new Date(a.attempted_at),
+  const items = rows.map((row) => ({
+    id: String(row.id),
+    event_id: String(row.event_id),
+    event_type: String(row.event_type),
+    status: String(row.status),
+    attempts: Number(row.attempts),
+    created_at: row.created_at as Date,
+    next_attempt_at: row.status === 'pending' ? (row.next_attempt_at as Date) : null,
+    finished_at: (row.finished_at as Date | null) ?? null,
+    last_status_code: row.last_status_code === null ? null : Number(row.last_status_code),
+    last_error: (row.last_error as string | null) ?? null,
+    attempt_log: (row.attempt_log as DeliveryView['attempt_log']).map((attempt) => ({
+      ...attempt,
+      attempted_at: new Date(attempt.attempted_at),
     })),
   }));
   return { items, total: Number(count[0]!.total) };

@@ -59,7 +59,8 @@ export type BudgetMode = 'spend' | 'reserve';
 /** A new workspace's default step reservation ($0.05): see docs/budgets.md. */
 export const DEFAULT_STEP_RESERVATION_MICROS = 50_000;
 
-const nullableNumber = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+const nullableNumber = (value: unknown): number | null =>
+  value === null || value === undefined ? null : Number(value);
 
 export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
   return {
@@ -124,7 +125,7 @@ export function sha256(text: string): Buffer {
 
 function randomPrefix(): string {
   // 36^12 ≈ 2^62; rejection-free modulo bias is irrelevant for a lookup prefix.
-  return Array.from(randomBytes(12), (b) => PREFIX_ALPHABET[b % PREFIX_ALPHABET.length]).join('');
+  return Array.from(randomBytes(12), (byte) => PREFIX_ALPHABET[byte % PREFIX_ALPHABET.length]).join('');
 }
 
 export interface IssuedKey {
@@ -276,11 +277,11 @@ export async function updateWorkspace(
   changes: WorkspaceChanges,
   now: Date,
 ): Promise<WorkspaceRow> {
-  const columns = CHANGEABLE.filter((c) => changes[c] !== undefined);
-  const sets = columns.map((c, i) => `${c} = $${i + 3}`);
+  const columns = CHANGEABLE.filter((column) => changes[column] !== undefined);
+  const sets = columns.map((column, i) => `${column} = $${i + 3}`);
   const { rows } = await db.query(
     `UPDATE workspaces SET ${[...sets, 'updated_at = $2'].join(', ')} WHERE id = $1 RETURNING *`,
-    [id, now, ...columns.map((c) => changes[c])],
+    [id, now, ...columns.map((column) => changes[column])],
   );
   return toWorkspace(rows[0]!);
 }
@@ -313,5 +314,5 @@ export async function regenerateApiKey(
     'UPDATE api_keys SET revoked_at = $2 WHERE workspace_id = $1 AND revoked_at IS NULL RETURNING prefix',
     [workspaceId, now],
   );
-  return { ...(await createApiKey(tx, workspaceId, 'regenerated')), revokedPrefixes: rows.map((r) => r.prefix) };
+  return { ...(await createApiKey(tx, workspaceId, 'regenerated')), revokedPrefixes: rows.map((row) => row.prefix) };
 }
