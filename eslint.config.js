@@ -83,11 +83,10 @@ export default tseslint.config(
   },
   {
     // Hot paths others must change: names that say what a thing is (STYLE.md), loop indexes aside.
+    // Not yet src/api/, src/money/ or src/webhooks/: they still hold one-letter names (issue #33).
     files: ['src/proxy/**/*.ts', 'src/service/**/*.ts', 'src/store/**/*.ts', 'src/rules/**/*.ts'],
     rules: {
-      // A warning for now: ~130 names, on lines seven branches are editing today. Rename them after
-      // the merge (and raise this to an error), not in a change that would collide with each.
-      'id-length': ['warn', { min: 2, exceptions: ['i', 'j', 'n', '_'], properties: 'never' }],
+      'id-length': ['error', { min: 2, exceptions: ['i', 'j', 'n', '_'], properties: 'never' }],
     },
   },
   {
@@ -125,9 +124,6 @@ export default tseslint.config(
       'preserve-caught-error': 'off',
       'no-loss-of-precision': 'off', // a test sends an over-precise number on purpose
       'no-control-regex': 'off', // tests strip the CLI's terminal colours (ESC sequences)
-      // ~40 assertions made redundant by the contract's types: `eslint --fix` removes them; a
-      // warning until the merge, so that the fix does not collide with other branches' tests.
-      '@typescript-eslint/no-unnecessary-type-assertion': 'warn',
     },
   },
 );
