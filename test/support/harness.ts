@@ -2,7 +2,7 @@
  * Starts the real app on a real socket against real stores, with a workspace and an API key,
  * and talks to it over HTTP.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -48,8 +48,14 @@ export async function openTestStores(backend: Backend, options: { redisDb?: numb
   let databaseUrl: string | null = null;
   if (backend === 'embedded') {
     const dir = await mkdtemp(join(tmpdir(), 'rg-embedded-'));
-    db = await embeddedDb(dir);
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    // A copy of the migrated template (embedded-template.ts), not an initdb; a config without the
+    // global setup provides none, and pays for the initdb. Imported here, not above: the bench
+    // imports this file outside vitest, and never opens an embedded database.
+    const { inject } = await import('vitest');
+    const template = inject('embeddedTemplate') as string | undefined;
+    if (template) await cp(template, dir, { recursive: true });
+    db = await embeddedDb(dir);
   } else {
     const database = await createTestDatabase();
     databaseUrl = database.url;
