@@ -5,7 +5,7 @@
     from runguard import GuardClient, GuardBlockedError, extractors
 """
 
-from . import extractors
+from . import errors, extractors
 from ._version import __version__
 from .api_key import is_api_key_format
 from .client import DEFAULT_BASE_URL, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, GuardClient, RunContext
@@ -42,21 +42,6 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_TIMEOUT",
     "DEFAULT_MAX_RETRIES",
-    "GuardError",
-    "GuardConfigError",
-    "ClientClosedError",
-    "NoActiveRunError",
-    "GuardBlockedError",
-    "APIError",
-    "BadRequestError",
-    "AuthenticationError",
-    "PermissionDeniedError",
-    "NotFoundError",
-    "ConflictError",
-    "PayloadTooLargeError",
-    "ValidationError",
-    "RateLimitError",
-    "InternalServerError",
-    "APIConnectionError",
-    "APITimeoutError",
 ]
+# The error classes are named once, in errors.__all__; type checkers follow this form.
+__all__ += errors.__all__
