@@ -96,37 +96,36 @@ def _count(container: Any, name: str) -> Optional[int]:
     return value if is_token_count(value) else None
 
 
+def _openai_usage(response: object, *, prompt: str, completion: str) -> Optional[TokenUsage]:
+    """OpenAI's two APIs name the counts apart but nest them alike: ``usage.<prompt>``,
+    ``usage.<completion>``, cache reads in ``<prompt>_details.cached_tokens`` and reasoning in
+    ``<completion>_details.reasoning_tokens``.
+    """
+    usage = _field(response, "usage")
+    prompt_tokens, completion_tokens = _count(usage, prompt), _count(usage, completion)
+    if prompt_tokens is None or completion_tokens is None:
+        return None
+    return TokenUsage(
+        prompt_tokens,
+        completion_tokens,
+        cache_read_tokens=_count(_field(usage, f"{prompt}_details"), "cached_tokens"),
+        reasoning_tokens=_count(_field(usage, f"{completion}_details"), "reasoning_tokens"),
+    )
+
+
 def openai_chat_completions(response: object) -> Optional[TokenUsage]:
     """OpenAI Chat Completions (``client.chat.completions.create``): ``usage.prompt_tokens`` and
     ``usage.completion_tokens``; cache reads from ``prompt_tokens_details.cached_tokens``, reasoning
     from ``completion_tokens_details.reasoning_tokens``.
     """
-    usage = _field(response, "usage")
-    prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
-    if prompt is None or completion is None:
-        return None
-    return TokenUsage(
-        prompt,
-        completion,
-        cache_read_tokens=_count(_field(usage, "prompt_tokens_details"), "cached_tokens"),
-        reasoning_tokens=_count(_field(usage, "completion_tokens_details"), "reasoning_tokens"),
-    )
+    return _openai_usage(response, prompt="prompt_tokens", completion="completion_tokens")
 
 
 def openai_responses(response: object) -> Optional[TokenUsage]:
     """OpenAI Responses API (``client.responses.create``): ``usage.input_tokens`` and
     ``usage.output_tokens``; ``input_tokens_details.cached_tokens``, ``output_tokens_details.reasoning_tokens``.
     """
-    usage = _field(response, "usage")
-    prompt, completion = _count(usage, "input_tokens"), _count(usage, "output_tokens")
-    if prompt is None or completion is None:
-        return None
-    return TokenUsage(
-        prompt,
-        completion,
-        cache_read_tokens=_count(_field(usage, "input_tokens_details"), "cached_tokens"),
-        reasoning_tokens=_count(_field(usage, "output_tokens_details"), "reasoning_tokens"),
-    )
+    return _openai_usage(response, prompt="input_tokens", completion="output_tokens")
 
 
 def anthropic_messages(response: object) -> Optional[TokenUsage]:
