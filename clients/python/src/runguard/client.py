@@ -6,16 +6,15 @@ import contextvars
 import math
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar, overload
+from typing import Any, Optional
 from urllib.parse import quote, urlsplit
 
 from ._http import HttpTransport
+from ._step_calls import StepCalls
 from .api_key import check_api_key
 from .errors import GuardBlockedError, GuardConfigError, GuardError, NoActiveRunError
 from .run import Run
 from .types import FinalStatus, JsonObject, RunCreated, RunEnded
-
-T = TypeVar("T")
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8787"
 """Where the daemon listens unless told otherwise: loopback, as a sidecar."""
@@ -25,7 +24,7 @@ DEFAULT_MAX_RETRIES = 2
 """Retries after a failed attempt (connection error, timeout, 408, 429, 5xx)."""
 
 
-class GuardClient:
+class GuardClient(StepCalls):
     """Client of the runguard daemon: wraps an agent's work in guarded runs and steps.
 
     ::
@@ -114,54 +113,7 @@ class GuardClient:
         """The run whose ``async with`` block is executing (in this task or a task it started), or None."""
         return self._current_run.get()
 
-    @overload
-    def model_call(
-        self,
-        fn: Callable[[], Awaitable[T]],
-        model: str,
-        input_data: Optional[Mapping[str, Any]] = None,
-        token_extractor: Optional[Callable[[T], Any]] = None,
-    ) -> Coroutine[Any, Any, T]: ...
-
-    @overload
-    def model_call(
-        self,
-        fn: Callable[[], T],
-        model: str,
-        input_data: Optional[Mapping[str, Any]] = None,
-        token_extractor: Optional[Callable[[T], Any]] = None,
-    ) -> Coroutine[Any, Any, T]: ...
-
-    def model_call(
-        self,
-        fn: Callable[[], Any],
-        model: str,
-        input_data: Optional[Mapping[str, Any]] = None,
-        token_extractor: Optional[Callable[[Any], Any]] = None,
-    ) -> Coroutine[Any, Any, Any]:
-        """:meth:`Run.model_call` on the current run, for code deep inside ``client.run`` with no handle.
-
-        Raises :class:`NoActiveRunError` outside ``async with client.run(...)``.
-        """
-        return self._require_run("model_call").model_call(fn, model, input_data, token_extractor)
-
-    @overload
-    def tool_call(
-        self, fn: Callable[[], Awaitable[T]], tool_name: str, input_data: Optional[Mapping[str, Any]] = None
-    ) -> Coroutine[Any, Any, T]: ...
-
-    @overload
-    def tool_call(
-        self, fn: Callable[[], T], tool_name: str, input_data: Optional[Mapping[str, Any]] = None
-    ) -> Coroutine[Any, Any, T]: ...
-
-    def tool_call(
-        self, fn: Callable[[], Any], tool_name: str, input_data: Optional[Mapping[str, Any]] = None
-    ) -> Coroutine[Any, Any, Any]:
-        """:meth:`Run.tool_call` on the current run. Raises :class:`NoActiveRunError` outside a run."""
-        return self._require_run("tool_call").tool_call(fn, tool_name, input_data)
-
-    def _require_run(self, method: str) -> Run:
+    def _step_run(self, method: str) -> Run:
         self._http.check_open()
         run = self._current_run.get()
         if run is None:

@@ -7,15 +7,14 @@ import inspect
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar, overload
+from typing import Any, Callable, Coroutine, Optional
 from urllib.parse import quote
 
 from ._http import HttpTransport
+from ._step_calls import StepCalls
 from .errors import ConflictError, GuardBlockedError, GuardError
 from .extractors import TokenUsage, is_token_count
 from .types import Decision, JsonObject, StepCreated, StepUpdated
-
-T = TypeVar("T")
 
 logger = logging.getLogger("runguard")
 
@@ -35,7 +34,7 @@ daemon's PATCH body. Only fields the daemon's schema has are sent: it answers 42
 and writes at their own prices and refuses counts that do not add up (docs/cost.md)."""
 
 
-class Run:
+class Run(StepCalls):
     """A started run, given by ``async with client.run(...) as run``. Never built directly."""
 
     id: str
@@ -66,39 +65,16 @@ class Run:
         """True once the run was ended; later steps are refused."""
         return self._ended
 
-    @overload
-    def model_call(
-        self,
-        fn: Callable[[], Awaitable[T]],
-        model: str,
-        input_data: Optional[Mapping[str, Any]] = None,
-        token_extractor: Optional[Callable[[T], Any]] = None,
-    ) -> Coroutine[Any, Any, T]: ...
+    def _step_run(self, method: str) -> Run:
+        return self
 
-    @overload
-    def model_call(
-        self,
-        fn: Callable[[], T],
-        model: str,
-        input_data: Optional[Mapping[str, Any]] = None,
-        token_extractor: Optional[Callable[[T], Any]] = None,
-    ) -> Coroutine[Any, Any, T]: ...
-
-    def model_call(
+    def _model_step(
         self,
         fn: Callable[[], Any],
         model: str,
-        input_data: Optional[Mapping[str, Any]] = None,
-        token_extractor: Optional[Callable[[Any], Any]] = None,
+        input_data: Optional[Mapping[str, Any]],
+        token_extractor: Optional[Callable[[Any], Any]],
     ) -> Coroutine[Any, Any, Any]:
-        """Records a MODEL_CALL step around ``fn``: await it.
-
-        The step is checked by the guardrails first and ``fn`` runs only when allowed; then the step
-        is updated with its status, duration and, with a ``token_extractor``, the token counts.
-
-        Raises :class:`GuardBlockedError` when a guardrail denies the step (``fn`` is not called),
-        and whatever ``fn`` raises (the same exception), after the step is marked FAILED.
-        """
         if not isinstance(model, str) or model == "":
             raise ValueError("model_call needs model, the model identifier (a non-empty str).")
         if token_extractor is not None and not callable(token_extractor):
@@ -107,20 +83,9 @@ class Run:
             fn, {"type": "MODEL_CALL", "model": model}, f'Model call "{model}"', input_data, token_extractor
         )
 
-    @overload
-    def tool_call(
-        self, fn: Callable[[], Awaitable[T]], tool_name: str, input_data: Optional[Mapping[str, Any]] = None
-    ) -> Coroutine[Any, Any, T]: ...
-
-    @overload
-    def tool_call(
-        self, fn: Callable[[], T], tool_name: str, input_data: Optional[Mapping[str, Any]] = None
-    ) -> Coroutine[Any, Any, T]: ...
-
-    def tool_call(
-        self, fn: Callable[[], Any], tool_name: str, input_data: Optional[Mapping[str, Any]] = None
+    def _tool_step(
+        self, fn: Callable[[], Any], tool_name: str, input_data: Optional[Mapping[str, Any]]
     ) -> Coroutine[Any, Any, Any]:
-        """Records a TOOL_CALL step around ``fn``; same flow as :meth:`model_call`, without token counts."""
         if not isinstance(tool_name, str) or tool_name == "":
             raise ValueError("tool_call needs tool_name (a non-empty str).")
         return self._step(fn, {"type": "TOOL_CALL", "tool_name": tool_name}, f'Tool call "{tool_name}"', input_data, None)
