@@ -1,19 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { explainDenial } from '../../src/contract/denial-detail.js';
 import { evaluate, type Boundary, type GuardSnapshot } from '../../src/rules/engine.js';
-
-const open: GuardSnapshot = {
-  killSwitchActive: false,
-  userBlocked: false,
-  workspaceDailyBudgetMicros: null,
-  workspaceDailySpendMicros: 0,
-  userDailyBudgetMicros: null,
-  userDailySpendMicros: 0,
-  monthlyRunLimit: null,
-  monthlyRuns: 0,
-  maxConcurrentRuns: null,
-  concurrentRuns: 0,
-};
+import { OPEN_SNAPSHOT as open } from '../support/guard-snapshot.js';
 
 const ALL = [
   'kill_switch',
@@ -123,16 +111,7 @@ describe('rule engine', () => {
 
 describe('denial detail', () => {
   const base: GuardSnapshot = {
-    killSwitchActive: false,
-    userBlocked: false,
-    workspaceDailyBudgetMicros: null,
-    workspaceDailySpendMicros: 0,
-    userDailyBudgetMicros: null,
-    userDailySpendMicros: 0,
-    monthlyRunLimit: null,
-    monthlyRuns: 0,
-    maxConcurrentRuns: null,
-    concurrentRuns: 0,
+    ...open,
     dayResetsAt: '2026-11-27T00:00:00Z',
     monthResetsAt: '2026-12-01T00:00:00Z',
   };

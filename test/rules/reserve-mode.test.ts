@@ -1,18 +1,12 @@
 /** Rules 3 and 4 in `budget_mode: "reserve"` (issue #34, part 3): spend + reservations + this estimate. */
 import { describe, expect, it } from 'vitest';
 import { evaluate, type GuardSnapshot } from '../../src/rules/engine.js';
+import { OPEN_SNAPSHOT } from '../support/guard-snapshot.js';
 
 const base: GuardSnapshot = {
-  killSwitchActive: false,
-  userBlocked: false,
+  ...OPEN_SNAPSHOT,
   workspaceDailyBudgetMicros: 1_000,
   workspaceDailySpendMicros: 400,
-  userDailyBudgetMicros: null,
-  userDailySpendMicros: 0,
-  monthlyRunLimit: null,
-  monthlyRuns: 0,
-  maxConcurrentRuns: null,
-  concurrentRuns: 0,
   workspaceReservedMicros: 300,
   userReservedMicros: 0,
 };

@@ -6,19 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { explainDenial } from '../../src/contract/denial-detail.js';
 import { evaluate, type GuardSnapshot } from '../../src/rules/engine.js';
-
-const open: GuardSnapshot = {
-  killSwitchActive: false,
-  userBlocked: false,
-  workspaceDailyBudgetMicros: null,
-  workspaceDailySpendMicros: 0,
-  userDailyBudgetMicros: null,
-  userDailySpendMicros: 0,
-  monthlyRunLimit: null,
-  monthlyRuns: 0,
-  maxConcurrentRuns: null,
-  concurrentRuns: 0,
-};
+import { OPEN_SNAPSHOT as open } from '../support/guard-snapshot.js';
 
 const rate = (stepsInWindow: number, limit: number): GuardSnapshot['userRate'] => ({
   stepsInWindow,
