@@ -42,6 +42,62 @@ export function Card({ title, children, id }: { title: string; children: Compone
   );
 }
 
+/** A table column's header; a numeric column is aligned right, header and cells alike. */
+export interface ColumnHead {
+  header: string;
+  numeric?: boolean;
+}
+
+/** A column of a {@link RankingTable}: its head and what each row shows in it. */
+export interface Column<Row> extends ColumnHead {
+  cell: (row: Row) => ComponentChildren;
+}
+
+export function TableHead({ columns }: { columns: ColumnHead[] }) {
+  return (
+    <thead>
+      <tr>
+        {columns.map((column) => (
+          <th key={column.header} scope="col" class={column.numeric ? 'num' : undefined}>
+            {column.header}
+          </th>
+        ))}
+      </tr>
+    </thead>
+  );
+}
+
+/** A short ranked list as a table, or a sentence saying why there is nothing to rank. */
+export function RankingTable<Row>({
+  rows,
+  rowKey,
+  columns,
+  empty,
+}: {
+  rows: Row[];
+  rowKey: (row: Row) => string;
+  columns: Column<Row>[];
+  empty: string;
+}) {
+  if (rows.length === 0) return <p class="muted">{empty}</p>;
+  return (
+    <table>
+      <TableHead columns={columns} />
+      <tbody>
+        {rows.map((row) => (
+          <tr key={rowKey(row)}>
+            {columns.map((column) => (
+              <td key={column.header} class={column.numeric ? 'num' : undefined}>
+                {column.cell(row)}
+              </td>
+            ))}
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
 /** JSON shown as text, indented, in a scrollable block. */
 export function JsonView({ value, label }: { value: unknown; label: string }) {
   if (value === null || value === undefined) return <p class="muted">{label}: none</p>;

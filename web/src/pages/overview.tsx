@@ -1,7 +1,7 @@
 /** Today against the budgets and limits, 30 days of spend and runs, and where today's money and denials went. */
 import { Link } from 'wouter-preact';
 import { api, type Overview, type Usage } from '../api';
-import { Card, ErrorNote, Meter } from '../components';
+import { Card, ErrorNote, Meter, RankingTable } from '../components';
 import { DailyChart } from '../chart';
 import { useLoad } from '../hooks';
 import { int, limit, usd } from '../format';
@@ -50,88 +50,42 @@ export function OverviewPage() {
       {o && (
         <div class="grid3">
           <Card title="Denials today by reason">
-            {o.denials_by_reason.length === 0 ? (
-              <p class="muted">No denials today.</p>
-            ) : (
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Reason</th>
-                    <th scope="col" class="num">
-                      Count
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {o.denials_by_reason.map((d) => (
-                    <tr key={d.reason}>
-                      <td>
-                        <code>{d.reason}</code>
-                      </td>
-                      <td class="num">{int(d.count)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            )}
+            <RankingTable
+              rows={o.denials_by_reason}
+              rowKey={(d) => d.reason}
+              empty="No denials today."
+              columns={[
+                { header: 'Reason', cell: (d) => <code>{d.reason}</code> },
+                { header: 'Count', numeric: true, cell: (d) => int(d.count) },
+              ]}
+            />
           </Card>
           <Card title="Top users today by spend">
-            {o.top_users.length === 0 ? (
-              <p class="muted">No user activity today.</p>
-            ) : (
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">User</th>
-                    <th scope="col" class="num">
-                      Spend
-                    </th>
-                    <th scope="col" class="num">
-                      Runs
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {o.top_users.map((t) => (
-                    <tr key={t.user_id}>
-                      <td>
-                        <Link href={`/runs?user_id=${encodeURIComponent(t.user_id)}`}>{t.user_id}</Link>
-                      </td>
-                      <td class="num">{usd(t.spend_usd)}</td>
-                      <td class="num">{int(t.runs)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            )}
+            <RankingTable
+              rows={o.top_users}
+              rowKey={(t) => t.user_id}
+              empty="No user activity today."
+              columns={[
+                {
+                  header: 'User',
+                  cell: (t) => <Link href={`/runs?user_id=${encodeURIComponent(t.user_id)}`}>{t.user_id}</Link>,
+                },
+                { header: 'Spend', numeric: true, cell: (t) => usd(t.spend_usd) },
+                { header: 'Runs', numeric: true, cell: (t) => int(t.runs) },
+              ]}
+            />
           </Card>
           <Card title="Top models today by spend">
-            {o.top_models.length === 0 ? (
-              <p class="muted">No priced calls today.</p>
-            ) : (
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Model</th>
-                    <th scope="col" class="num">
-                      Spend
-                    </th>
-                    <th scope="col" class="num">
-                      Calls
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {o.top_models.map((m) => (
-                    <tr key={m.model}>
-                      <td>{m.model}</td>
-                      <td class="num">{usd(m.spend_usd)}</td>
-                      <td class="num">{int(m.calls)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            )}
+            <RankingTable
+              rows={o.top_models}
+              rowKey={(m) => m.model}
+              empty="No priced calls today."
+              columns={[
+                { header: 'Model', cell: (m) => m.model },
+                { header: 'Spend', numeric: true, cell: (m) => usd(m.spend_usd) },
+                { header: 'Calls', numeric: true, cell: (m) => int(m.calls) },
+              ]}
+            />
           </Card>
         </div>
       )}

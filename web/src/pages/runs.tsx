@@ -2,12 +2,21 @@
 import { useEffect, useState } from 'preact/hooks';
 import { Link, useLocation, useSearch } from 'wouter-preact';
 import { api, qs, type Page, type RunSummary } from '../api';
-import { ErrorNote, Pager, Status } from '../components';
+import { ErrorNote, Pager, Status, TableHead, type ColumnHead } from '../components';
 import { useLoad } from '../hooks';
 import { int, usd, when } from '../format';
 
 const PER_PAGE = 25;
 const STATUSES = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
+const RUN_COLUMNS: ColumnHead[] = [
+  { header: 'Run' },
+  { header: 'User' },
+  { header: 'Status' },
+  { header: 'Started' },
+  { header: 'Steps', numeric: true },
+  { header: 'Tokens', numeric: true },
+  { header: 'Cost', numeric: true },
+];
 
 /** `datetime-local` holds no zone: the dashboard shows and takes times in UTC. */
 const toInput = (iso: string | null) => (iso ? iso.slice(0, 16) : '');
@@ -95,23 +104,7 @@ export function RunsPage() {
         <>
           <table class="runs">
             <caption class="sr-only">Runs, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Run</th>
-                <th scope="col">User</th>
-                <th scope="col">Status</th>
-                <th scope="col">Started</th>
-                <th scope="col" class="num">
-                  Steps
-                </th>
-                <th scope="col" class="num">
-                  Tokens
-                </th>
-                <th scope="col" class="num">
-                  Cost
-                </th>
-              </tr>
-            </thead>
+            <TableHead columns={RUN_COLUMNS} />
             <tbody>
               {runs.data.items.length === 0 && (
                 <tr>
