@@ -7,24 +7,12 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { caller, type Caller } from '../support/harness.js';
-import { runCli, spawnDaemonOnPostgres } from '../support/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../support/daemon.js';
+import { useCliDaemon } from '../support/cli-daemon.js';
 
-let daemon: Awaited<ReturnType<typeof spawnDaemonOnPostgres>>;
-let api: Caller;
-let env: Record<string, string>;
-
-beforeAll(async () => {
-  daemon = await spawnDaemonOnPostgres();
-  api = caller(daemon.url, daemon.apiKey);
-  env = { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: daemon.dataDir };
-});
-afterAll(async () => {
-  await daemon?.close();
-});
-
-const cli = (...args: string[]) => runCli(args, env);
+const fixture = useCliDaemon();
+const { cli } = fixture;
 
 describe('operator commands', () => {
   it('when budgets and limits are set from the CLI, then the workspace and the next decisions follow them', async () => {
@@ -40,17 +28,17 @@ describe('operator commands', () => {
     const limits = await cli('limits', 'set', '--concurrent-runs', '1', '--monthly-runs', '2', '--json');
     expect(limits.code).toBe(0);
     expect(JSON.parse(limits.stdout)).toMatchObject({ max_concurrent_runs: 1, monthly_run_limit: 2 });
-    expect((await api.request('GET', '/v1/workspace')).body).toMatchObject({
+    expect((await fixture.api.request('GET', '/v1/workspace')).body).toMatchObject({
       daily_budget_usd: 12.5,
       user_daily_budget_usd: null,
       max_concurrent_runs: 1,
       monthly_run_limit: 2,
     });
-    const first = await api.request('POST', '/v1/runs', { user_id: 'u' });
-    expect((await api.request('POST', '/v1/runs', { user_id: 'u' })).body.decision.reason).toBe(
+    const first = await fixture.api.request('POST', '/v1/runs', { user_id: 'u' });
+    expect((await fixture.api.request('POST', '/v1/runs', { user_id: 'u' })).body.decision.reason).toBe(
       'MAX_CONCURRENT_RUNS_EXCEEDED',
     );
-    await api.request('POST', `/v1/runs/${first.body.id}/end`, { status: 'COMPLETED' });
+    await fixture.api.request('POST', `/v1/runs/${first.body.id}/end`, { status: 'COMPLETED' });
     // The default workspace is on scale: these are above its ceilings, and the server says so.
     for (const args of [
       ['--concurrent-runs', '500'],
@@ -65,9 +53,11 @@ describe('operator commands', () => {
   it('when users are blocked, unblocked and budgeted, then the list shows it and the rules apply it', async () => {
     await cli('limits', 'set', '--concurrent-runs', '100', '--monthly-runs', '1000');
     expect((await cli('users', 'block', 'mallory')).stdout).toBe('mallory is blocked.\n');
-    expect((await api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.decision.reason).toBe('USER_BLOCKED');
+    expect((await fixture.api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.decision.reason).toBe(
+      'USER_BLOCKED',
+    );
     expect((await cli('users', 'budget', 'alice', '0')).code).toBe(0);
-    expect((await api.request('POST', '/v1/runs', { user_id: 'alice' })).body.decision.reason).toBe(
+    expect((await fixture.api.request('POST', '/v1/runs', { user_id: 'alice' })).body.decision.reason).toBe(
       'USER_DAILY_BUDGET_EXCEEDED',
     );
     const list = await cli('users', 'list', '--blocked', '--json');
@@ -77,8 +67,8 @@ describe('operator commands', () => {
     expect(table.stdout).toMatch(/alice\s+no\s+\$0\.00\s+\$0\.00/);
     await cli('users', 'unblock', 'mallory');
     await cli('users', 'budget', 'alice', 'none');
-    expect((await api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.status).toBe('RUNNING');
-    expect((await api.request('POST', '/v1/runs', { user_id: 'alice' })).body.status).toBe('RUNNING');
+    expect((await fixture.api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.status).toBe('RUNNING');
+    expect((await fixture.api.request('POST', '/v1/runs', { user_id: 'alice' })).body.status).toBe('RUNNING');
     expect((await cli('users', 'budget', 'alice', 'lots')).code).toBe(1);
   });
 
@@ -102,17 +92,17 @@ describe('operator commands', () => {
     const list = await cli('keys', 'list', '--json');
     expect(JSON.parse(list.stdout)).toHaveLength(1);
     // The secret is base64url and may itself hold '_': take everything after the prefix.
-    expect(list.stdout).not.toContain(daemon.apiKey.split('_').slice(2).join('_'));
+    expect(list.stdout).not.toContain(fixture.daemon.apiKey.split('_').slice(2).join('_'));
     expect((await cli('keys', 'regenerate')).code).toBe(1); // needs --yes
     const regenerated = await cli('keys', 'regenerate', '--yes', '--json');
     const fresh = JSON.parse(regenerated.stdout).api_key as string;
-    expect((await api.request('GET', '/v1/runs')).status).toBe(401);
-    expect((await runCli(['keys', 'list'], { ...env, RUNGUARD_API_KEY: fresh })).stdout).toMatch(/revoked/);
+    expect((await fixture.api.request('GET', '/v1/runs')).status).toBe(401);
+    expect((await runCli(['keys', 'list'], { ...fixture.env, RUNGUARD_API_KEY: fresh })).stdout).toMatch(/revoked/);
     // The daemon keeps its key file: the CLI (which read its key there) and header-less loopback
     // proxy calls go on with the new key, without an edit or a restart.
-    expect((await readFile(join(daemon.dataDir, 'api-key'), 'utf8')).trim()).toBe(fresh);
+    expect((await readFile(join(fixture.daemon.dataDir, 'api-key'), 'utf8')).trim()).toBe(fresh);
     expect((await cli('keys', 'list')).code).toBe(0);
-    const proxied = await fetch(`${daemon.url}/proxy/runs/${randomUUID()}/openai/v1/chat/completions`, {
+    const proxied = await fetch(`${fixture.daemon.url}/proxy/runs/${randomUUID()}/openai/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: '{"model":"m","messages":[]}',
@@ -120,15 +110,15 @@ describe('operator commands', () => {
     expect(proxied.status).toBe(404); // past the key check: the run does not exist
     const again = await cli('keys', 'regenerate', '--yes');
     expect(again.stdout).toContain(
-      `The daemon saved it in ${join(daemon.dataDir, 'api-key')}, which the CLI and npx runguard exec read.`,
+      `The daemon saved it in ${join(fixture.daemon.dataDir, 'api-key')}, which the CLI and npx runguard exec read.`,
     );
     expect((await cli('status')).code).toBe(0);
     // A key file the daemon does not keep (another data directory) is named as stale.
     const elsewhere = await mkdtemp(join(tmpdir(), 'rg-keys-'));
     try {
-      await writeFile(join(elsewhere, 'api-key'), await readFile(join(daemon.dataDir, 'api-key'), 'utf8'));
+      await writeFile(join(elsewhere, 'api-key'), await readFile(join(fixture.daemon.dataDir, 'api-key'), 'utf8'));
       const stale = await runCli(['keys', 'regenerate', '--yes'], {
-        RUNGUARD_URL: daemon.url,
+        RUNGUARD_URL: fixture.daemon.url,
         RUNGUARD_DATA_DIR: elsewhere,
       });
       expect(stale.stdout).toContain(
@@ -140,26 +130,28 @@ describe('operator commands', () => {
     expect((await cli('status')).code).toBe(0);
 
     // A key file the daemon cannot write: the new key is still answered (it is shown nowhere else).
-    const blocker = join(daemon.dataDir, `api-key.${daemon.process.pid}.tmp`);
+    const blocker = join(fixture.daemon.dataDir, `api-key.${fixture.daemon.process.pid}.tmp`);
     await mkdir(blocker);
     try {
       const unsaved = await cli('keys', 'regenerate', '--yes', '--json');
       expect(unsaved.code).toBe(0);
       const issued = JSON.parse(unsaved.stdout).api_key as string;
-      expect((await runCli(['status'], { ...env, RUNGUARD_API_KEY: issued })).code).toBe(0);
-      expect(daemon.stdout() + daemon.stderr()).toContain('the local key file could not take the regenerated key');
-      await writeFile(join(daemon.dataDir, 'api-key'), `${issued}\n`);
+      expect((await runCli(['status'], { ...fixture.env, RUNGUARD_API_KEY: issued })).code).toBe(0);
+      expect(fixture.daemon.stdout() + fixture.daemon.stderr()).toContain(
+        'the local key file could not take the regenerated key',
+      );
+      await writeFile(join(fixture.daemon.dataDir, 'api-key'), `${issued}\n`);
     } finally {
       await rm(blocker, { recursive: true, force: true });
     }
   });
 
   it('when the counters drift from the records, then reconcile reports it, repairs it, and finds none after', async () => {
-    const db = new pg.Client({ connectionString: daemon.database.url });
+    const db = new pg.Client({ connectionString: fixture.daemon.database.url });
     await db.connect();
     try {
       await db.query('UPDATE usage_daily SET runs = runs + 40');
-      const dbEnv = { ...env, DATABASE_URL: daemon.database.url };
+      const dbEnv = { ...fixture.env, DATABASE_URL: fixture.daemon.database.url };
       const dry = await runCli(['reconcile', '--dry-run'], dbEnv);
       expect(dry.code).toBe(4);
       expect(dry.stdout).toMatch(/workspace_usage\s+\S+\s+spend=\d+ runs=\d+\s+spend=\d+ runs=\d+/);

@@ -1,22 +1,9 @@
 /** `runguard budget set --mode` and `--default-step-reservation` (issue #34, part 3), against a spawned daemon. */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { caller, type Caller } from '../support/harness.js';
-import { runCli, spawnDaemonOnPostgres } from '../support/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { useCliDaemon } from '../support/cli-daemon.js';
 
-let daemon: Awaited<ReturnType<typeof spawnDaemonOnPostgres>>;
-let api: Caller;
-let env: Record<string, string>;
-
-beforeAll(async () => {
-  daemon = await spawnDaemonOnPostgres();
-  api = caller(daemon.url, daemon.apiKey);
-  env = { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: daemon.dataDir };
-});
-afterAll(async () => {
-  await daemon?.close();
-});
-
-const cli = (...args: string[]) => runCli(args, env);
+const fixture = useCliDaemon();
+const { cli } = fixture;
 
 describe('budget mode from the CLI', () => {
   it('when the mode and the default reservation are set, then the workspace has them and the CLI shows them', async () => {
@@ -24,7 +11,7 @@ describe('budget mode from the CLI', () => {
     expect(set.code).toBe(0);
     expect(set.stdout).toMatch(/budget mode\s+reserve/);
     expect(set.stdout).toMatch(/default step reservation\s+\$0\.02/);
-    expect((await api.request('GET', '/v1/workspace')).body).toMatchObject({
+    expect((await fixture.api.request('GET', '/v1/workspace')).body).toMatchObject({
       budget_mode: 'reserve',
       default_step_reservation_usd: 0.02,
     });

@@ -3,24 +3,12 @@
  * is refused, denies everything, or would create a user never seen; colour only on a terminal; one
  * money format; one footer. Against a spawned daemon on Postgres (scale plan, as a first start).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { caller, type Caller } from '../support/harness.js';
-import { runCli, spawnDaemonOnPostgres } from '../support/daemon.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../support/daemon.js';
+import { useCliDaemon } from '../support/cli-daemon.js';
 
-let daemon: Awaited<ReturnType<typeof spawnDaemonOnPostgres>>;
-let api: Caller;
-let env: Record<string, string>;
-
-beforeAll(async () => {
-  daemon = await spawnDaemonOnPostgres();
-  api = caller(daemon.url, daemon.apiKey);
-  env = { RUNGUARD_URL: daemon.url, RUNGUARD_DATA_DIR: daemon.dataDir };
-});
-afterAll(async () => {
-  await daemon?.close();
-});
-
-const cli = (...args: string[]) => runCli(args, env);
+const fixture = useCliDaemon();
+const { cli } = fixture;
 const ESC = '\u001b[';
 
 describe('settings traps', () => {
@@ -48,11 +36,11 @@ describe('settings traps', () => {
   it('when a user never seen is unblocked, then nothing changes and no user is created', async () => {
     const res = await cli('users', 'unblock', 'nobody-ever');
     expect(res).toMatchObject({ code: 0, stdout: 'nobody-ever is not blocked; nothing changed.\n' });
-    const users = (await api.request('GET', '/v1/users?per_page=100')).body.items.map((u: any) => u.user_id);
+    const users = (await fixture.api.request('GET', '/v1/users?per_page=100')).body.items.map((u: any) => u.user_id);
     expect(users).not.toContain('nobody-ever');
     expect((await cli('users', 'block', 'eve')).stdout).toBe('eve is blocked.\n');
     expect((await cli('users', 'unblock', 'eve')).stdout).toBe('eve is allowed again.\n');
-    expect((await api.request('POST', '/v1/runs', { user_id: 'eve' })).body.status).toBe('RUNNING');
+    expect((await fixture.api.request('POST', '/v1/runs', { user_id: 'eve' })).body.status).toBe('RUNNING');
   });
 
   it("when a user's budget is set to none, then the answer says which budget applies instead", async () => {
@@ -77,26 +65,26 @@ describe('settings traps', () => {
 
 describe("the CLI's look", () => {
   beforeAll(async () => {
-    await api.request('PUT', '/v1/users/blocked-look', { blocked: true });
-    await api.request('POST', '/v1/runs', { user_id: 'blocked-look' });
+    await fixture.api.request('PUT', '/v1/users/blocked-look', { blocked: true });
+    await fixture.api.request('POST', '/v1/runs', { user_id: 'blocked-look' });
   });
 
   it('when output goes to a pipe, then there is no colour; FORCE_COLOR colours BLOCKED; NO_COLOR wins over it', async () => {
     const piped = await cli('runs', 'list', '--user', 'blocked-look');
     expect(piped.stdout).toContain('BLOCKED');
     expect(piped.stdout).not.toContain(ESC);
-    const forced = await runCli(['runs', 'list', '--user', 'blocked-look'], { ...env, FORCE_COLOR: '1' });
+    const forced = await runCli(['runs', 'list', '--user', 'blocked-look'], { ...fixture.env, FORCE_COLOR: '1' });
     expect(forced.stdout).toContain(`${ESC}31mBLOCKED${ESC}39m`);
     // Columns are aligned as shown: the colour codes take no width.
     const strip = (text: string) => text.replace(/\u001b\[[0-9;]*m/g, '');
     expect(strip(forced.stdout)).toBe(piped.stdout);
     const noColor = await runCli(['runs', 'list', '--user', 'blocked-look'], {
-      ...env,
+      ...fixture.env,
       FORCE_COLOR: '1',
       NO_COLOR: '1',
     });
     expect(noColor.stdout).not.toContain(ESC);
-    const json = await runCli(['runs', 'list', '--json'], { ...env, FORCE_COLOR: '1' });
+    const json = await runCli(['runs', 'list', '--json'], { ...fixture.env, FORCE_COLOR: '1' });
     expect(json.stdout).not.toContain(ESC);
   });
 
