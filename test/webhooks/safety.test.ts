@@ -16,21 +16,68 @@ import { generateSecret } from '../../src/webhooks/signing.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 import { startReceiver, type Receiver } from '../support/webhook-receiver.js';
 
-describe('outbound safety', () => {
-  let api: TestApi;
-  let receiver: Receiver;
+/**
+ * A test API on Postgres and a webhook receiver on loopback, for one describe block: started
+ * before its tests, stopped after them. The fields are set once its `beforeAll` ran.
+ */
+function useApiAndReceiver(): { api: TestApi; receiver: Receiver } {
+  const fixture = {} as { api: TestApi; receiver: Receiver };
   beforeAll(async () => {
-    api = await startTestApi('postgres+sql');
-    receiver = await startReceiver();
+    fixture.api = await startTestApi('postgres+sql');
+    fixture.receiver = await startReceiver();
   });
   afterAll(async () => {
-    await api?.close();
-    await receiver?.close();
+    await fixture.api?.close();
+    await fixture.receiver?.close();
   });
+  return fixture;
+}
+
+/** An endpoint stored directly, past the checks of POST /v1/webhooks (which refuse the loopback receiver). */
+function endpointTo(api: TestApi, url: string, event: string) {
+  return insertEndpoint(
+    api.stores.db,
+    {
+      workspaceId: api.workspaceId,
+      url,
+      description: null,
+      events: [event],
+      format: 'standard',
+      secret: generateSecret(),
+    },
+    new Date(),
+  );
+}
+
+/** A dispatcher on the API's database, one tick at a time; what a test varies is its policy and timings. */
+function dispatcherFor(
+  api: TestApi,
+  { allowPrivate, timeoutMs, retryBaseMs }: { allowPrivate: boolean; timeoutMs: number; retryBaseMs: number },
+) {
+  return new WebhookDispatcher({
+    db: api.stores.db,
+    clock: { now: () => new Date() },
+    logger: pino({ level: 'silent' }),
+    policy: { allowPrivate, ownPort: null },
+    userAgent: 'test',
+    concurrency: 2,
+    timeoutMs,
+    pollIntervalMs: 0,
+    retryBaseMs,
+    maxAgeMs: 86_400_000,
+    scanIntervalMs: 60_000,
+    denialWindowMs: 60_000,
+    thresholdsPpm: [],
+    retentionMs: 86_400_000,
+  });
+}
+
+describe('outbound safety', () => {
+  const fixture = useApiAndReceiver();
 
   it('when a webhook URL is private, loopback, link-local, not http(s) or carries credentials, then creating it is refused (400)', async () => {
     for (const url of [
-      receiver.url,
+      fixture.receiver.url,
       'http://localhost:9/x',
       'http://10.1.2.3/',
       'http://192.168.1.1/',
@@ -44,52 +91,26 @@ describe('outbound safety', () => {
       'file:///etc/passwd',
       'https://user:pass@example.com/',
     ]) {
-      const answer = await api.request('POST', '/v1/webhooks', { url });
+      const answer = await fixture.api.request('POST', '/v1/webhooks', { url });
       expect([answer.status, answer.body.code], url).toEqual([400, 'WEBHOOK_URL_REFUSED']);
     }
-    expect((await api.request('GET', '/v1/webhooks')).body).toEqual([]);
+    expect((await fixture.api.request('GET', '/v1/webhooks')).body).toEqual([]);
   });
 
   it('when an endpoint points at a private address, then each attempt is refused on the resolved address and nothing is sent', async () => {
     // Stored directly: as if the name had resolved elsewhere when it was created (DNS rebinding).
-    const endpoint = await insertEndpoint(
-      api.stores.db,
-      {
-        workspaceId: api.workspaceId,
-        url: `${receiver.url}/rebound`,
-        description: null,
-        events: ['user.blocked'],
-        format: 'standard',
-        secret: generateSecret(),
-      },
-      new Date(),
-    );
-    await api.request('PUT', '/v1/users/eve', { blocked: true });
-    const dispatcher = new WebhookDispatcher({
-      db: api.stores.db,
-      clock: { now: () => new Date() },
-      logger: pino({ level: 'silent' }),
-      policy: { allowPrivate: false, ownPort: null },
-      userAgent: 'test',
-      concurrency: 2,
-      timeoutMs: 1_000,
-      pollIntervalMs: 0,
-      retryBaseMs: 60_000,
-      maxAgeMs: 86_400_000,
-      scanIntervalMs: 60_000,
-      denialWindowMs: 60_000,
-      thresholdsPpm: [],
-      retentionMs: 86_400_000,
-    });
+    const endpoint = await endpointTo(fixture.api, `${fixture.receiver.url}/rebound`, 'user.blocked');
+    await fixture.api.request('PUT', '/v1/users/eve', { blocked: true });
+    const dispatcher = dispatcherFor(fixture.api, { allowPrivate: false, timeoutMs: 1_000, retryBaseMs: 60_000 });
     await dispatcher.tick();
     await dispatcher.stop();
-    const log = (await api.request('GET', `/v1/webhooks/${endpoint.id}/deliveries`)).body;
+    const log = (await fixture.api.request('GET', `/v1/webhooks/${endpoint.id}/deliveries`)).body;
     expect(log.items).toHaveLength(1);
     expect(log.items[0]).toMatchObject({ status: 'pending', attempts: 1, last_status_code: null });
     expect(log.items[0].last_error).toMatch(
       /resolves to 127\.0\.0\.1, a loopback, link-local, private or reserved address/,
     );
-    expect(receiver.received).toEqual([]);
+    expect(fixture.receiver.received).toEqual([]);
   });
 
   it("when private targets are allowed, then loopback passes but the daemon's own port never does", () => {
@@ -104,60 +125,27 @@ describe('outbound safety', () => {
 });
 
 describe('what the receiver answers', () => {
-  let api: TestApi;
-  let receiver: Receiver;
-  beforeAll(async () => {
-    api = await startTestApi('postgres+sql');
-    receiver = await startReceiver();
-  });
-  afterAll(async () => {
-    await api?.close();
-    await receiver?.close();
-  });
+  const fixture = useApiAndReceiver();
 
   /** One event to a new endpoint, one round of a dispatcher that may reach loopback; the delivery after it. */
   async function deliverOnce(path: string) {
-    const endpoint = await insertEndpoint(
-      api.stores.db,
-      {
-        workspaceId: api.workspaceId,
-        url: `${receiver.url}${path}`,
-        description: null,
-        events: ['user.blocked'],
-        format: 'standard',
-        secret: generateSecret(),
-      },
-      new Date(),
+    const endpoint = await endpointTo(fixture.api, `${fixture.receiver.url}${path}`, 'user.blocked');
+    await fixture.api.stores.db.transaction((tx) =>
+      recordEvent(tx, fixture.api.workspaceId, 'user.blocked', { user_id: 'x' }, new Date(), {
+        endpointId: endpoint.id,
+      }),
     );
-    await api.stores.db.transaction((tx) =>
-      recordEvent(tx, api.workspaceId, 'user.blocked', { user_id: 'x' }, new Date(), { endpointId: endpoint.id }),
-    );
-    const dispatcher = new WebhookDispatcher({
-      db: api.stores.db,
-      clock: { now: () => new Date() },
-      logger: pino({ level: 'silent' }),
-      policy: { allowPrivate: true, ownPort: null },
-      userAgent: 'test',
-      concurrency: 2,
-      timeoutMs: 500,
-      pollIntervalMs: 0,
-      retryBaseMs: 1_000,
-      maxAgeMs: 86_400_000,
-      scanIntervalMs: 60_000,
-      denialWindowMs: 60_000,
-      thresholdsPpm: [],
-      retentionMs: 86_400_000,
-    });
+    const dispatcher = dispatcherFor(fixture.api, { allowPrivate: true, timeoutMs: 500, retryBaseMs: 1_000 });
     const started = Date.now();
     await dispatcher.tick();
     await dispatcher.stop();
-    const [delivery] = (await api.request('GET', `/v1/webhooks/${endpoint.id}/deliveries`)).body.items;
-    const after = (await api.request('GET', `/v1/webhooks/${endpoint.id}`)).body;
+    const [delivery] = (await fixture.api.request('GET', `/v1/webhooks/${endpoint.id}/deliveries`)).body.items;
+    const after = (await fixture.api.request('GET', `/v1/webhooks/${endpoint.id}`)).body;
     return { delivery, endpoint: after, started };
   }
 
   it('when the receiver answers 410 Gone, then the endpoint is disabled and the delivery ends', async () => {
-    receiver.mode = { status: 410 };
+    fixture.receiver.mode = { status: 410 };
     const { delivery, endpoint } = await deliverOnce('/gone');
     expect(delivery).toMatchObject({ status: 'failed', attempts: 1, last_status_code: 410 });
     expect(endpoint).toMatchObject({
@@ -167,24 +155,24 @@ describe('what the receiver answers', () => {
   });
 
   it('when the receiver asks to Retry-After an hour, then the next attempt waits that long', async () => {
-    receiver.mode = { status: 503, headers: { 'retry-after': '3600' } };
+    fixture.receiver.mode = { status: 503, headers: { 'retry-after': '3600' } };
     const { delivery, started } = await deliverOnce('/busy');
     expect(delivery).toMatchObject({ status: 'pending', attempts: 1, last_status_code: 503 });
     expect(Date.parse(delivery.next_attempt_at) - started).toBeGreaterThanOrEqual(3_600_000);
   });
 
   it('when the receiver redirects, then the redirect is not followed and the attempt failed', async () => {
-    receiver.mode = { status: 302, headers: { location: `${receiver.url}/elsewhere` } };
+    fixture.receiver.mode = { status: 302, headers: { location: `${fixture.receiver.url}/elsewhere` } };
     const { delivery } = await deliverOnce('/moved');
     expect(delivery).toMatchObject({ status: 'pending', last_status_code: 302 });
-    expect(receiver.received.filter((r) => r.path === '/elsewhere')).toEqual([]);
+    expect(fixture.receiver.received.filter((r) => r.path === '/elsewhere')).toEqual([]);
   });
 
   it('when the receiver never answers, then the attempt ends at its timeout and is retried later', async () => {
-    receiver.mode = 'hang';
+    fixture.receiver.mode = 'hang';
     const { delivery } = await deliverOnce('/slow');
     expect(delivery).toMatchObject({ status: 'pending', attempts: 1, last_status_code: null, last_error: 'timed out' });
-    receiver.mode = { status: 200 };
+    fixture.receiver.mode = { status: 200 };
   });
 });
 
@@ -248,32 +236,12 @@ describe('webhook configuration', () => {
 });
 
 describe('result.lost', () => {
-  let api: TestApi;
-  let receiver: Receiver;
-  beforeAll(async () => {
-    api = await startTestApi('postgres+sql');
-    receiver = await startReceiver();
-  });
-  afterAll(async () => {
-    await api?.close();
-    await receiver?.close();
-  });
+  const fixture = useApiAndReceiver();
 
   it('when crash recovery records a lost result twice, then one event is queued for the endpoints that want it', async () => {
-    const endpoint = await insertEndpoint(
-      api.stores.db,
-      {
-        workspaceId: api.workspaceId,
-        url: `${receiver.url}/lost`,
-        description: null,
-        events: ['result.lost'],
-        format: 'standard',
-        secret: generateSecret(),
-      },
-      new Date(),
-    );
+    const endpoint = await endpointTo(fixture.api, `${fixture.receiver.url}/lost`, 'result.lost');
     const lost = {
-      workspaceId: api.workspaceId,
+      workspaceId: fixture.api.workspaceId,
       runId: 'r1',
       stepId: 's1',
       userId: 'alice',
@@ -281,10 +249,10 @@ describe('result.lost', () => {
       model: 'gpt-x',
       reason: 'the daemon stopped',
     };
-    const first = await api.stores.db.transaction((tx) => recordResultLost(tx, lost, new Date()));
-    const again = await api.stores.db.transaction((tx) => recordResultLost(tx, lost, new Date()));
+    const first = await fixture.api.stores.db.transaction((tx) => recordResultLost(tx, lost, new Date()));
+    const again = await fixture.api.stores.db.transaction((tx) => recordResultLost(tx, lost, new Date()));
     expect([first, again]).toEqual([true, false]);
-    const log = (await api.request('GET', `/v1/webhooks/${endpoint.id}/deliveries`)).body;
+    const log = (await fixture.api.request('GET', `/v1/webhooks/${endpoint.id}/deliveries`)).body;
     expect(log.items.map((d: any) => [d.event_type, d.status])).toEqual([['result.lost', 'pending']]);
   });
 });
