@@ -35,6 +35,14 @@ describe.each(BACKENDS)('runaway limits on %s', (backend) => {
     expect(started.status, JSON.stringify(started.body)).toBe(201);
     return started.body;
   };
+  /** $0.00001 a prompt token, $0.00004 a completion token. */
+  const priceModel = async (ws: Caller) => {
+    const priced = await ws.request('PUT', `/v1/model-pricing/${MODEL}`, {
+      input_cost_per_token: 0.00001,
+      output_cost_per_token: 0.00004,
+    });
+    expect(priced.status).toBe(200);
+  };
   let sequence = 0;
   const step = async (ws: Caller, runId: string, body: Record<string, unknown> = {}) => {
     const created = await ws.request('POST', `/v1/runs/${runId}/steps`, {
@@ -152,14 +160,7 @@ describe.each(BACKENDS)('runaway limits on %s', (backend) => {
 
   it("when the run's recorded cost reaches max_cost_usd, then the next step is denied RUN_BUDGET_EXCEEDED", async () => {
     const ws = await workspace({});
-    expect(
-      (
-        await ws.request('PUT', `/v1/model-pricing/${MODEL}`, {
-          input_cost_per_token: 0.00001,
-          output_cost_per_token: 0.00004,
-        })
-      ).status,
-    ).toBe(200);
+    await priceModel(ws);
     const run = await start(ws, { limits: { max_cost_usd: 0.002 } });
     const call = { type: 'MODEL_CALL', model: MODEL, tool_name: null };
     const first = await step(ws, run.id, call);
@@ -179,14 +180,7 @@ describe.each(BACKENDS)('runaway limits on %s', (backend) => {
   it("when budgets reserve, then a run's steps in flight and this step's estimate count against its max_cost_usd", async () => {
     // Reserve mode: an API step without max_cost_usd reserves the workspace's default ($0.05).
     const ws = await workspace({ budget_mode: 'reserve' });
-    expect(
-      (
-        await ws.request('PUT', `/v1/model-pricing/${MODEL}`, {
-          input_cost_per_token: 0.00001,
-          output_cost_per_token: 0.00004,
-        })
-      ).status,
-    ).toBe(200);
+    await priceModel(ws);
     const run = await start(ws, { limits: { max_cost_usd: 0.12 } });
     const call = { type: 'MODEL_CALL', model: MODEL, tool_name: null };
     const first = await step(ws, run.id, call);
