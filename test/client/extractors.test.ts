@@ -1,36 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { extractors, GuardClient } from '../../src/client/index.js';
-import { API_KEY, FakeRunguard } from './fake-server.js';
+import { fakeRunguardAndClient, FakeRunguard } from './fake-server.js';
+import { openaiChatCompletion } from './openai-shapes.js';
 
 // Shapes as returned by the provider SDKs (openai 6.x, @anthropic-ai/sdk), trimmed of nothing that matters.
-const chatCompletion = {
-  id: 'chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT',
-  object: 'chat.completion',
-  created: 1741569952,
-  model: 'gpt-4o-mini-2024-07-18',
-  choices: [
-    {
-      index: 0,
-      message: { role: 'assistant', content: 'Hello! How can I help?', refusal: null, annotations: [] },
-      logprobs: null,
-      finish_reason: 'stop',
-    },
-  ],
-  usage: {
-    prompt_tokens: 19,
-    completion_tokens: 10,
-    total_tokens: 29,
-    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
-    completion_tokens_details: {
-      reasoning_tokens: 0,
-      audio_tokens: 0,
-      accepted_prediction_tokens: 0,
-      rejected_prediction_tokens: 0,
-    },
-  },
-  service_tier: 'default',
-  system_fingerprint: 'fp_06737a9306',
-};
+const chatCompletion = openaiChatCompletion('Hello! How can I help?', 19, 10);
 
 const response = {
   id: 'resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b',
@@ -177,16 +151,13 @@ describe('extractors (pure)', () => {
 describe('token counts on model call steps', () => {
   let server: FakeRunguard;
   let guard: GuardClient;
+  let close: () => Promise<void>;
 
   beforeEach(async () => {
-    server = await new FakeRunguard().start();
-    guard = new GuardClient({ apiKey: API_KEY, baseUrl: server.url });
+    ({ server, guard, close } = await fakeRunguardAndClient());
   });
 
-  afterEach(async () => {
-    await guard.close();
-    await server.stop();
-  });
+  afterEach(() => close());
 
   async function patchBodyFor(result: unknown, tokenExtractor?: (r: unknown) => unknown): Promise<unknown> {
     const returned = await guard.run('user-1', (run) =>

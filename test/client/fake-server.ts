@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { GuardClient, type ClientOptions } from '../../src/client/index.js';
 
 export const API_KEY = `lg_abcdef123456_${'s'.repeat(20)}-_${'K'.repeat(20)}`;
 
@@ -355,4 +356,20 @@ function readBody(req: IncomingMessage): Promise<string> {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A started fake daemon and a client of it, as each SDK test starts them; `close` closes both. */
+export async function fakeRunguardAndClient(
+  options: Omit<ClientOptions, 'apiKey' | 'baseUrl'> = {},
+): Promise<{ server: FakeRunguard; guard: GuardClient; close(): Promise<void> }> {
+  const server = await new FakeRunguard().start();
+  const guard = new GuardClient({ apiKey: API_KEY, baseUrl: server.url, ...options });
+  return {
+    server,
+    guard,
+    async close() {
+      await guard.close();
+      await server.stop();
+    },
+  };
 }

@@ -8,20 +8,17 @@ import {
   GuardError,
   NoActiveRunError,
 } from '../../src/client/index.js';
-import { API_KEY, FakeRunguard } from './fake-server.js';
+import { API_KEY, fakeRunguardAndClient, FakeRunguard } from './fake-server.js';
 
 let server: FakeRunguard;
 let guard: GuardClient;
+let close: () => Promise<void>;
 
 beforeEach(async () => {
-  server = await new FakeRunguard().start();
-  guard = new GuardClient({ apiKey: API_KEY, baseUrl: server.url });
+  ({ server, guard, close } = await fakeRunguardAndClient());
 });
 
-afterEach(async () => {
-  await guard.close();
-  await server.stop();
-});
+afterEach(() => close());
 
 describe('GuardClient.run', () => {
   it('when fn resolves, then the run is ended COMPLETED and its value returned', async () => {

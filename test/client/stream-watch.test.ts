@@ -5,7 +5,7 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { extractors, GuardClient, ValidationError } from '../../src/client/index.js';
-import { API_KEY, FakeRunguard } from './fake-server.js';
+import { fakeRunguardAndClient, FakeRunguard } from './fake-server.js';
 
 /** An event-emitting runner shaped like the SDKs' (on, done, ended, errored, aborted). */
 class FakeRunner extends EventEmitter {
@@ -31,15 +31,12 @@ const anthropicEvents = [
 
 let server: FakeRunguard;
 let guard: GuardClient;
+let close: () => Promise<void>;
 
 beforeEach(async () => {
-  server = await new FakeRunguard().start();
-  guard = new GuardClient({ apiKey: API_KEY, baseUrl: server.url, maxRetries: 0 });
+  ({ server, guard, close } = await fakeRunguardAndClient({ maxRetries: 0 }));
 });
-afterEach(async () => {
-  await guard.close();
-  await server.stop();
-});
+afterEach(() => close());
 
 describe('watched streams', () => {
   it('when a runner ends after the callback returned, then the run ends only once the step is reported', async () => {
