@@ -21,6 +21,7 @@ import {
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
 import { startTestApi, type Backend, type Caller, type TestApi } from '../support/harness.js';
 import { startHttpRelay, type HttpRelay } from '../support/http-relay.js';
+import { openaiChatCompletion } from './openai-shapes.js';
 
 const RUN_START = /^\/v1\/runs\/?$/;
 const STEP_CREATE = /^\/v1\/runs\/[^/]+\/steps$/;
@@ -29,37 +30,7 @@ const RUN_END = /^\/v1\/runs\/[^/]+\/end$/;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A chat completion as `openai.chat.completions.create` returns it (non-streaming), trimmed of nothing. */
-function chatCompletion(prompt: number, completion: number) {
-  return {
-    id: 'chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG',
-    object: 'chat.completion',
-    created: 1741570283,
-    model: 'gpt-4o-mini-2024-07-18',
-    choices: [
-      {
-        index: 0,
-        message: { role: 'assistant', content: 'Paris.', refusal: null, annotations: [] },
-        logprobs: null,
-        finish_reason: 'stop',
-      },
-    ],
-    usage: {
-      prompt_tokens: prompt,
-      completion_tokens: completion,
-      total_tokens: prompt + completion,
-      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
-      completion_tokens_details: {
-        reasoning_tokens: 0,
-        audio_tokens: 0,
-        accepted_prediction_tokens: 0,
-        rejected_prediction_tokens: 0,
-      },
-    },
-    service_tier: 'default',
-    system_fingerprint: 'fp_06737a9306',
-  };
-}
+const chatCompletion = (prompt: number, completion: number) => openaiChatCompletion('Paris.', prompt, completion);
 
 interface Workspace {
   api: Caller;
