@@ -15,21 +15,11 @@ import { migrate } from '../src/store/migrations.js';
 import { DETAIL_PAGES, readRunDetail } from '../src/store/run-detail.js';
 import { SqlCounters } from '../src/store/sql-counters.js';
 import { createApiKey, createWorkspace } from '../src/store/workspaces.js';
+import { RUN_ALLOWED, STEP_ALLOWED } from './lib/seed-decisions.js';
 
 const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/detaildb';
 const STEPS = Number(process.env.STEPS ?? 1000);
 const N = Number(process.env.N ?? 200);
-
-const DECISION = JSON.stringify({
-  outcome: 'ALLOW',
-  reason: null,
-  evaluated_rules: {
-    kill_switch: 'PASS',
-    user_blocked: 'PASS',
-    workspace_daily_budget: 'PASS',
-    user_daily_budget: 'PASS',
-  },
-});
 
 async function seed(db: pg.Client, workspaceId: string): Promise<string> {
   const id = randomUUID();
@@ -37,7 +27,7 @@ async function seed(db: pg.Client, workspaceId: string): Promise<string> {
     `INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count)
      VALUES ($1, $2, 'detail-user', 'COMPLETED', '{"agent":"support-bot","env":"prod"}', $3::json,
        now() - interval '1 hour', now() - interval '30 minutes', $4)`,
-    [id, workspaceId, DECISION.replace('}}', ',"monthly_run_limit":"PASS","max_concurrent_runs":"PASS"}}'), STEPS],
+    [id, workspaceId, RUN_ALLOWED, STEPS],
   );
   // Proxy-like rows: an audit summary in, the call's outcome out; every third a tool call.
   await db.query(
@@ -64,7 +54,7 @@ async function seed(db: pg.Client, workspaceId: string): Promise<string> {
        $3::json,
        now() - interval '1 hour' + s * interval '1.234567 second', now() - interval '1 hour' + s * interval '1.5 second'
      FROM generate_series(1, $4::int) s`,
-    [id, workspaceId, DECISION, STEPS],
+    [id, workspaceId, STEP_ALLOWED, STEPS],
   );
   // The run's totals, as the daemon keeps them with its steps' writes.
   await db.query(

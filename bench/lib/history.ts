@@ -10,40 +10,8 @@ import { connect } from './database.js';
 import { json, loop, pool, read } from './loops.js';
 import { rssMb, rssSampler, type DaemonProcess } from './processes.js';
 import { MODEL, apiHeaders, setPricing, startRuns } from './scenarios.js';
+import { RUN_ALLOWED, RUN_BLOCKED, STEP_ALLOWED } from './seed-decisions.js';
 import { ratio, round, summarize, type LatencySummary } from './stats.js';
-
-const DECISION_ALLOW = JSON.stringify({
-  outcome: 'ALLOW',
-  reason: null,
-  evaluated_rules: {
-    kill_switch: 'PASS',
-    user_blocked: 'PASS',
-    workspace_daily_budget: 'PASS',
-    user_daily_budget: 'PASS',
-  },
-});
-const RUN_DECISION_ALLOW = JSON.stringify({
-  outcome: 'ALLOW',
-  reason: null,
-  evaluated_rules: {
-    kill_switch: 'PASS',
-    user_blocked: 'PASS',
-    workspace_daily_budget: 'PASS',
-    user_daily_budget: 'PASS',
-    monthly_run_limit: 'PASS',
-    max_concurrent_runs: 'PASS',
-  },
-});
-const RUN_DECISION_BLOCKED = JSON.stringify({
-  outcome: 'DENY',
-  reason: 'USER_DAILY_BUDGET_EXCEEDED',
-  evaluated_rules: {
-    kill_switch: 'PASS',
-    user_blocked: 'PASS',
-    workspace_daily_budget: 'PASS',
-    user_daily_budget: 'DENY',
-  },
-});
 
 export interface SeedOptions {
   runs: number;
@@ -75,7 +43,7 @@ export async function seedHistory(
        -- The models its steps name, as the step inserts keep them (step 1 is always a model call).
        CASE WHEN g % 97 = 0 THEN '{}'::text[] ELSE ARRAY[$6] END
      FROM generate_series(1, $2::int) g, LATERAL (SELECT now() - interval '2 hours' - g * interval '37 seconds' AS t) x`,
-    [workspaceId, o.runs, o.users, RUN_DECISION_BLOCKED, RUN_DECISION_ALLOW, MODEL],
+    [workspaceId, o.runs, o.users, RUN_BLOCKED, RUN_ALLOWED, MODEL],
   );
   await db.query(
     `INSERT INTO steps (id, run_id, workspace_id, sequence, type, status, model, tool_name, prompt_tokens,
@@ -99,7 +67,7 @@ export async function seedHistory(
            WHERE workspace_id = $1 AND user_id LIKE 'user-%') r,
        generate_series(1, r.steps) s
      WHERE r.steps > 0`,
-    [workspaceId, MODEL, DECISION_ALLOW],
+    [workspaceId, MODEL, STEP_ALLOWED],
   );
   await db.query(
     `INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
@@ -171,7 +139,7 @@ export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: n
     `INSERT INTO runs (id, workspace_id, user_id, status, decision, started_at, ended_at, step_count, models)
      VALUES (gen_random_uuid(), $1, 'detail-user', 'COMPLETED', $2::json, now() - interval '1 hour', now() - interval '30 minutes', $3, ARRAY[$4])
      RETURNING id`,
-    [workspaceId, RUN_DECISION_ALLOW, steps, MODEL],
+    [workspaceId, RUN_ALLOWED, steps, MODEL],
   );
   const id = rows[0]!.id;
   await db.query(
@@ -181,7 +149,7 @@ export async function seedDetailRun(db: pg.Client, workspaceId: string, steps: n
        700, ('{"prompt":"Step ' || s || '"}')::json, '{"finish_reason":"stop"}'::json, $4::json,
        now() - interval '1 hour' + s * interval '1 second', now() - interval '1 hour' + s * interval '1 second'
      FROM generate_series(1, $5::int) s`,
-    [id, workspaceId, MODEL, DECISION_ALLOW, steps],
+    [id, workspaceId, MODEL, STEP_ALLOWED, steps],
   );
   await addUsage(db, workspaceId, (run) => `${run}.id = '${id}'`);
   await addRunTotals(db, workspaceId, (run) => `${run}.id = '${id}'`);
