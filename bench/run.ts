@@ -246,9 +246,9 @@ async function main(): Promise<void> {
     log(`  idle: ${formatBreakdown(idleBreakdown)}`);
     const sampler = rssSampler(daemon.pid);
     if (only.has('api')) report.api = await apiScenario(endpoints, connections, durationS, rounds, log);
-    if (only.has('proxy'))
-      report.proxy = await proxyScenario(endpoints, probe.available, proxyCells, durationS, rounds, log);
-    if (only.has('sse')) report.sse = await sseScenario(endpoints, probe.available, proxyCells, durationS, rounds, log);
+    const scenarioOptions = { endpoints, withSidecar: probe.available, proxyCells, durationS, rounds, log };
+    if (only.has('proxy')) report.proxy = await proxyScenario(scenarioOptions);
+    if (only.has('sse')) report.sse = await sseScenario(scenarioOptions);
     const { peak } = sampler.stop();
     const afterLoad = await idleRssMb(daemon.pid);
     const afterLoadBreakdown = await memoryBreakdown(daemon);

@@ -160,6 +160,17 @@ const added = (
   p99: round(cell.latency.p99 - base.latency.p99, 3),
 });
 
+/** What the proxy and SSE scenarios measure: the same cells through the same endpoints. */
+export interface ProxyScenarioOptions {
+  endpoints: Endpoints;
+  /** Whether the sidecar (and the baseline build's, where there is one) is among the endpoints. */
+  withSidecar: boolean;
+  proxyCells: ProxyCell[];
+  durationS: number;
+  rounds: number;
+  log: (line: string) => void;
+}
+
 export interface ProxyRow {
   /** Absent from results written before 2026-11-26 (the delay was then the run's one option). */
   upstreamDelayMs?: number;
@@ -186,14 +197,8 @@ export interface ProxyRow {
   portkeyVsFloorRps?: number;
 }
 
-export async function proxyScenario(
-  e: Endpoints,
-  withSidecar: boolean,
-  proxyCells: ProxyCell[],
-  durationS: number,
-  rounds: number,
-  log: (line: string) => void,
-): Promise<ProxyRow[]> {
+export async function proxyScenario(options: ProxyScenarioOptions): Promise<ProxyRow[]> {
+  const { endpoints: e, withSidecar, proxyCells, durationS, rounds, log } = options;
   const rows: ProxyRow[] = [];
   for (const { delayMs, connections: c } of proxyCells) {
     const t = targets(e, delayMs, CHAT);
@@ -294,14 +299,8 @@ export interface SseRow {
   sidecarAdded?: StreamAdded;
 }
 
-export async function sseScenario(
-  e: Endpoints,
-  withSidecar: boolean,
-  proxyCells: ProxyCell[],
-  durationS: number,
-  rounds: number,
-  log: (line: string) => void,
-): Promise<SseRow[]> {
+export async function sseScenario(options: ProxyScenarioOptions): Promise<SseRow[]> {
+  const { endpoints: e, withSidecar, proxyCells, durationS, rounds, log } = options;
   const rows: SseRow[] = [];
   const addedTimes = (x: StreamTimes, base: StreamTimes): StreamAdded => ({
     ttfb: added({ latency: x.ttfb }, { latency: base.ttfb }),
