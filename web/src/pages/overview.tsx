@@ -52,38 +52,40 @@ export function OverviewPage() {
           <Card title="Denials today by reason">
             <RankingTable
               rows={o.denials_by_reason}
-              rowKey={(d) => d.reason}
+              rowKey={(denial) => denial.reason}
               empty="No denials today."
               columns={[
-                { header: 'Reason', cell: (d) => <code>{d.reason}</code> },
-                { header: 'Count', numeric: true, cell: (d) => int(d.count) },
+                { header: 'Reason', cell: (denial) => <code>{denial.reason}</code> },
+                { header: 'Count', numeric: true, cell: (denial) => int(denial.count) },
               ]}
             />
           </Card>
           <Card title="Top users today by spend">
             <RankingTable
               rows={o.top_users}
-              rowKey={(t) => t.user_id}
+              rowKey={(user) => user.user_id}
               empty="No user activity today."
               columns={[
                 {
                   header: 'User',
-                  cell: (t) => <Link href={`/runs?user_id=${encodeURIComponent(t.user_id)}`}>{t.user_id}</Link>,
+                  cell: (user) => (
+                    <Link href={`/runs?user_id=${encodeURIComponent(user.user_id)}`}>{user.user_id}</Link>
+                  ),
                 },
-                { header: 'Spend', numeric: true, cell: (t) => usd(t.spend_usd) },
-                { header: 'Runs', numeric: true, cell: (t) => int(t.runs) },
+                { header: 'Spend', numeric: true, cell: (user) => usd(user.spend_usd) },
+                { header: 'Runs', numeric: true, cell: (user) => int(user.runs) },
               ]}
             />
           </Card>
           <Card title="Top models today by spend">
             <RankingTable
               rows={o.top_models}
-              rowKey={(m) => m.model}
+              rowKey={(model) => model.model}
               empty="No priced calls today."
               columns={[
-                { header: 'Model', cell: (m) => m.model },
-                { header: 'Spend', numeric: true, cell: (m) => usd(m.spend_usd) },
-                { header: 'Calls', numeric: true, cell: (m) => int(m.calls) },
+                { header: 'Model', cell: (model) => model.model },
+                { header: 'Spend', numeric: true, cell: (model) => usd(model.spend_usd) },
+                { header: 'Calls', numeric: true, cell: (model) => int(model.calls) },
               ]}
             />
           </Card>
