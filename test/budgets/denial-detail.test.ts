@@ -8,14 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printRun } from '../../src/cli/commands/runs.js';
 import { createOutput } from '../../src/cli/output.js';
 import { GuardBlockedError, GuardClient } from '../../src/client/index.js';
-import {
-  completionTokensFor,
-  DEFAULT_REPLY,
-  promptTokensFor,
-  startFakeUpstream,
-  type FakeUpstream,
-} from '../support/fake-upstream.js';
-import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
+import { completionTokensFor, DEFAULT_REPLY, promptTokensFor } from '../support/fake-upstream.js';
+import { BACKENDS, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
 
 const MODEL = 'gpt-4o-mini';
 const chat = { model: MODEL, messages: [{ role: 'user', content: 'Explain the denial to me.' }] };
@@ -32,12 +26,10 @@ function tomorrow(): string {
 }
 
 describe.each(BACKENDS)('denial detail on %s', (backend) => {
-  let upstream: FakeUpstream;
-  let api: TestApi;
+  let api: ProxyTestApi;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    api = await startTestApi(backend, { proxy: { upstream: upstream.url } });
+    api = await startProxyTestApi(backend);
     expect((await api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
     expect((await api.request('PATCH', '/v1/workspace', { user_daily_budget_usd: budgetMicros / 1e6 })).status).toBe(
       200,
@@ -45,7 +37,6 @@ describe.each(BACKENDS)('denial detail on %s', (backend) => {
   });
   afterAll(async () => {
     await api?.close();
-    await upstream?.close();
   });
 
   const proxyHeaders = { 'content-type': 'application/json', authorization: 'Bearer sk-provider' };

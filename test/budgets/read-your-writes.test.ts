@@ -6,14 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GuardBlockedError, GuardClient } from '../../src/client/index.js';
-import {
-  completionTokensFor,
-  DEFAULT_REPLY,
-  promptTokensFor,
-  startFakeUpstream,
-  type FakeUpstream,
-} from '../support/fake-upstream.js';
-import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
+import { completionTokensFor, DEFAULT_REPLY, promptTokensFor } from '../support/fake-upstream.js';
+import { BACKENDS, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
 
 const MODEL = 'gpt-4o-mini';
 const chat = { model: MODEL, messages: [{ role: 'user', content: 'Count the costs of this call, please.' }] };
@@ -22,12 +16,10 @@ const PRICES = { input_cost_per_token: 0.00001, output_cost_per_token: 0.00004 }
 const callMicros = promptTokensFor(chat) * 10 + completionTokensFor(DEFAULT_REPLY) * 40;
 
 describe.each(BACKENDS)('read-your-writes on %s', (backend) => {
-  let upstream: FakeUpstream;
-  let api: TestApi;
+  let api: ProxyTestApi;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    api = await startTestApi(backend, { proxy: { upstream: upstream.url } });
+    api = await startProxyTestApi(backend);
     expect((await api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
     // Each test has a user of its own: a user budget of 0.8 x one call, so one call spends it.
     const budget = Math.floor(callMicros * 0.8) / 1e6;
@@ -35,7 +27,6 @@ describe.each(BACKENDS)('read-your-writes on %s', (backend) => {
   });
   afterAll(async () => {
     await api?.close();
-    await upstream?.close();
   });
 
   const headers = (user?: string) => ({
@@ -92,7 +83,7 @@ describe.each(BACKENDS)('read-your-writes on %s', (backend) => {
           try {
             await run.modelCall(
               async () => {
-                const res = await fetch(`${upstream.url}/v1/chat/completions`, {
+                const res = await fetch(`${api.upstream.url}/v1/chat/completions`, {
                   method: 'POST',
                   headers: headers(),
                   body: JSON.stringify(chat),

@@ -5,18 +5,22 @@
  * one Redis).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
-import { buildApp } from '../../src/api/app.js';
 import { GuardBlockedError, GuardClient } from '../../src/client/index.js';
-import { createLogger } from '../../src/logger.js';
-import { createProviderRegistry } from '../../src/proxy/provider-registry.js';
 import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
 import { outstandingReservations, runReservedMicros } from '../../src/store/reservations.js';
 import { SqlCounters } from '../../src/store/sql-counters.js';
 import type { CounterStore } from '../../src/store/counters.js';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { BACKENDS, startTestApi, TEST_AUTH, type Caller, type TestApi } from '../support/harness.js';
+import {
+  BACKENDS,
+  startTestApi,
+  type Caller,
+  type TestApi,
+  startProxyTestApi,
+  startSecondApp,
+  type ProxyTestApi,
+  type SecondApp,
+} from '../support/harness.js';
 import { REDIS_URL } from '../support/services.js';
 
 const MODEL = 'gpt-4o-mini';
@@ -81,16 +85,13 @@ async function settledSpendMicros(api: TestApi, ws: { workspaceId: string; api: 
 }
 
 describe.each(BACKENDS)('reserve mode on %s', (backend) => {
-  let upstream: FakeUpstream;
-  let api: TestApi;
+  let api: ProxyTestApi;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream({ delayMs: 40, completionTokens: COMPLETION_TOKENS });
-    api = await startTestApi(backend, { proxy: { upstream: upstream.url } });
+    api = await startProxyTestApi(backend, { upstream: { delayMs: 40, completionTokens: COMPLETION_TOKENS } });
   });
   afterAll(async () => {
     await api?.close();
-    await upstream?.close();
   });
 
   it('when the settings are read and changed, then GET and PATCH /v1/workspace carry them and refuse bad values', async () => {
@@ -266,20 +267,12 @@ describe('reserve mode across a Redis restart', () => {
 });
 
 describe.each(['postgres+redis', 'postgres+sql'] as const)('reserve mode with two daemons on %s', (backend) => {
-  let upstream: FakeUpstream;
-  let daemonA: TestApi;
-  let daemonB: FastifyInstance;
+  let daemonA: ProxyTestApi;
+  let daemonB: SecondApp;
   let countersB: CounterStore;
-  let urlB: string;
-  let providers: ReturnType<typeof createProviderRegistry>;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream({ delayMs: 40, completionTokens: COMPLETION_TOKENS });
-    daemonA = await startTestApi(backend, { proxy: { upstream: upstream.url } });
-    providers = createProviderRegistry([{ name: 'openai', type: 'openai', upstream: upstream.url }], {
-      headersTimeoutMs: 10_000,
-      connectTimeoutMs: 2_000,
-    });
+    daemonA = await startProxyTestApi(backend, { upstream: { delayMs: 40, completionTokens: COMPLETION_TOKENS } });
     if (backend === 'postgres+redis') {
       const client = redisClient({ url: REDIS_URL, keyPrefix: daemonA.stores.redisKeyPrefix! });
       await client.connect();
@@ -287,29 +280,17 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)('reserve mode with tw
     } else {
       countersB = new SqlCounters(daemonA.stores.db);
     }
-    daemonB = await buildApp({
-      db: daemonA.stores.db,
-      counters: countersB,
-      clock: { now: () => new Date() },
-      logger: createLogger('silent'),
-      version: 'test',
-      bodyLimitBytes: 1024 * 1024,
-      auth: TEST_AUTH,
-      proxy: { providers, defaultApiKey: null, defaultUserId: null, bodyLimitBytes: 1024 * 1024 },
-    });
-    urlB = await daemonB.listen({ host: '127.0.0.1', port: 0 });
+    daemonB = await startSecondApp(daemonA, { counters: countersB });
   });
   afterAll(async () => {
     await daemonB?.close();
     await countersB?.close();
-    await providers?.close();
     await daemonA?.close();
-    await upstream?.close();
   });
 
   it('when 50 calls race through two daemons, then total spend stays within the budget', async () => {
     const ws = await reserveWorkspace(daemonA, { daily_budget_usd: BUDGET_MICROS / 1e6 });
-    const answers = await race([daemonA.url, urlB], ws.apiKey, 50);
+    const answers = await race([daemonA.url, daemonB.url], ws.apiKey, 50);
     const allowed = answers.filter((a) => a.status === 200).length;
     expect(allowed).toBeGreaterThanOrEqual(Math.floor(BUDGET_MICROS / estimateMicros));
     expect(answers.every((a) => a.status === 200 || a.code === 'WORKSPACE_DAILY_BUDGET_EXCEEDED')).toBe(true);

@@ -4,25 +4,21 @@
  * must not count against max_concurrent_runs in the daemon that answered it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
+import { BACKENDS, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
 
 const CLIENTS = 32;
 const CALLS_EACH = 4;
 const chat = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'One of many.' }] };
 
 describe.each(BACKENDS)('run-less slots on %s', (backend) => {
-  let upstream: FakeUpstream;
-  let api: TestApi;
+  let api: ProxyTestApi;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    api = await startTestApi(backend, { proxy: { upstream: upstream.url } });
+    api = await startProxyTestApi(backend);
     expect((await api.request('PATCH', '/v1/workspace', { max_concurrent_runs: 40 })).status).toBe(200);
   });
   afterAll(async () => {
     await api?.close();
-    await upstream?.close();
   });
 
   const headersOf = (user: string, key = api.apiKey) => ({

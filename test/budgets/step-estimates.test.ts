@@ -4,24 +4,20 @@
  * charged at (issue #34, parts 3 and 4).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { BACKENDS, startTestApi, type TestApi } from '../support/harness.js';
+import { BACKENDS, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
 
 const MODEL = 'gpt-4o-mini';
 const PRICES = { input_cost_per_token: 0.00001, output_cost_per_token: 0.00004 };
 
 describe.each(BACKENDS)('step estimates on %s', (backend) => {
-  let upstream: FakeUpstream;
-  let api: TestApi;
+  let api: ProxyTestApi;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    api = await startTestApi(backend, { proxy: { upstream: upstream.url } });
+    api = await startProxyTestApi(backend);
     expect((await api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
   });
   afterAll(async () => {
     await api?.close();
-    await upstream?.close();
   });
 
   const call = async (path: string, body: object, user = 'estimated') => {

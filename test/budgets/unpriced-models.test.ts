@@ -7,14 +7,13 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough, Writable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootstrapWorkspace } from '../../src/bootstrap.js';
 import { printRun } from '../../src/cli/commands/runs.js';
 import { createOutput } from '../../src/cli/output.js';
-import { createLogger } from '../../src/logger.js';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { BACKENDS, caller, openTestStores, startTestApi, type TestApi } from '../support/harness.js';
+import { BACKENDS, caller, openTestStores, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
+import { captureLog } from '../support/log-capture.js';
 import { metricValue, parseMetrics } from '../support/prometheus.js';
 
 const CATALOG = new URL('../../config/pricing-catalog.json', import.meta.url);
@@ -22,19 +21,11 @@ const catalogModels = async () =>
   (JSON.parse(await readFile(CATALOG, 'utf8')).models as { model: string }[]).map((m) => m.model);
 
 describe.each(BACKENDS)('unpriced models on %s', (backend) => {
-  let upstream: FakeUpstream;
-  let api: TestApi;
-  const logLines: string[] = [];
+  let api: ProxyTestApi;
+  const log = captureLog('info');
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        logLines.push(String(chunk));
-        done();
-      },
-    });
-    api = await startTestApi(backend, { proxy: { upstream: upstream.url }, logger: createLogger('info', sink) });
+    api = await startProxyTestApi(backend, { logger: log.logger });
     expect(
       (
         await api.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
@@ -46,7 +37,6 @@ describe.each(BACKENDS)('unpriced models on %s', (backend) => {
   });
   afterAll(async () => {
     await api?.close();
-    await upstream?.close();
   });
 
   const call = (model: string, headers: Record<string, string> = {}, key = api.apiKey) =>
@@ -97,11 +87,11 @@ describe.each(BACKENDS)('unpriced models on %s', (backend) => {
     expect((await ws.api.request('PATCH', '/v1/workspace', { unpriced_models: 'deny' })).body.unpriced_models).toBe(
       'deny',
     );
-    const before = upstream.requests.length;
+    const before = api.upstream.requests.length;
     const denied = await call('gpt-4o-mni', {}, ws.apiKey);
     expect(denied.status).toBe(403);
     expect((await denied.json()).error).toMatchObject({ type: 'guardrail_denied', code: 'MODEL_NOT_PRICED' });
-    expect(upstream.requests.length).toBe(before);
+    expect(api.upstream.requests.length).toBe(before);
     expect((await call('gpt-4o-mini', {}, ws.apiKey)).status).toBe(200);
 
     // The denied call's run of its own is ended, not left holding a slot (the other's end is
@@ -162,7 +152,7 @@ describe.each(BACKENDS)('unpriced models on %s', (backend) => {
       'runguard_unpriced_model_calls_total',
     );
     expect(metricsAfter - metricsBefore).toBe(2);
-    const warnings = logLines.filter((l) => l.includes('without a price') && l.includes(ws.workspaceId));
+    const warnings = log.lines.filter((l) => l.includes('without a price') && l.includes(ws.workspaceId));
     expect(warnings).toHaveLength(1);
 
     const runs = (await ws.api.request('GET', '/v1/runs?user_id=local')).body.items;

@@ -7,28 +7,19 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  completionTokensFor,
-  DEFAULT_REPLY,
-  promptTokensFor,
-  startFakeUpstream,
-  type FakeUpstream,
-} from '../support/fake-upstream.js';
-import { BACKENDS, startTestApi, type Caller, type TestApi } from '../support/harness.js';
+import { completionTokensFor, DEFAULT_REPLY, promptTokensFor } from '../support/fake-upstream.js';
+import { BACKENDS, type Caller, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
 
 const chat = (content: string) => ({ model: 'gpt-4o-mini', messages: [{ role: 'user' as const, content }] });
 
 describe.each(BACKENDS)('runaway denials through the proxy on %s', (backend) => {
-  let upstream: FakeUpstream;
-  let api: TestApi;
+  let api: ProxyTestApi;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    api = await startTestApi(backend, { proxy: { upstream: upstream.url } });
+    api = await startProxyTestApi(backend);
   });
   afterAll(async () => {
     await api?.close();
-    await upstream?.close();
   });
 
   async function workspace(settings: Record<string, unknown>): Promise<{ ws: Caller; apiKey: string }> {
@@ -58,7 +49,7 @@ describe.each(BACKENDS)('runaway denials through the proxy on %s', (backend) => 
       /USER_RATE_LIMITED \(user step rate limit reached: 2 of 2 steps in 60 s; retry after \d+ s/,
     );
     // The first two reached the provider; the third did not.
-    expect(upstream.requests.filter((r) => JSON.stringify(r.body).includes('three'))).toHaveLength(0);
+    expect(api.upstream.requests.filter((r) => JSON.stringify(r.body).includes('three'))).toHaveLength(0);
   });
 
   it("when an Anthropic call is rate limited, then it is Anthropic's rate_limit_error with Retry-After", async () => {
@@ -123,12 +114,10 @@ describe.each(BACKENDS)('runaway denials through the proxy on %s', (backend) => 
 });
 
 describe.each(BACKENDS)('a run budget through the proxy on %s', (backend) => {
-  let upstream: FakeUpstream;
-  let api: TestApi;
+  let api: ProxyTestApi;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    api = await startTestApi(backend, { proxy: { upstream: upstream.url } });
+    api = await startProxyTestApi(backend);
     expect(
       (
         await api.request('PUT', '/v1/model-pricing/gpt-4o-mini', {
@@ -140,7 +129,6 @@ describe.each(BACKENDS)('a run budget through the proxy on %s', (backend) => {
   });
   afterAll(async () => {
     await api?.close();
-    await upstream?.close();
   });
 
   it("when a call's answer is back, then the run's next call counts its cost (read-your-writes), however fast it follows", async () => {

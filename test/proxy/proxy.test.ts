@@ -4,20 +4,13 @@
  */
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/logger.js';
-import {
-  completionTokensFor,
-  DEFAULT_REPLY,
-  promptTokensFor,
-  startFakeUpstream,
-  type FakeUpstream,
-} from '../support/fake-upstream.js';
-import { startTestApi, type Caller, type TestApi } from '../support/harness.js';
+import { completionTokensFor, DEFAULT_REPLY, promptTokensFor } from '../support/fake-upstream.js';
+import { startTestApi, type Caller, type TestApi, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
+import { captureLog } from '../support/log-capture.js';
 import { metricValue, parseMetrics } from '../support/prometheus.js';
 
 const PROVIDER_KEY = 'sk-provider-secret-0123456789abcdef';
@@ -33,22 +26,11 @@ const message = {
   messages: [{ role: 'user' as const, content: 'Say hello to the proxy.' }],
 };
 
-let upstream: FakeUpstream;
-let api: TestApi;
-const logLines: string[] = [];
+let api: ProxyTestApi;
+const log = captureLog('debug');
 
 beforeAll(async () => {
-  upstream = await startFakeUpstream({ cachedTokens: 2 });
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      logLines.push(String(chunk));
-      done();
-    },
-  });
-  api = await startTestApi('postgres+redis', {
-    proxy: { upstream: upstream.url },
-    logger: createLogger('debug', sink),
-  });
+  api = await startProxyTestApi('postgres+redis', { upstream: { cachedTokens: 2 }, logger: log.logger });
   const prices = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000004 };
   for (const model of ['gpt-4o-mini', 'claude-test-1']) {
     expect((await api.request('PUT', `/v1/model-pricing/${model}`, prices)).status).toBe(200);
@@ -56,7 +38,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await api?.close();
-  await upstream?.close();
 });
 
 async function startRun(caller: Caller = api, userId = 'agent-1'): Promise<string> {
@@ -120,10 +101,22 @@ function rawPost(url: string, headers: Record<string, string>): Promise<{ status
 const cost = (prompt: number, completionTokens: number) =>
   Number((prompt * 0.000001 + completionTokens * 0.000004).toFixed(12));
 
+/** The run's one step, once settled: completed, with `chat`'s token counts and their cost. */
+async function expectPricedChat(runId: string, more: Record<string, unknown> = {}) {
+  const run = await settledRun(runId);
+  expect(run.steps[0]).toMatchObject({
+    status: 'COMPLETED',
+    prompt_tokens: promptTokensFor(chat),
+    completion_tokens: completion,
+    ...more,
+  });
+  expect(run.steps[0].cost_usd).toBe(cost(promptTokensFor(chat), completion));
+}
+
 describe('proxy with the OpenAI SDK', () => {
   it('when a chat completion goes through a run URL, then it is forwarded clean and recorded with tokens and cost', async () => {
     const runId = await startRun();
-    const before = upstream.requests.length;
+    const before = api.upstream.requests.length;
     const { data, response } = await openaiFor(runId).chat.completions.create(chat).withResponse();
     expect(data.choices[0]?.message.content).toBe(DEFAULT_REPLY);
     const stepId = response.headers.get('x-runguard-step-id');
@@ -132,8 +125,8 @@ describe('proxy with the OpenAI SDK', () => {
     expect(data._request_id).toMatch(/^req_fake\d+$/);
     expect(response.headers.get('x-runguard-request-id')).toMatch(/^[0-9a-f-]{36}$/);
 
-    expect(upstream.requests.length).toBe(before + 1);
-    const sent = upstream.requests.at(-1)!;
+    expect(api.upstream.requests.length).toBe(before + 1);
+    const sent = api.upstream.requests.at(-1)!;
     expect(sent).toMatchObject({ method: 'POST', path: '/v1/chat/completions', body: chat });
     expect(sent.headers.authorization).toBe(`Bearer ${PROVIDER_KEY}`);
     expect(sent.headers['accept-encoding']).toBe('identity');
@@ -206,15 +199,8 @@ describe('proxy with the OpenAI SDK', () => {
     expect(arrivals.length).toBeGreaterThan(5);
     expect(arrivals.at(-1)! - arrivals[0]!).toBeGreaterThan(1_000);
     // The client did not ask for usage; the proxy asked upstream for it (include_usage).
-    expect(upstream.requests.at(-1)!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
-    const run = await settledRun(runId);
-    expect(run.steps[0]).toMatchObject({
-      status: 'COMPLETED',
-      prompt_tokens: promptTokensFor(chat),
-      completion_tokens: completion,
-      input_data: { stream: true, usage_requested: true },
-    });
-    expect(run.steps[0].cost_usd).toBe(cost(promptTokensFor(chat), completion));
+    expect(api.upstream.requests.at(-1)!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    await expectPricedChat(runId, { input_data: { stream: true, usage_requested: true } });
   });
 
   it('when a streamed chat says include_usage: false, then usage is asked for anyway and the call is priced', async () => {
@@ -227,19 +213,13 @@ describe('proxy with the OpenAI SDK', () => {
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
     expect(text).toBe(DEFAULT_REPLY);
-    expect(upstream.requests.at(-1)!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
-    const run = await settledRun(runId);
-    expect(run.steps[0]).toMatchObject({
-      status: 'COMPLETED',
-      prompt_tokens: promptTokensFor(chat),
-      completion_tokens: completion,
-    });
-    expect(run.steps[0].cost_usd).toBe(cost(promptTokensFor(chat), completion));
+    expect(api.upstream.requests.at(-1)!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    await expectPricedChat(runId);
   });
 
   it('when the request body is compressed, then 415 in the provider format: its model could not be read, so it is not forwarded', async () => {
     const runId = await startRun();
-    const before = upstream.requests.length;
+    const before = api.upstream.requests.length;
     const res = await fetch(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
       method: 'POST',
       headers: {
@@ -254,7 +234,7 @@ describe('proxy with the OpenAI SDK', () => {
     expect(await res.json()).toEqual({
       error: expect.objectContaining({ code: 'UNSUPPORTED_CONTENT_ENCODING', type: 'invalid_request_error' }),
     });
-    expect(upstream.requests.length).toBe(before);
+    expect(api.upstream.requests.length).toBe(before);
     expect((await api.request('GET', `/v1/runs/${runId}`)).body.steps).toEqual([]);
   });
 
@@ -326,14 +306,14 @@ describe('proxy with the OpenAI SDK', () => {
     const ws = await api.newWorkspace();
     const runId = await startRun(ws.api);
     await api.setWorkspace({ kill_switch_active: true }, ws.workspaceId);
-    const before = upstream.requests.length;
+    const before = api.upstream.requests.length;
     const error = await openaiFor(runId, ws.apiKey)
       .chat.completions.create(chat)
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(error).toMatchObject({ status: 403, code: 'KILL_SWITCH_ACTIVE', type: 'guardrail_denied' });
     expect((error as OpenAI.APIError).headers?.get('x-should-retry')).toBe('false');
-    expect(upstream.requests.length).toBe(before);
+    expect(api.upstream.requests.length).toBe(before);
     const run = (await ws.api.request('GET', `/v1/runs/${runId}`)).body;
     expect(run.steps).toHaveLength(1);
     expect(run.steps[0]).toMatchObject({
@@ -368,7 +348,7 @@ describe('proxy with the OpenAI SDK', () => {
       api.workspaceId,
       'banned',
     ]);
-    const before = upstream.requests.length;
+    const before = api.upstream.requests.length;
     const client = new OpenAI({
       baseURL: `${api.url}/proxy/openai/v1`,
       apiKey: PROVIDER_KEY,
@@ -378,7 +358,7 @@ describe('proxy with the OpenAI SDK', () => {
     const error = await client.chat.completions.create(chat).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(error).toMatchObject({ code: 'USER_BLOCKED' });
-    expect(upstream.requests.length).toBe(before);
+    expect(api.upstream.requests.length).toBe(before);
     const runs = (await api.request('GET', '/v1/runs?user_id=banned')).body;
     expect(runs.items.map((r: any) => r.status)).toEqual(['BLOCKED']);
   });
@@ -412,14 +392,14 @@ describe('proxy with the OpenAI SDK', () => {
 
   it('when a path tries to climb out of the upstream base, then 400 and nothing is sent', async () => {
     const runId = await startRun();
-    const before = upstream.requests.length;
+    const before = api.upstream.requests.length;
     // fetch would normalise the dot segments away: send the path as written.
     const { status, body } = await rawPost(`${api.url}/proxy/runs/${runId}/openai/v1/%2e%2e/admin`, {
       'x-runguard-key': api.apiKey,
     });
     expect(status).toBe(400);
     expect(JSON.parse(body)).toMatchObject({ error: { code: 'BAD_PATH' } });
-    expect(upstream.requests.length).toBe(before);
+    expect(api.upstream.requests.length).toBe(before);
   });
 });
 
@@ -446,7 +426,7 @@ describe('proxy with the Anthropic SDK through a run token', () => {
     const { client } = await tokenClient(runId);
     const result = await client.messages.create(message);
     expect(result.content[0]).toMatchObject({ type: 'text', text: DEFAULT_REPLY });
-    const sent = upstream.requests.at(-1)!;
+    const sent = api.upstream.requests.at(-1)!;
     expect(sent.path).toBe('/v1/messages');
     // This SDK version sends its key as a bearer token; either way it arrives untouched.
     expect(sent.headers['x-api-key'] ?? sent.headers.authorization).toMatch(new RegExp(`^(Bearer )?${ANTHROPIC_KEY}$`));
@@ -525,7 +505,7 @@ describe('proxy with the Anthropic SDK through a run token', () => {
        ON CONFLICT (workspace_id, user_id) DO UPDATE SET blocked = true`,
       [ws.workspaceId],
     );
-    const before = upstream.requests.length;
+    const before = api.upstream.requests.length;
     const client = new Anthropic({ baseURL: minted.urls.anthropic, apiKey: ANTHROPIC_KEY, maxRetries: 0 });
     const error = await client.messages.create(message).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(Anthropic.PermissionDeniedError);
@@ -533,7 +513,7 @@ describe('proxy with the Anthropic SDK through a run token', () => {
       type: 'error',
       error: { type: 'permission_error', details: { error_code: 'USER_BLOCKED' } },
     });
-    expect(upstream.requests.length).toBe(before);
+    expect(api.upstream.requests.length).toBe(before);
   });
 
   it('when the run has ended or the token is unknown, then the token no longer works (401)', async () => {
@@ -567,7 +547,7 @@ describe('header hygiene', () => {
     await client.chat.completions.create(chat);
     await settledRun(runId);
     // The logger saw the traffic (so the check below means something) ...
-    const logs = logLines.join('');
+    const logs = log.lines.join('');
     expect(logs).toContain('/proxy/t/[redacted]/openai/v1/chat/completions');
     // ... and none of the secrets.
     for (const secret of [PROVIDER_KEY, ANTHROPIC_KEY, minted.token, api.apiKey, 'quarterly numbers']) {
@@ -581,7 +561,7 @@ describe('header hygiene', () => {
       }
     }
     // Every upstream request so far: no guardrail header, no guardrail key anywhere in the headers.
-    for (const request of upstream.requests) {
+    for (const request of api.upstream.requests) {
       expect(Object.keys(request.headers).filter((h) => h.startsWith('x-runguard'))).toEqual([]);
       expect(JSON.stringify(request.headers)).not.toContain('lg_');
     }
@@ -593,12 +573,12 @@ describe('proxy on the embedded store, with the daemon key as default', () => {
   beforeAll(async () => {
     local = await startTestApi('embedded', {
       proxy: {
-        upstream: upstream.url,
+        upstream: api.upstream.url,
         workspaceKeyAsDefault: true,
         bodyLimitBytes: 4_096,
         audit: { maxBytes: 400, includePrompt: true },
         providers: [
-          { name: 'local', type: 'openai', upstream: `${upstream.url}/v1` },
+          { name: 'local', type: 'openai', upstream: `${api.upstream.url}/v1` },
           { name: 'dead', type: 'openai', upstream: 'http://127.0.0.1:9' },
         ],
       },
@@ -615,7 +595,7 @@ describe('proxy on the embedded store, with the daemon key as default', () => {
       body,
     });
     expect(res.status).toBe(200);
-    expect(upstream.requests.at(-1)!.rawBody).toBe(body);
+    expect(api.upstream.requests.at(-1)!.rawBody).toBe(body);
     const run = await settledRun(runId, local);
     expect(run.steps[0]).toMatchObject({ status: 'COMPLETED', input_data: { prompt_excerpt: 'exact bytes' } });
     expect(Buffer.byteLength(JSON.stringify(run.steps[0].input_data))).toBeLessThanOrEqual(400);
@@ -655,7 +635,7 @@ describe('proxy on the embedded store, with the daemon key as default', () => {
     expect(minted.urls.local).toBe(`${local.url}/proxy/t/${minted.token}/local`);
     const client = new OpenAI({ baseURL: minted.urls.local, apiKey: PROVIDER_KEY, maxRetries: 0 });
     await client.chat.completions.create(chat);
-    expect(upstream.requests.at(-1)!.path).toBe('/v1/chat/completions');
+    expect(api.upstream.requests.at(-1)!.path).toBe('/v1/chat/completions');
   });
 
   it('when the upstream cannot be reached, then the SDK gets a 502 in its format and the step is FAILED', async () => {

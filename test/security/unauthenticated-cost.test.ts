@@ -4,11 +4,9 @@
  * across calls are bounded by a budget; failed authentication is rate-limited per address on
  * every route; a client that aborts its upload is not a database outage.
  */
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/logger.js';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { caller, startTestApi, type TestApi } from '../support/harness.js';
+import { caller, startTestApi, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
+import { captureLog } from '../support/log-capture.js';
 import { rawConnection, requestHead, statusOf } from '../support/raw-http.js';
 
 const KiB = 1024;
@@ -18,26 +16,17 @@ const FORGED_TOKEN = `rgp_${'A'.repeat(43)}`;
 /** The daemon's one line for a client that left mid-request (src/api/client-abort.ts). */
 const CLIENT_ABORT_MESSAGE = 'the client closed its connection before its request was complete';
 
-let upstream: FakeUpstream;
-let api: TestApi;
-const logLines: string[] = [];
+let api: ProxyTestApi;
+const log = captureLog('debug');
 
 beforeAll(async () => {
-  upstream = await startFakeUpstream();
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      logLines.push(String(chunk));
-      done();
-    },
-  });
-  api = await startTestApi('postgres+sql', {
-    logger: createLogger('debug', sink),
-    proxy: { upstream: upstream.url, bodyLimitBytes: MiB, bodyBudgetBytes: 1.5 * MiB },
+  api = await startProxyTestApi('postgres+sql', {
+    logger: log.logger,
+    proxy: { bodyLimitBytes: MiB, bodyBudgetBytes: 1.5 * MiB },
   });
 });
 afterAll(async () => {
   await api?.close();
-  await upstream?.close();
 });
 
 /** A chat body of exactly `bytes` bytes (JSON padded with spaces). */
@@ -75,7 +64,7 @@ describe('a proxied call is refused before its body is read', () => {
       await conn.closed;
       conn.socket.destroy();
     }
-    expect(upstream.requests).toHaveLength(0);
+    expect(api.upstream.requests).toHaveLength(0);
   });
 
   it('when an authenticated call reads its body whole, then its connection is kept alive as before', async () => {
@@ -149,7 +138,7 @@ async function until(condition: () => Promise<boolean>): Promise<void> {
 
 describe('the bodies held across calls are bounded', () => {
   it('when calls announce more body bytes than the budget holds, then the one that does not fit is answered 503 OVERLOADED at once, and the bytes come back when a call ends', async () => {
-    const sent = upstream.requests.length;
+    const sent = api.upstream.requests.length;
     // 1 MiB announced and held (a stalled upload) out of a 1.5 MiB budget.
     const holder = await rawConnection(api.url, requestHead('POST', CHAT, proxyHeaders({ 'content-length': MiB })));
     holder.socket.write(chatBody(MiB).subarray(0, 64 * KiB));
@@ -173,7 +162,7 @@ describe('the bodies held across calls are bounded', () => {
       () => 'closed',
     );
     expect([503, 'closed']).toContain(chunked);
-    expect(upstream.requests).toHaveLength(sent);
+    expect(api.upstream.requests).toHaveLength(sent);
 
     // The held call ends (the client goes): its share is back, and a call of the same size goes through.
     holder.socket.destroy();
@@ -181,7 +170,7 @@ describe('the bodies held across calls are bounded', () => {
     const res = await fetch(api.url + CHAT, { method: 'POST', headers: proxyHeaders(), body: chatBody(MiB) });
     expect(res.status).toBe(200);
     await res.arrayBuffer();
-    expect(upstream.requests).toHaveLength(sent + 1);
+    expect(api.upstream.requests).toHaveLength(sent + 1);
     await until(async () => (await bytesHeld()) === 0);
   });
 });
@@ -190,7 +179,7 @@ describe('failed authentication is rate-limited per address', () => {
   it('when an address fails authentication past the limit, then it gets 429 on every route, API and proxy alike, until the window ends', async () => {
     const limited = await startTestApi('postgres+sql', {
       auth: { failedAuthPerMinute: 3 },
-      proxy: { upstream: upstream.url },
+      proxy: { upstream: api.upstream.url },
     });
     try {
       const forged = caller(limited.url, `lg_aaaaaaaaaaaa_${'c'.repeat(40)}`);
@@ -234,13 +223,13 @@ describe('an aborted upload is the client leaving, not the database failing', ()
   }
 
   it('when a client resets its connection half way through a body (API and proxy), then no 503 and nothing logged as an error', async () => {
-    const from = logLines.length;
+    const from = log.lines.length;
     await abortUpload('/v1/runs', { authorization: `Bearer ${api.apiKey}` });
     await abortUpload(CHAT, proxyHeaders());
     // Wait until the daemon handled both (today's line for it, or the error line it used to write).
     const deadline = Date.now() + 10_000;
     const entries = () =>
-      logLines
+      log.lines
         .slice(from)
         .map((line) => JSON.parse(line) as { level: number; msg: string; res?: { statusCode: number }; err?: unknown });
     while (
@@ -249,13 +238,13 @@ describe('an aborted upload is the client leaving, not the database failing', ()
       ).length < 2
     ) {
       if (Date.now() > deadline)
-        throw new Error(`the aborted requests were not finished:\n${logLines.slice(from).join('')}`);
+        throw new Error(`the aborted requests were not finished:\n${log.lines.slice(from).join('')}`);
       await new Promise((r) => setTimeout(r, 20));
     }
     const seen = entries();
     expect(seen.filter((e) => e.level >= 50)).toEqual([]);
     expect(seen.filter((e) => e.res?.statusCode === 503)).toEqual([]);
     expect(JSON.stringify(seen)).not.toContain('SERVICE_UNAVAILABLE');
-    expect(upstream.requests.filter((r) => (r.rawBody ?? '').includes('x'.repeat(100)))).toEqual([]);
+    expect(api.upstream.requests.filter((r) => (r.rawBody ?? '').includes('x'.repeat(100)))).toEqual([]);
   });
 });

@@ -18,6 +18,7 @@ import { migrate } from '../../src/store/migrations.js';
 import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
 import { SqlCounters } from '../../src/store/sql-counters.js';
 import { createApiKey, createWorkspace, type Plan } from '../../src/store/workspaces.js';
+import { startFakeUpstream, type FakeUpstream, type FakeUpstreamOptions } from './fake-upstream.js';
 import { createTestDatabase, REDIS_URL, testKeyPrefix } from './services.js';
 
 /** Dashboard-token settings for apps built in tests: a cheap scrypt cost, a known secret. */
@@ -150,22 +151,21 @@ export interface TestProxyOptions {
   audit?: AuditOptions;
 }
 
-export async function startTestApi(
-  backend: Backend,
-  options: {
-    clock?: Clock;
-    plan?: Plan;
-    bodyLimitBytes?: number;
-    jwtTtlSeconds?: number;
-    rateLimitPerMinute?: number;
-    logger?: Logger;
-    proxy?: TestProxyOptions;
-    /** Auth settings over TEST_AUTH's (failed-auth limit, registration). */
-    auth?: Partial<AuthSettings>;
-    publicUrl?: string | null;
-    http?: AppDeps['http'];
-  } = {},
-): Promise<TestApi> {
+export interface TestApiOptions {
+  clock?: Clock;
+  plan?: Plan;
+  bodyLimitBytes?: number;
+  jwtTtlSeconds?: number;
+  rateLimitPerMinute?: number;
+  logger?: Logger;
+  proxy?: TestProxyOptions;
+  /** Auth settings over TEST_AUTH's (failed-auth limit, registration). */
+  auth?: Partial<AuthSettings>;
+  publicUrl?: string | null;
+  http?: AppDeps['http'];
+}
+
+export async function startTestApi(backend: Backend, options: TestApiOptions = {}): Promise<TestApi> {
   const stores = await openTestStores(backend);
   const clock = options.clock ?? { now: () => new Date() };
   const plan = options.plan ?? 'scale';
@@ -236,4 +236,78 @@ export async function startTestApi(
       await stores.close();
     },
   };
+}
+
+export interface ProxyTestApi extends TestApi {
+  /** The fake provider that both built-in providers forward to. */
+  upstream: FakeUpstream;
+}
+
+/** A test API with the proxy on, in front of a fake upstream of its own; `close` stops both. */
+export async function startProxyTestApi(
+  backend: Backend,
+  options: Omit<TestApiOptions, 'proxy'> & {
+    proxy?: Omit<TestProxyOptions, 'upstream'>;
+    upstream?: FakeUpstreamOptions;
+  } = {},
+): Promise<ProxyTestApi> {
+  const { upstream: upstreamOptions, proxy, ...apiOptions } = options;
+  const upstream = await startFakeUpstream(upstreamOptions);
+  try {
+    const api = await startTestApi(backend, { ...apiOptions, proxy: { ...proxy, upstream: upstream.url } });
+    return {
+      ...api,
+      upstream,
+      async close() {
+        await api.close();
+        await upstream.close();
+      },
+    };
+  } catch (error) {
+    await upstream.close();
+    throw error;
+  }
+}
+
+export interface SecondApp {
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Another daemon on the first one's database, proxying OpenAI to the same upstream: what two
+ * daemons behind one load balancer share (the records) and do not (pending spend, the process).
+ * Its counters default to the first app's; give it counters of its own to share only what they store.
+ */
+export async function startSecondApp(
+  first: ProxyTestApi,
+  options: { counters?: CounterStore } = {},
+): Promise<SecondApp> {
+  const providers = createProviderRegistry([{ name: 'openai', type: 'openai', upstream: first.upstream.url }], {
+    headersTimeoutMs: 10_000,
+    connectTimeoutMs: 2_000,
+  });
+  try {
+    const app = await buildApp({
+      db: first.stores.db,
+      counters: options.counters ?? first.stores.counters,
+      clock: { now: () => new Date() },
+      logger: createLogger('silent'),
+      version: 'test',
+      bodyLimitBytes: 1024 * 1024,
+      auth: TEST_AUTH,
+      proxy: { providers, defaultApiKey: null, defaultUserId: null, bodyLimitBytes: 1024 * 1024 },
+    });
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    return {
+      url,
+      async close() {
+        await app.close();
+        await providers.close();
+      },
+    };
+  } catch (error) {
+    await providers.close();
+    throw error;
+  }
 }
