@@ -4,39 +4,27 @@
  * answered 503 in the provider's format and never forwarded; calls after it returns go through.
  * Nothing is forwarded without its record, and no forwarded call's record is lost.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { startPrivatePostgres, type PrivatePostgres } from '../support/private-services.js';
+import type { DaemonProcess } from '../support/daemon-process.js';
+import { startDaemonOnPrivatePostgres, type DaemonOnPrivatePostgres } from '../support/daemon-on-private-postgres.js';
+import type { FakeUpstream } from '../support/fake-upstream.js';
+import type { PrivatePostgres } from '../support/private-services.js';
 
 describe('Postgres down under proxy load', () => {
+  let outage: DaemonOnPrivatePostgres;
   let cluster: PrivatePostgres;
   let upstream: FakeUpstream;
   let daemon: DaemonProcess;
 
   beforeAll(async () => {
-    [cluster, upstream] = await Promise.all([startPrivatePostgres(), startFakeUpstream()]);
-    daemon = await startDaemonProcess({
-      databaseUrl: cluster.url,
-      env: { RUNGUARD_OPENAI_UPSTREAM: upstream.url, RUNGUARD_DB_POOL_SIZE: '5' },
-    });
+    outage = await startDaemonOnPrivatePostgres();
+    ({ cluster, upstream, daemon } = outage);
   });
   afterAll(async () => {
-    await daemon?.close();
-    await upstream?.close();
-    await cluster?.close();
+    await outage?.close();
   });
 
-  const query = async (sql: string, params: unknown[] = []) => {
-    const client = new pg.Client({ connectionString: cluster.url });
-    await client.connect();
-    try {
-      return (await client.query(sql, params)).rows;
-    } finally {
-      await client.end();
-    }
-  };
+  const query = (sql: string, params?: unknown[]) => cluster.query(sql, params);
 
   /** A run-less chat completion (a run of its own); its status and step id, or 'closed'. */
   const call = async (user: string, delayMs = 0): Promise<{ status: number | 'closed'; stepId: string | null }> => {

@@ -5,43 +5,31 @@
  * the same process answers the next requests once Postgres is back (the pg pool replaces its dead
  * connections).
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { startPrivatePostgres, type PrivatePostgres } from '../support/private-services.js';
+import type { DaemonProcess } from '../support/daemon-process.js';
+import { startDaemonOnPrivatePostgres, type DaemonOnPrivatePostgres } from '../support/daemon-on-private-postgres.js';
+import type { FakeUpstream } from '../support/fake-upstream.js';
+import type { PrivatePostgres } from '../support/private-services.js';
 
 const DOWN = { detail: 'The database is unavailable; try again shortly.', code: 'SERVICE_UNAVAILABLE' };
 
 describe('Postgres down under a running daemon', () => {
+  let outage: DaemonOnPrivatePostgres;
   let cluster: PrivatePostgres;
   let upstream: FakeUpstream;
   let daemon: DaemonProcess;
   let pid: number | null;
 
   beforeAll(async () => {
-    [cluster, upstream] = await Promise.all([startPrivatePostgres(), startFakeUpstream()]);
-    daemon = await startDaemonProcess({
-      databaseUrl: cluster.url,
-      env: { RUNGUARD_OPENAI_UPSTREAM: upstream.url, RUNGUARD_DB_POOL_SIZE: '5' },
-    });
+    outage = await startDaemonOnPrivatePostgres();
+    ({ cluster, upstream, daemon } = outage);
     pid = daemon.pid;
   });
   afterAll(async () => {
-    await daemon?.close();
-    await upstream?.close();
-    await cluster?.close();
+    await outage?.close();
   });
 
-  const query = async (sql: string, params: unknown[] = []) => {
-    const client = new pg.Client({ connectionString: cluster.url });
-    await client.connect();
-    try {
-      return (await client.query(sql, params)).rows;
-    } finally {
-      await client.end();
-    }
-  };
+  const query = (sql: string, params?: unknown[]) => cluster.query(sql, params);
   const proxyCall = () =>
     fetch(`${daemon.url}/proxy/openai/v1/chat/completions`, {
       method: 'POST',

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import pgDriver from 'pg';
 import { freePort } from './daemon.js';
 
 const run = promisify(execFile);
@@ -123,6 +124,8 @@ export interface PrivatePostgres {
   stop(mode?: 'immediate' | 'fast'): Promise<void>;
   /** Starts the cluster again on the same port and data. */
   start(): Promise<void>;
+  /** One statement's rows, on a connection of its own: nothing is kept open across a stop. */
+  query(sql: string, params?: unknown[]): Promise<any[]>;
   close(): Promise<void>;
 }
 
@@ -153,11 +156,21 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     await pg('pg_ctl', ['-D', data, '-m', mode, '-w', '-t', '30', 'stop']);
   };
   await start();
+  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   return {
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    url,
     port,
     stop,
     start,
+    async query(sql, params = []) {
+      const client = new pgDriver.Client({ connectionString: url });
+      await client.connect();
+      try {
+        return (await client.query(sql, params)).rows;
+      } finally {
+        await client.end();
+      }
+    },
     async close() {
       await stop().catch(() => {});
       await rm(dir, { recursive: true, force: true });
