@@ -48,6 +48,33 @@ describe('retries across a daemon restart', () => {
     if (!daemon.running) await daemon.start();
   });
 
+  /**
+   * A retrying client behind a new relay that loses the answer to the next `method path`: as it
+   * does, the daemon, which has committed the request, is killed and started again. `restarted`
+   * resolves once the daemon is back. Both are closed after the test.
+   */
+  async function crashOnLostAnswer(method: string, path: RegExp) {
+    const lossy = await startHttpRelay(daemon.url);
+    const client = new GuardClient({ apiKey: daemon.apiKey, baseUrl: lossy.url, maxRetries: 6 });
+    [relay, guard] = [lossy, client];
+    let restarted: Promise<void> | undefined;
+    lossy.dropAnswer({
+      method,
+      path,
+      async beforeDrop() {
+        await daemon.kill('SIGKILL');
+        restarted = daemon.start();
+      },
+    });
+    return {
+      client,
+      relay: lossy,
+      async restarted() {
+        await restarted;
+      },
+    };
+  }
+
   it('when the daemon is down as a run starts and comes back on the same port, then exactly one run is recorded', async () => {
     guard = new GuardClient({ apiKey: daemon.apiKey, baseUrl: daemon.url, maxRetries: 6 });
     await daemon.kill('SIGTERM');
@@ -68,23 +95,13 @@ describe('retries across a daemon restart', () => {
   });
 
   it('when the daemon dies after committing a run start and before answering, then the retry to the restarted daemon gets that run', async () => {
-    relay = await startHttpRelay(daemon.url);
-    guard = new GuardClient({ apiKey: daemon.apiKey, baseUrl: relay.url, maxRetries: 6 });
-    let restarted: Promise<void> | undefined;
-    relay.dropAnswer({
-      method: 'POST',
-      path: RUN_START,
-      async beforeDrop() {
-        await daemon.kill('SIGKILL');
-        restarted = daemon.start();
-      },
-    });
+    const crash = await crashOnLostAnswer('POST', RUN_START);
 
-    const runId = await guard.run('restart-start', (run) => run.id);
-    await restarted;
+    const runId = await crash.client.run('restart-start', (run) => run.id);
+    await crash.restarted();
 
     expect((await runsOf('restart-start')).map((r) => [r.id, r.status])).toEqual([[runId, 'COMPLETED']]);
-    const starts = relay.requestsTo('POST', RUN_START);
+    const starts = crash.relay.requestsTo('POST', RUN_START);
     // Lost answer, then refused while the daemon was down (maybe), then the replay: one key throughout.
     expect(new Set(starts.map((r) => r.idempotencyKey)).size).toBe(1);
     expect(starts[0]!.outcome).toBe('answer-dropped');
@@ -92,24 +109,14 @@ describe('retries across a daemon restart', () => {
   });
 
   it('when the daemon dies mid-run after committing a step update, then the run completes once with that step finished once', async () => {
-    relay = await startHttpRelay(daemon.url);
-    guard = new GuardClient({ apiKey: daemon.apiKey, baseUrl: relay.url, maxRetries: 6 });
     await daemon.request('PUT', '/v1/model-pricing/restart-model', {
       input_cost_per_token: 0.001,
       output_cost_per_token: 0.002,
     });
-    let restarted: Promise<void> | undefined;
-    relay.dropAnswer({
-      method: 'PATCH',
-      path: STEP_UPDATE,
-      async beforeDrop() {
-        await daemon.kill('SIGKILL');
-        restarted = daemon.start();
-      },
-    });
+    const crash = await crashOnLostAnswer('PATCH', STEP_UPDATE);
     let calls = 0;
 
-    const runId = await guard.run('restart-patch', async (run) => {
+    const runId = await crash.client.run('restart-patch', async (run) => {
       await run.modelCall(
         () => {
           calls++;
@@ -120,7 +127,7 @@ describe('retries across a daemon restart', () => {
       await run.toolCall(() => 'after the restart', { toolName: 'search' });
       return run.id;
     });
-    await restarted;
+    await crash.restarted();
 
     expect(calls).toBe(1);
     const run = await detailOf(runId);
