@@ -10,7 +10,7 @@ import { round } from './stats.js';
 
 export const MODEL = 'gpt-4o-mini';
 const CHAT = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello in five words.' }] });
-const CHAT_STREAM = JSON.stringify({
+export const CHAT_STREAM = JSON.stringify({
   model: MODEL,
   messages: [{ role: 'user', content: 'Say hello in five words.' }],
   stream: true,

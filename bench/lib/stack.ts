@@ -1,6 +1,7 @@
 /**
  * What the one-question tools measure against: a fresh Postgres database and Redis prefix, the
- * fake OpenAI upstream (10 ms before each answer, 1 ms between SSE events), and the daemon on them.
+ * fake OpenAI upstream (10 ms before each answer by default, 1 ms between SSE events), and the
+ * daemon on them.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,10 +15,10 @@ export interface ProxyStack {
   stop(): Promise<void>;
 }
 
-export async function startProxyStack(daemon: Partial<DaemonOptions> = {}): Promise<ProxyStack> {
+export async function startProxyStack(daemon: Partial<DaemonOptions> = {}, upstreamDelayMs = 10): Promise<ProxyStack> {
   const services = await createServices();
   const dataDir = await mkdtemp(join(tmpdir(), 'runguard-bench-'));
-  const upstream = await startHelper('upstream-server.ts', ['10', '1']);
+  const upstream = await startHelper('upstream-server.ts', [String(upstreamDelayMs), '1']);
   const started = await startDaemon({
     databaseUrl: services.databaseUrl,
     redisUrl: services.redisUrl,
