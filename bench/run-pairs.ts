@@ -2,9 +2,12 @@
  * Run start + end pairs (`POST /v1/runs`, then `POST /v1/runs/<id>/end`), alternating the daemons
  * of several built checkouts in the same rounds, each on a fresh database of its own. The start
  * and the end are timed apart, and Postgres's busy sessions are sampled every 20 ms by what they
- * wait on (a row lock, the WAL), which shows where starts queue.
+ * wait on (a row lock, the WAL), which shows where starts queue. With `--pairs steps`, each worker
+ * repeats a step create + patch pair (a priced model step, so spend counters move) in a run of its
+ * own instead, as the bench's run API cell does; the create and the patch are timed apart.
  *
  *   npx tsx bench/run-pairs.ts [--roots /tmp/base,.] [--connections 16,64] [--rounds 2] [--duration 5]
+ *                              [--pairs runs|steps]
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +17,7 @@ import pg from 'pg';
 import { ADMIN_DATABASE_URL, createServices, type BenchServices } from './lib/database.js';
 import { json, loop, pool } from './lib/loops.js';
 import { startDaemon, type DaemonProcess } from './lib/processes.js';
+import { MODEL, setPricing, startRuns } from './lib/scenarios.js';
 import { summarize } from './lib/stats.js';
 
 const { values: flags } = parseArgs({
@@ -22,8 +26,12 @@ const { values: flags } = parseArgs({
     connections: { type: 'string', default: '16,64' },
     rounds: { type: 'string', default: '2' },
     duration: { type: 'string', default: '5' },
+    pairs: { type: 'string', default: 'runs' },
   },
 });
+if (flags.pairs !== 'runs' && flags.pairs !== 'steps') throw new Error('--pairs takes runs or steps');
+const stepPairs = flags.pairs === 'steps';
+const [first, second] = stepPairs ? ['create', 'patch'] : ['start', 'end'];
 const roots = flags.roots.split(',').map((r) => resolve(r));
 const connections = flags.connections.split(',').map(Number);
 const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
@@ -45,6 +53,7 @@ try {
       await services.drop();
       throw error;
     });
+    if (stepPairs) await setPricing(daemon);
     daemons.push({ root, services, daemon });
   }
   const databases = daemons.map((d) => d.services.databaseName);
@@ -70,8 +79,39 @@ try {
         const headers = { authorization: `Bearer ${daemon.apiKey}` };
         const starts: number[] = [];
         const ends: number[] = [];
+        // Step pairs: a run per worker, its sequence counted on across the rounds.
+        const stepRuns = stepPairs ? await startRuns(api, headers, c, `pairs-${round}`) : [];
+        const sequences = stepRuns.map(() => 0);
         const pair = async (worker: number) => {
           const t0 = performance.now();
+          if (stepPairs) {
+            const runId = stepRuns[worker]!;
+            const step = await json<{ id: string }>(
+              api,
+              'POST',
+              `/v1/runs/${runId}/steps`,
+              headers,
+              {
+                type: 'MODEL_CALL',
+                sequence: ++sequences[worker]!,
+                model: MODEL,
+                input_data: { prompt: 'Say hello.' },
+              },
+              201,
+            );
+            const t1 = performance.now();
+            await json(
+              api,
+              'PATCH',
+              `/v1/runs/${runId}/steps/${step.id}`,
+              headers,
+              { status: 'COMPLETED', duration_ms: 812, prompt_tokens: 120, completion_tokens: 40 },
+              200,
+            );
+            starts.push(t1 - t0);
+            ends.push(performance.now() - t1);
+            return;
+          }
           const run = await json<{ id: string; status: string }>(
             api,
             'POST',
@@ -99,7 +139,7 @@ try {
           .join(', ');
         console.log(
           `round ${round}, ${c} connections, ${root}: ${result.ops.toFixed(0)} pairs/s, pair p50 ${result.latency.p50.toFixed(1)} ` +
-            `p99 ${result.latency.p99.toFixed(1)} ms; start p50 ${s.p50.toFixed(1)} p99 ${s.p99.toFixed(1)}; end p50 ${e.p50.toFixed(1)} ` +
+            `p99 ${result.latency.p99.toFixed(1)} ms; ${first} p50 ${s.p50.toFixed(1)} p99 ${s.p99.toFixed(1)}; ${second} p50 ${e.p50.toFixed(1)} ` +
             `p99 ${e.p99.toFixed(1)}; errors ${result.errors}; Postgres waits sampled: ${top}`,
         );
       }
