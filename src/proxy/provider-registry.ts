@@ -2,8 +2,17 @@
  * The providers the proxy forwards to, by name, each with its adapter and its own connection pool.
  * Upstream URLs come only from here (configuration), never from a request.
  */
-import { Pool } from 'undici';
+import { createRequire } from 'node:module';
+import type { Pool as UndiciPool } from 'undici';
 import { adapterFor, type ProviderAdapter, type ProviderType } from './providers/index.js';
+
+/**
+ * undici's Pool alone: its index loads all of undici (fetch, WebSocket, caches, mocks), ~3 MB of
+ * heap held for the daemon's life, where the proxy calls only `dispatch` and `close`. undici has
+ * no `exports` map, so the path is public; test/proxy/provider-registry.test.ts checks it is still
+ * the Pool every other import of undici sees.
+ */
+const Pool = createRequire(import.meta.url)('undici/lib/dispatcher/pool.js') as typeof UndiciPool;
 
 export interface ProviderDefinition {
   name: string;
@@ -34,7 +43,7 @@ export interface Provider {
   /** The upstream's base path without a trailing slash (`''` for a bare host). */
   readonly basePath: string;
   /** The pool every call to this upstream goes through: keep-alive, pipelining off, back-pressure. */
-  readonly pool: Pool;
+  readonly pool: UndiciPool;
 }
 
 export interface ProviderRegistry {

@@ -3,7 +3,9 @@
  * algorithm confusion are refused. Claims: `sub` the account, `ws` its workspace, `tv` the
  * account's token version.
  */
-import { jwtVerify, SignJWT } from 'jose';
+
+/** jose, loaded at the first token: a daemon used only through API keys (the proxy) never holds it (~1 MB of heap). */
+const loadJose = () => import('jose');
 
 export interface TokenClaims {
   accountId: string;
@@ -21,7 +23,8 @@ export class TokenIssuer {
     this.key = new TextEncoder().encode(secret);
   }
 
-  sign(claims: TokenClaims): Promise<string> {
+  async sign(claims: TokenClaims): Promise<string> {
+    const { SignJWT } = await loadJose();
     return new SignJWT({ ws: claims.workspaceId, tv: claims.tokenVersion })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setSubject(claims.accountId)
@@ -32,6 +35,7 @@ export class TokenIssuer {
 
   /** The claims of a valid, unexpired token; null for anything else. */
   async verify(token: string): Promise<TokenClaims | null> {
+    const { jwtVerify } = await loadJose();
     try {
       // A token without `exp` would never expire, and one without `iat` escapes any later rule on age.
       const { payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'], requiredClaims: ['exp', 'iat'] });

@@ -3,7 +3,7 @@
  * signed body, reads at most a little of the answer, and reports what happened. Knows nothing of
  * deliveries, retries or the database.
  */
-import { Agent, request } from 'undici';
+import type { Agent } from 'undici';
 import { checkUrlForm, OutboundRefused, resolveAllowed, type OutboundPolicy } from './outbound-policy.js';
 import { signatureHeader } from './signing.js';
 
@@ -40,6 +40,9 @@ export async function attemptDelivery(
   try {
     const url = checkUrlForm(attempt.url);
     const target = await resolveAllowed(url, policy);
+    // Loaded at the first delivery, not at start: a daemon that sends no webhook (and the proxy)
+    // does not hold all of undici in its heap (~3 MB).
+    const { Agent, request } = await import('undici');
     // Pinned: the connection goes to the address just checked, whatever the name resolves to now.
     // TLS still verifies the certificate against the URL's host name.
     agent = new Agent({
