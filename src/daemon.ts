@@ -26,6 +26,7 @@ import { embeddedDb, postgresDb, type Db } from './store/db.js';
 import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './store/idempotency.js';
 import { buildLateIndexes, buildLateIndexesNow } from './store/late-indexes.js';
 import { migrate } from './store/migrations.js';
+import { startIdleMemory } from './idle-memory.js';
 import { RedisCounters, redisClient } from './store/redis-counters.js';
 import { SqlCounters } from './store/sql-counters.js';
 import { WebhookDispatcher } from './webhooks/dispatcher.js';
@@ -319,6 +320,8 @@ export async function startDaemon(
   sweeper.start();
   reconciler.start();
   webhooks.start();
+  // The memory a load grew is given back once the daemon is idle (see idle-memory.ts).
+  const idleMemory = startIdleMemory();
   const indexes = config.databaseUrl
     ? buildLateIndexes(config.databaseUrl, logger.child({ component: 'indexes' }))
     : null;
@@ -338,6 +341,7 @@ export async function startDaemon(
     close() {
       closing ??= (async () => {
         forget();
+        idleMemory.stop();
         // The socket stops accepting at once; the background jobs stop beside it (they use the
         // stores, closed once all are done).
         await Promise.all([

@@ -1,0 +1,81 @@
+/**
+ * Gives a daemon's memory back once a load has passed. Under load V8 grows the young generation to
+ * its ceiling (two 16 MB semi-spaces) and the old one past its live size; it shrinks them again
+ * only in a collection that runs while little is allocated, and its own trigger for that (the
+ * memory reducer) is armed by a full collection that happened to grow the heap: after some loads it
+ * runs 20-30 s later, after others never, and an idle daemon then holds ~30 MB of empty young
+ * generation for good. So the daemon looks every 5 s: idle for the last two looks (its event loop
+ * busy under 2% of the time) while its young generation is still grown, it collects once,
+ * which shrinks it; then not again until the loop has been busy. A call that arrives meanwhile
+ * waits for that one collection (tens of ms on a ~30 MB heap); a daemon under load, or idle with
+ * its heap already small, is never collected.
+ */
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
+import { performance } from 'node:perf_hooks';
+import { runInNewContext } from 'node:vm';
+
+export interface IdleMemoryOptions {
+  /** How often the daemon looks. @default 5_000 */
+  everyMs?: number;
+  /** The event loop's busy share at or below which a period counts as idle. @default 0.02 */
+  idleUtilization?: number;
+  /** The young generation's committed size above which it counts as grown. @default 4 MiB */
+  grownYoungBytes?: number;
+}
+
+export interface IdleMemory {
+  /** Collections made so far. */
+  readonly collections: number;
+  stop(): void;
+}
+
+/** The `gc` function, without launching Node with --expose-gc: exposed in a context of its own. */
+function collector(): () => void {
+  setFlagsFromString('--expose-gc');
+  try {
+    return runInNewContext('gc') as () => void;
+  } finally {
+    setFlagsFromString('--no-expose-gc');
+  }
+}
+
+function youngBytes(): number {
+  return getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_size ?? 0;
+}
+
+export function startIdleMemory(options: IdleMemoryOptions = {}): IdleMemory {
+  const idleUtilization = options.idleUtilization ?? 0.02;
+  const grownYoungBytes = options.grownYoungBytes ?? 4 * 1024 * 1024;
+  const gc = collector();
+  let collections = 0;
+  let last = performance.eventLoopUtilization();
+  // Once per load (the start is one): a collection that could not shrink the heap is not repeated
+  // every few seconds of an idle daemon's life.
+  let armed = true;
+  // Idle for two looks in a row: V8 shrinks the young generation only when its allocation rate,
+  // taken over the last 5 s, is low, so a collection sooner after a load gives nothing back.
+  let idleLooks = 0;
+  const timer = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    const { utilization } = performance.eventLoopUtilization(now, last);
+    last = now;
+    if (utilization > idleUtilization) {
+      armed = true;
+      idleLooks = 0;
+      return;
+    }
+    if (++idleLooks < 2 || !armed || youngBytes() <= grownYoungBytes) return;
+    armed = false;
+    gc();
+    collections++;
+    // The collection's own time is not the loop being busy with work.
+    last = performance.eventLoopUtilization();
+  }, options.everyMs ?? 5_000);
+  timer.unref();
+  return {
+    get collections() {
+      return collections;
+    },
+    stop: () => clearInterval(timer),
+  };
+}

@@ -1,0 +1,41 @@
+import { getHeapSpaceStatistics } from 'node:v8';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { startIdleMemory } from '../../src/idle-memory.js';
+
+const youngBytes = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')!.space_size;
+
+/** Short-lived garbage at a high rate for `ms`: what grows V8's young generation, as a load does. */
+function churn(ms: number): void {
+  const until = Date.now() + ms;
+  let kept: unknown[] = [];
+  while (Date.now() < until) {
+    kept.push({ text: `call ${kept.length}`, fields: [kept.length, kept.length + 1] });
+    if (kept.length > 50_000) kept = [];
+  }
+}
+
+describe('idle memory', () => {
+  it('when a load has grown the young generation and the process goes idle, then it collects once and the young generation shrinks', async () => {
+    const idle = startIdleMemory({ everyMs: 3_000 });
+    try {
+      // Busy through at least one look: the collector is armed by load, not by idleness alone.
+      for (let i = 0; i < 8; i++) {
+        churn(400);
+        await sleep(1);
+      }
+      const grown = youngBytes();
+      // Two idle looks, then V8's allocation rate has fallen (it shrinks only then).
+      await sleep(10_000);
+      const after = idle.collections;
+      await sleep(3_000);
+      expect(after).toBeGreaterThanOrEqual(1);
+      // Once per load: still idle, it does not collect again.
+      expect(idle.collections).toBe(after);
+      expect(grown).toBeGreaterThan(4 * 1024 * 1024);
+      expect(youngBytes()).toBeLessThan(grown);
+    } finally {
+      idle.stop();
+    }
+  }, 40_000);
+});
