@@ -9,6 +9,7 @@ import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
 import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
+import { utcDay } from '../utc-day.js';
 import {
   lockAdmissions,
   runCounts,
@@ -24,7 +25,7 @@ import * as runs from '../store/runs.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
 import { GuardStateCache } from './guard-state-cache.js';
-import { callCost, costToMicros, type TokenPrices } from '../money/cost.js';
+import { callCost, costToMicros, isPriced } from '../money/cost.js';
 import { estimateCallMicros, type CallBounds } from '../money/call-estimate.js';
 import { usdToMicros } from '../money/decimal.js';
 import {
@@ -176,20 +177,11 @@ function decidedBeforeRecorded<T>(record: (whenDecided: (decided: T) => void) =>
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
 const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
 
-/** When the UTC day and month of `now` end: a budget's and the monthly limit's reset. */
-export function windowEnds(now: Date): { dayResetsAt: string; monthResetsAt: string } {
-  const year = now.getUTCFullYear();
-  const month = now.getUTCMonth();
-  return {
-    dayResetsAt: new Date(Date.UTC(year, month, now.getUTCDate() + 1)).toISOString().replace('.000Z', 'Z'),
-    monthResetsAt: new Date(Date.UTC(year, month + 1, 1)).toISOString().replace('.000Z', 'Z'),
-  };
-}
-
 export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts, now?: Date): GuardSnapshot {
   const workspace = state.workspace;
+  const utc = now ? utcDay(now) : undefined;
   return {
-    ...(now ? windowEnds(now) : {}),
+    ...(utc ? { dayResetsAt: utc.dayResetsAt, monthResetsAt: utc.monthResetsAt } : {}),
     killSwitchActive: workspace.kill_switch_active,
     userBlocked: state.userBlocked,
     workspaceDailyBudgetMicros: workspace.daily_budget_micros,
@@ -966,11 +958,10 @@ export class GuardService {
       cacheReadTokens: result.cacheReadTokens ?? null,
       cacheWriteTokens: result.cacheWriteTokens ?? null,
     };
-    const costText = (prices: TokenPrices) => callCost(tokens, prices);
-    if (!facts || costText({ input: '0', output: '0', cacheRead: null, cacheWrite: null }) === null) return () => {};
+    if (!facts || !isPriced(tokens)) return () => {};
     const cost = this.prices.prices(finish.workspaceId, facts.model).then((prices) => {
       // Priced as the record will be (src/money/cost.ts is the one definition), capped as the counters are.
-      if (prices) return Math.min(Number(costToMicros(costText(prices)!)), SPEND_CAP_MICROS);
+      if (prices) return Math.min(Number(costToMicros(callCost(tokens, prices)!)), SPEND_CAP_MICROS);
       this.unpricedCall(finish.workspaceId, facts.model);
       return 0;
     });

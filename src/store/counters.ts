@@ -4,6 +4,7 @@
  * counts (allowed this month, RUNNING now) are read only at run start, from the records, under
  * a per-workspace lock that makes admissions linearizable across every daemon.
  */
+import { utcDay } from '../utc-day.js';
 import type { Queryable } from './db.js';
 import type { StepSlot, StepSlotRequest } from './step-rate.js';
 
@@ -74,8 +75,8 @@ export interface CounterStore {
 }
 
 export function scopeAt(now: Date, workspaceId: string, userId: string): CounterScope {
-  const iso = now.toISOString();
-  return { workspaceId, userId, day: iso.slice(0, 10), month: iso.slice(0, 7) };
+  const { day, month } = utcDay(now);
+  return { workspaceId, userId, day, month };
 }
 
 /** Today's spend from the records: the truth every copy is rebuilt from. */
