@@ -4,13 +4,14 @@
  * only in a collection that runs while little is allocated, and its own trigger for that (the
  * memory reducer) is armed by a full collection that happened to grow the heap: after some loads it
  * runs 20-30 s later, after others never, and an idle daemon then holds ~30 MB of empty young
- * generation for good. So the daemon looks every 5 s: idle for the last two looks (its event loop
- * busy under 2% of the time) while its young generation is still grown, it collects once,
- * which shrinks it; then not again until the loop has been busy. A call that arrives meanwhile
+ * generation for good, and an old generation grown by what a slow load promoted. So the daemon
+ * looks every 5 s: idle for the last two looks (its event loop busy under 2% of the time) while
+ * its heap is grown past its size after the last such collection, it collects once, which shrinks
+ * both; then not again until the loop has been busy. A call that arrives meanwhile
  * waits for that one collection (tens of ms on a ~30 MB heap); a daemon under load, or idle with
- * its heap already small, is never collected.
+ * its heap as small as it was, is not collected.
  */
-import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { performance } from 'node:perf_hooks';
 import { runInNewContext } from 'node:vm';
 
@@ -19,8 +20,8 @@ export interface IdleMemoryOptions {
   everyMs?: number;
   /** The event loop's busy share at or below which a period counts as idle. @default 0.02 */
   idleUtilization?: number;
-  /** The young generation's committed size above which it counts as grown. @default 4 MiB */
-  grownYoungBytes?: number;
+  /** How much the heap's committed size may grow past its size after the last collection before it counts as grown. @default 4 MiB */
+  grownBytes?: number;
 }
 
 export interface IdleMemory {
@@ -39,19 +40,19 @@ function collector(): () => void {
   }
 }
 
-function youngBytes(): number {
-  return getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_size ?? 0;
-}
+const heapBytes = () => getHeapStatistics().total_heap_size;
 
 export function startIdleMemory(options: IdleMemoryOptions = {}): IdleMemory {
   const idleUtilization = options.idleUtilization ?? 0.02;
-  const grownYoungBytes = options.grownYoungBytes ?? 4 * 1024 * 1024;
+  const grownBytes = options.grownBytes ?? 4 * 1024 * 1024;
   const gc = collector();
   let collections = 0;
   let last = performance.eventLoopUtilization();
   // Once per load (the start is one): a collection that could not shrink the heap is not repeated
   // every few seconds of an idle daemon's life.
   let armed = true;
+  // The heap's committed size after the last collection (at start: none yet, so a start's growth counts).
+  let collectedBytes = 0;
   // Idle for two looks in a row: V8 shrinks the young generation only when its allocation rate,
   // taken over the last 5 s, is low, so a collection sooner after a load gives nothing back.
   let idleLooks = 0;
@@ -64,10 +65,11 @@ export function startIdleMemory(options: IdleMemoryOptions = {}): IdleMemory {
       idleLooks = 0;
       return;
     }
-    if (++idleLooks < 2 || !armed || youngBytes() <= grownYoungBytes) return;
+    if (++idleLooks < 2 || !armed || heapBytes() <= collectedBytes + grownBytes) return;
     armed = false;
     gc();
     collections++;
+    collectedBytes = heapBytes();
     // The collection's own time is not the loop being busy with work.
     last = performance.eventLoopUtilization();
   }, options.everyMs ?? 5_000);
