@@ -27,7 +27,11 @@ const NOT_FORWARDED_UPSTREAM = new Set(['host', 'content-length', 'expect', 'acc
 const GUARDRAIL_KEY = /\blg_[a-z0-9]{12}_/;
 
 /** Header names listed in `Connection`, which are hop-by-hop for this connection only. */
-function connectionListed(value: string | string[] | undefined): Set<string> {
+const NONE_LISTED: ReadonlySet<string> = new Set();
+
+function connectionListed(value: string | string[] | undefined): ReadonlySet<string> {
+  // Most calls name none (HTTP/1.1 keep-alive needs no header): no Set made for them.
+  if (value === undefined || value === '') return NONE_LISTED;
   const text = Array.isArray(value) ? value.join(',') : (value ?? '');
   return new Set(
     text
