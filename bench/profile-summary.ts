@@ -2,7 +2,10 @@
  * Top self-time functions of a V8 .cpuprofile (node --cpu-prof), grouped by function, file and
  * line, with the share of all samples; and the same grouped by package or source folder.
  *
- *   npx tsx bench/profile-summary.ts bench/profiles/<file>.cpuprofile [top=25]
+ *   npx tsx bench/profile-summary.ts bench/profiles/<file>.cpuprofile [top=25] [from=0]
+ *
+ * `from`: seconds of the profile to leave out at its start (a daemon's start: loading modules,
+ * compiling route schemas), so the shares are those of the load alone.
  */
 import { readFileSync } from 'node:fs';
 
@@ -20,14 +23,19 @@ interface Profile {
   timeDeltas: number[];
 }
 
-const [file, topArg] = process.argv.slice(2);
+const [file, topArg, fromArg] = process.argv.slice(2);
 if (!file) throw new Error('usage: profile-summary.ts <file.cpuprofile> [top]');
 const top = Number(topArg ?? 25);
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 
 // Self time per node from the sample deltas (more exact than hitCount × interval).
 const selfUs = new Map<number, number>();
-profile.samples.forEach((id, i) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+const fromUs = Number(fromArg ?? 0) * 1e6;
+let elapsedUs = 0;
+profile.samples.forEach((id, i) => {
+  elapsedUs += profile.timeDeltas[i] ?? 0;
+  if (elapsedUs >= fromUs) selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+});
 const total = [...selfUs.values()].reduce((a, b) => a + b, 0);
 
 const where = (url: string): string => {
