@@ -16,7 +16,7 @@ function churn(ms: number): void {
 }
 
 describe('idle memory', () => {
-  it('when a load has grown the young generation and the process goes idle, then it collects once and the young generation shrinks', async () => {
+  it('when a load has grown the young generation and the process goes idle, then it collects once, and not again while idle', async () => {
     const idle = startIdleMemory({ everyMs: 3_000 });
     try {
       // Busy through at least one look: the collector is armed by load, not by idleness alone.
@@ -33,7 +33,8 @@ describe('idle memory', () => {
       // Once per load: still idle, it does not collect again.
       expect(idle.collections).toBe(after);
       expect(grown).toBeGreaterThan(4 * 1024 * 1024);
-      expect(youngBytes()).toBeLessThan(grown);
+      // Whether V8 shrinks the young generation then is its own choice (its allocation rate over
+      // the last 5 s must be low: on a starved machine it may not be yet): not asserted here.
     } finally {
       idle.stop();
     }
