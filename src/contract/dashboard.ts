@@ -1,12 +1,7 @@
 /** What the web dashboard added to the API: sign-in links, the owner, the overview. See docs/dashboard.md. */
 import { Type, type Static } from 'typebox';
+import { AccessToken, Email, Password } from './accounts.js';
 import { Count, Timestamp } from './common.js';
-
-export const AccessToken = Type.Object({
-  access_token: Type.String(),
-  token_type: Type.Literal('bearer'),
-  expires_in: Type.Integer(),
-});
 
 /** `POST /v1/auth/sign-in-links`. */
 export const SignInLink = Type.Object({
@@ -23,10 +18,7 @@ export const SignInLinkRedeemed = Type.Object({
   owner_set: Type.Boolean({ description: 'false: the account has no email and password yet' }),
 });
 /** `POST /v1/auth/owner`. */
-export const OwnerBody = Type.Object(
-  { email: Type.String({ format: 'email', maxLength: 254 }), password: Type.String({ minLength: 8, maxLength: 1024 }) },
-  { additionalProperties: false },
-);
+export const OwnerBody = Type.Object({ email: Email, password: Password }, { additionalProperties: false });
 
 /** `GET /v1/overview`. */
 export const OverviewQuery = Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 100, default: 10 }) });
@@ -38,7 +30,6 @@ export const Overview = Type.Object({
   unpriced_calls: Type.Array(Type.Object({ model: Type.String(), calls: Count, tokens: Count })),
 });
 
-export type AccessToken = Static<typeof AccessToken>;
 export type SignInLink = Static<typeof SignInLink>;
 export type SignInLinkRedeemed = Static<typeof SignInLinkRedeemed>;
 export type Overview = Static<typeof Overview>;

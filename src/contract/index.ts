@@ -18,3 +18,4 @@ export * from './usage.js';
 export * from './workspace.js';
 export * from './health.js';
 export * from './accounts.js';
+export * from './proxy-tokens.js';

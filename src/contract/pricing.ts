@@ -42,6 +42,7 @@ export const ModelParams = Type.Object({ model: ModelName });
 
 /** `PUT /v1/model-pricing/:model`: USD per token; cache prices null or absent: the input price. */
 export const PriceBody = Type.Object(Prices, { additionalProperties: false });
+export type PriceBody = Static<typeof PriceBody>;
 
 export const PricingImportBody = Type.Object(
   {
@@ -53,6 +54,7 @@ export const PricingImportBody = Type.Object(
   },
   { additionalProperties: false },
 );
+export type PricingImportBody = Static<typeof PricingImportBody>;
 
 /** `POST /v1/model-pricing/import`'s answer. */
 export const PricingImport = Type.Object({

@@ -24,9 +24,17 @@ const PlanLimits = Type.Object({
   kill_switch: Type.Boolean(),
 });
 
+/** The plan tiers, lowest first. */
+export const PLAN_NAMES = ['basic', 'pro', 'scale', 'enterprise'] as const;
+export type PlanName = (typeof PLAN_NAMES)[number];
+
 /** A plan tier: a licence level, no payments. */
 export const Plan = Type.Object({ name: Type.String(), ...PlanLimits.properties });
 export type Plan = Static<typeof Plan>;
 
 export const Billing = Type.Object({ plan: Type.String(), limits: PlanLimits, plans: Type.Array(Plan) });
 export type Billing = Static<typeof Billing>;
+
+/** `POST /v1/billing/plan`: the tier to move to. */
+export const PlanChangeBody = Type.Object({ plan: Type.Enum([...PLAN_NAMES]) }, { additionalProperties: false });
+export type PlanChangeBody = Static<typeof PlanChangeBody>;

@@ -1,6 +1,6 @@
 /** Webhook endpoints, their deliveries, and the events they carry, on the wire. */
 import { Type, type Static } from 'typebox';
-import { Nullable, Timestamp, Uuid } from './common.js';
+import { Nullable, Timestamp, Uuid, UuidParam } from './common.js';
 
 export const WEBHOOK_EVENT_TYPES = [
   'budget.threshold',
@@ -22,6 +22,34 @@ export const WebhookEvents = Type.Array(Type.Enum([...WEBHOOK_EVENT_TYPES]), {
 export const WebhookFormat = Type.Enum(['standard', 'slack']);
 export const WebhookUrl = Type.String({ minLength: 1, maxLength: 2_048 });
 export const WebhookDescription = Nullable(Type.String({ maxLength: 500 }));
+
+/** `POST /v1/webhooks`: absent events are the default set, absent format `standard`. */
+export const WebhookCreateBody = Type.Object(
+  {
+    url: WebhookUrl,
+    events: Type.Optional(WebhookEvents),
+    format: Type.Optional(WebhookFormat),
+    description: Type.Optional(WebhookDescription),
+  },
+  { additionalProperties: false },
+);
+export type WebhookCreateBody = Static<typeof WebhookCreateBody>;
+
+/** `PATCH /v1/webhooks/:id`: what is absent is left as it is. */
+export const WebhookUpdateBody = Type.Object(
+  {
+    url: Type.Optional(WebhookUrl),
+    events: Type.Optional(WebhookEvents),
+    format: Type.Optional(WebhookFormat),
+    description: Type.Optional(WebhookDescription),
+    enabled: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type WebhookUpdateBody = Static<typeof WebhookUpdateBody>;
+
+export const WebhookParams = Type.Object({ id: UuidParam });
+export const WebhookDeliveryParams = Type.Object({ id: UuidParam, delivery_id: UuidParam });
 
 export const WebhookEndpoint = Type.Object({
   id: Uuid,
@@ -63,6 +91,18 @@ export const WebhookDelivery = Type.Object({
   attempt_log: Type.Array(WebhookAttempt),
 });
 export type WebhookDelivery = Static<typeof WebhookDelivery>;
+
+/** Query of `GET /v1/webhooks/:id/deliveries`. */
+export const WebhookDeliveryQuery = Type.Object({
+  status: Type.Optional(WebhookDeliveryStatus),
+  page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
+  per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+});
+export type WebhookDeliveryQuery = Static<typeof WebhookDeliveryQuery>;
+
+/** The answer to a replay (202): the new delivery, at the end of the endpoint's queue. */
+export const WebhookReplay = Type.Object({ delivery_id: Uuid });
+export type WebhookReplay = Static<typeof WebhookReplay>;
 
 export const WebhookPing = Type.Object({
   ok: Type.Boolean(),

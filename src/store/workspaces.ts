@@ -1,5 +1,6 @@
 /** Workspaces, their API keys, and the SDK users the rules read. */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { PlanName } from '../contract/usage.js';
 import type { Queryable } from './db.js';
 
 /** The limits a run started with (microdollars for money); null: that limit is off. */
@@ -9,7 +10,7 @@ export interface RunLimitValues {
   maxIdenticalCalls: number | null;
 }
 
-export type Plan = 'basic' | 'pro' | 'scale' | 'enterprise';
+export type Plan = PlanName;
 
 export interface PlanLimits {
   monthly_run_limit: number | null;

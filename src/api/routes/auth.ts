@@ -4,15 +4,16 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
 import type { Accounts } from '../../service/accounts.js';
-import { Account, errorResponses, Uuid, WorkspaceRef } from '../schemas.js';
+import {
+  AccessToken,
+  Account,
+  errorResponses,
+  LoginBody,
+  PasswordChangeBody,
+  RegisterBody,
+  Registered,
+} from '../schemas.js';
 
-const Email = Type.String({ format: 'email', maxLength: 254 });
-const Password = Type.String({ minLength: 8, maxLength: 1024 });
-const Token = Type.Object({
-  access_token: Type.String(),
-  token_type: Type.Literal('bearer'),
-  expires_in: Type.Integer(),
-});
 export interface AuthRouteOptions {
   accounts: Accounts;
   /** Attempts per client address per minute on login and register. */
@@ -43,23 +44,8 @@ export const authRoutes: FastifyPluginAsync<AuthRouteOptions> = async (
         tags: ['auth'],
         summary: 'Create an account, its workspace (basic plan) and its first API key (shown once)',
         security: [],
-        body: Type.Object(
-          {
-            email: Email,
-            password: Password,
-            workspace_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-          },
-          { additionalProperties: false },
-        ),
-        response: {
-          201: Type.Object({
-            account: Type.Object({ id: Uuid, email: Type.String(), created_at: Type.String({ format: 'date-time' }) }),
-            workspace: WorkspaceRef,
-            api_key: Type.String(),
-            ...Token.properties,
-          }),
-          ...errorResponses(400, 403, 409, 422, 429),
-        },
+        body: RegisterBody,
+        response: { 201: Registered, ...errorResponses(400, 403, 409, 422, 429) },
       },
     },
     async (request, reply) => reply.status(201).send(await accounts.register(request.body)),
@@ -73,11 +59,8 @@ export const authRoutes: FastifyPluginAsync<AuthRouteOptions> = async (
         tags: ['auth'],
         summary: 'Exchange email and password for a dashboard token',
         security: [],
-        body: Type.Object(
-          { email: Type.String({ maxLength: 254 }), password: Type.String({ maxLength: 1024 }) },
-          { additionalProperties: false },
-        ),
-        response: { 200: Token, ...errorResponses(400, 401, 422, 429) },
+        body: LoginBody,
+        response: { 200: AccessToken, ...errorResponses(400, 401, 422, 429) },
       },
     },
     async (request) => accounts.login(request.body),
@@ -106,10 +89,7 @@ export const authRoutes: FastifyPluginAsync<AuthRouteOptions> = async (
       schema: {
         tags: ['auth'],
         summary: 'Change the password; tokens issued before stop working',
-        body: Type.Object(
-          { current_password: Type.String({ maxLength: 1024 }), new_password: Password },
-          { additionalProperties: false },
-        ),
+        body: PasswordChangeBody,
         response: { 204: Type.Null(), ...errorResponses(400, 401, 422) },
       },
     },
