@@ -8,6 +8,16 @@ import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
 import { Accounts } from '../service/accounts.js';
+import { ApiKeyVerifier } from '../service/api-key-verifier.js';
+import { ApiKeys } from '../service/api-keys.js';
+import { BillingPlans } from '../service/billing-plans.js';
+import { HealthCheck } from '../service/health-check.js';
+import { OverviewReport } from '../service/overview-report.js';
+import { PricingTable } from '../service/pricing-table.js';
+import { RunHistory } from '../service/run-history.js';
+import { SdkUsers } from '../service/sdk-users.js';
+import { UsageReport } from '../service/usage-report.js';
+import { WorkspaceConfig } from '../service/workspace-config.js';
 import { deferredChildLogger } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import type { Clock } from '../clock.js';
@@ -18,7 +28,7 @@ import { TokenIssuer } from '../service/tokens.js';
 import type { CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
 import { observeCounters, observeDb } from '../store/observed.js';
-import { ApiKeyVerifier, registerAuth } from './auth.js';
+import { registerAuth } from './auth.js';
 import { guardConnections } from './connection-guard.js';
 import { registerErrorHandler } from './error-handler.js';
 import { FailedAuthLimiter, registerFailedAuthLimit } from './failed-auth-limit.js';
@@ -46,6 +56,7 @@ import { webhookRoutes } from './routes/webhooks.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
 import { proxyRequestSerializer } from '../proxy/proxy-request-log.js';
 import { proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
+import { ProxyTokenIssuer } from '../proxy/proxy-token-issuer.js';
 
 export interface AppDeps {
   db: Db;
@@ -198,20 +209,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await proxyCalls.none();
     await guard.settled();
   });
-  await app.register(healthRoutes, { db, counters, version: deps.version });
-  await app.register(runRoutes, { guard, db, clock: deps.clock });
+  await app.register(healthRoutes, { health: new HealthCheck(db, counters, deps.version) });
+  await app.register(runRoutes, { guard, runs: new RunHistory(db, deps.clock) });
   // Every change to what a decision reads passes here: it bumps the state version itself.
   const settings = new GuardSettings(db, counters, deps.clock, (workspaceId) => guard.prices.changed(workspaceId));
-  await app.register(pricingRoutes, { db, settings });
-  await app.register(workspaceRoutes, { settings });
+  await app.register(pricingRoutes, { pricing: new PricingTable(db, settings) });
+  await app.register(workspaceRoutes, { workspace: new WorkspaceConfig(settings) });
   await app.register(authRoutes, {
     accounts,
     rateLimitPerMinute: deps.auth.rateLimitPerMinute,
     registration: deps.auth.registration ?? 'closed',
   });
-  await app.register(apiKeyRoutes, { db, clock: deps.clock, keys, localKey: deps.localKey });
-  await app.register(userRoutes, { db, counters, settings, clock: deps.clock });
-  await app.register(usageRoutes, { db, counters, settings, clock: deps.clock });
+  await app.register(apiKeyRoutes, { apiKeys: new ApiKeys(db, deps.clock, keys, deps.localKey) });
+  await app.register(userRoutes, { users: new SdkUsers(db, settings, deps.clock) });
+  await app.register(usageRoutes, {
+    usage: new UsageReport(db, counters, settings, deps.clock),
+    billing: new BillingPlans(settings),
+  });
   await app.register(webhookRoutes, {
     webhooks: new Webhooks(
       db,
@@ -223,7 +237,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       },
     ),
   });
-  await app.register(overviewRoutes, { db, clock: deps.clock });
+  await app.register(overviewRoutes, { overview: new OverviewReport(db, deps.clock) });
   await app.register(pricingCatalogRoutes);
   await app.register(dashboardAuthRoutes, {
     signIn: new DashboardSignIn(db, tokenIssuer, deps.auth.scryptCost),
@@ -234,10 +248,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (deps.proxy) {
     const configuredUrl = deps.publicUrl ?? null;
     await app.register(proxyTokenRoutes, {
-      db,
-      clock: deps.clock,
-      providers: deps.proxy.providers,
-      publicUrl: () => configuredUrl ?? listenUrl(app.server),
+      issuer: new ProxyTokenIssuer(db, deps.clock, deps.proxy.providers, () => configuredUrl ?? listenUrl(app.server)),
     });
     await app.register(proxyRoutes, {
       guard,

@@ -7,7 +7,7 @@
  * (call-result.ts). A refusal answers in the provider's format (proxy-refusal.ts).
  */
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiKeyVerifier } from '../api/auth.js';
+import type { ApiKeyVerifier } from '../service/api-key-verifier.js';
 import type { Clock } from '../clock.js';
 import { ProxyCallTimer, type Metrics } from '../metrics.js';
 import type { GuardService } from '../service/guard-service.js';

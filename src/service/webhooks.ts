@@ -1,4 +1,13 @@
 /** Webhook endpoints of a workspace: managing them, a test ping, the delivery log and replays. */
+import type {
+  CreatedWebhookEndpoint,
+  Page,
+  WebhookDelivery,
+  WebhookDeliveryQuery,
+  WebhookEndpoint,
+  WebhookPing,
+  WebhookReplay,
+} from '../contract/index.js';
 import { ApiError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import {
@@ -10,6 +19,7 @@ import {
   recordAttempt,
   replayDelivery,
   updateEndpoint,
+  type DeliveryView,
   type EndpointChanges,
   type EndpointRow,
   type WebhookFormat,
@@ -34,9 +44,50 @@ export interface NewWebhook {
   description?: string | null;
 }
 
-export interface PingResult extends AttemptResult {
-  eventId: string;
-  deliveryId: string;
+/** An endpoint as the API shows it: never its secret. */
+function endpointView(endpoint: EndpointRow): WebhookEndpoint {
+  return {
+    id: endpoint.id,
+    url: endpoint.url,
+    description: endpoint.description,
+    events: endpoint.events,
+    format: endpoint.format,
+    enabled: endpoint.enabled,
+    disabled_reason: endpoint.disabled_reason,
+    created_at: endpoint.created_at.toISOString(),
+    updated_at: endpoint.updated_at.toISOString(),
+  };
+}
+
+const iso = (date: Date | null) => (date ? date.toISOString() : null);
+
+function deliveryView(delivery: DeliveryView): WebhookDelivery {
+  return {
+    ...delivery,
+    status: delivery.status as WebhookDelivery['status'],
+    created_at: delivery.created_at.toISOString(),
+    next_attempt_at: iso(delivery.next_attempt_at),
+    finished_at: iso(delivery.finished_at),
+    attempt_log: delivery.attempt_log.map((attempt) => ({
+      ...attempt,
+      attempted_at: attempt.attempted_at.toISOString(),
+    })),
+  };
+}
+
+/** The receiver took the event: it answered 2xx. */
+const accepted = (result: AttemptResult) =>
+  result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
+
+function pingView(result: AttemptResult, eventId: string, deliveryId: string): WebhookPing {
+  return {
+    ok: accepted(result),
+    event_id: eventId,
+    delivery_id: deliveryId,
+    status_code: result.statusCode,
+    latency_ms: result.latencyMs,
+    error: result.error,
+  };
 }
 
 export class Webhooks {
@@ -47,9 +98,9 @@ export class Webhooks {
   ) {}
 
   /** The new endpoint with its secret: the only time the secret is shown. */
-  async create(workspaceId: string, input: NewWebhook): Promise<EndpointRow> {
+  async create(workspaceId: string, input: NewWebhook): Promise<CreatedWebhookEndpoint> {
     const url = await this.checkUrl(input.url);
-    return insertEndpoint(
+    const endpoint = await insertEndpoint(
       this.db,
       {
         workspaceId,
@@ -61,23 +112,22 @@ export class Webhooks {
       },
       this.clock.now(),
     );
+    return { ...endpointView(endpoint), secret: endpoint.secret };
   }
 
-  list(workspaceId: string): Promise<EndpointRow[]> {
-    return listEndpoints(this.db, workspaceId);
+  async list(workspaceId: string): Promise<WebhookEndpoint[]> {
+    return (await listEndpoints(this.db, workspaceId)).map(endpointView);
   }
 
-  async get(workspaceId: string, id: string): Promise<EndpointRow> {
-    const endpoint = await getEndpoint(this.db, workspaceId, id);
-    if (!endpoint) throw new ApiError('WEBHOOK_NOT_FOUND');
-    return endpoint;
+  async get(workspaceId: string, id: string): Promise<WebhookEndpoint> {
+    return endpointView(await this.endpoint(workspaceId, id));
   }
 
-  async update(workspaceId: string, id: string, changes: EndpointChanges): Promise<EndpointRow> {
+  async update(workspaceId: string, id: string, changes: EndpointChanges): Promise<WebhookEndpoint> {
     const checked = changes.url === undefined ? changes : { ...changes, url: await this.checkUrl(changes.url) };
     const endpoint = await updateEndpoint(this.db, workspaceId, id, checked, this.clock.now());
     if (!endpoint) throw new ApiError('WEBHOOK_NOT_FOUND');
-    return endpoint;
+    return endpointView(endpoint);
   }
 
   async delete(workspaceId: string, id: string): Promise<void> {
@@ -88,8 +138,8 @@ export class Webhooks {
    * Sends a `webhook.test` event now and answers what the receiver said. It is recorded as a
    * delivery that is already finished: a ping is never retried, and never waits behind the queue.
    */
-  async ping(workspaceId: string, id: string): Promise<PingResult> {
-    const endpoint = await this.get(workspaceId, id);
+  async ping(workspaceId: string, id: string): Promise<WebhookPing> {
+    const endpoint = await this.endpoint(workspaceId, id);
     const now = this.clock.now();
     const event = {
       id: newEventId(now),
@@ -110,7 +160,7 @@ export class Webhooks {
       this.settings.policy,
       this.settings.timeoutMs,
     );
-    const ok = result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
+    const ok = accepted(result);
     const deliveryId = await this.db.transaction(async (tx) => {
       await recordEvent(tx, workspaceId, TEST_EVENT, event.data, now, { endpointId: endpoint.id, id: event.id });
       const { rows } = await tx.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE event_id = $1', [
@@ -130,20 +180,32 @@ export class Webhooks {
       });
       return deliveryId;
     });
-    return { ...result, eventId: event.id, deliveryId };
+    return pingView(result, event.id, deliveryId);
   }
 
-  async deliveries(workspaceId: string, id: string, query: { status: string | null; page: number; perPage: number }) {
-    await this.get(workspaceId, id);
-    return listDeliveries(this.db, id, query);
+  /** The endpoint's deliveries, newest first, with their latest attempts. */
+  async deliveries(workspaceId: string, id: string, query: WebhookDeliveryQuery): Promise<Page<WebhookDelivery>> {
+    await this.endpoint(workspaceId, id);
+    const { items, total } = await listDeliveries(this.db, id, {
+      status: query.status ?? null,
+      page: query.page,
+      perPage: query.per_page,
+    });
+    return { items: items.map(deliveryView), total, page: query.page, per_page: query.per_page };
   }
 
   /** Queues the delivery's event again for the endpoint, at the end of its queue. */
-  async replay(workspaceId: string, id: string, deliveryId: string): Promise<string> {
-    await this.get(workspaceId, id);
+  async replay(workspaceId: string, id: string, deliveryId: string): Promise<WebhookReplay> {
+    await this.endpoint(workspaceId, id);
     const replayed = await replayDelivery(this.db, id, deliveryId, this.clock.now());
     if (!replayed) throw new ApiError('NOT_FOUND', 'Delivery not found.');
-    return replayed;
+    return { delivery_id: replayed };
+  }
+
+  private async endpoint(workspaceId: string, id: string): Promise<EndpointRow> {
+    const endpoint = await getEndpoint(this.db, workspaceId, id);
+    if (!endpoint) throw new ApiError('WEBHOOK_NOT_FOUND');
+    return endpoint;
   }
 
   /** The URL's form, and where it resolves to now (each attempt checks again). */

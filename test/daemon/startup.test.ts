@@ -10,7 +10,7 @@ import { startDaemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/logger.js';
 import { embeddedDb, postgresDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
-import { ApiKeyVerifier } from '../../src/api/auth.js';
+import { ApiKeyVerifier } from '../../src/service/api-key-verifier.js';
 import { createTestDatabase } from '../support/services.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];

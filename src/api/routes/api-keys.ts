@@ -2,22 +2,10 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { ApiKeyVerifier } from '../auth.js';
-import type { Clock } from '../../clock.js';
-import type { Db } from '../../store/db.js';
-import type { LocalKeyFile } from '../../local-key.js';
-import { listApiKeys, regenerateApiKey } from '../../store/workspaces.js';
-import { revokeKey } from '../../service/deletion.js';
+import type { ApiKeys } from '../../service/api-keys.js';
 import { ApiKey, ApiKeyParams, errorResponses, IssuedApiKey, NoBody, pathUuid } from '../schemas.js';
 
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
-
-export const apiKeyRoutes: FastifyPluginAsync<{
-  db: Db;
-  clock: Clock;
-  keys: ApiKeyVerifier;
-  localKey?: LocalKeyFile;
-}> = async (base, { db, clock, keys, localKey }) => {
+export const apiKeyRoutes: FastifyPluginAsync<{ apiKeys: ApiKeys }> = async (base, { apiKeys }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get(
@@ -33,15 +21,7 @@ export const apiKeyRoutes: FastifyPluginAsync<{
         },
       },
     },
-    async (request) =>
-      (await listApiKeys(db, request.principal.workspaceId)).map((k) => ({
-        id: k.id,
-        prefix: k.prefix,
-        name: k.name,
-        created_at: iso(k.created_at)!,
-        last_used_at: iso(k.last_used_at),
-        revoked_at: iso(k.revoked_at),
-      })),
+    async (request) => apiKeys.list(request.principal.workspaceId),
   );
 
   app.post(
@@ -58,21 +38,8 @@ export const apiKeyRoutes: FastifyPluginAsync<{
         },
       },
     },
-    async (request, reply) => {
-      const key = await db.transaction((tx) => regenerateApiKey(tx, request.principal.workspaceId, clock.now()));
-      keys.forget();
-      // The keys are regenerated, and this answer is the only place the new one is shown: a key file
-      // that cannot be written is logged, never a reason to lose it.
-      await localKey?.regenerated(key.revokedPrefixes, key.apiKey).then(
-        (saved) => saved && request.log.info({ file: localKey.path }, 'the local key file holds the regenerated key'),
-        (error: unknown) =>
-          request.log.error(
-            { err: error, file: localKey.path },
-            'the local key file could not take the regenerated key',
-          ),
-      );
-      return reply.status(201).send({ id: key.id, prefix: key.prefix, api_key: key.apiKey });
-    },
+    async (request, reply) =>
+      reply.status(201).send(await apiKeys.regenerate(request.principal.workspaceId, request.log)),
   );
 
   app.delete(
@@ -87,8 +54,7 @@ export const apiKeyRoutes: FastifyPluginAsync<{
       },
     },
     async (request, reply) => {
-      await revokeKey(db, request.principal.workspaceId, pathUuid(request.params.id), clock.now());
-      keys.forget(); // the verifier's cache must not go on accepting the revoked key
+      await apiKeys.revoke(request.principal.workspaceId, pathUuid(request.params.id));
       return reply.status(204).send(null);
     },
   );

@@ -4,13 +4,10 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { microsToUsd, numericToUsd } from '../../money/decimal.js';
-import type { Clock } from '../../clock.js';
-import type { Db } from '../../store/db.js';
-import { readOverview } from '../../store/overview.js';
+import type { OverviewReport } from '../../service/overview-report.js';
 import { errorResponses, Overview, OverviewQuery } from '../../contract/index.js';
 
-export const overviewRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = async (base, { db, clock }) => {
+export const overviewRoutes: FastifyPluginAsync<{ overview: OverviewReport }> = async (base, { overview }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get(
@@ -24,21 +21,6 @@ export const overviewRoutes: FastifyPluginAsync<{ db: Db; clock: Clock }> = asyn
         response: { 200: Overview, ...errorResponses(401, 422) },
       },
     },
-    async (request) => {
-      const day = clock.now().toISOString().slice(0, 10);
-      const o = await readOverview(db, request.principal.workspaceId, day, request.query.limit);
-      return {
-        date: day,
-        denials_by_reason: o.denials,
-        top_users: o.topUsers.map((u) => ({ user_id: u.userId, spend_usd: microsToUsd(u.spendMicros), runs: u.runs })),
-        top_models: o.topModels.map((m) => ({
-          model: m.model,
-          spend_usd: numericToUsd(m.spendUsd) ?? 0,
-          calls: m.calls,
-          tokens: m.tokens,
-        })),
-        unpriced_calls: o.unpriced,
-      };
-    },
+    async (request) => overview.read(request.principal.workspaceId, request.query.limit),
   );
 };

@@ -2,16 +2,11 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { GuardSettings } from '../../service/guard-settings.js';
-import type { Db } from '../../store/db.js';
-import { listActivePricing } from '../../store/pricing.js';
+import type { PricingTable } from '../../service/pricing-table.js';
 import { errorResponses, ModelParams, ModelPricing, PriceBody, PricingImport, PricingImportBody } from '../schemas.js';
 import { actorOf } from '../actor.js';
 
-export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings }> = async (
-  base,
-  { db, settings },
-) => {
+export const pricingRoutes: FastifyPluginAsync<{ pricing: PricingTable }> = async (base, { pricing }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get(
@@ -24,7 +19,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings
         response: { 200: Type.Array(ModelPricing), ...errorResponses(401) },
       },
     },
-    async (request) => listActivePricing(db, request.principal.workspaceId),
+    async (request) => pricing.list(request.principal.workspaceId),
   );
 
   app.put(
@@ -40,12 +35,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings
       },
     },
     async (request) =>
-      settings.setPricing(
-        actorOf(request.principal),
-        request.principal.workspaceId,
-        request.params.model,
-        request.body,
-      ),
+      pricing.set(actorOf(request.principal), request.principal.workspaceId, request.params.model, request.body),
   );
 
   app.post(
@@ -60,22 +50,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings
         response: { 200: PricingImport, ...errorResponses(400, 401, 413, 422) },
       },
     },
-    async (request) => {
-      const { models, overwrite, dry_run: dryRun } = request.body;
-      const items = await settings.importPricing(actorOf(request.principal), request.principal.workspaceId, models, {
-        overwrite,
-        dryRun,
-      });
-      const count = (change: string) => items.filter((i) => i.change === change).length;
-      return {
-        items,
-        new: count('new'),
-        changed: count('changed'),
-        unchanged: count('unchanged'),
-        kept: count('kept'),
-        dry_run: dryRun,
-      };
-    },
+    async (request) => pricing.import(actorOf(request.principal), request.principal.workspaceId, request.body),
   );
 
   app.delete(
@@ -90,7 +65,7 @@ export const pricingRoutes: FastifyPluginAsync<{ db: Db; settings: GuardSettings
       },
     },
     async (request, reply) => {
-      await settings.deletePricing(request.principal.workspaceId, request.params.model);
+      await pricing.delete(request.principal.workspaceId, request.params.model);
       return reply.status(204).send(null);
     },
   );

@@ -5,11 +5,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
 import { stepTokens } from '../step-tokens.js';
 import type { GuardService } from '../../service/guard-service.js';
-import type { Db } from '../../store/db.js';
-import { fingerprint, type IdempotencyClaim } from '../../store/idempotency.js';
-import { listRuns } from '../../store/runs.js';
-import { readRunDetail } from '../../store/run-detail.js';
-import type { Clock } from '../../clock.js';
+import { idempotencyClaim, type IdempotencyClaim } from '../../service/idempotency-claim.js';
+import type { RunHistory } from '../../service/run-history.js';
 import {
   RunCreateBody,
   RunCreated,
@@ -32,19 +29,20 @@ import {
  * The Idempotency-Key of a write, bound to the caller's workspace and this exact request; the
  * record keeps the status the route answers with.
  */
-function idempotencyClaim(request: FastifyRequest, answerStatus: number): IdempotencyClaim | undefined {
+function claimFrom(request: FastifyRequest, answerStatus: number): IdempotencyClaim | undefined {
   const key = request.headers['idempotency-key'];
   if (key === undefined) return undefined;
   if (typeof key !== 'string' || key.length < 1 || key.length > 255) {
     throw new ApiError('VALIDATION_FAILED', 'Idempotency-Key must be 1 to 255 characters.');
   }
-  return {
-    workspaceId: request.principal.workspaceId,
+  // Lowercase: these paths hold only lowercase words and ids, which name the same run in either case.
+  const path = request.url.replace(/\/$/, '').toLowerCase();
+  return idempotencyClaim(
+    request.principal.workspaceId,
     key,
-    // Lowercase: these paths hold only lowercase words and ids, which name the same run in either case.
-    fingerprint: fingerprint(request.method, request.url.replace(/\/$/, '').toLowerCase(), request.body),
+    { method: request.method, path, body: request.body },
     answerStatus,
-  };
+  );
 }
 
 /**
@@ -60,9 +58,9 @@ async function* cutsLogged<T>(pieces: AsyncIterable<T>, request: FastifyRequest)
   }
 }
 
-export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock: Clock }> = async (
+export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHistory }> = async (
   base,
-  { guard, db, clock },
+  { guard, runs },
 ) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
@@ -81,7 +79,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       },
     },
     async (request, reply) => {
-      const started = await guard.startRun(request.principal.workspaceId, request.body, idempotencyClaim(request, 201));
+      const started = await guard.startRun(request.principal.workspaceId, request.body, claimFrom(request, 201));
       return reply.status(201).send(started);
     },
   );
@@ -106,7 +104,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
         request.principal.workspaceId,
         pathUuid(request.params.run_id),
         request.body.status,
-        idempotencyClaim(request, 200),
+        claimFrom(request, 200),
       );
     },
   );
@@ -131,7 +129,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
         request.principal.workspaceId,
         pathUuid(request.params.run_id),
         request.body,
-        idempotencyClaim(request, 201),
+        claimFrom(request, 201),
       );
       return reply.status(201).send(created);
     },
@@ -164,7 +162,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
           ...stepTokens(b),
           outputData: b.output_data ?? null,
         },
-        idempotencyClaim(request, 200),
+        claimFrom(request, 200),
       );
       return finished;
     },
@@ -184,17 +182,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
         },
       },
     },
-    async (request) => {
-      const q = request.query;
-      return listRuns(db, request.principal.workspaceId, {
-        status: q.status ?? null,
-        userId: q.user_id ?? null,
-        startedFrom: q.started_from ? new Date(q.started_from) : null,
-        startedBefore: q.started_before ? new Date(q.started_before) : null,
-        page: q.page,
-        perPage: q.per_page,
-      });
-    },
+    async (request) => runs.list(request.principal.workspaceId, request.query),
   );
 
   app.get(
@@ -209,14 +197,9 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; db: Db; clock:
       },
     },
     async (request, reply) => {
-      const detail = await readRunDetail(
-        db,
-        request.principal.workspaceId,
-        pathUuid(request.params.run_id),
-        clock.now(),
-      );
+      const detail = await runs.detail(request.principal.workspaceId, pathUuid(request.params.run_id));
       if (detail === null) throw new ApiError('RUN_NOT_FOUND');
-      // The answer comes as JSON bytes (readRunDetail), so it skips the schema's serializer; the
+      // The answer comes as JSON bytes (runs.detail), so it skips the schema's serializer; the
       // schema documents it. Fastify sends a Buffer or a stream as it is once a JSON content type is
       // set. One page goes with its length. A large run's pages are read as the socket takes them,
       // not ahead (a high-water mark of one byte). A HEAD answer reads none: fastify would drain the

@@ -1,37 +1,15 @@
 /** Usage against budgets and limits, and billing as plan tiers (licence levels, no payments). */
-import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { microsToUsd } from '../../money/decimal.js';
-import type { Clock } from '../../clock.js';
-import { planView } from '../../service/plans.js';
-import { runCounts, scopeAt, type CounterStore } from '../../store/counters.js';
-import type { Db } from '../../store/db.js';
-import { unpricedUsage } from '../../store/unpriced-usage.js';
-import { dailyUsage } from '../../store/users.js';
-import type { GuardSettings } from '../../service/guard-settings.js';
-import { PLAN_NAMES, type WorkspaceRow } from '../../store/workspaces.js';
+import type { BillingPlans } from '../../service/billing-plans.js';
+import type { UsageReport } from '../../service/usage-report.js';
 import { actorOf } from '../actor.js';
-import { Billing, errorResponses, Usage, UsageQuery } from '../schemas.js';
+import { Billing, errorResponses, PlanChangeBody, Usage, UsageQuery } from '../schemas.js';
 
-function billingView(w: WorkspaceRow): Billing {
-  return {
-    plan: w.plan,
-    limits: {
-      monthly_run_limit: w.monthly_run_limit,
-      max_concurrent_runs: w.max_concurrent_runs,
-      kill_switch: planView(w.plan).kill_switch,
-    },
-    plans: PLAN_NAMES.map(planView),
-  };
-}
-
-export const usageRoutes: FastifyPluginAsync<{
-  db: Db;
-  counters: CounterStore;
-  settings: GuardSettings;
-  clock: Clock;
-}> = async (base, { db, counters, settings, clock }) => {
+export const usageRoutes: FastifyPluginAsync<{ usage: UsageReport; billing: BillingPlans }> = async (
+  base,
+  { usage, billing },
+) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get(
@@ -48,29 +26,7 @@ export const usageRoutes: FastifyPluginAsync<{
         },
       },
     },
-    async (request) => {
-      const now = clock.now();
-      const scope = scopeAt(now, request.principal.workspaceId, '');
-      const [workspace, spend, counts, daily, unpriced] = await Promise.all([
-        settings.workspace(scope.workspaceId),
-        counters.readSpend(scope),
-        runCounts(db, scope),
-        dailyUsage(db, scope.workspaceId, scope.day, request.query.days),
-        unpricedUsage(db, scope.workspaceId, scope.day),
-      ]);
-      return {
-        date: scope.day,
-        workspace_daily_spend_usd: microsToUsd(spend.workspaceDailySpendMicros),
-        workspace_daily_budget_usd:
-          workspace.daily_budget_micros === null ? null : microsToUsd(workspace.daily_budget_micros),
-        monthly_runs: counts.monthlyRuns,
-        monthly_run_limit: workspace.monthly_run_limit,
-        concurrent_runs: counts.concurrentRuns,
-        max_concurrent_runs: workspace.max_concurrent_runs,
-        daily: daily.map((d) => ({ date: d.day, spend_usd: microsToUsd(d.spendMicros), runs: d.runs })),
-        unpriced,
-      };
-    },
+    async (request) => usage.read(request.principal.workspaceId, request.query.days),
   );
 
   app.get(
@@ -83,7 +39,7 @@ export const usageRoutes: FastifyPluginAsync<{
         response: { 200: Billing, ...errorResponses(401) },
       },
     },
-    async (request) => billingView(await settings.workspace(request.principal.workspaceId)),
+    async (request) => billing.read(request.principal.workspaceId),
   );
 
   app.post(
@@ -93,14 +49,10 @@ export const usageRoutes: FastifyPluginAsync<{
       schema: {
         tags: ['billing'],
         summary: 'Move to another plan tier',
-        body: Type.Object({ plan: Type.Enum(PLAN_NAMES) }, { additionalProperties: false }),
+        body: PlanChangeBody,
         response: { 200: Billing, ...errorResponses(401, 409, 422) },
       },
     },
-    async (request) => {
-      return billingView(
-        await settings.changePlan(actorOf(request.principal), request.principal.workspaceId, request.body.plan),
-      );
-    },
+    async (request) => billing.change(actorOf(request.principal), request.principal.workspaceId, request.body.plan),
   );
 };

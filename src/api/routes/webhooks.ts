@@ -6,38 +6,19 @@ import {
   CreatedWebhookEndpoint,
   errorResponses,
   NoBody,
-  pathUuid,
-  UuidParam,
-  WebhookDelivery,
-  WebhookDeliveryStatus,
-  WebhookDescription,
-  WebhookEndpoint,
-  WebhookEvents,
-  WebhookFormat,
-  WebhookPing,
-  WebhookUrl,
   Page,
-  Uuid,
+  pathUuid,
+  WebhookCreateBody,
+  WebhookDelivery,
+  WebhookDeliveryParams,
+  WebhookDeliveryQuery,
+  WebhookEndpoint,
+  WebhookParams,
+  WebhookPing,
+  WebhookReplay,
+  WebhookUpdateBody,
 } from '../../contract/index.js';
 import type { Webhooks } from '../../service/webhooks.js';
-import type { EndpointRow } from '../../store/webhooks.js';
-
-const Params = Type.Object({ id: UuidParam });
-
-function view(e: EndpointRow) {
-  return {
-    id: e.id,
-    url: e.url,
-    description: e.description,
-    events: e.events,
-    format: e.format,
-    enabled: e.enabled,
-    disabled_reason: e.disabled_reason,
-    created_at: e.created_at.toISOString(),
-    updated_at: e.updated_at.toISOString(),
-  };
-}
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (base, { webhooks }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
@@ -53,7 +34,7 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
         response: { 200: Type.Array(WebhookEndpoint), ...errorResponses(401) },
       },
     },
-    async (request) => (await webhooks.list(request.principal.workspaceId)).map(view),
+    async (request) => webhooks.list(request.principal.workspaceId),
   );
 
   app.post(
@@ -63,22 +44,12 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       schema: {
         tags,
         summary: 'Add an endpoint; its signing secret is in this answer only',
-        body: Type.Object(
-          {
-            url: WebhookUrl,
-            events: Type.Optional(WebhookEvents),
-            format: Type.Optional(WebhookFormat),
-            description: Type.Optional(WebhookDescription),
-          },
-          { additionalProperties: false },
-        ),
+        body: WebhookCreateBody,
         response: { 201: CreatedWebhookEndpoint, ...errorResponses(400, 401, 422) },
       },
     },
-    async (request, reply) => {
-      const endpoint = await webhooks.create(request.principal.workspaceId, request.body);
-      return reply.status(201).send({ ...view(endpoint), secret: endpoint.secret });
-    },
+    async (request, reply) =>
+      reply.status(201).send(await webhooks.create(request.principal.workspaceId, request.body)),
   );
 
   app.get(
@@ -88,11 +59,11 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       schema: {
         tags,
         summary: 'One endpoint',
-        params: Params,
+        params: WebhookParams,
         response: { 200: WebhookEndpoint, ...errorResponses(401, 404, 422) },
       },
     },
-    async (request) => view(await webhooks.get(request.principal.workspaceId, pathUuid(request.params.id))),
+    async (request) => webhooks.get(request.principal.workspaceId, pathUuid(request.params.id)),
   );
 
   app.patch(
@@ -102,22 +73,12 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       schema: {
         tags,
         summary: 'Change the URL, events, format or description; enable or disable',
-        params: Params,
-        body: Type.Object(
-          {
-            url: Type.Optional(WebhookUrl),
-            events: Type.Optional(WebhookEvents),
-            format: Type.Optional(WebhookFormat),
-            description: Type.Optional(WebhookDescription),
-            enabled: Type.Optional(Type.Boolean()),
-          },
-          { additionalProperties: false },
-        ),
+        params: WebhookParams,
+        body: WebhookUpdateBody,
         response: { 200: WebhookEndpoint, ...errorResponses(400, 401, 404, 422) },
       },
     },
-    async (request) =>
-      view(await webhooks.update(request.principal.workspaceId, pathUuid(request.params.id), request.body)),
+    async (request) => webhooks.update(request.principal.workspaceId, pathUuid(request.params.id), request.body),
   );
 
   app.delete(
@@ -127,7 +88,7 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       schema: {
         tags,
         summary: 'Remove an endpoint and its deliveries',
-        params: Params,
+        params: WebhookParams,
         response: { 204: Type.Null(), ...errorResponses(401, 404, 422) },
       },
     },
@@ -144,7 +105,7 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       schema: {
         tags,
         summary: 'Send a signed webhook.test event now and answer what the receiver said',
-        params: Params,
+        params: WebhookParams,
         body: NoBody,
         response: {
           200: WebhookPing,
@@ -152,17 +113,7 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
         },
       },
     },
-    async (request) => {
-      const r = await webhooks.ping(request.principal.workspaceId, pathUuid(request.params.id));
-      return {
-        ok: r.statusCode !== null && r.statusCode >= 200 && r.statusCode < 300,
-        event_id: r.eventId,
-        delivery_id: r.deliveryId,
-        status_code: r.statusCode,
-        latency_ms: r.latencyMs,
-        error: r.error,
-      };
-    },
+    async (request) => webhooks.ping(request.principal.workspaceId, pathUuid(request.params.id)),
   );
 
   app.get(
@@ -172,39 +123,15 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       schema: {
         tags,
         summary: "The endpoint's deliveries, newest first, with their attempts",
-        params: Params,
-        querystring: Type.Object({
-          status: Type.Optional(WebhookDeliveryStatus),
-          page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
-          per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
-        }),
+        params: WebhookParams,
+        querystring: WebhookDeliveryQuery,
         response: {
           200: Page(WebhookDelivery),
           ...errorResponses(401, 404, 422),
         },
       },
     },
-    async (request) => {
-      const q = request.query;
-      const { items, total } = await webhooks.deliveries(request.principal.workspaceId, pathUuid(request.params.id), {
-        status: q.status ?? null,
-        page: q.page,
-        perPage: q.per_page,
-      });
-      return {
-        items: items.map((d) => ({
-          ...d,
-          status: d.status as 'pending' | 'delivered' | 'failed',
-          created_at: d.created_at.toISOString(),
-          next_attempt_at: iso(d.next_attempt_at),
-          finished_at: iso(d.finished_at),
-          attempt_log: d.attempt_log.map((a) => ({ ...a, attempted_at: a.attempted_at.toISOString() })),
-        })),
-        total,
-        page: q.page,
-        per_page: q.per_page,
-      };
-    },
+    async (request) => webhooks.deliveries(request.principal.workspaceId, pathUuid(request.params.id), request.query),
   );
 
   app.post(
@@ -214,18 +141,18 @@ export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (
       schema: {
         tags,
         summary: "Send a delivery's event again (a new delivery, at the end of the endpoint's queue)",
-        params: Type.Object({ id: UuidParam, delivery_id: UuidParam }),
+        params: WebhookDeliveryParams,
         body: NoBody,
-        response: { 202: Type.Object({ delivery_id: Uuid }), ...errorResponses(401, 404, 422) },
+        response: { 202: WebhookReplay, ...errorResponses(401, 404, 422) },
       },
     },
     async (request, reply) => {
-      const id = await webhooks.replay(
+      const replayed = await webhooks.replay(
         request.principal.workspaceId,
         pathUuid(request.params.id),
         pathUuid(request.params.delivery_id),
       );
-      return reply.status(202).send({ delivery_id: id });
+      return reply.status(202).send(replayed);
     },
   );
 };

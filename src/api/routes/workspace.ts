@@ -1,17 +1,11 @@
 /** Workspace configuration: the state the rules read. */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { usdToMicros } from '../../money/decimal.js';
-import type { GuardSettings } from '../../service/guard-settings.js';
-import { workspaceView } from '../../service/workspace-view.js';
-import { DEFAULT_STEP_RESERVATION_MICROS } from '../../store/workspaces.js';
+import type { WorkspaceConfig } from '../../service/workspace-config.js';
 import { errorResponses, KillSwitch, KillSwitchBody, Workspace, WorkspaceUpdateBody } from '../schemas.js';
 import { actorOf } from '../actor.js';
 
-const micros = (value: number | null | undefined) =>
-  value === undefined ? undefined : value === null ? null : usdToMicros(value);
-
-export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = async (base, { settings }) => {
+export const workspaceRoutes: FastifyPluginAsync<{ workspace: WorkspaceConfig }> = async (base, { workspace }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get(
@@ -24,7 +18,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
         response: { 200: Workspace, ...errorResponses(401) },
       },
     },
-    async (request) => workspaceView(await settings.workspace(request.principal.workspaceId)),
+    async (request) => workspace.read(request.principal.workspaceId),
   );
 
   app.patch(
@@ -38,28 +32,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
         response: { 200: Workspace, ...errorResponses(400, 401, 403, 422) },
       },
     },
-    async (request) => {
-      const b = request.body;
-      const updated = await settings.updateWorkspace(actorOf(request.principal), request.principal.workspaceId, {
-        name: b.name,
-        daily_budget_micros: micros(b.daily_budget_usd),
-        user_daily_budget_micros: micros(b.user_daily_budget_usd),
-        monthly_run_limit: b.monthly_run_limit,
-        max_concurrent_runs: b.max_concurrent_runs,
-        retention_days: b.retention_days,
-        unpriced_models: b.unpriced_models,
-        budget_mode: b.budget_mode,
-        default_step_reservation_micros:
-          b.default_step_reservation_usd === null
-            ? DEFAULT_STEP_RESERVATION_MICROS
-            : (micros(b.default_step_reservation_usd) ?? undefined),
-        run_max_steps: b.run_max_steps,
-        run_max_cost_micros: micros(b.run_max_cost_usd),
-        run_max_identical_calls: b.run_max_identical_calls,
-        user_steps_per_minute: b.user_steps_per_minute,
-      });
-      return workspaceView(updated);
-    },
+    async (request) => workspace.update(actorOf(request.principal), request.principal.workspaceId, request.body),
   );
 
   app.post(
@@ -73,13 +46,7 @@ export const workspaceRoutes: FastifyPluginAsync<{ settings: GuardSettings }> = 
         response: { 200: KillSwitch, ...errorResponses(400, 401, 403, 422) },
       },
     },
-    async (request) => {
-      const updated = await settings.setKillSwitch(
-        actorOf(request.principal),
-        request.principal.workspaceId,
-        request.body.active,
-      );
-      return { active: updated.kill_switch_active, updated_at: updated.updated_at.toISOString() };
-    },
+    async (request) =>
+      workspace.setKillSwitch(actorOf(request.principal), request.principal.workspaceId, request.body.active),
   );
 };

@@ -1,0 +1,38 @@
+/**
+ * Mints a run's proxy token, with the base URLs `runguard exec` hands to an unmodified agent: one
+ * per provider, each carrying the token. Only for a RUNNING run of the caller's workspace.
+ */
+import type { ProxyToken } from '../contract/index.js';
+import { ApiError } from '../errors.js';
+import type { Clock } from '../clock.js';
+import type { Queryable } from '../store/db.js';
+import { sdkBaseUrl, type ProviderRegistry } from './provider-registry.js';
+import { newProxyToken, saveProxyToken } from './proxy-tokens.js';
+
+export class ProxyTokenIssuer {
+  constructor(
+    private readonly db: Queryable,
+    private readonly clock: Clock,
+    private readonly providers: ProviderRegistry,
+    /** The daemon's address as agents reach it (configuration, or where it listens). */
+    private readonly publicUrl: () => string,
+  ) {}
+
+  async issue(workspaceId: string, runId: string): Promise<ProxyToken> {
+    const { rows } = await this.db.query<{ status: string }>(
+      'SELECT status FROM runs WHERE id = $1 AND workspace_id = $2',
+      [runId, workspaceId],
+    );
+    if (!rows[0]) throw new ApiError('RUN_NOT_FOUND');
+    if (rows[0].status !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
+    const token = newProxyToken();
+    await saveProxyToken(this.db, token, { runId, workspaceId }, this.clock.now());
+    // From configuration, never from the Host header: a client may write any host there, and the
+    // URL carries a credential to wherever it names.
+    const proxyBase = `${this.publicUrl()}/proxy/t/${token}`;
+    const urls: Record<string, string> = {};
+    for (const name of this.providers.names()) urls[name] = sdkBaseUrl(this.providers.get(name)!, proxyBase);
+    // Valid for as long as the run is RUNNING: no clock of its own.
+    return { token, expires_at: null, urls };
+  }
+}

@@ -1,0 +1,35 @@
+/**
+ * Runs as the API reads them back: a page of the list, and one run with its steps. The detail is
+ * the JSON bytes Postgres writes (store/run-detail.ts), so a large run is sent as it is read.
+ */
+import type { RunListQuery, RunPage } from '../contract/index.js';
+import type { Clock } from '../clock.js';
+import type { Db } from '../store/db.js';
+import { readRunDetail, type RunDetailBody } from '../store/run-detail.js';
+import { listRuns } from '../store/runs.js';
+
+export type { RunDetailBody };
+
+export class RunHistory {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Newest first. */
+  list(workspaceId: string, query: RunListQuery): Promise<RunPage> {
+    return listRuns(this.db, workspaceId, {
+      status: query.status ?? null,
+      userId: query.user_id ?? null,
+      startedFrom: query.started_from ? new Date(query.started_from) : null,
+      startedBefore: query.started_before ? new Date(query.started_before) : null,
+      page: query.page,
+      perPage: query.per_page,
+    });
+  }
+
+  /** The run's answer (`RunDetail`) as bytes, or pieces of them to send in turn; null: no such run. */
+  detail(workspaceId: string, runId: string): Promise<RunDetailBody | null> {
+    return readRunDetail(this.db, workspaceId, runId, this.clock.now());
+  }
+}
