@@ -4,8 +4,8 @@
  * URLs that proxy into that run by a run-scoped token; the run ends COMPLETED or FAILED by the
  * command's exit status, which becomes ours.
  */
-import type { DenialDetail } from '../contract/denial-detail.js';
-import type { RunLimitsRequest } from '../contract/runs.js';
+import type { ProxyToken } from '../contract/proxy-tokens.js';
+import type { RunCreated, RunLimitsRequest } from '../contract/runs.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -193,11 +193,7 @@ async function guardedRun(
     return 128 + (constants.signals[signal] ?? 0);
   };
 
-  const started = await call<{
-    id: string;
-    status: string;
-    decision: { reason: string | null; detail?: DenialDetail };
-  }>(
+  const started = await call<RunCreated>(
     settings,
     'POST',
     '/v1/runs',
@@ -217,7 +213,7 @@ async function guardedRun(
     return EXIT_BLOCKED;
   }
 
-  let minted: { status: number; body: { urls: Record<string, string> } };
+  let minted: { status: number; body: ProxyToken };
   try {
     minted = await call(settings, 'POST', `/v1/runs/${run.id}/proxy-token`, undefined, interrupted);
     if (minted.status !== 201) throw failure(settings, 'minting the proxy token', minted);

@@ -1,10 +1,9 @@
 /** `runguard retention [DAYS|none]`: how long ended runs are kept; no argument shows it. */
 import { Argument, InvalidArgumentError } from 'commander';
 import type { Workspace } from '../../contract/index.js';
+import { RETENTION_MIN_DAYS as MIN_DAYS } from '../../contract/deletion.js';
 import { apiCommand, withApi } from '../command.js';
 import type { Output } from '../output.js';
-
-const MIN_DAYS = 35;
 
 function parseDays(text: string): number | null {
   if (/^(none|forever)$/i.test(text)) return null;

@@ -1,6 +1,6 @@
 /** `runguard webhooks list|create|update|delete|test|deliveries|replay`: alert endpoints and their deliveries. */
 import { Argument, Command, InvalidArgumentError, Option } from 'commander';
-import type { WebhookDelivery, WebhookEndpoint, WebhookPing } from '../../contract/index.js';
+import type { WebhookDelivery, WebhookEndpoint, WebhookPing, WebhookReplay } from '../../contract/index.js';
 import type { Page } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
@@ -165,7 +165,7 @@ export function webhooksCommand(): Command {
       .addArgument(new Argument('<delivery_id>'))
       .action(
         withApi(async ({ client, out }, _o, id: string, deliveryId: string) => {
-          const r = await client.request<{ delivery_id: string }>(
+          const r = await client.request<WebhookReplay>(
             'POST',
             `${path(id)}/deliveries/${encodeURIComponent(deliveryId)}/replay`,
           );
