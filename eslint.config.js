@@ -64,6 +64,25 @@ export default tseslint.config(
     },
   },
   {
+    // One door (issue #33): a route parses, asks a service, and replies. It never reads or writes the
+    // records or the counters itself, nor names their row types: the service returns wire values.
+    files: ['src/api/routes/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/store/*', '**/store/**', '**/counters', '**/counters.js'],
+              message:
+                'One door (routes: parse → service → reply): a route imports nothing from store/ or the counters, types included; ask a service in src/service/.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // The SDK ships without dependencies: at run time it may load only its own files and Node's.
     files: ['src/client/**/*.ts'],
     rules: {
