@@ -151,16 +151,16 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
       },
     },
     async (request) => {
-      const b = request.body;
+      const body = request.body;
       const finished = await guard.finishStep(
         request.principal.workspaceId,
         pathUuid(request.params.run_id),
         pathUuid(request.params.step_id),
         {
-          status: b.status,
-          durationMs: b.duration_ms ?? null,
-          ...stepTokens(b),
-          outputData: b.output_data ?? null,
+          status: body.status,
+          durationMs: body.duration_ms ?? null,
+          ...stepTokens(body),
+          outputData: body.output_data ?? null,
         },
         claimFrom(request, 200),
       );
