@@ -8,9 +8,17 @@
  * `--disable-triggers`); the Redis copy of spend can lag behind (a write lost in a crash) and is raised to the records.
  */
 import type { Logger } from 'pino';
-import { ADVISORY_LOCKS } from '../store/advisory-locks.js';
-import { recordedSpend, scopeAt, SPEND_CAP_MICROS, type CounterStore, type DailySpend } from '../store/counters.js';
-import type { Db, Queryable } from '../store/db.js';
+import { lockForTransaction, tryLockForTransaction } from '../store/advisory-locks.js';
+import { recordedSpend, scopeAt, type CounterStore, type DailySpend } from '../store/counters.js';
+import type { Db } from '../store/db.js';
+import {
+  addCountDifferences,
+  addDifferences,
+  readTodaysSpend,
+  runCountDrift,
+  usageDrift,
+  userUsageDrift,
+} from '../store/reconcile.js';
 
 export interface Drift {
   kind: 'workspace_usage' | 'user_usage' | 'spend_copy' | 'run_count';
@@ -27,55 +35,6 @@ export interface ReconcileReport {
   skipped?: boolean;
 }
 
-/** UTC day of a timestamp column, whatever the session's time zone. */
-const utcDay = (column: string) => `(${column} AT TIME ZONE 'UTC')::date`;
-/** The first instant of the UTC day $1 (a date alone compared with a timestamptz would be in the session's zone). */
-const FROM_INSTANT = `($1::date::timestamp AT TIME ZONE 'UTC')`;
-
-export const USAGE_DRIFT = `
-  WITH expected AS (
-    SELECT workspace_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
-      SELECT workspace_id, ${utcDay('finished_at')} AS day, least(round(cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
-        FROM steps WHERE cost_usd IS NOT NULL AND finished_at >= ${FROM_INSTANT}
-      UNION ALL
-      SELECT workspace_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= ${FROM_INSTANT}
-    ) x GROUP BY workspace_id, day
-  )
-  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.day, d.day)::text AS day,
-    coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
-    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
-  FROM expected e FULL JOIN (SELECT * FROM usage_daily WHERE day >= $1::date) d
-    ON d.workspace_id = e.workspace_id AND d.day = e.day
-  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
-
-export const USER_USAGE_DRIFT = `
-  WITH expected AS (
-    SELECT workspace_id, user_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
-      SELECT s.workspace_id, r.user_id, ${utcDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
-        FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.cost_usd IS NOT NULL AND s.finished_at >= ${FROM_INSTANT}
-      UNION ALL
-      SELECT workspace_id, user_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= ${FROM_INSTANT}
-    ) x GROUP BY workspace_id, user_id, day
-  )
-  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.user_id, d.user_id) AS user_id,
-    coalesce(e.day, d.day)::text AS day, coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
-    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
-  FROM expected e FULL JOIN (SELECT * FROM user_usage_daily WHERE day >= $1::date) d
-    ON d.workspace_id = e.workspace_id AND d.user_id = e.user_id AND d.day = e.day
-  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
-
-/**
- * The run list's counts (migration 8) against the runs, by workspace and status: one statement,
- * so one snapshot, in which the triggers' counts and the runs they count agree.
- */
-export const RUN_COUNT_DRIFT = `
-  WITH expected AS (SELECT workspace_id, status, count(*) AS runs FROM runs GROUP BY workspace_id, status),
-  found AS (SELECT workspace_id, status, sum(runs) AS runs FROM run_counts GROUP BY workspace_id, status)
-  SELECT coalesce(e.workspace_id, f.workspace_id) AS workspace_id, coalesce(e.status, f.status) AS status,
-    coalesce(e.runs, 0) AS expected_runs, coalesce(f.runs, 0) AS found_runs
-  FROM expected e FULL JOIN found f ON f.workspace_id = e.workspace_id AND f.status = e.status
-  WHERE coalesce(e.runs, 0) <> coalesce(f.runs, 0)`;
-
 export async function reconcile(
   db: Db,
   counters: CounterStore,
@@ -86,15 +45,9 @@ export async function reconcile(
   const runCounts = options.runCounts ?? false;
   const checked = options.repair
     ? await checkAndRepair(db, from, runCounts, options.waitForLock ?? true)
-    : await Promise.all([
-        db.query<Record<string, string>>(USAGE_DRIFT, [from]),
-        db.query<Record<string, string>>(USER_USAGE_DRIFT, [from]),
-        runCounts ? db.query<Record<string, string>>(RUN_COUNT_DRIFT) : { rows: [] },
-      ]).then(([usageDrift, userUsageDrift, countDrift]) => ({
-        usage: usageDrift.rows,
-        userUsage: userUsageDrift.rows,
-        counts: countDrift.rows,
-      }));
+    : await Promise.all([usageDrift(db, from), userUsageDrift(db, from), runCounts ? runCountDrift(db) : []]).then(
+        ([usage, userUsage, counts]) => ({ usage, userUsage, counts }),
+      );
   if (!checked) return { checkedFrom: from, drifts, repaired: false, skipped: true };
   const { usage, userUsage, counts } = checked;
   for (const row of usage) {
@@ -137,16 +90,13 @@ export async function reconcile(
 async function checkAndRepair(db: Db, from: string, runCounts: boolean, waitForLock: boolean) {
   return db.transaction(async (tx) => {
     if (waitForLock) {
-      await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.reconcile]);
-    } else {
-      const { rows } = await tx.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [
-        ADVISORY_LOCKS.reconcile,
-      ]);
-      if (!rows[0]!.locked) return null;
+      await lockForTransaction(tx, 'reconcile');
+    } else if (!(await tryLockForTransaction(tx, 'reconcile'))) {
+      return null;
     }
-    const usage = (await tx.query<Record<string, string>>(USAGE_DRIFT, [from])).rows;
-    const userUsage = (await tx.query<Record<string, string>>(USER_USAGE_DRIFT, [from])).rows;
-    const counts = runCounts ? (await tx.query<Record<string, string>>(RUN_COUNT_DRIFT)).rows : [];
+    const usage = await usageDrift(tx, from);
+    const userUsage = await userUsageDrift(tx, from);
+    const counts = runCounts ? await runCountDrift(tx) : [];
     await addDifferences(tx, 'usage_daily', usage);
     await addDifferences(tx, 'user_usage_daily', userUsage);
     await addCountDifferences(tx, counts);
@@ -154,65 +104,11 @@ async function checkAndRepair(db: Db, from: string, runCounts: boolean, waitForL
   });
 }
 
-/** Each drifted count's difference, added to its shard 0 (as the migration's count), in key order. */
-async function addCountDifferences(tx: Queryable, rows: Record<string, string>[]) {
-  if (rows.length === 0) return;
-  await tx.query(
-    `INSERT INTO run_counts AS c (workspace_id, status, shard, runs)
-     SELECT workspace_id, status, 0, runs FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS d(workspace_id, status, runs)
-     ORDER BY workspace_id, status
-     ON CONFLICT (workspace_id, status, shard) DO UPDATE SET runs = c.runs + EXCLUDED.runs`,
-    [
-      rows.map((row) => row.workspace_id),
-      rows.map((row) => row.status),
-      rows.map((row) => String(BigInt(row.expected_runs!) - BigInt(row.found_runs!))),
-    ],
-  );
-}
-
-/** Each daily table's key columns and their types. */
-const DAILY_KEYS = {
-  usage_daily: [
-    ['workspace_id', 'uuid'],
-    ['day', 'date'],
-  ],
-  user_usage_daily: [
-    ['workspace_id', 'uuid'],
-    ['user_id', 'text'],
-    ['day', 'date'],
-  ],
-} as const;
-
-/** Adds each drifted row's expected minus found to the row as it stands, upserted in key order. */
-async function addDifferences(tx: Queryable, table: keyof typeof DAILY_KEYS, rows: Record<string, string>[]) {
-  if (rows.length === 0) return;
-  const keys = DAILY_KEYS[table];
-  const columns = keys.map(([column]) => column).join(', ');
-  const difference = (field: 'spend' | 'runs') =>
-    rows.map((row) => String(BigInt(row[`expected_${field}`]!) - BigInt(row[`found_${field}`]!)));
-  await tx.query(
-    `INSERT INTO ${table} AS d (${columns}, spend_micros, runs)
-     SELECT * FROM unnest(${keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}, $${keys.length + 1}::bigint[], $${keys.length + 2}::integer[])
-     ORDER BY ${keys.map((_, i) => i + 1).join(', ')}
-     ON CONFLICT (${columns}) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS}),
-       runs = d.runs + EXCLUDED.runs`,
-    [...keys.map(([column]) => rows.map((row) => row[column])), difference('spend'), difference('runs')],
-  );
-}
-
-const TODAYS_SPEND = `
-  SELECT u.workspace_id, u.user_id, coalesce(w.spend_micros, 0) AS ws_spend, u.spend_micros AS user_spend
-  FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
-  WHERE u.day = $1 AND u.spend_micros > 0`;
-
 async function todaysSpend(
   db: Db,
   day: string,
 ): Promise<Map<string, DailySpend & { workspaceId: string; userId: string }>> {
-  const { rows } = await db.query<{ workspace_id: string; user_id: string; ws_spend: string; user_spend: string }>(
-    TODAYS_SPEND,
-    [day],
-  );
+  const rows = await readTodaysSpend(db, day);
   return new Map(
     rows.map((row) => [
       `${row.workspace_id}/${row.user_id}`,

@@ -1,3 +1,5 @@
+import type { Queryable } from './db.js';
+
 /**
  * Every fixed advisory lock id the daemon takes, in one place: two uses of one id would make them
  * wait on each other (a session lock held through an index build once kept daemons from starting).
@@ -13,3 +15,18 @@ export const ADVISORY_LOCKS = {
   /** One daemon builds the late indexes (a session lock, held for the whole build). */
   lateIndexes: 7_318_842_004,
 } as const;
+
+export type AdvisoryLock = keyof typeof ADVISORY_LOCKS;
+
+/** Waits for the lock, held until the transaction `tx` ends. */
+export async function lockForTransaction(tx: Queryable, lock: AdvisoryLock): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS[lock]]);
+}
+
+/** Takes the lock until the transaction `tx` ends if it is free; false (without waiting) when it is held. */
+export async function tryLockForTransaction(tx: Queryable, lock: AdvisoryLock): Promise<boolean> {
+  const { rows } = await tx.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [
+    ADVISORY_LOCKS[lock],
+  ]);
+  return rows[0]!.locked;
+}

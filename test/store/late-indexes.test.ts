@@ -6,7 +6,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { USAGE_DRIFT, USER_USAGE_DRIFT } from '../../src/service/reconcile.js';
+import { USAGE_DRIFT, USER_USAGE_DRIFT } from '../../src/store/reconcile.js';
 import { ADVISORY_LOCKS } from '../../src/store/advisory-locks.js';
 import { buildLateIndexes, buildLateIndexesNow, LATE_INDEXES } from '../../src/store/late-indexes.js';
 import { postgresDb, type Db } from '../../src/store/db.js';

@@ -1,0 +1,137 @@
+/**
+ * Reconciliation's statements (the service is `service/reconcile.ts`): the daily usage counters and
+ * the run list's counts recounted from the run and step records, each difference as a row of its
+ * expected and found values, and the repairs that add those differences to the counters.
+ */
+import { SPEND_CAP_MICROS } from './counters.js';
+import type { Queryable } from './db.js';
+
+/** A drifted counter: its key columns, and `expected_*` against `found_*` values, as Postgres's text. */
+export type DriftRow = Record<string, string>;
+
+/** UTC day of a timestamp column, whatever the session's time zone. */
+const utcDay = (column: string) => `(${column} AT TIME ZONE 'UTC')::date`;
+/** The first instant of the UTC day $1 (a date alone compared with a timestamptz would be in the session's zone). */
+const FROM_INSTANT = `($1::date::timestamp AT TIME ZONE 'UTC')`;
+
+export const USAGE_DRIFT = `
+  WITH expected AS (
+    SELECT workspace_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
+      SELECT workspace_id, ${utcDay('finished_at')} AS day, least(round(cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
+        FROM steps WHERE cost_usd IS NOT NULL AND finished_at >= ${FROM_INSTANT}
+      UNION ALL
+      SELECT workspace_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= ${FROM_INSTANT}
+    ) x GROUP BY workspace_id, day
+  )
+  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.day, d.day)::text AS day,
+    coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
+    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
+  FROM expected e FULL JOIN (SELECT * FROM usage_daily WHERE day >= $1::date) d
+    ON d.workspace_id = e.workspace_id AND d.day = e.day
+  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
+
+export const USER_USAGE_DRIFT = `
+  WITH expected AS (
+    SELECT workspace_id, user_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
+      SELECT s.workspace_id, r.user_id, ${utcDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
+        FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.cost_usd IS NOT NULL AND s.finished_at >= ${FROM_INSTANT}
+      UNION ALL
+      SELECT workspace_id, user_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= ${FROM_INSTANT}
+    ) x GROUP BY workspace_id, user_id, day
+  )
+  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.user_id, d.user_id) AS user_id,
+    coalesce(e.day, d.day)::text AS day, coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
+    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
+  FROM expected e FULL JOIN (SELECT * FROM user_usage_daily WHERE day >= $1::date) d
+    ON d.workspace_id = e.workspace_id AND d.user_id = e.user_id AND d.day = e.day
+  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
+
+/**
+ * The run list's counts (migration 8) against the runs, by workspace and status: one statement,
+ * so one snapshot, in which the triggers' counts and the runs they count agree.
+ */
+export const RUN_COUNT_DRIFT = `
+  WITH expected AS (SELECT workspace_id, status, count(*) AS runs FROM runs GROUP BY workspace_id, status),
+  found AS (SELECT workspace_id, status, sum(runs) AS runs FROM run_counts GROUP BY workspace_id, status)
+  SELECT coalesce(e.workspace_id, f.workspace_id) AS workspace_id, coalesce(e.status, f.status) AS status,
+    coalesce(e.runs, 0) AS expected_runs, coalesce(f.runs, 0) AS found_runs
+  FROM expected e FULL JOIN found f ON f.workspace_id = e.workspace_id AND f.status = e.status
+  WHERE coalesce(e.runs, 0) <> coalesce(f.runs, 0)`;
+
+/** The daily usage counters (by workspace) that differ from the records since the UTC day `from`. */
+export async function usageDrift(db: Queryable, from: string): Promise<DriftRow[]> {
+  return (await db.query<DriftRow>(USAGE_DRIFT, [from])).rows;
+}
+
+/** The daily usage counters by user that differ from the records since the UTC day `from`. */
+export async function userUsageDrift(db: Queryable, from: string): Promise<DriftRow[]> {
+  return (await db.query<DriftRow>(USER_USAGE_DRIFT, [from])).rows;
+}
+
+/** The run list's counts that differ from the runs. */
+export async function runCountDrift(db: Queryable): Promise<DriftRow[]> {
+  return (await db.query<DriftRow>(RUN_COUNT_DRIFT)).rows;
+}
+
+/** Each drifted count's difference, added to its shard 0 (as the migration's count), in key order. */
+export async function addCountDifferences(tx: Queryable, rows: DriftRow[]) {
+  if (rows.length === 0) return;
+  await tx.query(
+    `INSERT INTO run_counts AS c (workspace_id, status, shard, runs)
+     SELECT workspace_id, status, 0, runs FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS d(workspace_id, status, runs)
+     ORDER BY workspace_id, status
+     ON CONFLICT (workspace_id, status, shard) DO UPDATE SET runs = c.runs + EXCLUDED.runs`,
+    [
+      rows.map((row) => row.workspace_id),
+      rows.map((row) => row.status),
+      rows.map((row) => String(BigInt(row.expected_runs!) - BigInt(row.found_runs!))),
+    ],
+  );
+}
+
+/** Each daily table's key columns and their types. */
+const DAILY_KEYS = {
+  usage_daily: [
+    ['workspace_id', 'uuid'],
+    ['day', 'date'],
+  ],
+  user_usage_daily: [
+    ['workspace_id', 'uuid'],
+    ['user_id', 'text'],
+    ['day', 'date'],
+  ],
+} as const;
+
+/** Adds each drifted row's expected minus found to the row as it stands, upserted in key order. */
+export async function addDifferences(tx: Queryable, table: keyof typeof DAILY_KEYS, rows: DriftRow[]) {
+  if (rows.length === 0) return;
+  const keys = DAILY_KEYS[table];
+  const columns = keys.map(([column]) => column).join(', ');
+  const difference = (field: 'spend' | 'runs') =>
+    rows.map((row) => String(BigInt(row[`expected_${field}`]!) - BigInt(row[`found_${field}`]!)));
+  await tx.query(
+    `INSERT INTO ${table} AS d (${columns}, spend_micros, runs)
+     SELECT * FROM unnest(${keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}, $${keys.length + 1}::bigint[], $${keys.length + 2}::integer[])
+     ORDER BY ${keys.map((_, i) => i + 1).join(', ')}
+     ON CONFLICT (${columns}) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS}),
+       runs = d.runs + EXCLUDED.runs`,
+    [...keys.map(([column]) => rows.map((row) => row[column])), difference('spend'), difference('runs')],
+  );
+}
+
+const TODAYS_SPEND = `
+  SELECT u.workspace_id, u.user_id, coalesce(w.spend_micros, 0) AS ws_spend, u.spend_micros AS user_spend
+  FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
+  WHERE u.day = $1 AND u.spend_micros > 0`;
+
+export interface TodaysSpendRow {
+  workspace_id: string;
+  user_id: string;
+  ws_spend: string;
+  user_spend: string;
+}
+
+/** Today's recorded spend (`day`) of every user who spent, with their workspace's. */
+export async function readTodaysSpend(db: Queryable, day: string): Promise<TodaysSpendRow[]> {
+  return (await db.query<TodaysSpendRow>(TODAYS_SPEND, [day])).rows;
+}
