@@ -16,9 +16,12 @@
  */
 import type { Logger } from 'pino';
 import type { Db } from '../store/db.js';
+import { endStaleRuns, lockStaleCandidates, type EndedStaleRun } from '../store/stale-runs.js';
 import { purgeExpiredAnswers } from '../store/idempotency.js';
 import { purgeExpiredRuns } from '../store/deletion.js';
 import type { Clock } from '../clock.js';
+
+export type { EndedStaleRun };
 
 export interface StaleRunSweeperOptions {
   db: Db;
@@ -44,12 +47,6 @@ export interface StaleRunSweeperOptions {
   runPurgeBatchSize?: number;
 }
 
-export interface EndedStaleRun {
-  id: string;
-  workspace_id: string;
-  user_id: string;
-}
-
 export interface StaleRunSweeper {
   /** Ends every run stale at the clock's now; resolves with the runs this call ended. */
   sweep(): Promise<EndedStaleRun[]>;
@@ -62,23 +59,6 @@ export interface StaleRunSweeper {
   /** Stops the timer and waits for a sweep or purge in progress (a purge stops after its batch). */
   stop(): Promise<void>;
 }
-
-const NO_STEP_SINCE = 'NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id AND s.created_at >= $1)';
-
-/** Locks a batch of runs that look stale. */
-const LOCK_CANDIDATES = `
-SELECT r.id FROM runs r WHERE r.status = 'RUNNING' AND r.started_at < $1 AND ${NO_STEP_SINCE}
-ORDER BY r.started_at LIMIT $2 FOR UPDATE SKIP LOCKED`;
-
-/**
- * Ends the locked candidates that are stale still. A statement's snapshot predates its row locks:
- * a step that committed in between (releasing the run) was not seen by the first; this one,
- * begun after the locks, sees it, and no step can commit into these runs until the end commits.
- */
-const END_STALE = `
-UPDATE runs r SET status = 'FAILED', ended_at = $3
-WHERE r.id = ANY($2::uuid[]) AND r.status = 'RUNNING' AND ${NO_STEP_SINCE}
-RETURNING r.id, r.workspace_id, r.user_id`;
 
 export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRunSweeper {
   const { db, clock, logger, idleMs, intervalMs } = options;
@@ -98,10 +78,9 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
       const now = clock.now();
       const cutoff = new Date(now.getTime() - idleMs);
       const batch = await db.transaction(async (tx) => {
-        const { rows: locked } = await tx.query<{ id: string }>(LOCK_CANDIDATES, [cutoff, batchSize]);
+        const locked = await lockStaleCandidates(tx, cutoff, batchSize);
         if (locked.length === 0) return { candidates: 0, ended: [] };
-        const { rows } = await tx.query<EndedStaleRun>(END_STALE, [cutoff, locked.map((run) => run.id), now]);
-        return { candidates: locked.length, ended: rows };
+        return { candidates: locked.length, ended: await endStaleRuns(tx, cutoff, locked, now) };
       });
       ended.push(...batch.ended);
       if (batch.candidates < batchSize || stopped) break;
