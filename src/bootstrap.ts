@@ -4,11 +4,11 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ADVISORY_LOCKS } from './store/advisory-locks.js';
+import { lockForTransaction } from './store/advisory-locks.js';
 import type { Db } from './store/db.js';
 import { readShippedCatalog } from './money/shipped-catalog.js';
 import { seedPricing } from './store/pricing-catalog.js';
-import { createApiKey, createWorkspace, type Plan } from './store/workspaces.js';
+import { anyWorkspaceExists, createApiKey, createWorkspace, type Plan } from './store/workspaces.js';
 
 export interface Bootstrapped {
   workspaceId: string;
@@ -26,9 +26,8 @@ export async function bootstrapWorkspace(db: Db, plan: Plan, dataDir: string): P
   const keyFile = join(dataDir, 'api-key');
   const catalog = (await readShippedCatalog()).entries;
   return db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.bootstrap]);
-    const { rows } = await tx.query('SELECT 1 FROM workspaces LIMIT 1');
-    if (rows.length > 0) return null;
+    await lockForTransaction(tx, 'bootstrap');
+    if (await anyWorkspaceExists(tx)) return null;
     const workspace = await createWorkspace(tx, 'default', plan);
     const key = await createApiKey(tx, workspace.id, 'bootstrap');
     // Priced from the first call: without prices every budget would count $0.

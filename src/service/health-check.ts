@@ -1,7 +1,7 @@
 /** The daemon's dependencies as `/health` reports them: its database and its counter store. */
 import type { Health } from '../contract/index.js';
 import type { CounterStore } from '../store/counters.js';
-import type { Db } from '../store/db.js';
+import { pingDatabase, type Db } from '../store/db.js';
 
 /** A probe that hangs counts as down: the report must come back even when a dependency does not. */
 const CHECK_TIMEOUT_MS = 2_000;
@@ -31,7 +31,7 @@ export class HealthCheck {
   /** `status` says whether all is up; when not, `detail` names what is down. */
   async report(): Promise<Health> {
     const [database, counterStore] = await Promise.all([
-      check(() => this.db.query('SELECT 1')),
+      check(() => pingDatabase(this.db)),
       check(() => this.counters.health()),
     ]);
     const checks = { database, counters: counterStore };

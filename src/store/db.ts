@@ -26,6 +26,11 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
+/** Runs the cheapest statement: resolves when the database answers. */
+export async function pingDatabase(db: Queryable): Promise<void> {
+  await db.query('SELECT 1');
+}
+
 /** Deadlock victim, serialization failure. */
 const RETRYABLE = new Set(['40P01', '40001']);
 

@@ -578,6 +578,12 @@ export async function migrate(db: Db): Promise<number[]> {
   });
 }
 
+/** The highest migration version applied (0: none); the table must exist (`migrate` creates it). */
+export async function maxAppliedVersion(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ version: number }>('SELECT max(version) AS version FROM schema_migrations');
+  return Number(rows[0]?.version ?? 0);
+}
+
 export interface SchemaStatus {
   /** The version the schema is at: the last of this code's migrations applied with all before it (0: none). */
   version: number;

@@ -101,6 +101,17 @@ export async function getWorkspace(db: Queryable, id: string): Promise<Workspace
   return rows[0] ? toWorkspace(rows[0]) : null;
 }
 
+/** Whether the database holds any workspace at all. */
+export async function anyWorkspaceExists(db: Queryable): Promise<boolean> {
+  const { rows } = await db.query('SELECT 1 FROM workspaces LIMIT 1');
+  return rows.length > 0;
+}
+
+/** Locks the workspace's row until the transaction ends, without reading it. */
+export async function lockWorkspaceRow(tx: Queryable, id: string): Promise<void> {
+  await tx.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE', [id]);
+}
+
 /** The workspace, locked until the transaction ends: changes to it are made one at a time. */
 export async function lockWorkspace(tx: Queryable, id: string): Promise<WorkspaceRow | null> {
   const { rows } = await tx.query('SELECT * FROM workspaces WHERE id = $1 FOR UPDATE', [id]);

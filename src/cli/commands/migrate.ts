@@ -13,15 +13,14 @@ export function migrateCommand(): Command {
     .action(async (options: { dataDir?: string; json?: boolean }) => {
       const config = loadConfig(process.env, { dataDir: options.dataDir });
       const out = createOutput(options.json === true);
-      const [{ openDb }, { migrate }] = await Promise.all([
+      const [{ openDb }, { maxAppliedVersion, migrate }] = await Promise.all([
         import('../../daemon.js'),
         import('../../store/migrations.js'),
       ]);
       const db = await openDb(config);
       try {
         const applied = await migrate(db);
-        const { rows } = await db.query<{ version: number }>('SELECT max(version) AS version FROM schema_migrations');
-        const version = Number(rows[0]?.version ?? 0);
+        const version = await maxAppliedVersion(db);
         if (out.json) return out.data({ database: db.kind, applied, version });
         out.line(
           applied.length
