@@ -16,6 +16,7 @@ import {
 } from '../store/accounts.js';
 import { isUniqueViolation, type Db } from '../store/db.js';
 import { createSignInLink, redeemSignInLink } from '../store/sign-in-links.js';
+import { lockWorkspaceRow } from '../store/workspaces.js';
 import { normalizeEmail } from './accounts.js';
 import { hashPassword } from './passwords.js';
 import type { TokenIssuer } from './tokens.js';
@@ -50,7 +51,7 @@ export class DashboardSignIn {
       const workspaceId = await redeemSignInLink(tx, token, now);
       if (!workspaceId) return null;
       // Two links redeemed at once for a workspace without an account make one account, not two.
-      await tx.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE', [workspaceId]);
+      await lockWorkspaceRow(tx, workspaceId);
       return (await firstAccountOf(tx, workspaceId)) ?? (await insertUnnamedAccount(tx, workspaceId));
     });
     if (!account)

@@ -5,6 +5,7 @@
  * through another daemon within MAX_AGE_MS.
  */
 import type { Queryable } from '../store/db.js';
+import { activePrices } from '../store/pricing.js';
 import type { TokenPrices } from '../money/cost.js';
 
 const MAX_AGE_MS = 2_000;
@@ -53,18 +54,7 @@ export class PriceBook {
 
   /** Exact decimal text as Postgres writes a numeric: what callCost takes, digit for digit. */
   private async load(workspaceId: string, model: string): Promise<TokenPrices | null> {
-    const { rows } = await this.db.query<{
-      input: string;
-      output: string;
-      cache_read: string | null;
-      cache_write: string | null;
-    }>(
-      `SELECT input_cost_per_token::text AS input, output_cost_per_token::text AS output,
-         cache_read_input_cost_per_token::text AS cache_read, cache_write_input_cost_per_token::text AS cache_write
-       FROM model_pricing WHERE workspace_id = $1 AND model = $2 AND is_active`,
-      [workspaceId, model],
-    );
-    const row = rows[0];
+    const row = await activePrices(this.db, workspaceId, model);
     return row
       ? { input: row.input, output: row.output, cacheRead: row.cache_read, cacheWrite: row.cache_write }
       : null;

@@ -12,6 +12,7 @@ import { ApiError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import {
   deleteEndpoint,
+  deliveryIdOfEvent,
   getEndpoint,
   insertEndpoint,
   listDeliveries,
@@ -163,10 +164,7 @@ export class Webhooks {
     const ok = accepted(result);
     const deliveryId = await this.db.transaction(async (tx) => {
       await recordEvent(tx, workspaceId, TEST_EVENT, event.data, now, { endpointId: endpoint.id, id: event.id });
-      const { rows } = await tx.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE event_id = $1', [
-        event.id,
-      ]);
-      const deliveryId = rows[0]!.id;
+      const deliveryId = await deliveryIdOfEvent(tx, event.id);
       await recordAttempt(tx, {
         deliveryId,
         endpointId: endpoint.id,

@@ -31,6 +31,25 @@ export async function listActivePricing(db: Queryable, workspaceId: string): Pro
 }
 
 /** One model's price; `forUpdate` locks its row until the transaction ends. */
+/** A model's active prices as exact decimal text (Postgres's numeric output), cache prices null when unset. */
+export interface ActivePriceRow {
+  input: string;
+  output: string;
+  cache_read: string | null;
+  cache_write: string | null;
+}
+
+/** The workspace's active prices for `model`; null when it has none (an unpriced model). */
+export async function activePrices(db: Queryable, workspaceId: string, model: string): Promise<ActivePriceRow | null> {
+  const { rows } = await db.query<ActivePriceRow>(
+    `SELECT input_cost_per_token::text AS input, output_cost_per_token::text AS output,
+         cache_read_input_cost_per_token::text AS cache_read, cache_write_input_cost_per_token::text AS cache_write
+       FROM model_pricing WHERE workspace_id = $1 AND model = $2 AND is_active`,
+    [workspaceId, model],
+  );
+  return rows[0] ?? null;
+}
+
 export async function getPricing(
   db: Queryable,
   workspaceId: string,

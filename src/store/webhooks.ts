@@ -401,6 +401,12 @@ export async function headDelivery(db: Queryable, endpointId: string, now: Date)
   };
 }
 
+/** The id of the one delivery an event was recorded with (an event for a single endpoint). */
+export async function deliveryIdOfEvent(tx: Queryable, eventId: string): Promise<string> {
+  const { rows } = await tx.query<{ id: string }>('SELECT id FROM webhook_deliveries WHERE event_id = $1', [eventId]);
+  return rows[0]!.id;
+}
+
 export interface AttemptRecord {
   deliveryId: string;
   endpointId: string;
