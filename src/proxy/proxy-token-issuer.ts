@@ -6,6 +6,7 @@ import type { ProxyToken } from '../contract/index.js';
 import { ApiError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { Queryable } from '../store/db.js';
+import { runStatus } from '../store/runs.js';
 import { sdkBaseUrl, type ProviderRegistry } from './provider-registry.js';
 import { newProxyToken, saveProxyToken } from './proxy-tokens.js';
 
@@ -19,12 +20,9 @@ export class ProxyTokenIssuer {
   ) {}
 
   async issue(workspaceId: string, runId: string): Promise<ProxyToken> {
-    const { rows } = await this.db.query<{ status: string }>(
-      'SELECT status FROM runs WHERE id = $1 AND workspace_id = $2',
-      [runId, workspaceId],
-    );
-    if (!rows[0]) throw new ApiError('RUN_NOT_FOUND');
-    if (rows[0].status !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
+    const status = await runStatus(this.db, workspaceId, runId);
+    if (status === null) throw new ApiError('RUN_NOT_FOUND');
+    if (status !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
     const token = newProxyToken();
     await saveProxyToken(this.db, token, { runId, workspaceId }, this.clock.now());
     // From configuration, never from the Host header: a client may write any host there, and the

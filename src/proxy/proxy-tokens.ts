@@ -6,6 +6,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Queryable } from '../store/db.js';
+import { findProxyToken, insertProxyToken } from '../store/proxy-tokens.js';
 
 /** `rgp_` and 43 base64url characters. */
 export const PROXY_TOKEN_PATTERN = /^rgp_[A-Za-z0-9_-]{43}$/;
@@ -22,12 +23,7 @@ export function newProxyToken(): string {
 }
 
 export async function saveProxyToken(db: Queryable, token: string, target: TokenTarget, now: Date): Promise<void> {
-  await db.query('INSERT INTO proxy_tokens (token_sha256, run_id, workspace_id, created_at) VALUES ($1, $2, $3, $4)', [
-    hash(token),
-    target.runId,
-    target.workspaceId,
-    now,
-  ]);
+  await insertProxyToken(db, hash(token), target, now);
 }
 
 export interface ProxyTokenStore {
@@ -49,11 +45,7 @@ export function proxyTokenStore(db: Queryable, options: { cacheSize?: number } =
       const key = digest.toString('base64');
       const hit = cache.get(key);
       if (hit) return hit;
-      const { rows } = await db.query<{ run_id: string; workspace_id: string }>(
-        'SELECT run_id, workspace_id FROM proxy_tokens WHERE token_sha256 = $1',
-        [digest],
-      );
-      const row = rows[0];
+      const row = await findProxyToken(db, digest);
       if (!row) return null;
       const target = { runId: String(row.run_id), workspaceId: String(row.workspace_id) };
       if (cache.size >= max) cache.delete(cache.keys().next().value!);

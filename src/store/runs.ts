@@ -184,6 +184,15 @@ export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(
   return ends.map((end, i) => (isFirst(end, i) ? (byKey.get(key(end.workspaceId, end.runId)) ?? null) : null));
 }
 
+/** The run's status; null when the workspace has no such run. */
+export async function runStatus(db: Queryable, workspaceId: string, runId: string): Promise<RunStatus | null> {
+  const { rows } = await db.query<{ status: RunStatus }>(
+    'SELECT status FROM runs WHERE id = $1 AND workspace_id = $2',
+    [runId, workspaceId],
+  );
+  return rows[0]?.status ?? null;
+}
+
 export async function runExists(db: Queryable, workspaceId: string, runId: string): Promise<boolean> {
   const { rows } = await db.query('SELECT 1 FROM runs WHERE id = $1 AND workspace_id = $2', [runId, workspaceId]);
   return rows.length > 0;
