@@ -83,6 +83,22 @@ export default tseslint.config(
     },
   },
   {
+    // All SQL lives in src/store/ (issue #33): services, the proxy, the CLI and bootstrap call store
+    // functions named for what they do, and pass their transaction in. Any `.query(` call is caught,
+    // whatever its receiver: none outside the store is anything but a statement.
+    files: ['src/**'],
+    ignores: ['src/store/**'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "CallExpression[callee.type='MemberExpression'][callee.property.name='query']",
+          message: 'SQL lives in src/store/ (issue #33): add a store function',
+        },
+      ],
+    },
+  },
+  {
     // The SDK ships without dependencies: at run time it may load only its own files and Node's.
     files: ['src/client/**/*.ts'],
     rules: {
