@@ -537,5 +537,7 @@ describe('the embedded database, one process at a time', () => {
       await embedded.stop('SIGKILL');
       await rm(embedded.dataDir, { recursive: true, force: true });
     }
-  });
+    // A fresh embedded database (PGlite's initdb) and five CLI processes: ~20 s alone, more on a
+    // busy machine; the suite's 30 s default failed it at a load average of ~7.
+  }, 120_000);
 });
