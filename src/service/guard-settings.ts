@@ -33,6 +33,7 @@ import { assertWithinPlan, planChange } from './plans.js';
 import { differences, recordEvent, type Actor } from './webhook-events.js';
 import { deletePricingEntry, deleteUser } from './deletion.js';
 import { workspaceView } from './workspace-view.js';
+import { utcDay } from '../utc-day.js';
 
 export interface UserChanges {
   blocked?: boolean;
@@ -139,7 +140,7 @@ export class GuardSettings {
   /** Blocks, unblocks or sets a user's daily budget; a user never seen is created (pre-blocking). */
   async updateUser(actor: Actor, workspaceId: string, userId: string, changes: UserChanges): Promise<SdkUserRow> {
     const now = this.clock.now();
-    const day = utcDay(now);
+    const { day } = utcDay(now);
     const user = await this.db.transaction(async (tx) => {
       // Locked until the commit: two changes to one user at once each see the other's result.
       const before = await getUser(tx, workspaceId, userId, day, { forUpdate: true });
@@ -261,5 +262,3 @@ export class GuardSettings {
     return after;
   }
 }
-
-export const utcDay = (now: Date) => now.toISOString().slice(0, 10);

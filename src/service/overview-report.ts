@@ -7,7 +7,7 @@ import { microsToUsd, numericToUsd } from '../money/decimal.js';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/db.js';
 import { readOverview } from '../store/overview.js';
-import { utcDay } from './guard-settings.js';
+import { utcDay } from '../utc-day.js';
 
 export class OverviewReport {
   constructor(
@@ -17,7 +17,7 @@ export class OverviewReport {
 
   /** `limit`: how many top users and top models. */
   async read(workspaceId: string, limit: number): Promise<Overview> {
-    const day = utcDay(this.clock.now());
+    const { day } = utcDay(this.clock.now());
     const today = await readOverview(this.db, workspaceId, day, limit);
     return {
       date: day,

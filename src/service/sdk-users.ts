@@ -7,7 +7,8 @@ import { microsToUsd, usdToMicros } from '../money/decimal.js';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/db.js';
 import { listUsers, type SdkUserRow } from '../store/users.js';
-import { utcDay, type GuardSettings } from './guard-settings.js';
+import type { GuardSettings } from './guard-settings.js';
+import { utcDay } from '../utc-day.js';
 import type { Actor } from './webhook-events.js';
 
 export function sdkUserView(user: SdkUserRow): SdkUser {
@@ -31,7 +32,7 @@ export class SdkUsers {
 
   /** A page of the workspace's users, most recently seen first, with today's (UTC) spend. */
   async list(workspaceId: string, query: SdkUserListQuery): Promise<Page<SdkUser>> {
-    const { items, total } = await listUsers(this.db, workspaceId, utcDay(this.clock.now()), {
+    const { items, total } = await listUsers(this.db, workspaceId, utcDay(this.clock.now()).day, {
       blocked: query.blocked ?? null,
       search: query.search ?? null,
       page: query.page,
