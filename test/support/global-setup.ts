@@ -4,13 +4,7 @@
  */
 import type { TestProject } from 'vitest/node';
 import { ensureEmbeddedTemplate } from './embedded-template.js';
-
-declare module 'vitest' {
-  export interface ProvidedContext {
-    /** The migrated embedded data directory that `openTestStores('embedded')` copies. */
-    embeddedTemplate: string;
-  }
-}
+import type {} from './provided-context.js';
 
 export default async function setup(project: TestProject): Promise<void> {
   project.provide('embeddedTemplate', await ensureEmbeddedTemplate());

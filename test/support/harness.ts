@@ -19,6 +19,7 @@ import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
 import { SqlCounters } from '../../src/store/sql-counters.js';
 import { createApiKey, createWorkspace, type Plan } from '../../src/store/workspaces.js';
 import { startFakeUpstream, type FakeUpstream, type FakeUpstreamOptions } from './fake-upstream.js';
+import type {} from './provided-context.js';
 import { createTestDatabase, REDIS_URL, testKeyPrefix } from './services.js';
 
 /** Dashboard-token settings for apps built in tests: a cheap scrypt cost, a known secret. */
@@ -104,7 +105,7 @@ export interface Caller {
 
 export function caller(baseUrl: string, apiKey: string | null): Caller {
   return {
-    async request(method, path, body, headers = {}) {
+    async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
       const init: RequestInit = { method, headers: { ...headers } };
       if (apiKey) (init.headers as Record<string, string>).authorization = `Bearer ${apiKey}`;
       if (body !== undefined) {
@@ -119,7 +120,8 @@ export function caller(baseUrl: string, apiKey: string | null): Caller {
       } catch {
         /* not JSON: keep the text */
       }
-      return { status: res.status, body: parsed, headers: res.headers };
+      // The caller names the answer's type: asserted here, checked by the test's own assertions.
+      return { status: res.status, body: parsed as T, headers: res.headers };
     },
   };
 }
