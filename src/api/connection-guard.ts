@@ -19,10 +19,10 @@ export function openFileLimit(limitsFile = '/proc/self/limits'): number | null {
   try {
     const line = readFileSync(limitsFile, 'utf8')
       .split('\n')
-      .find((l) => l.startsWith('Max open files'));
+      .find((limitsLine) => limitsLine.startsWith('Max open files'));
     const soft = line?.slice('Max open files'.length).trim().split(/\s+/)[0];
-    const n = Number(soft);
-    return soft && Number.isSafeInteger(n) ? n : null;
+    const limit = Number(soft);
+    return soft && Number.isSafeInteger(limit) ? limit : null;
   } catch {
     return null;
   }
