@@ -75,13 +75,15 @@ export function outputTokenBound(bounds: CallBounds, model: string): number {
 
 /** The dearest of the input prices: an input token may be billed at any of them (a cache write costs more). */
 function dearestInputPrice(prices: TokenPrices): string {
-  const candidates = [prices.input, prices.cacheRead, prices.cacheWrite].filter((p): p is string => p !== null);
+  const candidates = [prices.input, prices.cacheRead, prices.cacheWrite].filter(
+    (price): price is string => price !== null,
+  );
   // Compared exactly, at a common scale.
   const scaled = candidates.map(parseDecimal);
-  const scale = Math.max(...scaled.map((d) => d.scale));
-  const at = (i: number) => scaled[i]!.digits * 10n ** BigInt(scale - scaled[i]!.scale);
+  const scale = Math.max(...scaled.map((decimal) => decimal.scale));
+  const digitsAtScale = (i: number) => scaled[i]!.digits * 10n ** BigInt(scale - scaled[i]!.scale);
   let dearest = 0;
-  for (let i = 1; i < candidates.length; i++) if (at(i) > at(dearest)) dearest = i;
+  for (let i = 1; i < candidates.length; i++) if (digitsAtScale(i) > digitsAtScale(dearest)) dearest = i;
   return candidates[dearest]!;
 }
 

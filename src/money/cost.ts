@@ -96,7 +96,7 @@ export function formatDecimal(value: Decimal): string {
 /** Sum of `count x price` terms, exact. */
 function sumOfProducts(terms: readonly (readonly [count: number, price: string])[]): Decimal {
   const prices = terms.map(([, price]) => parseDecimal(price));
-  const scale = Math.max(0, ...prices.map((p) => p.scale));
+  const scale = Math.max(0, ...prices.map((price) => price.scale));
   let digits = 0n;
   terms.forEach(([count], i) => {
     digits += BigInt(count) * rescale(prices[i]!, scale);
@@ -135,8 +135,8 @@ export interface TokenColumns {
 }
 
 /** `isPriced` in SQL: a call is priced once any of its counts is known. */
-export function pricedSql(t: TokenColumns): string {
-  return `(${t.prompt} IS NOT NULL OR ${t.completion} IS NOT NULL OR ${t.cacheRead} IS NOT NULL OR ${t.cacheWrite} IS NOT NULL)`;
+export function pricedSql(columns: TokenColumns): string {
+  return `(${columns.prompt} IS NOT NULL OR ${columns.completion} IS NOT NULL OR ${columns.cacheRead} IS NOT NULL OR ${columns.cacheWrite} IS NOT NULL)`;
 }
 
 /**
@@ -144,10 +144,10 @@ export function pricedSql(t: TokenColumns): string {
  * `pricing`: NUMERIC, exact. NULL when no count is known; the caller supplies the row (NULL
  * prices, no row: NULL cost).
  */
-export function costSql(t: TokenColumns, pricing: string): string {
-  return `CASE WHEN ${pricedSql(t)} THEN
-    greatest(coalesce(${t.prompt}, 0) - coalesce(${t.cacheRead}, 0) - coalesce(${t.cacheWrite}, 0), 0) * ${pricing}.input_cost_per_token
-    + coalesce(${t.cacheRead}, 0) * coalesce(${pricing}.cache_read_input_cost_per_token, ${pricing}.input_cost_per_token)
-    + coalesce(${t.cacheWrite}, 0) * coalesce(${pricing}.cache_write_input_cost_per_token, ${pricing}.input_cost_per_token)
-    + coalesce(${t.completion}, 0) * ${pricing}.output_cost_per_token END`;
+export function costSql(columns: TokenColumns, pricing: string): string {
+  return `CASE WHEN ${pricedSql(columns)} THEN
+    greatest(coalesce(${columns.prompt}, 0) - coalesce(${columns.cacheRead}, 0) - coalesce(${columns.cacheWrite}, 0), 0) * ${pricing}.input_cost_per_token
+    + coalesce(${columns.cacheRead}, 0) * coalesce(${pricing}.cache_read_input_cost_per_token, ${pricing}.input_cost_per_token)
+    + coalesce(${columns.cacheWrite}, 0) * coalesce(${pricing}.cache_write_input_cost_per_token, ${pricing}.input_cost_per_token)
+    + coalesce(${columns.completion}, 0) * ${pricing}.output_cost_per_token END`;
 }
