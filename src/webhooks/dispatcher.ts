@@ -66,11 +66,11 @@ export class WebhookDispatcher {
   private failingSince: number | null = null;
   private lastFailureLog = 0;
 
-  constructor(private readonly o: DispatcherOptions) {}
+  constructor(private readonly options: DispatcherOptions) {}
 
   start(): void {
-    if (this.o.pollIntervalMs <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.tick(), this.o.pollIntervalMs);
+    if (this.options.pollIntervalMs <= 0 || this.timer) return;
+    this.timer = setInterval(() => void this.tick(), this.options.pollIntervalMs);
     this.timer.unref();
   }
 
@@ -94,7 +94,7 @@ export class WebhookDispatcher {
         const now = Date.now();
         if (this.failingSince === null || now - this.lastFailureLog >= 60_000) {
           this.lastFailureLog = now;
-          this.o.logger.warn(
+          this.options.logger.warn(
             { err: error, failingForMs: this.failingSince === null ? 0 : now - this.failingSince },
             'webhook dispatch round failed',
           );
@@ -109,21 +109,21 @@ export class WebhookDispatcher {
 
   private async round(): Promise<void> {
     if (this.stopping) return;
-    const now = this.o.clock.now();
-    if (now.getTime() - this.lastScan >= this.o.scanIntervalMs) {
+    const now = this.options.clock.now();
+    if (now.getTime() - this.lastScan >= this.options.scanIntervalMs) {
       this.lastScan = now.getTime();
       await this.scan(now);
     }
     if (now.getTime() - this.lastPurge >= PURGE_INTERVAL_MS) {
       this.lastPurge = now.getTime();
-      await purgeWebhookHistory(this.o.db, new Date(now.getTime() - this.o.retentionMs));
+      await purgeWebhookHistory(this.options.db, new Date(now.getTime() - this.options.retentionMs));
     }
-    const room = this.o.concurrency - this.working.size;
+    const room = this.options.concurrency - this.working.size;
     if (room <= 0) return;
-    const leased = await leaseDueEndpoints(this.o.db, this.owner, now, this.leaseEnd(), room);
+    const leased = await leaseDueEndpoints(this.options.db, this.owner, now, this.leaseEnd(), room);
     for (const endpointId of leased) {
       const work: Promise<void> = this.work(endpointId)
-        .catch((error: unknown) => this.o.logger.warn({ err: error, endpointId }, 'webhook delivery failed'))
+        .catch((error: unknown) => this.options.logger.warn({ err: error, endpointId }, 'webhook delivery failed'))
         .finally(() => this.working.delete(work));
       this.working.add(work);
     }
@@ -132,43 +132,43 @@ export class WebhookDispatcher {
   private async scan(now: Date): Promise<void> {
     // Each scan on its own: one failing does not stop the others.
     const scans: [string, () => Promise<number>][] = [
-      ['thresholds', () => scanThresholds(this.o.db, now, this.o.thresholdsPpm)],
-      ['denials', () => scanDenials(this.o.db, now, this.o.denialWindowMs)],
-      ['failed runs', () => scanFailedRuns(this.o.db, now)],
+      ['thresholds', () => scanThresholds(this.options.db, now, this.options.thresholdsPpm)],
+      ['denials', () => scanDenials(this.options.db, now, this.options.denialWindowMs)],
+      ['failed runs', () => scanFailedRuns(this.options.db, now)],
     ];
     for (const [name, run] of scans) {
       await run().catch((error: unknown) =>
-        this.o.logger.warn({ err: error, scan: name }, 'webhook event scan failed'),
+        this.options.logger.warn({ err: error, scan: name }, 'webhook event scan failed'),
       );
     }
   }
 
   /** Long enough for one attempt and its bookkeeping; renewed before each attempt. */
   private leaseEnd(): Date {
-    return new Date(this.o.clock.now().getTime() + this.o.timeoutMs + 5_000);
+    return new Date(this.options.clock.now().getTime() + this.options.timeoutMs + 5_000);
   }
 
   /** The endpoint's due deliveries, oldest first, until one must wait (or the daemon stops). */
   private async work(endpointId: string): Promise<void> {
     try {
       while (!this.stopping) {
-        const endpoint = await endpointById(this.o.db, endpointId);
+        const endpoint = await endpointById(this.options.db, endpointId);
         if (!endpoint?.enabled) return;
-        const delivery = await headDelivery(this.o.db, endpointId, this.o.clock.now());
+        const delivery = await headDelivery(this.options.db, endpointId, this.options.clock.now());
         if (!delivery) return;
-        if (!(await renewLease(this.o.db, endpointId, this.owner, this.leaseEnd()))) return; // taken over: stop
+        if (!(await renewLease(this.options.db, endpointId, this.owner, this.leaseEnd()))) return; // taken over: stop
         const result = await this.send(endpoint, delivery);
         const record = this.outcome(endpoint, delivery, result);
-        await this.o.db.transaction((tx) => recordAttempt(tx, record));
+        await this.options.db.transaction((tx) => recordAttempt(tx, record));
         if (record.outcome.status === 'pending' || record.disableEndpoint) return;
       }
     } finally {
-      await releaseLease(this.o.db, endpointId, this.owner).catch(() => {});
+      await releaseLease(this.options.db, endpointId, this.owner).catch(() => {});
     }
   }
 
   private send(endpoint: EndpointRow, delivery: Pick<DueDelivery, 'event'>): Promise<AttemptResult> {
-    const now = this.o.clock.now();
+    const now = this.options.clock.now();
     return attemptDelivery(
       {
         url: endpoint.url,
@@ -176,15 +176,15 @@ export class WebhookDispatcher {
         messageId: delivery.event.id,
         body: body(endpoint.format, delivery.event),
         timestampSeconds: Math.floor(now.getTime() / 1000),
-        userAgent: this.o.userAgent,
+        userAgent: this.options.userAgent,
       },
-      this.o.policy,
-      this.o.timeoutMs,
+      this.options.policy,
+      this.options.timeoutMs,
     );
   }
 
   private outcome(endpoint: EndpointRow, delivery: DueDelivery, result: AttemptResult): AttemptRecord {
-    const now = this.o.clock.now();
+    const now = this.options.clock.now();
     const attempt = delivery.attempts + 1;
     const base = {
       deliveryId: delivery.id,
@@ -207,9 +207,9 @@ export class WebhookDispatcher {
         disableEndpoint: `The endpoint answered 410 Gone at ${now.toISOString()}.`,
       };
     }
-    const delay = retryDelayMs(attempt, this.o.retryBaseMs, parseRetryAfter(result.retryAfter ?? undefined, now));
+    const delay = retryDelayMs(attempt, this.options.retryBaseMs, parseRetryAfter(result.retryAfter ?? undefined, now));
     const next = new Date(now.getTime() + delay);
-    if (next.getTime() - delivery.created_at.getTime() > this.o.maxAgeMs) {
+    if (next.getTime() - delivery.created_at.getTime() > this.options.maxAgeMs) {
       return {
         ...base,
         error: `${result.error ?? 'failed'} (gave up after ${attempt} attempts)`,

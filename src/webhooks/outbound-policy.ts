@@ -60,15 +60,15 @@ function normalize(address: string): { address: string; family: 'ipv4' | 'ipv6' 
 }
 
 export function isSpecialAddress(address: string): boolean {
-  const n = normalize(address);
-  return SPECIAL.check(n.address, n.family);
+  const normalized = normalize(address);
+  return SPECIAL.check(normalized.address, normalized.family);
 }
 
 /** This machine's addresses (and the unspecified ones, which reach it too). */
 function localAddresses(): Set<string> {
   const out = new Set(['0.0.0.0', '::', '127.0.0.1', '::1']);
   for (const list of Object.values(networkInterfaces()))
-    for (const i of list ?? []) out.add(normalize(i.address).address);
+    for (const addressInfo of list ?? []) out.add(normalize(addressInfo.address).address);
   return out;
 }
 

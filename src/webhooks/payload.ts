@@ -37,40 +37,40 @@ const text = (value: unknown) =>
     ? String(value)
     : JSON.stringify(value);
 const money = (usd: unknown) => (typeof usd === 'number' ? `$${usd.toFixed(2)}` : 'unlimited');
-const subject = (d: Data) => (d.subject?.type === 'user' ? `user \`${d.subject.id ?? ''}\`` : 'the workspace');
-const actor = (d: Data) => (d.actor ? ` (by ${d.actor.type} ${d.actor.id})` : '');
+const subject = (data: Data) => (data.subject?.type === 'user' ? `user \`${data.subject.id ?? ''}\`` : 'the workspace');
+const actor = (data: Data) => (data.actor ? ` (by ${data.actor.type} ${data.actor.id})` : '');
 
 /** One readable line (or a few) per event, for a person reading a channel. */
 export function slackText(event: OutgoingEvent): string {
-  const d = (event.data ?? {}) as Data;
-  const t = (key: string) => text(d[key]);
+  const data = (event.data ?? {}) as Data;
+  const field = (key: string) => text(data[key]);
   const head = `runguard · ${event.type}`;
   switch (event.type) {
     case 'budget.threshold':
       return (
-        `${head}: ${subject(d)} has spent ${money(d.spend_usd)} of its ${money(d.budget_usd)} daily budget on ${t('day')} ` +
-        `(${Math.round(Number(d.threshold) * 100)}% threshold).`
+        `${head}: ${subject(data)} has spent ${money(data.spend_usd)} of its ${money(data.budget_usd)} daily budget on ${field('day')} ` +
+        `(${Math.round(Number(data.threshold) * 100)}% threshold).`
       );
     case 'guard.denied':
-      return `${head}: ${t('count')} denial(s) of ${subject(d)} for ${t('reason')} between ${t('window_start')} and ${t('window_end')}.`;
+      return `${head}: ${field('count')} denial(s) of ${subject(data)} for ${field('reason')} between ${field('window_start')} and ${field('window_end')}.`;
     case 'kill_switch.changed':
-      return `${head}: the kill switch is now ${d.active ? 'ON: every run and step is denied' : 'off'}${actor(d)}.`;
+      return `${head}: the kill switch is now ${data.active ? 'ON: every run and step is denied' : 'off'}${actor(data)}.`;
     case 'user.blocked':
     case 'user.unblocked':
-      return `${head}: user \`${t('user_id')}\` is ${event.type === 'user.blocked' ? 'blocked' : 'unblocked'}${actor(d)}.`;
+      return `${head}: user \`${field('user_id')}\` is ${event.type === 'user.blocked' ? 'blocked' : 'unblocked'}${actor(data)}.`;
     case 'settings.changed': {
-      const changes = Object.entries(d.changes ?? {})
-        .map(([key, c]) => `${key}: ${JSON.stringify(c.before)} → ${JSON.stringify(c.after)}`)
+      const changes = Object.entries(data.changes ?? {})
+        .map(([key, change]) => `${key}: ${JSON.stringify(change.before)} → ${JSON.stringify(change.after)}`)
         .join('; ');
-      return `${head}: ${d.subject?.type ?? 'settings'} ${d.subject?.id ?? ''} changed${actor(d)}: ${changes}.`;
+      return `${head}: ${data.subject?.type ?? 'settings'} ${data.subject?.id ?? ''} changed${actor(data)}: ${changes}.`;
     }
     case 'run.failed':
-      return `${head}: run ${t('run_id')} of user \`${t('user_id')}\` failed after ${t('step_count')} step(s), ${money(d.total_cost_usd)}.`;
+      return `${head}: run ${field('run_id')} of user \`${field('user_id')}\` failed after ${field('step_count')} step(s), ${money(data.total_cost_usd)}.`;
     case 'result.lost':
-      return `${head}: the result of step ${t('step_id')} (run ${t('run_id')}, user \`${t('user_id')}\`) was lost: ${t('reason')}.`;
+      return `${head}: the result of step ${field('step_id')} (run ${field('run_id')}, user \`${field('user_id')}\`) was lost: ${field('reason')}.`;
     case 'webhook.test':
       return `${head}: this endpoint receives runguard's events.`;
     default:
-      return `${head}: ${JSON.stringify(d)}`;
+      return `${head}: ${JSON.stringify(data)}`;
   }
 }

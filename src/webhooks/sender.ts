@@ -114,16 +114,21 @@ async function readLimited(body: AsyncIterable<Buffer> & { destroy(): unknown })
 }
 
 function describe(error: unknown): string {
-  const e = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string } };
+  const failure = error as {
+    name?: string;
+    code?: string;
+    message?: string;
+    cause?: { code?: string; message?: string };
+  };
   if (
-    e?.name === 'TimeoutError' ||
-    e?.name === 'AbortError' ||
-    e?.code === 'UND_ERR_HEADERS_TIMEOUT' ||
-    e?.code === 'UND_ERR_BODY_TIMEOUT'
+    failure?.name === 'TimeoutError' ||
+    failure?.name === 'AbortError' ||
+    failure?.code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    failure?.code === 'UND_ERR_BODY_TIMEOUT'
   ) {
     return 'timed out';
   }
-  const code = e?.code ?? e?.cause?.code;
-  const message = e?.message ?? String(error);
+  const code = failure?.code ?? failure?.cause?.code;
+  const message = failure?.message ?? String(error);
   return code && !message.includes(code) ? `${code}: ${message}` : message;
 }
