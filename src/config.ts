@@ -5,8 +5,8 @@
  * `process.env`.
  */
 import { readFileSync } from 'node:fs';
+import { PLAN_NAMES, type PlanName } from './contract/usage.js';
 import { isProviderType, type ProviderType } from './proxy/providers/index.js';
-import { PLAN_NAMES, type Plan } from './store/workspaces.js';
 
 export interface Config {
   host: string;
@@ -14,7 +14,7 @@ export interface Config {
   databaseUrl: string | null;
   redisUrl: string | null;
   dataDir: string;
-  defaultPlan: Plan;
+  defaultPlan: PlanName;
   bodyLimitBytes: number;
   logLevel: string;
   dbPoolSize: number;

@@ -26,8 +26,6 @@ export const PLANS: Record<Plan, PlanLimits> = {
   enterprise: { monthly_run_limit: null, max_concurrent_runs: null, kill_switch: true },
 };
 
-export const PLAN_NAMES = Object.keys(PLANS) as Plan[];
-
 export interface WorkspaceRow {
   id: string;
   name: string;
