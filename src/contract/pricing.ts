@@ -66,3 +66,22 @@ export const PricingImport = Type.Object({
   dry_run: Type.Boolean(),
 });
 export type PricingImport = Static<typeof PricingImport>;
+
+/** One model of the shipped price catalog, USD per token, as `POST /v1/model-pricing/import` takes it. */
+export const PricingCatalogEntry = Type.Object({
+  model: Type.String(),
+  input_cost_per_token: Type.Number(),
+  output_cost_per_token: Type.Number(),
+  cache_read_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
+  cache_write_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
+});
+export type PricingCatalogEntry = Static<typeof PricingCatalogEntry>;
+
+/** `GET /v1/model-pricing/catalog`'s answer: the catalog shipped in `config/pricing-catalog.json`. */
+export const PricingCatalog = Type.Object({
+  taken_at: Nullable(Type.String()),
+  // Where the prices come from, as the catalog file says it (a sentence, or a record of the source).
+  source: Type.Unknown(),
+  models: Type.Array(PricingCatalogEntry),
+});
+export type PricingCatalog = Static<typeof PricingCatalog>;

@@ -1,21 +1,12 @@
 /** The price catalog shipped in `config/pricing-catalog.json`, for the dashboard's import. */
 import { readFile } from 'node:fs/promises';
-import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
-import { errorResponses, Nullable } from '../schemas.js';
+import { errorResponses, PricingCatalog } from '../schemas.js';
 
 /** From `dist/api/routes/` (or `src/api/routes/`), the package's `config/`. */
 const CATALOG_URL = new URL('../../../config/pricing-catalog.json', import.meta.url);
-
-const CatalogEntry = Type.Object({
-  model: Type.String(),
-  input_cost_per_token: Type.Number(),
-  output_cost_per_token: Type.Number(),
-  cache_read_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
-  cache_write_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
-});
 
 export const pricingCatalogRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
@@ -27,24 +18,20 @@ export const pricingCatalogRoutes: FastifyPluginAsync = async (base) => {
         tags: ['pricing'],
         summary: 'The list prices shipped with runguard (USD per token), as POST /v1/model-pricing/import takes them',
         response: {
-          200: Type.Object({
-            taken_at: Nullable(Type.String()),
-            // Where the prices come from, as the catalog file says it (a sentence, or a record of the source).
-            source: Type.Unknown(),
-            models: Type.Array(CatalogEntry),
-          }),
+          200: PricingCatalog,
           ...errorResponses(401, 404),
         },
       },
     },
     async () => {
-      let doc: { taken_at?: string; source?: unknown; models?: unknown[] };
+      // The shipped file, taken to have the answer's shape (not checked here): the schema serializes it.
+      let doc: Partial<PricingCatalog>;
       try {
         doc = JSON.parse(await readFile(CATALOG_URL, 'utf8')) as typeof doc;
       } catch {
         throw new ApiError('NOT_FOUND', 'This installation has no price catalog (config/pricing-catalog.json).');
       }
-      return { taken_at: doc.taken_at ?? null, source: doc.source ?? null, models: (doc.models ?? []) as never[] };
+      return { taken_at: doc.taken_at ?? null, source: doc.source ?? null, models: doc.models ?? [] };
     },
   );
 };
