@@ -76,6 +76,8 @@ export type {
   Overview,
   AccessToken as TokenAnswer,
   ModelPricing as Price,
+  PricingCatalog,
+  PricingImport,
   WebhookEndpoint,
   CreatedWebhookEndpoint,
   WebhookDelivery,

@@ -3,7 +3,7 @@
  * providers publish them (converted from the typed text, never by multiplying binary floats).
  */
 import { useState } from 'preact/hooks';
-import { api, ApiError, type Price } from '../api';
+import { api, ApiError, type Price, type PricingCatalog, type PricingImport } from '../api';
 import { Card, ErrorNote } from '../components';
 import { useLoad } from '../hooks';
 
@@ -95,14 +95,7 @@ export function PricingPage() {
     setError(null);
     setImported('');
     try {
-      type Entry = {
-        model: string;
-        input_cost_per_token: number;
-        output_cost_per_token: number;
-        cache_read_input_cost_per_token?: number | null;
-        cache_write_input_cost_per_token?: number | null;
-      };
-      const catalog = await api<{ taken_at: string | null; models: Entry[] }>('GET', '/v1/model-pricing/catalog');
+      const catalog = await api<PricingCatalog>('GET', '/v1/model-pricing/catalog');
       // One import: new models are added, catalog entries updated, prices set by hand kept.
       const models = catalog.models.map((m) => ({
         model: m.model,
@@ -111,11 +104,7 @@ export function PricingPage() {
         cache_read_input_cost_per_token: m.cache_read_input_cost_per_token ?? null,
         cache_write_input_cost_per_token: m.cache_write_input_cost_per_token ?? null,
       }));
-      const result = await api<{ new: number; changed: number; unchanged: number; kept: number }>(
-        'POST',
-        '/v1/model-pricing/import',
-        { models },
-      );
+      const result = await api<PricingImport>('POST', '/v1/model-pricing/import', { models });
       setImported(
         `Imported the catalog${catalog.taken_at ? ` of ${catalog.taken_at}` : ''}: ${result.new} new, ${result.changed} changed, ` +
           `${result.unchanged} unchanged, ${result.kept} set by hand and kept.`,
