@@ -3,7 +3,7 @@
  * summary kept as its input) and the bytes to forward (the client's own, or rewritten by the
  * provider's adapter, e.g. to ask a stream for its usage).
  */
-import type { StepInput } from '../service/guard-service.js';
+import type { StepInput } from '../service/step-input.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
 import { rewrittenBytes } from './json-rewrite.js';
 import { requestBounds } from './request-bounds.js';

@@ -4,12 +4,10 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import type { RunCreated, RunEnded, StepCreated, StepUpdated } from '../contract/runs.js';
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
 import { isStatementRefusal, type Db, type Queryable } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
-import { utcDay } from '../utc-day.js';
 import {
   lockAdmissions,
   runCounts,
@@ -26,7 +24,7 @@ import { timeOrderedId } from '../store/time-ordered-id.js';
 import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
 import { GuardStateCache } from './guard-state-cache.js';
 import { callCost, costToMicros, isPriced } from '../money/cost.js';
-import { estimateCallMicros, type CallBounds } from '../money/call-estimate.js';
+import { estimateCallMicros } from '../money/call-estimate.js';
 import { usdToMicros } from '../money/decimal.js';
 import {
   lockReservations,
@@ -40,10 +38,32 @@ import { PriceBook } from './price-book.js';
 import { ReleasedRuns } from './released-runs.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 import { WorkspaceQueue } from './workspace-queue.js';
-import { callHash, FRESH_RUN, resolveRunLimits, runLimitsView, runRuleInputs, userRateInput } from './run-limits.js';
+import {
+  FRESH_RUN,
+  guarded,
+  loopHash,
+  resolveRunLimits,
+  runLimitsView,
+  runReserve,
+  runRuleInputs,
+  userRateInput,
+} from './run-limits.js';
+import { decidedBeforeRecorded, type Decided } from './decided.js';
+import { NOT_COUNTED, readsReservations, reservesAgainstBudget, reserveTerms, toSnapshot } from './guard-snapshot.js';
+import {
+  createdView,
+  view,
+  type CreatedStep,
+  type DecisionView,
+  type EndedRunView,
+  type FinishedStepView,
+  type StartedRun,
+} from './guard-views.js';
+import { RecentMap } from './recent-map.js';
+import type { StepInput } from './step-input.js';
 import type { StepSlot } from '../store/step-rate.js';
 import type { RunLimitsRequest } from '../contract/runs.js';
-import type { RunLimitValues, WorkspaceRow } from '../store/workspaces.js';
+import type { RunLimitValues } from '../store/workspaces.js';
 
 export type Boundary = 'run_start' | 'step';
 
@@ -55,36 +75,6 @@ export interface GuardObserver {
   decision(boundary: Boundary, decision: Pick<Decision, 'outcome' | 'reason'>): void;
   /** A model call's result had tokens and its model no active price: it counts $0. */
   unpricedCall?(): void;
-}
-
-// The answers are the wire's (src/contract/): the routes send them as they are.
-export type DecisionView = Decision;
-export type StartedRun = RunCreated;
-export type CreatedStep = StepCreated;
-export type EndedRunView = RunEnded;
-export type FinishedStepView = StepUpdated;
-
-export interface StepInput {
-  type: runs.StepType;
-  /** Omitted: the server assigns the run's next sequence (proxy mode). */
-  sequence?: number | null;
-  model?: string | null;
-  tool_name?: string | null;
-  input_data?: unknown;
-  /** A proxied model call's request, as far as it bounds the call's cost (the proxy reads it). */
-  bounds?: CallBounds | null;
-  /** The caller's own bound of the step's cost (an API step's `max_cost_usd`). */
-  max_cost_usd?: number | null;
-  /**
-   * This daemon forwards the call and records its result itself (the proxy): the step is this
-   * daemon instance's until then, and ended RESULT_LOST by another if this one dies first.
-   */
-  forwarded?: boolean;
-  /**
-   * What the loop rule (repeated_calls) compares when not `input_data`: a proxied call's whole
-   * request body, where its `input_data` is only a summary of it.
-   */
-  loopInput?: unknown;
 }
 
 /** This daemon process's id among the daemons on its database (null: not registered, nothing owned). */
@@ -130,121 +120,6 @@ interface GuardedStep {
 }
 
 /**
- * Rule 9's reserve-mode input for a step with `estimate` (budget_mode "reserve"): the run's budget
- * counts its steps in flight and this step's estimate as well. Null in spend mode.
- */
-const runReserve = (workspace: WorkspaceRow, estimate: number | null) =>
-  workspace.budget_mode === 'reserve' ? { estimateMicros: estimate } : null;
-
-/** Whether a step takes the runaway rules' transaction: a run with limits, or a user rate. */
-const guarded = (workspace: WorkspaceRow, limits: RunLimitValues | null) =>
-  limits !== null || workspace.user_steps_per_minute !== null;
-
-/** The loop rule's hash of a call, where the run has the rule. */
-const loopHash = (limits: RunLimitValues | null, input: Omit<StepInput, 'sequence'>): string | null =>
-  limits?.maxIdenticalCalls == null
-    ? null
-    : callHash({
-        type: input.type,
-        model: input.model,
-        tool_name: input.tool_name,
-        input: input.loopInput !== undefined ? input.loopInput : input.input_data,
-      });
-
-/**
- * A call decided before its record is durable, so the proxy can forward it while the record
- * commits. `decided` is final: the ids, the status, the decision. `recorded` settles once the
- * record is durable: with the record as written (a step's sequence is final only then), or with
- * the error the call would have failed with had it waited (RUN_NOT_RUNNING when the run ended
- * meanwhile, a database failure). Nothing may be released to the caller before it resolves.
- */
-export interface Decided<T> {
-  decided: T;
-  recorded: Promise<T>;
-}
-
-/**
- * Runs `record`, which tells its decision once the decision is made and its record submitted,
- * and answers then; a failure before the decision (an unknown run, the database down) rejects.
- */
-function decidedBeforeRecorded<T>(record: (whenDecided: (decided: T) => void) => Promise<T>): Promise<Decided<T>> {
-  let told!: (decided: T) => void;
-  const decision = new Promise<T>((resolve) => (told = resolve));
-  const recorded = record(told);
-  return Promise.race([decision, recorded]).then((decided) => ({ decided, recorded }));
-}
-
-/** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
-const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
-
-export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts, now?: Date): GuardSnapshot {
-  const workspace = state.workspace;
-  const utc = now ? utcDay(now) : undefined;
-  return {
-    ...(utc ? { dayResetsAt: utc.dayResetsAt, monthResetsAt: utc.monthResetsAt } : {}),
-    killSwitchActive: workspace.kill_switch_active,
-    userBlocked: state.userBlocked,
-    workspaceDailyBudgetMicros: workspace.daily_budget_micros,
-    workspaceDailySpendMicros: counters.workspaceDailySpendMicros,
-    userDailyBudgetMicros: state.userDailyBudgetMicros,
-    userDailySpendMicros: counters.userDailySpendMicros,
-    monthlyRunLimit: workspace.monthly_run_limit,
-    monthlyRuns: counters.monthlyRuns,
-    maxConcurrentRuns: workspace.max_concurrent_runs,
-    concurrentRuns: counters.concurrentRuns,
-  };
-}
-
-/** What reserve mode adds to a snapshot: the mode, outstanding reservations, this step's estimate. */
-export function reserveTerms(
-  state: GuardState,
-  reserved: Reserved,
-  estimateMicros: number | null,
-): Pick<GuardSnapshot, 'budgetMode' | 'workspaceReservedMicros' | 'userReservedMicros' | 'estimateMicros'> {
-  if (state.workspace.budget_mode !== 'reserve') return {};
-  return {
-    budgetMode: 'reserve',
-    workspaceReservedMicros: reserved.workspaceReservedMicros,
-    userReservedMicros: reserved.userReservedMicros,
-    estimateMicros: estimateMicros ?? 0,
-  };
-}
-
-/**
- * Whether a step's check takes the reservation lock: reserve mode, an estimate, and a budget to
- * reserve against (without one, the estimate is stored, and counted once a budget is set).
- */
-function reservesAgainstBudget(state: GuardState, estimateMicros: number | null): boolean {
-  return readsReservations(state) && (estimateMicros ?? 0) > 0;
-}
-
-/** Reserve mode with a daily budget (workspace or user): the budget rules count reservations. */
-function readsReservations(state: GuardState): boolean {
-  return (
-    state.workspace.budget_mode === 'reserve' &&
-    (state.workspace.daily_budget_micros !== null || state.userDailyBudgetMicros !== null)
-  );
-}
-
-const view = (decision: Decision): DecisionView =>
-  decision.detail
-    ? {
-        outcome: decision.outcome,
-        reason: decision.reason,
-        evaluated_rules: decision.evaluated_rules,
-        detail: decision.detail,
-      }
-    : { outcome: decision.outcome, reason: decision.reason, evaluated_rules: decision.evaluated_rules };
-/** A step as its creation answers it. */
-const createdView = (step: runs.NewStep): CreatedStep => ({
-  id: step.id,
-  run_id: step.runId,
-  sequence: step.sequence,
-  status: step.status,
-  decision: view(step.decision),
-});
-
-/**
  * How long a proxied call's result may wait for others to share its statement. Its client already
  * has the answer, so nobody waits on it; what waits is the call's spend in later decisions.
  */
@@ -270,23 +145,6 @@ class IdempotencyRace extends Error {}
 
 /** Another step of the run holds the sequence. */
 class SequenceTaken extends Error {}
-
-/** A bounded map that forgets its oldest entries first. */
-class RecentMap<V> {
-  private readonly map = new Map<string, V>();
-  constructor(private readonly capacity: number) {}
-  get(key: string): V | undefined {
-    return this.map.get(key);
-  }
-  remember(key: string, value: V): void {
-    if (this.map.has(key)) return;
-    if (this.map.size >= this.capacity) this.map.delete(this.map.keys().next().value!);
-    this.map.set(key, value);
-  }
-  forget(key: string): void {
-    this.map.delete(key);
-  }
-}
 
 export class GuardService {
   /** Run (`workspace/run`) to its user and limits, for runs this daemon has seen. */

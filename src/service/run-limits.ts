@@ -9,6 +9,7 @@ import type { GuardSnapshot } from '../rules/engine.js';
 import type { RunUsage } from '../store/runs.js';
 import { STEP_RATE_WINDOW_MS, type StepSlot } from '../store/step-rate.js';
 import type { RunLimitValues, WorkspaceRow } from '../store/workspaces.js';
+import type { StepInput } from './step-input.js';
 
 /** The tighter of two limits, where null is none. */
 const tighter = (first: number | null, second: number | null): number | null =>
@@ -110,6 +111,28 @@ export function callHash(call: {
     .update(canonicalJson([call.type, call.model ?? null, call.tool_name ?? null, call.input ?? null]))
     .digest('base64url');
 }
+
+/**
+ * Rule 9's reserve-mode input for a step with `estimate` (budget_mode "reserve"): the run's budget
+ * counts its steps in flight and this step's estimate as well. Null in spend mode.
+ */
+export const runReserve = (workspace: WorkspaceRow, estimate: number | null) =>
+  workspace.budget_mode === 'reserve' ? { estimateMicros: estimate } : null;
+
+/** Whether a step takes the runaway rules' transaction: a run with limits, or a user rate. */
+export const guarded = (workspace: WorkspaceRow, limits: RunLimitValues | null) =>
+  limits !== null || workspace.user_steps_per_minute !== null;
+
+/** The loop rule's hash of a call, where the run has the rule. */
+export const loopHash = (limits: RunLimitValues | null, input: Omit<StepInput, 'sequence'>): string | null =>
+  limits?.maxIdenticalCalls == null
+    ? null
+    : callHash({
+        type: input.type,
+        model: input.model,
+        tool_name: input.tool_name,
+        input: input.loopInput !== undefined ? input.loopInput : input.input_data,
+      });
 
 /** JSON with every object's keys sorted; what JSON.stringify drops (undefined, functions) it drops too. */
 export function canonicalJson(value: unknown): string {
