@@ -112,8 +112,8 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
     const pass: RecoveryPass = { instances: [], steps: [], runs: 0 };
     for (;;) {
       const done = await batch();
-      // The counter copies take the charged totals, as after a result (GuardService.afterFinish):
-      // the day's keys of the charge's own day.
+      // The counter copies take the charged totals, as after a result (afterFinish, in
+      // step-results.ts): the day's keys of the charge's own day.
       await Promise.all(
         done.charged.map((charge) =>
           counters.spendRecorded(scopeAt(done.now, charge.workspace_id, charge.user_id), charge.totals),

@@ -1,8 +1,16 @@
 /**
- * A step as the run API's checks take it: from the API's body, or from a proxied call.
+ * A step as the run API's checks take it (from the API's body, or from a proxied call), and what
+ * follows from it alone: its model's price as rule model_priced reads it, the bound of its cost,
+ * and the record written with its decision.
  */
-import type { CallBounds } from '../money/call-estimate.js';
-import type { StepType } from '../store/runs.js';
+import { estimateCallMicros, type CallBounds } from '../money/call-estimate.js';
+import { usdToMicros } from '../money/decimal.js';
+import type { Decision, GuardSnapshot } from '../rules/engine.js';
+import { SPEND_CAP_MICROS } from '../store/counters.js';
+import type { NewStep, StepType } from '../store/runs.js';
+import { timeOrderedId } from '../store/time-ordered-id.js';
+import type { GuardState } from '../store/workspaces.js';
+import type { GuardContext } from './guard-context.js';
 
 export interface StepInput {
   type: StepType;
@@ -25,4 +33,70 @@ export interface StepInput {
    * request body, where its `input_data` is only a summary of it.
    */
   loopInput?: unknown;
+}
+
+/**
+ * With `unpriced_models: "deny"`, whether a MODEL_CALL step's model has an active price (the
+ * rule model_priced); undefined where the rule is not evaluated.
+ */
+export async function modelPricedInput(
+  context: GuardContext,
+  state: GuardState,
+  workspaceId: string,
+  input: Omit<StepInput, 'sequence'>,
+): Promise<GuardSnapshot['modelPriced']> {
+  if (input.type !== 'MODEL_CALL' || state.workspace.unpriced_models !== 'deny') return undefined;
+  const model = input.model ?? null;
+  return { model, priced: model !== null && (await context.prices.prices(workspaceId, model)) !== null };
+}
+
+/**
+ * The upper bound of a step's cost, in microdollars, stored with the step: the caller's own
+ * (`max_cost_usd`), or a proxied model call's, estimated from its request and its model's active
+ * prices (none for an unpriced model: its cost is unknown). Null: no bound is known.
+ */
+export async function stepEstimate(
+  context: GuardContext,
+  state: GuardState,
+  workspaceId: string,
+  input: Omit<StepInput, 'sequence'>,
+): Promise<number | null> {
+  if (input.max_cost_usd !== undefined && input.max_cost_usd !== null) return usdToMicros(input.max_cost_usd);
+  if (input.type !== 'MODEL_CALL') return null;
+  const model = input.model ?? null;
+  if (input.bounds) {
+    if (model === null) return null;
+    const prices = await context.prices.prices(workspaceId, model);
+    return prices ? estimateCallMicros(input.bounds, model, prices, SPEND_CAP_MICROS) : null;
+  }
+  // An API step says nothing of its size: in reserve mode it reserves the workspace's default.
+  return state.workspace.budget_mode === 'reserve' ? state.workspace.default_step_reservation_micros : null;
+}
+
+export function newStep(
+  context: GuardContext,
+  workspaceId: string,
+  runId: string,
+  sequence: number,
+  input: Omit<StepInput, 'sequence'>,
+  decision: Decision,
+  now: Date,
+  estimateMicros: number | null,
+  id = timeOrderedId(now.getTime()),
+): NewStep {
+  return {
+    id,
+    runId,
+    workspaceId,
+    sequence,
+    type: input.type,
+    status: decision.outcome === 'ALLOW' ? 'ALLOWED' : 'BLOCKED',
+    model: input.model ?? null,
+    toolName: input.tool_name ?? null,
+    inputData: input.input_data ?? null,
+    decision,
+    now,
+    estimateMicros,
+    daemonId: input.forwarded && decision.outcome === 'ALLOW' ? (context.instance?.id ?? null) : null,
+  };
 }

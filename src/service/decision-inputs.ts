@@ -1,0 +1,132 @@
+/**
+ * What a check reads before the pure rules decide: the rules' state of the workspace and user, the
+ * day's spend with this daemon's pending spend added, and in reserve mode the outstanding
+ * reservations (under the workspace's reservation lock when the step reserves).
+ */
+import { ApiError } from '../errors.js';
+import type { Decision } from '../rules/engine.js';
+import { scopeAt, type CounterScope, type DailySpend } from '../store/counters.js';
+import type { Queryable } from '../store/db.js';
+import {
+  lockReservations,
+  NO_RESERVATIONS,
+  outstandingReservations,
+  spendAndReservations,
+  type Reserved,
+} from '../store/reservations.js';
+import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
+import type { GuardContext, RunFacts } from './guard-context.js';
+
+/** Reads of the counters before a cost that reached them meanwhile is counted anyway (twice, toward denying). */
+export const PENDING_READ_ATTEMPTS = 3;
+
+/**
+ * What a decision reads: the day's spend and the workspace's state version in one read of the
+ * counters, then the rules' state of the workspace and user, remembered while that version holds.
+ */
+export async function decisionInputs(context: GuardContext, scope: CounterScope): Promise<[GuardState, DailySpend]> {
+  const { spend, stateVersion } = await withPendingSpend(context, scope, () =>
+    context.counters.readDecisionInputs(scope),
+  );
+  let state = context.states.get(scope.workspaceId, scope.userId, stateVersion);
+  if (!state) {
+    state = await loadGuardState(context.db, scope.workspaceId, scope.userId);
+    context.states.set(scope.workspaceId, scope.userId, stateVersion, state);
+  }
+  return [state, spend];
+}
+
+/**
+ * What a step check reads: the rules' state and the day's spend. A run's workspace and user
+ * never change: once this daemon has seen the run, both are read at once, and whether it still
+ * runs is left to the step's insert.
+ */
+export async function stepCheckInputs(
+  context: GuardContext,
+  workspaceId: string,
+  runId: string,
+  now: Date,
+): Promise<[GuardState, DailySpend, RunFacts]> {
+  const runKey = `${workspaceId}/${runId}`;
+  const known = context.runFacts.get(runKey);
+  if (known !== undefined) return [...(await decisionInputs(context, scopeAt(now, workspaceId, known.userId))), known];
+  const found = await loadStepGuardState(context.db, workspaceId, runId);
+  if (!found) throw new ApiError('RUN_NOT_FOUND');
+  if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
+  const facts: RunFacts = { userId: found.userId, limits: found.runLimits };
+  context.runFacts.remember(runKey, facts);
+  const scope = scopeAt(now, workspaceId, found.userId);
+  const { spend } = await withPendingSpend(context, scope, async () => ({
+    spend: await context.counters.readSpend(scope),
+  }));
+  return [found, spend, facts];
+}
+
+/**
+ * Reads the counters with `read`, and adds the spend this daemon released and has not written
+ * yet. A held cost that reached the counters during the read may be in it or not: read again.
+ */
+async function withPendingSpend<T extends { spend: DailySpend }>(
+  context: GuardContext,
+  scope: CounterScope,
+  read: () => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const held = context.pending.held(scope);
+    const got = await read();
+    if (held.overtaken() && attempt < PENDING_READ_ATTEMPTS) continue;
+    return { ...got, spend: await held.addTo(got.spend) };
+  }
+}
+
+/**
+ * What the budget rules count. A step that reserves: the records' spend and outstanding
+ * reservations, read under the workspace's reservation lock (held until `db`, a transaction,
+ * commits), and on `db` alone, as no other pool connection may be waited for there. Otherwise
+ * the spend read before, and the reservations where the rules count them.
+ */
+export async function budgetCounts(
+  db: Queryable,
+  scope: CounterScope,
+  spend: DailySpend | null,
+  reserving: boolean,
+  countsReservations: boolean,
+): Promise<{ counted: DailySpend; reserved: Reserved }> {
+  if (reserving || spend === null) {
+    await lockReservations(db, scope.workspaceId);
+    const read = await spendAndReservations(db, scope);
+    return { counted: read, reserved: read };
+  }
+  return { counted: spend, reserved: countsReservations ? await scopeReservations(db, scope) : NO_RESERVATIONS };
+}
+
+/** The outstanding reservations of the scope's workspace and user. */
+export function scopeReservations(db: Queryable, scope: CounterScope): Promise<Reserved> {
+  return outstandingReservations(db, scope.workspaceId, scope.userId);
+}
+
+/**
+ * Reserve mode: the decision of a step that reserves, made under the workspace's reservation
+ * lock (held until `tx` commits with the step) from the records' spend and outstanding
+ * reservations. This daemon's pending spend is not added: a result not written yet is a step
+ * still ALLOWED, whose estimate is counted as a reservation. Nothing here may wait for another
+ * pool connection (a price read would): the checks queued behind the lock hold them all.
+ */
+export async function decideReserving(
+  tx: Queryable,
+  scope: CounterScope,
+  decide: (spend: DailySpend, reserved: Reserved) => Decision,
+): Promise<Decision> {
+  const { counted, reserved } = await budgetCounts(tx, scope, null, true, true);
+  return decide(counted, reserved);
+}
+
+/** Runs `task` in the workspace's turn when it reserves (see WorkspaceQueue), else at once. */
+export function inReservationQueue<T>(
+  context: GuardContext,
+  reserving: boolean,
+  workspaceId: string,
+  task: () => Promise<T>,
+): Promise<T> {
+  return reserving ? context.reservationQueue.run(workspaceId, task) : task();
+}

@@ -1,0 +1,144 @@
+/**
+ * A step's result: its record finished (status, tokens, cost), the day's spend counters raised,
+ * and, from the moment its answer is released until both hold it, its cost counted as this
+ * daemon's pending spend and the write kept among its run's results in flight.
+ */
+import { ApiError } from '../errors.js';
+import { callCost, costToMicros, isPriced } from '../money/cost.js';
+import { scopeAt, SPEND_CAP_MICROS } from '../store/counters.js';
+import type { IdempotencyClaim } from '../store/idempotency.js';
+import * as runs from '../store/runs.js';
+import type { GuardContext } from './guard-context.js';
+import type { FinishedStepView } from './guard-views.js';
+import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.js';
+
+/** A MODEL_CALL step allowed here: its result's cost will be held as pending spend. */
+export function rememberStep(context: GuardContext, step: runs.NewStep, userId: string): void {
+  if (step.status === 'ALLOWED' && step.model !== null)
+    context.stepFacts.remember(step.id, { userId, model: step.model });
+}
+
+export async function finishStep(
+  context: GuardContext,
+  workspaceId: string,
+  runId: string,
+  stepId: string,
+  result: runs.StepResult,
+  idempotency?: IdempotencyClaim,
+): Promise<FinishedStepView> {
+  const replay = idempotency ? await storedAnswer<FinishedStepView>(context, idempotency) : null;
+  if (replay) return replay;
+  const now = context.clock.now();
+  const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
+  const release = holdSpend(context, finish);
+  const written = replayOnConflict(context, idempotency, async () => {
+    // A remembered answer commits with the result, in a transaction of its own; any other
+    // result shares its statement and commit with the results written at the same moment.
+    const finished = idempotency
+      ? await context.db.transaction(async (tx) => {
+          const [step] = await runs.finishSteps(tx, [finish]);
+          if (step) await remember(tx, idempotency, { id: step.id, status: step.status }, now);
+          return step ?? null;
+        })
+      : await context.stepFinishes.submit(finish);
+    return afterFinish(context, finish, finished);
+  }).finally(release);
+  return inFlight(context, runId, written);
+}
+
+/**
+ * The result of a step whose caller is not waiting for this answer (a proxied call, already
+ * answered): it shares a statement with the results of the next few milliseconds.
+ */
+export async function recordResult(
+  context: GuardContext,
+  workspaceId: string,
+  runId: string,
+  stepId: string,
+  result: runs.StepResult,
+): Promise<FinishedStepView> {
+  const now = context.clock.now();
+  const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
+  const release = holdSpend(context, finish);
+  const written = context.lingeringResults
+    .submit(finish)
+    .then((finished) => afterFinish(context, finish, finished))
+    .finally(release);
+  return inFlight(context, runId, written);
+}
+
+/**
+ * Holds a result's cost as pending spend from now (its answer is released) until its record
+ * and the counters hold it; answers the function that stops holding it. Priced as the record
+ * will be, from the model's active prices.
+ */
+function holdSpend(context: GuardContext, finish: runs.StepFinish): () => void {
+  const facts = context.stepFacts.get(finish.stepId);
+  const { result } = finish;
+  const tokens = {
+    promptTokens: result.promptTokens,
+    completionTokens: result.completionTokens,
+    cacheReadTokens: result.cacheReadTokens ?? null,
+    cacheWriteTokens: result.cacheWriteTokens ?? null,
+  };
+  if (!facts || !isPriced(tokens)) return () => {};
+  const cost = context.prices.prices(finish.workspaceId, facts.model).then((prices) => {
+    // Priced as the record will be (src/money/cost.ts is the one definition), capped as the counters are.
+    if (prices) return Math.min(Number(costToMicros(callCost(tokens, prices)!)), SPEND_CAP_MICROS);
+    unpricedCall(context, finish.workspaceId, facts.model);
+    return 0;
+  });
+  return context.pending.add(scopeAt(finish.now, finish.workspaceId, facts.userId), cost);
+}
+
+/** Unpriced spend is invisible to budgets: say so (a metric per call, a warning per model and workspace). */
+function unpricedCall(context: GuardContext, workspaceId: string, model: string): void {
+  try {
+    context.observer?.unpricedCall?.();
+  } catch (error) {
+    context.log.warn({ err: error }, 'guard observer failed');
+  }
+  const key = `${workspaceId}\u0000${model}`;
+  if (context.warnedUnpriced.get(key)) return;
+  context.warnedUnpriced.remember(key, true);
+  context.log.warn(
+    { workspaceId, model },
+    'a model call was recorded without a price: its cost counts $0 against every budget (set a price, or unpriced_models "deny")',
+  );
+}
+
+/** A result's statement answered: why nothing was finished, or the spend copy raised and the answer. */
+async function afterFinish(
+  context: GuardContext,
+  finish: runs.StepFinish,
+  finished: runs.FinishedStep | null,
+): Promise<FinishedStepView> {
+  if (!finished) {
+    if (await runs.stepExists(context.db, finish.workspaceId, finish.runId, finish.stepId))
+      throw new ApiError('STEP_ALREADY_FINISHED');
+    throw new ApiError('STEP_NOT_FOUND');
+  }
+  context.stepFacts.forget(finish.stepId);
+  if (finished.totals)
+    await context.counters.spendRecorded(scopeAt(finish.now, finish.workspaceId, finished.user_id), finished.totals);
+  return { id: finished.id, status: finished.status };
+}
+
+/** Keeps `result` among the run's results in flight until it settles. */
+function inFlight<T>(context: GuardContext, runId: string, result: Promise<T>): Promise<T> {
+  let results = context.resultsInFlight.get(runId);
+  if (!results) context.resultsInFlight.set(runId, (results = new Set()));
+  results.add(result);
+  const forget = () => {
+    results.delete(result);
+    if (results.size === 0 && context.resultsInFlight.get(runId) === results) context.resultsInFlight.delete(runId);
+  };
+  result.then(forget, forget);
+  return result;
+}
+
+/** Resolves once the run's results this daemon is writing now are written (or failed). */
+export async function resultsWritten(context: GuardContext, runId: string): Promise<void> {
+  const results = context.resultsInFlight.get(runId);
+  if (results) await Promise.allSettled([...results]);
+}
