@@ -111,10 +111,7 @@ export class GuardService {
     return finishStep(this.context, workspaceId, runId, stepId, result, idempotency);
   }
 
-  /**
-   * The result of a step whose caller is not waiting for this answer (a proxied call, already
-   * answered): it shares a statement with the results of the next few milliseconds.
-   */
+  /** A result whose caller already has its answer (a proxied call): see step-results.ts. */
   recordResult(workspaceId: string, runId: string, stepId: string, result: StepResult): Promise<FinishedStepView> {
     return recordResult(this.context, workspaceId, runId, stepId, result);
   }
