@@ -194,6 +194,8 @@ export function periodicReconcile(options: {
         repair: true,
         waitForLock: false,
       });
+      // Debug only: a fleet skips most passes by design; an operator tracing one may want to see it.
+      if (report.skipped) options.logger.debug('reconcile pass skipped: another reconcile holds its lock');
       if (report.drifts.length > 0)
         options.logger.warn(
           { drifts: report.drifts.slice(0, 50), count: report.drifts.length },
