@@ -7,6 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
 
+/** How long a daemon remembers a key record (`ApiKeyVerifier`): the "within a second" promised. */
+const KEY_MEMORY_MS = 1_000;
+
 describe('two daemons on one Postgres and one Redis', () => {
   let a: DaemonProcess;
   let b: DaemonProcess;
@@ -83,16 +86,14 @@ describe('two daemons on one Postgres and one Redis', () => {
 
   it('when a key is regenerated through one daemon, then it refuses the old key at once and the other within a second', async () => {
     await b.request('GET', '/v1/runs'); // b now remembers the key
+    // b looked the key up no later than its answer: what it remembers expires by then + 1 s.
+    const rememberedUntil = Date.now() + KEY_MEMORY_MS;
     const fresh = await a.request('POST', '/v1/api-keys/regenerate');
-    const regenerated = Date.now();
     expect((await a.request('GET', '/v1/runs')).status).toBe(401);
-    let status = 200;
-    while (status !== 401 && Date.now() - regenerated < 3_000) {
-      status = (await b.request('GET', '/v1/runs')).status;
-      if (status !== 401) await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(status).toBe(401);
-    expect(Date.now() - regenerated).toBeLessThan(1_500);
+    // Not a speed test: b may rightly accept the old key until then, and must refuse it from then on,
+    // however late on a busy machine the next request comes.
+    while (Date.now() < rememberedUntil) await new Promise((r) => setTimeout(r, rememberedUntil - Date.now()));
+    expect((await b.request('GET', '/v1/runs')).status).toBe(401);
     const res = await fetch(`${b.url}/v1/runs`, { headers: { authorization: `Bearer ${fresh.body.api_key}` } });
     expect(res.status).toBe(200);
   });
