@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { embeddedDb, postgresDb, type Db } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { runCli } from '../support/daemon.js';
+import { copyEmbeddedTemplate } from '../support/embedded-data-dir.js';
 import { createTestDatabase } from '../support/services.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -92,6 +93,8 @@ describe('reconcile and the schema version', () => {
   it('when the embedded database lacks its last migration, then reconcile --dry-run refuses without applying it', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'rg-reconcile-schema-'));
     cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+    // The migrated template, copied: an initdb here would cost tens of seconds on a busy machine.
+    await copyEmbeddedTemplate(dataDir);
     const db = await embeddedDb(join(dataDir, 'pgdata'));
     let before: Awaited<ReturnType<typeof migrations>>;
     try {
