@@ -1,5 +1,5 @@
 /** Configuration, migrations, first-start bootstrap and the embedded database across restarts. */
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { PassThrough } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,14 @@ import { createLogger } from '../../src/logger.js';
 import { embeddedDb, postgresDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { ApiKeyVerifier } from '../../src/service/api-key-verifier.js';
+import { copyEmbeddedTemplate } from '../support/embedded-data-dir.js';
 import { createTestDatabase } from '../support/services.js';
+
+/**
+ * How long a test may take that creates an embedded database from nothing (PGlite's initdb, then
+ * every migration): ~20 s alone, more than the suite's 30 s default at a load average of ~7.
+ */
+const FIRST_START_TIMEOUT_MS = 120_000;
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
@@ -103,39 +110,51 @@ describe('migrations', () => {
 });
 
 describe('first start and the embedded database', () => {
-  it('when the database is empty, then one workspace and key are created, saved 0600, and survive a restart', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    const first = await embeddedDb(join(dir, 'pgdata'));
-    await migrate(first);
-    const created = await bootstrapWorkspace(first, 'scale', dir);
-    expect(created).not.toBeNull();
-    const keyFile = await readFile(join(dir, 'api-key'), 'utf8');
-    expect(keyFile.trim()).toBe(created!.apiKey);
-    expect((await stat(join(dir, 'api-key'))).mode & 0o777).toBe(0o600);
-    expect(await bootstrapWorkspace(first, 'scale', dir)).toBeNull(); // an existing database is left alone
-    await first.close();
+  it(
+    'when the database is empty, then one workspace and key are created, saved 0600, and survive a restart',
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
+      cleanups.push(() => rm(dir, { recursive: true, force: true }));
+      const first = await embeddedDb(join(dir, 'pgdata'));
+      await migrate(first);
+      const created = await bootstrapWorkspace(first, 'scale', dir);
+      expect(created).not.toBeNull();
+      const keyFile = await readFile(join(dir, 'api-key'), 'utf8');
+      expect(keyFile.trim()).toBe(created!.apiKey);
+      expect((await stat(join(dir, 'api-key'))).mode & 0o777).toBe(0o600);
+      expect(await bootstrapWorkspace(first, 'scale', dir)).toBeNull(); // an existing database is left alone
+      await first.close();
 
-    const second = await embeddedDb(join(dir, 'pgdata'));
-    expect(await migrate(second)).toEqual([]);
-    const principal = await new ApiKeyVerifier(second, 0).verify(created!.apiKey, new Date());
-    expect(principal).toMatchObject({ workspaceId: created!.workspaceId, kind: 'key' });
-    const { rows } = await second.query<{ plan: string }>('SELECT plan FROM workspaces');
-    expect(rows).toEqual([{ plan: 'scale' }]);
-    await second.close();
-  });
+      const second = await embeddedDb(join(dir, 'pgdata'));
+      expect(await migrate(second)).toEqual([]);
+      const principal = await new ApiKeyVerifier(second, 0).verify(created!.apiKey, new Date());
+      expect(principal).toMatchObject({ workspaceId: created!.workspaceId, kind: 'key' });
+      const { rows } = await second.query<{ plan: string }>('SELECT plan FROM workspaces');
+      expect(rows).toEqual([{ plan: 'scale' }]);
+      await second.close();
+      // A real first start: the product's first hour must stay covered, whatever it costs here.
+    },
+    FIRST_START_TIMEOUT_MS,
+  );
 
-  it("when the embedded database opens, then its directory is its owner's alone (0700), an older looser one too", async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    const fresh = await embeddedDb(join(dir, 'fresh'));
-    await fresh.close();
-    expect((await stat(join(dir, 'fresh'))).mode & 0o777).toBe(0o700);
-    await mkdir(join(dir, 'older'), { mode: 0o755 });
-    const older = await embeddedDb(join(dir, 'older'));
-    await older.close();
-    expect((await stat(join(dir, 'older'))).mode & 0o777).toBe(0o700);
-  });
+  it(
+    "when the embedded database opens, then its directory is its owner's alone (0700), an older looser one too",
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
+      cleanups.push(() => rm(dir, { recursive: true, force: true }));
+      const fresh = await embeddedDb(join(dir, 'fresh'));
+      await fresh.close();
+      expect((await stat(join(dir, 'fresh'))).mode & 0o777).toBe(0o700);
+      // An older database, left readable by others: a copy of the template, loosened.
+      await copyEmbeddedTemplate(dir);
+      await rename(join(dir, 'pgdata'), join(dir, 'older'));
+      await chmod(join(dir, 'older'), 0o755);
+      const older = await embeddedDb(join(dir, 'older'));
+      await older.close();
+      expect((await stat(join(dir, 'older'))).mode & 0o777).toBe(0o700);
+    },
+    FIRST_START_TIMEOUT_MS,
+  );
 
   it('when the key file cannot be written, then no workspace is created: the next start creates it and keeps its key', async () => {
     const database = await createTestDatabase();
@@ -162,10 +181,13 @@ describe('first start and the embedded database', () => {
     const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     await mkdir(join(dir, 'api-key')); // the bootstrap cannot write its key file
+    // The migrated template, copied: this is about the lock, not about the initdb.
+    await copyEmbeddedTemplate(dir);
     const config = loadConfig({ RUNGUARD_DATA_DIR: dir }, { port: '0' });
     await expect(startDaemon(config, createLogger('silent'), new PassThrough())).rejects.toThrow(/EISDIR/);
     await rm(join(dir, 'api-key'), { recursive: true });
     await rm(join(dir, 'pgdata'), { recursive: true }); // a fresh database, so that it bootstraps again
+    await copyEmbeddedTemplate(dir);
     const daemon = await startDaemon(config, createLogger('silent'), new PassThrough());
     await daemon.close();
   });
