@@ -79,7 +79,14 @@ describe('a daemon killed under load, then restarted', () => {
 
   it('when killed with SIGKILL under load, then every success answered is recorded and the counters equal the records after restart', async () => {
     const agents = Array.from({ length: 8 }, (_, i) => agent(i).catch((error: Error) => error));
-    await new Promise((r) => setTimeout(r, 1_500));
+    // At least 1.5 s of load, and past the answers asserted below however slow the machine is:
+    // a fixed sleep alone left a loaded machine killing the daemon before enough had been answered.
+    const loadedUntil = Date.now() + 1_500;
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < loadedUntil || answered.finished.size <= 10) {
+      if (Date.now() > deadline) throw new Error(`only ${answered.finished.size} results answered in 20 s`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
     await daemon.kill('SIGKILL');
     const endings = await Promise.all(agents);
     // Every agent stopped because the daemon vanished, not because of an answer.
