@@ -2,7 +2,7 @@
  * `/metrics` through real HTTP: decision counters move with decisions, latency is labelled by
  * route pattern, store failures are counted, and each app has a registry of its own.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
 import {
@@ -148,25 +148,34 @@ describe('store error metrics', () => {
 describe('proxy timing hook', () => {
   it('when a proxied call is timed, then overhead is the total minus the upstream wait, in both histograms', async () => {
     const metrics = createMetrics({ processMetrics: false });
-    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-    const timer = new ProxyCallTimer(metrics, 'openai');
-    const before = performance.now();
-    await sleep(30);
-    // A loaded machine may wake the timer late: the overhead is what the first sleep really took.
-    const firstSleep = performance.now() - before;
-    timer.upstreamStarted();
-    await sleep(60);
-    const overhead = timer.finish('ok');
-    expect(overhead).toBeGreaterThanOrEqual(25);
-    expect(Math.abs(overhead - firstSleep)).toBeLessThan(5); // not the 60 ms spent upstream
-    expect(timer.finish('ok')).toBeGreaterThanOrEqual(overhead); // A second finish records nothing.
+    // The timer reads process.hrtime: here a clock the test moves, so the sums are exact on any
+    // machine (sleeps on a loaded one wake late, by more than any margin a test could allow).
+    let now = 1_000_000_000n;
+    const clock = vi.spyOn(process.hrtime, 'bigint').mockImplementation(() => now);
+    let overhead: number;
+    let again: number;
+    try {
+      const timer = new ProxyCallTimer(metrics, 'openai');
+      now += 30_000_000n; // the daemon's own 30 ms
+      timer.upstreamStarted();
+      now += 60_000_000n; // 60 ms waiting for the upstream
+      overhead = timer.finish('ok');
+      now += 5_000_000n;
+      again = timer.finish('ok');
+    } finally {
+      clock.mockRestore();
+    }
+    expect(overhead).toBe(30); // not the 60 ms spent upstream
+    expect(again).toBeGreaterThanOrEqual(overhead); // A second finish records nothing.
     const samples = parseMetrics((await metrics.scrape()).body);
     expect(
       metricValue(samples, 'runguard_proxy_upstream_duration_seconds_count', { provider: 'openai', outcome: 'ok' }),
     ).toBe(1);
-    expect(
-      metricValue(samples, 'runguard_proxy_upstream_duration_seconds_sum', { provider: 'openai' }),
-    ).toBeGreaterThanOrEqual(0.055);
+    expect(metricValue(samples, 'runguard_proxy_upstream_duration_seconds_sum', { provider: 'openai' })).toBeCloseTo(
+      0.06,
+      9,
+    );
+    expect(metricValue(samples, 'runguard_proxy_overhead_seconds_sum', { provider: 'openai' })).toBeCloseTo(0.03, 9);
     expect(metricValue(samples, 'runguard_proxy_overhead_seconds_count', { provider: 'openai' })).toBe(1);
 
     const headers: Record<string, string> = {};
