@@ -140,8 +140,14 @@ describe.each(BACKENDS)('reserve mode on %s', (backend) => {
   it('when a call fails without usage, then its reservation is released', async () => {
     // Room for one reservation only.
     const ws = await reserveWorkspace(api, { daily_budget_usd: (estimateMicros + 100) / 1e6 });
-    const failing = proxied(api.url, ws.apiKey, 'failer', { 'x-fake-status': '500', 'x-fake-delay-ms': '400' });
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    const seen = api.upstream.requests.length;
+    // Held upstream long enough for the next call's decision, on a loaded machine too.
+    const failing = proxied(api.url, ws.apiKey, 'failer', { 'x-fake-status': '500', 'x-fake-delay-ms': '2000' });
+    // A call is forwarded only once its reservation is held: the upstream having it is the sign.
+    for (const deadline = Date.now() + 20_000; api.upstream.requests.length === seen;) {
+      if (Date.now() > deadline) throw new Error('the failing call was never forwarded');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
     // While the first call is in flight, its reservation holds the budget.
     const held = await proxied(api.url, ws.apiKey, 'waiter');
     const heldBody = (await held.json()) as { error: { code: string; message: string } };
