@@ -18,7 +18,7 @@ export function startCommand(): Command {
         import('../../logger.js'),
       ]);
       const logger = createLogger(config.logLevel, { format: config.logFormat });
-      const daemon = await startDaemon(config, logger, process.stdout, { recordFor: process.env });
+      const starting = startDaemon(config, logger, process.stdout, { recordFor: process.env });
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) {
@@ -28,18 +28,24 @@ export function startCommand(): Command {
         }
         stopping = true;
         logger.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: finishing in-flight requests');
-        daemon.close().then(
-          () => {
-            logger.info('stopped');
-            process.exit(0);
-          },
-          (error: unknown) => {
-            logger.error({ err: error }, 'shutdown failed');
-            process.exit(1);
-          },
-        );
+        starting
+          .then((daemon) => daemon.close())
+          .then(
+            () => {
+              logger.info('stopped');
+              process.exit(0);
+            },
+            (error: unknown) => {
+              logger.error({ err: error }, 'shutdown failed');
+              process.exit(1);
+            },
+          );
       };
+      // Before the daemon starts: it serves requests before startDaemon resolves (it prints the
+      // first sign-in link after it listens), and a signal then must shut it down gracefully, not
+      // kill it. One that comes before it listens stops it once it has started.
       process.on('SIGTERM', () => stop('SIGTERM'));
       process.on('SIGINT', () => stop('SIGINT'));
+      await starting;
     });
 }
