@@ -95,10 +95,8 @@ export class GuardService {
     runId: string,
     input: StepInput,
     idempotency?: IdempotencyClaim,
-    /** Told once the step is decided and its insert submitted (`decideStep`). */
-    whenDecided?: (decided: CreatedStep) => void,
   ): Promise<CreatedStep> {
-    return createStep(this.context, workspaceId, runId, input, idempotency, whenDecided);
+    return createStep(this.context, workspaceId, runId, input, idempotency);
   }
 
   finishStep(
