@@ -29,14 +29,20 @@ const stacks: { root: string; stack: ProxyStack; target: Target; direct: Target 
 try {
   for (const root of roots) {
     const stack = await startProxyStack({ root }, Number(flags.delay));
-    stacks.push({ root, stack, target: chatTarget(stack.daemon, null), direct: chatTarget(stack.daemon, null) });
-    await setPricing(stack.daemon);
-    const api = pool(stack.daemon.url, 1);
-    const runId = (await startRuns(api, apiHeaders(stack.daemon), 1, 'latency-ab'))[0]!;
-    await api.close();
-    stacks.at(-1)!.target = chatTarget(stack.daemon, runId);
-    stacks.at(-1)!.direct = { ...chatTarget(stack.daemon, runId), url: `${stack.upstream.url}/v1/chat/completions` };
-    await runCell(stacks.at(-1)!.target, connections, 2, 0); // warm-up: JIT, pools, caches
+    try {
+      await setPricing(stack.daemon);
+      const api = pool(stack.daemon.url, 1);
+      const runId = (await startRuns(api, apiHeaders(stack.daemon), 1, 'latency-ab'))[0]!;
+      await api.close();
+      const target = chatTarget(stack.daemon, runId);
+      // The same request, straight to the upstream: what the round's added latency is read against.
+      const direct = { ...target, url: `${stack.upstream.url}/v1/chat/completions` };
+      stacks.push({ root, stack, target, direct });
+      await runCell(target, connections, 2, 0); // warm-up: JIT, pools, caches
+    } catch (error) {
+      if (!stacks.some((entry) => entry.stack === stack)) await stack.stop();
+      throw error;
+    }
   }
   const added = new Map<string, { p50: number[]; p99: number[]; rps: number[] }>();
   for (let round = 1; round <= Number(flags.rounds); round++) {
