@@ -2,7 +2,7 @@
  * Generates config/pricing-catalog.json from a snapshot of the Portkey-AI/models pricing dataset
  * (`openai.json`, `anthropic.json`, `google.json` and its README, which names the commit).
  *
- *   npm run pricing:catalog                       # dataset at ../shared/data/pricing from the repo root
+ *   npm run pricing:catalog                       # dataset at data/pricing (vendored in this repository)
  *   npm run pricing:catalog -- --dataset DIR      # or RUNGUARD_PRICING_DATASET=DIR
  *   npm run pricing:catalog -- --check            # exit 1 when the committed catalog is not what DIR gives
  *
@@ -17,12 +17,12 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { isLosslessNumber, LosslessNumber, parse, stringify } from 'lossless-json';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-export const DEFAULT_DATASET = '../shared/data/pricing';
+export const DEFAULT_DATASET = 'data/pricing';
 export const CATALOG_PATH = join(REPO_ROOT, 'config', 'pricing-catalog.json');
 const PROVIDERS = ['openai', 'anthropic', 'google'] as const;
 type Provider = (typeof PROVIDERS)[number];
 
-/** The dataset folder: `--dataset DIR`, else RUNGUARD_PRICING_DATASET, else ../shared/data/pricing from the repo root. */
+/** The dataset folder: `--dataset DIR`, else RUNGUARD_PRICING_DATASET, else data/pricing in this repository. */
 export function datasetDir(argv: readonly string[] = [], env: NodeJS.ProcessEnv = {}): string {
   const at = argv.indexOf('--dataset');
   const given = at >= 0 ? argv[at + 1] : env.RUNGUARD_PRICING_DATASET;
