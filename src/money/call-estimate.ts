@@ -8,7 +8,7 @@
  * bytes) and its output limit. It does not hold for input the request only points at (an image
  * by URL, a file id, a server-side tool's results): see docs/budgets.md.
  */
-import { callCost, costToMicros, parseDecimal, type TokenPrices } from './cost.js';
+import { callCost, costToMicros, MAX_TOKEN_COUNT, parseDecimal, type TokenPrices } from './cost.js';
 
 /** What a request says of its size, read by the proxy before anything is sent upstream. */
 export interface CallBounds {
@@ -67,10 +67,20 @@ export function maxOutputTokens(model: string): number {
   return best === null ? FALLBACK_MAX_OUTPUT_TOKENS : MODEL_MAX_OUTPUT_TOKENS[best]!;
 }
 
+/**
+ * A token count as the estimate may use it: a whole number from 0 to MAX_TOKEN_COUNT. A bound
+ * past that (or not a number at all) stands as MAX_TOKEN_COUNT: still an upper bound of any real
+ * call, and one the exact arithmetic takes (`BigInt` refuses Infinity and fractions).
+ */
+function boundedTokens(tokens: number): number {
+  if (Number.isNaN(tokens)) return MAX_TOKEN_COUNT;
+  return Math.min(MAX_TOKEN_COUNT, Math.max(0, Math.ceil(tokens)));
+}
+
 /** The output tokens a call may bill: its limit (or the model's maximum) for each completion. */
 export function outputTokenBound(bounds: CallBounds, model: string): number {
   const limit = bounds.maxOutputTokens ?? maxOutputTokens(model);
-  return limit * Math.max(1, bounds.choices);
+  return boundedTokens(limit * Math.max(1, bounds.choices));
 }
 
 /** The dearest of the input prices: an input token may be billed at any of them (a cache write costs more). */
@@ -102,7 +112,7 @@ export function estimateCallMicros(
   prices: TokenPrices,
   capMicros = Number.MAX_SAFE_INTEGER,
 ): number {
-  const inputTokens = Math.max(0, Math.ceil(bounds.inputTokens));
+  const inputTokens = boundedTokens(bounds.inputTokens);
   const cost = callCost(
     {
       promptTokens: inputTokens,

@@ -16,6 +16,12 @@
 
 import { decimalText } from './decimal.js';
 
+/**
+ * The largest token count believed: the API's own bound on a step's counts (`Count` in
+ * src/contract/common.ts). Beyond it a number is garbage, not usage.
+ */
+export const MAX_TOKEN_COUNT = 1_000_000_000_000;
+
 /** Token counts of one call; `null`: not reported. */
 export interface CallTokens {
   promptTokens: number | null;

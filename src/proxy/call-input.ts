@@ -3,8 +3,10 @@
  * summary kept as its input) and the bytes to forward (the client's own, or rewritten by the
  * provider's adapter, e.g. to ask a stream for its usage).
  */
+import { ApiError } from '../errors.js';
 import type { StepInput } from '../service/step-input.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
+import { MAX_BODY_DEPTH, nestsDeeperThan } from './json-fields.js';
 import { rewrittenBytes } from './json-rewrite.js';
 import { requestBounds } from './request-bounds.js';
 import type { Provider } from './provider-registry.js';
@@ -34,6 +36,8 @@ export function callInput(
   const { method, path } = request;
   const raw = Buffer.isBuffer(request.body) ? request.body : undefined;
   const parsed = parseBody(raw, request.contentType);
+  if (nestsDeeperThan(parsed, MAX_BODY_DEPTH))
+    throw new ApiError('BAD_REQUEST', `The request body nests deeper than ${MAX_BODY_DEPTH} levels.`);
   const inspected = provider.adapter.inspectRequest(path, parsed);
   const inputData = auditSummary(
     { provider: provider.name, method, path, inspected, body: parsed, bodyBytes: raw?.length ?? 0 },

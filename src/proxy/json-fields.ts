@@ -1,4 +1,5 @@
 /** Narrow readers for untrusted JSON: provider bodies are never trusted to match their docs. */
+import { MAX_TOKEN_COUNT } from '../money/cost.js';
 
 export type JsonObject = Record<string, unknown>;
 
@@ -6,17 +7,30 @@ export function asObject(value: unknown): JsonObject | undefined {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as JsonObject) : undefined;
 }
 
-/**
- * The largest token count believed: the API's own bound on a step's counts (`Count` in
- * api/schemas.ts). Beyond it a provider's number is garbage, not usage.
- */
-export const MAX_TOKEN_COUNT = 1_000_000_000_000;
-
 /** A token count: a non-negative integer up to MAX_TOKEN_COUNT, else `null` (not reported). */
 export function tokenCount(value: unknown): number | null {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_TOKEN_COUNT
     ? value
     : null;
+}
+
+/**
+ * How deep a request body may nest. Its canonical form (the loop rule's hash) and its
+ * re-serialisation recurse once per level; a body ~2,400 levels deep overflowed the stack.
+ * Nothing a provider accepts comes close.
+ */
+export const MAX_BODY_DEPTH = 128;
+
+/** Whether parsed JSON nests deeper than `max` levels of arrays and objects; walked without recursion. */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: { value: unknown; depth: number }[] = [{ value, depth: 0 }];
+  while (stack.length > 0) {
+    const next = stack.pop()!;
+    if (next.value === null || typeof next.value !== 'object') continue;
+    if (next.depth >= max) return true;
+    for (const child of Object.values(next.value)) stack.push({ value: child, depth: next.depth + 1 });
+  }
+  return false;
 }
 
 /** Parses JSON, `undefined` when it is not JSON. */
