@@ -9,7 +9,10 @@ import { readdir, readFile } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
-/** The dashboard's pages (its router's paths): each answers the same index.html. */
+/**
+ * The dashboard's pages (its router's paths, web/src/main.tsx): each answers the same index.html,
+ * so a page loads from its own URL (a reload, a link). A test loads every path of the router.
+ */
 export const DASHBOARD_PAGES = [
   '/',
   '/sign-in',
@@ -18,6 +21,7 @@ export const DASHBOARD_PAGES = [
   '/users',
   '/settings',
   '/pricing',
+  '/alerts',
   '/api-keys',
 ] as const;
 

@@ -8,6 +8,7 @@
  * session signed in for the next.
  */
 import { createHmac } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -555,6 +556,26 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
     await goTo('/', 'Overview');
     await page.getByText('Unpriced model calls today:').waitFor();
     await expect(page.locator('.banner-warn').textContent()).resolves.toContain('my-local-llama');
+  });
+
+  it('when each page of the router is loaded by its own URL or reloaded, then it shows that page, not the API 404', async () => {
+    // The router's paths as the dashboard declares them: a page added there is checked here too.
+    const router = await readFile(new URL('../../web/src/main.tsx', import.meta.url), 'utf8');
+    const paths = [...router.matchAll(/<Route path="([^"]+)"/g)].map((m) => m[1]!);
+    expect(paths).toContain('/alerts');
+    const runId = ((await api.request('GET', '/v1/runs?per_page=1')).body as { items: { id: string }[] }).items[0]!.id;
+    for (const path of paths) {
+      const url = `${daemon.url}${path.replace(':id', runId)}`;
+      const direct = await page.goto(url);
+      expect(direct?.status(), path).toBe(200);
+      expect(direct?.headers()['content-type'], path).toContain('text/html');
+      await page.locator('main h1').first().waitFor();
+      await expect(page.locator('main h1').first().textContent(), path).resolves.not.toBe('Not found');
+      const reloaded = await page.reload();
+      expect(reloaded?.status(), path).toBe(200);
+      await page.locator('main h1').first().waitFor();
+      await screenshot(page, `direct${path.replace(/[/:]+/g, '-').replace(/-$/, '') || '-overview'}`);
+    }
   });
 
   it('when the API key is regenerated from the page, then the new key is shown once with a copy button and the old key stops working', async () => {

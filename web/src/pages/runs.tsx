@@ -1,5 +1,5 @@
 /** Runs, newest first: filters in the address (so a filtered list can be linked), paging, live. */
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { Link, useLocation, useSearch } from 'wouter-preact';
 import { api, qs, type Page, type RunSummary } from '../api';
 import { ErrorNote, Pager, Status, TableHead, type ColumnHead } from '../components';
@@ -22,80 +22,34 @@ const RUN_COLUMNS: ColumnHead[] = [
 const toInput = (iso: string | null) => (iso ? iso.slice(0, 16) : '');
 const fromInput = (value: string) => (value ? `${value}:00Z` : '');
 
+type Filter = { status: string; user_id: string; started_from: string; started_before: string };
+
 export function RunsPage() {
-  const search = new URLSearchParams(useSearch());
+  const searchText = useSearch();
+  const search = new URLSearchParams(searchText);
   const [, navigate] = useLocation();
-  const filter = {
+  const filter: Filter = {
     status: search.get('status') ?? '',
     user_id: search.get('user_id') ?? '',
     started_from: search.get('started_from') ?? '',
     started_before: search.get('started_before') ?? '',
   };
   const page = Math.max(1, Number(search.get('page') ?? 1) || 1);
-  const [draft, setDraft] = useState(filter);
-  useEffect(() => setDraft(filter), [useSearch()]);
 
   const runs = useLoad(
     () => api<Page<RunSummary>>('GET', `/v1/runs${qs({ ...filter, page, per_page: PER_PAGE })}`),
     [JSON.stringify(filter), page],
     1500,
   );
-  const go = (next: typeof filter, nextPage = 1) =>
+  const go = (next: Filter, nextPage = 1) =>
     navigate(`/runs${qs({ ...next, page: nextPage > 1 ? nextPage : undefined })}`);
 
   return (
     <>
       <h1>Runs</h1>
-      <form
-        class="filters"
-        onSubmit={(e) => {
-          e.preventDefault();
-          go(draft);
-        }}
-        aria-label="Filter runs"
-      >
-        <label>
-          Status
-          <select value={draft.status} onChange={(e) => setDraft({ ...draft, status: e.currentTarget.value })}>
-            <option value="">Any</option>
-            {STATUSES.map((s) => (
-              <option key={s} value={s}>
-                {s}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          User id{' '}
-          <input
-            type="search"
-            value={draft.user_id}
-            onInput={(e) => setDraft({ ...draft, user_id: e.currentTarget.value })}
-          />
-        </label>
-        <label>
-          Started from (UTC){' '}
-          <input
-            type="datetime-local"
-            value={toInput(draft.started_from)}
-            onInput={(e) => setDraft({ ...draft, started_from: fromInput(e.currentTarget.value) })}
-          />
-        </label>
-        <label>
-          Started before (UTC){' '}
-          <input
-            type="datetime-local"
-            value={toInput(draft.started_before)}
-            onInput={(e) => setDraft({ ...draft, started_before: fromInput(e.currentTarget.value) })}
-          />
-        </label>
-        <button type="submit" class="primary">
-          Apply
-        </button>
-        <button type="button" onClick={() => go({ status: '', user_id: '', started_from: '', started_before: '' })}>
-          Clear
-        </button>
-      </form>
+      {/* Keyed by the address: the form starts over from it when it changes (an effect copying it
+          would also run just after the first paint, and undo what was typed in that moment). */}
+      <RunFilters key={searchText} filter={filter} go={go} />
       <ErrorNote error={runs.error} />
       <p class="muted live" aria-live="off">
         Updates every 1.5 s.
@@ -136,5 +90,61 @@ export function RunsPage() {
         </>
       )}
     </>
+  );
+}
+
+function RunFilters({ filter, go }: { filter: Filter; go: (next: Filter) => void }) {
+  const [draft, setDraft] = useState(filter);
+  return (
+    <form
+      class="filters"
+      onSubmit={(e) => {
+        e.preventDefault();
+        go(draft);
+      }}
+      aria-label="Filter runs"
+    >
+      <label>
+        Status
+        <select value={draft.status} onChange={(e) => setDraft({ ...draft, status: e.currentTarget.value })}>
+          <option value="">Any</option>
+          {STATUSES.map((s) => (
+            <option key={s} value={s}>
+              {s}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        User id{' '}
+        <input
+          type="search"
+          value={draft.user_id}
+          onInput={(e) => setDraft({ ...draft, user_id: e.currentTarget.value })}
+        />
+      </label>
+      <label>
+        Started from (UTC){' '}
+        <input
+          type="datetime-local"
+          value={toInput(draft.started_from)}
+          onInput={(e) => setDraft({ ...draft, started_from: fromInput(e.currentTarget.value) })}
+        />
+      </label>
+      <label>
+        Started before (UTC){' '}
+        <input
+          type="datetime-local"
+          value={toInput(draft.started_before)}
+          onInput={(e) => setDraft({ ...draft, started_before: fromInput(e.currentTarget.value) })}
+        />
+      </label>
+      <button type="submit" class="primary">
+        Apply
+      </button>
+      <button type="button" onClick={() => go({ status: '', user_id: '', started_from: '', started_before: '' })}>
+        Clear
+      </button>
+    </form>
   );
 }

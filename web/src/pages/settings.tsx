@@ -106,10 +106,13 @@ function WorkspaceForm({ workspace, onSaved }: { workspace: Workspace; onSaved: 
   );
 }
 
+/**
+ * Keyed by the current plan (a change starts the card over): an effect resetting the choice would
+ * also run just after the first paint, and undo a choice made in that moment.
+ */
 function PlanCard({ billing, onChanged }: { billing: Billing; onChanged: () => void }) {
   const [plan, setPlan] = useState(billing.plan);
   const [error, setError] = useState<ApiError | null>(null);
-  useEffect(() => setPlan(billing.plan), [billing.plan]);
   const change = async (event: Event) => {
     event.preventDefault();
     setError(null);
@@ -300,7 +303,7 @@ export function SettingsPage({ me }: { me: Me }) {
           </Card>
         </>
       )}
-      {billing.data && <PlanCard billing={billing.data} onChanged={reload} />}
+      {billing.data && <PlanCard key={billing.data.plan} billing={billing.data} onChanged={reload} />}
       <PasswordCard me={me} />
     </>
   );
