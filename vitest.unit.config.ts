@@ -12,6 +12,8 @@ export default defineConfig({
       'test/money/**/*.test.ts',
       'test/contract/**/*.test.ts',
       'test/build/dependency-engines.test.ts',
+      'test/build/stands-alone.test.ts',
+      'test/config/**/*.test.ts',
       'test/client/extractors.test.ts',
       'test/client/guard-client.test.ts',
       'test/client/http.test.ts',

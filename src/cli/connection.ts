@@ -3,7 +3,7 @@
  *
  * - the URL: `--url`, RUNGUARD_URL, the `daemon.json` a running daemon wrote in its data
  *   directory (the data directory of its configuration, read as `runguard start` reads it:
- *   config/default.json, RUNGUARD_CONFIG, RUNGUARD_DATA_DIR), the user-level record of the last
+ *   its default, RUNGUARD_CONFIG, RUNGUARD_DATA_DIR), the user-level record of the last
  *   daemon started (`~/.config/runguard/daemon.json`), then the configured port on loopback;
  * - the key: `--api-key`, RUNGUARD_API_KEY, then the `api-key` file of the daemon found, else of
  *   the configured data directory.
@@ -66,7 +66,7 @@ export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv
     } else {
       const config = daemonConfig(env, ['HOST', 'PORT']);
       url = localUrl(config);
-      urlSource = `the configured port (${config.port}: config/default.json, RUNGUARD_CONFIG or PORT)`;
+      urlSource = `the configured port (${config.port}: the default, RUNGUARD_CONFIG or PORT)`;
       looked.push(`${url} (${urlSource})`);
     }
   }
