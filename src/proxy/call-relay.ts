@@ -53,9 +53,10 @@ export function answerHeaders(
  */
 export function relayCall(call: RelayedCall, recordResult: RecordResult): HeldAnswer | null {
   const { request, res, provider, path, stepId, timer } = call;
+  let tracker: UsageTracker | null = null;
   const finish = (status: CallStatus, usage: Usage, outcome: Record<string, unknown>) => {
     timer.finish(status === 'COMPLETED' ? 'ok' : outcome.error === 'CLIENT_ABORTED' ? 'aborted' : 'error');
-    recordResult(status, usage, outcome);
+    recordResult(status, usage, outcome, tracker?.model() ?? null);
   };
   if (res.destroyed || !res.socket || res.socket.destroyed) {
     // The client left while the step was being checked: nothing is sent upstream.
@@ -63,7 +64,6 @@ export function relayCall(call: RelayedCall, recordResult: RecordResult): HeldAn
     return null;
   }
 
-  let tracker: UsageTracker | null = null;
   const outcome: Record<string, unknown> = {};
   timer.upstreamStarted();
   const upstreamRequest = { method: request.method, path, headers: upstreamHeaders(request.headers), body: call.body };

@@ -29,8 +29,16 @@ export interface CallStep {
 
 export type CallStatus = 'COMPLETED' | 'FAILED';
 
-/** Records how a call ended; called once per call, returns at once (the writes go on). */
-export type RecordResult = (status: CallStatus, usage: Usage, outcome: Record<string, unknown>) => void;
+/**
+ * Records how a call ended; called once per call, returns at once (the writes go on).
+ * `answerModel`: the model the answer named, which prices a step whose request named none.
+ */
+export type RecordResult = (
+  status: CallStatus,
+  usage: Usage,
+  outcome: Record<string, unknown>,
+  answerModel?: string | null,
+) => void;
 
 export type ResultWriter = Pick<GuardService, 'finishStep' | 'recordResult' | 'endRun' | 'runAnswered'>;
 
@@ -77,9 +85,10 @@ export function resultRecorder(
   let stepDurable = false;
   // Never recorded: the call was refused, and nothing is left to write for it.
   stepRecorded.then(() => (stepDurable = true), recorded);
-  return (status, usage, outcome) => {
+  return (status, usage, outcome, answerModel = null) => {
     const result = {
       status,
+      model: answerModel,
       durationMs: Math.round(performance.now() - started),
       promptTokens: usage.promptTokens,
       completionTokens: usage.completionTokens,

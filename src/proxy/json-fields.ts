@@ -14,6 +14,11 @@ export function tokenCount(value: unknown): number | null {
     : null;
 }
 
+/** A model's name as a body gives it: a non-empty string of at most 256 characters, else null. */
+export function modelNamed(value: unknown): string | null {
+  return typeof value === 'string' && value.length > 0 ? value.slice(0, 256) : null;
+}
+
 /**
  * How deep a request body may nest. Its canonical form (the loop rule's hash) and its
  * re-serialisation recurse once per level; a body ~2,400 levels deep overflowed the stack.

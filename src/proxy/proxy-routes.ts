@@ -89,8 +89,7 @@ export const proxyRoutes: FastifyPluginAsync<{
   async function handle(request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply) {
     const { provider, path, target, resolveNs } = request.proxyCall!;
     const arrived = process.hrtime.bigint() - resolveNs;
-    const contentType = request.headers['content-type'];
-    const input = callInput(provider, { method: request.method, path, contentType, body: request.body }, audit);
+    const input = callInput(provider, { method: request.method, path, body: request.body }, audit);
     const { step, recorded } = await checkCall(guard, target, provider.name, input.stepInput, request.log);
     const body = input.bytesToForward();
     // Forwarded now, while the step's record commits; the answer is held until it is durable.

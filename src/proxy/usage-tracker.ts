@@ -1,4 +1,4 @@
-import { asObject, parseJson } from './json-fields.js';
+import { asObject, modelNamed, parseJson } from './json-fields.js';
 import { NO_USAGE, type Usage, type UsageTracker } from './providers/types.js';
 import { SseDecoder, type SseEvent } from './sse-decoder.js';
 
@@ -6,6 +6,8 @@ import { SseDecoder, type SseEvent } from './sse-decoder.js';
 export interface StreamUsageReader {
   onEvent(event: SseEvent): void;
   usage(): Usage;
+  /** The model the stream named, as far as read (null: none). */
+  model(): string | null;
 }
 
 /** How one endpoint reports usage. Every provider puts it under a top-level `usage` in JSON. */
@@ -46,7 +48,8 @@ export function createUsageTracker(
   contentType: string | undefined,
   limits: UsageTrackerLimits = {},
 ): UsageTracker {
-  if (extractor === null) return { push() {}, current: () => NO_USAGE, end: () => NO_USAGE, streamFailed: () => false };
+  if (extractor === null)
+    return { push() {}, current: () => NO_USAGE, end: () => NO_USAGE, streamFailed: () => false, model: () => null };
   return isEventStream(contentType)
     ? sseTracker(extractor.streamReader(), limits.maxEventLength ?? 4 * MiB)
     : jsonTracker(extractor, limits.maxJsonBytes ?? 256 * 1024, limits.tailBytes ?? 64 * 1024);
@@ -83,6 +86,7 @@ function sseTracker(reader: StreamUsageReader, maxEventLength: number): UsageTra
       return reader.usage();
     },
     streamFailed: () => failed,
+    model: () => reader.model(),
   };
 }
 
@@ -91,6 +95,7 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
   let size = 0;
   let overflow = false;
   let result: Usage | undefined;
+  let model: string | null = null;
   return {
     push(chunk) {
       if (result !== undefined) return;
@@ -115,6 +120,8 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
       const text = Buffer.concat(chunks).toString('utf8');
       chunks = [];
       const body = overflow ? { usage: lastObjectOfKey(text, 'usage') } : parseJson(text);
+      // Every provider names the model at the top of a JSON answer (not read past the size bound).
+      model = modelNamed(asObject(body)?.model);
       try {
         result = extractor.fromJson(body);
       } catch {
@@ -123,6 +130,7 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
       return result;
     },
     streamFailed: () => false,
+    model: () => model,
   };
 }
 

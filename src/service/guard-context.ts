@@ -63,7 +63,7 @@ export class GuardContext {
   readonly runFacts = new RecentMap<RunFacts>(10_000);
   readonly states = new GuardStateCache();
   /** Whose spend a MODEL_CALL step's result is, for the steps this daemon allowed. */
-  readonly stepFacts = new RecentMap<{ userId: string; model: string }>(10_000);
+  readonly stepFacts = new RecentMap<{ userId: string; model: string | null }>(10_000);
   /** Results released and not yet in the counters: every check of this daemon counts them. */
   readonly pending = new PendingSpend();
   readonly prices: PriceBook;

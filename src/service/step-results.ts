@@ -12,9 +12,12 @@ import type { GuardContext } from './guard-context.js';
 import type { FinishedStepView } from './guard-views.js';
 import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.js';
 
-/** A MODEL_CALL step allowed here: its result's cost will be held as pending spend. */
+/**
+ * A MODEL_CALL step allowed here: its result's cost will be held as pending spend (priced by the
+ * model its answer names when the step names none).
+ */
 export function rememberStep(context: GuardContext, step: runs.NewStep, userId: string): void {
-  if (step.status === 'ALLOWED' && step.model !== null)
+  if (step.status === 'ALLOWED' && step.type === 'MODEL_CALL')
     context.stepFacts.remember(step.id, { userId, model: step.model });
 }
 
@@ -81,11 +84,12 @@ function holdSpend(context: GuardContext, finish: runs.StepFinish): () => void {
     cacheReadTokens: result.cacheReadTokens ?? null,
     cacheWriteTokens: result.cacheWriteTokens ?? null,
   };
-  if (!facts || !isPriced(tokens)) return () => {};
-  const cost = context.prices.prices(finish.workspaceId, facts.model).then((prices) => {
+  const model = facts?.model ?? result.model ?? null;
+  if (!facts || model === null || !isPriced(tokens)) return () => {};
+  const cost = context.prices.prices(finish.workspaceId, model).then((prices) => {
     // Priced as the record will be (src/money/cost.ts is the one definition), capped as the counters are.
     if (prices) return Math.min(Number(costToMicros(callCost(tokens, prices)!)), SPEND_CAP_MICROS);
-    unpricedCall(context, finish.workspaceId, facts.model);
+    unpricedCall(context, finish.workspaceId, model);
     return 0;
   });
   return context.pending.add(scopeAt(finish.now, finish.workspaceId, facts.userId), cost);

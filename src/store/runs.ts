@@ -417,6 +417,11 @@ export interface StepResult {
   /** Part of `completionTokens` spent reasoning: recorded, priced as output. */
   reasoningTokens?: number | null;
   outputData?: unknown;
+  /**
+   * The model the call's answer named: it becomes the step's model, and prices it, only when the
+   * step has none (a proxied request that named no model).
+   */
+  model?: string | null;
 }
 
 /** A step result's token counts (`v`), priced by src/money/cost.ts's rule. */
@@ -478,16 +483,17 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
        SELECT * FROM json_to_recordset($1::json)
          AS v(workspace_id uuid, run_id uuid, step_id uuid, status text, duration_ms bigint, prompt_tokens bigint,
            completion_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, reasoning_tokens bigint,
-           output_json json, finished_at timestamptz, day date)
+           output_json json, finished_at timestamptz, day date, model text)
        LIMIT $2
      ), step AS (
        UPDATE steps s SET status = v.status, duration_ms = v.duration_ms, prompt_tokens = v.prompt_tokens,
          completion_tokens = v.completion_tokens, cached_prompt_tokens = v.cache_read_tokens,
          cache_write_tokens = v.cache_write_tokens, reasoning_tokens = v.reasoning_tokens, output_json = v.output_json,
-         finished_at = v.finished_at,
+         finished_at = v.finished_at, model = coalesce(s.model, v.model),
          cost_usd = CASE WHEN ${pricedSql(RESULT_TOKENS)} THEN (
            SELECT ${costSql(RESULT_TOKENS, 'p')}
-           FROM model_pricing p WHERE p.workspace_id = s.workspace_id AND p.model = s.model AND p.is_active) END
+           FROM model_pricing p
+           WHERE p.workspace_id = s.workspace_id AND p.model = coalesce(s.model, v.model) AND p.is_active) END
        FROM v
        WHERE s.id = v.step_id AND s.run_id = v.run_id AND s.workspace_id = v.workspace_id AND s.status = 'ALLOWED'
        RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day, s.cost_usd,
@@ -537,6 +543,7 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
           output_json: finish.result.outputData ?? null,
           finished_at: finish.now,
           day: finish.day,
+          model: finish.result.model?.toWellFormed() ?? null,
         })),
       ),
       unique.length,

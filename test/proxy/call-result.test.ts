@@ -47,11 +47,12 @@ describe('resultRecorder', () => {
     const { guard, writes, results } = fakeGuard();
     const calls = new CallsInProgress();
     const record = resultRecorder(guard, calls, namedRunStep, Promise.resolve(), rememberingLogger());
-    record('COMPLETED', USAGE, { http_status: 200 });
+    record('COMPLETED', USAGE, { http_status: 200 }, 'gpt-4o-mini-2024-07-18');
     await calls.none();
     expect(writes).toEqual(['recordResult step-1']);
     expect(results[0]).toEqual({
       status: 'COMPLETED',
+      model: 'gpt-4o-mini-2024-07-18',
       durationMs: expect.any(Number),
       promptTokens: 12,
       completionTokens: 34,

@@ -63,8 +63,116 @@ async function startRun(limits: Record<string, unknown> = {}): Promise<string> {
   return res.body.id;
 }
 
+/** Waits until no step of the workspace is unfinished (every result written), then its day's spend. */
+async function settledSpendMicros(workspaceId: string): Promise<number> {
+  for (const deadline = Date.now() + 20_000; ;) {
+    const { rows } = await api.stores.db.query<{ open: string | number }>(
+      "SELECT count(*) AS open FROM steps WHERE workspace_id = $1 AND status = 'ALLOWED'",
+      [workspaceId],
+    );
+    if (Number(rows[0]!.open) === 0) break;
+    if (Date.now() > deadline) throw new Error('steps did not settle');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const { rows } = await api.stores.db.query<{ spend: string | number | null }>(
+    'SELECT sum(spend_micros) AS spend FROM usage_daily WHERE workspace_id = $1',
+    [workspaceId],
+  );
+  return Number(rows[0]!.spend ?? 0);
+}
+
+/** A workspace of its own, its model priced at $100 and $400 per million tokens: ~4,000 microdollars a call. */
+async function pricedWorkspace(settings: Record<string, unknown>, model = MODEL) {
+  const ws = await api.newWorkspace('scale');
+  const prices = { input_cost_per_token: 0.0001, output_cost_per_token: 0.0004 };
+  expect((await ws.api.request('PUT', `/v1/model-pricing/${model}`, prices)).status).toBe(200);
+  expect((await ws.api.request('PATCH', '/v1/workspace', settings)).status).toBe(200);
+  return ws;
+}
+
+const chatText = JSON.stringify({
+  model: MODEL,
+  max_tokens: 20,
+  messages: [{ role: 'user', content: 'Spend it all.' }],
+});
+
 /** `depth` nested arrays around `inner`. */
 const nested = (depth: number, inner = '1') => '['.repeat(depth) + inner + ']'.repeat(depth);
+
+describe('a body read whatever its content type', () => {
+  it('when calls are sent as text/plain, then they are priced and the daily budget stops them', async () => {
+    const ws = await pricedWorkspace({ daily_budget_usd: 0.01 });
+    const statuses: number[] = [];
+    for (let i = 0; i < 12 && statuses.at(-1) !== 403; i++) {
+      const res = await proxied('openai/v1/chat/completions', chatText, { 'content-type': 'text/plain' }, ws.apiKey);
+      statuses.push(res.status);
+      if (res.status === 403) expect(res.body.error.code).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
+      await settledSpendMicros(ws.workspaceId);
+    }
+    // About 4,000 microdollars a call against a budget of 10,000: the third call passes it.
+    expect(statuses).toEqual([200, 200, 200, 403]);
+    expect(await settledSpendMicros(ws.workspaceId)).toBeGreaterThanOrEqual(10_000);
+    const { rows } = await api.stores.db.query<{ model: string | null; cost_usd: string | null }>(
+      "SELECT model, cost_usd FROM steps WHERE workspace_id = $1 AND status = 'COMPLETED'",
+      [ws.workspaceId],
+    );
+    expect(rows).toHaveLength(3);
+    for (const row of rows) expect(row).toMatchObject({ model: MODEL, cost_usd: expect.any(String) });
+  });
+
+  it('when reserve mode meets a text/plain call, then it is refused as the same call in JSON is', async () => {
+    // The estimate of this call (its bytes and 20 output tokens) is past a $0.005 budget.
+    const ws = await pricedWorkspace({ daily_budget_usd: 0.005, budget_mode: 'reserve' });
+    const before = api.upstream.requests.length;
+    for (const contentType of ['application/json', 'text/plain', 'application/x-www-form-urlencoded']) {
+      const res = await proxied('openai/v1/chat/completions', chatText, { 'content-type': contentType }, ws.apiKey);
+      expect(res.status, contentType).toBe(403);
+      expect(res.body.error.code, contentType).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
+    }
+    expect(api.upstream.requests.length).toBe(before);
+  });
+
+  it('when a model call’s body is not a JSON object, then 400 in the provider’s format, never forwarded', async () => {
+    const before = api.upstream.requests.length;
+    const cases: [string, string, string][] = [
+      ['openai/v1/chat/completions', 'model=gpt-4o-mini&messages=hi', 'application/x-www-form-urlencoded'],
+      ['openai/v1/responses', '{"model": "gpt-4o-mini", "input": "cut', 'text/plain'],
+      ['openai/v1/embeddings', '["gpt-4o-mini"]', 'application/json'],
+      ['anthropic/v1/messages', 'not json at all', 'text/plain'],
+    ];
+    for (const [path, body, contentType] of cases) {
+      const res = await proxied(path, body, { 'content-type': contentType });
+      expect(res.status, path).toBe(400);
+      expect(res.body.error.message, path).toMatch(/must be a JSON object/);
+      if (path.startsWith('anthropic')) expect(res.body).toMatchObject({ type: 'error' });
+      else expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: 'INVALID_JSON' });
+    }
+    expect(api.upstream.requests.length).toBe(before);
+  });
+
+  it('when a request names no model, then the model its answer names prices the step', async () => {
+    // The fake upstream answers a request without a model as "fake-model".
+    const ws = await pricedWorkspace({}, 'fake-model');
+    const res = await proxied('openai/v1/chat/completions', JSON.stringify({ messages: [] }), {}, ws.apiKey);
+    expect(res.status).toBe(200);
+    expect(res.body.model).toBe('fake-model');
+    expect(await settledSpendMicros(ws.workspaceId)).toBeGreaterThan(0);
+    const stream = await proxied(
+      'anthropic/v1/messages',
+      JSON.stringify({ max_tokens: 10, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      { 'content-type': 'text/plain' },
+      ws.apiKey,
+    );
+    expect(stream.status).toBe(200);
+    await settledSpendMicros(ws.workspaceId);
+    const { rows } = await api.stores.db.query<{ model: string | null; cost_usd: string | null }>(
+      'SELECT model, cost_usd FROM steps WHERE workspace_id = $1',
+      [ws.workspaceId],
+    );
+    expect(rows).toHaveLength(2);
+    for (const row of rows) expect(row).toMatchObject({ model: 'fake-model', cost_usd: expect.any(String) });
+  });
+});
 
 describe('hostile bodies on the proxy', () => {
   it('when a chat asks for n: 1e308 completions, then 400 in OpenAI’s format, nothing forwarded', async () => {

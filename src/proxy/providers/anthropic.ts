@@ -1,4 +1,4 @@
-import { asObject, endpointPath, mayHoldUsage, parseJson, tokenCount } from '../json-fields.js';
+import { asObject, endpointPath, mayHoldUsage, modelNamed, parseJson, tokenCount } from '../json-fields.js';
 import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
 import type { InspectedRequest, ProviderAdapter, Usage } from './types.js';
 
@@ -46,15 +46,21 @@ const messagesUsage: UsageExtractor = {
   fromJson: (body) => toUsage(merge(EMPTY, asObject(body)?.usage)),
   streamReader() {
     let counters = EMPTY;
+    let model: string | null = null;
     return {
       onEvent(event) {
         if (!mayHoldUsage(event.data)) return; // skips parsing the many deltas
         const data = asObject(parseJson(event.data));
-        // `message_start` carries input (and a first output count), `message_delta` the running output.
-        if (data?.type === 'message_start') counters = merge(counters, asObject(data.message)?.usage);
-        else if (data?.type === 'message_delta') counters = merge(counters, data.usage);
+        // `message_start` carries input (and a first output count) and the model, `message_delta`
+        // the running output.
+        if (data?.type === 'message_start') {
+          const message = asObject(data.message);
+          counters = merge(counters, message?.usage);
+          model = modelNamed(message?.model) ?? model;
+        } else if (data?.type === 'message_delta') counters = merge(counters, data.usage);
       },
       usage: () => toUsage(counters),
+      model: () => model,
     };
   },
 };
@@ -95,6 +101,8 @@ function errorEnvelope(type: string, message: string, code: string): unknown {
 
 export const anthropicAdapter: ProviderAdapter = Object.freeze({
   type: 'anthropic' as const,
+
+  isModelCall: isMessages,
 
   inspectRequest(_path: string, body: unknown): InspectedRequest {
     const request = asObject(body);

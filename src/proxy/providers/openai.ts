@@ -1,4 +1,12 @@
-import { asObject, endpointPath, mayHoldUsage, parseJson, tokenCount, type JsonObject } from '../json-fields.js';
+import {
+  asObject,
+  endpointPath,
+  mayHoldUsage,
+  modelNamed,
+  parseJson,
+  tokenCount,
+  type JsonObject,
+} from '../json-fields.js';
 import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
 import { NO_USAGE, type InspectedRequest, type ProviderAdapter, type Usage } from './types.js';
 
@@ -81,14 +89,19 @@ function extractor(
     fromJson: (body) => read(asObject(body)?.usage) ?? NO_USAGE,
     streamReader() {
       let latest: Usage = NO_USAGE;
+      let model: string | null = null;
       return {
         onEvent(event) {
-          // Skips parsing the many deltas; `[DONE]` fails this test too.
+          // Skips parsing the many deltas; `[DONE]` fails this test too. The event that carries
+          // the usage names the model as well (a chat chunk's `model`, a Responses `response.model`).
           if (!mayHoldUsage(event.data)) return;
           const data = asObject(parseJson(event.data));
-          if (data) latest = read(usageOf(data)) ?? latest;
+          if (!data) return;
+          latest = read(usageOf(data)) ?? latest;
+          model = modelNamed(data.model) ?? modelNamed(asObject(data.response)?.model) ?? model;
         },
         usage: () => latest,
+        model: () => model,
       };
     },
   };
@@ -133,6 +146,8 @@ function withIncludeUsage(request: JsonObject): JsonObject | undefined {
 
 export const openaiAdapter: ProviderAdapter = Object.freeze({
   type: 'openai' as const,
+
+  isModelCall: (path: string) => endpointOf(path) !== null,
 
   inspectRequest(path: string, body: unknown): InspectedRequest {
     const request = asObject(body);

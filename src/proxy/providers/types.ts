@@ -40,6 +40,11 @@ export interface UsageTracker {
   /** Ends the body and returns the final usage. Idempotent. */
   end(): Usage;
   /**
+   * The model the answer names, as read so far (null: none read): what prices a call whose
+   * request named no model.
+   */
+  model(): string | null;
+  /**
    * An error event arrived inside the stream (Anthropic's `error`, the Responses API's `error` or
    * `response.failed`, a chat stream's `{"error": ...}`): a 200 whose call failed.
    */
@@ -50,6 +55,11 @@ export interface UsageTracker {
 export interface ProviderAdapter {
   readonly type: ProviderType;
   /**
+   * Whether `path` is an endpoint the provider bills by tokens (chat, messages, ...). Such a
+   * call's body is read as JSON whatever its content type says, and one that is not a JSON
+   * object is refused: forwarded unread, its model and cost would go unseen by every budget.
+   */
+  isModelCall(path: string): boolean; /**
    * @param path the upstream-relative path, e.g. `/v1/chat/completions`, query string allowed
    * @param body the parsed JSON request body (`undefined` when there is none)
    */
