@@ -6,6 +6,7 @@ import { explainDenial, type DenialDetail } from '../contract/denial-detail.js';
 import type { RunDetail } from './api-client.js';
 import { duration, usd } from './output.js';
 import { createStyle, statusWord, type Style } from './style.js';
+import { costWithUnpriced, unpricedCalls } from './unpriced.js';
 
 const plain = createStyle(false);
 
@@ -21,7 +22,7 @@ export function execSummary(run: RunDetail, exitStatus: number, style: Style = p
   const parts = [
     plural(run.steps.length, 'call'),
     plural(run.total_tokens, 'token'),
-    usd(run.total_cost_usd),
+    costWithUnpriced(usd(run.total_cost_usd), unpricedCalls(run.steps).length),
     ...(denied.length > 0 ? [style.bad(`${denied.length} denied (${reasons.join('; ')})`)] : []),
   ];
   const status = statusWord(style, run.status === 'FAILED' ? `FAILED (exit ${exitStatus})` : run.status);

@@ -15,7 +15,19 @@ export function buildProgram(): Command {
   return program;
 }
 
+/**
+ * A reader that stopped reading (`runguard runs list | head -1`) is not an error: the CLI ends
+ * quietly with status 0, as `head`'s writer is expected to, whatever the command was writing.
+ */
+function endQuietlyOnClosedStdout(): void {
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(0);
+    throw error;
+  });
+}
+
 export async function main(argv: string[]): Promise<void> {
+  endQuietlyOnClosedStdout();
   try {
     await buildProgram().parseAsync(argv);
   } catch (error) {

@@ -198,6 +198,23 @@ describe('runguard exec', () => {
     );
   });
 
+  it('when a call has no price, then the summary counts it as unpriced, not as $0', async () => {
+    expect((await api.request('DELETE', '/v1/model-pricing/claude-test-1')).status).toBe(204);
+    try {
+      const result = await exec(['--user', 'exec-unpriced', '--', process.execPath, AGENT, '0']);
+      expect(result.status).toBe(0);
+      const run = await settledRunOf('exec-unpriced');
+      expect(result.stderr).toMatch(
+        new RegExp(
+          `^runguard: run ${run.id} COMPLETED in .*: 3 calls, ${run.total_tokens} tokens, \\$0\\.\\d+ \\+ 1 unpriced call\n$`,
+        ),
+      );
+    } finally {
+      const prices = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000004 };
+      await api.request('PUT', '/v1/model-pricing/claude-test-1', prices);
+    }
+  });
+
   it('when the user is blocked, then exec prints the reason, exits 3 and never starts the command', async () => {
     const client = new pg.Client({ connectionString: database.url });
     await client.connect();

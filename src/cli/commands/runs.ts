@@ -6,6 +6,7 @@ import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { CliError, DaemonUnreachableError, describeError } from '../errors.js';
 import { duration, pageFooter, timestamp, usd, type Output } from '../output.js';
 import { statusWord } from '../style.js';
+import { unpricedCalls } from '../unpriced.js';
 
 const STATUSES: RunStatus[] = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
 
@@ -31,10 +32,8 @@ const tokens = (s: Pick<Step, 'prompt_tokens' | 'completion_tokens'>) =>
     : `${s.prompt_tokens ?? 0}+${s.completion_tokens ?? 0}`;
 
 /** Model calls with tokens and no cost: `2 calls, 130 tokens (llama3:8b)`, or null when none. */
-function unpricedCalls(steps: Step[]): string | null {
-  const calls = steps.filter(
-    (s) => s.type === 'MODEL_CALL' && s.cost_usd === null && (s.prompt_tokens !== null || s.completion_tokens !== null),
-  );
+function unpricedSummary(steps: Step[]): string | null {
+  const calls = unpricedCalls(steps);
   if (calls.length === 0) return null;
   const tokenSum = calls.reduce((n, s) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0), 0);
   const models = [...new Set(calls.map((s) => s.model ?? '(unknown model)'))].join(', ');
@@ -129,7 +128,7 @@ export function printRun(out: Output, run: RunDetail) {
   out.line(`Tokens    ${run.total_tokens}`);
   out.line(`Cost      ${usd(run.total_cost_usd)}`);
   if (run.metadata) out.line(`Metadata  ${JSON.stringify(run.metadata)}`);
-  const unpriced = unpricedCalls(run.steps);
+  const unpriced = unpricedSummary(run.steps);
   if (unpriced) out.line(`Unpriced  ${unpriced} (counted as $0 against budgets)`);
   out.line();
   if (run.steps.length === 0) return out.line('No steps.');
