@@ -99,17 +99,17 @@ export default tseslint.config(
     },
   },
   {
-    // The SDK ships without dependencies: at run time it may load only its own files and Node's.
-    files: ['src/client/**/*.ts'],
+    // The SDK is a package of its own without dependencies: it loads only its own files and Node's.
+    files: ['clients/typescript/src/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
         {
           patterns: [
             {
-              group: ['../*', '!../contract', '!../contract/*'],
-              allowTypeImports: true,
-              message: 'The SDK imports the server only as types (import type), from src/contract/.',
+              group: ['../*'],
+              message:
+                'The client package imports only its own files; what it needs of the contract is in src/shared/ (npm run clients:generate).',
             },
           ],
         },

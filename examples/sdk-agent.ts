@@ -4,13 +4,15 @@
  *
  *   export RUNGUARD_API_KEY="$(cat .runguard/api-key)"   # the key the daemon wrote on its first start
  *   export OPENAI_API_KEY=sk-...                         # the model call goes to OpenAI directly
- *   npx tsx examples/sdk-agent.ts "What is runguard?"
+ *   npx tsx --tsconfig examples/tsconfig.json examples/sdk-agent.ts "What is runguard?"
  *
- * In an agent project of your own, install the client from a runguard checkout (until it is
- * published): `npm pack` there, then `npm install /path/to/runguard-0.1.0.tgz` here.
+ * In this checkout, examples/tsconfig.json maps `@runguard/client` to the package's source
+ * (clients/typescript/src). In an agent project of your own, install the
+ * package (until it is published, from a runguard checkout: `npm pack` in clients/typescript, then
+ * `npm install /path/to/runguard-client-0.1.0.tgz` there).
  */
 import OpenAI from 'openai';
-import { extractors, GuardBlockedError, GuardClient } from 'runguard/client';
+import { extractors, GuardBlockedError, GuardClient } from '@runguard/client';
 
 const question = process.argv[2] ?? 'What does a guardrail sidecar do?';
 const model = process.env.AGENT_MODEL ?? 'gpt-4o-mini';

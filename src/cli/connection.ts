@@ -12,7 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { isApiKeyFormat } from '../client/api-key.js';
+import { isApiKeyFormat } from '../contract/api-key-format.js';
 import { loadConfig, type Config } from '../config.js';
 import { DAEMON_RECORD_FILE, readDaemonRecord, userRecordPath, type DaemonRecord } from '../local-daemon.js';
 import { CliError } from './errors.js';

@@ -46,6 +46,7 @@ export const NoBody = Nullable(Type.Object({}, { additionalProperties: false }))
  * the JSON Schema is the plain object's (Unsafe adds nothing enumerable).
  */
 export const JsonObject = Type.Unsafe<{ [key: string]: unknown }>(Type.Object({}, { additionalProperties: true }));
+export type JsonObject = Static<typeof JsonObject>;
 
 const PageFields = Type.Object({ total: Type.Integer(), page: Type.Integer(), per_page: Type.Integer() });
 

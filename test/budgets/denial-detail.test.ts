@@ -7,7 +7,7 @@ import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printRun } from '../../src/cli/commands/runs.js';
 import { createOutput } from '../../src/cli/output.js';
-import { GuardBlockedError, GuardClient } from '../../src/client/index.js';
+import { GuardBlockedError, GuardClient } from '../../clients/typescript/src/index.js';
 import { completionTokensFor, DEFAULT_REPLY, promptTokensFor } from '../support/fake-upstream.js';
 import { BACKENDS, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
 

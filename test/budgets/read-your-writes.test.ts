@@ -5,7 +5,7 @@
  * run-less) and through the SDK.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GuardBlockedError, GuardClient } from '../../src/client/index.js';
+import { GuardBlockedError, GuardClient } from '../../clients/typescript/src/index.js';
 import { completionTokensFor, DEFAULT_REPLY, promptTokensFor } from '../support/fake-upstream.js';
 import { BACKENDS, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
 

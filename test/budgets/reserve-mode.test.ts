@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { GuardBlockedError, GuardClient } from '../../src/client/index.js';
+import { GuardBlockedError, GuardClient } from '../../clients/typescript/src/index.js';
 import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
 import { outstandingReservations, runReservedMicros } from '../../src/store/reservations.js';
 import { SqlCounters } from '../../src/store/sql-counters.js';

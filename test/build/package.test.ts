@@ -13,7 +13,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 beforeAll(() => {
-  if (!existsSync(join(ROOT, 'dist', 'client', 'index.js')))
+  if (!existsSync(join(ROOT, 'clients', 'typescript', 'dist', 'index.js')))
     throw new Error('these tests read dist/: build first with `npm run build`.');
 });
 
@@ -26,10 +26,11 @@ function exportsOf(specifier: string): string[] {
 }
 
 describe('the built package', () => {
-  it('when a user imports runguard or runguard/client, then both give the SDK', () => {
+  it('when a user imports runguard or runguard/client, then both give the SDK package, @runguard/client', () => {
     const client = exportsOf('runguard/client');
     expect(client).toContain('GuardClient');
     expect(exportsOf('runguard')).toEqual(client);
+    expect(exportsOf(join(ROOT, 'clients/typescript/dist/index.js'))).toEqual(client);
   });
 
   it('when the embedded lock is taken from dist/, then its heartbeat worker loads from dist/ and refreshes the lock', async () => {

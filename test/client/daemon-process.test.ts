@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { GuardClient, type Run, type RunSummary } from '../../src/client/index.js';
+import { GuardClient, type Run, type RunSummary } from '../../clients/typescript/src/index.js';
 import { PACKAGE_ROOT, startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
 import { startHttpRelay, type HttpRelay } from '../support/http-relay.js';

@@ -17,7 +17,7 @@ import {
   type Run,
   type RunHandle,
   type RunSummary,
-} from '../../src/client/index.js';
+} from '../../clients/typescript/src/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
 import { startTestApi, type Backend, type Caller, type TestApi } from '../support/harness.js';
 import { startHttpRelay, type HttpRelay } from '../support/http-relay.js';

@@ -1,6 +1,6 @@
 /** The client's defaults from the environment, as the provider SDKs read OPENAI_API_KEY. */
 import { afterEach, describe, expect, it } from 'vitest';
-import { GuardClient, GuardConfigError } from '../../src/client/index.js';
+import { GuardClient, GuardConfigError } from '../../clients/typescript/src/index.js';
 
 const KEY = `lg_abcdefghijkl_${'x'.repeat(40)}`;
 const saved = { key: process.env.RUNGUARD_API_KEY, url: process.env.RUNGUARD_URL };

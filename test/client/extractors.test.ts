@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { extractors, GuardClient } from '../../src/client/index.js';
+import { extractors, GuardClient } from '../../clients/typescript/src/index.js';
 import { fakeRunguardAndClient, FakeRunguard } from './fake-server.js';
 import { openaiChatCompletion } from './openai-shapes.js';
 

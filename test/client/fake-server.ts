@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { GuardClient, type ClientOptions } from '../../src/client/index.js';
+import { GuardClient, type ClientOptions } from '../../clients/typescript/src/index.js';
 
 export const API_KEY = `lg_abcdef123456_${'s'.repeat(20)}-_${'K'.repeat(20)}`;
 

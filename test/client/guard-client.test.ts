@@ -7,7 +7,7 @@ import {
   GuardConfigError,
   GuardError,
   NoActiveRunError,
-} from '../../src/client/index.js';
+} from '../../clients/typescript/src/index.js';
 import { API_KEY, fakeRunguardAndClient, FakeRunguard } from './fake-server.js';
 
 let server: FakeRunguard;

@@ -14,7 +14,7 @@ import {
   PermissionDeniedError,
   RateLimitError,
   ValidationError,
-} from '../../src/client/index.js';
+} from '../../clients/typescript/src/index.js';
 import { API_KEY, FakeRunguard } from './fake-server.js';
 
 let server: FakeRunguard;

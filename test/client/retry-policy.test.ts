@@ -5,7 +5,7 @@ import {
   MAX_RETRY_AFTER_MS,
   parseRetryAfter,
   retryDelay,
-} from '../../src/client/retry-policy.js';
+} from '../../clients/typescript/src/retry-policy.js';
 
 const headers = (init: Record<string, string>): Headers => new Headers(init);
 

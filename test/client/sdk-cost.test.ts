@@ -8,7 +8,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { Stream } from 'openai/streaming';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { extractors, GuardClient, type Run } from '../../src/client/index.js';
+import { extractors, GuardClient, type Run } from '../../clients/typescript/src/index.js';
 import { DEFAULT_REPLY, startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 

@@ -4,7 +4,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { extractors, GuardClient, ValidationError } from '../../src/client/index.js';
+import { extractors, GuardClient, ValidationError } from '../../clients/typescript/src/index.js';
 import { fakeRunguardAndClient, FakeRunguard } from './fake-server.js';
 
 /** An event-emitting runner shaped like the SDKs' (on, done, ended, errored, aborted). */

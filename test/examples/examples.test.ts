@@ -59,6 +59,8 @@ function run(command: string, args: string[], env: Record<string, string> = {}):
 }
 
 const runguard = (...args: string[]) => run(process.execPath, [BIN, ...args]);
+/** The SDK agent as its header says to run it: examples/tsconfig.json maps `@runguard/client` to the package. */
+const SDK_AGENT = ['--tsconfig', 'examples/tsconfig.json', 'examples/sdk-agent.ts'];
 
 /** The newest run of a user once its steps are all finished (a proxied result lands just after its answer). */
 async function settledRunOf(userId: string): Promise<any> {
@@ -128,7 +130,7 @@ describe('examples', () => {
     const apiKey = (await readFile(join(daemon.dataDir, 'api-key'), 'utf8')).trim();
     const result = await run(
       process.execPath,
-      [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'examples/sdk-agent.ts', 'What is runguard?'],
+      [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), ...SDK_AGENT, 'What is runguard?'],
       {
         RUNGUARD_API_KEY: apiKey,
         OPENAI_BASE_URL: `${upstream.url}/v1`,
@@ -148,7 +150,7 @@ describe('examples', () => {
   });
 
   it('when the SDK agent runs without RUNGUARD_API_KEY, then the error names the variable and the key file', async () => {
-    const result = await run(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'examples/sdk-agent.ts'], {
+    const result = await run(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), ...SDK_AGENT], {
       OPENAI_BASE_URL: `${upstream.url}/v1`,
     });
     expect(result.code).not.toBe(0);
@@ -165,7 +167,7 @@ describe('the README and the package', () => {
     ]);
     const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)]
       .map((m) => m[1]!)
-      .filter((b) => b.includes("'runguard/client'"));
+      .filter((b) => b.includes("'@runguard/client'"));
     expect(blocks.length).toBeGreaterThan(0);
     for (const block of blocks) expect(example).toContain(block.trim());
   });
@@ -195,12 +197,17 @@ describe('the README and the package', () => {
     expect(readme).not.toMatch(/^runguard /m);
   });
 
-  it('when the package is packed, then the client and its types are in it', async () => {
+  it("when the daemon's package is packed, then the client and its types are in it (runguard/client)", async () => {
     const result = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts']);
     expect(result.code).toBe(0);
     const files = (JSON.parse(result.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
     expect(files).toEqual(
-      expect.arrayContaining(['dist/client/index.js', 'dist/client/index.d.ts', 'bin/runguard', 'package.json']),
+      expect.arrayContaining([
+        'clients/typescript/dist/index.js',
+        'clients/typescript/dist/index.d.ts',
+        'bin/runguard',
+        'package.json',
+      ]),
     );
   });
 });

@@ -4,7 +4,7 @@
  * GuardBlockedError with the reason and its numbers; the guarded function of that step never runs.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GuardBlockedError, GuardClient } from '../../src/client/index.js';
+import { GuardBlockedError, GuardClient } from '../../clients/typescript/src/index.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 
 describe('runaway limits in the SDK', () => {

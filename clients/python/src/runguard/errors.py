@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+# Generated from the daemon's contract (npm run clients:generate): a code a newer daemon adds still
+# gets a sentence, the generic one, with its code.
+from ._deny_reasons import DENY_SENTENCES
+
 __all__ = [
     "GuardError",
     "GuardConfigError",
@@ -168,24 +172,6 @@ class APITimeoutError(APIConnectionError):
         super().__init__(message)
 
 
-# Why each rule denies, as the tail of GuardBlockedError.reason: a copy of DENY_SENTENCES in the
-# daemon's src/contract/deny-reasons.ts, in its order (tests/test_deny_reasons.py fails when they
-# differ). A code a newer daemon adds still gets a sentence: the generic one, with its code.
-_DENY_SENTENCES: dict[str, str] = {
-    "KILL_SWITCH_ACTIVE": "the workspace kill switch is on",
-    "USER_BLOCKED": "the user is blocked",
-    "WORKSPACE_DAILY_BUDGET_EXCEEDED": "the workspace's daily budget is spent",
-    "USER_DAILY_BUDGET_EXCEEDED": "the user's daily budget is spent",
-    "MONTHLY_RUN_LIMIT_EXCEEDED": "the workspace's monthly run limit is reached",
-    "MAX_CONCURRENT_RUNS_EXCEEDED": "the workspace's limit of concurrent runs is reached",
-    "MODEL_NOT_PRICED": "the model has no price and the workspace denies unpriced models",
-    "RUN_STEP_LIMIT_EXCEEDED": "the run's step limit is reached",
-    "RUN_BUDGET_EXCEEDED": "the run's budget is spent",
-    "REPEATED_CALL_LOOP": "the run repeats the same call in a loop",
-    "USER_RATE_LIMITED": "the user's limit of steps per minute is reached (retry later)",
-}
-
-
 class GuardBlockedError(GuardError):
     """A guardrail denied a run start or a step; the guarded code did not run.
 
@@ -221,7 +207,7 @@ class GuardBlockedError(GuardError):
         if self.deny_reason is None:
             why = "a guardrail denied it"
         else:
-            why = f"{_DENY_SENTENCES.get(self.deny_reason, 'a guardrail denied it')} ({self.deny_reason})"
+            why = f"{DENY_SENTENCES.get(self.deny_reason, 'a guardrail denied it')} ({self.deny_reason})"
         self.reason = f"{what} was blocked: {why}."
         detail = decision.get("detail")
         self.detail = dict(detail) if isinstance(detail, Mapping) else None

@@ -1,11 +1,7 @@
 import { GuardConfigError } from './errors.js';
+import { isApiKeyFormat } from './shared/api-key-format.js';
 
-const API_KEY_PATTERN = /^lg_[a-z0-9]{12}_[A-Za-z0-9_-]{32,}$/;
-
-/** True when `value` has the shape `lg_<12 lowercase alphanumerics>_<32+ URL-safe characters>`. */
-export function isApiKeyFormat(value: unknown): value is string {
-  return typeof value === 'string' && API_KEY_PATTERN.test(value);
-}
+export { isApiKeyFormat };
 
 /**
  * Throws {@link GuardConfigError} when `value` is not a well-formed API key.

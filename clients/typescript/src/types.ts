@@ -5,14 +5,13 @@
  * server's documentation; options passed to the client are camelCase like the rest of a TS codebase.
  */
 
-import type { Static } from 'typebox';
-import type * as Wire from '../contract/index.js';
+import type * as Wire from './shared/wire.js';
 
-// Wire types come from the contract (src/contract/) as types only: erased at build, so the SDK
-// loads nothing of the server's and no schema library at run time.
+// Wire types are the daemon's contract (src/contract/), written out as plain types by
+// `npm run clients:generate`: the package needs neither the server nor a schema library.
 
 /** A JSON object, as accepted for `metadata` and `input_data`. */
-export type JsonObject = Static<typeof Wire.JsonObject>;
+export type JsonObject = Wire.JsonObject;
 
 /** Lifecycle of a run. */
 export type RunStatus = Wire.RunStatus;

@@ -1,5 +1,5 @@
-import { explainDenial } from '../contract/denial-detail.js';
-import { DENY_SENTENCES } from '../contract/deny-reasons.js';
+import { explainDenial } from './shared/denial-detail.js';
+import { DENY_SENTENCES } from './shared/deny-reasons.js';
 import type { DenialDetail, DenyReason, ErrorBody, ValidationIssue } from './types.js';
 
 /** Base class of every error the client throws, so callers can catch the SDK's errors in one place. */
