@@ -38,6 +38,7 @@ export default defineConfig({
       'test/service/run-limits.test.ts',
       'test/store/group-commit.test.ts',
       'test/store/time-ordered-id.test.ts',
+      'test/unit/periods.test.ts',
     ],
     // No setup file: the full suite's deletes Redis keys after each file.
     pool: 'forks',

@@ -28,6 +28,8 @@ export const Workspace = Type.Object({
   run_max_identical_calls: Nullable(Type.Integer()),
   /** Steps a user may create per minute, across its runs; null: no limit. */
   user_steps_per_minute: Nullable(Type.Integer()),
+  /** IANA zone whose local midnights start days, weeks and months (budgets, run limit, usage). */
+  time_zone: Type.String(),
   updated_at: Timestamp,
 });
 export type Workspace = Static<typeof Workspace>;
@@ -52,6 +54,8 @@ export const WorkspaceUpdateBody = Type.Object(
     run_max_cost_usd: Type.Optional(Nullable(Usd)),
     run_max_identical_calls: Type.Optional(Nullable(RunCountLimit)),
     user_steps_per_minute: Type.Optional(Nullable(RunCountLimit)),
+    /** An IANA name (`Europe/Paris`) or `UTC`; an unknown name is a 422. */
+    time_zone: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
   },
   { additionalProperties: false },
 );

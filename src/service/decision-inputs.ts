@@ -14,26 +14,50 @@ import {
   spendAndReservations,
   type Reserved,
 } from '../store/reservations.js';
-import { loadGuardState, loadStepGuardState, type GuardState } from '../store/workspaces.js';
+import { loadGuardState, loadStepGuardState, workspaceTimeZone, type GuardState } from '../store/workspaces.js';
 import type { GuardContext, RunFacts } from './guard-context.js';
 
 /** Reads of the counters before a cost that reached them meanwhile is counted anyway (twice, toward denying). */
 export const PENDING_READ_ATTEMPTS = 3;
 
 /**
+ * The workspace's time zone as this daemon last saw it (read from the records the first time).
+ * Decisions correct it from the state they read (`decisionInputs`); a result written meanwhile
+ * counts on the day of the zone seen before the change.
+ */
+export async function zoneOf(context: GuardContext, workspaceId: string): Promise<string> {
+  const known = context.zones.get(workspaceId);
+  if (known !== undefined) return known;
+  const zone = await workspaceTimeZone(context.db, workspaceId);
+  context.zones.remember(workspaceId, zone);
+  return zone;
+}
+
+/**
  * What a decision reads: the day's spend and the workspace's state version in one read of the
  * counters, then the rules' state of the workspace and user, remembered while that version holds.
+ * The day is the workspace's local day: when the state says its zone changed, read again.
  */
-export async function decisionInputs(context: GuardContext, scope: CounterScope): Promise<[GuardState, DailySpend]> {
-  const { spend, stateVersion } = await withPendingSpend(context, scope, () =>
-    context.counters.readDecisionInputs(scope),
-  );
-  let state = context.states.get(scope.workspaceId, scope.userId, stateVersion);
-  if (!state) {
-    state = await loadGuardState(context.db, scope.workspaceId, scope.userId);
-    context.states.set(scope.workspaceId, scope.userId, stateVersion, state);
+export async function decisionInputs(
+  context: GuardContext,
+  workspaceId: string,
+  userId: string,
+  now: Date,
+): Promise<[GuardState, DailySpend, CounterScope]> {
+  for (;;) {
+    const zone = await zoneOf(context, workspaceId);
+    const scope = scopeAt(now, workspaceId, userId, zone);
+    const { spend, stateVersion } = await withPendingSpend(context, scope, () =>
+      context.counters.readDecisionInputs(scope),
+    );
+    let state = context.states.get(workspaceId, userId, stateVersion);
+    if (!state) {
+      state = await loadGuardState(context.db, workspaceId, userId);
+      context.states.set(workspaceId, userId, stateVersion, state);
+    }
+    if (state.workspace.time_zone === zone) return [state, spend, scope];
+    context.zones.remember(workspaceId, state.workspace.time_zone);
   }
-  return [state, spend];
 }
 
 /**
@@ -46,20 +70,24 @@ export async function stepCheckInputs(
   workspaceId: string,
   runId: string,
   now: Date,
-): Promise<[GuardState, DailySpend, RunFacts]> {
+): Promise<[GuardState, DailySpend, RunFacts, CounterScope]> {
   const runKey = `${workspaceId}/${runId}`;
   const known = context.runFacts.get(runKey);
-  if (known !== undefined) return [...(await decisionInputs(context, scopeAt(now, workspaceId, known.userId))), known];
+  if (known !== undefined) {
+    const [state, spend, scope] = await decisionInputs(context, workspaceId, known.userId, now);
+    return [state, spend, known, scope];
+  }
   const found = await loadStepGuardState(context.db, workspaceId, runId);
   if (!found) throw new ApiError('RUN_NOT_FOUND');
   if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
   const facts: RunFacts = { userId: found.userId, limits: found.runLimits };
   context.runFacts.remember(runKey, facts);
-  const scope = scopeAt(now, workspaceId, found.userId);
+  context.zones.remember(workspaceId, found.workspace.time_zone);
+  const scope = scopeAt(now, workspaceId, found.userId, found.workspace.time_zone);
   const { spend } = await withPendingSpend(context, scope, async () => ({
     spend: await context.counters.readSpend(scope),
   }));
-  return [found, spend, facts];
+  return [found, spend, facts, scope];
 }
 
 /**

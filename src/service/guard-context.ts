@@ -62,6 +62,8 @@ export class GuardContext {
   /** Run (`workspace/run`) to its user and limits, for runs this daemon has seen. */
   readonly runFacts = new RecentMap<RunFacts>(10_000);
   readonly states = new GuardStateCache();
+  /** Workspace to its time zone, as its last decision here read it (`zoneOf`). */
+  readonly zones = new RecentMap<string>(10_000);
   /** Whose spend a MODEL_CALL step's result is, for the steps this daemon allowed. */
   readonly stepFacts = new RecentMap<{ userId: string; model: string | null }>(10_000);
   /** Results released and not yet in the counters: every check of this daemon counts them. */

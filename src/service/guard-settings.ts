@@ -21,6 +21,7 @@ import { getUser, upsertUser, type SdkUserRow } from '../store/users.js';
 import {
   getWorkspace,
   lockWorkspace,
+  workspaceTimeZone,
   PLANS,
   setKillSwitch,
   updateWorkspace,
@@ -33,7 +34,7 @@ import { assertWithinPlan, planChange } from './plans.js';
 import { differences, recordEvent, type Actor } from './webhook-events.js';
 import { deletePricingEntry, deleteUser } from './deletion.js';
 import { workspaceView } from './workspace-view.js';
-import { utcDay } from '../utc-day.js';
+import { localDay } from '../periods.js';
 
 export interface UserChanges {
   blocked?: boolean;
@@ -65,6 +66,7 @@ const SETTINGS = [
   'run_max_cost_usd',
   'run_max_identical_calls',
   'user_steps_per_minute',
+  'time_zone',
 ] as const;
 
 /**
@@ -140,7 +142,7 @@ export class GuardSettings {
   /** Blocks, unblocks or sets a user's daily budget; a user never seen is created (pre-blocking). */
   async updateUser(actor: Actor, workspaceId: string, userId: string, changes: UserChanges): Promise<SdkUserRow> {
     const now = this.clock.now();
-    const { day } = utcDay(now);
+    const { day } = localDay(now, await workspaceTimeZone(this.db, workspaceId));
     const user = await this.db.transaction(async (tx) => {
       // Locked until the commit: two changes to one user at once each see the other's result.
       const before = await getUser(tx, workspaceId, userId, day, { forUpdate: true });

@@ -6,16 +6,16 @@ import type { GuardSnapshot } from '../rules/engine.js';
 import type { DailySpend, RunCounts } from '../store/counters.js';
 import type { Reserved } from '../store/reservations.js';
 import type { GuardState } from '../store/workspaces.js';
-import { utcDay } from '../utc-day.js';
+import { localDay } from '../periods.js';
 
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
 export const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
 
 export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts, now?: Date): GuardSnapshot {
   const workspace = state.workspace;
-  const utc = now ? utcDay(now) : undefined;
+  const local = now ? localDay(now, workspace.time_zone) : undefined;
   return {
-    ...(utc ? { dayResetsAt: utc.dayResetsAt, monthResetsAt: utc.monthResetsAt } : {}),
+    ...(local ? { dayResetsAt: local.dayResetsAt, monthResetsAt: local.monthResetsAt } : {}),
     killSwitchActive: workspace.kill_switch_active,
     userBlocked: state.userBlocked,
     workspaceDailyBudgetMicros: workspace.daily_budget_micros,

@@ -1,5 +1,5 @@
 /**
- * Today's (UTC) aggregates the dashboard's overview shows beside the usage: denials by reason,
+ * Today's aggregates (the workspace's local day) the dashboard's overview shows beside the usage: denials by reason,
  * top users and models by spend, unpriced model calls.
  */
 import type { Overview } from '../contract/index.js';
@@ -7,7 +7,8 @@ import { microsToUsd, numericToUsd } from '../money/decimal.js';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/db.js';
 import { readOverview } from '../store/overview.js';
-import { utcDay } from '../utc-day.js';
+import { localDay } from '../periods.js';
+import { workspaceTimeZone } from '../store/workspaces.js';
 
 export class OverviewReport {
   constructor(
@@ -17,8 +18,8 @@ export class OverviewReport {
 
   /** `limit`: how many top users and top models. */
   async read(workspaceId: string, limit: number): Promise<Overview> {
-    const { day } = utcDay(this.clock.now());
-    const today = await readOverview(this.db, workspaceId, day, limit);
+    const { day, dayStartMs } = localDay(this.clock.now(), await workspaceTimeZone(this.db, workspaceId));
+    const today = await readOverview(this.db, workspaceId, day, dayStartMs, limit);
     return {
       date: day,
       denials_by_reason: today.denials,

@@ -106,15 +106,17 @@ async function checkAndRepair(db: Db, from: string, runCounts: boolean, waitForL
 
 async function todaysSpend(
   db: Db,
-  day: string,
-): Promise<Map<string, DailySpend & { workspaceId: string; userId: string }>> {
-  const rows = await readTodaysSpend(db, day);
+  now: Date,
+): Promise<Map<string, DailySpend & { workspaceId: string; userId: string; timeZone: string; day: string }>> {
+  const rows = await readTodaysSpend(db, now);
   return new Map(
     rows.map((row) => [
       `${row.workspace_id}/${row.user_id}`,
       {
         workspaceId: row.workspace_id,
         userId: row.user_id,
+        timeZone: row.time_zone,
+        day: row.day,
         workspaceDailySpendMicros: Number(row.ws_spend),
         userDailySpendMicros: Number(row.user_spend),
       },
@@ -131,16 +133,15 @@ async function todaysSpend(
  * than is recorded. A copy above is set to the records, then raised to them read again.
  */
 async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repair: boolean): Promise<Drift[]> {
-  const day = now.toISOString().slice(0, 10);
-  const before = await todaysSpend(db, day);
+  const before = await todaysSpend(db, now);
+  const scopeOf = (recorded: { workspaceId: string; userId: string; timeZone: string }) =>
+    scopeAt(now, recorded.workspaceId, recorded.userId, recorded.timeZone);
   const copies = new Map<string, DailySpend>();
-  for (const [key, recorded] of before) {
-    copies.set(key, await counters.readSpend(scopeAt(now, recorded.workspaceId, recorded.userId)));
-  }
-  const after = await todaysSpend(db, day);
+  for (const [key, recorded] of before) copies.set(key, await counters.readSpend(scopeOf(recorded)));
+  const after = await todaysSpend(db, now);
   const drifts: Drift[] = [];
   for (const [key, recorded] of before) {
-    const scope = scopeAt(now, recorded.workspaceId, recorded.userId);
+    const scope = scopeOf(recorded);
     const copy = copies.get(key)!;
     const later = after.get(key) ?? recorded;
     const behind =
@@ -152,7 +153,7 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
     if (!behind && !above) continue;
     drifts.push({
       kind: 'spend_copy',
-      key: `${key}/${day}`,
+      key: `${key}/${recorded.day}`,
       expected: `${(above ? later : recorded).workspaceDailySpendMicros}/${(above ? later : recorded).userDailySpendMicros}`,
       found: `${copy.workspaceDailySpendMicros}/${copy.userDailySpendMicros}`,
     });

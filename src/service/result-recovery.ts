@@ -74,7 +74,6 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
   /** One transaction: up to a batch of lost steps, their events, the runs they free, their charge. */
   async function batch() {
     const now = clock.now();
-    const day = scopeAt(now, '', '').day;
     return db.transaction(async (tx) => {
       const instances = await lockDeadInstances(tx, {
         self: options.self(),
@@ -103,7 +102,7 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
       // Said once, when the last of an instance's steps is ended; later passes look again all the
       // same (a step its late write left behind), until its row is purged.
       if (!full) await markRecovered(tx, instances);
-      const charged = await chargeLostSteps(tx, steps, day);
+      const charged = await chargeLostSteps(tx, steps, now);
       return { now, instances, steps, runs, charged, full };
     });
   }
@@ -116,7 +115,10 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
       // step-results.ts): the day's keys of the charge's own day.
       await Promise.all(
         done.charged.map((charge) =>
-          counters.spendRecorded(scopeAt(done.now, charge.workspace_id, charge.user_id), charge.totals),
+          counters.spendRecorded(
+            scopeAt(done.now, charge.workspace_id, charge.user_id, charge.time_zone),
+            charge.totals,
+          ),
         ),
       );
       pass.instances = [...new Set([...pass.instances, ...done.instances])];

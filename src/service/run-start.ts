@@ -5,7 +5,7 @@
  */
 import type { RunLimitsRequest } from '../contract/runs.js';
 import { evaluate, type GuardSnapshot } from '../rules/engine.js';
-import { lockAdmissions, runCounts, scopeAt, type CounterScope, type RunCounts } from '../store/counters.js';
+import { lockAdmissions, runCounts, type CounterScope, type RunCounts } from '../store/counters.js';
 import type { Queryable } from '../store/db.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
@@ -64,8 +64,7 @@ export async function beginRun(
   whenDecided?: (decided: { run: StartedRun; step: CreatedStep | null }) => void,
 ): Promise<{ run: StartedRun; step: CreatedStep | null }> {
   const now = context.clock.now();
-  const scope = scopeAt(now, workspaceId, input.user_id);
-  const [state, spend] = await decisionInputs(context, scope);
+  const [state, spend, scope] = await decisionInputs(context, workspaceId, input.user_id, now);
   const modelPriced = firstStep ? await modelPricedInput(context, state, workspaceId, firstStep) : undefined;
   const estimate = firstStep ? await stepEstimate(context, state, workspaceId, firstStep) : null;
   const limits = resolveRunLimits(state.workspace, input.limits);

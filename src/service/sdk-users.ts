@@ -8,7 +8,8 @@ import type { Clock } from '../clock.js';
 import type { Db } from '../store/db.js';
 import { listUsers, type SdkUserRow } from '../store/users.js';
 import type { GuardSettings } from './guard-settings.js';
-import { utcDay } from '../utc-day.js';
+import { localDay } from '../periods.js';
+import { workspaceTimeZone } from '../store/workspaces.js';
 import type { Actor } from './webhook-events.js';
 
 export function sdkUserView(user: SdkUserRow): SdkUser {
@@ -30,9 +31,10 @@ export class SdkUsers {
     private readonly clock: Clock,
   ) {}
 
-  /** A page of the workspace's users, most recently seen first, with today's (UTC) spend. */
+  /** A page of the workspace's users, most recently seen first, with today's spend (the workspace's local day). */
   async list(workspaceId: string, query: SdkUserListQuery): Promise<Page<SdkUser>> {
-    const { items, total } = await listUsers(this.db, workspaceId, utcDay(this.clock.now()).day, {
+    const { day } = localDay(this.clock.now(), await workspaceTimeZone(this.db, workspaceId));
+    const { items, total } = await listUsers(this.db, workspaceId, day, {
       blocked: query.blocked ?? null,
       search: query.search ?? null,
       page: query.page,

@@ -7,7 +7,7 @@
  */
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
-import { scopeAt, type DailySpend } from '../store/counters.js';
+import type { CounterScope, DailySpend } from '../store/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import { NO_RESERVATIONS, type Reserved } from '../store/reservations.js';
 import * as runs from '../store/runs.js';
@@ -41,6 +41,7 @@ interface GuardedStep {
   runId: string;
   userId: string;
   id: string;
+  scope: CounterScope;
   input: Omit<StepInput, 'sequence'>;
   limits: RunLimitValues | null;
   userStepsPerMinute: number | null;
@@ -71,10 +72,9 @@ export async function createStep(
   const replay = idempotency ? await storedAnswer<CreatedStep>(context, idempotency) : null;
   if (replay) return replay;
   const now = context.clock.now();
-  const [state, spend, run] = await stepCheckInputs(context, workspaceId, runId, now);
+  const [state, spend, run, scope] = await stepCheckInputs(context, workspaceId, runId, now);
   const modelPriced = await modelPricedInput(context, state, workspaceId, input);
   const estimate = await stepEstimate(context, state, workspaceId, input);
-  const scope = scopeAt(now, workspaceId, run.userId);
   const decide = (counted: DailySpend, reserved: Reserved, runaway: Partial<GuardSnapshot> = {}) =>
     evaluate('step', {
       ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
@@ -108,6 +108,7 @@ export async function createStep(
             runId,
             userId: run.userId,
             id,
+            scope,
             input,
             limits: run.limits,
             userStepsPerMinute: state.workspace.user_steps_per_minute,
@@ -181,9 +182,8 @@ async function writeGuardedStep(
   sequence: number,
   idempotency: IdempotencyClaim | undefined,
 ): Promise<runs.NewStep> {
-  const { workspaceId, runId, limits, now } = check;
+  const { workspaceId, runId, limits, now, scope } = check;
   const rate = check.userStepsPerMinute;
-  const scope = scopeAt(now, workspaceId, check.userId);
   const slot: { taken: StepSlot | null } = { taken: null };
   try {
     return await context.db.transaction(async (tx) => {

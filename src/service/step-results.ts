@@ -8,6 +8,7 @@ import { callCost, costToMicros, isPriced } from '../money/cost.js';
 import { scopeAt, SPEND_CAP_MICROS } from '../store/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
+import { zoneOf } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
 import type { FinishedStepView } from './guard-views.js';
 import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.js';
@@ -32,8 +33,16 @@ export async function finishStep(
   const replay = idempotency ? await storedAnswer<FinishedStepView>(context, idempotency) : null;
   if (replay) return replay;
   const now = context.clock.now();
-  const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
-  const release = holdSpend(context, finish);
+  const zone = await zoneOf(context, workspaceId);
+  const finish: runs.StepFinish = {
+    workspaceId,
+    runId,
+    stepId,
+    result,
+    now,
+    day: scopeAt(now, workspaceId, '', zone).day,
+  };
+  const release = holdSpend(context, finish, zone);
   const written = replayOnConflict(context, idempotency, async () => {
     // A remembered answer commits with the result, in a transaction of its own; any other
     // result shares its statement and commit with the results written at the same moment.
@@ -44,7 +53,7 @@ export async function finishStep(
           return step ?? null;
         })
       : await context.stepFinishes.submit(finish);
-    return afterFinish(context, finish, finished);
+    return afterFinish(context, finish, finished, zone);
   }).finally(release);
   return inFlight(context, runId, written);
 }
@@ -61,11 +70,19 @@ export async function recordResult(
   result: runs.StepResult,
 ): Promise<FinishedStepView> {
   const now = context.clock.now();
-  const finish: runs.StepFinish = { workspaceId, runId, stepId, result, now, day: scopeAt(now, workspaceId, '').day };
-  const release = holdSpend(context, finish);
+  const zone = await zoneOf(context, workspaceId);
+  const finish: runs.StepFinish = {
+    workspaceId,
+    runId,
+    stepId,
+    result,
+    now,
+    day: scopeAt(now, workspaceId, '', zone).day,
+  };
+  const release = holdSpend(context, finish, zone);
   const written = context.lingeringResults
     .submit(finish)
-    .then((finished) => afterFinish(context, finish, finished))
+    .then((finished) => afterFinish(context, finish, finished, zone))
     .finally(release);
   return inFlight(context, runId, written);
 }
@@ -75,7 +92,7 @@ export async function recordResult(
  * and the counters hold it; answers the function that stops holding it. Priced as the record
  * will be, from the model's active prices.
  */
-function holdSpend(context: GuardContext, finish: runs.StepFinish): () => void {
+function holdSpend(context: GuardContext, finish: runs.StepFinish, zone: string): () => void {
   const facts = context.stepFacts.get(finish.stepId);
   const { result } = finish;
   const tokens = {
@@ -92,7 +109,7 @@ function holdSpend(context: GuardContext, finish: runs.StepFinish): () => void {
     unpricedCall(context, finish.workspaceId, model);
     return 0;
   });
-  return context.pending.add(scopeAt(finish.now, finish.workspaceId, facts.userId), cost);
+  return context.pending.add(scopeAt(finish.now, finish.workspaceId, facts.userId, zone), cost);
 }
 
 /** Unpriced spend is invisible to budgets: say so (a metric per call, a warning per model and workspace). */
@@ -116,6 +133,7 @@ async function afterFinish(
   context: GuardContext,
   finish: runs.StepFinish,
   finished: runs.FinishedStep | null,
+  zone: string,
 ): Promise<FinishedStepView> {
   if (!finished) {
     if (await runs.stepExists(context.db, finish.workspaceId, finish.runId, finish.stepId))
@@ -124,7 +142,10 @@ async function afterFinish(
   }
   context.stepFacts.forget(finish.stepId);
   if (finished.totals)
-    await context.counters.spendRecorded(scopeAt(finish.now, finish.workspaceId, finished.user_id), finished.totals);
+    await context.counters.spendRecorded(
+      scopeAt(finish.now, finish.workspaceId, finished.user_id, zone),
+      finished.totals,
+    );
   return { id: finished.id, status: finished.status };
 }
 

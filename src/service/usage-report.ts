@@ -1,7 +1,8 @@
-/** Usage against budgets and limits, as `/v1/usage` answers it: today's (UTC) and a daily series. */
+/** Usage against budgets and limits, as `/v1/usage` answers it: today's (the workspace's local day) and a daily series. */
 import type { Usage } from '../contract/index.js';
 import { microsToUsd } from '../money/decimal.js';
 import type { Clock } from '../clock.js';
+import { localDay } from '../periods.js';
 import { runCounts, scopeAt, type CounterStore } from '../store/counters.js';
 import type { Db } from '../store/db.js';
 import { unpricedUsage } from '../store/unpriced-usage.js';
@@ -18,13 +19,14 @@ export class UsageReport {
 
   /** Today's spend as the guards count it (the counter store), and `days` days of history. */
   async read(workspaceId: string, days: number): Promise<Usage> {
-    const scope = scopeAt(this.clock.now(), workspaceId, '');
-    const [workspace, spend, counts, daily, unpriced] = await Promise.all([
-      this.settings.workspace(scope.workspaceId),
+    const now = this.clock.now();
+    const workspace = await this.settings.workspace(workspaceId);
+    const scope = scopeAt(now, workspaceId, '', workspace.time_zone);
+    const [spend, counts, daily, unpriced] = await Promise.all([
       this.counters.readSpend(scope),
       runCounts(this.db, scope),
       dailyUsage(this.db, scope.workspaceId, scope.day, days),
-      unpricedUsage(this.db, scope.workspaceId, scope.day),
+      unpricedUsage(this.db, scope.workspaceId, new Date(localDay(now, workspace.time_zone).dayStartMs)),
     ]);
     return {
       date: scope.day,

@@ -3,7 +3,9 @@
  * below it. Every change goes through the settings' one door (GuardSettings).
  */
 import type { KillSwitch, Workspace, WorkspaceUpdateBody } from '../contract/index.js';
+import { ApiError } from '../errors.js';
 import { usdToMicros } from '../money/decimal.js';
+import { isTimeZone } from '../periods.js';
 import { DEFAULT_STEP_RESERVATION_MICROS, type WorkspaceChanges } from '../store/workspaces.js';
 import type { GuardSettings } from './guard-settings.js';
 import type { Actor } from './webhook-events.js';
@@ -12,6 +14,17 @@ import { workspaceView } from './workspace-view.js';
 /** Absent stays absent (left as it is), null stays null (unlimited). */
 const micros = (value: number | null | undefined) =>
   value === undefined ? undefined : value === null ? null : usdToMicros(value);
+
+function knownTimeZone(name: string): string {
+  if (isTimeZone(name)) return name;
+  throw new ApiError(
+    'VALIDATION_FAILED',
+    `Unknown time zone "${name}": give an IANA name such as Europe/Paris, or UTC.`,
+    {
+      errors: [{ path: 'body.time_zone', message: 'must be an IANA time zone name' }],
+    },
+  );
+}
 
 /** The body's changes in the records' units; a null step reservation goes back to the default. */
 function workspaceChanges(body: WorkspaceUpdateBody): WorkspaceChanges {
@@ -32,6 +45,7 @@ function workspaceChanges(body: WorkspaceUpdateBody): WorkspaceChanges {
     run_max_cost_micros: micros(body.run_max_cost_usd),
     run_max_identical_calls: body.run_max_identical_calls,
     user_steps_per_minute: body.user_steps_per_minute,
+    time_zone: body.time_zone === undefined ? undefined : knownTimeZone(body.time_zone),
   };
 }
 

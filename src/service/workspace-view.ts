@@ -23,6 +23,7 @@ export function workspaceView(workspace: WorkspaceRow): Workspace {
     run_max_cost_usd: usd(workspace.run_max_cost_micros),
     run_max_identical_calls: workspace.run_max_identical_calls,
     user_steps_per_minute: workspace.user_steps_per_minute,
+    time_zone: workspace.time_zone,
     updated_at: new Date(workspace.updated_at).toISOString(),
   };
 }

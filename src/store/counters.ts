@@ -4,7 +4,7 @@
  * counts (allowed this month, RUNNING now) are read only at run start, from the records, under
  * a per-workspace lock that makes admissions linearizable across every daemon.
  */
-import { utcDay } from '../utc-day.js';
+import { localDay } from '../periods.js';
 import type { Queryable } from './db.js';
 import type { StepSlot, StepSlotRequest } from './step-rate.js';
 
@@ -19,9 +19,9 @@ export const SPEND_CAP_MICROS = 1_000_000_000_000_000;
 export interface CounterScope {
   workspaceId: string;
   userId: string;
-  /** UTC day, `YYYY-MM-DD`. */
+  /** The local day in the workspace's time zone, `YYYY-MM-DD`. */
   day: string;
-  /** UTC month, `YYYY-MM`. */
+  /** The local month, `YYYY-MM`. */
   month: string;
 }
 
@@ -74,8 +74,9 @@ export interface CounterStore {
   close(): Promise<void>;
 }
 
-export function scopeAt(now: Date, workspaceId: string, userId: string): CounterScope {
-  const { day, month } = utcDay(now);
+/** The scope of a moment: its day and month in the workspace's time zone. */
+export function scopeAt(now: Date, workspaceId: string, userId: string, timeZone: string): CounterScope {
+  const { day, month } = localDay(now, timeZone);
   return { workspaceId, userId, day, month };
 }
 

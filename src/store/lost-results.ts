@@ -91,15 +91,17 @@ export async function endOrphanedRuns(
 export interface ChargedTotals {
   workspace_id: string;
   user_id: string;
+  time_zone: string;
   totals: DailySpend;
 }
 
 /**
  * Adds the lost steps' costs to their runs' totals and to the day's spend of their workspaces and
  * users, as finishSteps adds a result's: the same rows, capped the same way, locked in the same
- * order (workspaces, then users, each sorted). Answers the totals right after, per user.
+ * order (workspaces, then users, each sorted), on each workspace's local day of `now`. Answers
+ * the totals right after, per user, with the workspace's time zone.
  */
-export async function chargeLostSteps(tx: Queryable, lost: readonly LostStep[], day: string): Promise<ChargedTotals[]> {
+export async function chargeLostSteps(tx: Queryable, lost: readonly LostStep[], now: Date): Promise<ChargedTotals[]> {
   const charged = lost.filter((step) => step.cost_micros !== null && step.cost_micros > 0);
   if (charged.length === 0) return [];
   const { rows } = await tx.query<{
@@ -107,10 +109,13 @@ export async function chargeLostSteps(tx: Queryable, lost: readonly LostStep[], 
     user_id: string;
     workspace_total: string | number;
     user_total: string | number;
+    time_zone: string;
   }>(
     `WITH v AS (
-       SELECT * FROM json_to_recordset($1::json) AS v(run_id uuid, workspace_id uuid, user_id text, cost_micros bigint)
-       LIMIT $2
+       SELECT v.*, (($3::timestamptz) AT TIME ZONE z.time_zone)::date AS day, z.time_zone
+       FROM (SELECT * FROM json_to_recordset($1::json) AS v(run_id uuid, workspace_id uuid, user_id text, cost_micros bigint)
+         LIMIT $2) v
+       JOIN workspaces z ON z.id = v.workspace_id
      ), run_total AS (
        INSERT INTO run_totals AS t (run_id, total_tokens, total_cost_usd)
        SELECT v.run_id, 0, sum(v.cost_micros)::numeric / 1000000 FROM v JOIN runs r ON r.id = v.run_id
@@ -118,19 +123,20 @@ export async function chargeLostSteps(tx: Queryable, lost: readonly LostStep[], 
        ON CONFLICT (run_id) DO UPDATE SET total_cost_usd = t.total_cost_usd + EXCLUDED.total_cost_usd
      ), workspace_day AS (
        INSERT INTO usage_daily AS d (workspace_id, day, spend_micros)
-       SELECT workspace_id, $3::date, least(sum(cost_micros), ${SPEND_CAP_MICROS}) FROM v
-       GROUP BY workspace_id ORDER BY workspace_id
+       SELECT workspace_id, day, least(sum(cost_micros), ${SPEND_CAP_MICROS}) FROM v
+       GROUP BY workspace_id, day ORDER BY workspace_id
        ON CONFLICT (workspace_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
        RETURNING workspace_id, spend_micros
      ), user_day AS (
        INSERT INTO user_usage_daily AS d (workspace_id, user_id, day, spend_micros)
-       SELECT v.workspace_id, v.user_id, $3::date, least(sum(v.cost_micros), ${SPEND_CAP_MICROS})
+       SELECT v.workspace_id, v.user_id, v.day, least(sum(v.cost_micros), ${SPEND_CAP_MICROS})
        FROM v JOIN workspace_day w ON w.workspace_id = v.workspace_id
-       GROUP BY v.workspace_id, v.user_id ORDER BY v.workspace_id, v.user_id
+       GROUP BY v.workspace_id, v.user_id, v.day ORDER BY v.workspace_id, v.user_id
        ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
        RETURNING workspace_id, user_id, spend_micros
      )
-     SELECT u.workspace_id, u.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total
+     SELECT u.workspace_id, u.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total,
+       (SELECT z.time_zone FROM workspaces z WHERE z.id = u.workspace_id) AS time_zone
      FROM user_day u JOIN workspace_day w ON w.workspace_id = u.workspace_id`,
     [
       JSON.stringify(
@@ -142,12 +148,13 @@ export async function chargeLostSteps(tx: Queryable, lost: readonly LostStep[], 
         })),
       ),
       charged.length,
-      day,
+      now,
     ],
   );
   return rows.map((row) => ({
     workspace_id: row.workspace_id,
     user_id: row.user_id,
+    time_zone: row.time_zone,
     totals: { workspaceDailySpendMicros: Number(row.workspace_total), userDailySpendMicros: Number(row.user_total) },
   }));
 }

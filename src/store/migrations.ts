@@ -548,6 +548,15 @@ CREATE INDEX user_step_times_window ON user_step_times (workspace_id, user_id, a
 ALTER TABLE runs ADD COLUMN models text[];
 `,
   },
+  {
+    version: 19,
+    name: 'workspace_time_zone',
+    sql: `
+-- The IANA zone whose local midnights start a workspace's days, weeks and months (docs/budgets.md).
+-- The daily usage rows written from now on are keyed by its local dates; earlier ones by UTC's.
+ALTER TABLE workspaces ADD COLUMN time_zone text NOT NULL DEFAULT 'UTC';
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

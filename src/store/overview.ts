@@ -1,6 +1,6 @@
 /**
  * Today's picture for the dashboard's overview: denials by reason, top users and models by spend,
- * unpriced model calls. "Today" is the UTC day. Step figures other than spend are read from the
+ * unpriced model calls. "Today" is the workspace's local day. Step figures other than spend are read from the
  * steps of runs started today (the runs listing index finds them; steps have no index by time):
  * a step today in a run started yesterday is not in them.
  */
@@ -13,8 +13,14 @@ export interface Overview {
   unpriced: { model: string; calls: number; tokens: number }[];
 }
 
-export async function readOverview(db: Queryable, workspaceId: string, day: string, limit: number): Promise<Overview> {
-  const dayStart = `${day}T00:00:00Z`;
+export async function readOverview(
+  db: Queryable,
+  workspaceId: string,
+  day: string,
+  dayStartMs: number,
+  limit: number,
+): Promise<Overview> {
+  const dayStart = new Date(dayStartMs);
   const [denials, users, models, unpriced] = await Promise.all([
     db.query<{ reason: string; count: string | number }>(
       `SELECT reason, sum(n) AS count FROM (

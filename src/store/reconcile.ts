@@ -9,19 +9,23 @@ import type { Queryable } from './db.js';
 /** A drifted counter: its key columns, and `expected_*` against `found_*` values, as Postgres's text. */
 export type DriftRow = Record<string, string>;
 
-/** UTC day of a timestamp column, whatever the session's time zone. */
-const utcDay = (column: string) => `(${column} AT TIME ZONE 'UTC')::date`;
-/** The first instant of the UTC day $1 (a date alone compared with a timestamptz would be in the session's zone). */
-const FROM_INSTANT = `($1::date::timestamp AT TIME ZONE 'UTC')`;
+/** The local day of a timestamp column in its workspace's time zone (`w`), whatever the session's. */
+const localDay = (column: string) => `(${column} AT TIME ZONE w.time_zone)::date`;
+/**
+ * An instant before the first instant of the local day $1 in any zone (UTC-12 to UTC+14): the
+ * records are read from there, and counted from their local day $1 on.
+ */
+const FROM_INSTANT = `(($1::date - 1)::timestamp AT TIME ZONE 'UTC')`;
 
 export const USAGE_DRIFT = `
   WITH expected AS (
     SELECT workspace_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
-      SELECT workspace_id, ${utcDay('finished_at')} AS day, least(round(cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
-        FROM steps WHERE cost_usd IS NOT NULL AND finished_at >= ${FROM_INSTANT}
+      SELECT s.workspace_id, ${localDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
+        FROM steps s JOIN workspaces w ON w.id = s.workspace_id WHERE s.cost_usd IS NOT NULL AND s.finished_at >= ${FROM_INSTANT}
       UNION ALL
-      SELECT workspace_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= ${FROM_INSTANT}
-    ) x GROUP BY workspace_id, day
+      SELECT r.workspace_id, ${localDay('r.started_at')}, 0, 1 FROM runs r JOIN workspaces w ON w.id = r.workspace_id
+        WHERE r.status <> 'BLOCKED' AND r.started_at >= ${FROM_INSTANT}
+    ) x WHERE day >= $1::date GROUP BY workspace_id, day
   )
   SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.day, d.day)::text AS day,
     coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
@@ -33,11 +37,13 @@ export const USAGE_DRIFT = `
 export const USER_USAGE_DRIFT = `
   WITH expected AS (
     SELECT workspace_id, user_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
-      SELECT s.workspace_id, r.user_id, ${utcDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
-        FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.cost_usd IS NOT NULL AND s.finished_at >= ${FROM_INSTANT}
+      SELECT s.workspace_id, r.user_id, ${localDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
+        FROM steps s JOIN runs r ON r.id = s.run_id JOIN workspaces w ON w.id = s.workspace_id
+        WHERE s.cost_usd IS NOT NULL AND s.finished_at >= ${FROM_INSTANT}
       UNION ALL
-      SELECT workspace_id, user_id, ${utcDay('started_at')}, 0, 1 FROM runs WHERE status <> 'BLOCKED' AND started_at >= ${FROM_INSTANT}
-    ) x GROUP BY workspace_id, user_id, day
+      SELECT r.workspace_id, r.user_id, ${localDay('r.started_at')}, 0, 1 FROM runs r JOIN workspaces w ON w.id = r.workspace_id
+        WHERE r.status <> 'BLOCKED' AND r.started_at >= ${FROM_INSTANT}
+    ) x WHERE day >= $1::date GROUP BY workspace_id, user_id, day
   )
   SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.user_id, d.user_id) AS user_id,
     coalesce(e.day, d.day)::text AS day, coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
@@ -119,19 +125,25 @@ export async function addDifferences(tx: Queryable, table: keyof typeof DAILY_KE
   );
 }
 
+/** Today is each workspace's local day of the instant $1. */
 const TODAYS_SPEND = `
-  SELECT u.workspace_id, u.user_id, coalesce(w.spend_micros, 0) AS ws_spend, u.spend_micros AS user_spend
-  FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
-  WHERE u.day = $1 AND u.spend_micros > 0`;
+  SELECT u.workspace_id, u.user_id, ws.time_zone, u.day::text AS day, coalesce(w.spend_micros, 0) AS ws_spend,
+    u.spend_micros AS user_spend
+  FROM user_usage_daily u JOIN workspaces ws ON ws.id = u.workspace_id
+  LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
+  WHERE u.day >= ($1::timestamptz AT TIME ZONE 'UTC')::date - 1 AND u.day = ($1::timestamptz AT TIME ZONE ws.time_zone)::date
+    AND u.spend_micros > 0`;
 
 export interface TodaysSpendRow {
   workspace_id: string;
   user_id: string;
+  time_zone: string;
+  day: string;
   ws_spend: string;
   user_spend: string;
 }
 
-/** Today's recorded spend (`day`) of every user who spent, with their workspace's. */
-export async function readTodaysSpend(db: Queryable, day: string): Promise<TodaysSpendRow[]> {
-  return (await db.query<TodaysSpendRow>(TODAYS_SPEND, [day])).rows;
+/** Today's recorded spend (each workspace's local day of `now`) of every user who spent, with their workspace's. */
+export async function readTodaysSpend(db: Queryable, now: Date): Promise<TodaysSpendRow[]> {
+  return (await db.query<TodaysSpendRow>(TODAYS_SPEND, [now])).rows;
 }

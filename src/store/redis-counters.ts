@@ -153,7 +153,7 @@ export class RedisCounters implements CounterStore {
   }
 
   /**
-   * Raises every key of today and yesterday (UTC) to the records. Writes are never skipped while
+   * Raises every key of today and yesterday (local days, so from two UTC days back) to the records. Writes are never skipped while
    * it runs (they are max-merges of committed totals), so a cost committed after its read is
    * carried by its own write.
    */
@@ -170,7 +170,7 @@ export class RedisCounters implements CounterStore {
       }>(
         `SELECT u.workspace_id, u.user_id, u.day::text AS day, coalesce(w.spend_micros, 0) AS ws, u.spend_micros AS usr
          FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
-         WHERE u.day >= (now() AT TIME ZONE 'UTC')::date - 1`,
+         WHERE u.day >= (now() AT TIME ZONE 'UTC')::date - 2`,
       );
       for (let i = 0; i < rows.length; i += REBUILD_BATCH) {
         const pipeline = this.redis.pipeline() as ReturnType<Redis['pipeline']> & {

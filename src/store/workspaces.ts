@@ -49,6 +49,8 @@ export interface WorkspaceRow {
   run_max_identical_calls: number | null;
   /** Steps a user may create per minute, across its runs (rule user_rate); null: no limit. */
   user_steps_per_minute: number | null;
+  /** IANA name: the zone whose local midnights start its days, weeks and months (migration 19). */
+  time_zone: string;
   updated_at: Date;
 }
 
@@ -80,6 +82,7 @@ export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
     run_max_cost_micros: nullableNumber(row.run_max_cost_micros),
     run_max_identical_calls: nullableNumber(row.run_max_identical_calls),
     user_steps_per_minute: nullableNumber(row.user_steps_per_minute),
+    time_zone: typeof row.time_zone === 'string' ? row.time_zone : 'UTC',
     updated_at: row.updated_at as Date,
   };
 }
@@ -97,6 +100,12 @@ export async function createWorkspace(db: Queryable, name: string, plan: Plan): 
 export async function getWorkspace(db: Queryable, id: string): Promise<WorkspaceRow | null> {
   const { rows } = await db.query('SELECT * FROM workspaces WHERE id = $1', [id]);
   return rows[0] ? toWorkspace(rows[0]) : null;
+}
+
+/** The workspace's time zone (UTC for a workspace that is gone: it has nothing left to count). */
+export async function workspaceTimeZone(db: Queryable, id: string): Promise<string> {
+  const { rows } = await db.query<{ time_zone: string }>('SELECT time_zone FROM workspaces WHERE id = $1', [id]);
+  return rows[0]?.time_zone ?? 'UTC';
 }
 
 /** Whether the database holds any workspace at all. */
@@ -262,6 +271,7 @@ export interface WorkspaceChanges {
   run_max_cost_micros?: number | null;
   run_max_identical_calls?: number | null;
   user_steps_per_minute?: number | null;
+  time_zone?: string;
 }
 
 const CHANGEABLE = [
@@ -279,6 +289,7 @@ const CHANGEABLE = [
   'run_max_cost_micros',
   'run_max_identical_calls',
   'user_steps_per_minute',
+  'time_zone',
 ] as const;
 
 export async function updateWorkspace(

@@ -30,10 +30,14 @@ const DAY_MS = 86_400_000;
 
 const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
-/** Today and yesterday (UTC): a crossing just before midnight is still found just after it. */
+/**
+ * Yesterday, today and tomorrow in UTC: every workspace's local today and yesterday lie among them
+ * (zones run from UTC-12 to UTC+14), so a crossing just before local midnight is found after it.
+ */
 export async function scanThresholds(db: Db, now: Date, fractionsPpm: number[]): Promise<number> {
   if (fractionsPpm.length === 0) return 0;
-  return insertThresholdEvents(db, [utcDay(now.getTime()), utcDay(now.getTime() - DAY_MS)], fractionsPpm, now);
+  const at = now.getTime();
+  return insertThresholdEvents(db, [utcDay(at - DAY_MS), utcDay(at), utcDay(at + DAY_MS)], fractionsPpm, now);
 }
 
 /** Closes the denial windows that ended (and settled) since the last scan, each once across daemons. */

@@ -1,0 +1,156 @@
+/**
+ * Budget periods in a workspace's time zone: a day, an ISO week (from Monday) and a calendar month
+ * start at local midnight. A day is 23 or 25 hours long where the clocks change; where a zone skips
+ * midnight itself, the day starts at its first local instant. Pure: the moment is an argument.
+ */
+
+export type Period = 'day' | 'week' | 'month';
+
+export const PERIODS: readonly Period[] = ['day', 'week', 'month'];
+
+export const DEFAULT_TIME_ZONE = 'UTC';
+
+/** What the counters and the rules read of a moment in a zone. Dates are local, `YYYY-MM-DD`. */
+export interface LocalDay {
+  readonly timeZone: string;
+  /** Today's local date: the key of the day's spend records. */
+  readonly day: string;
+  /** `YYYY-MM`: the month's key. */
+  readonly month: string;
+  /** The first local date of this ISO week (a Monday) and of this month. */
+  readonly weekStart: string;
+  readonly monthStart: string;
+  /** When today, this week and this month end (ISO 8601 UTC, `...Z`): what resets say. */
+  readonly dayResetsAt: string;
+  readonly weekResetsAt: string;
+  readonly monthResetsAt: string;
+  /** Today's start, as epoch milliseconds. */
+  readonly dayStartMs: number;
+  readonly dayEndMs: number;
+}
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatter(timeZone: string): Intl.DateTimeFormat {
+  let format = formatters.get(timeZone);
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hourCycle: 'h23',
+    });
+    formatters.set(timeZone, format);
+  }
+  return format;
+}
+
+/** Whether `name` is a time zone this runtime knows (IANA names, `UTC`). */
+export function isTimeZone(name: string): boolean {
+  if (name.length === 0 || name.length > 64) return false;
+  try {
+    formatter(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The local date of an instant, `YYYY-MM-DD`. */
+export function localDate(ms: number, timeZone: string): string {
+  let year = '';
+  let month = '';
+  let day = '';
+  for (const part of formatter(timeZone).formatToParts(ms)) {
+    if (part.type === 'year') year = part.value;
+    else if (part.type === 'month') month = part.value;
+    else if (part.type === 'day') day = part.value;
+  }
+  return `${year.padStart(4, '0')}-${month}-${day}`;
+}
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
+
+/**
+ * The first instant of a local date. Offsets lie within UTC-12 and UTC+14, and clocks change on
+ * whole minutes: a search by minutes between those bounds finds it, whatever the change.
+ */
+export function startOfLocalDate(date: string, timeZone: string): number {
+  const midnightUtc = Date.parse(`${date}T00:00:00Z`);
+  let low = (midnightUtc - 15 * HOUR_MS) / MINUTE_MS;
+  let high = (midnightUtc + 13 * HOUR_MS) / MINUTE_MS;
+  // Invariant: at `low` the local date is before `date`, at `high` it is `date` or later.
+  while (high - low > 1) {
+    const middle = Math.floor((low + high) / 2);
+    if (localDate(middle * MINUTE_MS, timeZone) < date) low = middle;
+    else high = middle;
+  }
+  return high * MINUTE_MS;
+}
+
+/** A local date moved by whole days (calendar arithmetic, no zone involved). */
+export function addDays(date: string, days: number): string {
+  const ms = Date.parse(`${date}T00:00:00Z`) + days * 86_400_000;
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+/** The dates from `first` to `last`, both included. */
+export function datesFrom(first: string, last: string): string[] {
+  const dates: string[] = [];
+  for (let date = first; date <= last; date = addDays(date, 1)) dates.push(date);
+  return dates;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString().replace('.000Z', 'Z');
+
+function nextMonthStart(date: string): string {
+  const year = Number(date.slice(0, 4));
+  const month = Number(date.slice(5, 7));
+  return month === 12 ? `${year + 1}-01-01` : `${date.slice(0, 4)}-${String(month + 1).padStart(2, '0')}-01`;
+}
+
+function computeLocalDay(ms: number, timeZone: string): LocalDay {
+  const day = localDate(ms, timeZone);
+  // Monday is 0: ISO weeks start on Monday.
+  const weekday = (new Date(`${day}T00:00:00Z`).getUTCDay() + 6) % 7;
+  const weekStart = addDays(day, -weekday);
+  const monthStart = `${day.slice(0, 7)}-01`;
+  const dayStartMs = startOfLocalDate(day, timeZone);
+  const dayEndMs = startOfLocalDate(addDays(day, 1), timeZone);
+  return {
+    timeZone,
+    day,
+    month: day.slice(0, 7),
+    weekStart,
+    monthStart,
+    dayResetsAt: iso(dayEndMs),
+    weekResetsAt: iso(startOfLocalDate(addDays(weekStart, 7), timeZone)),
+    monthResetsAt: iso(startOfLocalDate(nextMonthStart(day), timeZone)),
+    dayStartMs,
+    dayEndMs,
+  };
+}
+
+/** Per zone, the last day asked for: every call of a day gets it without a date computed. */
+const lastDay = new Map<string, LocalDay>();
+
+/** The local day, week and month of a moment in a zone (an unknown zone throws RangeError). */
+export function localDay(now: Date, timeZone: string = DEFAULT_TIME_ZONE): LocalDay {
+  const ms = now.getTime();
+  const known = lastDay.get(timeZone);
+  if (known && ms >= known.dayStartMs && ms < known.dayEndMs) return known;
+  if (!Number.isFinite(ms)) throw new RangeError('Invalid time value');
+  const computed = computeLocalDay(ms, timeZone);
+  if (lastDay.size >= 1_000) lastDay.clear();
+  lastDay.set(timeZone, computed);
+  return computed;
+}
+
+/** A period's window: its first local date, and when it ends. */
+export function periodWindow(local: LocalDay, period: Period): { firstDay: string; resetsAt: string } {
+  if (period === 'day') return { firstDay: local.day, resetsAt: local.dayResetsAt };
+  if (period === 'week') return { firstDay: local.weekStart, resetsAt: local.weekResetsAt };
+  return { firstDay: local.monthStart, resetsAt: local.monthResetsAt };
+}
