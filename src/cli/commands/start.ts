@@ -2,6 +2,9 @@
 import { Command, Option } from 'commander';
 import { loadConfig } from '../../config.js';
 
+/** Signals this close together are one request to stop, not an impatient second. */
+const SAME_REQUEST_MS = 1_000;
+
 export function startCommand(): Command {
   return new Command('start')
     .description('start the daemon (embedded database unless DATABASE_URL is set)')
@@ -19,14 +22,17 @@ export function startCommand(): Command {
       ]);
       const logger = createLogger(config.logLevel, { format: config.logFormat });
       const starting = startDaemon(config, logger, process.stdout, { recordFor: process.env });
-      let stopping = false;
+      let stoppingSince: number | null = null;
       const stop = (signal: string) => {
-        if (stopping) {
+        if (stoppingSince !== null) {
+          // One request often arrives by several paths at once: a supervisor signals the process
+          // group, and npm passes the same signal on to the daemon. Only a later one is a second.
+          if (performance.now() - stoppingSince < SAME_REQUEST_MS) return;
           // A second signal: the operator does not want to wait for the grace period.
           logger.warn({ signal }, 'second signal during shutdown; exiting now');
           process.exit(1);
         }
-        stopping = true;
+        stoppingSince = performance.now();
         logger.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: finishing in-flight requests');
         starting
           .then((daemon) => daemon.close())
