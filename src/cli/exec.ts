@@ -10,6 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
+import { basename } from 'node:path';
 import { connectionReason, type RunDetail } from './api-client.js';
 import { blockedSummary, execSummary } from './exec-summary.js';
 import { colourWanted, createStyle } from './style.js';
@@ -227,7 +228,8 @@ async function guardedRun(
   if (stopped !== null) return stopped;
 
   const env = commandEnv(settings, run.id, minted.body.urls);
-  const [file, ...args] = settings.command;
+  const [file, ...userArgs] = settings.command;
+  const args = [...agentArgs(settings, file!, userArgs, minted.body.urls), ...userArgs];
   const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }>(
     (done) => {
       const child = spawn(file!, args, { stdio: 'inherit', env });
@@ -297,6 +299,23 @@ function commandEnv(settings: ExecSettings, runId: string, urls: Record<string, 
     env[name] = url;
   }
   return env;
+}
+
+/**
+ * What exec puts before the arguments of an agent whose base URL is no environment variable.
+ * Codex reads `OPENAI_BASE_URL` for HTTPS only (its Responses WebSocket goes to OpenAI's host
+ * regardless): its `openai_base_url` setting moves both. The user's own arguments follow, as
+ * given: a `-c` of theirs later on the line wins, and is said to bypass the guard.
+ */
+function agentArgs(settings: ExecSettings, file: string, userArgs: string[], urls: Record<string, string>): string[] {
+  const url = urls.openai;
+  if (!url || !/^codex(\.js)?$/.test(basename(file))) return [];
+  if (userArgs.some((arg) => /^openai_base_url\s*=/.test(arg) || /^--config=openai_base_url/.test(arg))) {
+    settings.stderr.write(
+      "runguard: codex was given its own openai_base_url, which wins over the run's: its calls there bypass runguard.\n",
+    );
+  }
+  return ['-c', `openai_base_url=${JSON.stringify(url)}`];
 }
 
 /** Ends the run; false when that failed (said on stderr). */

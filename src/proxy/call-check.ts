@@ -28,7 +28,7 @@ export interface CheckedCall {
 }
 
 /** A named run that cannot take a step reads as the way it was named. */
-function namedRunRefusal(target: Target, error: unknown): Error {
+export function namedRunRefusal(target: Target, error: unknown): Error {
   if (isApiError(error) && error.code === 'RUN_NOT_RUNNING') {
     // A token dies with its run. A run id names a run the caller may see, but not use any more.
     if (target.via === 'token')

@@ -8,7 +8,7 @@ import { BodyBudget, BodyReservation, declaredLength, meteredBody, overloaded } 
 import { ApiError } from '../errors.js';
 import type { Target, TargetRequest, ProxyParams } from './call-target.js';
 import { upstreamPath } from './call-target.js';
-import type { Provider, ProviderRegistry } from './provider-registry.js';
+import { providerPath, type Provider, type ProviderRegistry } from './provider-registry.js';
 import { ProxyRefusal } from './proxy-refusal.js';
 
 /** What is known of a call from its request line and headers, before a byte of its body is read. */
@@ -42,7 +42,10 @@ export function callHeadHooks(options: CallHeadOptions) {
     const resolving = process.hrtime.bigint();
     const provider = registry.get(request.params.provider);
     if (!provider) throw new ApiError('NOT_FOUND', `No provider named "${request.params.provider}" is configured.`);
-    const path = upstreamPath(request.raw.url ?? '/', skip);
+    // A protocol switch the proxy does not relay is said so at once: a client that tries a
+    // WebSocket first (Codex) then falls back to HTTP, and nothing reaches the upstream.
+    if (request.headers.upgrade !== undefined) throw upgradeNotRelayed(request.headers.upgrade);
+    const path = providerPath(provider, upstreamPath(request.raw.url ?? '/', skip));
     const target = await resolveTarget(request);
     // The model is read from the body before anything goes upstream: a compressed body would go
     // unread, and its call unpriced.
@@ -68,4 +71,13 @@ export function callHeadHooks(options: CallHeadOptions) {
       : payload;
 
   return { readCallHead, meterBody };
+}
+
+/** 426: the request asked to switch protocols on a path where the proxy relays plain HTTP only. */
+export function upgradeNotRelayed(protocol: string): ProxyRefusal {
+  return new ProxyRefusal(
+    426,
+    'UPGRADE_NOT_RELAYED',
+    `runguard does not relay a switch to "${protocol.slice(0, 32)}" on this path: send the request over plain HTTP.`,
+  );
 }

@@ -66,3 +66,12 @@ export function endpointPath(path: string): string {
   if (bare.endsWith('/')) bare = bare.slice(0, -1);
   return bare.startsWith('/') ? bare : `/${bare}`;
 }
+
+/**
+ * `path` with `/v1` before it when its first segment is one of `resources` (an API's top-level
+ * names): `/messages` becomes `/v1/messages`; `/v1/messages` and `/api/hello` stay as they are.
+ */
+export function withVersionPrefix(path: string, resources: ReadonlySet<string>): string {
+  const first = /^\/([^/?#]+)/.exec(path)?.[1];
+  return first !== undefined && resources.has(first) ? `/v1${path}` : path;
+}

@@ -96,3 +96,15 @@ export function sdkBaseUrl(provider: Provider, proxyBase: string): string {
   const base = `${proxyBase}/${provider.name}`;
   return provider.type === 'openai' && provider.basePath === '' ? `${base}/v1` : base;
 }
+
+/**
+ * The path to ask the upstream for, from the path a client asked: each provider's two base-URL
+ * conventions reach the same endpoint. A bare-host upstream gets the API's `/v1` where a client
+ * left it out (`<base>/messages`, as the Vercel AI SDK sends with a base ending in `/v1`); an
+ * upstream whose base path already ends in `/v1` does not get it twice.
+ */
+export function providerPath(provider: Provider, path: string): string {
+  if (provider.basePath === '') return provider.adapter.versioned(path);
+  if (provider.basePath.endsWith('/v1') && /^\/v1(\/|$)/.test(path)) return path.slice(3) || '/';
+  return path;
+}

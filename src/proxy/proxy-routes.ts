@@ -16,6 +16,7 @@ import type { AuditOptions } from './audit-summary.js';
 import { BodyBudget, exposeBodyBudget } from './body-budget.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import { checkCall } from './call-check.js';
+import { checkRunStillRunning, isModelCall, relayUnmetered } from './call-unmetered.js';
 import { callHeadHooks } from './call-head.js';
 import { callInput } from './call-input.js';
 import { relayCall } from './call-relay.js';
@@ -88,6 +89,12 @@ export const proxyRoutes: FastifyPluginAsync<{
 
   async function handle(request: FastifyRequest<{ Params: ProxyParams }>, reply: FastifyReply) {
     const { provider, path, target, resolveNs } = request.proxyCall!;
+    if (!isModelCall(provider, request.method, path)) {
+      await checkRunStillRunning(db, target);
+      reply.hijack();
+      const body = Buffer.isBuffer(request.body) && request.body.length > 0 ? request.body : null;
+      return relayUnmetered(request, reply.raw, provider, path, body);
+    }
     const arrived = process.hrtime.bigint() - resolveNs;
     const input = callInput(provider, { method: request.method, path, body: request.body }, audit);
     const { step, recorded } = await checkCall(guard, target, provider.name, input.stepInput, request.log);

@@ -45,6 +45,17 @@ export interface FakeUpstreamOptions {
   reasoningTokens?: number;
   /** @default 8 */
   embeddingDimensions?: number;
+  /**
+   * A tool call to answer instead of the reply (Anthropic's messages and the Responses API):
+   * given each request's body, the tool's name and input, or null to reply with text. What an
+   * agent loop needs to make a second call (with the tool's result).
+   */
+  toolCallFor?: (body: Record<string, unknown>) => ToolCall | null;
+}
+
+export interface ToolCall {
+  name: string;
+  input: Record<string, unknown>;
 }
 
 export interface RecordedRequest {
@@ -89,6 +100,7 @@ interface SseMessage {
 
 interface Call {
   body: Json;
+  toolCall: ToolCall | null;
   model: string;
   reply: string;
   prompt: number;
@@ -134,6 +146,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const reply = options.reply ?? DEFAULT_REPLY;
     const call: Call = {
       body,
+      toolCall: options.toolCallFor?.(body) ?? null,
       model: typeof body.model === 'string' ? body.model : 'fake-model',
       reply,
       prompt: options.promptTokens ?? promptTokensFor(body),
@@ -232,10 +245,59 @@ function chatCompletion(call: Call): Json | SseMessage[] {
 }
 
 function response(call: Call): Json | SseMessage[] {
+  if (call.toolCall) return functionCallResponse(call, call.toolCall);
   const itemId = `msg_fake${call.id}`;
   const part = { type: 'output_text', text: call.reply, annotations: [], logprobs: [] };
   const item = { type: 'message', id: itemId, status: 'completed', role: 'assistant', content: [part] };
-  const base = {
+  const base = responseBase(call);
+  const completed = completedResponse(call, base, [item]);
+  if (call.body.stream !== true) return completed;
+
+  const inProgress = { ...base, status: 'in_progress', output: [], usage: null };
+  const at = { item_id: itemId, output_index: 0, content_index: 0 };
+  const events: Json[] = [
+    { type: 'response.created', response: inProgress },
+    { type: 'response.in_progress', response: inProgress },
+    { type: 'response.output_item.added', output_index: 0, item: { ...item, status: 'in_progress', content: [] } },
+    { type: 'response.content_part.added', ...at, part: { ...part, text: '' } },
+    ...words(call.reply).map((delta) => ({ type: 'response.output_text.delta', ...at, delta, logprobs: [] })),
+    { type: 'response.output_text.done', ...at, text: call.reply, logprobs: [] },
+    { type: 'response.content_part.done', ...at, part },
+    { type: 'response.output_item.done', output_index: 0, item },
+    { type: 'response.completed', response: completed },
+  ];
+  return events.map((data, sequence_number) => ({ event: String(data.type), data: { ...data, sequence_number } }));
+}
+
+/** A response whose one output is a call of the client's function `tool`. */
+function functionCallResponse(call: Call, tool: ToolCall): Json | SseMessage[] {
+  const args = JSON.stringify(tool.input);
+  const item = {
+    type: 'function_call',
+    id: `fc_fake${call.id}`,
+    call_id: `call_fake${call.id}`,
+    name: tool.name,
+    arguments: args,
+    status: 'completed',
+  };
+  const base = responseBase(call);
+  const completed = completedResponse(call, base, [item]);
+  if (call.body.stream !== true) return completed;
+  const inProgress = { ...base, status: 'in_progress', output: [], usage: null };
+  const events: Json[] = [
+    { type: 'response.created', response: inProgress },
+    { type: 'response.in_progress', response: inProgress },
+    { type: 'response.output_item.added', output_index: 0, item: { ...item, arguments: '', status: 'in_progress' } },
+    { type: 'response.function_call_arguments.delta', item_id: item.id, output_index: 0, delta: args },
+    { type: 'response.function_call_arguments.done', item_id: item.id, output_index: 0, arguments: args },
+    { type: 'response.output_item.done', output_index: 0, item },
+    { type: 'response.completed', response: completed },
+  ];
+  return events.map((data, sequence_number) => ({ event: String(data.type), data: { ...data, sequence_number } }));
+}
+
+function responseBase(call: Call): Json {
+  return {
     id: `resp_fake${call.id}`,
     object: 'response',
     created_at: call.created,
@@ -257,10 +319,13 @@ function response(call: Call): Json | SseMessage[] {
     user: null,
     metadata: {},
   };
-  const completed = {
+}
+
+function completedResponse(call: Call, base: Json, output: Json[]): Json {
+  return {
     ...base,
     status: 'completed',
-    output: [item],
+    output,
     usage: {
       input_tokens: call.prompt,
       input_tokens_details: { cached_tokens: call.cached, cache_write_tokens: call.cacheCreation },
@@ -269,22 +334,6 @@ function response(call: Call): Json | SseMessage[] {
       total_tokens: call.prompt + call.completion,
     },
   };
-  if (call.body.stream !== true) return completed;
-
-  const inProgress = { ...base, status: 'in_progress', output: [], usage: null };
-  const at = { item_id: itemId, output_index: 0, content_index: 0 };
-  const events: Json[] = [
-    { type: 'response.created', response: inProgress },
-    { type: 'response.in_progress', response: inProgress },
-    { type: 'response.output_item.added', output_index: 0, item: { ...item, status: 'in_progress', content: [] } },
-    { type: 'response.content_part.added', ...at, part: { ...part, text: '' } },
-    ...words(call.reply).map((delta) => ({ type: 'response.output_text.delta', ...at, delta, logprobs: [] })),
-    { type: 'response.output_text.done', ...at, text: call.reply, logprobs: [] },
-    { type: 'response.content_part.done', ...at, part },
-    { type: 'response.output_item.done', output_index: 0, item },
-    { type: 'response.completed', response: completed },
-  ];
-  return events.map((data, sequence_number) => ({ event: String(data.type), data: { ...data, sequence_number } }));
 }
 
 function embeddings(call: Call, dimensions: number): Json {
@@ -316,31 +365,45 @@ function message(call: Call): Json | SseMessage[] {
     service_tier: 'standard',
   };
   const head = { id: `msg_fake${call.id}`, type: 'message', role: 'assistant', model: call.model };
+  const tool = call.toolCall && { type: 'tool_use', id: `toolu_fake${call.id}`, name: call.toolCall.name };
+  const stopReason = tool ? 'tool_use' : 'end_turn';
   if (call.body.stream !== true) {
     return {
       ...head,
-      content: [{ type: 'text', text: call.reply }],
-      stop_reason: 'end_turn',
+      content: [tool ? { ...tool, input: call.toolCall!.input } : { type: 'text', text: call.reply }],
+      stop_reason: stopReason,
       stop_sequence: null,
       usage,
     };
   }
+  const block: Json[] = tool
+    ? [
+        { type: 'content_block_start', index: 0, content_block: { ...tool, input: {} } },
+        {
+          type: 'content_block_delta',
+          index: 0,
+          delta: { type: 'input_json_delta', partial_json: JSON.stringify(call.toolCall!.input) },
+        },
+      ]
+    : [
+        { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+        { type: 'ping' },
+        ...words(call.reply).map((text) => ({
+          type: 'content_block_delta',
+          index: 0,
+          delta: { type: 'text_delta', text },
+        })),
+      ];
   const events: Json[] = [
     {
       type: 'message_start',
       message: { ...head, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
     },
-    { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
-    { type: 'ping' },
-    ...words(call.reply).map((text) => ({
-      type: 'content_block_delta',
-      index: 0,
-      delta: { type: 'text_delta', text },
-    })),
+    ...block,
     { type: 'content_block_stop', index: 0 },
     {
       type: 'message_delta',
-      delta: { stop_reason: 'end_turn', stop_sequence: null },
+      delta: { stop_reason: stopReason, stop_sequence: null },
       usage: {
         output_tokens: call.completion,
         ...(call.reasoning > 0 ? { output_tokens_details: { thinking_tokens: call.reasoning } } : {}),

@@ -1,4 +1,12 @@
-import { asObject, endpointPath, mayHoldUsage, modelNamed, parseJson, tokenCount } from '../json-fields.js';
+import {
+  asObject,
+  endpointPath,
+  mayHoldUsage,
+  modelNamed,
+  parseJson,
+  tokenCount,
+  withVersionPrefix,
+} from '../json-fields.js';
 import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
 import type { InspectedRequest, ProviderAdapter, Usage } from './types.js';
 
@@ -70,6 +78,9 @@ function isMessages(path: string): boolean {
   return endpointPath(path).endsWith('/messages');
 }
 
+/** The top-level names of Anthropic's API, under `/v1`. */
+const RESOURCES: ReadonlySet<string> = new Set(['messages', 'models', 'complete', 'files']);
+
 /** Anthropic's error `type` for a status, as its API answers. */
 function errorType(status: number): string {
   switch (status) {
@@ -111,6 +122,10 @@ export const anthropicAdapter: ProviderAdapter = Object.freeze({
       stream: request?.stream === true,
     };
   },
+
+  isUnbilled: (path: string) => endpointPath(path).endsWith('/messages/count_tokens'),
+
+  versioned: (path: string) => withVersionPrefix(path, RESOURCES),
 
   usageTracker(path: string, contentType: string | undefined) {
     return createUsageTracker(isMessages(path) ? messagesUsage : null, contentType);

@@ -5,6 +5,7 @@ import {
   modelNamed,
   parseJson,
   tokenCount,
+  withVersionPrefix,
   type JsonObject,
 } from '../json-fields.js';
 import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
@@ -25,6 +26,27 @@ function endpointOf(path: string): Endpoint | null {
   if (endpoint.endsWith('/embeddings')) return 'embeddings';
   return null;
 }
+
+/** The top-level names of OpenAI's API, under `/v1`. */
+const RESOURCES: ReadonlySet<string> = new Set([
+  'chat',
+  'completions',
+  'responses',
+  'embeddings',
+  'models',
+  'moderations',
+  'images',
+  'audio',
+  'files',
+  'uploads',
+  'batches',
+  'fine_tuning',
+  'vector_stores',
+  'assistants',
+  'threads',
+  'conversations',
+  'realtime',
+]);
 
 /** Where an OpenAI API puts its token counts. */
 interface UsageFields {
@@ -161,6 +183,11 @@ export const openaiAdapter: ProviderAdapter = Object.freeze({
     }
     return { model, stream };
   },
+
+  // Counting a Responses input's tokens bills none.
+  isUnbilled: (path: string) => endpointPath(path).endsWith('/responses/input_tokens'),
+
+  versioned: (path: string) => withVersionPrefix(path, RESOURCES),
 
   usageTracker(path: string, contentType: string | undefined) {
     const endpoint = endpointOf(path);

@@ -64,6 +64,18 @@ export interface ProviderAdapter {
    * @param body the parsed JSON request body (`undefined` when there is none)
    */
   inspectRequest(path: string, body: unknown): InspectedRequest;
+  /**
+   * Whether a POST to `path` answers without billing tokens (token counting): it is forwarded
+   * without a step, as a GET is. Anything else a client posts is a model call, as far as the
+   * guard knows: it may cost.
+   */
+  isUnbilled(path: string): boolean;
+  /**
+   * The API's paths as its official SDK sends them: `/v1` added to a path that names one of the
+   * API's resources without it (the Vercel AI SDK's base ends in `/v1`, so it posts to
+   * `<base>/messages`). Applied only to an upstream configured without a base path.
+   */
+  versioned(path: string): string;
   /** A fresh tracker for one response to a request on `path`. */
   usageTracker(path: string, contentType: string | undefined): UsageTracker;
   /** Body of a 403 guardrail denial, in the provider's error format so SDKs raise a permission error. */
