@@ -1,6 +1,6 @@
 /**
  * pino, with every credential-bearing field redacted wherever it turns up in a log line, and
- * request URLs stripped of the run-scoped proxy tokens they may carry.
+ * request URLs stripped of the run-scoped proxy tokens and keys they may carry (`loggedUrl`).
  */
 import { createRequire } from 'node:module';
 import type { FastifyBaseLogger } from 'fastify';
@@ -31,20 +31,94 @@ export const REDACTED_PATHS = [
 
 const CENSOR = '[redacted]';
 
-/**
- * A proxy URL `/proxy/t/<token>/...` is a bearer credential by itself (it authorizes proxying
- * into a run), so the token never reaches a log line. Query parameters that commonly carry
- * credentials are hidden too.
- */
-export function redactUrl(url: string): string {
-  return url
-    .replace(/(\/proxy\/t\/)[^/?#]+/g, `$1${CENSOR}`)
-    .replace(/([?&](?:api[_-]?key|key|token|access_token)=)[^&#]*/gi, `$1${CENSOR}`);
+/** Query parameters named like a credential: their values are never logged. */
+const CREDENTIAL_PARAM = /^(?:api[_-]?key|key|token|access[_-]?token|auth|authorization|password|secret)$/i;
+/** A runguard API key (`lg_...`) or a run's proxy token (`rgp_...`), anywhere in a text. */
+const RUNGUARD_CREDENTIAL = /(?:^|[^a-z0-9])(?:lg|rgp)_/i;
+
+/** `text` percent-decoded until it no longer changes (at most 3 times); as far as it decodes. */
+function decodedText(text: string): string {
+  let out = text;
+  for (let i = 0; i < 3; i++) {
+    let next: string;
+    try {
+      next = decodeURIComponent(out.replace(/\+/g, ' '));
+    } catch {
+      break;
+    }
+    if (next === out) break;
+    out = next;
+  }
+  return out;
 }
 
-interface RequestLike {
-  method?: string;
+/** Whether a URL's segment or query value holds a runguard key or proxy token, however it is encoded. */
+export function holdsRunguardCredential(text: string): boolean {
+  return RUNGUARD_CREDENTIAL.test(decodedText(text));
+}
+
+const censoredSegments = (path: string) =>
+  path
+    .split('/')
+    .map((segment) => (holdsRunguardCredential(segment) ? CENSOR : segment))
+    .join('/');
+
+/** A query string (no `?`) with every credential-named parameter's value, and every runguard credential, censored. */
+function censoredQuery(query: string): string {
+  return query
+    .split('&')
+    .map((pair) => {
+      const at = pair.indexOf('=');
+      const name = at === -1 ? pair : pair.slice(0, at);
+      if (holdsRunguardCredential(name)) return CENSOR;
+      if (at === -1) return pair;
+      const hidden = CREDENTIAL_PARAM.test(decodedText(name)) || holdsRunguardCredential(pair.slice(at + 1));
+      return hidden ? `${name}=${CENSOR}` : pair;
+    })
+    .join('&');
+}
+
+/** What of a request a log line may see: its URL as sent, and how its route parsed it. */
+export interface LoggedRequest {
   url?: string;
+  params?: unknown;
+}
+
+/**
+ * What of a request's URL a log line may show: the one place URLs are redacted, for every log line.
+ *
+ * A proxy URL can carry a run's token (`/proxy/t/<token>/...`), a bearer credential by itself, and
+ * the router accepts it spelled other ways (`/proxy/%74/<token>/...`). So a proxy path is never
+ * shown as sent: only as its route parsed it (the token replaced, the query string dropped, as a
+ * gateway's key may ride there), and a proxy path no route parsed shows nothing past `/proxy/`.
+ * Elsewhere, a path segment or query value that holds a runguard key or token, and the value of a
+ * query parameter named like a credential, are censored.
+ */
+export function loggedUrl(request: LoggedRequest): string {
+  // An absolute-form target (`POST http://host/proxy/...`) is routed by its path.
+  const url = (request.url ?? '').replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '');
+  const queryAt = url.indexOf('?');
+  const path = queryAt === -1 ? url : url.slice(0, queryAt);
+  const normalized = decodedText(path)
+    .toLowerCase()
+    .replace(/\/{2,}/g, '/');
+  if (normalized === '/proxy' || normalized.startsWith('/proxy/')) return parsedProxyPath(request.params);
+  const shown = censoredSegments(path);
+  return queryAt === -1 ? shown : `${shown}?${censoredQuery(url.slice(queryAt + 1))}`;
+}
+
+/** A proxy route's path as parsed: `/proxy/[t/[redacted]|runs/<run>]/<provider>/<path>`. */
+function parsedProxyPath(params: unknown): string {
+  const parsed = (typeof params === 'object' && params !== null ? params : {}) as Record<string, unknown>;
+  const { provider, token, run_id: runId } = parsed;
+  const rest = parsed['*'];
+  if (typeof provider !== 'string' || typeof rest !== 'string') return `/proxy/${CENSOR}`;
+  const run = typeof token === 'string' ? `t/${CENSOR}/` : typeof runId === 'string' ? `runs/${runId}/` : '';
+  return censoredSegments(`/proxy/${run}${provider}/${rest}`);
+}
+
+interface RequestLike extends LoggedRequest {
+  method?: string;
   host?: string;
   hostname?: string;
   ip?: string;
@@ -52,11 +126,11 @@ interface RequestLike {
   socket?: { remotePort?: number; remoteAddress?: string };
 }
 
-/** Fastify's request serializer, with the URL redacted. */
+/** Fastify's request serializer: never a header, the URL as `loggedUrl` shows it. */
 function serializeRequest(req: RequestLike) {
   return {
     method: req.method,
-    url: typeof req.url === 'string' ? redactUrl(req.url) : req.url,
+    url: loggedUrl(req),
     host: req.host ?? req.hostname,
     remoteAddress: req.ip ?? req.socket?.remoteAddress,
     remotePort: req.socket?.remotePort,
@@ -104,9 +178,8 @@ type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 /**
  * A request's child logger, made only when something is logged at an enabled level. Fastify gives
  * every request a child with its request id; pino builds one by serializing the bindings (through
- * the redaction, because of the wildcard paths) and, for routes with serializers of their own (the
- * proxy's), by copying the serializers. A proxied call at the daemon's default level logs nothing,
- * and paid for all of it. Output is the same: the real child gets the same bindings and options.
+ * the redaction, because of the wildcard paths). A proxied call at the daemon's default level logs
+ * nothing, and paid for all of it. Output is the same: the real child gets the same bindings and options.
  */
 export class DeferredChildLogger implements FastifyBaseLogger {
   private made: FastifyBaseLogger | null = null;

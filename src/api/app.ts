@@ -55,7 +55,6 @@ import { registerDashboard } from './dashboard-assets.js';
 import { DashboardSignIn } from '../service/dashboard-sign-in.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
-import { proxyRequestSerializer } from '../proxy/proxy-request-log.js';
 import { proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
 import { ProxyTokenIssuer } from '../proxy/proxy-token-issuer.js';
 
@@ -259,8 +258,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       options: deps.proxy,
       metrics,
       calls: proxyCalls,
-      // Proxy URLs can carry a run's token (and a gateway's key in the query): neither is logged.
-      logSerializers: { req: proxyRequestSerializer },
     });
   }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

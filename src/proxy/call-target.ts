@@ -53,7 +53,35 @@ export function segmentsBeforeUpstreamPath(routePattern: string): number {
   return routePattern.split('/').length - 1;
 }
 
-/** The upstream-relative path: the raw URL past its first `skip` segments, query string kept. */
+/** A runguard API key or a run's proxy token inside a text (a query value, decoded). */
+const RUNGUARD_SECRET = /lg_[a-z0-9]{12}_[A-Za-z0-9_-]{32}|rgp_[A-Za-z0-9_-]{43}/;
+
+function decodedQueryPart(part: string): string {
+  try {
+    return decodeURIComponent(part.replace(/\+/g, ' '));
+  } catch {
+    return part;
+  }
+}
+
+/**
+ * A query string (from its `?`) without the parameters that carry a runguard key or token (an
+ * SDK given `?api_key=lg_...`): those are runguard's, never the upstream's, as the
+ * `x-runguard-key` header is not forwarded either. The others are kept as the client spelled them.
+ */
+export function upstreamQuery(query: string): string {
+  if (query === '') return '';
+  const kept = query
+    .slice(1)
+    .split('&')
+    .filter((pair) => !RUNGUARD_SECRET.test(decodedQueryPart(pair)));
+  return kept.length === 0 ? '' : `?${kept.join('&')}`;
+}
+
+/**
+ * The upstream-relative path: the raw URL past its first `skip` segments, query string kept
+ * (less any runguard credential in it).
+ */
 export function upstreamPath(rawUrl: string, skip: number): string {
   // An absolute-form request target (`POST http://any.host/proxy/...`, RFC 9112 3.2.2) is routed
   // by its path; its authority names nothing we forward to (upstreams are configuration), so only
@@ -74,7 +102,7 @@ export function upstreamPath(rawUrl: string, skip: number): string {
       throw new ProxyRefusal(400, 'BAD_PATH', 'The path may not contain dot segments or encoded slashes.');
     }
   }
-  return `/${segments.join('/')}${queryAt === -1 ? '' : url.slice(queryAt)}`;
+  return `/${segments.join('/')}${queryAt === -1 ? '' : upstreamQuery(url.slice(queryAt))}`;
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {

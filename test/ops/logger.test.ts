@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/api/app.js';
-import { createLogger, deferredChildLogger, redactUrl } from '../../src/logger.js';
+import { createLogger, deferredChildLogger, loggedUrl } from '../../src/logger.js';
 import { openTestStores, TEST_AUTH } from '../support/harness.js';
 
 function capture() {
@@ -57,7 +57,8 @@ describe('logs', () => {
     const incoming = lines.find((l) => l.msg === 'incoming request');
     expect(incoming).toMatchObject({
       reqId: 'req-42',
-      req: { method: 'POST', url: '/proxy/t/[redacted]/openai/v1/chat/completions?api_key=[redacted]' },
+      // No proxy route here parsed the path: nothing of it is shown.
+      req: { method: 'POST', url: '/proxy/[redacted]' },
     });
     expect(lines.find((l) => l.msg === 'request completed')).toMatchObject({
       reqId: 'req-42',
@@ -85,10 +86,11 @@ describe('logs', () => {
     expect(() => JSON.parse(out.text())).toThrow();
   });
 
-  it('redactUrl hides run tokens and credential query parameters, and nothing else', () => {
-    expect(redactUrl('/proxy/t/abc/openai/v1/x')).toBe('/proxy/t/[redacted]/openai/v1/x');
-    expect(redactUrl('/v1/runs?user_id=u&token=t&page=2')).toBe('/v1/runs?user_id=u&token=[redacted]&page=2');
-    expect(redactUrl('/v1/runs/abc')).toBe('/v1/runs/abc');
+  it('loggedUrl hides run tokens and credential query parameters, and nothing else', () => {
+    const params = { token: 'abc', provider: 'openai', '*': 'v1/x' };
+    expect(loggedUrl({ url: '/proxy/t/abc/openai/v1/x', params })).toBe('/proxy/t/[redacted]/openai/v1/x');
+    expect(loggedUrl({ url: '/v1/runs?user_id=u&token=t&page=2' })).toBe('/v1/runs?user_id=u&token=[redacted]&page=2');
+    expect(loggedUrl({ url: '/v1/runs/abc' })).toBe('/v1/runs/abc');
   });
 });
 
