@@ -28,7 +28,7 @@ const TS_SHARED_DIR = join(REPO_ROOT, 'clients/typescript/src/shared');
 const PYTHON_DIR = join(REPO_ROOT, 'clients/python/src/runguard');
 
 /** Contract modules without imports that the SDK runs: copied whole into its package. */
-const SHARED_MODULES = ['deny-reasons.ts', 'denial-detail.ts', 'api-key-format.ts'];
+const SHARED_MODULES = ['deny-reasons.ts', 'denial-detail.ts', 'api-key-format.ts', 'provider-usage.ts'];
 
 /** The contract's types the SDK names (clients/typescript/src/types.ts), in the order written. */
 const WIRE_TYPES = [

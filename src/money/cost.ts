@@ -20,7 +20,7 @@ import { decimalText } from './decimal.js';
  * The largest token count believed: the API's own bound on a step's counts (`Count` in
  * src/contract/common.ts). Beyond it a number is garbage, not usage.
  */
-export const MAX_TOKEN_COUNT = 1_000_000_000_000;
+export { MAX_TOKEN_COUNT } from '../contract/provider-usage.js';
 
 /** Token counts of one call; `null`: not reported. */
 export interface CallTokens {

@@ -16,7 +16,7 @@ import {
   type RelayHooks,
 } from './forwarder.js';
 import type { Provider } from './provider-registry.js';
-import { NO_USAGE, type Usage, type UsageTracker } from './providers/index.js';
+import { NO_TOKENS, type TokenFields, type UsageTracker } from './providers/index.js';
 import type { CallStatus, RecordResult } from './call-result.js';
 
 /** One forwarded call: the request to send, where its answer goes, and its step's id. */
@@ -54,13 +54,13 @@ export function answerHeaders(
 export function relayCall(call: RelayedCall, recordResult: RecordResult): HeldAnswer | null {
   const { request, res, provider, path, stepId, timer } = call;
   let tracker: UsageTracker | null = null;
-  const finish = (status: CallStatus, usage: Usage, outcome: Record<string, unknown>) => {
+  const finish = (status: CallStatus, usage: TokenFields, outcome: Record<string, unknown>) => {
     timer.finish(status === 'COMPLETED' ? 'ok' : outcome.error === 'CLIENT_ABORTED' ? 'aborted' : 'error');
     recordResult(status, usage, outcome, tracker?.model() ?? null);
   };
   if (res.destroyed || !res.socket || res.socket.destroyed) {
     // The client left while the step was being checked: nothing is sent upstream.
-    finish('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
+    finish('FAILED', NO_TOKENS, { error: 'CLIENT_ABORTED' });
     return null;
   }
 
@@ -90,9 +90,9 @@ export function relayCall(call: RelayedCall, recordResult: RecordResult): HeldAn
         }
         // A cut stream: what was read before the cut (an SSE stream's usage so far).
         case 'client-left':
-          return finish('FAILED', tracker?.current() ?? NO_USAGE, { ...outcome, error: 'CLIENT_ABORTED' });
+          return finish('FAILED', tracker?.current() ?? NO_TOKENS, { ...outcome, error: 'CLIENT_ABORTED' });
         case 'upstream-broken':
-          return finish('FAILED', tracker?.current() ?? NO_USAGE, { ...outcome, error: 'UPSTREAM_BROKEN' });
+          return finish('FAILED', tracker?.current() ?? NO_TOKENS, { ...outcome, error: 'UPSTREAM_BROKEN' });
         case 'upstream-failed': {
           const failure = upstreamFailure(end.error);
           request.log.warn({ err: end.error, provider: provider.name }, 'upstream request failed');
@@ -105,7 +105,7 @@ export function relayCall(call: RelayedCall, recordResult: RecordResult): HeldAn
             'x-request-id': request.id,
           });
           res.end(payload);
-          return finish('FAILED', NO_USAGE, { http_status: failure.status, error: failure.code });
+          return finish('FAILED', NO_TOKENS, { http_status: failure.status, error: failure.code });
         }
       }
     },

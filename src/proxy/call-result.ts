@@ -12,7 +12,7 @@ import { isApiError } from '../errors.js';
 import type { GuardService } from '../service/guard-service.js';
 import { isDatabaseDown } from '../store/db.js';
 import type { CallsInProgress } from './calls-in-progress.js';
-import type { Usage } from './providers/index.js';
+import type { TokenFields } from './providers/index.js';
 
 /** Waits between attempts at a proxied call's record; the last repeats. */
 const RECORD_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000, 5_000];
@@ -35,7 +35,7 @@ export type CallStatus = 'COMPLETED' | 'FAILED';
  */
 export type RecordResult = (
   status: CallStatus,
-  usage: Usage,
+  usage: TokenFields,
   outcome: Record<string, unknown>,
   answerModel?: string | null,
 ) => void;

@@ -1,17 +1,9 @@
 /** Narrow readers for untrusted JSON: provider bodies are never trusted to match their docs. */
-import { MAX_TOKEN_COUNT } from '../money/cost.js';
 
 export type JsonObject = Record<string, unknown>;
 
 export function asObject(value: unknown): JsonObject | undefined {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as JsonObject) : undefined;
-}
-
-/** A token count: a non-negative integer up to MAX_TOKEN_COUNT, else `null` (not reported). */
-export function tokenCount(value: unknown): number | null {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_TOKEN_COUNT
-    ? value
-    : null;
 }
 
 /** A model's name as a body gives it: a non-empty string of at most 256 characters, else null. */

@@ -1,18 +1,18 @@
 import { asObject, modelNamed, parseJson } from './json-fields.js';
-import { NO_USAGE, type Usage, type UsageTracker } from './providers/types.js';
+import { NO_TOKENS, type TokenFields, type UsageTracker } from './providers/types.js';
 import { SseDecoder, type SseEvent } from './sse-decoder.js';
 
 /** Folds the events of one SSE response into its usage. */
 export interface StreamUsageReader {
   onEvent(event: SseEvent): void;
-  usage(): Usage;
+  usage(): TokenFields;
   /** The model the stream named, as far as read (null: none). */
   model(): string | null;
 }
 
 /** How one endpoint reports usage. Every provider puts it under a top-level `usage` in JSON. */
 export interface UsageExtractor {
-  fromJson(body: unknown): Usage;
+  fromJson(body: unknown): TokenFields;
   streamReader(): StreamUsageReader;
 }
 
@@ -49,7 +49,7 @@ export function createUsageTracker(
   limits: UsageTrackerLimits = {},
 ): UsageTracker {
   if (extractor === null)
-    return { push() {}, current: () => NO_USAGE, end: () => NO_USAGE, streamFailed: () => false, model: () => null };
+    return { push() {}, current: () => NO_TOKENS, end: () => NO_TOKENS, streamFailed: () => false, model: () => null };
   return isEventStream(contentType)
     ? sseTracker(extractor.streamReader(), limits.maxEventLength ?? 4 * MiB)
     : jsonTracker(extractor, limits.maxJsonBytes ?? 256 * 1024, limits.tailBytes ?? 64 * 1024);
@@ -94,7 +94,7 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
   let chunks: Uint8Array[] = [];
   let size = 0;
   let overflow = false;
-  let result: Usage | undefined;
+  let result: TokenFields | undefined;
   let model: string | null = null;
   return {
     push(chunk) {
@@ -114,7 +114,7 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
       }
     },
     // A JSON body cannot be read before it is whole.
-    current: () => result ?? NO_USAGE,
+    current: () => result ?? NO_TOKENS,
     end() {
       if (result !== undefined) return result;
       const text = Buffer.concat(chunks).toString('utf8');
@@ -125,7 +125,7 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
       try {
         result = extractor.fromJson(body);
       } catch {
-        result = NO_USAGE;
+        result = NO_TOKENS;
       }
       return result;
     },

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { adapterFor } from '../../src/proxy/providers/index.js';
-import { NO_USAGE } from '../../src/proxy/providers/types.js';
+import { NO_TOKENS } from '../../src/proxy/providers/types.js';
 import { bytes, pieces, sse, track } from './chunks.js';
 
 const anthropic = adapterFor('anthropic');
@@ -164,7 +164,7 @@ describe('anthropic adapter: usage', () => {
     'when %s answers, then it counts no usage',
     (path) => {
       const body = { input_tokens: 2095, usage: { input_tokens: 1, output_tokens: 1 } };
-      expect(track(anthropic.usageTracker(path, 'application/json'), [bytes(JSON.stringify(body))])).toEqual(NO_USAGE);
+      expect(track(anthropic.usageTracker(path, 'application/json'), [bytes(JSON.stringify(body))])).toEqual(NO_TOKENS);
     },
   );
 });

@@ -3,11 +3,17 @@ import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/errors.js';
 import { CallsInProgress } from '../../src/proxy/calls-in-progress.js';
 import { resultRecorder, untilStored, type CallStep, type ResultWriter } from '../../src/proxy/call-result.js';
-import { NO_USAGE, type Usage } from '../../src/proxy/providers/index.js';
+import { NO_TOKENS, type TokenFields } from '../../src/proxy/providers/index.js';
 import { rememberingLogger } from './proxy-fakes.js';
 
 const DATABASE_DOWN = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
-const USAGE: Usage = { ...NO_USAGE, promptTokens: 12, completionTokens: 34, cacheReadTokens: 5, reasoningTokens: 7 };
+const USAGE: TokenFields = {
+  ...NO_TOKENS,
+  promptTokens: 12,
+  completionTokens: 34,
+  cacheReadTokens: 5,
+  reasoningTokens: 7,
+};
 
 /** A guard that keeps the writes it is asked for and fails the first ones as told. */
 function fakeGuard(failures: { result?: Error[]; endRun?: Error[] } = {}) {
@@ -69,7 +75,7 @@ describe('resultRecorder', () => {
     const stepRecorded = Promise.resolve();
     const record = resultRecorder(guard, calls, ownRunStep, stepRecorded, rememberingLogger());
     await stepRecorded; // as when an answer is released: its step is durable
-    record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
+    record('FAILED', NO_TOKENS, { error: 'CLIENT_ABORTED' });
     expect(writes).toEqual(['answered ws/run-2', 'finishStep step-2']);
     await calls.none();
     expect(writes).toEqual(['answered ws/run-2', 'finishStep step-2', 'endRun run-2 FAILED']);
@@ -95,7 +101,7 @@ describe('resultRecorder', () => {
     const record = resultRecorder(guard, calls, ownRunStep, Promise.reject(DATABASE_DOWN), log);
     // The call ends (its upstream request aborted) only after its record failed, if at all.
     await calls.none();
-    record('FAILED', NO_USAGE, { error: 'CLIENT_ABORTED' });
+    record('FAILED', NO_TOKENS, { error: 'CLIENT_ABORTED' });
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(writes).toEqual([]);
     expect(log.lines).toEqual([]);

@@ -1,5 +1,5 @@
 /** Test helpers: feed text to incremental readers in awkward pieces. */
-import type { Usage, UsageTracker } from '../../src/proxy/providers/types.js';
+import type { TokenFields, UsageTracker } from '../../src/proxy/providers/types.js';
 
 const encoder = new TextEncoder();
 
@@ -32,7 +32,7 @@ export function sse(events: Array<[string | null, unknown]>): string {
 }
 
 /** Feeds `chunks` to `tracker` and answers the usage it read at the end. */
-export function track(tracker: UsageTracker, chunks: Uint8Array[]): Usage {
+export function track(tracker: UsageTracker, chunks: Uint8Array[]): TokenFields {
   for (const chunk of chunks) tracker.push(chunk);
   return tracker.end();
 }

@@ -2,7 +2,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adapterFor } from '../../src/proxy/providers/index.js';
-import type { Usage } from '../../src/proxy/providers/types.js';
+import type { TokenFields } from '../../src/proxy/providers/types.js';
 import {
   completionTokensFor,
   DEFAULT_REPLY,
@@ -169,7 +169,7 @@ describe('fake upstream read by the usage trackers', () => {
     path: string,
     body: unknown,
     headers: Record<string, string> = {},
-  ): Promise<Usage> {
+  ): Promise<TokenFields> {
     const response = await fetch(upstream.url + path, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...headers },

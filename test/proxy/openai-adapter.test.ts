@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { adapterFor } from '../../src/proxy/providers/index.js';
-import { NO_USAGE, type Usage } from '../../src/proxy/providers/types.js';
+import { NO_TOKENS, type TokenFields } from '../../src/proxy/providers/types.js';
 import { bytes, pieces, sse, track } from './chunks.js';
 
 const openai = adapterFor('openai');
@@ -103,7 +103,7 @@ describe('openai adapter: usage of chat completions', () => {
     const tracker = openai.usageTracker('/v1/chat/completions', 'application/json');
     const text = JSON.stringify(completion);
     for (const chunk of pieces(text, 50)) tracker.push(chunk);
-    expect(tracker.current()).toEqual(NO_USAGE); // half a JSON body says nothing
+    expect(tracker.current()).toEqual(NO_TOKENS); // half a JSON body says nothing
     expect(tracker.end()).toEqual({
       promptTokens: 1117,
       completionTokens: 46,
@@ -174,8 +174,8 @@ describe('openai adapter: usage of chat completions', () => {
     const cut = stream.indexOf('"choices":[]');
     const early = openai.usageTracker('/v1/chat/completions', 'text/event-stream');
     early.push(bytes(stream.slice(0, cut)));
-    expect(early.current()).toEqual(NO_USAGE);
-    expect(early.end()).toEqual(NO_USAGE);
+    expect(early.current()).toEqual(NO_TOKENS);
+    expect(early.end()).toEqual(NO_TOKENS);
 
     const late = openai.usageTracker('/v1/chat/completions', 'text/event-stream');
     late.push(bytes(stream.slice(0, stream.indexOf('[DONE]'))));
@@ -193,7 +193,7 @@ describe('openai adapter: usage of chat completions', () => {
       error: { message: 'Rate limit reached', type: 'requests', param: null, code: 'rate_limit_exceeded' },
     };
     const tracker = openai.usageTracker('/v1/chat/completions', 'application/json');
-    expect(track(tracker, [bytes(JSON.stringify(error))])).toEqual(NO_USAGE);
+    expect(track(tracker, [bytes(JSON.stringify(error))])).toEqual(NO_TOKENS);
   });
 });
 
@@ -205,7 +205,7 @@ describe('openai adapter: usage of other endpoints', () => {
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: 123,
   };
-  const expected: Usage = {
+  const expected: TokenFields = {
     promptTokens: 36,
     completionTokens: 87,
     cacheReadTokens: 12,
@@ -261,7 +261,7 @@ describe('openai adapter: usage of other endpoints', () => {
     const stream = events('response.completed');
     const tracker = openai.usageTracker('/v1/responses', 'text/event-stream');
     tracker.push(bytes(stream.slice(0, stream.indexOf('event: response.completed'))));
-    expect(tracker.end()).toEqual(NO_USAGE);
+    expect(tracker.end()).toEqual(NO_TOKENS);
   });
 
   it('when embeddings answer, then prompt tokens are counted and completion is zero', () => {
@@ -298,7 +298,7 @@ describe('openai adapter: usage of other endpoints', () => {
 
   it.each(['/v1/models', '/v1/responses/resp_123', '/v1/files'])('when %s answers, then it counts no usage', (path) => {
     const body = { usage: { prompt_tokens: 5, completion_tokens: 7, input_tokens: 5, output_tokens: 7 } };
-    expect(track(openai.usageTracker(path, 'application/json'), [bytes(JSON.stringify(body))])).toEqual(NO_USAGE);
+    expect(track(openai.usageTracker(path, 'application/json'), [bytes(JSON.stringify(body))])).toEqual(NO_TOKENS);
   });
 });
 

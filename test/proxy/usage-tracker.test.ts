@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { asObject, mayHoldUsage, tokenCount } from '../../src/proxy/json-fields.js';
-import { NO_USAGE } from '../../src/proxy/providers/types.js';
+import { asObject, mayHoldUsage } from '../../src/proxy/json-fields.js';
+import { tokenCount } from '../../src/contract/provider-usage.js';
+import { NO_TOKENS } from '../../src/proxy/providers/types.js';
 import { createUsageTracker, lastObjectOfKey, type UsageExtractor } from '../../src/proxy/usage-tracker.js';
 import { bytes, pieces } from './chunks.js';
 
@@ -9,13 +10,13 @@ function counter(): UsageExtractor & { events: string[] } {
   const events: string[] = [];
   return {
     events,
-    fromJson: (body) => ({ ...NO_USAGE, promptTokens: tokenCount(asObject(asObject(body)?.usage)?.n) }),
+    fromJson: (body) => ({ ...NO_TOKENS, promptTokens: tokenCount(asObject(asObject(body)?.usage)?.n) }),
     streamReader: () => ({
       onEvent(event) {
         events.push(event.data);
         if (event.data === 'boom') throw new Error('reader bug');
       },
-      usage: () => ({ ...NO_USAGE, completionTokens: events.length }),
+      usage: () => ({ ...NO_TOKENS, completionTokens: events.length }),
     }),
   };
 }
@@ -56,9 +57,9 @@ describe('usage tracker', () => {
   it('when the JSON body is not JSON, then usage is unknown; end is idempotent and later pushes ignored', () => {
     const tracker = createUsageTracker(counter(), undefined);
     tracker.push(bytes('<html>Bad gateway</html>'));
-    expect(tracker.end()).toEqual(NO_USAGE);
+    expect(tracker.end()).toEqual(NO_TOKENS);
     tracker.push(bytes('{"usage":{"n":3}}'));
-    expect(tracker.end()).toEqual(NO_USAGE);
+    expect(tracker.end()).toEqual(NO_TOKENS);
   });
 
   it('when the caller reuses its buffer after a push, then the tracker read its own copy', () => {
@@ -79,7 +80,7 @@ describe('usage tracker', () => {
   it('when the endpoint reports no usage, then the tracker is inert', () => {
     const tracker = createUsageTracker(null, 'application/json');
     tracker.push(bytes('{"usage":{"n":7}}'));
-    expect(tracker.end()).toEqual(NO_USAGE);
+    expect(tracker.end()).toEqual(NO_TOKENS);
   });
 
   it('when looking for the last object of a key, then strings holding braces and quotes do not confuse it', () => {

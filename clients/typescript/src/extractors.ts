@@ -1,3 +1,4 @@
+import { tokenCount, tokensFromUsage, usageFold, type TokenFields, type UsageFormat } from './shared/provider-usage.js';
 import type { StreamUsageReader, TokenCounts, TokenExtractor, TokenUsage } from './types.js';
 
 /**
@@ -6,75 +7,39 @@ import type { StreamUsageReader, TokenCounts, TokenExtractor, TokenUsage } from 
  * prompt cache's reads and writes and the reasoning tokens as parts), or undefined when the
  * response carries no usage (a mocked call, a proxy that strips it). Each also reads a stream's
  * chunks (`streamReader`), for calls that return one. They are typed structurally so that this
- * package does not depend on any provider SDK.
+ * package does not depend on any provider SDK; the mapping of each provider's usage is the
+ * daemon's own (src/shared/provider-usage.ts), so the SDK and the proxy count a call alike.
  */
 
-type Fields = Record<string, unknown>;
+const fieldsOf = (value: unknown): Record<string, unknown> | undefined =>
+  typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 
-const fieldsOf = (value: unknown): Fields | undefined =>
-  typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Fields) : undefined;
-
-/** A usable token count: a non-negative safe integer. */
+/** A usable token count: a whole number from 0 to the daemon's bound. */
 export function isTokenCount(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+  return tokenCount(value) !== null;
 }
 
-const countOf = (value: unknown): number | null => (isTokenCount(value) ? value : null);
+/** Our fields as an extractor answers them: undefined unless both totals were reported. */
+function asTokenUsage(tokens: TokenFields | undefined): TokenUsage | undefined {
+  if (tokens?.promptTokens == null || tokens.completionTokens == null) return undefined;
+  return { ...tokens, promptTokens: tokens.promptTokens, completionTokens: tokens.completionTokens };
+}
 
 /**
- * OpenAI's counts (chat: `prompt_tokens`, `completion_tokens`, `prompt_tokens_details`,
- * `completion_tokens_details`; Responses: `input_tokens`, ...): the cached parts are already
- * inside the totals.
+ * An extractor of `format` that reads a response's `usage`, and streamed, each chunk's usage
+ * where `usageOf` finds it (null: the chunk carries none).
  */
-function openaiUsage(
-  usage: unknown,
-  names: { prompt: string; completion: string; input: string; output: string },
-): TokenUsage | undefined {
-  const u = fieldsOf(usage);
-  const prompt = countOf(u?.[names.prompt]);
-  const completion = countOf(u?.[names.completion]);
-  if (prompt === null || completion === null) return undefined;
-  const input = fieldsOf(u?.[names.input]);
-  return {
-    promptTokens: prompt,
-    completionTokens: completion,
-    cacheReadTokens: countOf(input?.cached_tokens),
-    cacheWriteTokens: countOf(input?.cache_write_tokens),
-    reasoningTokens: countOf(fieldsOf(u?.[names.output])?.reasoning_tokens),
-  };
-}
-
-const CHAT = {
-  prompt: 'prompt_tokens',
-  completion: 'completion_tokens',
-  input: 'prompt_tokens_details',
-  output: 'completion_tokens_details',
-};
-const RESPONSES = {
-  prompt: 'input_tokens',
-  completion: 'output_tokens',
-  input: 'input_tokens_details',
-  output: 'output_tokens_details',
-};
-
-/** A stream reader where the latest usage seen wins (usage is cumulative, reported once or growing). */
-function latestOf(read: (chunk: unknown) => TokenUsage | undefined): () => StreamUsageReader {
-  return () => {
-    let latest: TokenUsage | undefined;
+function extractorOf(format: UsageFormat, usageOf: (chunk: unknown) => unknown) {
+  const extract = (response: unknown): TokenUsage | undefined =>
+    asTokenUsage(tokensFromUsage(format, fieldsOf(response)?.usage));
+  const streamReader = (): StreamUsageReader => {
+    const fold = usageFold(format);
     return {
-      onChunk(chunk) {
-        latest = read(chunk) ?? latest;
-      },
-      usage: () => latest,
+      onChunk: (chunk) => fold.add(usageOf(chunk)),
+      usage: () => asTokenUsage(fold.tokens()),
     };
   };
-}
-
-function withStream<F extends (response: unknown) => TokenUsage | undefined>(
-  extract: F,
-  streamReader: () => StreamUsageReader,
-) {
-  return Object.assign(extract, { streamReader }) as F & { streamReader: () => StreamUsageReader };
+  return Object.assign(extract, { streamReader });
 }
 
 /**
@@ -82,76 +47,21 @@ function withStream<F extends (response: unknown) => TokenUsage | undefined>(
  * last chunk, sent only when the request asks for it (`stream_options: { include_usage: true }`;
  * the runguard proxy asks by itself).
  */
-export const openaiChatCompletions = withStream(
-  (response: unknown): TokenUsage | undefined => openaiUsage(fieldsOf(response)?.usage, CHAT),
-  latestOf((chunk) => openaiUsage(fieldsOf(chunk)?.usage, CHAT)),
-);
+export const openaiChatCompletions = extractorOf('openai-chat', (chunk) => fieldsOf(chunk)?.usage);
 
 /** OpenAI Responses API (`openai.responses.create`); streamed, from `response.completed` (or `.incomplete`, `.failed`). */
-export const openaiResponses = withStream(
-  (response: unknown): TokenUsage | undefined => openaiUsage(fieldsOf(response)?.usage, RESPONSES),
-  latestOf((event) => openaiUsage(fieldsOf(fieldsOf(event)?.response)?.usage, RESPONSES)),
-);
-
-/** Anthropic's counts: whole-message totals, each omitted when it does not apply. */
-interface AnthropicCounts {
-  input: number | null;
-  cacheRead: number | null;
-  cacheWrite: number | null;
-  output: number | null;
-  thinking: number | null;
-}
-
-const NO_COUNTS: AnthropicCounts = { input: null, cacheRead: null, cacheWrite: null, output: null, thinking: null };
-
-/** Later counts overwrite earlier ones, never add (as Anthropic's own SDK merges `message_delta`). */
-function mergeAnthropic(counts: AnthropicCounts, usage: unknown): AnthropicCounts {
-  const u = fieldsOf(usage);
-  if (!u) return counts;
-  return {
-    input: countOf(u.input_tokens) ?? counts.input,
-    cacheRead: countOf(u.cache_read_input_tokens) ?? counts.cacheRead,
-    cacheWrite: countOf(u.cache_creation_input_tokens) ?? counts.cacheWrite,
-    output: countOf(u.output_tokens) ?? counts.output,
-    thinking: countOf(fieldsOf(u.output_tokens_details)?.thinking_tokens) ?? counts.thinking,
-  };
-}
-
-/**
- * Anthropic's `input_tokens` excludes the prompt cache's reads and writes, both billed as input:
- * prompt tokens are the three together, so that they mean every input token, as OpenAI's do
- * and as the proxy counts them; the reads and writes are kept apart to be priced at their prices.
- */
-function anthropicUsage(c: AnthropicCounts): TokenUsage | undefined {
-  if (c.input === null || c.output === null) return undefined;
-  return {
-    promptTokens: c.input + (c.cacheRead ?? 0) + (c.cacheWrite ?? 0),
-    completionTokens: c.output,
-    cacheReadTokens: c.cacheRead,
-    cacheWriteTokens: c.cacheWrite,
-    reasoningTokens: c.thinking,
-  };
-}
+export const openaiResponses = extractorOf('openai-responses', (event) => fieldsOf(fieldsOf(event)?.response)?.usage);
 
 /**
  * Anthropic Messages (`anthropic.messages.create`). Streamed (`stream: true`, or
  * `anthropic.messages.stream`), input counts come with `message_start` and output counts with
  * `message_delta`.
  */
-export const anthropicMessages = withStream(
-  (response: unknown): TokenUsage | undefined => anthropicUsage(mergeAnthropic(NO_COUNTS, fieldsOf(response)?.usage)),
-  () => {
-    let counts = NO_COUNTS;
-    return {
-      onChunk(event) {
-        const e = fieldsOf(event);
-        if (e?.type === 'message_start') counts = mergeAnthropic(counts, fieldsOf(e.message)?.usage);
-        else if (e?.type === 'message_delta') counts = mergeAnthropic(counts, e.usage);
-      },
-      usage: () => anthropicUsage(counts),
-    };
-  },
-);
+export const anthropicMessages = extractorOf('anthropic', (event) => {
+  const fields = fieldsOf(event);
+  if (fields?.type === 'message_start') return fieldsOf(fields.message)?.usage;
+  return fields?.type === 'message_delta' ? fields.usage : undefined;
+});
 
 /**
  * A reader for an extractor without one of its own: the extractor is called with each chunk, and

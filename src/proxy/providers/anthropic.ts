@@ -1,59 +1,12 @@
-import {
-  asObject,
-  endpointPath,
-  mayHoldUsage,
-  modelNamed,
-  parseJson,
-  tokenCount,
-  withVersionPrefix,
-} from '../json-fields.js';
+import { NO_TOKENS, tokensFromUsage, usageFold } from '../../contract/provider-usage.js';
+import { asObject, endpointPath, mayHoldUsage, modelNamed, parseJson, withVersionPrefix } from '../json-fields.js';
 import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
-import type { InspectedRequest, ProviderAdapter, Usage } from './types.js';
-
-/**
- * Anthropic's counters as reported. Its `input_tokens` excludes cache reads and cache writes, both
- * billed as input (at their own prices), so the normalised `promptTokens` is the sum of the three
- * (OpenAI's meaning), with the reads and writes kept apart as its parts. `thinking_tokens` are
- * part of `output_tokens`.
- */
-interface Counters {
-  input: number | null;
-  cacheCreation: number | null;
-  cacheRead: number | null;
-  output: number | null;
-  thinking: number | null;
-}
-
-/** Counters are whole-message totals, omitted when they do not apply: overwrite, never add. */
-function merge(counters: Counters, value: unknown): Counters {
-  const usage = asObject(value);
-  if (!usage) return counters;
-  return {
-    input: tokenCount(usage.input_tokens) ?? counters.input,
-    cacheCreation: tokenCount(usage.cache_creation_input_tokens) ?? counters.cacheCreation,
-    cacheRead: tokenCount(usage.cache_read_input_tokens) ?? counters.cacheRead,
-    output: tokenCount(usage.output_tokens) ?? counters.output,
-    thinking: tokenCount(asObject(usage.output_tokens_details)?.thinking_tokens) ?? counters.thinking,
-  };
-}
-
-function toUsage(counters: Counters): Usage {
-  return {
-    promptTokens:
-      counters.input === null ? null : counters.input + (counters.cacheCreation ?? 0) + (counters.cacheRead ?? 0),
-    completionTokens: counters.output,
-    cacheReadTokens: counters.cacheRead,
-    cacheWriteTokens: counters.cacheCreation,
-    reasoningTokens: counters.thinking,
-  };
-}
-
-const EMPTY: Counters = { input: null, cacheCreation: null, cacheRead: null, output: null, thinking: null };
+import type { InspectedRequest, ProviderAdapter } from './types.js';
 
 const messagesUsage: UsageExtractor = {
-  fromJson: (body) => toUsage(merge(EMPTY, asObject(body)?.usage)),
+  fromJson: (body) => tokensFromUsage('anthropic', asObject(body)?.usage) ?? NO_TOKENS,
   streamReader() {
-    let counters = EMPTY;
+    const fold = usageFold('anthropic');
     let model: string | null = null;
     return {
       onEvent(event) {
@@ -63,11 +16,11 @@ const messagesUsage: UsageExtractor = {
         // the running output.
         if (data?.type === 'message_start') {
           const message = asObject(data.message);
-          counters = merge(counters, message?.usage);
+          fold.add(message?.usage);
           model = modelNamed(message?.model) ?? model;
-        } else if (data?.type === 'message_delta') counters = merge(counters, data.usage);
+        } else if (data?.type === 'message_delta') fold.add(data.usage);
       },
-      usage: () => toUsage(counters),
+      usage: () => fold.tokens() ?? NO_TOKENS,
       model: () => model,
     };
   },

@@ -2,8 +2,8 @@ import { anthropicAdapter } from './anthropic.js';
 import { openaiAdapter } from './openai.js';
 import type { ProviderAdapter, ProviderType } from './types.js';
 
-export { NO_USAGE } from './types.js';
-export type { InspectedRequest, ProviderAdapter, ProviderType, Usage, UsageTracker } from './types.js';
+export { NO_TOKENS } from './types.js';
+export type { InspectedRequest, ProviderAdapter, ProviderType, TokenFields, UsageTracker } from './types.js';
 
 const adapters: Readonly<Record<ProviderType, ProviderAdapter>> = Object.freeze({
   openai: openaiAdapter,

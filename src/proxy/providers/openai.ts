@@ -1,15 +1,15 @@
+import { NO_TOKENS, tokensFromUsage, usageFold, type UsageFormat } from '../../contract/provider-usage.js';
 import {
   asObject,
   endpointPath,
   mayHoldUsage,
   modelNamed,
   parseJson,
-  tokenCount,
   withVersionPrefix,
   type JsonObject,
 } from '../json-fields.js';
 import { createUsageTracker, type UsageExtractor } from '../usage-tracker.js';
-import { NO_USAGE, type InspectedRequest, type ProviderAdapter, type Usage } from './types.js';
+import type { InspectedRequest, ProviderAdapter } from './types.js';
 
 /**
  * OpenAI-compatible APIs: OpenAI, Azure-style gateways, vLLM, Ollama. Endpoints are matched by path
@@ -48,69 +48,16 @@ const RESOURCES: ReadonlySet<string> = new Set([
   'realtime',
 ]);
 
-/** Where an OpenAI API puts its token counts. */
-interface UsageFields {
-  input: string;
-  output: string;
-  inputDetails: string;
-  outputDetails: string;
-}
-
-/**
- * The usage object's counts under `fields`. The input count is every input token: the cache
- * reads (`cached_tokens`) and writes (`cache_write_tokens`) are parts of it, as
- * `reasoning_tokens` are of the output count.
- */
-const usageUnder =
-  (fields: UsageFields) =>
-  (value: unknown): Usage | undefined => {
-    const usage = asObject(value);
-    if (!usage) return undefined;
-    const input = asObject(usage[fields.inputDetails]);
-    return {
-      promptTokens: tokenCount(usage[fields.input]),
-      completionTokens: tokenCount(usage[fields.output]),
-      cacheReadTokens: tokenCount(input?.cached_tokens),
-      cacheWriteTokens: tokenCount(input?.cache_write_tokens),
-      reasoningTokens: tokenCount(asObject(usage[fields.outputDetails])?.reasoning_tokens),
-    };
-  };
-
-/** Chat and legacy completions. */
-const completionUsage = usageUnder({
-  input: 'prompt_tokens',
-  output: 'completion_tokens',
-  inputDetails: 'prompt_tokens_details',
-  outputDetails: 'completion_tokens_details',
-});
-
-/** The Responses API: the same counts under other names. */
-const responsesUsage = usageUnder({
-  input: 'input_tokens',
-  output: 'output_tokens',
-  inputDetails: 'input_tokens_details',
-  outputDetails: 'output_tokens_details',
-});
-
-function embeddingsUsage(value: unknown): Usage | undefined {
-  const usage = asObject(value);
-  if (!usage) return undefined;
-  return { ...NO_USAGE, promptTokens: tokenCount(usage.prompt_tokens), completionTokens: 0 };
-}
-
 /**
  * @param usageOf where an SSE event's parsed data carries usage: chat chunks at `usage` (non-null on
  *   the final chunk with `include_usage`), Responses events at `response.usage` (set on
- *   `response.completed`, `.incomplete` and `.failed`). Usage is cumulative: the latest wins.
+ *   `response.completed`, `.incomplete` and `.failed`).
  */
-function extractor(
-  read: (usage: unknown) => Usage | undefined,
-  usageOf: (data: JsonObject) => unknown,
-): UsageExtractor {
+function extractor(format: UsageFormat, usageOf: (data: JsonObject) => unknown): UsageExtractor {
   return {
-    fromJson: (body) => read(asObject(body)?.usage) ?? NO_USAGE,
+    fromJson: (body) => tokensFromUsage(format, asObject(body)?.usage) ?? NO_TOKENS,
     streamReader() {
-      let latest: Usage = NO_USAGE;
+      const fold = usageFold(format);
       let model: string | null = null;
       return {
         onEvent(event) {
@@ -119,10 +66,10 @@ function extractor(
           if (!mayHoldUsage(event.data)) return;
           const data = asObject(parseJson(event.data));
           if (!data) return;
-          latest = read(usageOf(data)) ?? latest;
+          fold.add(usageOf(data));
           model = modelNamed(data.model) ?? modelNamed(asObject(data.response)?.model) ?? model;
         },
-        usage: () => latest,
+        usage: () => fold.tokens() ?? NO_TOKENS,
         model: () => model,
       };
     },
@@ -130,10 +77,10 @@ function extractor(
 }
 
 const extractors: Record<Endpoint, UsageExtractor> = {
-  chat: extractor(completionUsage, (data) => data.usage),
-  completions: extractor(completionUsage, (data) => data.usage),
-  responses: extractor(responsesUsage, (data) => asObject(data.response)?.usage),
-  embeddings: extractor(embeddingsUsage, (data) => data.usage),
+  chat: extractor('openai-chat', (data) => data.usage),
+  completions: extractor('openai-chat', (data) => data.usage),
+  responses: extractor('openai-responses', (data) => asObject(data.response)?.usage),
+  embeddings: extractor('openai-embeddings', (data) => data.usage),
 };
 
 /** Azure-style paths name the model's deployment instead of the body. */

@@ -1,15 +1,6 @@
-/** Token counts of one model call, normalised across providers. `null`: not reported. */
-export interface Usage {
-  /** Every input token billed, cached ones included (OpenAI's `prompt_tokens` meaning). */
-  promptTokens: number | null;
-  completionTokens: number | null;
-  /** The part of `promptTokens` read from the provider's prompt cache. */
-  cacheReadTokens: number | null;
-  /** The part of `promptTokens` written to the provider's prompt cache. */
-  cacheWriteTokens: number | null;
-  /** The part of `completionTokens` spent reasoning (OpenAI's reasoning, Anthropic's thinking). */
-  reasoningTokens: number | null;
-}
+import type { TokenFields } from '../../contract/provider-usage.js';
+
+export { NO_TOKENS, type TokenFields } from '../../contract/provider-usage.js';
 
 export type ProviderType = 'openai' | 'anthropic';
 
@@ -36,9 +27,9 @@ export interface UsageTracker {
   /** Feeds the next chunk of the response body, as forwarded to the client. */
   push(chunk: Uint8Array): void;
   /** Usage seen so far; for a cut stream, what arrived before the cut (a JSON body gives nulls). */
-  current(): Usage;
+  current(): TokenFields;
   /** Ends the body and returns the final usage. Idempotent. */
-  end(): Usage;
+  end(): TokenFields;
   /**
    * The model the answer names, as read so far (null: none read): what prices a call whose
    * request named no model.
@@ -83,12 +74,3 @@ export interface ProviderAdapter {
   /** Body of an error the proxy itself answers (upstream unreachable: 502, ...), in the provider's format. */
   errorBody(status: number, message: string, code: string): unknown;
 }
-
-/** Usage when nothing was reported. */
-export const NO_USAGE: Readonly<Usage> = Object.freeze({
-  promptTokens: null,
-  completionTokens: null,
-  cacheReadTokens: null,
-  cacheWriteTokens: null,
-  reasoningTokens: null,
-});
