@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { buildApp } from './api/app.js';
+import { buildApp, MCP_SUBJECT } from './api/app.js';
 import { connectionCapFor, openFileLimit } from './api/connection-guard.js';
 import { fileURLToPath } from 'node:url';
 import { bootstrapWorkspace } from './bootstrap.js';
@@ -181,6 +181,18 @@ async function prepare(
     // Beside this module in dist/: `npm run build` writes the dashboard there.
     dashboardDir: fileURLToPath(new URL('./dashboard/', import.meta.url)),
     webhooks: { policy: webhookPolicy, timeoutMs: config.webhookTimeoutMs, userAgent: `runguard/${VERSION}` },
+    // Local MCP servers are common: a daemon only this machine reaches may call them; one reachable
+    // from beyond must not become a way into the operator's network unless told so.
+    mcp: {
+      policy: {
+        allowPrivate: LOOPBACK_HOSTS.has(config.host) || config.mcpAllowPrivate,
+        get ownPort() {
+          return webhookPolicy.ownPort;
+        },
+        subject: MCP_SUBJECT,
+      },
+      upstream: { connectTimeoutMs: config.proxyConnectTimeoutMs, headersTimeoutMs: config.proxyHeadersTimeoutMs },
+    },
     instance,
     proxy: {
       providers,

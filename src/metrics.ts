@@ -41,6 +41,10 @@ export interface Metrics {
   readonly proxyUpstreamSeconds: Histogram<'provider' | 'outcome'>;
   /** For the proxy: the daemon's own time per proxied call (total minus upstream). */
   readonly proxyOverheadSeconds: Histogram<'provider'>;
+  /** MCP tool calls through the sidecar; `outcome` completed, failed or denied. */
+  readonly toolCalls: Counter<'server' | 'tool' | 'outcome'>;
+  /** MCP tool calls' time from forwarding to their response (allowed calls only). */
+  readonly toolCallSeconds: Histogram<'server' | 'outcome'>;
   /** Decisions reach the metrics through this; hand it to GuardService. */
   readonly guardObserver: GuardObserver;
   /** The exposition text and its content type, for `/metrics`. */
@@ -120,9 +124,24 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     buckets: OVERHEAD_BUCKETS,
     registers: [registry],
   });
+  const toolCalls = new Counter({
+    name: 'runguard_tool_calls_total',
+    help: 'MCP tool calls through the sidecar, by server, tool and outcome (completed, failed, denied)',
+    labelNames: ['server', 'tool', 'outcome'] as const,
+    registers: [registry],
+  });
+  const toolCallSeconds = new Histogram({
+    name: 'runguard_tool_call_duration_seconds',
+    help: 'Time of allowed MCP tool calls, from forwarding to their response',
+    labelNames: ['server', 'outcome'] as const,
+    buckets: UPSTREAM_BUCKETS,
+    registers: [registry],
+  });
 
   return {
     registry,
+    toolCalls,
+    toolCallSeconds,
     decisions,
     httpRequestSeconds,
     counterStoreErrors,

@@ -283,6 +283,11 @@ const proxy = {
     false,
     'keep an excerpt of the last message in that summary (off: prompts are not stored)',
   ),
+  mcpAllowPrivate: flag(
+    'RUNGUARD_MCP_ALLOW_PRIVATE',
+    false,
+    'let MCP servers be on loopback, link-local and private addresses when the daemon listens beyond loopback (a loopback-only daemon always may)',
+  ),
 };
 
 const background = {

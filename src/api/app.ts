@@ -57,6 +57,10 @@ import { webhookRoutes } from './routes/webhooks.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
 import { proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
 import { ProxyTokenIssuer } from '../proxy/proxy-token-issuer.js';
+import { mcpProxyRoutes, type McpProxyOptions } from '../mcp/mcp-routes.js';
+import { McpServerRegistry } from '../mcp/server-registry.js';
+import { ToolPrices } from '../mcp/tool-prices.js';
+import { mcpRoutes } from './routes/mcp.js';
 
 export interface AppDeps {
   db: Db;
@@ -73,6 +77,8 @@ export interface AppDeps {
   metrics?: Metrics | false;
   /** Proxy mode: forwarding model calls to the configured providers. Absent: no proxy routes. */
   proxy?: ProxyOptions;
+  /** Where MCP servers may be (the MCP proxy runs with the model proxy). @default private addresses refused */
+  mcp?: McpProxyOptions;
   /** A local daemon's key file, kept up to date when its key is regenerated. */
   localKey?: LocalKeyFile;
   /** The daemon's address as clients reach it, for the URLs it hands out. Absent: where it listens. */
@@ -112,6 +118,9 @@ export interface AuthSettings {
   /** Whether anyone who reaches the port may create an account. @default 'closed' */
   registration?: 'open' | 'closed';
 }
+
+/** What the MCP proxy's refusals of a server's address name. */
+export const MCP_SUBJECT = { noun: 'MCP server URL', allowSetting: 'RUNGUARD_MCP_ALLOW_PRIVATE' };
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const metrics = deps.metrics === false ? null : (deps.metrics ?? createMetrics());
@@ -244,6 +253,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clock: deps.clock,
     rateLimitPerMinute: deps.auth.rateLimitPerMinute,
   });
+  const mcpOptions: McpProxyOptions = deps.mcp ?? {
+    policy: { allowPrivate: false, ownPort: null, subject: MCP_SUBJECT },
+  };
+  const mcpServers = new McpServerRegistry(db, deps.clock, mcpOptions.policy);
+  await app.register(mcpRoutes, { servers: mcpServers, toolPrices: new ToolPrices(db, deps.clock) });
   await registerDashboard(app, deps.dashboardDir);
   if (deps.proxy) {
     const configuredUrl = deps.publicUrl ?? null;
@@ -258,6 +272,26 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       options: deps.proxy,
       metrics,
       calls: proxyCalls,
+    });
+    const proxyOptions = deps.proxy;
+    await app.register(mcpProxyRoutes, {
+      guard,
+      db,
+      keys,
+      clock: deps.clock,
+      servers: mcpServers,
+      proxy: {
+        get defaultApiKey() {
+          return proxyOptions.defaultApiKey;
+        },
+        defaultUserId: proxyOptions.defaultUserId,
+        bodyLimitBytes: proxyOptions.bodyLimitBytes,
+        ...(proxyOptions.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: proxyOptions.bodyBudgetBytes } : {}),
+      },
+      options: mcpOptions,
+      metrics,
+      calls: proxyCalls,
+      logSerializers: { req: proxyRequestSerializer },
     });
   }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

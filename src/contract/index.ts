@@ -19,3 +19,4 @@ export * from './workspace.js';
 export * from './health.js';
 export * from './accounts.js';
 export * from './proxy-tokens.js';
+export * from './mcp.js';

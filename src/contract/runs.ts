@@ -145,6 +145,10 @@ export const Step = Type.Object({
   sequence: Type.Integer(),
   model: Nullable(Type.String()),
   tool_name: Nullable(Type.String()),
+  /** A tool call through the MCP proxy (docs/mcp.md): its server and JSON-RPC request id; null otherwise. */
+  mcp: Nullable(
+    Type.Object({ server: Type.String(), request_id: Nullable(Type.Union([Type.String(), Type.Number()])) }),
+  ),
   prompt_tokens: Nullable(Type.Integer()),
   completion_tokens: Nullable(Type.Integer()),
   cached_prompt_tokens: Nullable(Type.Integer({ description: 'Deprecated: the same as cache_read_tokens.' })),

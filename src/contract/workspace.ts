@@ -2,6 +2,7 @@
 import { Type, type Static } from 'typebox';
 import { Nullable, Timestamp, Usd, Uuid } from './common.js';
 import { RetentionDays } from './deletion.js';
+import { ToolPolicy } from './mcp.js';
 import { RunCountLimit } from './runs.js';
 
 const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });
@@ -30,6 +31,8 @@ export const Workspace = Type.Object({
   user_steps_per_minute: Nullable(Type.Integer()),
   /** IANA zone whose local midnights start days, weeks and months (budgets, run limit, usage). */
   time_zone: Type.String(),
+  /** Which tools steps may call (rule tool_allowed, docs/mcp.md); null: every tool. */
+  tool_policy: Nullable(ToolPolicy),
   updated_at: Timestamp,
 });
 export type Workspace = Static<typeof Workspace>;
@@ -56,6 +59,8 @@ export const WorkspaceUpdateBody = Type.Object(
     user_steps_per_minute: Type.Optional(Nullable(RunCountLimit)),
     /** An IANA name (`Europe/Paris`) or `UTC`; an unknown name is a 422. */
     time_zone: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    /** Allow and deny patterns over `{server}.{tool}` (rule tool_allowed); null: every tool. */
+    tool_policy: Type.Optional(Nullable(ToolPolicy)),
   },
   { additionalProperties: false },
 );

@@ -32,12 +32,14 @@ export type CallStatus = 'COMPLETED' | 'FAILED';
 /**
  * Records how a call ended; called once per call, returns at once (the writes go on).
  * `answerModel`: the model the answer named, which prices a step whose request named none.
+ * `notReached`: a tool call that never reached its tool, charged no price per call.
  */
 export type RecordResult = (
   status: CallStatus,
   usage: TokenFields,
   outcome: Record<string, unknown>,
   answerModel?: string | null,
+  notReached?: boolean,
 ) => void;
 
 export type ResultWriter = Pick<GuardService, 'finishStep' | 'recordResult' | 'endRun' | 'runAnswered'>;
@@ -85,7 +87,7 @@ export function resultRecorder(
   let stepDurable = false;
   // Never recorded: the call was refused, and nothing is left to write for it.
   stepRecorded.then(() => (stepDurable = true), recorded);
-  return (status, usage, outcome, answerModel = null) => {
+  return (status, usage, outcome, answerModel = null, notReached = false) => {
     const result = {
       status,
       model: answerModel,
@@ -96,6 +98,7 @@ export function resultRecorder(
       cacheWriteTokens: usage.cacheWriteTokens,
       reasoningTokens: usage.reasoningTokens,
       outputData: outcome,
+      ...(notReached ? { toolNotReached: true } : {}),
     };
     const retried = (what: string) => (error: unknown) =>
       log.warn({ err: error, stepId: step.stepId }, `${what} failed; retrying`);

@@ -5,7 +5,13 @@
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import type { Provider } from './provider-registry.js';
+
+/** Where an exchange goes: an origin and base path, and the dispatcher that connects there (a provider's pool). */
+export interface Upstream {
+  readonly origin: string;
+  readonly basePath: string;
+  readonly pool: Pick<Dispatcher, 'dispatch'>;
+}
 
 /** RFC 9110 7.6.1 connection-specific headers, plus the de-facto `proxy-connection` and `keep-alive`. */
 const HOP_BY_HOP = new Set([
@@ -127,7 +133,7 @@ export interface HeldAnswer {
  * the caller finishes something the answer must not overtake.
  */
 export function forward(
-  provider: Provider,
+  provider: Upstream,
   request: ForwardRequest,
   res: ServerResponse,
   hooks: RelayHooks,

@@ -6,6 +6,7 @@
 // The wire's names for reasons, rule keys and the decision: the contract declares them once.
 import type { Decision, DenyReason, RuleKey } from '../contract/decision.js';
 import type { DenialDetail } from '../contract/denial-detail.js';
+import { toolRefusal, type ToolPolicyLists } from './tool-patterns.js';
 
 export type { Decision, DenialDetail, DenyReason, RuleKey };
 
@@ -71,6 +72,11 @@ export interface GuardSnapshot {
     retryAt: string;
     retryAfterSeconds: number;
   };
+  /**
+   * A TOOL_CALL step in a workspace with a `tool_policy`: its tool (`{server}.{tool}`, null when
+   * the step names none) and the policy. Absent: the rule is not evaluated.
+   */
+  toolPolicy?: { tool: string | null; policy: ToolPolicyLists };
 }
 
 interface Rule {
@@ -243,6 +249,16 @@ const RULES_AT: Record<Boundary, readonly Rule[]> = {
         window_s: snapshot.userRate!.windowSeconds,
         retry_after_s: snapshot.userRate!.retryAfterSeconds,
         retry_at: snapshot.userRate!.retryAt,
+      }),
+    },
+    {
+      key: 'tool_allowed',
+      reason: 'TOOL_NOT_ALLOWED',
+      configured: (snapshot) => snapshot.toolPolicy !== undefined,
+      denies: ({ toolPolicy }) => toolRefusal(toolPolicy!.policy, toolPolicy!.tool ?? '') !== undefined,
+      explain: ({ toolPolicy }) => ({
+        tool: toolPolicy!.tool ?? '',
+        pattern: toolRefusal(toolPolicy!.policy, toolPolicy!.tool ?? '')?.pattern ?? null,
       }),
     },
   ],

@@ -67,6 +67,7 @@ const SETTINGS = [
   'run_max_identical_calls',
   'user_steps_per_minute',
   'time_zone',
+  'tool_policy',
 ] as const;
 
 /**

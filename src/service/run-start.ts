@@ -25,7 +25,7 @@ import {
   runRuleInputs,
   userRateInput,
 } from './run-limits.js';
-import { modelPricedInput, newStep, stepEstimate, type StepInput } from './step-input.js';
+import { modelPricedInput, newStep, stepEstimate, toolPolicyInput, type StepInput } from './step-input.js';
 import { rememberStep } from './step-results.js';
 
 /** What a start takes: the run API's body. */
@@ -104,6 +104,7 @@ export async function beginRun(
         ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
         ...reserveTerms(state, reserved, estimate),
         modelPriced,
+        toolPolicy: firstStep ? toolPolicyInput(state, firstStep) : undefined,
         ...(limits && runRuleInputs(limits, FRESH_RUN, 0, runReserve(state.workspace, estimate))),
       };
       let stepDecision = evaluate('step', stepSnapshot);

@@ -26,7 +26,7 @@ import { NOT_COUNTED, readsReservations, reservesAgainstBudget, reserveTerms, to
 import { createdView, type CreatedStep } from './guard-views.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
 import { guarded, loopHash, runReserve, runRuleInputs, userRateInput } from './run-limits.js';
-import { modelPricedInput, newStep, stepEstimate, type StepInput } from './step-input.js';
+import { modelPricedInput, newStep, stepEstimate, toolPolicyInput, type StepInput } from './step-input.js';
 import { rememberStep, resultsWritten } from './step-results.js';
 
 /** Tries at taking an allocated sequence before giving up (each collision resyncs first). */
@@ -80,6 +80,7 @@ export async function createStep(
       ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
       ...reserveTerms(state, reserved, estimate),
       modelPriced,
+      toolPolicy: toolPolicyInput(state, input),
       ...runaway,
     });
   // Reserve mode: a step that reserves is checked and written under its workspace's

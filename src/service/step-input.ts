@@ -33,6 +33,8 @@ export interface StepInput {
    * request body, where its `input_data` is only a summary of it.
    */
   loopInput?: unknown;
+  /** A tool call through the MCP proxy: its server and JSON-RPC request id, kept with the step. */
+  mcp?: { server: string; request_id: string | number | null } | null;
 }
 
 /**
@@ -48,6 +50,13 @@ export async function modelPricedInput(
   if (input.type !== 'MODEL_CALL' || state.workspace.unpriced_models !== 'deny') return undefined;
   const model = input.model ?? null;
   return { model, priced: model !== null && (await context.prices.prices(workspaceId, model)) !== null };
+}
+
+/** A TOOL_CALL step in a workspace with a tool policy: what rule tool_allowed reads; undefined elsewhere. */
+export function toolPolicyInput(state: GuardState, input: Omit<StepInput, 'sequence'>): GuardSnapshot['toolPolicy'] {
+  const policy = state.workspace.tool_policy;
+  if (input.type !== 'TOOL_CALL' || policy === null) return undefined;
+  return { tool: input.tool_name ?? null, policy };
 }
 
 /**
@@ -98,5 +107,6 @@ export function newStep(
     now,
     estimateMicros,
     daemonId: input.forwarded && decision.outcome === 'ALLOW' ? (context.instance?.id ?? null) : null,
+    mcp: input.mcp ?? null,
   };
 }

@@ -54,7 +54,9 @@ export function differences<T extends Record<string, unknown>>(
 ) {
   const changes: Record<string, { before: unknown; after: unknown }> = {};
   for (const key of keys) {
-    if (before[key] !== after[key]) changes[key] = { before: before[key], after: after[key] };
+    // A list setting (tool_policy) is a fresh object on each read: compared by its JSON.
+    if (JSON.stringify(before[key]) !== JSON.stringify(after[key]))
+      changes[key] = { before: before[key], after: after[key] };
   }
   return changes;
 }

@@ -46,6 +46,7 @@ function workspaceChanges(body: WorkspaceUpdateBody): WorkspaceChanges {
     run_max_identical_calls: body.run_max_identical_calls,
     user_steps_per_minute: body.user_steps_per_minute,
     time_zone: body.time_zone === undefined ? undefined : knownTimeZone(body.time_zone),
+    tool_policy: body.tool_policy,
   };
 }
 

@@ -24,6 +24,7 @@ export function workspaceView(workspace: WorkspaceRow): Workspace {
     run_max_identical_calls: workspace.run_max_identical_calls,
     user_steps_per_minute: workspace.user_steps_per_minute,
     time_zone: workspace.time_zone,
+    tool_policy: workspace.tool_policy,
     updated_at: new Date(workspace.updated_at).toISOString(),
   };
 }

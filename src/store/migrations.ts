@@ -557,6 +557,43 @@ ALTER TABLE runs ADD COLUMN models text[];
 ALTER TABLE workspaces ADD COLUMN time_zone text NOT NULL DEFAULT 'UTC';
 `,
   },
+  {
+    version: 20,
+    name: 'mcp_tools',
+    sql: `
+-- Tool calls through the sidecar (docs/mcp.md). The MCP servers a workspace registers by name:
+-- the upstream's Streamable HTTP endpoint and the headers sent with every call (the operator's
+-- secrets: answered masked, never logged).
+CREATE TABLE mcp_servers (
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  name text NOT NULL,
+  url text NOT NULL,
+  headers jsonb NOT NULL DEFAULT '{}',
+  created_at timestamptz NOT NULL,
+  PRIMARY KEY (workspace_id, name)
+);
+
+-- A price per call of the tools matching a pattern over "{server}.{tool}". The pattern as a LIKE
+-- pattern and its specificity are written with it, so the statement that finishes a TOOL_CALL
+-- step prices it itself, exactly, as it prices model calls: the most specific pattern wins.
+CREATE TABLE tool_pricing (
+  workspace_id uuid NOT NULL REFERENCES workspaces (id),
+  pattern text NOT NULL,
+  like_pattern text NOT NULL,
+  literal_chars integer NOT NULL,
+  stars integer NOT NULL,
+  per_call_usd numeric NOT NULL CHECK (per_call_usd >= 0),
+  updated_at timestamptz NOT NULL,
+  PRIMARY KEY (workspace_id, pattern)
+);
+
+-- Which tools the workspace's steps may call (rule tool_allowed); NULL: every tool.
+ALTER TABLE workspaces ADD COLUMN tool_policy jsonb;
+
+-- A tool call's MCP facts: the server and the JSON-RPC request id. Catalog changes only.
+ALTER TABLE steps ADD COLUMN mcp json;
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

@@ -1,6 +1,7 @@
 /** Run and step records, and the durable usage counters written with them. */
 import type { Decision } from '../rules/engine.js';
 import { costSql, pricedSql } from '../money/cost.js';
+import { toolCostSql } from './tool-pricing.js';
 import { numericToUsd } from '../money/decimal.js';
 import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
 import type { Queryable } from './db.js';
@@ -217,14 +218,16 @@ export interface NewStep {
    * step's client records it. A dead instance's unfinished steps are recovered (result-recovery.ts).
    */
   daemonId?: number | null;
+  /** A tool call through the MCP proxy: its server and JSON-RPC request id (migration 20). */
+  mcp?: { server: string; request_id: string | number | null } | null;
 }
 
 const STEP_INSERT_COLUMNS =
-  'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at, estimate_micros, daemon_id';
+  'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at, estimate_micros, daemon_id, mcp';
 /** A batch of steps as rows: the JSON document (each step as `stepRecord` writes it) and its length, by parameter number. */
 const stepRecordset = (document: number, length: number) => `SELECT * FROM json_to_recordset($${document}::json)
   AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
-    input_json json, decision json, created_at timestamptz, estimate_micros bigint, daemon_id integer) LIMIT $${length}`;
+    input_json json, decision json, created_at timestamptz, estimate_micros bigint, daemon_id integer, mcp json) LIMIT $${length}`;
 const stepRecord = (step: NewStep) => ({
   id: step.id,
   run_id: step.runId,
@@ -239,6 +242,7 @@ const stepRecord = (step: NewStep) => ({
   created_at: step.now,
   estimate_micros: step.estimateMicros ?? null,
   daemon_id: step.daemonId ?? null,
+  mcp: step.mcp ?? null,
 });
 
 /**
@@ -292,7 +296,7 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
      ), step AS (
        INSERT INTO steps (${STEP_INSERT_COLUMNS})
        SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_json, v.decision, v.created_at,
-         v.estimate_micros, v.daemon_id
+         v.estimate_micros, v.daemon_id, v.mcp
        FROM v JOIN run r ON r.id = v.run_id AND r.workspace_id = v.workspace_id
        ORDER BY r.id, v.sequence
        ON CONFLICT (run_id, sequence) DO NOTHING
@@ -422,6 +426,8 @@ export interface StepResult {
    * step has none (a proxied request that named no model).
    */
   model?: string | null;
+  /** A tool call that never reached its tool (its server down): no price per call is charged. */
+  toolNotReached?: boolean;
 }
 
 /** A step result's token counts (`v`), priced by src/money/cost.ts's rule. */
@@ -483,14 +489,16 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
        SELECT * FROM json_to_recordset($1::json)
          AS v(workspace_id uuid, run_id uuid, step_id uuid, status text, duration_ms bigint, prompt_tokens bigint,
            completion_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, reasoning_tokens bigint,
-           output_json json, finished_at timestamptz, day date, model text)
+           output_json json, finished_at timestamptz, day date, model text, tool_not_reached boolean)
        LIMIT $2
      ), step AS (
        UPDATE steps s SET status = v.status, duration_ms = v.duration_ms, prompt_tokens = v.prompt_tokens,
          completion_tokens = v.completion_tokens, cached_prompt_tokens = v.cache_read_tokens,
          cache_write_tokens = v.cache_write_tokens, reasoning_tokens = v.reasoning_tokens, output_json = v.output_json,
          finished_at = v.finished_at, model = coalesce(s.model, v.model),
-         cost_usd = CASE WHEN ${pricedSql(RESULT_TOKENS)} THEN (
+         cost_usd = CASE WHEN s.type = 'TOOL_CALL' AND s.model IS NULL THEN
+           CASE WHEN v.tool_not_reached IS NOT TRUE THEN ${toolCostSql('s')} END
+         WHEN ${pricedSql(RESULT_TOKENS)} THEN (
            SELECT ${costSql(RESULT_TOKENS, 'p')}
            FROM model_pricing p
            WHERE p.workspace_id = s.workspace_id AND p.model = coalesce(s.model, v.model) AND p.is_active) END
@@ -544,6 +552,7 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
           finished_at: finish.now,
           day: finish.day,
           model: finish.result.model?.toWellFormed() ?? null,
+          tool_not_reached: finish.result.toolNotReached ?? null,
         })),
       ),
       unique.length,

@@ -51,7 +51,14 @@ export interface WorkspaceRow {
   user_steps_per_minute: number | null;
   /** IANA name: the zone whose local midnights start its days, weeks and months (migration 19). */
   time_zone: string;
+  /** Which tools steps may call (rule tool_allowed, migration 20); null: every tool. */
+  tool_policy: ToolPolicy | null;
   updated_at: Date;
+}
+
+export interface ToolPolicy {
+  allow: string[] | null;
+  deny: string[] | null;
 }
 
 export type UnpricedModels = 'allow' | 'deny';
@@ -83,6 +90,7 @@ export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
     run_max_identical_calls: nullableNumber(row.run_max_identical_calls),
     user_steps_per_minute: nullableNumber(row.user_steps_per_minute),
     time_zone: typeof row.time_zone === 'string' ? row.time_zone : 'UTC',
+    tool_policy: (row.tool_policy as ToolPolicy | null | undefined) ?? null,
     updated_at: row.updated_at as Date,
   };
 }
@@ -272,6 +280,7 @@ export interface WorkspaceChanges {
   run_max_identical_calls?: number | null;
   user_steps_per_minute?: number | null;
   time_zone?: string;
+  tool_policy?: ToolPolicy | null;
 }
 
 const CHANGEABLE = [
@@ -290,7 +299,10 @@ const CHANGEABLE = [
   'run_max_identical_calls',
   'user_steps_per_minute',
   'time_zone',
+  'tool_policy',
 ] as const;
+
+const jsonParameter = (value: unknown) => (value !== null && typeof value === 'object' ? JSON.stringify(value) : value);
 
 export async function updateWorkspace(
   db: Queryable,
@@ -302,7 +314,8 @@ export async function updateWorkspace(
   const sets = columns.map((column, i) => `${column} = $${i + 3}`);
   const { rows } = await db.query(
     `UPDATE workspaces SET ${[...sets, 'updated_at = $2'].join(', ')} WHERE id = $1 RETURNING *`,
-    [id, now, ...columns.map((column) => changes[column])],
+    // An object (tool_policy) goes as its JSON text, whichever driver.
+    [id, now, ...columns.map((column) => jsonParameter(changes[column]))],
   );
   return toWorkspace(rows[0]!);
 }

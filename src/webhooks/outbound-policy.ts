@@ -14,7 +14,11 @@ export interface OutboundPolicy {
   allowPrivate: boolean;
   /** The daemon's own port: never a target on this machine, whatever else is allowed. */
   ownPort: number | null;
+  /** What the refusals name: `webhook URL` and its setting unless told (the MCP proxy's upstreams). */
+  subject?: { noun: string; allowSetting: string };
 }
+
+const WEBHOOK = { noun: 'webhook URL', allowSetting: 'RUNGUARD_WEBHOOK_ALLOW_PRIVATE' };
 
 export class OutboundRefused extends Error {
   override name = 'OutboundRefused';
@@ -92,18 +96,19 @@ export function checkUrlForm(raw: string): URL {
 
 /** Refuses an address the policy forbids for this URL. */
 export function checkAddress(url: URL, address: string, policy: OutboundPolicy): void {
+  const subject = policy.subject ?? WEBHOOK;
   const normal = normalize(address).address;
   if (
     policy.ownPort !== null &&
     urlPort(url) === policy.ownPort &&
     (isSpecialAddress(normal) || localAddresses().has(normal))
   ) {
-    throw new OutboundRefused(`The webhook URL points at this daemon's own port (${address}).`);
+    throw new OutboundRefused(`The ${subject.noun} points at this daemon's own port (${address}).`);
   }
   if (!policy.allowPrivate && isSpecialAddress(normal)) {
     throw new OutboundRefused(
-      `The webhook URL resolves to ${address}, a loopback, link-local, private or reserved address ` +
-        '(allowed only with RUNGUARD_WEBHOOK_ALLOW_PRIVATE).',
+      `The ${subject.noun} resolves to ${address}, a loopback, link-local, private or reserved address ` +
+        `(allowed only with ${subject.allowSetting}).`,
     );
   }
 }
@@ -117,7 +122,7 @@ export async function resolveAllowed(url: URL, policy: OutboundPolicy): Promise<
   const answers = isIP(host)
     ? [{ address: host, family: isIP(host) }]
     : await lookup(host, { all: true, verbatim: true });
-  if (answers.length === 0) throw new OutboundRefused(`The webhook host ${host} has no address.`);
+  if (answers.length === 0) throw new OutboundRefused(`The host ${host} has no address.`);
   for (const answer of answers) checkAddress(url, answer.address, policy);
   return answers[0]!;
 }

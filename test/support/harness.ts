@@ -9,7 +9,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { AuditOptions } from '../../src/proxy/audit-summary.js';
 import { createProviderRegistry, type ProviderDefinition } from '../../src/proxy/provider-registry.js';
-import { buildApp, type AppDeps, type AuthSettings } from '../../src/api/app.js';
+import { buildApp, MCP_SUBJECT, type AppDeps, type AuthSettings } from '../../src/api/app.js';
+import type { McpProxyOptions } from '../../src/mcp/mcp-routes.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
 import type { CounterStore } from '../../src/store/counters.js';
@@ -165,6 +166,8 @@ export interface TestApiOptions {
   auth?: Partial<AuthSettings>;
   publicUrl?: string | null;
   http?: AppDeps['http'];
+  /** The MCP proxy's options. @default loopback and private servers allowed (the app listens on loopback) */
+  mcp?: McpProxyOptions;
 }
 
 export async function startTestApi(backend: Backend, options: TestApiOptions = {}): Promise<TestApi> {
@@ -199,6 +202,7 @@ export async function startTestApi(backend: Backend, options: TestApiOptions = {
     },
     ...(options.publicUrl !== undefined ? { publicUrl: options.publicUrl } : {}),
     ...(options.http ? { http: options.http } : {}),
+    mcp: options.mcp ?? { policy: { allowPrivate: true, ownPort: null, subject: MCP_SUBJECT } },
     ...(p && providers
       ? {
           proxy: {

@@ -17,4 +17,5 @@ DENY_SENTENCES: dict[str, str] = {
     "RUN_BUDGET_EXCEEDED": "the run's budget is spent",
     "REPEATED_CALL_LOOP": "the run repeats the same call in a loop",
     "USER_RATE_LIMITED": "the user's limit of steps per minute is reached (retry later)",
+    "TOOL_NOT_ALLOWED": "the workspace's tool policy does not allow this tool",
 }

@@ -31,6 +31,7 @@ DenyReason = Literal[
     "RUN_BUDGET_EXCEEDED",
     "REPEATED_CALL_LOOP",
     "USER_RATE_LIMITED",
+    "TOOL_NOT_ALLOWED",
 ]
 """Why a guardrail denied, in rule priority order."""
 

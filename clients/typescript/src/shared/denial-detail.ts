@@ -19,7 +19,9 @@ export type DenialDetail =
   /** repeated_calls: identical calls in a row just before this one, and max_identical_calls. */
   | { identical_calls: number; limit: number }
   /** user_rate: the user's steps in the last `window_s` seconds, the limit, and when a place frees. */
-  | { steps_in_window: number; limit: number; window_s: number; retry_after_s: number; retry_at: string };
+  | { steps_in_window: number; limit: number; window_s: number; retry_after_s: number; retry_at: string }
+  /** tool_allowed: the tool (`{server}.{tool}`) and the deny pattern it matched; null: not in the allow list. */
+  | { tool: string; pattern: string | null };
 
 const WHAT: Readonly<Record<string, string>> = {
   KILL_SWITCH_ACTIVE: 'the workspace kill switch is active',
@@ -33,6 +35,7 @@ const WHAT: Readonly<Record<string, string>> = {
   RUN_BUDGET_EXCEEDED: 'run budget spent',
   REPEATED_CALL_LOOP: 'the same call repeated in a loop',
   USER_RATE_LIMITED: 'user step rate limit reached',
+  TOOL_NOT_ALLOWED: "tool not allowed by the workspace's tool policy",
 };
 
 /**
@@ -62,6 +65,10 @@ export function explainDenial(
   if (typeof d.steps_in_window === 'number')
     return `${what}: ${d.steps_in_window} of ${String(d.limit)} steps in ${String(d.window_s)} s; retry after ${String(d.retry_after_s)} s (${String(d.retry_at)})`;
   if (typeof d.steps === 'number') return `${what}: ${d.steps} of ${String(d.limit)} steps`;
+  if (typeof d.tool === 'string')
+    return typeof d.pattern === 'string'
+      ? `${what}: ${JSON.stringify(d.tool)} matches the deny pattern ${JSON.stringify(d.pattern)}`
+      : `${what}: ${JSON.stringify(d.tool)} is not in the allow list`;
   if (d.unpriced_models === 'deny')
     return `${what}: ${typeof d.model === 'string' ? JSON.stringify(d.model) : 'the model could not be read'}`;
   return what;

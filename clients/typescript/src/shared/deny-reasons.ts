@@ -18,6 +18,7 @@ export const DENY_REASONS = [
   'RUN_BUDGET_EXCEEDED',
   'REPEATED_CALL_LOOP',
   'USER_RATE_LIMITED',
+  'TOOL_NOT_ALLOWED',
 ] as const;
 
 /** Keys of a decision's `evaluated_rules`, in evaluation order. */
@@ -33,6 +34,7 @@ export const RULE_KEYS = [
   'run_budget',
   'repeated_calls',
   'user_rate',
+  'tool_allowed',
 ] as const;
 
 /** What each denial means, as a clause to put in a sentence ("...was blocked: <clause>."). */
@@ -48,4 +50,5 @@ export const DENY_SENTENCES: Readonly<Record<(typeof DENY_REASONS)[number], stri
   RUN_BUDGET_EXCEEDED: "the run's budget is spent",
   REPEATED_CALL_LOOP: 'the run repeats the same call in a loop',
   USER_RATE_LIMITED: "the user's limit of steps per minute is reached (retry later)",
+  TOOL_NOT_ALLOWED: "the workspace's tool policy does not allow this tool",
 };

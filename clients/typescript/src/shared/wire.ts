@@ -40,7 +40,8 @@ export type DenyReason =
   | 'RUN_STEP_LIMIT_EXCEEDED'
   | 'RUN_BUDGET_EXCEEDED'
   | 'REPEATED_CALL_LOOP'
-  | 'USER_RATE_LIMITED';
+  | 'USER_RATE_LIMITED'
+  | 'TOOL_NOT_ALLOWED';
 
 /**
  * Keys of a decision's `evaluated_rules`, in evaluation order.
@@ -56,7 +57,8 @@ export type RuleKey =
   | 'run_step_limit'
   | 'run_budget'
   | 'repeated_calls'
-  | 'user_rate';
+  | 'user_rate'
+  | 'tool_allowed';
 
 export type RuleResult = 'DENY' | 'PASS';
 
@@ -79,6 +81,7 @@ export type Decision = Omit<
       | 'RUN_BUDGET_EXCEEDED'
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
+      | 'TOOL_NOT_ALLOWED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   },
@@ -96,7 +99,8 @@ export type Decision = Omit<
       | 'run_step_limit'
       | 'run_budget'
       | 'repeated_calls'
-      | 'user_rate',
+      | 'user_rate'
+      | 'tool_allowed',
       'DENY' | 'PASS'
     >
   >;
@@ -145,6 +149,7 @@ export type RunCreated = {
       | 'RUN_BUDGET_EXCEEDED'
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
+      | 'TOOL_NOT_ALLOWED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   };
@@ -190,6 +195,7 @@ export type StepCreated = {
       | 'RUN_BUDGET_EXCEEDED'
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
+      | 'TOOL_NOT_ALLOWED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   };
@@ -236,6 +242,7 @@ export type Step = {
       | 'RUN_BUDGET_EXCEEDED'
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
+      | 'TOOL_NOT_ALLOWED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   };
@@ -251,6 +258,7 @@ export type Step = {
   reasoning_tokens: number | null;
   cached_prompt_tokens: number | null;
   output_data: { [key: string]: unknown } | null;
+  mcp: { server: string; request_id: string | number | null } | null;
   cost_usd: number | null;
   created_at: string;
 };
@@ -279,6 +287,7 @@ export type RunDetail = {
       | 'RUN_BUDGET_EXCEEDED'
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
+      | 'TOOL_NOT_ALLOWED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   };
@@ -307,6 +316,7 @@ export type RunDetail = {
         | 'RUN_BUDGET_EXCEEDED'
         | 'REPEATED_CALL_LOOP'
         | 'USER_RATE_LIMITED'
+        | 'TOOL_NOT_ALLOWED'
         | null;
       evaluated_rules: Record<string, 'DENY' | 'PASS'>;
     };
@@ -322,6 +332,7 @@ export type RunDetail = {
     reasoning_tokens: number | null;
     cached_prompt_tokens: number | null;
     output_data: { [key: string]: unknown } | null;
+    mcp: { server: string; request_id: string | number | null } | null;
     cost_usd: number | null;
     created_at: string;
   }[];
