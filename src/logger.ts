@@ -107,13 +107,15 @@ export function loggedUrl(request: LoggedRequest): string {
   return queryAt === -1 ? shown : `${shown}?${censoredQuery(url.slice(queryAt + 1))}`;
 }
 
-/** A proxy route's path as parsed: `/proxy/[t/[redacted]|runs/<run>]/<provider>/<path>`. */
+/** A proxy route's path as parsed: `/proxy/[t/[redacted]|runs/<run>]/<provider>/<path>` (or `mcp/<server>`). */
 function parsedProxyPath(params: unknown): string {
   const parsed = (typeof params === 'object' && params !== null ? params : {}) as Record<string, unknown>;
   const { provider, token, run_id: runId } = parsed;
   const rest = parsed['*'];
-  if (typeof provider !== 'string' || typeof rest !== 'string') return `/proxy/${CENSOR}`;
   const run = typeof token === 'string' ? `t/${CENSOR}/` : typeof runId === 'string' ? `runs/${runId}/` : '';
+  // An MCP route (`/proxy/.../mcp/:server`) has a server where a model call has a provider and path.
+  if (typeof parsed.server === 'string') return censoredSegments(`/proxy/${run}mcp/${parsed.server}`);
+  if (typeof provider !== 'string' || typeof rest !== 'string') return `/proxy/${CENSOR}`;
   return censoredSegments(`/proxy/${run}${provider}/${rest}`);
 }
 

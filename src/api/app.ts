@@ -291,7 +291,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       options: mcpOptions,
       metrics,
       calls: proxyCalls,
-      logSerializers: { req: proxyRequestSerializer },
     });
   }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
