@@ -4,6 +4,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { KEY_FILE } from './local-key.js';
 import { lockForTransaction } from './store/advisory-locks.js';
 import type { Db } from './store/db.js';
 import { readShippedCatalog } from './money/shipped-catalog.js';
@@ -22,8 +23,12 @@ export interface Bootstrapped {
  * the user cannot write) fails the start with nothing created, so the next start creates the
  * workspace again, rather than finding one whose only key was never shown or kept.
  */
-export async function bootstrapWorkspace(db: Db, plan: Plan, dataDir: string): Promise<Bootstrapped | null> {
-  const keyFile = join(dataDir, 'api-key');
+export async function bootstrapWorkspace(
+  db: Db,
+  plan: Plan,
+  dataDir: string,
+  databaseName = 'embedded',
+): Promise<Bootstrapped | null> {
   const catalog = (await readShippedCatalog()).entries;
   return db.transaction(async (tx) => {
     await lockForTransaction(tx, 'bootstrap');
@@ -33,7 +38,29 @@ export async function bootstrapWorkspace(db: Db, plan: Plan, dataDir: string): P
     // Priced from the first call: without prices every budget would count $0.
     await seedPricing(tx, workspace.id, catalog, new Date());
     await mkdir(dataDir, { recursive: true });
-    await writeFile(keyFile, `${key.apiKey}\n`, { mode: 0o600 });
+    const keyFile = await writeNewKeyFile(dataDir, databaseName, key.apiKey);
     return { workspaceId: workspace.id, apiKey: key.apiKey, keyFile };
   });
+}
+
+/**
+ * Writes the key to a file that did not exist: `api-key`, else (another database's key is there)
+ * `api-key.<database>`. Never overwrites: the other daemon's CLI would be locked out. Both taken
+ * (a database recreated under the same name): the start fails, naming them.
+ */
+async function writeNewKeyFile(dataDir: string, databaseName: string, apiKey: string): Promise<string> {
+  const label = databaseName.replace(/[^A-Za-z0-9_-]+/g, '_') || 'database';
+  const files = [join(dataDir, KEY_FILE), join(dataDir, `${KEY_FILE}.${label}`)];
+  for (const file of files) {
+    try {
+      await writeFile(file, `${apiKey}\n`, { mode: 0o600, flag: 'wx' });
+      return file;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+  throw new Error(
+    `cannot keep the new workspace's API key: ${files.join(' and ')} already hold other keys. ` +
+      'Remove the one of a database that no longer exists, or give this daemon a data directory of its own (RUNGUARD_DATA_DIR).',
+  );
 }

@@ -13,6 +13,7 @@ import { createSignInLink } from './store/sign-in-links.js';
 import { LocalKeyFile } from './local-key.js';
 import { recordDaemon } from './local-daemon.js';
 import { sharedSecret } from './store/accounts.js';
+import { findApiKey } from './store/workspaces.js';
 import type { Config } from './config.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createProviderRegistry, type ProviderDefinition } from './proxy/provider-registry.js';
@@ -99,6 +100,16 @@ export function providerDefinitions(config: Config): ProviderDefinition[] {
   ];
 }
 
+/** What names the database in a key file's name: Postgres's database, else `embedded`. */
+function databaseName(config: Pick<Config, 'databaseUrl'>): string {
+  if (!config.databaseUrl) return 'embedded';
+  try {
+    return decodeURIComponent(new URL(config.databaseUrl).pathname.slice(1)) || 'postgres';
+  } catch {
+    return 'postgres';
+  }
+}
+
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost']);
 
 /**
@@ -138,7 +149,12 @@ async function prepare(
   instance: DaemonInstance,
 ) {
   if (stores.db.kind === 'embedded') await buildLateIndexesNow(stores.db);
-  const created = await bootstrapWorkspace(stores.db, config.defaultPlan, resolve(config.dataDir));
+  const created = await bootstrapWorkspace(
+    stores.db,
+    config.defaultPlan,
+    resolve(config.dataDir),
+    databaseName(config),
+  );
   if (created) {
     // Shown once, on the terminal only: never through the logger.
     out.write(
@@ -146,7 +162,10 @@ async function prepare(
         `runguard: API key: ${created.apiKey}\nrunguard: saved to ${created.keyFile} (mode 0600); it is not shown again.\n`,
     );
   }
-  const localKey = await LocalKeyFile.open(resolve(config.dataDir));
+  const localKey = await LocalKeyFile.open(
+    resolve(config.dataDir),
+    async (prefix) => (await findApiKey(stores.db, prefix)) !== null,
+  );
   const metrics: Metrics | false = config.metricsEnabled ? createMetrics() : false;
   const providers = createProviderRegistry(providerDefinitions(config), {
     connectTimeoutMs: config.proxyConnectTimeoutMs,
@@ -206,7 +225,7 @@ async function prepare(
       audit: { maxBytes: config.proxyAuditMaxBytes, includePrompt: config.proxyAuditPrompts },
     },
   });
-  return { app, providers, metrics, created };
+  return { app, providers, metrics, created, localKey };
 }
 
 /**
@@ -255,7 +274,7 @@ export async function startDaemon(
     version: VERSION,
     heartbeatMs: config.daemonHeartbeatIntervalMs,
   }).catch(failed);
-  const { app, providers, metrics, created } = await prepare(
+  const { app, providers, metrics, created, localKey } = await prepare(
     config,
     logger,
     stores,
@@ -338,7 +357,7 @@ export async function startDaemon(
     ? buildLateIndexes(config.databaseUrl, logger.child({ component: 'indexes' }))
     : null;
   logger.info({ url: address, database: stores.db.kind, counters: stores.counters.kind }, 'runguard listening');
-  const forget = options.recordFor ? recordListening(config, app, options.recordFor, logger) : () => {};
+  const forget = options.recordFor ? recordListening(config, app, localKey.path, options.recordFor, logger) : () => {};
   // Where a browser reaches the daemon: the configured public URL, else where it listens.
   const dashboardUrl = config.publicUrl?.replace(/\/+$/, '') ?? address;
   out.write(
@@ -375,12 +394,24 @@ export async function startDaemon(
 }
 
 /** Where the CLI finds this daemon: its port on loopback when it listens on every address. */
-function recordListening(config: Config, app: FastifyInstance, env: NodeJS.ProcessEnv, logger: Logger): () => void {
+function recordListening(
+  config: Config,
+  app: FastifyInstance,
+  keyFile: string,
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+): () => void {
   const { port } = app.server.address() as AddressInfo;
   const host = ['', '0.0.0.0', '::'].includes(config.host) ? '127.0.0.1' : config.host;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   return recordDaemon(
-    { url, data_dir: resolve(config.dataDir), pid: process.pid, started_at: new Date().toISOString() },
+    {
+      url,
+      data_dir: resolve(config.dataDir),
+      key_file: keyFile,
+      pid: process.pid,
+      started_at: new Date().toISOString(),
+    },
     env,
     (file, error) =>
       logger.warn({ file, err: error }, 'cannot record where this daemon listens; the CLI may not find it'),

@@ -1,23 +1,50 @@
 /**
- * Where a running daemon can be found: once it listens, it writes its URL to `daemon.json` beside
- * its key file in its data directory, and to a user-level record
+ * Where a running daemon can be found: once it listens, it writes its URL and key file to
+ * `daemon.json` beside its key file in its data directory, to `daemons/<port>.json` there (so
+ * several daemons sharing a directory are each found by their URL), and to a user-level record
  * (`$XDG_CONFIG_HOME/runguard/daemon.json`, else `~/.config/runguard/daemon.json`) naming that data
  * directory, so the CLI finds the last daemon started, its port and its key, from any folder. Each
  * file is removed when the daemon stops, if it still names that daemon.
  */
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 
 export interface DaemonRecord {
   url: string;
-  /** Absolute: where its key file (`api-key`) is. */
+  /** Absolute: its data directory. */
   data_dir: string;
+  /** Absolute: its key file (`api-key`, or `api-key.<database>`); absent from older daemons' records. */
+  key_file?: string;
   pid: number;
   started_at: string;
 }
 
 export const DAEMON_RECORD_FILE = 'daemon.json';
+/** Beside it, one record per daemon listening, by port. */
+export const DAEMONS_DIR = 'daemons';
+
+/** The per-port record of a daemon at `url` in `dataDir`. */
+export function portRecordPath(dataDir: string, url: string): string {
+  return join(dataDir, DAEMONS_DIR, `${new URL(url).port || '80'}.json`);
+}
+
+/** The per-port records of a data directory, the last started first. */
+export function portRecords(dataDir: string): { file: string; record: DaemonRecord }[] {
+  let names: string[];
+  try {
+    names = readdirSync(join(dataDir, DAEMONS_DIR)).filter((n) => n.endsWith('.json'));
+  } catch {
+    return [];
+  }
+  return names
+    .map((name) => join(dataDir, DAEMONS_DIR, name))
+    .flatMap((file) => {
+      const record = readDaemonRecord(file);
+      return record ? [{ file, record }] : [];
+    })
+    .sort((a, b) => (b.record.started_at ?? '').localeCompare(a.record.started_at ?? ''));
+}
 
 /** The user-level record's path, from the environment given (the CLI's or the daemon's). */
 export function userRecordPath(env: NodeJS.ProcessEnv): string {
@@ -53,7 +80,11 @@ export function recordDaemon(
   env: NodeJS.ProcessEnv,
   warn: (file: string, error: Error) => void,
 ): () => void {
-  const files = [join(record.data_dir, DAEMON_RECORD_FILE), userRecordPath(env)];
+  const files = [
+    join(record.data_dir, DAEMON_RECORD_FILE),
+    portRecordPath(record.data_dir, record.url),
+    userRecordPath(env),
+  ];
   const written: string[] = [];
   for (const file of files) {
     try {

@@ -1,12 +1,33 @@
 /**
- * The API key a local daemon keeps in `<data dir>/api-key` (mode 0600): written at the first start,
+ * The API key a local daemon keeps in its data directory (mode 0600): written at the first start,
  * read by the CLI and `runguard exec`, and the key the proxy guards header-less loopback calls
  * with. When the workspace's keys are regenerated through this daemon, the key kept here is
  * revoked with the others: the file and the daemon's copy then take the new key, or every local
  * tool would be locked out until someone edited the file and restarted the daemon.
+ *
+ * One file per database: `api-key` for the first database started with the directory, and
+ * `api-key.<database>` for another one (two daemons in one checkout, e.g. the embedded database
+ * and a Postgres): a first start never overwrites another database's key (see bootstrap.ts). A
+ * daemon keeps the file whose key its own database issued.
  */
-import { readFile, rename, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+
+export const KEY_FILE = 'api-key';
+
+/** The key files of a data directory: `api-key` first, then the other databases' (`api-key.<name>`). */
+export async function keyFilesIn(dataDir: string): Promise<string[]> {
+  const names = await readdir(dataDir).catch(() => [] as string[]);
+  const others = names.filter((n) => n.startsWith(`${KEY_FILE}.`) && !n.endsWith('.tmp')).sort();
+  return [KEY_FILE, ...others].map((name) => join(dataDir, name));
+}
+
+async function readKeyFile(path: string): Promise<string | null> {
+  return readFile(path, 'utf8').then(
+    (text) => text.trim() || null,
+    () => null,
+  );
+}
 
 /** `lg_<prefix>_<secret>`: the prefix names the key in the records. */
 const prefixOf = (key: string): string | null => /^lg_([^_]+)_/.exec(key)?.[1] ?? null;
@@ -20,14 +41,20 @@ export class LocalKeyFile {
     private key: string | null,
   ) {}
 
-  /** The data directory's key file, read now (none yet: null until the first start writes it). */
-  static async open(dataDir: string): Promise<LocalKeyFile> {
-    const path = join(dataDir, 'api-key');
-    const key = await readFile(path, 'utf8').then(
-      (text) => text.trim() || null,
-      () => null,
-    );
-    return new LocalKeyFile(path, key);
+  /**
+   * The data directory's key file of this database, read now: the first whose key `issuedHere`
+   * (its prefix is one of the database's keys). None: `api-key` with no key, so header-less calls
+   * are refused rather than guarded with another database's key.
+   */
+  static async open(dataDir: string, issuedHere?: (prefix: string) => Promise<boolean>): Promise<LocalKeyFile> {
+    const files = await keyFilesIn(dataDir);
+    for (const path of files) {
+      const key = await readKeyFile(path);
+      if (key === null) continue;
+      const prefix = prefixOf(key);
+      if (!issuedHere || (prefix !== null && (await issuedHere(prefix)))) return new LocalKeyFile(path, key);
+    }
+    return new LocalKeyFile(files[0]!, null);
   }
 
   get current(): string | null {

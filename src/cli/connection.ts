@@ -5,8 +5,9 @@
  *   directory (the data directory of its configuration, read as `runguard start` reads it:
  *   its default, RUNGUARD_CONFIG, RUNGUARD_DATA_DIR), the user-level record of the last
  *   daemon started (`~/.config/runguard/daemon.json`), then the configured port on loopback;
- * - the key: `--api-key`, RUNGUARD_API_KEY, then the `api-key` file of the daemon found, else of
- *   the configured data directory.
+ * - the key: `--api-key`, RUNGUARD_API_KEY, then the key file of the daemon at that URL (its
+ *   record names it: daemons sharing a data directory keep one each, see local-key.ts), else the
+ *   `api-key` file of the configured data directory.
  *
  * Every place looked at is kept, so a failure can name them all and say where the key came from.
  */
@@ -14,7 +15,14 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { isApiKeyFormat } from '../contract/api-key-format.js';
 import { loadConfig, type Config } from '../config.js';
-import { DAEMON_RECORD_FILE, readDaemonRecord, userRecordPath, type DaemonRecord } from '../local-daemon.js';
+import {
+  DAEMON_RECORD_FILE,
+  portRecordPath,
+  portRecords,
+  readDaemonRecord,
+  userRecordPath,
+  type DaemonRecord,
+} from '../local-daemon.js';
 import { CliError } from './errors.js';
 
 export interface ConnectionFlags {
@@ -60,7 +68,12 @@ export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv
     url = given;
   } else {
     looked.push('--url (not given)', 'RUNGUARD_URL (not set)');
-    const found = findRecord([join(dataDir, DAEMON_RECORD_FILE), userRecordPath(env)], looked);
+    // The last daemon started with this directory; when it stopped, another still listening with it.
+    const sharing = portRecords(dataDir)[0]?.file;
+    const found = findRecord(
+      [join(dataDir, DAEMON_RECORD_FILE), ...(sharing ? [sharing] : []), userRecordPath(env)],
+      looked,
+    );
     if (found) {
       [record, urlSource, url] = [found.record, found.file, found.record.url];
     } else {
@@ -78,9 +91,16 @@ export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv
     throw new CliError(`the daemon URL from ${urlSource} must be an http(s) URL (got ${JSON.stringify(url)}).`);
   }
 
+  // A URL given or configured: the record of the daemon there, for its key file.
+  record ??= recordAt(url, [portRecordPath(dataDir, url), join(dataDir, DAEMON_RECORD_FILE), userRecordPath(env)]);
   // The daemon found's own key file first: from another folder, the configured one is not its.
   const keyFiles = [
-    ...new Set([record?.data_dir, dataDir].filter((d): d is string => !!d).map((d) => join(d, 'api-key'))),
+    ...new Set(
+      [
+        record?.key_file,
+        ...[record?.data_dir, dataDir].filter((d): d is string => !!d).map((d) => join(d, 'api-key')),
+      ].filter((f): f is string => !!f),
+    ),
   ];
   const base = { url, urlSource, looked };
   const givenKey = flags.apiKey ?? nonEmpty(env.RUNGUARD_API_KEY);
@@ -112,6 +132,23 @@ function findRecord(files: string[], looked: string[]): { file: string; record: 
     const record = readDaemonRecord(file);
     looked.push(record ? `${file} (${record.url})` : `${file} (none)`);
     if (record) return { file, record };
+  }
+  return null;
+}
+
+/** The record, among `files`, of the daemon listening at `url` (same scheme, host and port). */
+function recordAt(url: string, files: string[]): DaemonRecord | null {
+  const origin = (u: string) => {
+    try {
+      return new URL(u).origin.replace('//localhost:', '//127.0.0.1:');
+    } catch {
+      return null;
+    }
+  };
+  const wanted = origin(url);
+  for (const file of files) {
+    const record = readDaemonRecord(file);
+    if (record && origin(record.url) === wanted) return record;
   }
   return null;
 }

@@ -180,12 +180,17 @@ describe('first start and the embedded database', () => {
   it('when a start fails after the embedded database opened, then its lock goes with it: the next start succeeds', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'rg-start-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    await mkdir(join(dir, 'api-key')); // the bootstrap cannot write its key file
+    // The bootstrap cannot write its key file: both names it may take are taken.
+    await mkdir(join(dir, 'api-key'));
+    await mkdir(join(dir, 'api-key.embedded'));
     // The migrated template, copied: this is about the lock, not about the initdb.
     await copyEmbeddedTemplate(dir);
     const config = loadConfig({ RUNGUARD_DATA_DIR: dir }, { port: '0' });
-    await expect(startDaemon(config, createLogger('silent'), new PassThrough())).rejects.toThrow(/EISDIR/);
+    await expect(startDaemon(config, createLogger('silent'), new PassThrough())).rejects.toThrow(
+      /api-key and .*api-key\.embedded already hold other keys/,
+    );
     await rm(join(dir, 'api-key'), { recursive: true });
+    await rm(join(dir, 'api-key.embedded'), { recursive: true });
     await rm(join(dir, 'pgdata'), { recursive: true }); // a fresh database, so that it bootstraps again
     await copyEmbeddedTemplate(dir);
     const daemon = await startDaemon(config, createLogger('silent'), new PassThrough());
