@@ -22,7 +22,7 @@ import type { CallsInProgress } from '../proxy/calls-in-progress.js';
 import { resultRecorder, type CallStatus, type RecordResult } from '../proxy/call-result.js';
 import { targetResolver, type Target } from '../proxy/call-target.js';
 import { clientHeaders, forward, upstreamFailure, upstreamHeaders, type Upstream } from '../proxy/forwarder.js';
-import { NO_USAGE } from '../proxy/providers/index.js';
+import { NO_TOKENS } from '../proxy/providers/index.js';
 import { proxyTokenStore, type ProxyTokenStore } from '../proxy/proxy-tokens.js';
 import { toolRefusal } from '../rules/tool-patterns.js';
 import { getWorkspace } from '../store/workspaces.js';
@@ -210,7 +210,7 @@ export const mcpProxyRoutes: FastifyPluginAsync<{
       if (done) return;
       done = true;
       pending.delete(pendingKey);
-      record(status, NO_USAGE, outcome, null, notReached);
+      record(status, NO_TOKENS, outcome, null, notReached);
       const label = status === 'COMPLETED' ? 'completed' : 'failed';
       metrics?.toolCalls.inc({ server: head.server.name, tool, outcome: label });
       metrics?.toolCallSeconds.observe(
