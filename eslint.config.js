@@ -8,7 +8,17 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   // web/: the browser's code, type-checked by its own web/tsconfig.json (npm run typecheck).
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.runguard/**', 'web/**', 'test-artifacts/**'] },
+  {
+    ignores: [
+      'dist/**',
+      'clients/typescript/dist/**',
+      'node_modules/**',
+      'coverage/**',
+      '.runguard/**',
+      'web/**',
+      'test-artifacts/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

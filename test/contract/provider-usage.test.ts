@@ -1,8 +1,11 @@
 /**
  * src/contract/provider-usage.ts maps each provider's usage object to a step's token fields, for
- * the proxy and the SDK alike: one table of usage objects, read by the module, by the proxy's
- * adapters (from a JSON body) and by the SDK's extractors (from an SDK's response).
+ * the proxy and the SDK alike: one table of usage objects (test/fixtures/provider-usage.json),
+ * read by the module, by the proxy's adapters (from a JSON body) and by the SDK's extractors (from
+ * an SDK's response); the Python client's tests read it with its extractors.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { extractors } from '../../clients/typescript/src/index.js';
 import { Count } from '../../src/contract/common.js';
@@ -24,83 +27,13 @@ interface Row {
   name: string;
   format: UsageFormat;
   usage: unknown;
-  expected: TokenFields | undefined;
+  expected: TokenFields | null;
 }
 
-const TABLE: Row[] = [
-  {
-    name: 'OpenAI chat: totals only',
-    format: 'openai-chat',
-    usage: { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 },
-    expected: tokens({ promptTokens: 12, completionTokens: 5 }),
-  },
-  {
-    name: 'OpenAI chat: cache reads and writes inside the prompt, reasoning inside the completion',
-    format: 'openai-chat',
-    usage: {
-      prompt_tokens: 50,
-      completion_tokens: 20,
-      prompt_tokens_details: { cached_tokens: 30, cache_write_tokens: 4 },
-      completion_tokens_details: { reasoning_tokens: 8 },
-    },
-    expected: tokens({
-      promptTokens: 50,
-      completionTokens: 20,
-      cacheReadTokens: 30,
-      cacheWriteTokens: 4,
-      reasoningTokens: 8,
-    }),
-  },
-  {
-    name: 'OpenAI chat: a negative, fractional or absurd count is not a count',
-    format: 'openai-chat',
-    usage: { prompt_tokens: -1, completion_tokens: 2.5, prompt_tokens_details: { cached_tokens: MAX_TOKEN_COUNT + 1 } },
-    expected: tokens({}),
-  },
-  {
-    name: 'OpenAI Responses: the same counts under other names',
-    format: 'openai-responses',
-    usage: {
-      input_tokens: 40,
-      output_tokens: 9,
-      input_tokens_details: { cached_tokens: 16 },
-      output_tokens_details: { reasoning_tokens: 3 },
-    },
-    expected: tokens({ promptTokens: 40, completionTokens: 9, cacheReadTokens: 16, reasoningTokens: 3 }),
-  },
-  {
-    name: 'OpenAI embeddings: input only, no output',
-    format: 'openai-embeddings',
-    usage: { prompt_tokens: 8, total_tokens: 8 },
-    expected: tokens({ promptTokens: 8, completionTokens: 0 }),
-  },
-  {
-    name: "Anthropic: the cache's reads and writes added to input_tokens, kept apart as its parts",
-    format: 'anthropic',
-    usage: {
-      input_tokens: 5,
-      output_tokens: 2,
-      cache_creation_input_tokens: 7,
-      cache_read_input_tokens: 9,
-      output_tokens_details: { thinking_tokens: 1 },
-    },
-    expected: tokens({
-      promptTokens: 21,
-      completionTokens: 2,
-      cacheReadTokens: 9,
-      cacheWriteTokens: 7,
-      reasoningTokens: 1,
-    }),
-  },
-  {
-    name: 'Anthropic: no input count, no prompt tokens',
-    format: 'anthropic',
-    usage: { output_tokens: 3 },
-    expected: tokens({ completionTokens: 3 }),
-  },
-  { name: 'no usage object', format: 'openai-chat', usage: null, expected: undefined },
-  { name: 'usage that is not an object', format: 'anthropic', usage: [1, 2], expected: undefined },
-];
+/** Shared with the Python client's tests (clients/python/tests/test_provider_usage.py). */
+const TABLE = (
+  JSON.parse(readFileSync(join(import.meta.dirname, '../fixtures/provider-usage.json'), 'utf8')) as { rows: Row[] }
+).rows;
 
 /** Where the proxy reads each format, and the SDK extractor for it. */
 const READERS: Record<UsageFormat, { provider: ProviderType; path: string; sdk?: (response: unknown) => unknown }> = {
@@ -112,7 +45,7 @@ const READERS: Record<UsageFormat, { provider: ProviderType; path: string; sdk?:
 
 describe('provider usage, table-driven', () => {
   it.each(TABLE)('when the module reads $name, then it gives our token fields', ({ format, usage, expected }) => {
-    expect(tokensFromUsage(format, usage)).toEqual(expected);
+    expect(tokensFromUsage(format, usage)).toEqual(expected ?? undefined);
   });
 
   it.each(TABLE)('when the proxy reads a JSON body with $name, then it records the same fields', (row) => {

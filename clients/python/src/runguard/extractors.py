@@ -32,8 +32,8 @@ class TokenUsage(tuple):  # type: ignore[type-arg]
       ``input_tokens`` plus its cache reads and writes).
     - ``completion_tokens``: every output token, reasoning included.
     - ``cache_read_tokens``: of the prompt, read from the provider's prompt cache.
-    - ``cache_write_tokens``: of the prompt, written to the prompt cache (Anthropic).
-    - ``reasoning_tokens``: of the completion, spent on hidden reasoning (OpenAI's o-series, GPT-5).
+    - ``cache_write_tokens``: of the prompt, written to the prompt cache.
+    - ``reasoning_tokens``: of the completion, spent on hidden reasoning (OpenAI's reasoning, Anthropic's thinking).
     """
 
     cache_read_tokens: Optional[int]
@@ -77,9 +77,13 @@ class TokenUsage(tuple):  # type: ignore[type-arg]
         return f"TokenUsage({self[0]}, {self[1]}{extras})"
 
 
+MAX_TOKEN_COUNT = 1_000_000_000_000
+"""The largest count the daemon accepts (its ``Count`` maximum); beyond it a number is not usage."""
+
+
 def is_token_count(value: object) -> bool:
-    """A usable count: a non-negative int (a bool is not one)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """A usable count: an int from 0 to :data:`MAX_TOKEN_COUNT` (a bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT
 
 
 def _field(container: Any, name: str) -> Any:
@@ -98,17 +102,20 @@ def _count(container: Any, name: str) -> Optional[int]:
 
 def _openai_usage(response: object, *, prompt: str, completion: str) -> Optional[TokenUsage]:
     """OpenAI's two APIs name the counts apart but nest them alike: ``usage.<prompt>``,
-    ``usage.<completion>``, cache reads in ``<prompt>_details.cached_tokens`` and reasoning in
-    ``<completion>_details.reasoning_tokens``.
+    ``usage.<completion>``, cache reads and writes in ``<prompt>_details.cached_tokens`` and
+    ``.cache_write_tokens``, reasoning in ``<completion>_details.reasoning_tokens``. The daemon
+    maps them the same way (src/contract/provider-usage.ts; tests/test_provider_usage.py).
     """
     usage = _field(response, "usage")
     prompt_tokens, completion_tokens = _count(usage, prompt), _count(usage, completion)
     if prompt_tokens is None or completion_tokens is None:
         return None
+    details = _field(usage, f"{prompt}_details")
     return TokenUsage(
         prompt_tokens,
         completion_tokens,
-        cache_read_tokens=_count(_field(usage, f"{prompt}_details"), "cached_tokens"),
+        cache_read_tokens=_count(details, "cached_tokens"),
+        cache_write_tokens=_count(details, "cache_write_tokens"),
         reasoning_tokens=_count(_field(usage, f"{completion}_details"), "reasoning_tokens"),
     )
 
@@ -132,7 +139,8 @@ def anthropic_messages(response: object) -> Optional[TokenUsage]:
     """Anthropic Messages (``client.messages.create``). Anthropic counts the prompt cache's writes
     (``cache_creation_input_tokens``) and reads (``cache_read_input_tokens``) apart from
     ``input_tokens``; the prompt is their sum, as the daemon's proxy counts it, so a budget never
-    under-counts a cached prompt. Completion tokens are ``output_tokens`` (thinking included).
+    under-counts a cached prompt. Completion tokens are ``output_tokens``, thinking included
+    (``output_tokens_details.thinking_tokens``, the reasoning part).
     """
     usage = _field(response, "usage")
     uncached, completion = _count(usage, "input_tokens"), _count(usage, "output_tokens")
@@ -145,6 +153,7 @@ def anthropic_messages(response: object) -> Optional[TokenUsage]:
         completion,
         cache_read_tokens=read,
         cache_write_tokens=written,
+        reasoning_tokens=_count(_field(usage, "output_tokens_details"), "thinking_tokens"),
     )
 
 
