@@ -96,6 +96,7 @@ export function providerDefinitions(config: Config): ProviderDefinition[] {
   return [
     { name: 'openai', type: 'openai', upstream: config.openaiUpstream },
     { name: 'anthropic', type: 'anthropic', upstream: config.anthropicUpstream },
+    { name: 'google', type: 'google', upstream: config.googleUpstream },
     ...Object.entries(config.providers).map(([name, p]) => ({ name, ...p })),
   ];
 }

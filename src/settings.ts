@@ -80,7 +80,7 @@ const url = (env: string, fallback: string, description: string) =>
 const optional = <Schema extends TSchema>(schema: Schema, env: string, description: string, extra = {}) =>
   Type.Union([schema, Type.Null()], { env, default: null, description, ...extra });
 
-const PROVIDER_NAME = '^(?!(?:runs|t|openai|anthropic)$)[a-z0-9][a-z0-9_-]{0,62}$';
+const PROVIDER_NAME = '^(?!(?:runs|t|openai|anthropic|google)$)[a-z0-9][a-z0-9_-]{0,62}$';
 
 // --- The settings, by topic ---------------------------------------------------------------------
 
@@ -216,12 +216,17 @@ const proxy = {
     'https://api.anthropic.com',
     'where the built-in `anthropic` provider forwards',
   ),
+  googleUpstream: url(
+    'RUNGUARD_GOOGLE_UPSTREAM',
+    'https://generativelanguage.googleapis.com',
+    "where the built-in `google` provider forwards (Gemini's own API: `/v1beta/models/{model}:generateContent`, ...)",
+  ),
   providers: Type.Record(Type.String({ pattern: PROVIDER_NAME }), ProviderEntry, {
     env: 'RUNGUARD_PROVIDERS',
     default: {},
     additionalProperties: false,
     accepts:
-      'a JSON object of providers by name, each `{"type": "openai" or "anthropic", "upstream": "<base URL>"}`; names of lowercase letters, digits, - and _, not runs, t, openai or anthropic',
+      'a JSON object of providers by name, each `{"type": "openai", "anthropic" or "google", "upstream": "<base URL>"}`; names of lowercase letters, digits, - and _, not runs, t, openai, anthropic or google',
     description:
       'more providers by name (`{"ollama": {"type": "openai", "upstream": "http://127.0.0.1:11434/v1"}}`), proxied at `/proxy/.../<name>/...` and given to `exec`\'s command',
   }),

@@ -287,6 +287,8 @@ function commandEnv(settings: ExecSettings, runId: string, urls: Record<string, 
   for (const [name, provider, upstream] of [
     ['OPENAI_BASE_URL', 'openai', 'RUNGUARD_OPENAI_UPSTREAM'],
     ['ANTHROPIC_BASE_URL', 'anthropic', 'RUNGUARD_ANTHROPIC_UPSTREAM'],
+    // Read by @google/genai (hence the Gemini CLI) for Gemini's own API.
+    ['GOOGLE_GEMINI_BASE_URL', 'google', 'RUNGUARD_GOOGLE_UPSTREAM'],
   ] as const) {
     const url = urls[provider];
     if (!url) continue;

@@ -25,7 +25,9 @@ export type UsageFormat =
   /** OpenAI embeddings: input only. */
   | 'openai-embeddings'
   /** Anthropic Messages. */
-  | 'anthropic';
+  | 'anthropic'
+  /** Google's Gemini API (`usageMetadata`). */
+  | 'google';
 
 /** Nothing reported. */
 export const NO_TOKENS: Readonly<TokenFields> = Object.freeze({
@@ -115,6 +117,24 @@ const READERS: Record<Exclude<UsageFormat, 'anthropic'>, (usage: Fields) => Toke
     'completion_tokens_details',
   ),
   'openai-responses': openaiUnder('input_tokens', 'output_tokens', 'input_tokens_details', 'output_tokens_details'),
+  /**
+   * Gemini's `promptTokenCount` is every input token, its cache's reads (`cachedContentTokenCount`)
+   * included; a tool's prompt (`toolUsePromptTokenCount`) comes apart. `candidatesTokenCount`
+   * leaves out the thinking (`thoughtsTokenCount`), which is billed as output.
+   */
+  google: (usage) => {
+    const prompt = tokenCount(usage.promptTokenCount);
+    const toolPrompt = tokenCount(usage.toolUsePromptTokenCount);
+    const candidates = tokenCount(usage.candidatesTokenCount);
+    const thoughts = tokenCount(usage.thoughtsTokenCount);
+    return {
+      promptTokens: prompt === null && toolPrompt === null ? null : (prompt ?? 0) + (toolPrompt ?? 0),
+      completionTokens: candidates === null && thoughts === null ? null : (candidates ?? 0) + (thoughts ?? 0),
+      cacheReadTokens: tokenCount(usage.cachedContentTokenCount),
+      cacheWriteTokens: null,
+      reasoningTokens: thoughts,
+    };
+  },
   'openai-embeddings': (usage) => ({
     ...NO_TOKENS,
     promptTokens: tokenCount(usage.prompt_tokens),
@@ -139,7 +159,7 @@ export interface UsageFold {
 }
 
 /**
- * A fold for one stream. OpenAI's usage is cumulative and comes whole: the latest object wins.
+ * A fold for one stream. OpenAI's (and Gemini's) usage is cumulative and comes whole: the latest object wins.
  * Anthropic's comes in parts (`message_start` the input, `message_delta` the running output):
  * each count is the latest given.
  */

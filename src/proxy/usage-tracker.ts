@@ -10,8 +10,10 @@ export interface StreamUsageReader {
   model(): string | null;
 }
 
-/** How one endpoint reports usage. Every provider puts it under a top-level `usage` in JSON. */
+/** How one endpoint reports usage, under a top-level member of a JSON answer (`usage`, Gemini's `usageMetadata`). */
 export interface UsageExtractor {
+  /** The member a JSON answer's usage is under, read from a body too big to parse whole. @default 'usage' */
+  usageKey?: string;
   fromJson(body: unknown): TokenFields;
   streamReader(): StreamUsageReader;
 }
@@ -119,7 +121,8 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
       if (result !== undefined) return result;
       const text = Buffer.concat(chunks).toString('utf8');
       chunks = [];
-      const body = overflow ? { usage: lastObjectOfKey(text, 'usage') } : parseJson(text);
+      const key = extractor.usageKey ?? 'usage';
+      const body = overflow ? { [key]: lastObjectOfKey(text, key) } : parseJson(text);
       // Every provider names the model at the top of a JSON answer (not read past the size bound).
       model = modelNamed(asObject(body)?.model);
       try {

@@ -44,6 +44,7 @@ beforeAll(async () => {
       RUNGUARD_REDIS_KEY_PREFIX: testKeyPrefix(),
       RUNGUARD_OPENAI_UPSTREAM: upstream.url,
       RUNGUARD_ANTHROPIC_UPSTREAM: upstream.url,
+      RUNGUARD_GOOGLE_UPSTREAM: upstream.url,
       RUNGUARD_LOG_LEVEL: 'info',
       RUNGUARD_API_KEY: '',
       XDG_CONFIG_HOME: dataDir,
@@ -68,6 +69,7 @@ beforeAll(async () => {
   const prices = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000004 };
   await api.request('PUT', '/v1/model-pricing/gpt-4o-mini', prices);
   await api.request('PUT', '/v1/model-pricing/claude-test-1', prices);
+  await api.request('PUT', '/v1/model-pricing/gemini-test-1', prices);
 });
 
 afterAll(async () => {
@@ -172,6 +174,25 @@ describe('runguard exec', () => {
       expect(Object.keys(r.headers).filter((h) => h.startsWith('x-runguard'))).toEqual([]);
       expect(JSON.stringify(r.headers)).not.toContain(apiKey);
     }
+  });
+
+  it("when the agent is on Google's SDK, then GOOGLE_GEMINI_BASE_URL takes its Gemini calls into the run", async () => {
+    const result = await exec([
+      '--user',
+      'exec-gemini',
+      '--',
+      process.execPath,
+      join(ROOT, 'test/fixtures/gemini-agent.mjs'),
+    ]);
+    expect(result.stdout).toBe(`${DEFAULT_REPLY} | ${DEFAULT_REPLY}\n`);
+    expect(result.status).toBe(0);
+    const run = await settledRunOf('exec-gemini');
+    expect(run.steps.map((s: any) => [s.model, s.status, s.input_data.provider, s.input_data.path])).toEqual([
+      ['gemini-test-1', 'COMPLETED', 'google', '/v1beta/models/gemini-test-1:generateContent'],
+      ['gemini-test-1', 'COMPLETED', 'google', '/v1beta/models/gemini-test-1:streamGenerateContent'],
+    ]);
+    for (const step of run.steps) expect(step.cost_usd).toBeGreaterThan(0);
+    expect(upstream.requests.at(-1)!.headers['x-goog-api-key']).toBe('AIza-agent-own-google-key-0123');
   });
 
   it('when the agent exits non-zero, then exec exits with that status and the run is FAILED', async () => {

@@ -1,6 +1,7 @@
 /**
  * A fake model provider on a real port (127.0.0.1, port 0) for tests and benches. It answers like
- * OpenAI (`/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`) and Anthropic (`/v1/messages`),
+ * OpenAI (`/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`), Anthropic (`/v1/messages`)
+ * and Gemini (`/v1beta/models/{model}:generateContent`, `:streamGenerateContent`, `:countTokens`),
  * JSON or SSE, with deterministic token counts, and records every request it receives.
  * Endpoints are matched by path suffix, so a base path without `/v1` works too.
  */
@@ -78,10 +79,10 @@ export interface FakeUpstream {
 
 export const DEFAULT_REPLY = 'Hello from the fake upstream.';
 
-/** Characters of every string under `messages`, `input`, `prompt` and `system`, divided by 4, rounded up, at least 1. */
+/** Characters of every string under `messages`, `input`, `prompt`, `system` and `contents`, divided by 4, rounded up, at least 1. */
 export function promptTokensFor(body: unknown): number {
   const request = isObject(body) ? body : {};
-  const chars = [request.messages, request.input, request.prompt, request.system]
+  const chars = [request.messages, request.input, request.prompt, request.system, request.contents]
     .map(textLength)
     .reduce((a, b) => a + b, 0);
   return Math.max(1, Math.ceil(chars / 4));
@@ -92,13 +93,15 @@ export function completionTokensFor(reply: string): number {
 }
 
 type Json = Record<string, unknown>;
-type Provider = 'openai' | 'anthropic';
+type Provider = 'openai' | 'anthropic' | 'google';
 interface SseMessage {
   event?: string;
   data: unknown;
 }
 
 interface Call {
+  /** The request's path, query string included. */
+  path: string;
   body: Json;
   toolCall: ToolCall | null;
   model: string;
@@ -128,7 +131,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     requests.push({ method: req.method ?? 'GET', path, headers: req.headers, body, rawBody });
 
     const pathname = path.split('?')[0] ?? '/';
-    const provider: Provider = pathname.endsWith('/messages') ? 'anthropic' : 'openai';
+    const provider: Provider = pathname.endsWith('/messages')
+      ? 'anthropic'
+      : GEMINI_METHOD.test(pathname)
+        ? 'google'
+        : 'openai';
     const requestId = `req_fake${++sequence}`;
     res.setHeader(provider === 'anthropic' ? 'request-id' : 'x-request-id', requestId);
 
@@ -145,9 +152,10 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
 
     const reply = options.reply ?? DEFAULT_REPLY;
     const call: Call = {
+      path,
       body,
       toolCall: options.toolCallFor?.(body) ?? null,
-      model: typeof body.model === 'string' ? body.model : 'fake-model',
+      model: typeof body.model === 'string' ? body.model : (GEMINI_METHOD.exec(pathname)?.[1] ?? 'fake-model'),
       reply,
       prompt: options.promptTokens ?? promptTokensFor(body),
       completion: options.completionTokens ?? completionTokensFor(reply),
@@ -158,6 +166,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       created: Math.floor(Date.now() / 1000),
     };
     const result = handler(call);
+    if (result instanceof JsonArray) return sendJson(res, 200, result.items);
     if (!Array.isArray(result)) return sendJson(res, 200, result);
     await sendEvents(res, result, {
       chunkDelayMs: headerNumber(req, 'x-fake-chunk-delay-ms') ?? options.chunkDelayMs ?? 0,
@@ -165,12 +174,18 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     });
   }
 
-  function routeOf(method: string | undefined, pathname: string): ((call: Call) => Json | SseMessage[]) | undefined {
+  function routeOf(
+    method: string | undefined,
+    pathname: string,
+  ): ((call: Call) => Json | JsonArray | SseMessage[]) | undefined {
     if (method !== 'POST') return undefined;
     if (pathname.endsWith('/chat/completions')) return chatCompletion;
     if (pathname.endsWith('/responses')) return response;
     if (pathname.endsWith('/embeddings')) return (call) => embeddings(call, options.embeddingDimensions ?? 8);
     if (pathname.endsWith('/messages')) return message;
+    const gemini = GEMINI_METHOD.exec(pathname)?.[2];
+    if (gemini === 'generateContent' || gemini === 'streamGenerateContent') return generateContent;
+    if (gemini === 'countTokens') return (call) => ({ totalTokens: promptTokensFor(call.body) });
     return undefined;
   }
 
@@ -414,9 +429,51 @@ function message(call: Call): Json | SseMessage[] {
   return events.map((data) => ({ event: String(data.type), data }));
 }
 
+// --- Google (Gemini) ------------------------------------------------------------------------
+
+/** `/v1beta/models/{model}:{method}`: the model and the method. */
+const GEMINI_METHOD = /\/models\/([^/:]+):([A-Za-z]+)$/;
+
+/**
+ * A GenerateContentResponse; streamed as one SSE event per word with `?alt=sse`, else (as Gemini
+ * does) as a JSON array of the same chunks. Usage is cumulative, on every chunk.
+ */
+function generateContent(call: Call): Json | JsonArray | SseMessage[] {
+  const usage = {
+    promptTokenCount: call.prompt,
+    candidatesTokenCount: call.completion,
+    totalTokenCount: call.prompt + call.completion + call.reasoning,
+    ...(call.cached > 0 ? { cachedContentTokenCount: call.cached } : {}),
+    ...(call.reasoning > 0 ? { thoughtsTokenCount: call.reasoning } : {}),
+  };
+  const chunk = (text: string, last: boolean): Json => ({
+    candidates: [
+      {
+        content: { parts: [{ text }], role: 'model' },
+        ...(last ? { finishReason: 'STOP' } : {}),
+        index: 0,
+      },
+    ],
+    usageMetadata: usage,
+    modelVersion: call.model,
+    responseId: `fake${call.id}`,
+  });
+  if (!/:streamGenerateContent$/.test(call.path.split('?')[0]!)) return chunk(call.reply, true);
+  const parts = words(call.reply).map((text, i, all) => chunk(text, i === all.length - 1));
+  if (!/[?&]alt=sse(&|$)/.test(call.path)) return new JsonArray(parts);
+  return parts.map((data) => ({ data }));
+}
+
+/** An answer sent as a JSON array (Gemini's stream without `alt=sse`). */
+class JsonArray {
+  constructor(readonly items: Json[]) {}
+}
+
 // --- Shared ---------------------------------------------------------------------------------
 
 function errorBody(provider: Provider, status: number, message: string, requestId: string): Json {
+  if (provider === 'google')
+    return { error: { code: status, message, status: status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT' } };
   if (provider === 'anthropic') {
     const type =
       status === 429

@@ -182,6 +182,7 @@ export async function startTestApi(backend: Backend, options: TestApiOptions = {
         [
           { name: 'openai', type: 'openai', upstream: p.upstream },
           { name: 'anthropic', type: 'anthropic', upstream: p.upstream },
+          { name: 'google', type: 'google', upstream: p.upstream },
           ...(p.providers ?? []),
         ],
         { headersTimeoutMs: p.headersTimeoutMs ?? 10_000, connectTimeoutMs: 2_000 },

@@ -1,4 +1,5 @@
 import { anthropicAdapter } from './anthropic.js';
+import { googleAdapter } from './google.js';
 import { openaiAdapter } from './openai.js';
 import type { ProviderAdapter, ProviderType } from './types.js';
 
@@ -8,9 +9,10 @@ export type { InspectedRequest, ProviderAdapter, ProviderType, TokenFields, Usag
 const adapters: Readonly<Record<ProviderType, ProviderAdapter>> = Object.freeze({
   openai: openaiAdapter,
   anthropic: anthropicAdapter,
+  google: googleAdapter,
 });
 
-export const PROVIDER_TYPES: readonly ProviderType[] = Object.freeze(['openai', 'anthropic']);
+export const PROVIDER_TYPES: readonly ProviderType[] = Object.freeze(['openai', 'anthropic', 'google']);
 
 /** For validating configuration: a provider's `type` must be one of these. */
 export function isProviderType(value: unknown): value is ProviderType {

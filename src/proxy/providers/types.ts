@@ -2,7 +2,7 @@ import type { TokenFields } from '../../contract/provider-usage.js';
 
 export { NO_TOKENS, type TokenFields } from '../../contract/provider-usage.js';
 
-export type ProviderType = 'openai' | 'anthropic';
+export type ProviderType = 'openai' | 'anthropic' | 'google';
 
 /** What the guard needs from a request before anything is sent upstream. */
 export interface InspectedRequest {
@@ -50,9 +50,11 @@ export interface ProviderAdapter {
    * call's body is read as JSON whatever its content type says, and one that is not a JSON
    * object is refused: forwarded unread, its model and cost would go unseen by every budget.
    */
-  isModelCall(path: string): boolean; /**
+  isModelCall(path: string): boolean;
+  /**
    * @param path the upstream-relative path, e.g. `/v1/chat/completions`, query string allowed
    * @param body the parsed JSON request body (`undefined` when there is none)
+   * @throws ProxyRefusal for a request that cannot be answered (Gemini's: no model in its path)
    */
   inspectRequest(path: string, body: unknown): InspectedRequest;
   /**
