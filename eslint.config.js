@@ -47,7 +47,7 @@ export default tseslint.config(
     },
   },
   {
-    // The rule engine is pure: no storage, HTTP, proxy or service (DESIGN.md). The contract is data.
+    // The rule engine is pure: no storage, HTTP, proxy or use case (DESIGN.md). The contract is data.
     files: ['src/rules/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -59,14 +59,18 @@ export default tseslint.config(
                 '**/store/**',
                 '**/api/**',
                 '**/proxy/**',
-                '**/service/**',
+                '**/guard/**',
+                '**/admin/**',
+                '**/jobs/**',
+                '**/daemon/**',
+                '**/webhooks/**',
                 'pg',
                 'ioredis',
                 'fastify',
                 'undici',
                 'node:*',
               ],
-              message: 'src/rules/ is pure: it imports nothing from storage, HTTP, the proxy or the service.',
+              message: 'src/rules/ is pure: it imports nothing from storage, HTTP, the proxy or the use cases.',
             },
           ],
         },
@@ -74,8 +78,8 @@ export default tseslint.config(
     },
   },
   {
-    // One door (issue #33): a route parses, asks a service, and replies. It never reads or writes the
-    // records or the counters itself, nor names their row types: the service returns wire values.
+    // One door (issue #33): a route parses, asks a use case, and replies. It never reads or writes the
+    // records or the counters itself, nor names their row types: the use case returns wire values.
     files: ['src/api/routes/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
@@ -85,7 +89,7 @@ export default tseslint.config(
             {
               group: ['**/store/*', '**/store/**', '**/counters', '**/counters.js'],
               message:
-                'One door (routes: parse → service → reply): a route imports nothing from store/ or the counters, types included; ask a service in src/service/.',
+                'One door (routes: parse → use case → reply): a route imports nothing from store/ or the counters, types included; ask a use case in src/guard/ or src/admin/.',
             },
           ],
         },
@@ -93,7 +97,75 @@ export default tseslint.config(
     },
   },
   {
-    // All SQL lives in src/store/ (issue #33): services, the proxy, the CLI and bootstrap call store
+    // Imports point down (docs/architecture.md): the store knows none of the code that uses it.
+    files: ['src/store/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: [
+                '**/guard/**',
+                '**/admin/**',
+                '**/jobs/**',
+                '**/api/**',
+                '**/proxy/**',
+                '**/daemon/**',
+                '**/cli/**',
+                '**/webhooks/**',
+              ],
+              message: 'src/store/ is the bottom room: it imports nothing from the code above it.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The guard's use cases stand on the rules and the store alone: no accounts, jobs, HTTP or proxy.
+    files: ['src/guard/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: [
+                '**/admin/**',
+                '**/jobs/**',
+                '**/api/**',
+                '**/proxy/**',
+                '**/daemon/**',
+                '**/cli/**',
+                '**/webhooks/**',
+              ],
+              message: 'src/guard/ imports only the rules, the store, money and the contract.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Use cases return values: the HTTP layer, the proxy and the CLI call them, never the reverse.
+    files: ['src/admin/**/*.ts', 'src/jobs/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/api/**', '**/proxy/**', '**/cli/**'],
+              message: 'Use cases import nothing from the HTTP layer, the proxy or the CLI.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // All SQL lives in src/store/ (issue #33): use cases, the proxy, the CLI and bootstrap call store
     // functions named for what they do, and pass their transaction in. Any `.query(` call is caught,
     // whatever its receiver: none outside the store is anything but a statement.
     files: ['src/**'],
@@ -133,7 +205,9 @@ export default tseslint.config(
       'src/money/**/*.ts',
       'src/proxy/**/*.ts',
       'src/rules/**/*.ts',
-      'src/service/**/*.ts',
+      'src/guard/**/*.ts',
+      'src/admin/**/*.ts',
+      'src/jobs/**/*.ts',
       'src/store/**/*.ts',
       'src/webhooks/**/*.ts',
     ],

@@ -13,7 +13,7 @@ import { createLogger } from '../src/logger.js';
 import { postgresDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
 import { DETAIL_PAGES, readRunDetail } from '../src/store/run-detail.js';
-import { SqlCounters } from '../src/store/sql-counters.js';
+import { SqlCounters } from '../src/store/counters/sql-counters.js';
 import { createApiKey, createWorkspace } from '../src/store/workspaces.js';
 import { RUN_ALLOWED, STEP_ALLOWED } from './lib/seed-decisions.js';
 

@@ -6,7 +6,7 @@
  * stores are wrapped (`observeDb`, `observeCounters`) where the app is assembled.
  */
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { GuardObserver } from './service/guard-context.js';
+import type { GuardObserver } from './guard/guard-context.js';
 
 /** Seconds; from a fast cached decision to a slow model call. */
 const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];

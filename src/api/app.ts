@@ -7,26 +7,26 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
-import { Accounts } from '../service/accounts.js';
-import { ApiKeyVerifier } from '../service/api-key-verifier.js';
-import { ApiKeys } from '../service/api-keys.js';
-import { BillingPlans } from '../service/billing-plans.js';
-import { HealthCheck } from '../service/health-check.js';
-import { OverviewReport } from '../service/overview-report.js';
-import { PricingTable } from '../service/pricing-table.js';
-import { RunHistory } from '../service/run-history.js';
-import { SdkUsers } from '../service/sdk-users.js';
-import { UsageReport } from '../service/usage-report.js';
-import { WorkspaceConfig } from '../service/workspace-config.js';
+import { Accounts } from '../admin/accounts.js';
+import { ApiKeyVerifier } from '../admin/api-key-verifier.js';
+import { ApiKeys } from '../admin/api-keys.js';
+import { BillingPlans } from '../admin/billing-plans.js';
+import { HealthCheck } from '../admin/health-check.js';
+import { OverviewReport } from '../admin/overview-report.js';
+import { PricingTable } from '../admin/pricing-table.js';
+import { RunHistory } from '../admin/run-history.js';
+import { SdkUsers } from '../admin/sdk-users.js';
+import { UsageReport } from '../admin/usage-report.js';
+import { WorkspaceConfig } from '../admin/workspace-config.js';
 import { deferredChildLogger } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import type { Clock } from '../clock.js';
-import type { DaemonInstanceId } from '../service/guard-context.js';
-import { GuardService } from '../service/guard-service.js';
-import { GuardSettings } from '../service/guard-settings.js';
-import { Webhooks, type WebhookSettings } from '../service/webhooks.js';
-import { TokenIssuer } from '../service/tokens.js';
-import type { CounterStore } from '../store/counters.js';
+import type { DaemonInstanceId } from '../guard/guard-context.js';
+import { GuardService } from '../guard/guard-service.js';
+import { GuardSettings } from '../admin/guard-settings.js';
+import { Webhooks, type WebhookSettings } from '../admin/webhooks.js';
+import { TokenIssuer } from '../admin/tokens.js';
+import type { CounterStore } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import { observeCounters, observeDb } from '../store/observed.js';
 import { registerAuth } from './auth.js';
@@ -39,7 +39,7 @@ import { registerJsonBody } from './json-body.js';
 import { registerMetrics } from './metrics.js';
 import { registerValidation } from './validation.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
-import type { LocalKeyFile } from '../local-key.js';
+import type { LocalKeyFile } from '../daemon/local-key.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes } from './routes/health.js';
 import { pricingRoutes } from './routes/pricing.js';
@@ -52,7 +52,7 @@ import { overviewRoutes } from './routes/overview.js';
 import { pricingCatalogRoutes } from './routes/pricing-catalog.js';
 import { dashboardAuthRoutes } from './routes/dashboard-auth.js';
 import { registerDashboard } from './dashboard-assets.js';
-import { DashboardSignIn } from '../service/dashboard-sign-in.js';
+import { DashboardSignIn } from '../admin/dashboard-sign-in.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
 import { proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
@@ -90,7 +90,7 @@ export interface AppDeps {
   webhooks?: WebhookSettings;
   /**
    * This daemon process's id on its database, which its proxied calls carry, so that they are
-   * recovered if it dies (service/daemon-instance.ts). Absent: they carry none.
+   * recovered if it dies (jobs/daemon-instance.ts). Absent: they carry none.
    */
   instance?: DaemonInstanceId;
 }

@@ -5,8 +5,8 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import type { CredentialKind, Principal } from '../service/principal.js';
-import type { ApiKeyVerifier } from '../service/api-key-verifier.js';
+import type { CredentialKind, Principal } from '../admin/principal.js';
+import type { ApiKeyVerifier } from '../admin/api-key-verifier.js';
 import type { Clock } from '../clock.js';
 
 export type { CredentialKind, Principal };

@@ -22,7 +22,7 @@ import {
   readDaemonRecord,
   userRecordPath,
   type DaemonRecord,
-} from '../local-daemon.js';
+} from '../daemon/local-daemon.js';
 import { CliError } from './errors.js';
 
 export interface ConnectionFlags {

@@ -5,7 +5,7 @@
  * for programs.
  */
 import { denialMessage } from '../proxy/denial-message.js';
-import type { DecisionView } from '../service/guard-views.js';
+import type { DecisionView } from '../guard/guard-views.js';
 import type { JsonRpcId, JsonRpcMessage } from './jsonrpc.js';
 
 export const DECISION_META_KEY = 'runguard/decision';

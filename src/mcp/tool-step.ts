@@ -9,8 +9,8 @@ import { ApiError, isApiError } from '../errors.js';
 import type { CallStep } from '../proxy/call-result.js';
 import type { Target } from '../proxy/call-target.js';
 import type { StepRecorder } from '../proxy/call-check.js';
-import type { DecisionView } from '../service/guard-views.js';
-import type { StepInput } from '../service/step-input.js';
+import type { DecisionView } from '../guard/guard-views.js';
+import type { StepInput } from '../guard/step-input.js';
 import type { ToolCall } from './jsonrpc.js';
 
 /** Arguments kept whole in a step's input_data up to this size (JSON bytes); past it, an excerpt. */

@@ -7,10 +7,10 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import { ApiError, isApiError } from '../errors.js';
-import type { Decided } from '../service/decided.js';
-import type { GuardService } from '../service/guard-service.js';
-import type { CreatedStep } from '../service/guard-views.js';
-import type { StepInput } from '../service/step-input.js';
+import type { Decided } from '../guard/decided.js';
+import type { GuardService } from '../guard/guard-service.js';
+import type { CreatedStep } from '../guard/guard-views.js';
+import type { StepInput } from '../guard/step-input.js';
 import type { CallStep } from './call-result.js';
 import type { Target } from './call-target.js';
 import { denialRefusal, ProxyRefusal } from './proxy-refusal.js';

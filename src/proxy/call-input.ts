@@ -4,7 +4,7 @@
  * provider's adapter, e.g. to ask a stream for its usage).
  */
 import { ApiError } from '../errors.js';
-import type { StepInput } from '../service/step-input.js';
+import type { StepInput } from '../guard/step-input.js';
 import { auditSummary, type AuditOptions } from './audit-summary.js';
 import { asObject, MAX_BODY_DEPTH, nestsDeeperThan, parseJson } from './json-fields.js';
 import { rewrittenBytes } from './json-rewrite.js';

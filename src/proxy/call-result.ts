@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import { isApiError } from '../errors.js';
-import type { GuardService } from '../service/guard-service.js';
+import type { GuardService } from '../guard/guard-service.js';
 import { isDatabaseDown } from '../store/db.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import type { TokenFields } from './providers/index.js';

@@ -4,7 +4,7 @@
  * own), and the path to forward to upstream.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ApiKeyVerifier } from '../service/api-key-verifier.js';
+import type { ApiKeyVerifier } from '../admin/api-key-verifier.js';
 import { pathUuid, UUID_PATTERN } from '../api/schemas.js';
 import type { Clock } from '../clock.js';
 import { ApiError } from '../errors.js';

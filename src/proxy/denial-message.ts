@@ -4,7 +4,7 @@
  * (user daily budget spent: $0.00045 of $0.0004; resets 2026-11-27T00:00:00Z).`
  */
 import { explainDenial } from '../contract/denial-detail.js';
-import type { DecisionView } from '../service/guard-views.js';
+import type { DecisionView } from '../guard/guard-views.js';
 
 export function denialMessage(what: string, decision: DecisionView): string {
   const reason = decision.reason ?? 'DENIED';

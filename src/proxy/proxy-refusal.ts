@@ -7,7 +7,7 @@
 import type { FastifyBaseLogger, FastifyError } from 'fastify';
 import { CLIENT_ABORT_MESSAGE, isClientAbort } from '../api/client-abort.js';
 import { toApiError } from '../api/error-handler.js';
-import type { DecisionView } from '../service/guard-views.js';
+import type { DecisionView } from '../guard/guard-views.js';
 import { denialMessage, denialStatus } from './denial-message.js';
 import type { Provider } from './provider-registry.js';
 

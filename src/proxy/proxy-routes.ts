@@ -7,10 +7,10 @@
  * (call-result.ts). A refusal answers in the provider's format (proxy-refusal.ts).
  */
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiKeyVerifier } from '../service/api-key-verifier.js';
+import type { ApiKeyVerifier } from '../admin/api-key-verifier.js';
 import type { Clock } from '../clock.js';
 import { ProxyCallTimer, type Metrics } from '../metrics.js';
-import type { GuardService } from '../service/guard-service.js';
+import type { GuardService } from '../guard/guard-service.js';
 import type { Db } from '../store/db.js';
 import type { AuditOptions } from './audit-summary.js';
 import { BodyBudget, exposeBodyBudget } from './body-budget.js';

@@ -6,7 +6,7 @@
  * the database's (`clock_timestamp()`), so the daemons' clocks need not agree on a lease.
  */
 import type { Queryable } from './db.js';
-import { processGone, THIS_PROCESS } from './directory-lock.js';
+import { processGone, THIS_PROCESS } from './embedded/directory-lock.js';
 
 /** A dead instance's row is kept this long after its last heartbeat (for a person looking into a crash). */
 const KEEP_DEAD_FOR = `interval '1 day'`;

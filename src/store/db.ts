@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { chmod, mkdir } from 'node:fs/promises';
 import pg from 'pg';
 import type { PGlite, Transaction } from '@electric-sql/pglite';
-import { lockDirectory } from './directory-lock.js';
+import { lockDirectory } from './embedded/directory-lock.js';
 
 export interface QueryResult<R> {
   rows: R[];

@@ -6,7 +6,7 @@
  * `loseSteps`, `endOrphanedRuns`, then `chargeLostSteps` last, so the day's spend rows (which every
  * run start and result of the workspace also raises) are held for the least time.
  */
-import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
+import { SPEND_CAP_MICROS, type DailySpend } from './counters/counters.js';
 import type { Queryable } from './db.js';
 
 export interface LostStep {

@@ -2,7 +2,7 @@
  * Store wrappers that report failures to an observer (metrics) and change nothing else: every
  * call, result and error passes through untouched.
  */
-import type { CounterStore } from './counters.js';
+import type { CounterStore } from './counters/counters.js';
 import type { Db, Queryable } from './db.js';
 
 export type DbOperation = 'query' | 'exec' | 'transaction';

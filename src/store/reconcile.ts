@@ -1,9 +1,9 @@
 /**
- * Reconciliation's statements (the service is `service/reconcile.ts`): the daily usage counters and
+ * Reconciliation's statements (the job is `jobs/reconcile.ts`): the daily usage counters and
  * the run list's counts recounted from the run and step records, each difference as a row of its
  * expected and found values, and the repairs that add those differences to the counters.
  */
-import { SPEND_CAP_MICROS } from './counters.js';
+import { SPEND_CAP_MICROS } from './counters/counters.js';
 import type { Queryable } from './db.js';
 
 /** A drifted counter: its key columns, and `expected_*` against `found_*` values, as Postgres's text. */

@@ -5,7 +5,7 @@
  * the truth the budget checks of reserve mode read under a per-workspace lock, and the truth a
  * Redis copy would be rebuilt from.
  */
-import type { CounterScope, DailySpend } from './counters.js';
+import type { CounterScope, DailySpend } from './counters/counters.js';
 import type { Queryable } from './db.js';
 
 export interface Reserved {

@@ -3,7 +3,7 @@ import type { Decision } from '../rules/engine.js';
 import { costSql, pricedSql } from '../money/cost.js';
 import { toolCostSql } from './tool-pricing.js';
 import { numericToUsd } from '../money/decimal.js';
-import { SPEND_CAP_MICROS, type DailySpend } from './counters.js';
+import { SPEND_CAP_MICROS, type DailySpend } from './counters/counters.js';
 import type { Queryable } from './db.js';
 import type { RunLimitValues } from './workspaces.js';
 

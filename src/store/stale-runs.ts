@@ -1,5 +1,5 @@
 /**
- * The stale-run sweep's statements (the sweeper is `service/stale-run-sweeper.ts`): a RUNNING run is
+ * The stale-run sweep's statements (the sweeper is `jobs/stale-run-sweeper.ts`): a RUNNING run is
  * stale when it started before the cutoff and has no step created since.
  */
 import type { Queryable } from './db.js';

@@ -4,7 +4,7 @@
  * numbers (today's spend, this month's runs) stay, and the run list's kept counts stay right.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reconcile } from '../../src/service/reconcile.js';
+import { reconcile } from '../../src/jobs/reconcile.js';
 import { countedWindowStart, purgeExpiredRuns } from '../../src/store/deletion.js';
 import { createApiKey } from '../../src/store/workspaces.js';
 import { caller, startTestApi, type Caller, type TestApi } from '../support/harness.js';

@@ -4,8 +4,8 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/api/app.js';
 import { createLogger } from '../../src/logger.js';
-import { RedisCounters } from '../../src/store/redis-counters.js';
-import { SqlCounters } from '../../src/store/sql-counters.js';
+import { RedisCounters } from '../../src/store/counters/redis-counters.js';
+import { SqlCounters } from '../../src/store/counters/sql-counters.js';
 import { postgresDb } from '../../src/store/db.js';
 import { caller, startTestApi, TEST_AUTH, type TestApi } from '../support/harness.js';
 

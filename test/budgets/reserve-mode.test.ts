@@ -7,10 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { GuardBlockedError, GuardClient } from '../../clients/typescript/src/index.js';
-import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
+import { RedisCounters, redisClient } from '../../src/store/counters/redis-counters.js';
 import { outstandingReservations, runReservedMicros } from '../../src/store/reservations.js';
-import { SqlCounters } from '../../src/store/sql-counters.js';
-import type { CounterStore } from '../../src/store/counters.js';
+import { SqlCounters } from '../../src/store/counters/sql-counters.js';
+import type { CounterStore } from '../../src/store/counters/counters.js';
 import {
   BACKENDS,
   startTestApi,

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootstrapWorkspace } from '../../src/bootstrap.js';
+import { bootstrapWorkspace } from '../../src/daemon/bootstrap.js';
 import { printRun } from '../../src/cli/commands/runs.js';
 import { createOutput } from '../../src/cli/output.js';
 import { BACKENDS, caller, openTestStores, startProxyTestApi, type ProxyTestApi } from '../support/harness.js';

@@ -34,10 +34,10 @@ describe('the built package', () => {
   });
 
   it('when the embedded lock is taken from dist/, then its heartbeat worker loads from dist/ and refreshes the lock', async () => {
-    expect(existsSync(join(ROOT, 'dist', 'store', 'lock-heartbeat.js'))).toBe(true);
+    expect(existsSync(join(ROOT, 'dist', 'store', 'embedded', 'lock-heartbeat.js'))).toBe(true);
     const { lockDirectory } = (await import(
-      pathToFileURL(join(ROOT, 'dist', 'store', 'directory-lock.js')).href
-    )) as typeof import('../../src/store/directory-lock.js');
+      pathToFileURL(join(ROOT, 'dist', 'store', 'embedded', 'directory-lock.js')).href
+    )) as typeof import('../../src/store/embedded/directory-lock.js');
     const dir = await mkdtemp(join(tmpdir(), 'rg-dist-lock-'));
     const lockFile = join(dir, 'lock');
     const losses: Error[] = [];

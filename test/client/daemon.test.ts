@@ -3,7 +3,7 @@
  * (and the embedded database), no stand-in server. What the SDK promises is checked in what the
  * daemon stored (GET /v1/runs/{id}), not in what the SDK says it sent.
  */
-import { runCounts } from '../../src/store/counters.js';
+import { runCounts } from '../../src/store/counters/counters.js';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';

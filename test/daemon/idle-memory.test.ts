@@ -1,7 +1,7 @@
 import { getHeapSpaceStatistics } from 'node:v8';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { startIdleMemory } from '../../src/idle-memory.js';
+import { startIdleMemory } from '../../src/daemon/idle-memory.js';
 
 const youngBytes = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')!.space_size;
 

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { LocalKeyFile } from '../../src/local-key.js';
+import { LocalKeyFile } from '../../src/daemon/local-key.js';
 
 const K0 = 'lg_aaaaaaaaaaaa_zero';
 const K1 = 'lg_bbbbbbbbbbbb_one';

@@ -4,13 +4,13 @@ import { PassThrough } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { bootstrapWorkspace } from '../../src/bootstrap.js';
+import { bootstrapWorkspace } from '../../src/daemon/bootstrap.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { startDaemon } from '../../src/daemon.js';
+import { startDaemon } from '../../src/daemon/daemon.js';
 import { createLogger } from '../../src/logger.js';
 import { embeddedDb, postgresDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
-import { ApiKeyVerifier } from '../../src/service/api-key-verifier.js';
+import { ApiKeyVerifier } from '../../src/admin/api-key-verifier.js';
 import { copyEmbeddedTemplate } from '../support/embedded-data-dir.js';
 import { createTestDatabase } from '../support/services.js';
 

@@ -12,7 +12,7 @@ import {
   ProxyCallTimer,
   setOverheadHeader,
 } from '../../src/metrics.js';
-import type { CounterStore } from '../../src/store/counters.js';
+import type { CounterStore } from '../../src/store/counters/counters.js';
 import type { Db } from '../../src/store/db.js';
 import { createApiKey, createWorkspace } from '../../src/store/workspaces.js';
 import { caller, startTestApi, TEST_AUTH, type TestApi } from '../support/harness.js';

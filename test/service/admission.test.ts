@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { systemClock } from '../../src/clock.js';
-import { GuardService } from '../../src/service/guard-service.js';
+import { GuardService } from '../../src/guard/guard-service.js';
 import { createWorkspace, updateWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type Backend, type TestStores } from '../support/harness.js';
 

@@ -1,6 +1,6 @@
 /** Password hashes, and the decoy an unknown email is verified against. */
 import { describe, expect, it } from 'vitest';
-import { decoyHash, hashPassword, verifyPassword } from '../../src/service/passwords.js';
+import { decoyHash, hashPassword, verifyPassword } from '../../src/admin/passwords.js';
 
 const COST = 2 ** 10;
 

@@ -6,9 +6,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
-import { GuardService } from '../../src/service/guard-service.js';
-import { createResultRecovery } from '../../src/service/result-recovery.js';
-import { scopeAt } from '../../src/store/counters.js';
+import { GuardService } from '../../src/guard/guard-service.js';
+import { createResultRecovery } from '../../src/jobs/result-recovery.js';
+import { scopeAt } from '../../src/store/counters/counters.js';
 import { registerInstance } from '../../src/store/daemon-instances.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { openTestStores, type Backend, type TestStores } from '../support/harness.js';

@@ -1,10 +1,10 @@
 /**
- * What the runaway rules read, gathered for the engine (src/service/run-limits.ts): a run's limits
+ * What the runaway rules read, gathered for the engine (src/guard/run-limits.ts): a run's limits
  * from the workspace's defaults and its own (the tighter wins), the loop rule's canonical hash, and
  * the user rate's retry time. Pure: no service needed.
  */
 import { describe, expect, it } from 'vitest';
-import { callHash, canonicalJson, resolveRunLimits, userRateInput } from '../../src/service/run-limits.js';
+import { callHash, canonicalJson, resolveRunLimits, userRateInput } from '../../src/guard/run-limits.js';
 import type { WorkspaceRow } from '../../src/store/workspaces.js';
 
 const workspace = (defaults: Partial<WorkspaceRow>) =>

@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { systemClock } from '../../src/clock.js';
-import { GuardService } from '../../src/service/guard-service.js';
-import { SequenceAllocator } from '../../src/service/sequence-allocator.js';
+import { GuardService } from '../../src/guard/guard-service.js';
+import { SequenceAllocator } from '../../src/guard/sequence-allocator.js';
 import type { Db } from '../../src/store/db.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { openTestStores, type Backend, type TestStores } from '../support/harness.js';

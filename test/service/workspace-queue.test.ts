@@ -1,6 +1,6 @@
 /** Reserve mode's per-workspace queue in one daemon: one task at a time per key, in order. */
 import { describe, expect, it } from 'vitest';
-import { WorkspaceQueue } from '../../src/service/workspace-queue.js';
+import { WorkspaceQueue } from '../../src/guard/workspace-queue.js';
 
 const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
 

@@ -11,10 +11,10 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DirectoryInUseError, lockDirectory } from '../../src/store/directory-lock.js';
+import { DirectoryInUseError, lockDirectory } from '../../src/store/embedded/directory-lock.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const LOCK_MODULE = pathToFileURL(join(ROOT, 'src/store/directory-lock.ts')).href;
+const LOCK_MODULE = pathToFileURL(join(ROOT, 'src/store/embedded/directory-lock.ts')).href;
 /** Whether this machine lets us start processes as pid 1 of PID namespaces of their own (root on Linux). */
 const canUnshare =
   process.platform === 'linux' &&

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { createStaleRunSweeper } from '../../src/service/stale-run-sweeper.js';
+import { createStaleRunSweeper } from '../../src/jobs/stale-run-sweeper.js';
 import type { Queryable } from '../../src/store/db.js';
 import { findAnswer, IDEMPOTENCY_RETENTION_HOURS, purgeExpiredAnswers } from '../../src/store/idempotency.js';
 import { BACKENDS, openTestStores, startTestApi, type TestApi, type TestStores } from '../support/harness.js';

@@ -5,9 +5,9 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { GuardService } from '../../src/service/guard-service.js';
-import { reconcile } from '../../src/service/reconcile.js';
-import { scopeAt, type CounterScope, type CounterStore, type DailySpend } from '../../src/store/counters.js';
+import { GuardService } from '../../src/guard/guard-service.js';
+import { reconcile } from '../../src/jobs/reconcile.js';
+import { scopeAt, type CounterScope, type CounterStore, type DailySpend } from '../../src/store/counters/counters.js';
 import type { Db, Queryable } from '../../src/store/db.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { openTestStores, type TestStores } from '../support/harness.js';

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import type { Decision } from '../../src/rules/engine.js';
-import { GuardService } from '../../src/service/guard-service.js';
+import { GuardService } from '../../src/guard/guard-service.js';
 import type { Db } from '../../src/store/db.js';
 import { endRuns, insertRuns, insertSteps, type NewRun } from '../../src/store/runs.js';
 import { createWorkspace } from '../../src/store/workspaces.js';

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import type { Decision } from '../../src/rules/engine.js';
 import type { Clock } from '../../src/clock.js';
-import { GuardService } from '../../src/service/guard-service.js';
+import { GuardService } from '../../src/guard/guard-service.js';
 import { RUN_MODELS_KEPT, insertSteps, listRuns, type NewStep } from '../../src/store/runs.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';

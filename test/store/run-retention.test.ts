@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { createStaleRunSweeper } from '../../src/service/stale-run-sweeper.js';
+import { createStaleRunSweeper } from '../../src/jobs/stale-run-sweeper.js';
 import type { Queryable } from '../../src/store/db.js';
 import { purgeExpiredRuns } from '../../src/store/deletion.js';
 import { createWorkspace } from '../../src/store/workspaces.js';

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import type { Decision } from '../../src/rules/engine.js';
 import { systemClock } from '../../src/clock.js';
-import { GuardService } from '../../src/service/guard-service.js';
+import { GuardService } from '../../src/guard/guard-service.js';
 import { finishSteps, insertSteps, listRuns, type NewStep } from '../../src/store/runs.js';
 import { readRunDetail } from '../../src/store/run-detail.js';
 import { migrate } from '../../src/store/migrations.js';

@@ -13,11 +13,11 @@ import { buildApp, MCP_SUBJECT, type AppDeps, type AuthSettings } from '../../sr
 import type { McpProxyOptions } from '../../src/mcp/mcp-routes.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
-import type { CounterStore } from '../../src/store/counters.js';
+import type { CounterStore } from '../../src/store/counters/counters.js';
 import { embeddedDb, postgresDb, type Db } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
-import { RedisCounters, redisClient } from '../../src/store/redis-counters.js';
-import { SqlCounters } from '../../src/store/sql-counters.js';
+import { RedisCounters, redisClient } from '../../src/store/counters/redis-counters.js';
+import { SqlCounters } from '../../src/store/counters/sql-counters.js';
 import { createApiKey, createWorkspace, type Plan } from '../../src/store/workspaces.js';
 import { startFakeUpstream, type FakeUpstream, type FakeUpstreamOptions } from './fake-upstream.js';
 import type {} from './provided-context.js';

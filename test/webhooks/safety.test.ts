@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { recordEvent, recordResultLost } from '../../src/service/webhook-events.js';
+import { recordEvent, recordResultLost } from '../../src/webhooks/webhook-events.js';
 import { insertEndpoint } from '../../src/store/webhooks.js';
 import { parseRetryAfter, retryDelayMs } from '../../src/webhooks/backoff.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';

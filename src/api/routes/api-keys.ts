@@ -2,7 +2,7 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { ApiKeys } from '../../service/api-keys.js';
+import type { ApiKeys } from '../../admin/api-keys.js';
 import { ApiKey, ApiKeyParams, errorResponses, IssuedApiKey, NoBody, pathUuid } from '../schemas.js';
 
 export const apiKeyRoutes: FastifyPluginAsync<{ apiKeys: ApiKeys }> = async (base, { apiKeys }) => {

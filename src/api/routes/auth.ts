@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
-import type { Accounts } from '../../service/accounts.js';
+import type { Accounts } from '../../admin/accounts.js';
 import {
   AccessToken,
   Account,

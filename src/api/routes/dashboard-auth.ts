@@ -6,7 +6,7 @@ import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Clock } from '../../clock.js';
-import type { DashboardSignIn } from '../../service/dashboard-sign-in.js';
+import type { DashboardSignIn } from '../../admin/dashboard-sign-in.js';
 import {
   AccessToken,
   errorResponses,

@@ -1,6 +1,6 @@
 /** `/health`: the daemon, its database and its counter store. 503 names what is down. */
 import type { FastifyPluginAsync } from 'fastify';
-import type { HealthCheck } from '../../service/health-check.js';
+import type { HealthCheck } from '../../admin/health-check.js';
 import { Health } from '../schemas.js';
 
 export const healthRoutes: FastifyPluginAsync<{ health: HealthCheck }> = async (app, { health }) => {

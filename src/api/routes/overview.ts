@@ -4,7 +4,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { OverviewReport } from '../../service/overview-report.js';
+import type { OverviewReport } from '../../admin/overview-report.js';
 import { errorResponses, Overview, OverviewQuery } from '../../contract/index.js';
 
 export const overviewRoutes: FastifyPluginAsync<{ overview: OverviewReport }> = async (base, { overview }) => {

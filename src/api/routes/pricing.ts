@@ -2,7 +2,7 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { PricingTable } from '../../service/pricing-table.js';
+import type { PricingTable } from '../../admin/pricing-table.js';
 import { errorResponses, ModelParams, ModelPricing, PriceBody, PricingImport, PricingImportBody } from '../schemas.js';
 import { actorOf } from '../actor.js';
 

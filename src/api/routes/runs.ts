@@ -4,9 +4,9 @@ import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError } from '../../errors.js';
 import { stepTokens } from '../step-tokens.js';
-import type { GuardService } from '../../service/guard-service.js';
-import { idempotencyClaim, type IdempotencyClaim } from '../../service/idempotency-claim.js';
-import type { RunHistory } from '../../service/run-history.js';
+import type { GuardService } from '../../guard/guard-service.js';
+import { idempotencyClaim, type IdempotencyClaim } from '../../guard/idempotency-claim.js';
+import type { RunHistory } from '../../admin/run-history.js';
 import {
   RunCreateBody,
   RunCreated,

@@ -1,8 +1,8 @@
 /** Usage against budgets and limits, and billing as plan tiers (licence levels, no payments). */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { BillingPlans } from '../../service/billing-plans.js';
-import type { UsageReport } from '../../service/usage-report.js';
+import type { BillingPlans } from '../../admin/billing-plans.js';
+import type { UsageReport } from '../../admin/usage-report.js';
 import { actorOf } from '../actor.js';
 import { Billing, errorResponses, PlanChangeBody, Usage, UsageQuery } from '../schemas.js';
 

@@ -1,7 +1,7 @@
 /** SDK users: list with today's spend, block and unblock, per-user daily budgets. */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { SdkUsers } from '../../service/sdk-users.js';
+import type { SdkUsers } from '../../admin/sdk-users.js';
 import {
   errorResponses,
   SdkUser,

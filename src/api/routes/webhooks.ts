@@ -18,7 +18,7 @@ import {
   WebhookReplay,
   WebhookUpdateBody,
 } from '../../contract/index.js';
-import type { Webhooks } from '../../service/webhooks.js';
+import type { Webhooks } from '../../admin/webhooks.js';
 
 export const webhookRoutes: FastifyPluginAsync<{ webhooks: Webhooks }> = async (base, { webhooks }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();

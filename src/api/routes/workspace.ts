@@ -1,7 +1,7 @@
 /** Workspace configuration: the state the rules read. */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { WorkspaceConfig } from '../../service/workspace-config.js';
+import type { WorkspaceConfig } from '../../admin/workspace-config.js';
 import { errorResponses, KillSwitch, KillSwitchBody, Workspace, WorkspaceUpdateBody } from '../schemas.js';
 import { actorOf } from '../actor.js';
 

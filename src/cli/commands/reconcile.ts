@@ -45,8 +45,8 @@ export function reconcileCommand(): Command {
       const config = loadConfig(process.env, { dataDir: options.dataDir });
       const out = createOutput(options.json === true);
       const [{ openStores }, { reconcile }] = await Promise.all([
-        import('../../daemon.js'),
-        import('../../service/reconcile.js'),
+        import('../../daemon/daemon.js'),
+        import('../../jobs/reconcile.js'),
       ]);
       const stores = await openStores(config, undefined, { schema: requireCurrentSchema });
       try {

@@ -17,7 +17,7 @@ export function startCommand(): Command {
       const config = loadConfig(process.env, { port: options.port, host: options.host, dataDir: options.dataDir });
       // Loaded here, not at the top: the client commands need none of the server.
       const [{ startDaemon }, { createLogger }] = await Promise.all([
-        import('../../daemon.js'),
+        import('../../daemon/daemon.js'),
         import('../../logger.js'),
       ]);
       const logger = createLogger(config.logLevel, { format: config.logFormat });

@@ -12,11 +12,11 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import { scopeAt, type CounterStore } from '../store/counters.js';
+import { scopeAt, type CounterStore } from '../store/counters/counters.js';
 import { lockDeadInstances, markRecovered, purgeDeadInstances } from '../store/daemon-instances.js';
 import type { Db } from '../store/db.js';
 import { chargeLostSteps, endOrphanedRuns, loseSteps, type LostStep } from '../store/lost-results.js';
-import { recordResultLost } from './webhook-events.js';
+import { recordResultLost } from '../webhooks/webhook-events.js';
 
 /** Why, as the `result.lost` event says it. */
 const LOST_REASON = 'the daemon that forwarded the call stopped before it recorded the result';

@@ -5,7 +5,7 @@
  */
 import { ApiError } from '../errors.js';
 import type { Decision } from '../rules/engine.js';
-import { scopeAt, type CounterScope, type DailySpend } from '../store/counters.js';
+import { scopeAt, type CounterScope, type DailySpend } from '../store/counters/counters.js';
 import type { Queryable } from '../store/db.js';
 import {
   lockReservations,

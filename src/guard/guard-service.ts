@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import type { CounterStore } from '../store/counters.js';
+import type { CounterStore } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import type { StepResult } from '../store/runs.js';

@@ -8,7 +8,7 @@ import { usdToMicros } from '../money/decimal.js';
 import { isTimeZone } from '../periods.js';
 import { DEFAULT_STEP_RESERVATION_MICROS, type WorkspaceChanges } from '../store/workspaces.js';
 import type { GuardSettings } from './guard-settings.js';
-import type { Actor } from './webhook-events.js';
+import type { Actor } from '../webhooks/webhook-events.js';
 import { workspaceView } from './workspace-view.js';
 
 /** Absent stays absent (left as it is), null stays null (unlimited). */

@@ -5,11 +5,11 @@
  */
 import type { RunLimitsRequest } from '../contract/runs.js';
 import { evaluate, type GuardSnapshot } from '../rules/engine.js';
-import { lockAdmissions, runCounts, type CounterScope, type RunCounts } from '../store/counters.js';
+import { lockAdmissions, runCounts, type CounterScope, type RunCounts } from '../store/counters/counters.js';
 import type { Queryable } from '../store/db.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
-import type { StepSlot } from '../store/step-rate.js';
+import type { StepSlot } from '../store/counters/step-rate.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import { budgetCounts, decisionInputs, inReservationQueue, PENDING_READ_ATTEMPTS } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';

@@ -11,7 +11,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../store/db.js';
 import { beat, markStopped, registerInstance } from '../store/daemon-instances.js';
-import type { DaemonInstanceId } from './guard-context.js';
+import type { DaemonInstanceId } from '../guard/guard-context.js';
 
 export interface DaemonInstanceOptions {
   db: Db;

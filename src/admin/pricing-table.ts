@@ -6,7 +6,7 @@ import type { ModelPricing, PriceBody, PricingImport, PricingImportBody } from '
 import type { Db } from '../store/db.js';
 import { listActivePricing } from '../store/pricing.js';
 import type { GuardSettings } from './guard-settings.js';
-import type { Actor } from './webhook-events.js';
+import type { Actor } from '../webhooks/webhook-events.js';
 
 export class PricingTable {
   constructor(

@@ -1,6 +1,6 @@
 /** The daemon's dependencies as `/health` reports them: its database and its counter store. */
 import type { Health } from '../contract/index.js';
-import type { CounterStore } from '../store/counters.js';
+import type { CounterStore } from '../store/counters/counters.js';
 import { pingDatabase, type Db } from '../store/db.js';
 
 /** A probe that hangs counts as down: the report must come back even when a dependency does not. */

@@ -3,7 +3,7 @@
  * the counters, and in reserve mode the outstanding reservations and the step's estimate. Pure.
  */
 import type { GuardSnapshot } from '../rules/engine.js';
-import type { DailySpend, RunCounts } from '../store/counters.js';
+import type { DailySpend, RunCounts } from '../store/counters/counters.js';
 import type { Reserved } from '../store/reservations.js';
 import type { GuardState } from '../store/workspaces.js';
 import { localDay } from '../periods.js';

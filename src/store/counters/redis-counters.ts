@@ -16,7 +16,7 @@
 import { randomInt } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
-import type { Db, Queryable } from './db.js';
+import type { Db, Queryable } from '../db.js';
 import { STEP_RATE_WINDOW_MS, takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
 import {
   recordedSpend,

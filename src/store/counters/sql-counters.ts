@@ -1,5 +1,5 @@
 /** The counter store of a daemon without Redis: it reads the records directly. */
-import type { Queryable } from './db.js';
+import type { Queryable } from '../db.js';
 import {
   recordedSpend,
   type CounterScope,

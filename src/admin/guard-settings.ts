@@ -6,7 +6,7 @@
  */
 import { ApiError } from '../errors.js';
 import { microsToUsd } from '../money/decimal.js';
-import type { CounterStore } from '../store/counters.js';
+import type { CounterStore } from '../store/counters/counters.js';
 import type { Db, Queryable } from '../store/db.js';
 import {
   getPricing,
@@ -31,7 +31,7 @@ import {
 } from '../store/workspaces.js';
 import type { Clock } from '../clock.js';
 import { assertWithinPlan, planChange } from './plans.js';
-import { differences, recordEvent, type Actor } from './webhook-events.js';
+import { differences, recordEvent, type Actor } from '../webhooks/webhook-events.js';
 import { deletePricingEntry, deleteUser } from './deletion.js';
 import { workspaceView } from './workspace-view.js';
 import { localDay } from '../periods.js';

@@ -10,8 +10,8 @@
  * be in what was read: the check reads again (`overtaken`); after a few tries it counts the entry
  * anyway, so the only possible error is counting a cost twice (toward denying).
  */
-import type { CounterScope, DailySpend } from '../store/counters.js';
-import { SPEND_CAP_MICROS } from '../store/counters.js';
+import type { CounterScope, DailySpend } from '../store/counters/counters.js';
+import { SPEND_CAP_MICROS } from '../store/counters/counters.js';
 
 interface Entry {
   userId: string;

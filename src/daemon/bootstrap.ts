@@ -5,11 +5,11 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KEY_FILE } from './local-key.js';
-import { lockForTransaction } from './store/advisory-locks.js';
-import type { Db } from './store/db.js';
-import { readShippedCatalog } from './money/shipped-catalog.js';
-import { seedPricing } from './store/pricing-catalog.js';
-import { anyWorkspaceExists, createApiKey, createWorkspace, type Plan } from './store/workspaces.js';
+import { lockForTransaction } from '../store/advisory-locks.js';
+import type { Db } from '../store/db.js';
+import { readShippedCatalog } from '../money/shipped-catalog.js';
+import { seedPricing } from '../store/pricing-catalog.js';
+import { anyWorkspaceExists, createApiKey, createWorkspace, type Plan } from '../store/workspaces.js';
 
 export interface Bootstrapped {
   workspaceId: string;

@@ -30,7 +30,7 @@ import { body } from '../webhooks/payload.js';
 import { attemptDelivery, type AttemptResult } from '../webhooks/sender.js';
 import { generateSecret } from '../webhooks/signing.js';
 import type { Clock } from '../clock.js';
-import { DEFAULT_EVENTS, newEventId, recordEvent, TEST_EVENT } from './webhook-events.js';
+import { DEFAULT_EVENTS, newEventId, recordEvent, TEST_EVENT } from '../webhooks/webhook-events.js';
 
 export interface WebhookSettings {
   policy: OutboundPolicy;

@@ -5,7 +5,7 @@
  */
 import { ApiError } from '../errors.js';
 import { callCost, costToMicros, isPriced } from '../money/cost.js';
-import { scopeAt, SPEND_CAP_MICROS } from '../store/counters.js';
+import { scopeAt, SPEND_CAP_MICROS } from '../store/counters/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { zoneOf } from './decision-inputs.js';

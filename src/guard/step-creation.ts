@@ -7,11 +7,11 @@
  */
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
-import type { CounterScope, DailySpend } from '../store/counters.js';
+import type { CounterScope, DailySpend } from '../store/counters/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import { NO_RESERVATIONS, type Reserved } from '../store/reservations.js';
 import * as runs from '../store/runs.js';
-import type { StepSlot } from '../store/step-rate.js';
+import type { StepSlot } from '../store/counters/step-rate.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import type { RunLimitValues } from '../store/workspaces.js';
 import {

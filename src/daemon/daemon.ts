@@ -3,37 +3,37 @@ import { join, resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { buildApp, MCP_SUBJECT } from './api/app.js';
-import { connectionCapFor, openFileLimit } from './api/connection-guard.js';
+import { buildApp, MCP_SUBJECT } from '../api/app.js';
+import { connectionCapFor, openFileLimit } from '../api/connection-guard.js';
 import { fileURLToPath } from 'node:url';
 import { bootstrapWorkspace } from './bootstrap.js';
-import { cliCommand } from './cli-command.js';
-import { SIGN_IN_LINK_TTL_MS } from './service/dashboard-sign-in.js';
-import { createSignInLink } from './store/sign-in-links.js';
+import { cliCommand } from '../cli-command.js';
+import { SIGN_IN_LINK_TTL_MS } from '../admin/dashboard-sign-in.js';
+import { createSignInLink } from '../store/sign-in-links.js';
 import { LocalKeyFile } from './local-key.js';
 import { recordDaemon } from './local-daemon.js';
-import { sharedSecret } from './store/accounts.js';
-import { findApiKey } from './store/workspaces.js';
-import type { Config } from './config.js';
-import { createMetrics, type Metrics } from './metrics.js';
-import { createProviderRegistry, type ProviderDefinition } from './proxy/provider-registry.js';
-import { systemClock } from './clock.js';
-import { periodicReconcile } from './service/reconcile.js';
-import { createStaleRunSweeper } from './service/stale-run-sweeper.js';
-import { startDaemonInstance, type DaemonInstance } from './service/daemon-instance.js';
-import { createResultRecovery } from './service/result-recovery.js';
-import type { CounterStore } from './store/counters.js';
-import { embeddedDb, postgresDb, type Db } from './store/db.js';
-import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './store/idempotency.js';
-import { buildLateIndexes, buildLateIndexesNow } from './store/late-indexes.js';
-import { migrate } from './store/migrations.js';
+import { sharedSecret } from '../store/accounts.js';
+import { findApiKey } from '../store/workspaces.js';
+import type { Config } from '../config.js';
+import { createMetrics, type Metrics } from '../metrics.js';
+import { createProviderRegistry, type ProviderDefinition } from '../proxy/provider-registry.js';
+import { systemClock } from '../clock.js';
+import { periodicReconcile } from '../jobs/reconcile.js';
+import { createStaleRunSweeper } from '../jobs/stale-run-sweeper.js';
+import { startDaemonInstance, type DaemonInstance } from '../jobs/daemon-instance.js';
+import { createResultRecovery } from '../jobs/result-recovery.js';
+import type { CounterStore } from '../store/counters/counters.js';
+import { embeddedDb, postgresDb, type Db } from '../store/db.js';
+import { IDEMPOTENCY_PURGE_INTERVAL_MS } from '../store/idempotency.js';
+import { buildLateIndexes, buildLateIndexesNow } from '../store/late-indexes.js';
+import { migrate } from '../store/migrations.js';
 import { startIdleMemory } from './idle-memory.js';
-import { RedisCounters, redisClient } from './store/redis-counters.js';
-import { SqlCounters } from './store/sql-counters.js';
-import { WebhookDispatcher } from './webhooks/dispatcher.js';
-import type { OutboundPolicy } from './webhooks/outbound-policy.js';
+import { RedisCounters, redisClient } from '../store/counters/redis-counters.js';
+import { SqlCounters } from '../store/counters/sql-counters.js';
+import { WebhookDispatcher } from '../webhooks/dispatcher.js';
+import type { OutboundPolicy } from '../webhooks/outbound-policy.js';
 
-import { VERSION } from './version.js';
+import { VERSION } from '../version.js';
 
 export { VERSION };
 
@@ -198,8 +198,8 @@ async function prepare(
     },
     metrics,
     localKey,
-    // Beside this module in dist/: `npm run build` writes the dashboard there.
-    dashboardDir: fileURLToPath(new URL('./dashboard/', import.meta.url)),
+    // In dist/, beside this module's folder: `npm run build` writes the dashboard there.
+    dashboardDir: fileURLToPath(new URL('../dashboard/', import.meta.url)),
     webhooks: { policy: webhookPolicy, timeoutMs: config.webhookTimeoutMs, userAgent: `runguard/${VERSION}` },
     // Local MCP servers are common: a daemon only this machine reaches may call them; one reachable
     // from beyond must not become a way into the operator's network unless told so.

@@ -3,7 +3,7 @@ import type { Usage } from '../contract/index.js';
 import { microsToUsd } from '../money/decimal.js';
 import type { Clock } from '../clock.js';
 import { localDay } from '../periods.js';
-import { runCounts, scopeAt, type CounterStore } from '../store/counters.js';
+import { runCounts, scopeAt, type CounterStore } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import { unpricedUsage } from '../store/unpriced-usage.js';
 import { dailyUsage } from '../store/users.js';

@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Decision } from '../rules/engine.js';
-import type { CounterStore } from '../store/counters.js';
+import type { CounterStore } from '../store/counters/counters.js';
 import { isStatementRefusal, type Db } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
 import * as runs from '../store/runs.js';

@@ -9,7 +9,7 @@
  */
 import type { Logger } from 'pino';
 import { lockForTransaction, tryLockForTransaction } from '../store/advisory-locks.js';
-import { recordedSpend, scopeAt, type CounterStore, type DailySpend } from '../store/counters.js';
+import { recordedSpend, scopeAt, type CounterStore, type DailySpend } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import {
   addCountDifferences,

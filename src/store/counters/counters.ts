@@ -4,8 +4,8 @@
  * counts (allowed this month, RUNNING now) are read only at run start, from the records, under
  * a per-workspace lock that makes admissions linearizable across every daemon.
  */
-import { localDay } from '../periods.js';
-import type { Queryable } from './db.js';
+import { localDay } from '../../periods.js';
+import type { Queryable } from '../db.js';
 import type { StepSlot, StepSlotRequest } from './step-rate.js';
 
 /**

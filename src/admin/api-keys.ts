@@ -5,7 +5,7 @@
  */
 import type { ApiKey, IssuedApiKey } from '../contract/index.js';
 import type { Clock } from '../clock.js';
-import type { LocalKeyFile } from '../local-key.js';
+import type { LocalKeyFile } from '../daemon/local-key.js';
 import type { Db } from '../store/db.js';
 import { listApiKeys, regenerateApiKey } from '../store/workspaces.js';
 import type { ApiKeyVerifier } from './api-key-verifier.js';

@@ -10,7 +10,7 @@ import { listUsers, type SdkUserRow } from '../store/users.js';
 import type { GuardSettings } from './guard-settings.js';
 import { localDay } from '../periods.js';
 import { workspaceTimeZone } from '../store/workspaces.js';
-import type { Actor } from './webhook-events.js';
+import type { Actor } from '../webhooks/webhook-events.js';
 
 export function sdkUserView(user: SdkUserRow): SdkUser {
   return {

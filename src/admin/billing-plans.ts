@@ -3,7 +3,7 @@ import { PLAN_NAMES, type Billing, type PlanName } from '../contract/index.js';
 import type { WorkspaceRow } from '../store/workspaces.js';
 import type { GuardSettings } from './guard-settings.js';
 import { planView } from './plans.js';
-import type { Actor } from './webhook-events.js';
+import type { Actor } from '../webhooks/webhook-events.js';
 
 function billingView(workspace: WorkspaceRow): Billing {
   return {

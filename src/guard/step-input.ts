@@ -6,7 +6,7 @@
 import { estimateCallMicros, type CallBounds } from '../money/call-estimate.js';
 import { usdToMicros } from '../money/decimal.js';
 import type { Decision, GuardSnapshot } from '../rules/engine.js';
-import { SPEND_CAP_MICROS } from '../store/counters.js';
+import { SPEND_CAP_MICROS } from '../store/counters/counters.js';
 import type { NewStep, StepType } from '../store/runs.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import type { GuardState } from '../store/workspaces.js';

@@ -5,7 +5,7 @@
  * only when the window has room, in the same atomic step as the count.
  */
 import type { CounterScope } from './counters.js';
-import type { Queryable } from './db.js';
+import type { Queryable } from '../db.js';
 
 export const STEP_RATE_WINDOW_MS = 60_000;
 
