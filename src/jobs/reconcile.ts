@@ -166,6 +166,20 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
   return drifts;
 }
 
+/**
+ * Raises the Redis copy of today's spend to the records, for every workspace and user who spent
+ * today (never lowers it). For crash recovery: a dead daemon's last results may be committed
+ * without their raise of the copy, and decisions would read less than is recorded.
+ */
+export async function raiseSpendCopies(db: Db, counters: CounterStore, now: Date): Promise<number> {
+  if (counters.kind !== 'redis') return 0;
+  const recorded = await todaysSpend(db, now);
+  for (const spend of recorded.values()) {
+    await counters.spendRecorded(scopeAt(now, spend.workspaceId, spend.userId, spend.timeZone), spend);
+  }
+  return recorded.size;
+}
+
 export interface PeriodicReconcile {
   start(): void;
   stop(): Promise<void>;

@@ -4,7 +4,9 @@
  * step ALLOWED with no cost, and a run of the call's own RUNNING, holding a concurrency slot.
  * Every live daemon looks for dead ones (daemon-instances.ts) every `intervalMs`, and at its start:
  * their unfinished steps are ended FAILED RESULT_LOST, charged at their estimate so the spend still
- * counts, each told as a `result.lost` webhook event, and their runs of calls' own are ended.
+ * counts, each told as a `result.lost` webhook event, and their runs of calls' own are ended. Once
+ * an instance is recovered, the Redis copy of today's spend is raised to the records: the results
+ * it committed just before it died may have missed their raise of the copy.
  *
  * One transaction per batch: it locks the dead instances' rows (`SKIP LOCKED`: two daemons never
  * recover one instance at once), and each step is taken by a conditional UPDATE (ALLOWED only), so
@@ -17,6 +19,7 @@ import { lockDeadInstances, markRecovered, purgeDeadInstances } from '../store/d
 import type { Db } from '../store/db.js';
 import { chargeLostSteps, endOrphanedRuns, loseSteps, type LostStep } from '../store/lost-results.js';
 import { recordResultLost } from '../webhooks/webhook-events.js';
+import { raiseSpendCopies } from './reconcile.js';
 
 /** Why, as the `result.lost` event says it. */
 const LOST_REASON = 'the daemon that forwarded the call stopped before it recorded the result';
@@ -80,7 +83,9 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
         leaseMs: (options.leaseTrusted?.() ?? true) ? options.leaseMs : null,
         othersDead: options.othersDead,
       });
-      if (instances.length === 0) return { now, instances, steps: [], runs: [], charged: [], full: false };
+      if (instances.length === 0) {
+        return { now, instances, steps: [], runs: [], charged: [], full: false, recovered: [] as number[] };
+      }
       const steps = await loseSteps(tx, instances, now, batchSize);
       for (const step of steps) {
         await recordResultLost(
@@ -101,9 +106,9 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
       const full = steps.length >= batchSize;
       // Said once, when the last of an instance's steps is ended; later passes look again all the
       // same (a step its late write left behind), until its row is purged.
-      if (!full) await markRecovered(tx, instances);
+      const recovered = full ? [] : await markRecovered(tx, instances);
       const charged = await chargeLostSteps(tx, steps, now);
-      return { now, instances, steps, runs, charged, full };
+      return { now, instances, steps, runs, charged, full, recovered };
     });
   }
 
@@ -124,6 +129,7 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
       pass.instances = [...new Set([...pass.instances, ...done.instances])];
       pass.steps.push(...done.steps);
       pass.runs += done.runs.length;
+      if (done.recovered.length > 0) await raiseSpendCopies(db, counters, done.now);
       if (!done.full || stopped) break;
     }
     if (pass.steps.length > 0 || pass.runs > 0) {
