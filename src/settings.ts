@@ -38,6 +38,14 @@ export const FORMATS = {
       return url !== null && !url.search && !url.hash && !url.username && !url.password;
     },
   },
+  'web-origin': {
+    type: 'string',
+    accepts: 'an origin: scheme, host and port only (e.g. https://tools.example.com)',
+    validate: (value: string) => {
+      const url = urlWith(value, ['http:', 'https:']);
+      return url !== null && url.origin === value.replace(/\/$/, '');
+    },
+  },
   'power-of-two': {
     type: 'number',
     accepts: 'a power of two',
@@ -92,6 +100,22 @@ const server = {
     'RUNGUARD_PUBLIC_URL',
     "the address agents reach the daemon at; proxy-token URLs are built from it, never from a request's Host header (unset: the listen address)",
   ),
+  allowedHosts: Type.Array(Type.String({ pattern: '^[A-Za-z0-9.-]{1,253}$|^\\[[0-9A-Fa-f:.]+\\]$' }), {
+    env: 'RUNGUARD_ALLOWED_HOSTS',
+    default: [],
+    maxItems: 100,
+    accepts: 'a list of host names (e.g. runguard.internal,guard.example.com)',
+    description:
+      "host names the daemon answers to besides loopback ones, the address a client connected to and `publicUrl`'s host; a request for any other gets 421 (the defence against DNS rebinding)",
+  }),
+  allowedOrigins: Type.Array(Type.String({ format: 'web-origin' satisfies FormatName }), {
+    env: 'RUNGUARD_ALLOWED_ORIGINS',
+    default: [],
+    maxItems: 100,
+    accepts: 'a list of origins (e.g. https://tools.example.com)',
+    description:
+      "web origins besides the daemon's own whose pages may call the API and the proxy from a browser; any other site's request gets 403 (the daemon sends no CORS headers)",
+  }),
   dataDir: text(
     'RUNGUARD_DATA_DIR',
     '.runguard',

@@ -34,6 +34,7 @@ import { guardConnections } from './connection-guard.js';
 import { registerErrorHandler } from './error-handler.js';
 import { FailedAuthLimiter, registerFailedAuthLimit } from './failed-auth-limit.js';
 import { listenUrl } from './public-url.js';
+import { registerOriginChecks } from './request-origin.js';
 import { registerUnreadBodyLinger } from './unread-body.js';
 import { registerJsonBody } from './json-body.js';
 import { registerMetrics } from './metrics.js';
@@ -83,6 +84,8 @@ export interface AppDeps {
   localKey?: LocalKeyFile;
   /** The daemon's address as clients reach it, for the URLs it hands out. Absent: where it listens. */
   publicUrl?: string | null;
+  /** Host names and web origins served besides the daemon's own (request-origin.ts). */
+  origins?: { allowedHosts?: readonly string[]; allowedOrigins?: readonly string[] };
   http?: HttpLimits;
   /** The built web dashboard's folder (`dist/dashboard`). Absent or not built: `/` says how to build it. */
   dashboardDir?: string;
@@ -177,6 +180,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   if (deps.http?.maxConnections) guardConnections(app.server, deps.http.maxConnections);
   registerUnreadBodyLinger(app);
+  // First of the hooks: a request for another host name, or from another site's page, is
+  // answered before anything else looks at it.
+  registerOriginChecks(app, { publicUrl: deps.publicUrl ?? null, ...deps.origins });
   registerValidation(app);
   registerErrorHandler(app);
   registerJsonBody(app);

@@ -191,6 +191,7 @@ async function prepare(
       registration: registrationPolicy(config),
     },
     publicUrl: config.publicUrl,
+    origins: { allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins },
     http: {
       requestTimeoutMs: config.requestTimeoutMs,
       headersTimeoutMs: config.headersTimeoutMs,

@@ -165,6 +165,7 @@ export interface TestApiOptions {
   /** Auth settings over TEST_AUTH's (failed-auth limit, registration). */
   auth?: Partial<AuthSettings>;
   publicUrl?: string | null;
+  origins?: AppDeps['origins'];
   http?: AppDeps['http'];
   /** The MCP proxy's options. @default loopback and private servers allowed (the app listens on loopback) */
   mcp?: McpProxyOptions;
@@ -204,6 +205,7 @@ export async function startTestApi(backend: Backend, options: TestApiOptions = {
     ...(options.publicUrl !== undefined ? { publicUrl: options.publicUrl } : {}),
     ...(options.http ? { http: options.http } : {}),
     mcp: options.mcp ?? { policy: { allowPrivate: true, ownPort: null, subject: MCP_SUBJECT } },
+    ...(options.origins ? { origins: options.origins } : {}),
     ...(p && providers
       ? {
           proxy: {
