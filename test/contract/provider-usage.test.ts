@@ -35,12 +35,16 @@ const TABLE = (
   JSON.parse(readFileSync(join(import.meta.dirname, '../fixtures/provider-usage.json'), 'utf8')) as { rows: Row[] }
 ).rows;
 
-/** Where the proxy reads each format, and the SDK extractor for it. */
-const READERS: Record<UsageFormat, { provider: ProviderType; path: string; sdk?: (response: unknown) => unknown }> = {
+/** Where the proxy reads each format (the body's member that holds usage), and the SDK extractor for it. */
+const READERS: Record<
+  UsageFormat,
+  { provider: ProviderType; path: string; member?: string; sdk?: (response: unknown) => unknown }
+> = {
   'openai-chat': { provider: 'openai', path: '/v1/chat/completions', sdk: extractors.openaiChatCompletions },
   'openai-responses': { provider: 'openai', path: '/v1/responses', sdk: extractors.openaiResponses },
   'openai-embeddings': { provider: 'openai', path: '/v1/embeddings' },
   anthropic: { provider: 'anthropic', path: '/v1/messages', sdk: extractors.anthropicMessages },
+  google: { provider: 'google', path: '/v1beta/models/gemini-2.5-flash:generateContent', member: 'usageMetadata' },
 };
 
 describe('provider usage, table-driven', () => {
@@ -49,9 +53,9 @@ describe('provider usage, table-driven', () => {
   });
 
   it.each(TABLE)('when the proxy reads a JSON body with $name, then it records the same fields', (row) => {
-    const { provider, path } = READERS[row.format];
+    const { provider, path, member = 'usage' } = READERS[row.format];
     const tracker = adapterFor(provider).usageTracker(path, 'application/json');
-    expect(track(tracker, [bytes(JSON.stringify({ model: 'm', usage: row.usage }))])).toEqual(
+    expect(track(tracker, [bytes(JSON.stringify({ model: 'm', [member]: row.usage }))])).toEqual(
       row.expected ?? NO_TOKENS,
     );
   });
