@@ -35,13 +35,6 @@ export default tseslint.config(
       '@typescript-eslint/restrict-template-expressions': 'off',
       // Fastify's hooks and route handlers are async by contract, with or without an await.
       '@typescript-eslint/require-await': 'off',
-      // Rows from pg and parsed JSON are `any` by their libraries' types; the code narrows them where
-      // it reads them. These five fire on every such read, not on mistakes.
-      '@typescript-eslint/no-unsafe-assignment': 'off',
-      '@typescript-eslint/no-unsafe-member-access': 'off',
-      '@typescript-eslint/no-unsafe-argument': 'off',
-      '@typescript-eslint/no-unsafe-return': 'off',
-      '@typescript-eslint/no-unsafe-call': 'off',
       // `void promise` marks a deliberate fire-and-forget; a forgotten await is still an error.
       '@typescript-eslint/no-floating-promises': ['error', { ignoreVoid: true }],
     },
@@ -202,6 +195,8 @@ export default tseslint.config(
     // Code others must change: names that say what a thing is (STYLE.md), loop indexes aside.
     files: [
       'src/api/**/*.ts',
+      'src/cli/**/*.ts',
+      'clients/typescript/src/**/*.ts',
       'src/money/**/*.ts',
       'src/proxy/**/*.ts',
       'src/rules/**/*.ts',
@@ -236,6 +231,18 @@ export default tseslint.config(
           'setImmediate',
         ].map((name) => [name, 'readonly']),
       ),
+    },
+  },
+  {
+    // Rows from pg are `any` until the store maps them to its own types, and tests read answers
+    // loosely to assert on them: the rules against `any` leaking stay off there only.
+    files: ['src/store/**/*.ts', 'test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
     },
   },
   {

@@ -13,6 +13,7 @@ export default defineConfig({
       'test/contract/**/*.test.ts',
       'test/build/dependency-engines.test.ts',
       'test/build/stands-alone.test.ts',
+      'test/build/lint-rules.test.ts',
       'test/config/**/*.test.ts',
       'test/client/extractors.test.ts',
       'test/client/guard-client.test.ts',

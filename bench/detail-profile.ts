@@ -98,7 +98,7 @@ const runId = process.env.RUN_ID ?? (await seed(client, ws.id));
 
 const detailSql = process.env.DETAIL_SQL;
 if (detailSql) {
-  const plan = await client.query(`EXPLAIN (ANALYZE, BUFFERS) ${detailSql}`, [runId, ws.id]);
+  const plan = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${detailSql}`, [runId, ws.id]);
   console.log(plan.rows.map((r) => r['QUERY PLAN']).join('\n'));
 }
 
@@ -118,7 +118,9 @@ const body = await readRunDetail(db, ws.id, runId, new Date());
 const text = Array.isArray(body) ? Buffer.concat(body).toString('utf8') : null;
 if (text === null)
   throw new Error(`the run has more than one page of steps: set STEPS to ${DETAIL_PAGES.first} or fewer`);
-console.log(`steps ${JSON.parse(text).steps.length}, response ${Buffer.byteLength(text)} bytes`);
+console.log(
+  `steps ${(JSON.parse(text) as { steps: unknown[] }).steps.length}, response ${Buffer.byteLength(text)} bytes`,
+);
 
 if (detailSql) {
   await time('statement, values left as text', () =>

@@ -40,7 +40,7 @@ if (!isDeepStrictEqual(JSON.parse(rewrittenBytes(raw, parsed, rewrittenBody).toS
   throw new Error('the spliced body differs');
 }
 
-const parse = () => JSON.parse(raw.toString('utf8'));
+const parse = (): unknown => JSON.parse(raw.toString('utf8'));
 const spliced = () => rewrittenBytes(raw, parsed, rewrittenBody);
 const serialised = () => Buffer.from(JSON.stringify(rewrittenBody));
 for (let i = 0; i < 10; i++) {

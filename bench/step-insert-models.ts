@@ -36,7 +36,10 @@ const stores: [string, Store][] = [['this checkout', thisStore]];
 // Another checkout's statements, run on this checkout's schema (an older insert ignores the
 // models column), alternated with this one's round by round so the machine's noise hits both.
 if (flags.baseline)
-  stores.push(['baseline', await import(pathToFileURL(join(resolve(flags.baseline), 'src/store/runs.ts')).href)]);
+  stores.push([
+    'baseline',
+    (await import(pathToFileURL(join(resolve(flags.baseline), 'src/store/runs.ts')).href)) as Store,
+  ]);
 
 const services = await createServices();
 // Commits without waiting for the disk: the statement's own work is measured, not fsync's queue.

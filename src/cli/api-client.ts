@@ -89,13 +89,14 @@ export class ApiClient {
       parsed = null;
     }
     if (!res.ok) {
-      const e = (parsed ?? {}) as { detail?: unknown; code?: unknown; errors?: unknown };
-      const detail = typeof e.detail === 'string' ? e.detail : `HTTP ${res.status} ${res.statusText}`.trim();
+      const errorBody = (parsed ?? {}) as { detail?: unknown; code?: unknown; errors?: unknown };
+      const detail =
+        typeof errorBody.detail === 'string' ? errorBody.detail : `HTTP ${res.status} ${res.statusText}`.trim();
       throw new ApiRequestError(
         res.status,
-        typeof e.code === 'string' ? e.code : null,
+        typeof errorBody.code === 'string' ? errorBody.code : null,
         res.status === 401 && this.origin ? `${detail.replace(/\.$/, '')}${keyHint(this.origin)}` : detail,
-        Array.isArray(e.errors) ? (e.errors as { path: string; message: string }[]) : [],
+        Array.isArray(errorBody.errors) ? (errorBody.errors as { path: string; message: string }[]) : [],
       );
     }
     return parsed as T;
@@ -117,7 +118,7 @@ export class ApiClient {
 
   importPricing(models: (PriceInput & { model: string })[], options: { overwrite: boolean; dryRun: boolean }) {
     return this.request<PricingImport>('POST', '/v1/model-pricing/import', {
-      models: models.map((m) => ({ model: m.model, ...priceBody(m) })),
+      models: models.map((entry) => ({ model: entry.model, ...priceBody(entry) })),
       overwrite: options.overwrite,
       dry_run: options.dryRun,
     });
@@ -137,9 +138,9 @@ export class ApiClient {
 
 /** `ECONNREFUSED`, `ENOTFOUND`, `timed out`, ...: why fetch could not get an answer. */
 export function connectionReason(error: unknown): string {
-  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'no answer in time';
-  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? 'unknown error';
+  const failure = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (failure?.name === 'TimeoutError' || failure?.name === 'AbortError') return 'no answer in time';
+  return failure?.cause?.code ?? failure?.cause?.message ?? failure?.message ?? 'unknown error';
 }
 
 /** Only the fields the API takes: it refuses any other (a catalog entry's `provider`, say). */

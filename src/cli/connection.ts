@@ -98,8 +98,8 @@ export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv
     ...new Set(
       [
         record?.key_file,
-        ...[record?.data_dir, dataDir].filter((d): d is string => !!d).map((d) => join(d, 'api-key')),
-      ].filter((f): f is string => !!f),
+        ...[record?.data_dir, dataDir].filter((dir): dir is string => !!dir).map((dir) => join(dir, 'api-key')),
+      ].filter((file): file is string => !!file),
     ),
   ];
   const base = { url, urlSource, looked };
@@ -138,9 +138,9 @@ function findRecord(files: string[], looked: string[]): { file: string; record: 
 
 /** The record, among `files`, of the daemon listening at `url` (same scheme, host and port). */
 function recordAt(url: string, files: string[]): DaemonRecord | null {
-  const origin = (u: string) => {
+  const origin = (address: string) => {
     try {
-      return new URL(u).origin.replace('//localhost:', '//127.0.0.1:');
+      return new URL(address).origin.replace('//localhost:', '//127.0.0.1:');
     } catch {
       return null;
     }

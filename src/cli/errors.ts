@@ -45,7 +45,7 @@ export class DaemonUnreachableError extends CliError {
     const from = origin ? ` (the URL from ${origin.urlSource})` : '';
     const looked =
       origin && origin.looked.length > 0
-        ? `\nLooked for a daemon in:\n${origin.looked.map((l) => `  ${l}`).join('\n')}`
+        ? `\nLooked for a daemon in:\n${origin.looked.map((place) => `  ${place}`).join('\n')}`
         : '';
     super(
       `cannot reach the runguard daemon at ${url}${from}: ${reason}. Is it running? Start it with \`${cliCommand('start')}\`, ` +
@@ -67,7 +67,7 @@ export function keyHint(origin: Pick<ConnectionOrigin, 'keySource' | 'overridden
 /** The message for a failed command, with a 422's field errors on their own lines. */
 export function describeError(error: unknown): { message: string; exitCode: number } {
   if (error instanceof ApiRequestError) {
-    const fields = error.errors.map((e) => `\n  ${e.path}: ${e.message}`).join('');
+    const fields = error.errors.map((fieldError) => `\n  ${fieldError.path}: ${fieldError.message}`).join('');
     return { message: `${error.detail}${fields}`, exitCode: error.exitCode };
   }
   if (error instanceof CliError) return { message: error.message, exitCode: error.exitCode };

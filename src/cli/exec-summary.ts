@@ -13,9 +13,9 @@ const plain = createStyle(false);
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 export function execSummary(run: RunDetail, exitStatus: number, style: Style = plain): string {
-  const denied = run.steps.filter((s) => s.status === 'BLOCKED');
+  const denied = run.steps.filter((step) => step.status === 'BLOCKED');
   // Each reason once, with the numbers of its last denial: `RUN_STEP_LIMIT_EXCEEDED: run step limit reached: 20 of 20 steps`.
-  const lastDenial = new Map(denied.map((s) => [s.decision.reason ?? 'DENY', s.decision.detail] as const));
+  const lastDenial = new Map(denied.map((step) => [step.decision.reason ?? 'DENY', step.decision.detail] as const));
   const reasons = [...lastDenial].map(([reason, detail]) =>
     detail ? `${reason}: ${explainDenial(reason, detail)}` : reason,
   );

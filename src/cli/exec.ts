@@ -137,18 +137,18 @@ async function call<T>(
       lastError = error;
     }
     if (interrupted()) break;
-    await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
+    await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** attempt));
   }
   if (lastError instanceof ExecError) throw lastError;
   throw new DaemonUnreachableError(settings.url, connectionReason(lastError), settings.origin);
 }
 
 function failure(settings: ExecSettings, what: string, res: { status: number; body: unknown }): ExecError {
-  const b = res.body as { detail?: string; code?: string } | null;
-  const detail = b?.detail ?? 'no detail';
+  const answer = res.body as { detail?: string; code?: string } | null;
+  const detail = answer?.detail ?? 'no detail';
   const hint = res.status === 401 && settings.origin ? keyHint(settings.origin) : '';
   return new ExecError(
-    `${what} failed (${res.status}${b?.code ? ` ${b.code}` : ''}): ${hint ? detail.replace(/\.$/, '') + hint : detail}`,
+    `${what} failed (${res.status}${answer?.code ? ` ${answer.code}` : ''}): ${hint ? detail.replace(/\.$/, '') + hint : detail}`,
   );
 }
 
@@ -266,8 +266,8 @@ async function printSummary(settings: ExecSettings, runId: string, status: numbe
       const res = await call<RunDetail>(settings, 'GET', `/v1/runs/${runId}`);
       if (res.status !== 200) return;
       detail = res.body;
-      if (detail.steps.every((s) => s.status !== 'ALLOWED')) break;
-      await new Promise((r) => setTimeout(r, 50));
+      if (detail.steps.every((step) => step.status !== 'ALLOWED')) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
     if (detail) settings.stderr.write(execSummary(detail, status, stderrStyle(settings)));
   } catch {

@@ -34,14 +34,19 @@ export function createOutput(
 }
 
 export function renderTable(headers: string[], rows: (string | number | null | undefined)[][]): string {
-  const cells = rows.map((row) => row.map((c) => (c === null || c === undefined || c === '' ? '-' : String(c))));
+  const cells = rows.map((row) =>
+    row.map((cell) => (cell === null || cell === undefined || cell === '' ? '-' : String(cell))),
+  );
   // Columns are measured as shown: colour codes take no room on the screen.
-  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => visible(r[i] ?? '').length)));
-  const pad = (c: string, width: number) => c + ' '.repeat(Math.max(0, width - visible(c).length));
-  const format = (row: string[]) => row.map((c, i) => (i === row.length - 1 ? c : pad(c, widths[i]!))).join('  ');
+  const widths = headers.map((header, i) =>
+    Math.max(header.length, ...cells.map((row) => visible(row[i] ?? '').length)),
+  );
+  const pad = (text: string, width: number) => text + ' '.repeat(Math.max(0, width - visible(text).length));
+  const format = (row: string[]) =>
+    row.map((cell, i) => (i === row.length - 1 ? cell : pad(cell, widths[i]!))).join('  ');
   // Blank headers: a list of name and value pairs, printed without a header line.
-  const lines = headers.every((h) => h === '') ? cells.map(format) : [format(headers), ...cells.map(format)];
-  return lines.map((l) => `${l.trimEnd()}\n`).join('');
+  const lines = headers.every((header) => header === '') ? cells.map(format) : [format(headers), ...cells.map(format)];
+  return lines.map((line) => `${line.trimEnd()}\n`).join('');
 }
 
 /**

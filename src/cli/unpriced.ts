@@ -3,7 +3,10 @@ import type { Step } from './api-client.js';
 
 export function unpricedCalls(steps: readonly Step[]): Step[] {
   return steps.filter(
-    (s) => s.type === 'MODEL_CALL' && s.cost_usd === null && (s.prompt_tokens !== null || s.completion_tokens !== null),
+    (step) =>
+      step.type === 'MODEL_CALL' &&
+      step.cost_usd === null &&
+      (step.prompt_tokens !== null || step.completion_tokens !== null),
   );
 }
 

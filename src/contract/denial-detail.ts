@@ -47,28 +47,31 @@ export function explainDenial(
 ): string {
   const what = WHAT[reason] ?? reason;
   if (!detail) return what;
-  const d = detail as Record<string, unknown>;
-  const resets = typeof d.resets_at === 'string' ? `; resets ${d.resets_at}` : '';
-  if (typeof d.spend_usd === 'number') {
-    const reserved = typeof d.reserved_usd === 'number' && d.reserved_usd > 0 ? ` (+ $${d.reserved_usd} reserved)` : '';
-    return `${what}: $${d.spend_usd}${reserved} of $${String(d.budget_usd)}${resets}`;
+  const fields = detail as Record<string, unknown>;
+  const resets = typeof fields.resets_at === 'string' ? `; resets ${fields.resets_at}` : '';
+  if (typeof fields.spend_usd === 'number') {
+    const reserved =
+      typeof fields.reserved_usd === 'number' && fields.reserved_usd > 0 ? ` (+ $${fields.reserved_usd} reserved)` : '';
+    return `${what}: $${fields.spend_usd}${reserved} of $${String(fields.budget_usd)}${resets}`;
   }
-  if (typeof d.runs === 'number') return `${what}: ${d.runs} of ${String(d.limit)} runs this month${resets}`;
-  if (typeof d.running === 'number') return `${what}: ${d.running} of ${String(d.limit)} runs running`;
-  if (typeof d.run_cost_usd === 'number') {
-    const reserved = typeof d.reserved_usd === 'number' && d.reserved_usd > 0 ? ` (+ $${d.reserved_usd} reserved)` : '';
-    return `${what}: $${d.run_cost_usd}${reserved} of $${String(d.limit_usd)}`;
+  if (typeof fields.runs === 'number')
+    return `${what}: ${fields.runs} of ${String(fields.limit)} runs this month${resets}`;
+  if (typeof fields.running === 'number') return `${what}: ${fields.running} of ${String(fields.limit)} runs running`;
+  if (typeof fields.run_cost_usd === 'number') {
+    const reserved =
+      typeof fields.reserved_usd === 'number' && fields.reserved_usd > 0 ? ` (+ $${fields.reserved_usd} reserved)` : '';
+    return `${what}: $${fields.run_cost_usd}${reserved} of $${String(fields.limit_usd)}`;
   }
-  if (typeof d.identical_calls === 'number')
-    return `${what}: ${d.identical_calls} identical calls in a row, the limit is ${String(d.limit)}`;
-  if (typeof d.steps_in_window === 'number')
-    return `${what}: ${d.steps_in_window} of ${String(d.limit)} steps in ${String(d.window_s)} s; retry after ${String(d.retry_after_s)} s (${String(d.retry_at)})`;
-  if (typeof d.steps === 'number') return `${what}: ${d.steps} of ${String(d.limit)} steps`;
-  if (typeof d.tool === 'string')
-    return typeof d.pattern === 'string'
-      ? `${what}: ${JSON.stringify(d.tool)} matches the deny pattern ${JSON.stringify(d.pattern)}`
-      : `${what}: ${JSON.stringify(d.tool)} is not in the allow list`;
-  if (d.unpriced_models === 'deny')
-    return `${what}: ${typeof d.model === 'string' ? JSON.stringify(d.model) : 'the model could not be read'}`;
+  if (typeof fields.identical_calls === 'number')
+    return `${what}: ${fields.identical_calls} identical calls in a row, the limit is ${String(fields.limit)}`;
+  if (typeof fields.steps_in_window === 'number')
+    return `${what}: ${fields.steps_in_window} of ${String(fields.limit)} steps in ${String(fields.window_s)} s; retry after ${String(fields.retry_after_s)} s (${String(fields.retry_at)})`;
+  if (typeof fields.steps === 'number') return `${what}: ${fields.steps} of ${String(fields.limit)} steps`;
+  if (typeof fields.tool === 'string')
+    return typeof fields.pattern === 'string'
+      ? `${what}: ${JSON.stringify(fields.tool)} matches the deny pattern ${JSON.stringify(fields.pattern)}`
+      : `${what}: ${JSON.stringify(fields.tool)} is not in the allow list`;
+  if (fields.unpriced_models === 'deny')
+    return `${what}: ${typeof fields.model === 'string' ? JSON.stringify(fields.model) : 'the model could not be read'}`;
   return what;
 }

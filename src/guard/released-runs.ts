@@ -20,7 +20,7 @@ export class ReleasedRuns {
   /** The call's answer is out: its run stops holding a slot in this daemon's admissions. */
   release(workspaceId: string, runId: string): void {
     let runs = this.byWorkspace.get(workspaceId);
-    if (!runs) this.byWorkspace.set(workspaceId, (runs = new Map()));
+    if (!runs) this.byWorkspace.set(workspaceId, (runs = new Map<string, Entry>()));
     runs.set(runId.toLowerCase(), { ended: false });
   }
 

@@ -334,7 +334,8 @@ export const mcpProxyRoutes: FastifyPluginAsync<{
         answered(statusCode, headers) {
           httpStatus = statusCode;
           if (request.method === 'POST') rememberShape(key, headers['content-type']);
-          const contentType = headers['content-type'];
+          // Typed a string, but a repeated header may arrive as a list.
+          const contentType = headers['content-type'] as string | string[] | undefined;
           watch.answered(Array.isArray(contentType) ? contentType[0] : contentType);
           return clientHeaders(headers);
         },

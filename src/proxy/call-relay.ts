@@ -70,7 +70,8 @@ export function relayCall(call: RelayedCall, recordResult: RecordResult): HeldAn
   const hooks: RelayHooks = {
     answered(statusCode, upstream) {
       const headers = answerHeaders(upstream, { stepId, requestId: request.id }, timer.overheadMs());
-      const contentType = upstream['content-type'];
+      // Typed a string, but a repeated header may arrive as a list.
+      const contentType = upstream['content-type'] as string | string[] | undefined;
       tracker = provider.adapter.usageTracker(path, Array.isArray(contentType) ? contentType[0] : contentType);
       outcome.http_status = statusCode;
       const requestId = upstream['x-request-id'] ?? upstream['request-id'];

@@ -133,8 +133,10 @@ export class RunHandle {
   async settleStreams(): Promise<void> {
     const streams = [...this.#streams];
     this.#streams.clear();
-    const errors = await Promise.all(streams.map(async (s) => ({ error: await s.close(), unseen: s.unseenFailures })));
-    const lost = errors.find((e) => e.unseen && e.error !== undefined);
+    const errors = await Promise.all(
+      streams.map(async (stream) => ({ error: await stream.close(), unseen: stream.unseenFailures })),
+    );
+    const lost = errors.find((closed) => closed.unseen && closed.error !== undefined);
     if (lost) throw lost.error;
   }
 

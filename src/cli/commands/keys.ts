@@ -15,12 +15,12 @@ export function keysCommand(): Command {
         if (out.json) return out.data(list);
         out.table(
           ['PREFIX', 'NAME', 'CREATED', 'LAST USED', 'STATE'],
-          list.map((k) => [
-            `lg_${k.prefix}_…`,
-            k.name,
-            timestamp(k.created_at),
-            timestamp(k.last_used_at),
-            k.revoked_at ? `revoked ${timestamp(k.revoked_at)}` : 'active',
+          list.map((key) => [
+            `lg_${key.prefix}_…`,
+            key.name,
+            timestamp(key.created_at),
+            timestamp(key.last_used_at),
+            key.revoked_at ? `revoked ${timestamp(key.revoked_at)}` : 'active',
           ]),
         );
       }),
@@ -30,8 +30,9 @@ export function keysCommand(): Command {
     apiCommand('regenerate', 'issue a new key and revoke every earlier one at once')
       .addOption(new Option('--yes', 'confirm: clients using the current key stop working'))
       .action(
-        withApi(async ({ client, connection, out }, o: ApiOptions & { yes?: boolean }) => {
-          if (!o.yes) throw new Error('regenerating revokes the current key for every client; run again with --yes');
+        withApi(async ({ client, connection, out }, options: ApiOptions & { yes?: boolean }) => {
+          if (!options.yes)
+            throw new Error('regenerating revokes the current key for every client; run again with --yes');
           const key = await client.request<IssuedApiKey>('POST', '/v1/api-keys/regenerate');
           if (out.json) return out.data(key);
           out.line(`New API key (shown once): ${key.api_key}`);
@@ -67,7 +68,8 @@ export function keysCommand(): Command {
         withApi(async ({ client, connection, out }, _o: ApiOptions, id: string) => {
           // Read before: once revoked, the CLI's own key may be the one that no longer works.
           const listed = await client.request<ApiKey[]>('GET', '/v1/api-keys');
-          const own = listed.find((k) => k.id === id.toLowerCase())?.prefix === connection.apiKey.split('_')[1];
+          const own =
+            listed.find((listedKey) => listedKey.id === id.toLowerCase())?.prefix === connection.apiKey.split('_')[1];
           await client.request('DELETE', `/v1/api-keys/${encodeURIComponent(id)}`);
           if (out.json) return out.data({ id, revoked: true });
           out.line(`Key ${id} is revoked: clients using it get 401 from now on.`);

@@ -32,32 +32,32 @@ function printPrices(out: Output, entries: ModelPricing[]) {
       'ACTIVE',
       'SET BY',
     ],
-    entries.map((p) => [
-      p.model,
-      plainDecimal(p.input_cost_per_token),
-      plainDecimal(p.output_cost_per_token),
-      perMillion(p.input_cost_per_token),
-      perMillion(p.output_cost_per_token),
-      cachePrice(p.cache_read_input_cost_per_token),
-      cachePrice(p.cache_write_input_cost_per_token),
-      p.is_active ? 'yes' : 'no',
-      p.source === 'catalog' ? 'catalog' : 'hand',
+    entries.map((price) => [
+      price.model,
+      plainDecimal(price.input_cost_per_token),
+      plainDecimal(price.output_cost_per_token),
+      perMillion(price.input_cost_per_token),
+      perMillion(price.output_cost_per_token),
+      cachePrice(price.cache_read_input_cost_per_token),
+      cachePrice(price.cache_write_input_cost_per_token),
+      price.is_active ? 'yes' : 'no',
+      price.source === 'catalog' ? 'catalog' : 'hand',
     ]),
   );
 }
 
 /** A price field of a catalog entry: a non-negative number, or (`nullable`) null or absent. */
 function priceField(
-  e: Record<string, unknown>,
+  entry: Record<string, unknown>,
   key: string,
   where: string,
   nullable: boolean,
 ): number | null | undefined {
-  const value = e[key];
+  const value = entry[key];
   if (nullable && (value === null || value === undefined)) return value;
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
     throw new CliError(
-      `${where} (${String(e.model)}): "${key}" must be a non-negative number of USD per token${nullable ? ' or null' : ''}.`,
+      `${where} (${String(entry.model)}): "${key}" must be a non-negative number of USD per token${nullable ? ' or null' : ''}.`,
     );
   }
   return value;
@@ -78,22 +78,22 @@ export function parseCatalog(
   if (!Array.isArray(list))
     throw new CliError(`${name} must be an array of prices or an object with a "models" array.`);
   const entries = list.map((raw, i): PriceEntry => {
-    const e = raw as Record<string, unknown>;
+    const entry = raw as Record<string, unknown>;
     const where = `${name}: models[${i}]`;
-    if (typeof e?.model !== 'string' || e.model.length === 0)
+    if (typeof entry?.model !== 'string' || entry.model.length === 0)
       throw new CliError(`${where}: "model" must be a non-empty string.`);
-    if (e.is_active !== undefined && typeof e.is_active !== 'boolean') {
-      throw new CliError(`${where} (${e.model}): "is_active" must be true or false.`);
+    if (entry.is_active !== undefined && typeof entry.is_active !== 'boolean') {
+      throw new CliError(`${where} (${entry.model}): "is_active" must be true or false.`);
     }
-    const cacheRead = priceField(e, 'cache_read_input_cost_per_token', where, true);
-    const cacheWrite = priceField(e, 'cache_write_input_cost_per_token', where, true);
+    const cacheRead = priceField(entry, 'cache_read_input_cost_per_token', where, true);
+    const cacheWrite = priceField(entry, 'cache_write_input_cost_per_token', where, true);
     return {
-      model: e.model,
-      input_cost_per_token: priceField(e, 'input_cost_per_token', where, false)!,
-      output_cost_per_token: priceField(e, 'output_cost_per_token', where, false)!,
+      model: entry.model,
+      input_cost_per_token: priceField(entry, 'input_cost_per_token', where, false)!,
+      output_cost_per_token: priceField(entry, 'output_cost_per_token', where, false)!,
       ...(cacheRead === undefined ? {} : { cache_read_input_cost_per_token: cacheRead }),
       ...(cacheWrite === undefined ? {} : { cache_write_input_cost_per_token: cacheWrite }),
-      ...(e.is_active === undefined ? {} : { is_active: e.is_active }),
+      ...(entry.is_active === undefined ? {} : { is_active: entry.is_active }),
     };
   });
   const meta = Array.isArray(doc)
@@ -247,7 +247,7 @@ function importCommand() {
             dryRun: options.dryRun === true,
           });
           if (out.json) return out.data(result);
-          printImport(out, result, new Map(entries.map((e) => [e.model, e])), options.all === true);
+          printImport(out, result, new Map(entries.map((entry) => [entry.model, entry])), options.all === true);
           const from = `${name}${source ? ` (${source}${takenAt ? `, prices as of ${takenAt}` : ''})` : takenAt ? ` (prices as of ${takenAt})` : ''}`;
           const verb = result.dry_run ? 'Would import' : 'Imported';
           out.line(

@@ -63,7 +63,7 @@ export function reconcileCommand(): Command {
           return out.line(`No drift since ${report.checkedFrom}: the counters equal the records.`);
         out.table(
           ['KIND', 'KEY', 'EXPECTED (RECORDS)', 'FOUND'],
-          report.drifts.map((d) => [d.kind, d.key, d.expected, d.found]),
+          report.drifts.map((drift) => [drift.kind, drift.key, drift.expected, drift.found]),
         );
         out.line(
           `${report.drifts.length} difference${report.drifts.length > 1 ? 's' : ''} since ${report.checkedFrom}; ${report.repaired ? 'repaired.' : 'nothing changed (--dry-run).'}`,

@@ -19,24 +19,24 @@ function positiveInt(name: string, max: number) {
   };
 }
 
-const decisionText = (d: { outcome: string; reason: string | null }) =>
-  d.outcome === 'DENY' ? `DENY ${d.reason ?? ''}`.trim() : d.outcome;
+const decisionText = (decision: { outcome: string; reason: string | null }) =>
+  decision.outcome === 'DENY' ? `DENY ${decision.reason ?? ''}`.trim() : decision.outcome;
 /** A denial with its numbers: `DENY USER_DAILY_BUDGET_EXCEEDED (user daily budget spent: $0.00045 of $0.0004; resets ...)`. */
-const explainedDecision = (d: RunDetail['decision']) => `${decisionText(d)}${explanation(d)}`;
+const explainedDecision = (decision: RunDetail['decision']) => `${decisionText(decision)}${explanation(decision)}`;
 /** A denial's numbers in parentheses, after its code; nothing for an ALLOW. */
-const explanation = (d: RunDetail['decision']) =>
-  d.outcome === 'DENY' && d.reason ? ` (${explainDenial(d.reason, d.detail)})` : '';
-const tokens = (s: Pick<Step, 'prompt_tokens' | 'completion_tokens'>) =>
-  s.prompt_tokens === null && s.completion_tokens === null
+const explanation = (decision: RunDetail['decision']) =>
+  decision.outcome === 'DENY' && decision.reason ? ` (${explainDenial(decision.reason, decision.detail)})` : '';
+const tokens = (step: Pick<Step, 'prompt_tokens' | 'completion_tokens'>) =>
+  step.prompt_tokens === null && step.completion_tokens === null
     ? '-'
-    : `${s.prompt_tokens ?? 0}+${s.completion_tokens ?? 0}`;
+    : `${step.prompt_tokens ?? 0}+${step.completion_tokens ?? 0}`;
 
 /** Model calls with tokens and no cost: `2 calls, 130 tokens (llama3:8b)`, or null when none. */
 function unpricedSummary(steps: Step[]): string | null {
   const calls = unpricedCalls(steps);
   if (calls.length === 0) return null;
-  const tokenSum = calls.reduce((n, s) => n + (s.prompt_tokens ?? 0) + (s.completion_tokens ?? 0), 0);
-  const models = [...new Set(calls.map((s) => s.model ?? '(unknown model)'))].join(', ');
+  const tokenSum = calls.reduce((n, step) => n + (step.prompt_tokens ?? 0) + (step.completion_tokens ?? 0), 0);
+  const models = [...new Set(calls.map((step) => step.model ?? '(unknown model)'))].join(', ');
   return `${calls.length} call${calls.length === 1 ? '' : 's'}, ${tokenSum} tokens (${models})`;
 }
 
@@ -88,17 +88,17 @@ function listCommand() {
           const reasons = await denyReasons(client, page.items);
           out.table(
             ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST', 'MODELS', 'DENIED'],
-            page.items.map((r) => [
-              r.id,
-              r.user_id,
-              statusWord(out.style, r.status),
-              timestamp(r.started_at),
-              timestamp(r.ended_at),
-              r.step_count,
-              r.total_tokens,
-              usd(r.total_cost_usd),
-              modelsCell(r.models),
-              out.style.bad(reasons.get(r.id) ?? ''),
+            page.items.map((run) => [
+              run.id,
+              run.user_id,
+              statusWord(out.style, run.status),
+              timestamp(run.started_at),
+              timestamp(run.ended_at),
+              run.step_count,
+              run.total_tokens,
+              usd(run.total_cost_usd),
+              modelsCell(run.models),
+              out.style.bad(reasons.get(run.id) ?? ''),
             ]),
           );
           out.line(`\n${pageFooter(page, 'run')}`);
@@ -112,9 +112,11 @@ function listCommand() {
  * no steps, so reading its detail is cheap. (Denied calls inside other runs show in `runs show`.)
  */
 async function denyReasons(client: ApiClient, runs: RunSummary[]): Promise<Map<string, string>> {
-  const blocked = runs.filter((r) => r.status === 'BLOCKED');
-  const details = await Promise.all(blocked.map((r) => client.getRun(r.id).catch(() => null)));
-  return new Map(details.flatMap((d) => (d?.decision.reason ? [[d.id, d.decision.reason] as const] : [])));
+  const blocked = runs.filter((run) => run.status === 'BLOCKED');
+  const details = await Promise.all(blocked.map((run) => client.getRun(run.id).catch(() => null)));
+  return new Map(
+    details.flatMap((detail) => (detail?.decision.reason ? [[detail.id, detail.decision.reason] as const] : [])),
+  );
 }
 
 export function printRun(out: Output, run: RunDetail) {
@@ -134,21 +136,21 @@ export function printRun(out: Output, run: RunDetail) {
   if (run.steps.length === 0) return out.line('No steps.');
   out.table(
     ['SEQ', 'TYPE', 'MODEL/TOOL', 'STATUS', 'DECISION', 'TOKENS', 'COST', 'DURATION', 'CREATED'],
-    run.steps.map((s) => [
-      s.sequence,
-      s.type,
-      s.model ?? s.tool_name,
-      statusWord(out.style, s.status),
-      statusWord(out.style, decisionText(s.decision)),
-      tokens(s),
-      usd(s.cost_usd),
-      duration(s.duration_ms),
-      timestamp(s.created_at),
+    run.steps.map((step) => [
+      step.sequence,
+      step.type,
+      step.model ?? step.tool_name,
+      statusWord(out.style, step.status),
+      statusWord(out.style, decisionText(step.decision)),
+      tokens(step),
+      usd(step.cost_usd),
+      duration(step.duration_ms),
+      timestamp(step.created_at),
     ]),
   );
-  const denied = run.steps.filter((s) => s.decision.outcome === 'DENY');
+  const denied = run.steps.filter((step) => step.decision.outcome === 'DENY');
   if (denied.length) out.line();
-  for (const s of denied) out.line(`Step ${s.sequence} denied: ${explainedDecision(s.decision)}`);
+  for (const step of denied) out.line(`Step ${step.sequence} denied: ${explainedDecision(step.decision)}`);
 }
 
 function showCommand() {
@@ -250,29 +252,29 @@ export class RunFollower {
   }
 }
 
-function printEvent(out: Output, e: TailEvent) {
-  if (out.json) return out.event(e);
+function printEvent(out: Output, event: TailEvent) {
+  if (out.json) return out.event(event);
   const time = new Date().toISOString().slice(11, 19);
-  switch (e.event) {
+  switch (event.event) {
     case 'run_started':
       return out.line(
-        `${time}  run ${e.run.id}  user ${e.run.user_id}  ${e.run.status === 'BLOCKED' ? out.style.bad('BLOCKED at start') : 'started'}`,
+        `${time}  run ${event.run.id}  user ${event.run.user_id}  ${event.run.status === 'BLOCKED' ? out.style.bad('BLOCKED at start') : 'started'}`,
       );
     case 'step_created': {
-      const s = e.step;
+      const step = event.step;
       return out.line(
-        `${time}  run ${e.run_id}  step ${s.sequence} ${s.type}${(s.model ?? s.tool_name) ? ` ${s.model ?? s.tool_name}` : ''}  ${s.status === 'BLOCKED' ? out.style.bad(`BLOCKED ${s.decision.reason ?? ''}`.trim()) : 'allowed'}`,
+        `${time}  run ${event.run_id}  step ${step.sequence} ${step.type}${(step.model ?? step.tool_name) ? ` ${step.model ?? step.tool_name}` : ''}  ${step.status === 'BLOCKED' ? out.style.bad(`BLOCKED ${step.decision.reason ?? ''}`.trim()) : 'allowed'}`,
       );
     }
     case 'step_finished': {
-      const s = e.step;
+      const step = event.step;
       return out.line(
-        `${time}  run ${e.run_id}  step ${s.sequence} ${statusWord(out.style, s.status)}  tokens ${tokens(s)}  cost ${usd(s.cost_usd)}  ${duration(s.duration_ms)}`,
+        `${time}  run ${event.run_id}  step ${step.sequence} ${statusWord(out.style, step.status)}  tokens ${tokens(step)}  cost ${usd(step.cost_usd)}  ${duration(step.duration_ms)}`,
       );
     }
     case 'run_ended':
       return out.line(
-        `${time}  run ${e.run.id}  ${statusWord(out.style, e.run.status)}  steps ${e.run.step_count}  tokens ${e.run.total_tokens}  cost ${usd(e.run.total_cost_usd)}`,
+        `${time}  run ${event.run.id}  ${statusWord(out.style, event.run.status)}  steps ${event.run.step_count}  tokens ${event.run.total_tokens}  cost ${usd(event.run.total_cost_usd)}`,
       );
   }
 }

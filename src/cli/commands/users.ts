@@ -15,7 +15,7 @@ const path = (userId: string) => `/v1/users/${encodeURIComponent(userId)}`;
 async function isBlocked(client: ApiClient, userId: string): Promise<boolean> {
   for (let page = 1; ; page++) {
     const blocked = await client.request<Page<SdkUser>>('GET', `/v1/users?blocked=true&per_page=100&page=${page}`);
-    if (blocked.items.some((u) => u.user_id === userId)) return true;
+    if (blocked.items.some((user) => user.user_id === userId)) return true;
     if (page * blocked.per_page >= blocked.total || blocked.items.length === 0) return false;
   }
 }
@@ -28,21 +28,21 @@ export function usersCommand(): Command {
       .addOption(new Option('--page <n>', 'page').default('1'))
       .addOption(new Option('--per-page <n>', 'per page, at most 100').default('50'))
       .action(
-        withApi(async ({ client, out }, o: ApiOptions & { blocked?: boolean; page: string; perPage: string }) => {
-          const query = new URLSearchParams({ page: o.page, per_page: o.perPage });
-          if (o.blocked) query.set('blocked', 'true');
+        withApi(async ({ client, out }, options: ApiOptions & { blocked?: boolean; page: string; perPage: string }) => {
+          const query = new URLSearchParams({ page: options.page, per_page: options.perPage });
+          if (options.blocked) query.set('blocked', 'true');
           const page = await client.request<Page<SdkUser>>('GET', `/v1/users?${query}`);
           if (out.json) return out.data(page);
-          if (page.total === 0) return out.line(o.blocked ? 'No blocked users.' : 'No users yet.');
+          if (page.total === 0) return out.line(options.blocked ? 'No blocked users.' : 'No users yet.');
           out.table(
             ['USER', 'BLOCKED', 'SPEND TODAY', 'DAILY BUDGET', 'RUNS', 'LAST SEEN'],
-            page.items.map((u) => [
-              u.user_id,
-              u.blocked ? out.style.bad('yes') : 'no',
-              usd(u.daily_spend_usd),
-              u.daily_budget_usd === null ? 'workspace default' : usd(u.daily_budget_usd),
-              u.run_count,
-              timestamp(u.last_seen_at),
+            page.items.map((user) => [
+              user.user_id,
+              user.blocked ? out.style.bad('yes') : 'no',
+              usd(user.daily_spend_usd),
+              user.daily_budget_usd === null ? 'workspace default' : usd(user.daily_budget_usd),
+              user.run_count,
+              timestamp(user.last_seen_at),
             ]),
           );
           out.line(`\n${pageFooter(page, 'user')}`);
@@ -109,8 +109,9 @@ export function usersCommand(): Command {
       .addArgument(new Argument('<user_id>'))
       .addOption(new Option('--yes', 'confirm: their runs and steps are deleted for good'))
       .action(
-        withApi(async ({ client, out }, o: ApiOptions & { yes?: boolean }, userId: string) => {
-          if (!o.yes) throw new Error(`deleting ${userId} deletes their runs and steps for good; run again with --yes`);
+        withApi(async ({ client, out }, options: ApiOptions & { yes?: boolean }, userId: string) => {
+          if (!options.yes)
+            throw new Error(`deleting ${userId} deletes their runs and steps for good; run again with --yes`);
           const deleted = await client.request<UserDeletion>('DELETE', path(userId));
           if (out.json) return out.data(deleted);
           out.line(

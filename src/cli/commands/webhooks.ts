@@ -12,7 +12,7 @@ const path = (id: string) => `/v1/webhooks/${encodeURIComponent(id)}`;
 const list = (value: string) =>
   value
     .split(',')
-    .map((s) => s.trim())
+    .map((item) => item.trim())
     .filter(Boolean);
 const onOff = (value: string) => {
   if (value === 'on' || value === 'true') return true;
@@ -50,12 +50,12 @@ export function webhooksCommand(): Command {
         if (out.json) return out.data(items);
         out.table(
           ['ID', 'URL', 'FORMAT', 'ENABLED', 'EVENTS'],
-          items.map((e) => [
-            e.id,
-            e.url,
-            e.format,
-            e.enabled ? 'yes' : `no${e.disabled_reason ? ` (${e.disabled_reason})` : ''}`,
-            e.events.join(','),
+          items.map((endpoint) => [
+            endpoint.id,
+            endpoint.url,
+            endpoint.format,
+            endpoint.enabled ? 'yes' : `no${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ''}`,
+            endpoint.events.join(','),
           ]),
         );
       }),
@@ -65,12 +65,12 @@ export function webhooksCommand(): Command {
     endpointOptions(apiCommand('create', 'add an endpoint; prints its signing secret, shown only this once'))
       .addArgument(new Argument('<url>', 'http or https URL of the receiver'))
       .action(
-        withApi(async ({ client, out }, o: EndpointOptions, url: string) => {
+        withApi(async ({ client, out }, options: EndpointOptions, url: string) => {
           const created = await client.request<Endpoint>('POST', '/v1/webhooks', {
             url,
-            events: o.events,
-            format: o.format,
-            description: o.description,
+            events: options.events,
+            format: options.format,
+            description: options.description,
           });
           if (out.json) return out.data(created);
           out.line(`Created webhook ${created.id} -> ${created.url} (${created.events.join(', ')}).`);
@@ -85,13 +85,13 @@ export function webhooksCommand(): Command {
       .addOption(new Option('--endpoint-url <url>', 'a new receiver URL'))
       .addOption(new Option('--enabled <on|off>', 'enable or disable').argParser(onOff))
       .action(
-        withApi(async ({ client, out }, o: EndpointOptions, id: string) => {
+        withApi(async ({ client, out }, options: EndpointOptions, id: string) => {
           const updated = await client.request<Endpoint>('PATCH', path(id), {
-            url: o.endpointUrl,
-            events: o.events,
-            format: o.format,
-            description: o.description,
-            enabled: o.enabled,
+            url: options.endpointUrl,
+            events: options.events,
+            format: options.format,
+            description: options.description,
+            enabled: options.enabled,
           });
           if (out.json) return out.data(updated);
           out.line(
@@ -116,14 +116,14 @@ export function webhooksCommand(): Command {
       .addArgument(new Argument('<id>'))
       .action(
         withApi(async ({ client, out }, _o, id: string) => {
-          const r = await client.request<WebhookPing>('POST', `${path(id)}/test`);
-          if (out.json) return out.data(r);
+          const ping = await client.request<WebhookPing>('POST', `${path(id)}/test`);
+          if (out.json) return out.data(ping);
           out.line(
-            r.ok
-              ? `Delivered: HTTP ${r.status_code} in ${r.latency_ms} ms.`
-              : `Not delivered: ${r.error ?? `HTTP ${r.status_code}`}.`,
+            ping.ok
+              ? `Delivered: HTTP ${ping.status_code} in ${ping.latency_ms} ms.`
+              : `Not delivered: ${ping.error ?? `HTTP ${ping.status_code}`}.`,
           );
-          if (!r.ok) process.exitCode = 1;
+          if (!ping.ok) process.exitCode = 1;
         }),
       ),
   );
@@ -135,23 +135,27 @@ export function webhooksCommand(): Command {
       .addOption(new Option('--per-page <n>', 'per page, at most 100').default('50'))
       .action(
         withApi(
-          async ({ client, out }, o: ApiOptions & { status?: string; page: string; perPage: string }, id: string) => {
-            const query = new URLSearchParams({ page: o.page, per_page: o.perPage });
-            if (o.status) query.set('status', o.status);
+          async (
+            { client, out },
+            options: ApiOptions & { status?: string; page: string; perPage: string },
+            id: string,
+          ) => {
+            const query = new URLSearchParams({ page: options.page, per_page: options.perPage });
+            if (options.status) query.set('status', options.status);
             const page = await client.request<Page<Delivery>>('GET', `${path(id)}/deliveries?${query}`);
             if (out.json) return out.data(page);
             out.table(
               ['DELIVERY', 'EVENT', 'TYPE', 'STATUS', 'ATTEMPTS', 'LAST', 'CREATED'],
-              page.items.map((d) => [
-                d.id,
-                d.event_id,
-                d.event_type,
-                d.status === 'pending' && d.next_attempt_at
-                  ? `pending (next ${timestamp(d.next_attempt_at)})`
-                  : d.status,
-                d.attempts,
-                d.last_error ?? (d.last_status_code === null ? '' : `HTTP ${d.last_status_code}`),
-                timestamp(d.created_at),
+              page.items.map((delivery) => [
+                delivery.id,
+                delivery.event_id,
+                delivery.event_type,
+                delivery.status === 'pending' && delivery.next_attempt_at
+                  ? `pending (next ${timestamp(delivery.next_attempt_at)})`
+                  : delivery.status,
+                delivery.attempts,
+                delivery.last_error ?? (delivery.last_status_code === null ? '' : `HTTP ${delivery.last_status_code}`),
+                timestamp(delivery.created_at),
               ]),
             );
             out.line(`${page.items.length} of ${page.total} deliveries (page ${page.page}).`);
@@ -165,12 +169,12 @@ export function webhooksCommand(): Command {
       .addArgument(new Argument('<delivery_id>'))
       .action(
         withApi(async ({ client, out }, _o, id: string, deliveryId: string) => {
-          const r = await client.request<WebhookReplay>(
+          const replay = await client.request<WebhookReplay>(
             'POST',
             `${path(id)}/deliveries/${encodeURIComponent(deliveryId)}/replay`,
           );
-          if (out.json) return out.data(r);
-          out.line(`Queued as delivery ${r.delivery_id}.`);
+          if (out.json) return out.data(replay);
+          out.line(`Queued as delivery ${replay.delivery_id}.`);
         }),
       ),
   );

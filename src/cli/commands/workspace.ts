@@ -35,25 +35,30 @@ function parseLimit(text: string): number | typeof UNLIMITED {
   return Number(text);
 }
 
-const show = (w: Workspace) => [
-  ['workspace daily budget', w.daily_budget_usd === null ? 'unlimited' : usd(w.daily_budget_usd)],
-  ['per-user daily budget', w.user_daily_budget_usd === null ? 'unlimited' : usd(w.user_daily_budget_usd)],
-  ['monthly runs', w.monthly_run_limit ?? 'unlimited'],
-  ['concurrent runs', w.max_concurrent_runs ?? 'unlimited'],
-  ...(w.unpriced_models ? [['unpriced models', w.unpriced_models]] : []),
-  ...(w.budget_mode ? [['budget mode', w.budget_mode]] : []),
-  ...(w.default_step_reservation_usd !== undefined
-    ? [['default step reservation', usd(w.default_step_reservation_usd)]]
+const show = (workspace: Workspace) => [
+  ['workspace daily budget', workspace.daily_budget_usd === null ? 'unlimited' : usd(workspace.daily_budget_usd)],
+  [
+    'per-user daily budget',
+    workspace.user_daily_budget_usd === null ? 'unlimited' : usd(workspace.user_daily_budget_usd),
+  ],
+  ['monthly runs', workspace.monthly_run_limit ?? 'unlimited'],
+  ['concurrent runs', workspace.max_concurrent_runs ?? 'unlimited'],
+  ...(workspace.unpriced_models ? [['unpriced models', workspace.unpriced_models]] : []),
+  ...(workspace.budget_mode ? [['budget mode', workspace.budget_mode]] : []),
+  ...(workspace.default_step_reservation_usd !== undefined
+    ? [['default step reservation', usd(workspace.default_step_reservation_usd)]]
     : []),
   // Runaway agents (docs/limits.md): off unless set.
-  ...(w.run_max_steps !== undefined ? [['steps per run', w.run_max_steps ?? 'off']] : []),
-  ...(w.run_max_cost_usd !== undefined
-    ? [['cost per run', w.run_max_cost_usd === null ? 'off' : usd(w.run_max_cost_usd)]]
+  ...(workspace.run_max_steps !== undefined ? [['steps per run', workspace.run_max_steps ?? 'off']] : []),
+  ...(workspace.run_max_cost_usd !== undefined
+    ? [['cost per run', workspace.run_max_cost_usd === null ? 'off' : usd(workspace.run_max_cost_usd)]]
     : []),
-  ...(w.run_max_identical_calls !== undefined
-    ? [['identical calls in a row', w.run_max_identical_calls ?? 'off']]
+  ...(workspace.run_max_identical_calls !== undefined
+    ? [['identical calls in a row', workspace.run_max_identical_calls ?? 'off']]
     : []),
-  ...(w.user_steps_per_minute !== undefined ? [['steps per user per minute', w.user_steps_per_minute ?? 'off']] : []),
+  ...(workspace.user_steps_per_minute !== undefined
+    ? [['steps per user per minute', workspace.user_steps_per_minute ?? 'off']]
+    : []),
 ];
 
 /** The ceilings of each plan, as the daemon enforces them (src/store/workspaces.ts). */
@@ -95,11 +100,11 @@ function setter(
   for (const option of options) command.addOption(option);
   return new Command(name).description(description).addCommand(
     command.action(
-      withApi(async ({ client, out }, o: ApiOptions & Record<string, unknown>) => {
-        const changes = body(o);
+      withApi(async ({ client, out }, given: ApiOptions & Record<string, unknown>) => {
+        const changes = body(given);
         if (Object.keys(changes).length === 0)
           throw new InvalidArgumentError(
-            `nothing to set: give at least one of ${options.map((x) => x.long).join(', ')}`,
+            `nothing to set: give at least one of ${options.map((option) => option.long).join(', ')}`,
           );
         const workspace = await client.request<Workspace>('PATCH', '/v1/workspace', changes).catch((error: unknown) => {
           throw planHint(error);
@@ -117,11 +122,11 @@ export function budgetCommand(): Command {
     'budget',
     "set the workspace's daily budgets in USD ('none' = unlimited)",
     [
-      new Option('--workspace-daily <usd>', 'USD per UTC day for the whole workspace').argParser((v) =>
-        parseUsd(v, '--workspace-daily'),
+      new Option('--workspace-daily <usd>', 'USD per UTC day for the whole workspace').argParser((text) =>
+        parseUsd(text, '--workspace-daily'),
       ),
-      new Option('--user-daily <usd>', 'USD per UTC day for each user without a budget of their own').argParser((v) =>
-        parseUsd(v, '--user-daily'),
+      new Option('--user-daily <usd>', 'USD per UTC day for each user without a budget of their own').argParser(
+        (text) => parseUsd(text, '--user-daily'),
       ),
       new Option(
         '--unpriced-models <policy>',
@@ -134,18 +139,18 @@ export function budgetCommand(): Command {
       new Option(
         '--default-step-reservation <usd>',
         'what an API/SDK step without max_cost_usd reserves in reserve mode',
-      ).argParser((v) => {
-        const value = parseUsd(v, '--default-step-reservation');
+      ).argParser((text) => {
+        const value = parseUsd(text, '--default-step-reservation');
         if (value === UNLIMITED) throw new InvalidArgumentError('--default-step-reservation must be an amount in USD.');
         return value;
       }),
     ],
-    (o) => ({
-      ...(o.mode !== undefined && { budget_mode: o.mode }),
-      ...(o.defaultStepReservation !== undefined && { default_step_reservation_usd: o.defaultStepReservation }),
-      ...(o.unpricedModels !== undefined && { unpriced_models: o.unpricedModels }),
-      ...(o.workspaceDaily !== undefined && { daily_budget_usd: orNull(o.workspaceDaily) }),
-      ...(o.userDaily !== undefined && { user_daily_budget_usd: orNull(o.userDaily) }),
+    (given) => ({
+      ...(given.mode !== undefined && { budget_mode: given.mode }),
+      ...(given.defaultStepReservation !== undefined && { default_step_reservation_usd: given.defaultStepReservation }),
+      ...(given.unpricedModels !== undefined && { unpriced_models: given.unpricedModels }),
+      ...(given.workspaceDaily !== undefined && { daily_budget_usd: orNull(given.workspaceDaily) }),
+      ...(given.userDaily !== undefined && { user_daily_budget_usd: orNull(given.userDaily) }),
     }),
   );
 }
@@ -165,7 +170,7 @@ export function limitsCommand(): Command {
       new Option(
         '--run-max-cost <usd>',
         "USD a run may cost (RUN_BUDGET_EXCEEDED); a run's own may be lower",
-      ).argParser((v) => parseUsd(v, '--run-max-cost')),
+      ).argParser((text) => parseUsd(text, '--run-max-cost')),
       new Option(
         '--run-max-identical-calls <n>',
         'identical calls in a row a run may make (REPEATED_CALL_LOOP)',
@@ -175,13 +180,13 @@ export function limitsCommand(): Command {
         'steps a user may create per minute, across its runs (USER_RATE_LIMITED)',
       ).argParser(parsePositive),
     ],
-    (o) => ({
-      ...(o.monthlyRuns !== undefined && { monthly_run_limit: orNull(o.monthlyRuns) }),
-      ...(o.concurrentRuns !== undefined && { max_concurrent_runs: orNull(o.concurrentRuns) }),
-      ...(o.runMaxSteps !== undefined && { run_max_steps: orNull(o.runMaxSteps) }),
-      ...(o.runMaxCost !== undefined && { run_max_cost_usd: orNull(o.runMaxCost) }),
-      ...(o.runMaxIdenticalCalls !== undefined && { run_max_identical_calls: orNull(o.runMaxIdenticalCalls) }),
-      ...(o.userStepsPerMinute !== undefined && { user_steps_per_minute: orNull(o.userStepsPerMinute) }),
+    (given) => ({
+      ...(given.monthlyRuns !== undefined && { monthly_run_limit: orNull(given.monthlyRuns) }),
+      ...(given.concurrentRuns !== undefined && { max_concurrent_runs: orNull(given.concurrentRuns) }),
+      ...(given.runMaxSteps !== undefined && { run_max_steps: orNull(given.runMaxSteps) }),
+      ...(given.runMaxCost !== undefined && { run_max_cost_usd: orNull(given.runMaxCost) }),
+      ...(given.runMaxIdenticalCalls !== undefined && { run_max_identical_calls: orNull(given.runMaxIdenticalCalls) }),
+      ...(given.userStepsPerMinute !== undefined && { user_steps_per_minute: orNull(given.userStepsPerMinute) }),
     }),
   );
 }
