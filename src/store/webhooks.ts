@@ -240,12 +240,25 @@ export const WORKSPACE_REASONS = [
   'MAX_CONCURRENT_RUNS_EXCEEDED',
 ];
 
+/** The dedupe key of a window's first denial of a subject and reason, sent at once (SQL, over `g`). */
+const FIRST_DENIAL_KEY = (windowStart: string) =>
+  `jsonb_build_array('guard.denied', g.workspace_id, g.workspace_wide, g.subject_id, g.reason, ${windowStart}, 'first')::text`;
+
 /**
- * One `guard.denied` per subject and reason with denials (blocked run starts and steps) in the
- * window [from, to), carrying the count. The subject is the workspace for workspace-wide reasons,
- * else the user.
+ * `guard.denied` events for the denials (blocked run starts and steps) in [from, to) of the window
+ * [windowStart, windowEnd), per subject and reason. The subject is the workspace for
+ * workspace-wide reasons, else the user.
+ *
+ * - `first`: the window's first denial of each subject and reason, one event each, sent as soon
+ *   as it is seen (`count` 1, `first` true): a blocked agent is reported at once.
+ * - else the window's count, once it has ended (`first` false): only where there was more than
+ *   the first, or the first was never sent (no daemon scanned while the window was open).
  */
-export async function insertDenialEvents(db: Queryable, from: Date, to: Date, now: Date): Promise<number> {
+export async function insertDenialEvents(
+  db: Queryable,
+  window: { from: Date; to: Date; windowStart: Date; windowEnd: Date; first: boolean },
+  now: Date,
+): Promise<number> {
   const { rows } = await db.query<{ inserted: number }>(
     `WITH denied AS (
        SELECT r.workspace_id, r.user_id, r.decision->>'reason' AS reason, r.started_at AS at, 'run_start' AS boundary
@@ -257,24 +270,33 @@ export async function insertDenialEvents(db: Queryable, from: Date, to: Date, no
        SELECT workspace_id, reason = ANY ($3::text[]) AS workspace_wide,
          CASE WHEN reason = ANY ($3::text[]) THEN workspace_id::text ELSE user_id END AS subject_id, reason,
          count(*) AS total, count(*) FILTER (WHERE boundary = 'run_start') AS run_starts,
-         count(DISTINCT user_id) AS users, min(at) AS first_at, max(at) AS last_at
+         count(DISTINCT user_id) AS users, min(at) AS first_at, max(at) AS last_at,
+         (array_agg(boundary ORDER BY at))[1] AS first_boundary
        FROM denied d WHERE ${subscribed('d.workspace_id', 'guard.denied')}
        GROUP BY 1, 2, 3, 4
+     ), g AS (
+       SELECT * FROM grouped g WHERE $6::boolean
+         OR g.total > 1 OR NOT EXISTS (SELECT 1 FROM webhook_events e WHERE e.dedupe_key = ${FIRST_DENIAL_KEY('$4::timestamptz')})
      )${fanOut(
        `SELECT ${EVENT_ID} AS id, workspace_id, 'guard.denied' AS type,
-         jsonb_build_array('guard.denied', workspace_id, workspace_wide, subject_id, reason, $1::timestamptz)::text AS dedupe_key,
+         CASE WHEN $6 THEN ${FIRST_DENIAL_KEY('$4::timestamptz')}
+           ELSE jsonb_build_array('guard.denied', workspace_id, workspace_wide, subject_id, reason, $4::timestamptz)::text END AS dedupe_key,
          jsonb_build_object(
            'subject', jsonb_build_object('type', CASE WHEN workspace_wide THEN 'workspace' ELSE 'user' END, 'id', subject_id),
-           'reason', reason, 'count', total, 'run_starts', run_starts, 'steps', total - run_starts, 'users', users,
-           'window_start', to_char($1::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-           'window_end', to_char($2::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+           'reason', reason, 'first', $6::boolean,
+           'count', CASE WHEN $6 THEN 1 ELSE total END,
+           'run_starts', CASE WHEN $6 THEN (first_boundary = 'run_start')::int ELSE run_starts END,
+           'steps', CASE WHEN $6 THEN (first_boundary = 'step')::int ELSE total - run_starts END,
+           'users', CASE WHEN $6 THEN 1 ELSE users END,
+           'window_start', to_char($4::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+           'window_end', to_char($5::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
            'first_at', to_char(first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-           'last_at', to_char(last_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS data,
+           'last_at', to_char(CASE WHEN $6 THEN first_at ELSE last_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS data,
          row_number() OVER (ORDER BY workspace_id, first_at, subject_id, reason) AS ord
-       FROM grouped`,
-       '$4',
+       FROM g`,
+       '$7',
      )}`,
-    [from, to, WORKSPACE_REASONS, now],
+    [window.from, window.to, WORKSPACE_REASONS, window.windowStart, window.windowEnd, window.first, now],
   );
   return rows[0]!.inserted;
 }

@@ -40,8 +40,39 @@ export async function scanThresholds(db: Db, now: Date, fractionsPpm: number[]):
   return insertThresholdEvents(db, [utcDay(at - DAY_MS), utcDay(at), utcDay(at + DAY_MS)], fractionsPpm, now);
 }
 
-/** Closes the denial windows that ended (and settled) since the last scan, each once across daemons. */
+/**
+ * Sends each window's first denial of a subject and reason at once, then closes the denial windows
+ * that ended (and settled) since the last scan with their counts, each once across daemons.
+ */
 export async function scanDenials(db: Db, now: Date, windowMs: number): Promise<number> {
+  return (await scanFirstDenials(db, now, windowMs)) + (await closeDenialWindows(db, now, windowMs));
+}
+
+/**
+ * The first denial of each subject and reason in the open window, and in the one before (a denial
+ * still committing as it ended): once each, by dedupe key, whichever daemon sees it first.
+ */
+async function scanFirstDenials(db: Db, now: Date, windowMs: number): Promise<number> {
+  const current = Math.floor(now.getTime() / windowMs) * windowMs;
+  let emitted = 0;
+  for (const start of [current - windowMs, current]) {
+    const end = start + windowMs;
+    emitted += await insertDenialEvents(
+      db,
+      {
+        from: new Date(start),
+        to: new Date(Math.min(end, now.getTime() + 1)),
+        windowStart: new Date(start),
+        windowEnd: new Date(end),
+        first: true,
+      },
+      now,
+    );
+  }
+  return emitted;
+}
+
+async function closeDenialWindows(db: Db, now: Date, windowMs: number): Promise<number> {
   const current = Math.floor(now.getTime() / windowMs) * windowMs;
   return db.transaction(async (tx) => {
     const position = await lockCursor(tx, 'guard.denied', new Date(current));
@@ -52,7 +83,12 @@ export async function scanDenials(db: Db, now: Date, windowMs: number): Promise<
     if (from < earliest) from = earliest;
     let emitted = 0;
     for (let windows = 0; windows < MAX_WINDOWS && from + windowMs + DENIAL_SETTLE_MS <= now.getTime(); windows++) {
-      emitted += await insertDenialEvents(tx, new Date(from), new Date(from + windowMs), now);
+      const [windowStart, windowEnd] = [new Date(from), new Date(from + windowMs)];
+      emitted += await insertDenialEvents(
+        tx,
+        { from: windowStart, to: windowEnd, windowStart, windowEnd, first: false },
+        now,
+      );
       from += windowMs;
     }
     if (from !== position.getTime()) await moveCursor(tx, 'guard.denied', new Date(from));
