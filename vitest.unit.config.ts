@@ -8,6 +8,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: [
+      'test/unit/**/*.test.ts',
       'test/rules/**/*.test.ts',
       'test/money/**/*.test.ts',
       'test/contract/**/*.test.ts',

@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../store/db.js';
 import { beat, markStopped, registerInstance } from '../store/daemon-instances.js';
 import type { DaemonInstanceId } from '../guard/guard-context.js';
+import { periodic } from './periodic.js';
 
 export interface DaemonInstanceOptions {
   db: Db;
@@ -34,7 +35,6 @@ export interface DaemonInstance extends DaemonInstanceId {
 export async function startDaemonInstance(options: DaemonInstanceOptions): Promise<DaemonInstance> {
   const { db, logger, version } = options;
   let id = await registerInstance(db, version);
-  let beating: Promise<void> | null = null;
   let failing = false;
   /** Since when (performance.now()) every heartbeat was written; null while they fail. */
   let healthySince: number | null = performance.now();
@@ -58,11 +58,8 @@ export async function startDaemonInstance(options: DaemonInstanceOptions): Promi
       healthySince = null;
     }
   }
-  const tick = () => {
-    beating ??= heartbeat().finally(() => (beating = null));
-  };
-  const timer = setInterval(tick, options.heartbeatMs);
-  timer.unref();
+  const job = periodic({ name: 'daemon heartbeat', everyMs: options.heartbeatMs, pass: heartbeat, logger });
+  void job.start();
 
   return {
     get id() {
@@ -71,13 +68,9 @@ export async function startDaemonInstance(options: DaemonInstanceOptions): Promi
     healthyForMs() {
       return healthySince === null ? 0 : performance.now() - healthySince;
     },
-    async beat() {
-      tick();
-      await beating;
-    },
+    beat: () => job.runNow(),
     async stop() {
-      clearInterval(timer);
-      await beating;
+      await job.stop();
       await markStopped(db, id).catch((error: unknown) =>
         logger.warn({ err: error, instance: id }, 'could not mark this daemon stopped; it is found dead by its lease'),
       );

@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import { lockForTransaction, tryLockForTransaction } from '../store/advisory-locks.js';
 import { recordedSpend, scopeAt, type CounterStore, type DailySpend } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
+import { periodic } from './periodic.js';
 import {
   addCountDifferences,
   addDifferences,
@@ -197,8 +198,6 @@ export function periodicReconcile(options: {
   logger: Logger;
   intervalMs: number;
 }): PeriodicReconcile {
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<void> | null = null;
   const once = async () => {
     try {
       // Not waiting for another daemon's (or the CLI's) reconcile: it is doing the same work, and
@@ -220,18 +219,11 @@ export function periodicReconcile(options: {
       options.logger.warn({ err: error }, 'reconciliation failed; it will be tried again');
     }
   };
+  const job = periodic({ name: 'reconcile pass', everyMs: options.intervalMs, pass: once, logger: options.logger });
   return {
     start() {
-      if (options.intervalMs <= 0 || timer) return;
-      timer = setInterval(() => {
-        running ??= once().finally(() => (running = null));
-      }, options.intervalMs);
-      timer.unref();
+      void job.start();
     },
-    async stop() {
-      if (timer) clearInterval(timer);
-      timer = null;
-      await running;
-    },
+    stop: () => job.stop(),
   };
 }

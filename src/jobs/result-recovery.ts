@@ -19,6 +19,7 @@ import { lockDeadInstances, markRecovered, purgeDeadInstances } from '../store/d
 import type { Db } from '../store/db.js';
 import { chargeLostSteps, endOrphanedRuns, loseSteps, type LostStep } from '../store/lost-results.js';
 import { recordResultLost } from '../webhooks/webhook-events.js';
+import { periodic } from './periodic.js';
 import { raiseSpendCopies } from './reconcile.js';
 
 /** Why, as the `result.lost` event says it. */
@@ -69,10 +70,14 @@ export interface ResultRecovery {
 export function createResultRecovery(options: ResultRecoveryOptions): ResultRecovery {
   const { db, counters, clock, logger } = options;
   const batchSize = options.batchSize ?? 100;
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = false;
   let failing = false;
+  const job = periodic({
+    name: 'crash recovery of proxied calls',
+    everyMs: options.intervalMs,
+    pass: housekeeping,
+    logger,
+    immediately: true,
+  });
 
   /** One transaction: up to a batch of lost steps, their events, the runs they free, their charge. */
   async function batch() {
@@ -130,7 +135,7 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
       pass.steps.push(...done.steps);
       pass.runs += done.runs.length;
       if (done.recovered.length > 0) await raiseSpendCopies(db, counters, done.now);
-      if (!done.full || stopped) break;
+      if (!done.full || job.stopped) break;
     }
     if (pass.steps.length > 0 || pass.runs > 0) {
       const charged = pass.steps.reduce((sum, step) => sum + (step.cost_micros ?? 0), 0);
@@ -163,31 +168,9 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
     }
   }
 
-  function tick() {
-    if (running || stopped) return running;
-    running = housekeeping().finally(() => {
-      running = null;
-    });
-    return running;
-  }
-
   return {
     recover,
-    async start() {
-      if (timer) return;
-      stopped = false;
-      const first = tick();
-      if (options.intervalMs > 0) {
-        timer = setInterval(() => void tick(), options.intervalMs);
-        timer.unref();
-      }
-      await first;
-    },
-    async stop() {
-      stopped = true;
-      if (timer) clearInterval(timer);
-      timer = null;
-      await running;
-    },
+    start: () => job.start(),
+    stop: () => job.stop(),
   };
 }

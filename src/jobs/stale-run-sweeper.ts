@@ -20,6 +20,7 @@ import { endStaleRuns, lockStaleCandidates, type EndedStaleRun } from '../store/
 import { purgeExpiredAnswers } from '../store/idempotency.js';
 import { purgeExpiredRuns } from '../store/deletion.js';
 import type { Clock } from '../clock.js';
+import { periodic } from './periodic.js';
 
 export type { EndedStaleRun };
 
@@ -68,9 +69,7 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
   const period = intervalMs > 0 ? intervalMs : purgeIntervalMs;
   /** The tick the last purge on the timer ran in (performance.now()); none yet: due at the first. */
   let lastPurgeTick = -Infinity;
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = false;
+  const job = periodic({ name: 'stale-run sweep', everyMs: period, pass: housekeeping, logger, immediately: true });
 
   async function sweep(): Promise<EndedStaleRun[]> {
     const ended: EndedStaleRun[] = [];
@@ -83,7 +82,7 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
         return { candidates: locked.length, ended: await endStaleRuns(tx, cutoff, locked, now) };
       });
       ended.push(...batch.ended);
-      if (batch.candidates < batchSize || stopped) break;
+      if (batch.candidates < batchSize || job.stopped) break;
     }
     if (ended.length > 0) {
       logger.info(
@@ -98,7 +97,7 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
   async function purge(): Promise<number> {
     const purged = await purgeExpiredAnswers(db, clock.now(), {
       batchSize: options.idempotencyPurgeBatchSize,
-      stop: () => stopped,
+      stop: () => job.stopped,
     });
     if (purged > 0) logger.info({ count: purged }, 'purged idempotency records past their retention');
     return purged;
@@ -107,7 +106,7 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
   async function purgeRuns(): Promise<number> {
     const purged = await purgeExpiredRuns(db, clock.now(), {
       batchSize: options.runPurgeBatchSize,
-      stop: () => stopped,
+      stop: () => job.stopped,
     });
     if (purged > 0) logger.info({ count: purged }, 'deleted runs past their workspace retention');
     return purged;
@@ -118,19 +117,12 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
     if (intervalMs > 0) await sweep().catch((error: unknown) => logger.error({ err: error }, 'stale-run sweep failed'));
     // Ticks are `period` apart, give or take the timer's jitter: half a period of slack makes the
     // purge run every (purge interval / period)th tick, not one tick late now and then.
-    if (purgeIntervalMs > 0 && !stopped && tickAt - lastPurgeTick + period / 2 >= purgeIntervalMs) {
+    if (purgeIntervalMs > 0 && !job.stopped && tickAt - lastPurgeTick + period / 2 >= purgeIntervalMs) {
       lastPurgeTick = tickAt;
       await purge().catch((error: unknown) => logger.error({ err: error }, 'idempotency record purge failed'));
-      if (!stopped)
+      if (!job.stopped)
         await purgeRuns().catch((error: unknown) => logger.error({ err: error }, 'run retention purge failed'));
     }
-  }
-
-  function tick() {
-    if (running || stopped) return;
-    running = housekeeping().finally(() => {
-      running = null;
-    });
   }
 
   return {
@@ -138,17 +130,8 @@ export function createStaleRunSweeper(options: StaleRunSweeperOptions): StaleRun
     purge,
     purgeRuns,
     start() {
-      if (period <= 0 || timer) return;
-      stopped = false;
-      tick();
-      timer = setInterval(tick, period);
-      timer.unref();
+      if (period > 0) void job.start();
     },
-    async stop() {
-      stopped = true;
-      if (timer) clearInterval(timer);
-      timer = null;
-      await running;
-    },
+    stop: () => job.stop(),
   };
 }

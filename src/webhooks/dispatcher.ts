@@ -27,6 +27,7 @@ import type { OutboundPolicy } from './outbound-policy.js';
 import { body } from './payload.js';
 import { scanDenials, scanFailedRuns, scanThresholds } from './scans.js';
 import { attemptDelivery, type AttemptResult } from './sender.js';
+import { periodic, type Periodic } from '../jobs/periodic.js';
 
 export interface DispatcherOptions {
   db: Db;
@@ -58,57 +59,56 @@ const PURGE_INTERVAL_MS = 3_600_000;
 export class WebhookDispatcher {
   private readonly owner = randomUUID();
   private readonly working = new Set<Promise<void>>();
-  private timer: NodeJS.Timeout | null = null;
-  private stopping = false;
-  private ticking: Promise<void> | null = null;
+  private readonly job: Periodic;
   private lastScan = 0;
   private lastPurge = 0;
   private failingSince: number | null = null;
   private lastFailureLog = 0;
 
-  constructor(private readonly options: DispatcherOptions) {}
+  constructor(private readonly options: DispatcherOptions) {
+    this.job = periodic({
+      name: 'webhook dispatch round',
+      everyMs: options.pollIntervalMs,
+      pass: () => this.round(),
+      logger: options.logger,
+    });
+  }
 
   start(): void {
-    if (this.options.pollIntervalMs <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.tick(), this.options.pollIntervalMs);
-    this.timer.unref();
+    void this.job.start();
   }
 
   /** Stops leasing; lets attempts under way finish (each is bounded by its timeout), then releases leases. */
   async stop(): Promise<void> {
-    this.stopping = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.ticking;
+    await this.job.stop();
     await Promise.all(this.working);
   }
 
   /** One round: scans when due, then leases what this daemon has room for. Never overlaps itself. */
   tick(): Promise<void> {
-    this.ticking ??= this.round()
-      .then(() => {
-        this.failingSince = null;
-      })
-      .catch((error: unknown) => {
-        // Once when rounds start failing (a database outage), then once a minute: not every poll.
-        const now = Date.now();
-        if (this.failingSince === null || now - this.lastFailureLog >= 60_000) {
-          this.lastFailureLog = now;
-          this.options.logger.warn(
-            { err: error, failingForMs: this.failingSince === null ? 0 : now - this.failingSince },
-            'webhook dispatch round failed',
-          );
-        }
-        this.failingSince ??= now;
-      })
-      .finally(() => {
-        this.ticking = null;
-      });
-    return this.ticking;
+    return this.job.runNow();
   }
 
   private async round(): Promise<void> {
-    if (this.stopping) return;
+    try {
+      await this.dispatchOnce();
+      this.failingSince = null;
+    } catch (error) {
+      // Once when rounds start failing (a database outage), then once a minute: not every poll.
+      const now = Date.now();
+      if (this.failingSince === null || now - this.lastFailureLog >= 60_000) {
+        this.lastFailureLog = now;
+        this.options.logger.warn(
+          { err: error, failingForMs: this.failingSince === null ? 0 : now - this.failingSince },
+          'webhook dispatch round failed',
+        );
+      }
+      this.failingSince ??= now;
+    }
+  }
+
+  private async dispatchOnce(): Promise<void> {
+    if (this.job.stopped) return;
     const now = this.options.clock.now();
     if (now.getTime() - this.lastScan >= this.options.scanIntervalMs) {
       this.lastScan = now.getTime();
@@ -151,7 +151,7 @@ export class WebhookDispatcher {
   /** The endpoint's due deliveries, oldest first, until one must wait (or the daemon stops). */
   private async work(endpointId: string): Promise<void> {
     try {
-      while (!this.stopping) {
+      while (!this.job.stopped) {
         const endpoint = await endpointById(this.options.db, endpointId);
         if (!endpoint?.enabled) return;
         const delivery = await headDelivery(this.options.db, endpointId, this.options.clock.now());
