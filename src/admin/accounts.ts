@@ -4,6 +4,7 @@ import { seedPricing } from '../store/pricing-catalog.js';
 import type { Account } from '../contract/index.js';
 import type { Principal } from './principal.js';
 import { ApiError } from '../errors.js';
+import { refuseWeakPassword } from './password-policy.js';
 import { changePasswordHash, findAccount, findAccountByEmail, insertAccount } from '../store/accounts.js';
 import { isUniqueViolation, type Db } from '../store/db.js';
 import { createApiKey, createWorkspace, getWorkspace } from '../store/workspaces.js';
@@ -35,6 +36,7 @@ export class Accounts {
 
   async register(input: { email: string; password: string; workspace_name?: string }) {
     const email = normalizeEmail(input.email);
+    await refuseWeakPassword(input.password, 'body.password');
     const passwordHash = await hashPassword(input.password, this.scryptCost);
     const catalog = (await readShippedCatalog()).entries;
     try {
@@ -87,6 +89,7 @@ export class Accounts {
     if (!(await verifyPassword(currentPassword, account.password_hash))) {
       throw new ApiError('BAD_REQUEST', 'The current password is wrong.');
     }
+    await refuseWeakPassword(newPassword, 'body.new_password');
     await changePasswordHash(this.db, account.id, await hashPassword(newPassword, this.scryptCost));
   }
 

@@ -19,6 +19,7 @@ import { createSignInLink, redeemSignInLink } from '../store/sign-in-links.js';
 import { lockWorkspaceRow } from '../store/workspaces.js';
 import { normalizeEmail } from './accounts.js';
 import { hashPassword } from './passwords.js';
+import { refuseWeakPassword } from './password-policy.js';
 import type { TokenIssuer } from './tokens.js';
 
 /** A link is good for ten minutes, once. */
@@ -64,6 +65,7 @@ export class DashboardSignIn {
 
   /** Names the owner of an unnamed account; the answer is a new token (the old one stops working). */
   async setOwner(accountId: string, email: string, password: string) {
+    await refuseWeakPassword(password, 'body.password');
     const hash = await hashPassword(password, this.scryptCost);
     let named: AccountRow | null;
     try {

@@ -2,7 +2,7 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { ApiError } from '../../errors.js';
+import { ApiError, isApiError } from '../../errors.js';
 import type { Accounts } from '../../admin/accounts.js';
 import {
   AccessToken,
@@ -48,7 +48,18 @@ export const authRoutes: FastifyPluginAsync<AuthRouteOptions> = async (
         response: { 201: Registered, ...errorResponses(400, 403, 409, 422, 429) },
       },
     },
-    async (request, reply) => reply.status(201).send(await accounts.register(request.body)),
+    async (request, reply) => {
+      try {
+        return reply.status(201).send(await accounts.register(request.body));
+      } catch (error) {
+        // The contract answers a taken email 409, which tells whoever asks that the address has an
+        // account (docs/threat-model.md says why it stays): each such answer is in the log, and
+        // register is rate limited per client address like login.
+        if (isApiError(error) && error.code === 'CONFLICT')
+          request.log.warn({ ip: request.ip }, 'registration refused: an account with this email exists');
+        throw error;
+      }
+    },
   );
 
   app.post(
