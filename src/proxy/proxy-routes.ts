@@ -25,6 +25,7 @@ import { segmentsBeforeUpstreamPath, targetResolver, type ProxyParams } from './
 import type { ProviderRegistry } from './provider-registry.js';
 import { refusalAnswer, type ProxyRefusal } from './proxy-refusal.js';
 import { proxyTokenStore, type ProxyTokenStore } from './proxy-tokens.js';
+import { socketUpgrades } from './socket-upgrades.js';
 
 export interface ProxyOptions {
   providers: ProviderRegistry;
@@ -40,6 +41,8 @@ export interface ProxyOptions {
   /** Request-body bytes held at once across all calls (see body-budget.ts). @default 4 x bodyLimitBytes */
   bodyBudgetBytes?: number;
   audit?: AuditOptions;
+  /** How long a relayed WebSocket may stay silent both ways before it is closed. @default 600_000 */
+  webSocketIdleMs?: number;
 }
 
 export const proxyRoutes: FastifyPluginAsync<{
@@ -73,6 +76,25 @@ export const proxyRoutes: FastifyPluginAsync<{
   });
   const { readCallHead, meterBody } = callHeadHooks({ registry, resolveTarget, budget, bodyLimitBytes });
   app.decorateRequest('proxyCall', null);
+
+  // The Responses API's WebSocket; any other upgrade request goes to the routes as a plain request.
+  const upgrades = socketUpgrades({
+    server: app.server,
+    registry,
+    db,
+    resolveTarget,
+    guard,
+    calls,
+    audit,
+    maxMessageBytes: bodyLimitBytes,
+    idleMs: options.webSocketIdleMs ?? 600_000,
+    log: app.log,
+  });
+  app.server.on('upgrade', upgrades.onUpgrade);
+  app.addHook('preClose', () => {
+    app.server.off('upgrade', upgrades.onUpgrade);
+    upgrades.open.closeAll();
+  });
 
   // The body is the client's bytes, forwarded as they are; JSON is parsed only to look inside.
   app.removeAllContentTypeParsers();

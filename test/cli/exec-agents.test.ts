@@ -1,10 +1,10 @@
 /**
  * The coding agents people run, as they run them: the real `claude` (@anthropic-ai/claude-code)
  * and `codex` (@openai/codex) binaries under `runguard exec`, with no flag or config of runguard's,
- * offline against a loopback fake provider. Every model call is a priced step of the run; what is
- * not a model call (Claude Code's `HEAD /api/hello`, Codex's WebSocket attempts) is no step; a
- * denial mid-session (the second call, over the run's budget) reaches the agent as its provider's
- * error. Needs the build (`npx tsc -p tsconfig.json`) and installs the CLIs on first use.
+ * offline against a loopback fake provider. Every model call is a priced step of the run (Codex's
+ * over its Responses WebSocket); what is not a model call (Claude Code's `HEAD /api/hello`) is no
+ * step; a denial mid-session (the second call, over the run's budget) reaches the agent as its
+ * provider's error. Needs the build (`npx tsc -p tsconfig.json`) and installs the CLIs on first use.
  */
 import { spawn } from 'node:child_process';
 import { rm, writeFile } from 'node:fs/promises';
@@ -143,8 +143,9 @@ describe('coding agents under runguard exec', () => {
     expect(run.total_cost_usd).toBeCloseTo(step.cost_usd, 12);
   });
 
-  it('codex exec: through the run with no flag of the user, its WebSocket attempt refused and no step', async () => {
+  it('codex exec: through the run over its Responses WebSocket, with no flag of the user', async () => {
     const from = upstream.requests.length;
+    const sockets = upstream.sockets.length;
     const result = await exec([
       '--user',
       'codex-ok',
@@ -159,14 +160,16 @@ describe('coding agents under runguard exec', () => {
     expect(result.status).toBe(0);
     expect(result.stdout).toContain(DEFAULT_REPLY);
     const run = await settledRunOf('codex-ok');
-    expect(run.steps.map((s: any) => [s.type, s.status, s.model, s.input_data.path])).toEqual([
-      ['MODEL_CALL', 'COMPLETED', CODEX_MODEL, '/v1/responses'],
-    ]);
-    const calls = modelCallsSince(from);
-    expect(calls).toHaveLength(1);
-    expect(run.steps[0].cost_usd).toBeCloseTo(expectedCost(calls[0]!.body, run.steps[0].completion_tokens), 12);
-    // The upgrade was refused by the proxy: nothing of it went upstream.
-    expect(upstream.requests.slice(from).filter((r) => r.method === 'GET')).toEqual([]);
+    // Every model call went over one WebSocket, each `response.create` a priced step (Codex may
+    // send one to warm the prompt up first); nothing over HTTPS.
+    expect(upstream.sockets.length).toBe(sockets + 1);
+    const creates = upstream.sockets.at(-1)!.messages.filter((m: any) => m.type === 'response.create');
+    expect(creates.length).toBeGreaterThan(0);
+    expect(run.steps.map((s: any) => [s.type, s.status, s.model, s.input_data.path])).toEqual(
+      creates.map(() => ['MODEL_CALL', 'COMPLETED', CODEX_MODEL, '/v1/responses']),
+    );
+    for (const step of run.steps) expect(step.cost_usd).toBeGreaterThan(0);
+    expect(modelCallsSince(from)).toEqual([]);
   });
 
   it("claude: the second call, over the run's budget, is denied and claude shows the provider's error", async () => {
@@ -191,8 +194,8 @@ describe('coding agents under runguard exec', () => {
     expect(result.stdout + result.stderr).toContain('runguard denied this model call: RUN_BUDGET_EXCEEDED');
   });
 
-  it("codex: the second call, over the run's budget, is denied and codex shows the provider's error", async () => {
-    const from = upstream.requests.length;
+  it("codex: a call over the run's budget is denied on its WebSocket and codex shows the provider's error", async () => {
+    const sockets = upstream.sockets.length;
     const result = await exec([
       '--user',
       'codex-denied',
@@ -207,13 +210,15 @@ describe('coding agents under runguard exec', () => {
       `${USE_A_TOOL}: run true`,
     ]);
     const run = await settledRunOf('codex-denied');
-    // Codex retries a failed stream (five times by default): each retry is denied too, and
-    // recorded as such; none reaches the provider.
     const [first, ...denied] = run.steps.map((s: any) => [s.status, s.decision.reason]);
     expect(first).toEqual(['COMPLETED', null]);
     expect(denied.length).toBeGreaterThan(0);
     expect(new Set(denied.map((d: unknown[]) => d.join()))).toEqual(new Set(['BLOCKED,RUN_BUDGET_EXCEEDED']));
-    expect(modelCallsSince(from)).toHaveLength(1);
+    // Only the allowed call reached the provider.
+    const creates = upstream.sockets
+      .slice(sockets)
+      .flatMap((socket) => socket.messages.filter((m: any) => m.type === 'response.create'));
+    expect(creates).toHaveLength(1);
     expect(result.status).not.toBe(0);
     expect(result.stdout + result.stderr).toContain('runguard denied this model call: RUN_BUDGET_EXCEEDED');
   });

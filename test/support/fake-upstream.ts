@@ -7,7 +7,9 @@
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { WebSocketServer } from 'ws';
 
 export interface FakeUpstreamOptions {
   /** Milliseconds before the response starts. Per request: header `x-fake-delay-ms`. @default 0 */
@@ -74,7 +76,16 @@ export interface FakeUpstream {
   url: string;
   /** Every request received, in arrival order. */
   requests: RecordedRequest[];
+  /** Every WebSocket opened to `.../responses` (the Responses API's), with the messages it received. */
+  sockets: RecordedSocket[];
   close(): Promise<void>;
+}
+
+export interface RecordedSocket {
+  path: string;
+  headers: IncomingHttpHeaders;
+  /** The client's messages, parsed. */
+  messages: unknown[];
 }
 
 export const DEFAULT_REPLY = 'Hello from the fake upstream.';
@@ -150,22 +161,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     if (!handler) return sendJson(res, 404, errorBody(provider, 404, `No route ${req.method} ${pathname}`, requestId));
     if (!isObject(body)) return sendJson(res, 400, errorBody(provider, 400, 'Body must be a JSON object', requestId));
 
-    const reply = options.reply ?? DEFAULT_REPLY;
-    const call: Call = {
-      path,
-      body,
-      toolCall: options.toolCallFor?.(body) ?? null,
-      model: typeof body.model === 'string' ? body.model : (GEMINI_METHOD.exec(pathname)?.[1] ?? 'fake-model'),
-      reply,
-      prompt: options.promptTokens ?? promptTokensFor(body),
-      completion: options.completionTokens ?? completionTokensFor(reply),
-      cached: headerNumber(req, 'x-fake-cached-tokens') ?? options.cachedTokens ?? 0,
-      cacheCreation: headerNumber(req, 'x-fake-cache-write-tokens') ?? options.cacheCreationTokens ?? 0,
-      reasoning: headerNumber(req, 'x-fake-reasoning-tokens') ?? options.reasoningTokens ?? 0,
-      id: String(sequence),
-      created: Math.floor(Date.now() / 1000),
-    };
-    const result = handler(call);
+    const result = handler(callOf(req, path, body, sequence));
     if (result instanceof JsonArray) return sendJson(res, 200, result.items);
     if (!Array.isArray(result)) return sendJson(res, 200, result);
     await sendEvents(res, result, {
@@ -173,6 +169,51 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       abortAfterEvents: headerNumber(req, 'x-fake-abort-after-events') ?? options.abortAfterEvents,
     });
   }
+
+  function callOf(req: IncomingMessage, path: string, body: Json, id: number): Call {
+    const reply = options.reply ?? DEFAULT_REPLY;
+    return {
+      path,
+      body,
+      toolCall: options.toolCallFor?.(body) ?? null,
+      model:
+        typeof body.model === 'string'
+          ? body.model
+          : (GEMINI_METHOD.exec(path.split('?')[0] ?? '')?.[1] ?? 'fake-model'),
+      reply,
+      prompt: options.promptTokens ?? promptTokensFor(body),
+      completion: options.completionTokens ?? completionTokensFor(reply),
+      cached: headerNumber(req, 'x-fake-cached-tokens') ?? options.cachedTokens ?? 0,
+      cacheCreation: headerNumber(req, 'x-fake-cache-write-tokens') ?? options.cacheCreationTokens ?? 0,
+      reasoning: headerNumber(req, 'x-fake-reasoning-tokens') ?? options.reasoningTokens ?? 0,
+      id: String(id),
+      created: Math.floor(Date.now() / 1000),
+    };
+  }
+
+  // The Responses API over WebSocket: each `response.create` is answered with the events the
+  // streamed HTTP answer carries, one message each.
+  const sockets: RecordedSocket[] = [];
+  const webSockets = new WebSocketServer({ noServer: true });
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const path = req.url ?? '/';
+    if (!path.split('?')[0]!.endsWith('/responses')) {
+      socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      return;
+    }
+    webSockets.handleUpgrade(req, socket, head, (ws) => {
+      const recorded: RecordedSocket = { path, headers: req.headers, messages: [] };
+      sockets.push(recorded);
+      ws.on('message', (data) => {
+        const event = parseBody(String(data));
+        recorded.messages.push(event);
+        if (!isObject(event) || event.type !== 'response.create') return;
+        const body = isObject(event.response) ? event.response : event;
+        const events = response(callOf(req, path, { ...body, stream: true }, ++sequence)) as SseMessage[];
+        for (const message of events) ws.send(JSON.stringify(message.data));
+      });
+    });
+  });
 
   function routeOf(
     method: string | undefined,
@@ -195,8 +236,10 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
+    sockets,
     close: () =>
       new Promise<void>((resolve, reject) => {
+        for (const ws of webSockets.clients) ws.terminate();
         server.closeAllConnections();
         server.close((err) => (err ? reject(err) : resolve()));
       }),

@@ -152,6 +152,7 @@ export interface TestProxyOptions {
   bodyBudgetBytes?: number;
   headersTimeoutMs?: number;
   audit?: AuditOptions;
+  webSocketIdleMs?: number;
 }
 
 export interface TestApiOptions {
@@ -215,6 +216,7 @@ export async function startTestApi(backend: Backend, options: TestApiOptions = {
             bodyLimitBytes: p.bodyLimitBytes ?? 1024 * 1024,
             ...(p.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: p.bodyBudgetBytes } : {}),
             ...(p.audit ? { audit: p.audit } : {}),
+            ...(p.webSocketIdleMs !== undefined ? { webSocketIdleMs: p.webSocketIdleMs } : {}),
           },
         }
       : {}),
