@@ -3,6 +3,7 @@
  * its tool calls, and the messages the sidecar writes itself (errors, a denied call's result).
  * Pure: no I/O.
  */
+import { MAX_BODY_DEPTH, nestsDeeperThan } from '../proxy/json-fields.js';
 
 export type JsonRpcId = string | number;
 
@@ -60,6 +61,10 @@ export function readPosted(body: Buffer | null): Posted {
   } catch {
     throw new JsonRpcRefusal(PARSE_ERROR, 'Parse error: the body is not JSON.');
   }
+  // A tool call's arguments are hashed for the loop rule and serialised for the record, both
+  // recursively: a body thousands of levels deep would overflow the stack.
+  if (nestsDeeperThan(parsed, MAX_BODY_DEPTH))
+    throw new JsonRpcRefusal(INVALID_REQUEST, `Invalid Request: the body nests deeper than ${MAX_BODY_DEPTH} levels.`);
   const batch = Array.isArray(parsed);
   const messages = batch ? (parsed as unknown[]) : [parsed];
   if (messages.length === 0) throw new JsonRpcRefusal(INVALID_REQUEST, 'Invalid Request: an empty batch.');

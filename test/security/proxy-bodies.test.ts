@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { estimateCallMicros } from '../../src/money/call-estimate.js';
 import { requestBounds } from '../../src/proxy/request-bounds.js';
 import { startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
+import { startMcpServer, type McpFixture } from '../support/mcp-fixture.js';
 
 const MODEL = 'gpt-4o-mini';
 const PRICES = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000004 };
@@ -280,5 +281,33 @@ describe('the cost estimate of any bounds', () => {
         expect(Number.isSafeInteger(micros)).toBe(true);
       }),
     );
+  });
+});
+
+describe('hostile bodies on the MCP proxy', () => {
+  let mcp: McpFixture;
+  beforeAll(async () => {
+    mcp = await startMcpServer({ json: true });
+    expect((await api.request('POST', '/v1/mcp/servers', { name: 'fx', url: mcp.url })).status).toBe(201);
+  });
+  afterAll(async () => {
+    await mcp?.close();
+  });
+
+  it('when a tools/call nests its arguments 2,400 levels deep in a run with max_identical_calls, then a JSON-RPC refusal, not a 500', async () => {
+    const runId = await startRun({ max_identical_calls: 3 });
+    const body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":${nested(2_400, '"deep"')}}}}`;
+    const res = await fetch(`${api.url}/proxy/runs/${runId}/mcp/fx`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'x-runguard-key': api.apiKey,
+      },
+      body,
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ jsonrpc: '2.0', error: { message: expect.stringMatching(/128 levels/) } });
+    expect((await mcp.calls()).filter((call) => call.name === 'echo')).toEqual([]);
   });
 });
