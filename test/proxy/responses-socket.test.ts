@@ -3,7 +3,10 @@
  * fake provider's own WebSocket: each `response.create` a step decided before it goes upstream
  * and priced from its `response.completed`; a denial an `error` event, nothing upstream; the
  * socket bounded (message size 1009, non-JSON 1007, idle time, credentials before connecting).
+ * And with the OpenAI Agents SDK's own WebSocket model (`OpenAIResponsesWSModel`).
  */
+import { Agent, OpenAIProvider, OpenAIResponsesWSModel, run, setTracingDisabled } from '@openai/agents';
+import { WebSocket as StandardWebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { completionTokensFor, DEFAULT_REPLY, promptTokensFor } from '../support/fake-upstream.js';
@@ -16,6 +19,10 @@ const IDLE_MS = 1_500;
 let api: ProxyTestApi;
 
 beforeAll(async () => {
+  // The Agents SDK opens its socket with the runtime's WebSocket (global from Node 22 on) and
+  // exports traces to OpenAI unless told not to.
+  (globalThis as { WebSocket?: unknown }).WebSocket ??= StandardWebSocket;
+  setTracingDisabled(true);
   api = await startProxyTestApi('postgres+redis', { proxy: { bodyLimitBytes: 64 * 1024, webSocketIdleMs: IDLE_MS } });
   expect((await api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
 });
@@ -170,5 +177,30 @@ describe('the Responses API over WebSocket', () => {
     const { url } = await runUrl();
     const { closed } = await connect(url);
     expect(await closed).toBe(1001);
+  });
+
+  it("the Agents SDK's OpenAIResponsesWSModel runs an agent through it, and a denial ends its next run", async () => {
+    const { runId, url } = await runUrl({ max_steps: 1 });
+    const baseURL = url.replace(/^ws/, 'http').replace(/\/responses$/, '');
+    const provider = new OpenAIProvider({ apiKey: 'sk-own', baseURL, useResponses: true, useResponsesWebSocket: true });
+    const model = await provider.getModel(MODEL);
+    expect(model).toBeInstanceOf(OpenAIResponsesWSModel);
+    const agent = new Agent({ name: 'greeter', instructions: 'Greet the user.', model });
+    try {
+      const result = await run(agent, 'Say hello.');
+      expect(result.finalOutput).toBe(DEFAULT_REPLY);
+      const denied = await run(agent, 'Say hello again.').catch((error: unknown) => error);
+      // The SDK reads our `error` event as the provider's and ends the run with its own error.
+      expect(denied).toBeInstanceOf(Error);
+      expect((denied as Error).message).toContain('unsuccessful terminal state "error"');
+    } finally {
+      await provider.close();
+    }
+    const steps = await stepsOf(runId, 2);
+    expect(steps.map((s) => [s.status, s.model, s.decision.reason])).toEqual([
+      ['COMPLETED', MODEL, null],
+      ['BLOCKED', MODEL, 'RUN_STEP_LIMIT_EXCEEDED'],
+    ]);
+    expect(api.upstream.sockets.at(-1)!.messages.filter((m: any) => m.type === 'response.create')).toHaveLength(1);
   });
 });
