@@ -4,6 +4,7 @@
  * own, with the webhook event that tells of it (the outbox), and then bumps the workspace's state
  * version, so the very next decision in any daemon reads it; no caller has to remember any step.
  */
+import type { PlanName } from '../contract/usage.js';
 import { ApiError } from '../errors.js';
 import { microsToUsd } from '../money/decimal.js';
 import type { CounterStore } from '../store/counters/counters.js';
@@ -25,7 +26,6 @@ import {
   PLANS,
   setKillSwitch,
   updateWorkspace,
-  type Plan,
   type WorkspaceChanges,
   type WorkspaceRow,
 } from '../store/workspaces.js';
@@ -134,7 +134,7 @@ export class GuardSettings {
   }
 
   /** Moves to another plan tier; limits follow it (see `planChange`). */
-  async changePlan(actor: Actor, workspaceId: string, plan: Plan): Promise<WorkspaceRow> {
+  async changePlan(actor: Actor, workspaceId: string, plan: PlanName): Promise<WorkspaceRow> {
     return this.change(actor, workspaceId, (tx, before, now) =>
       updateWorkspace(tx, workspaceId, planChange(before, plan), now),
     );

@@ -2,6 +2,7 @@
  * First start: a daemon with an empty database creates a default workspace and its first API
  * key, shows the key once, and keeps it in `<data dir>/api-key` (mode 0600) for the CLI.
  */
+import type { PlanName } from '../contract/usage.js';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KEY_FILE } from './local-key.js';
@@ -9,7 +10,7 @@ import { lockForTransaction } from '../store/advisory-locks.js';
 import type { Db } from '../store/db.js';
 import { readShippedCatalog } from '../money/shipped-catalog.js';
 import { seedPricing } from '../store/pricing-catalog.js';
-import { anyWorkspaceExists, createApiKey, createWorkspace, type Plan } from '../store/workspaces.js';
+import { anyWorkspaceExists, createApiKey, createWorkspace } from '../store/workspaces.js';
 
 export interface Bootstrapped {
   workspaceId: string;
@@ -25,7 +26,7 @@ export interface Bootstrapped {
  */
 export async function bootstrapWorkspace(
   db: Db,
-  plan: Plan,
+  plan: PlanName,
   dataDir: string,
   databaseName = 'embedded',
 ): Promise<Bootstrapped | null> {

@@ -5,22 +5,19 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import type { Decision } from '../rules/engine.js';
+import type { Boundary, Decision } from '../rules/engine.js';
 import type { CounterStore } from '../store/counters/counters.js';
 import { isStatementRefusal, type Db } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
 import * as runs from '../store/runs.js';
 import type { RunLimitValues } from '../store/workspaces.js';
 import { GuardStateCache } from './guard-state-cache.js';
-import type { DecisionView } from './guard-views.js';
 import { PendingSpend } from './pending-spend.js';
 import { PriceBook } from './price-book.js';
 import { RecentMap } from './recent-map.js';
 import { ReleasedRuns } from './released-runs.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 import { WorkspaceQueue } from './workspace-queue.js';
-
-export type Boundary = 'run_start' | 'step';
 
 /**
  * Told about what the service decides, after the decision's record committed (an idempotent
@@ -116,7 +113,7 @@ export class GuardContext {
   }
 
   /** An observer failing must never fail the request it observes. */
-  observe(boundary: Boundary, decision: DecisionView): void {
+  observe(boundary: Boundary, decision: Decision): void {
     try {
       this.observer?.decision(boundary, decision);
     } catch (error) {

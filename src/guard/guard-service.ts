@@ -14,7 +14,7 @@ import type { IdempotencyClaim } from '../store/idempotency.js';
 import type { StepResult } from '../store/runs.js';
 import { decidedBeforeRecorded, type Decided } from './decided.js';
 import { GuardContext, type DaemonInstanceId, type GuardObserver } from './guard-context.js';
-import type { CreatedStep, EndedRunView, FinishedStepView, StartedRun } from './guard-views.js';
+import type { RunCreated, RunEnded, StepCreated, StepUpdated } from '../contract/runs.js';
 import type { PriceBook } from './price-book.js';
 import { endRun } from './run-end.js';
 import { beginRun, startRun, type RunStartInput } from './run-start.js';
@@ -38,7 +38,7 @@ export class GuardService {
     this.prices = this.context.prices;
   }
 
-  startRun(workspaceId: string, input: RunStartInput, idempotency?: IdempotencyClaim): Promise<StartedRun> {
+  startRun(workspaceId: string, input: RunStartInput, idempotency?: IdempotencyClaim): Promise<RunCreated> {
     return startRun(this.context, workspaceId, input, idempotency);
   }
 
@@ -53,7 +53,7 @@ export class GuardService {
     workspaceId: string,
     input: RunStartInput,
     firstStep: Omit<StepInput, 'sequence'>,
-  ): Promise<Decided<{ run: StartedRun; step: CreatedStep | null }>> {
+  ): Promise<Decided<{ run: RunCreated; step: StepCreated | null }>> {
     return decidedBeforeRecorded((whenDecided) =>
       beginRun(this.context, workspaceId, input, undefined, firstStep, whenDecided),
     );
@@ -72,7 +72,7 @@ export class GuardService {
     runId: string,
     status: 'COMPLETED' | 'FAILED',
     idempotency?: IdempotencyClaim,
-  ): Promise<EndedRunView> {
+  ): Promise<RunEnded> {
     return endRun(this.context, workspaceId, runId, status, idempotency);
   }
 
@@ -84,7 +84,7 @@ export class GuardService {
     workspaceId: string,
     runId: string,
     input: Omit<StepInput, 'sequence'>,
-  ): Promise<Decided<CreatedStep>> {
+  ): Promise<Decided<StepCreated>> {
     return decidedBeforeRecorded((whenDecided) =>
       createStep(this.context, workspaceId, runId, { ...input, sequence: null }, undefined, whenDecided),
     );
@@ -95,7 +95,7 @@ export class GuardService {
     runId: string,
     input: StepInput,
     idempotency?: IdempotencyClaim,
-  ): Promise<CreatedStep> {
+  ): Promise<StepCreated> {
     return createStep(this.context, workspaceId, runId, input, idempotency);
   }
 
@@ -105,12 +105,12 @@ export class GuardService {
     stepId: string,
     result: StepResult,
     idempotency?: IdempotencyClaim,
-  ): Promise<FinishedStepView> {
+  ): Promise<StepUpdated> {
     return finishStep(this.context, workspaceId, runId, stepId, result, idempotency);
   }
 
   /** A result whose caller already has its answer (a proxied call): see step-results.ts. */
-  recordResult(workspaceId: string, runId: string, stepId: string, result: StepResult): Promise<FinishedStepView> {
+  recordResult(workspaceId: string, runId: string, stepId: string, result: StepResult): Promise<StepUpdated> {
     return recordResult(this.context, workspaceId, runId, stepId, result);
   }
 

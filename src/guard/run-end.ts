@@ -7,7 +7,7 @@ import type { Queryable } from '../store/db.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import type { GuardContext } from './guard-context.js';
-import type { EndedRunView } from './guard-views.js';
+import type { RunEnded } from '../contract/runs.js';
 import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.js';
 
 export async function endRun(
@@ -16,11 +16,11 @@ export async function endRun(
   runId: string,
   status: 'COMPLETED' | 'FAILED',
   idempotency?: IdempotencyClaim,
-): Promise<EndedRunView> {
-  const replay = idempotency ? await storedAnswer<EndedRunView>(context, idempotency) : null;
+): Promise<RunEnded> {
+  const replay = idempotency ? await storedAnswer<RunEnded>(context, idempotency) : null;
   if (replay) return replay;
   const now = context.clock.now();
-  const end = async (db: Queryable): Promise<EndedRunView> => {
+  const end = async (db: Queryable): Promise<RunEnded> => {
     const request = { workspaceId, runId, status, now };
     const ended = await (
       idempotency ? runs.endRuns(db, [request]).then((all) => all[0]) : context.runEnds.submit(request)
@@ -29,7 +29,7 @@ export async function endRun(
       if (await runs.runExists(db, workspaceId, runId)) throw new ApiError('RUN_NOT_RUNNING');
       throw new ApiError('RUN_NOT_FOUND');
     }
-    const answer: EndedRunView = { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() };
+    const answer: RunEnded = { id: ended.id, status: ended.status, ended_at: ended.ended_at.toISOString() };
     await remember(db, idempotency, answer, now);
     // An ended run takes no more steps: what was kept for them goes (a step that still comes
     // reads the run, and is told it no longer runs).

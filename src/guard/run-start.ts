@@ -3,7 +3,7 @@
  * run limit) its run counts, then the run written, RUNNING or BLOCKED. A run of a proxied call's
  * own starts with that call's step, decided on the same inputs and written in the same commit.
  */
-import type { RunLimitsRequest } from '../contract/runs.js';
+import type { RunCreated, RunLimitsRequest, StepCreated } from '../contract/runs.js';
 import { evaluate, type GuardSnapshot } from '../rules/engine.js';
 import { lockAdmissions, runCounts, type CounterScope, type RunCounts } from '../store/counters/counters.js';
 import type { Queryable } from '../store/db.js';
@@ -14,7 +14,7 @@ import { timeOrderedId } from '../store/time-ordered-id.js';
 import { budgetCounts, decisionInputs, inReservationQueue, PENDING_READ_ATTEMPTS } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
 import { NOT_COUNTED, readsReservations, reservesAgainstBudget, reserveTerms, toSnapshot } from './guard-snapshot.js';
-import { createdView, view, type CreatedStep, type StartedRun } from './guard-views.js';
+import { createdView, view } from './guard-views.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
 import {
   FRESH_RUN,
@@ -40,13 +40,13 @@ export async function startRun(
   workspaceId: string,
   input: RunStartInput,
   idempotency?: IdempotencyClaim,
-): Promise<StartedRun> {
-  const replay = idempotency ? await storedAnswer<StartedRun>(context, idempotency) : null;
+): Promise<RunCreated> {
+  const replay = idempotency ? await storedAnswer<RunCreated>(context, idempotency) : null;
   if (replay) return replay;
   try {
     return (await beginRun(context, workspaceId, input, idempotency, null)).run;
   } catch (error) {
-    if (error instanceof IdempotencyRace) return (await storedAnswer<StartedRun>(context, idempotency))!;
+    if (error instanceof IdempotencyRace) return (await storedAnswer<RunCreated>(context, idempotency))!;
     throw error;
   }
 }
@@ -61,8 +61,8 @@ export async function beginRun(
   input: RunStartInput,
   idempotency: IdempotencyClaim | undefined,
   firstStep: Omit<StepInput, 'sequence'> | null,
-  whenDecided?: (decided: { run: StartedRun; step: CreatedStep | null }) => void,
-): Promise<{ run: StartedRun; step: CreatedStep | null }> {
+  whenDecided?: (decided: { run: RunCreated; step: StepCreated | null }) => void,
+): Promise<{ run: RunCreated; step: StepCreated | null }> {
   const now = context.clock.now();
   const [state, spend, scope] = await decisionInputs(context, workspaceId, input.user_id, now);
   const modelPriced = firstStep ? await modelPricedInput(context, state, workspaceId, firstStep) : undefined;
@@ -94,7 +94,7 @@ export async function beginRun(
       ...toSnapshot(state, { ...counted, ...counts }, now),
       ...reserveTerms(state, reserved, estimate),
     });
-    const status: StartedRun['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
+    const status: RunCreated['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
     const id = timeOrderedId(now.getTime());
     const hash = firstStep ? loopHash(limits, firstStep) : null;
     let step: runs.NewStep | undefined;
@@ -141,7 +141,7 @@ export async function beginRun(
           },
         }),
     };
-    const started: StartedRun = {
+    const started: RunCreated = {
       id,
       user_id: input.user_id,
       status,

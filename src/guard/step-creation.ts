@@ -23,7 +23,8 @@ import {
 } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
 import { NOT_COUNTED, readsReservations, reservesAgainstBudget, reserveTerms, toSnapshot } from './guard-snapshot.js';
-import { createdView, type CreatedStep } from './guard-views.js';
+import { createdView } from './guard-views.js';
+import type { StepCreated } from '../contract/runs.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
 import { guarded, loopHash, runReserve, runRuleInputs, userRateInput } from './run-limits.js';
 import { modelPricedInput, newStep, stepEstimate, toolPolicyInput, type StepInput } from './step-input.js';
@@ -67,9 +68,9 @@ export async function createStep(
   input: StepInput,
   idempotency?: IdempotencyClaim,
   /** Told once the step is decided and its insert submitted (`decideStep`). */
-  whenDecided?: (decided: CreatedStep) => void,
-): Promise<CreatedStep> {
-  const replay = idempotency ? await storedAnswer<CreatedStep>(context, idempotency) : null;
+  whenDecided?: (decided: StepCreated) => void,
+): Promise<StepCreated> {
+  const replay = idempotency ? await storedAnswer<StepCreated>(context, idempotency) : null;
   if (replay) return replay;
   const now = context.clock.now();
   const [state, spend, run, scope] = await stepCheckInputs(context, workspaceId, runId, now);
@@ -161,7 +162,7 @@ export async function createStep(
     // A concurrent twin of an idempotent request took the sequence first: answer as it did.
     const twin =
       error instanceof IdempotencyRace || error instanceof SequenceTaken
-        ? await storedAnswer<CreatedStep>(context, idempotency)
+        ? await storedAnswer<StepCreated>(context, idempotency)
         : null;
     if (twin) return twin;
     if (error instanceof SequenceTaken) throw new ApiError('DUPLICATE_SEQUENCE');

@@ -10,7 +10,7 @@ import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { zoneOf } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
-import type { FinishedStepView } from './guard-views.js';
+import type { StepUpdated } from '../contract/runs.js';
 import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.js';
 
 /**
@@ -29,8 +29,8 @@ export async function finishStep(
   stepId: string,
   result: runs.StepResult,
   idempotency?: IdempotencyClaim,
-): Promise<FinishedStepView> {
-  const replay = idempotency ? await storedAnswer<FinishedStepView>(context, idempotency) : null;
+): Promise<StepUpdated> {
+  const replay = idempotency ? await storedAnswer<StepUpdated>(context, idempotency) : null;
   if (replay) return replay;
   const now = context.clock.now();
   const zone = await zoneOf(context, workspaceId);
@@ -68,7 +68,7 @@ export async function recordResult(
   runId: string,
   stepId: string,
   result: runs.StepResult,
-): Promise<FinishedStepView> {
+): Promise<StepUpdated> {
   const now = context.clock.now();
   const zone = await zoneOf(context, workspaceId);
   const finish: runs.StepFinish = {
@@ -134,7 +134,7 @@ async function afterFinish(
   finish: runs.StepFinish,
   finished: runs.FinishedStep | null,
   zone: string,
-): Promise<FinishedStepView> {
+): Promise<StepUpdated> {
   if (!finished) {
     if (await runs.stepExists(context.db, finish.workspaceId, finish.runId, finish.stepId))
       throw new ApiError('STEP_ALREADY_FINISHED');

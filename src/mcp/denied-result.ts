@@ -5,12 +5,12 @@
  * for programs.
  */
 import { denialMessage } from '../proxy/denial-message.js';
-import type { DecisionView } from '../guard/guard-views.js';
+import type { Decision } from '../contract/decision.js';
 import type { JsonRpcId, JsonRpcMessage } from './jsonrpc.js';
 
 export const DECISION_META_KEY = 'runguard/decision';
 
-export function deniedResult(id: JsonRpcId, decision: DecisionView, stepId: string | null): JsonRpcMessage {
+export function deniedResult(id: JsonRpcId, decision: Decision, stepId: string | null): JsonRpcMessage {
   return {
     jsonrpc: '2.0',
     id,

@@ -9,7 +9,7 @@ import { ApiError, isApiError } from '../errors.js';
 import type { CallStep } from '../proxy/call-result.js';
 import type { Target } from '../proxy/call-target.js';
 import type { StepRecorder } from '../proxy/call-check.js';
-import type { DecisionView } from '../guard/guard-views.js';
+import type { Decision } from '../contract/decision.js';
 import type { StepInput } from '../guard/step-input.js';
 import type { ToolCall } from './jsonrpc.js';
 
@@ -17,7 +17,7 @@ import type { ToolCall } from './jsonrpc.js';
 export const TOOL_INPUT_MAX_BYTES = 64 * 1024;
 
 export type ToolStep =
-  | { allowed: false; stepId: string | null; decision: DecisionView }
+  | { allowed: false; stepId: string | null; decision: Decision }
   | { allowed: true; step: CallStep; recorded: Promise<void> };
 
 /** A tool call's `input_data`: its arguments, or past TOOL_INPUT_MAX_BYTES an excerpt of their JSON. */

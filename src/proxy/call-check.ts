@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { ApiError, isApiError } from '../errors.js';
 import type { Decided } from '../guard/decided.js';
 import type { GuardService } from '../guard/guard-service.js';
-import type { CreatedStep } from '../guard/guard-views.js';
+import type { StepCreated } from '../contract/runs.js';
 import type { StepInput } from '../guard/step-input.js';
 import type { CallStep } from './call-result.js';
 import type { Target } from './call-target.js';
@@ -47,7 +47,7 @@ async function stepOfNamedRun(
   target: Target,
   runId: string,
   input: Omit<StepInput, 'sequence'>,
-): Promise<Decided<CreatedStep>> {
+): Promise<Decided<StepCreated>> {
   try {
     const { decided, recorded } = await guard.decideStep(target.workspaceId, runId, input);
     const refused = (error: unknown) => Promise.reject(namedRunRefusal(target, error));
@@ -66,7 +66,7 @@ export async function checkCall(
   log: FastifyBaseLogger,
 ): Promise<CheckedCall> {
   let runId: string;
-  let step: CreatedStep;
+  let step: StepCreated;
   let recorded: Promise<unknown>;
   if (target.runId === null) {
     // A run of the call's own: started with its step, in one commit. The step's rules are the

@@ -4,9 +4,9 @@
  * (user daily budget spent: $0.00045 of $0.0004; resets 2026-11-27T00:00:00Z).`
  */
 import { explainDenial } from '../contract/denial-detail.js';
-import type { DecisionView } from '../guard/guard-views.js';
+import type { Decision } from '../contract/decision.js';
 
-export function denialMessage(what: string, decision: DecisionView): string {
+export function denialMessage(what: string, decision: Decision): string {
   const reason = decision.reason ?? 'DENIED';
   const numbers = decision.reason ? ` (${explainDenial(decision.reason, decision.detail)})` : '';
   return `runguard denied this ${what}: ${reason}${numbers}.`;
@@ -17,7 +17,7 @@ export function denialMessage(what: string, decision: DecisionView): string {
  * 429 with `Retry-After` (its SDK backs off and retries). Every other denial does not get better
  * by retrying: 403, which provider SDKs raise as a permission error without retrying.
  */
-export function denialStatus(decision: DecisionView): { status: 403 | 429; retryAfterSeconds: number | null } {
+export function denialStatus(decision: Decision): { status: 403 | 429; retryAfterSeconds: number | null } {
   const retryAfter = decision.detail?.retry_after_s;
   if (decision.reason === 'USER_RATE_LIMITED' && typeof retryAfter === 'number')
     return { status: 429, retryAfterSeconds: retryAfter };

@@ -7,7 +7,7 @@
 import type { FastifyBaseLogger, FastifyError } from 'fastify';
 import { CLIENT_ABORT_MESSAGE, isClientAbort } from '../api/client-abort.js';
 import { toApiError } from '../api/error-handler.js';
-import type { DecisionView } from '../guard/guard-views.js';
+import type { Decision } from '../contract/decision.js';
 import { denialMessage, denialStatus } from './denial-message.js';
 import type { Provider } from './provider-registry.js';
 
@@ -26,7 +26,7 @@ export class ProxyRefusal extends Error {
 }
 
 /** The guard denied a run-less call's run (`what` = 'run') or a call's step ('model call'). */
-export function denialRefusal(step: { id?: string; decision: DecisionView }, what: string): ProxyRefusal {
+export function denialRefusal(step: { id?: string; decision: Decision }, what: string): ProxyRefusal {
   const { status, retryAfterSeconds } = denialStatus(step.decision);
   const reason = step.decision.reason ?? 'DENIED';
   return new ProxyRefusal(status, reason, denialMessage(what, step.decision), step.id, retryAfterSeconds);

@@ -10,8 +10,6 @@ export interface RunLimitValues {
   maxIdenticalCalls: number | null;
 }
 
-export type Plan = PlanName;
-
 export interface PlanLimits {
   monthly_run_limit: number | null;
   max_concurrent_runs: number | null;
@@ -19,7 +17,7 @@ export interface PlanLimits {
 }
 
 /** Plan ceilings, which are also the defaults of a new workspace (null = unlimited). */
-export const PLANS: Record<Plan, PlanLimits> = {
+export const PLANS: Record<PlanName, PlanLimits> = {
   basic: { monthly_run_limit: 1_000, max_concurrent_runs: 5, kill_switch: false },
   pro: { monthly_run_limit: 25_000, max_concurrent_runs: 25, kill_switch: false },
   scale: { monthly_run_limit: 250_000, max_concurrent_runs: 100, kill_switch: true },
@@ -29,7 +27,7 @@ export const PLANS: Record<Plan, PlanLimits> = {
 export interface WorkspaceRow {
   id: string;
   name: string;
-  plan: Plan;
+  plan: PlanName;
   kill_switch_active: boolean;
   daily_budget_micros: number | null;
   user_daily_budget_micros: number | null;
@@ -74,7 +72,7 @@ export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
   return {
     id: String(row.id),
     name: String(row.name),
-    plan: row.plan as Plan,
+    plan: row.plan as PlanName,
     kill_switch_active: Boolean(row.kill_switch_active),
     daily_budget_micros: nullableNumber(row.daily_budget_micros),
     user_daily_budget_micros: nullableNumber(row.user_daily_budget_micros),
@@ -95,7 +93,7 @@ export function toWorkspace(row: Record<string, unknown>): WorkspaceRow {
   };
 }
 
-export async function createWorkspace(db: Queryable, name: string, plan: Plan): Promise<WorkspaceRow> {
+export async function createWorkspace(db: Queryable, name: string, plan: PlanName): Promise<WorkspaceRow> {
   const limits = PLANS[plan];
   const { rows } = await db.query(
     `INSERT INTO workspaces (id, name, plan, monthly_run_limit, max_concurrent_runs)
@@ -270,7 +268,7 @@ export interface WorkspaceChanges {
   user_daily_budget_micros?: number | null;
   monthly_run_limit?: number | null;
   max_concurrent_runs?: number | null;
-  plan?: Plan;
+  plan?: PlanName;
   retention_days?: number | null;
   unpriced_models?: UnpricedModels;
   budget_mode?: BudgetMode;

@@ -7,11 +7,8 @@ import type { Queryable } from '../store/db.js';
 import { insertEvent } from '../store/webhooks.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 
-export const EVENT_TYPES = WEBHOOK_EVENT_TYPES;
-export type EventType = WebhookEventType;
-
 /** What an endpoint gets when it names no events: all but `run.failed`, which is opt-in (it is one per failed run). */
-export const DEFAULT_EVENTS: EventType[] = EVENT_TYPES.filter((type) => type !== 'run.failed');
+export const DEFAULT_EVENTS: WebhookEventType[] = WEBHOOK_EVENT_TYPES.filter((type) => type !== 'run.failed');
 
 /** The ping `POST /v1/webhooks/{id}/test` sends; never subscribed to. */
 export const TEST_EVENT = 'webhook.test';
@@ -28,7 +25,7 @@ export const newEventId = (now: Date) => `evt_${timeOrderedId(now.getTime()).rep
 export async function recordEvent(
   tx: Queryable,
   workspaceId: string,
-  type: EventType | typeof TEST_EVENT,
+  type: WebhookEventType | typeof TEST_EVENT,
   data: Record<string, unknown>,
   now: Date,
   options: { dedupeKey?: string; endpointId?: string; id?: string } = {},

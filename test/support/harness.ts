@@ -2,6 +2,7 @@
  * Starts the real app on a real socket against real stores, with a workspace and an API key,
  * and talks to it over HTTP.
  */
+import type { PlanName } from '../../src/contract/usage.js';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +19,7 @@ import { embeddedDb, postgresDb, type Db } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { RedisCounters, redisClient } from '../../src/store/counters/redis-counters.js';
 import { SqlCounters } from '../../src/store/counters/sql-counters.js';
-import { createApiKey, createWorkspace, type Plan } from '../../src/store/workspaces.js';
+import { createApiKey, createWorkspace } from '../../src/store/workspaces.js';
 import { startFakeUpstream, type FakeUpstream, type FakeUpstreamOptions } from './fake-upstream.js';
 import type {} from './provided-context.js';
 import { createTestDatabase, REDIS_URL, testKeyPrefix } from './services.js';
@@ -134,7 +135,7 @@ export interface TestApi extends Caller {
   workspaceId: string;
   apiKey: string;
   /** Another workspace with its own key, for isolation checks. */
-  newWorkspace(plan?: Plan): Promise<{ workspaceId: string; apiKey: string; api: Caller }>;
+  newWorkspace(plan?: PlanName): Promise<{ workspaceId: string; apiKey: string; api: Caller }>;
   /** Sets workspace columns directly (budgets in microdollars). */
   setWorkspace(values: Record<string, unknown>, workspaceId?: string): Promise<void>;
   close(): Promise<void>;
@@ -157,7 +158,7 @@ export interface TestProxyOptions {
 
 export interface TestApiOptions {
   clock?: Clock;
-  plan?: Plan;
+  plan?: PlanName;
   bodyLimitBytes?: number;
   jwtTtlSeconds?: number;
   rateLimitPerMinute?: number;
@@ -222,7 +223,7 @@ export async function startTestApi(backend: Backend, options: TestApiOptions = {
       : {}),
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
-  const newWorkspace = async (wsPlan: Plan = plan) => {
+  const newWorkspace = async (wsPlan: PlanName = plan) => {
     const ws = await createWorkspace(stores.db, 'test', wsPlan);
     const key = await createApiKey(stores.db, ws.id);
     return { workspaceId: ws.id, apiKey: key.apiKey, api: caller(url, key.apiKey) };

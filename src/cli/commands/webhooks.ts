@@ -6,7 +6,6 @@ import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
 
 type Endpoint = WebhookEndpoint & { secret?: string };
-type Delivery = WebhookDelivery;
 
 const path = (id: string) => `/v1/webhooks/${encodeURIComponent(id)}`;
 const list = (value: string) =>
@@ -142,7 +141,7 @@ export function webhooksCommand(): Command {
           ) => {
             const query = new URLSearchParams({ page: options.page, per_page: options.perPage });
             if (options.status) query.set('status', options.status);
-            const page = await client.request<Page<Delivery>>('GET', `${path(id)}/deliveries?${query}`);
+            const page = await client.request<Page<WebhookDelivery>>('GET', `${path(id)}/deliveries?${query}`);
             if (out.json) return out.data(page);
             out.table(
               ['DELIVERY', 'EVENT', 'TYPE', 'STATUS', 'ATTEMPTS', 'LAST', 'CREATED'],
