@@ -8,8 +8,8 @@
  * retries) instead of a 401.
  *
  * So the rest is discarded (never held) for a short while, long enough for the client to read the
- * answer, and the connection is closed after LINGER_BYTES or LINGER_MS, whichever comes first. A
- * body that ends within them leaves the connection reusable.
+ * answer, and the connection is closed after LINGER_BYTES or LINGER_MS, whichever comes first (as
+ * nginx's lingering close does). A body that ends within them leaves the connection reusable.
  */
 import type { FastifyInstance } from 'fastify';
 
@@ -23,6 +23,15 @@ export function registerUnreadBodyLinger(app: FastifyInstance) {
     const incoming = request.raw;
     if (incoming.complete) return;
     const socket = incoming.socket;
+    // An answer that closes the connection (Fastify's 413 says `connection: close`, and so does a
+    // client that sent it) makes Node close the socket as soon as the answer is written, with the
+    // body still arriving: a reset. Its write side is closed instead (the client reads the answer,
+    // then the end), and the socket once the body ended, or at the linger's cut.
+    let closeWanted = false;
+    socket.destroySoon = () => {
+      closeWanted = true;
+      if (!socket.writableEnded) socket.end();
+    };
     let discarded = 0;
     // Not before the answer is flushed: a socket destroyed with it still queued would lose it.
     const cut = () => {
@@ -37,7 +46,10 @@ export function registerUnreadBodyLinger(app: FastifyInstance) {
       discarded += chunk.length;
       if (discarded > LINGER_BYTES) cut();
     });
-    incoming.once('end', () => clearTimeout(timer));
+    incoming.once('end', () => {
+      clearTimeout(timer);
+      if (closeWanted) cut();
+    });
     socket.once('close', () => clearTimeout(timer));
     incoming.resume();
   });
