@@ -49,6 +49,13 @@ describe.each(BACKENDS)('the dashboard API on %s', (backend) => {
         (await session.request('POST', '/v1/auth/password', { current_password: 'x', new_password: 'new password 1' }))
           .status,
       ).toBe(400);
+      // A commonly breached password is refused here too (issue #48, item 5).
+      const weak = await session.request('POST', '/v1/auth/owner', {
+        email: 'Owner@Example.com',
+        password: 'iloveyou',
+      });
+      expect(weak.status).toBe(422);
+      expect(weak.body.errors).toEqual([{ path: 'body.password', message: expect.stringMatching(/commonly used/) }]);
       const named = await session.request('POST', '/v1/auth/owner', {
         email: 'Owner@Example.com',
         password: 'correct horse battery',
