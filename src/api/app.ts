@@ -47,6 +47,8 @@ import { pricingRoutes } from './routes/pricing.js';
 import { runRoutes } from './routes/runs.js';
 import { usageRoutes } from './routes/usage.js';
 import { userRoutes } from './routes/users.js';
+import { budgetRoutes } from './routes/budgets.js';
+import { BudgetsAdmin } from '../admin/budgets-admin.js';
 import { workspaceRoutes } from './routes/workspace.js';
 import { proxyTokenRoutes } from './routes/proxy-tokens.js';
 import { overviewRoutes } from './routes/overview.js';
@@ -237,6 +239,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(apiKeyRoutes, { apiKeys: new ApiKeys(db, deps.clock, keys, deps.localKey) });
   await app.register(userRoutes, { users: new SdkUsers(db, settings, deps.clock) });
+  await app.register(budgetRoutes, { budgets: new BudgetsAdmin(db, counters, deps.clock) });
   await app.register(usageRoutes, {
     usage: new UsageReport(db, counters, settings, deps.clock),
     billing: new BillingPlans(settings),

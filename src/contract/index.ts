@@ -20,3 +20,4 @@ export * from './health.js';
 export * from './accounts.js';
 export * from './proxy-tokens.js';
 export * from './mcp.js';
+export * from './budgets.js';

@@ -4,6 +4,7 @@
  * reservations (under the workspace's reservation lock when the step reserves).
  */
 import { ApiError } from '../errors.js';
+import { localDay } from '../periods.js';
 import type { Decision } from '../rules/engine.js';
 import { scopeAt, type CounterScope, type DailySpend } from '../store/counters/counters.js';
 import type { Queryable } from '../store/db.js';
@@ -21,22 +22,61 @@ import type { GuardContext, RunFacts } from './guard-context.js';
 export const PENDING_READ_ATTEMPTS = 3;
 
 /**
+ * What a workspace's decisions count: the days of its time zone, and the windows of its budgets
+ * of a week or a month (rule 13), read with the day's spend in one round trip.
+ */
+export interface CountingShape {
+  timeZone: string;
+  week: boolean;
+  month: boolean;
+}
+
+export function countingShape(state: GuardState): CountingShape {
+  const deny = state.budgets.filter((budget) => budget.action === 'deny');
+  return {
+    timeZone: state.workspace.time_zone,
+    week: deny.some((budget) => budget.period === 'week'),
+    month: deny.some((budget) => budget.period === 'month'),
+  };
+}
+
+const sameShape = (one: CountingShape, other: CountingShape) =>
+  one.timeZone === other.timeZone && one.week === other.week && one.month === other.month;
+
+/** The scope a decision reads: the local day, and the first days of the windows its budgets need. */
+export function scopeFor(now: Date, workspaceId: string, userId: string, shape: CountingShape): CounterScope {
+  const scope = scopeAt(now, workspaceId, userId, shape.timeZone);
+  if (!shape.week && !shape.month) return scope;
+  const local = localDay(now, shape.timeZone);
+  return {
+    ...scope,
+    ...(shape.week && { weekStart: local.weekStart }),
+    ...(shape.month && { monthStart: local.monthStart }),
+  };
+}
+
+/** What this daemon now knows of a workspace's counting shape, in place of what it knew. */
+function learnShape(context: GuardContext, workspaceId: string, shape: CountingShape): void {
+  context.shapes.forget(workspaceId);
+  context.shapes.remember(workspaceId, shape);
+}
+
+/**
  * The workspace's time zone as this daemon last saw it (read from the records the first time).
  * Decisions correct it from the state they read (`decisionInputs`); a result written meanwhile
  * counts on the day of the zone seen before the change.
  */
 export async function zoneOf(context: GuardContext, workspaceId: string): Promise<string> {
-  const known = context.zones.get(workspaceId);
-  if (known !== undefined) return known;
-  const zone = await workspaceTimeZone(context.db, workspaceId);
-  context.zones.remember(workspaceId, zone);
-  return zone;
+  const known = context.shapes.get(workspaceId);
+  if (known !== undefined) return known.timeZone;
+  return workspaceTimeZone(context.db, workspaceId);
 }
 
 /**
- * What a decision reads: the day's spend and the workspace's state version in one read of the
- * counters, then the rules' state of the workspace and user, remembered while that version holds.
- * The day is the workspace's local day: when the state says its zone changed, read again.
+ * What a decision reads: the day's spend (and its budgets' windows') and the workspace's state
+ * version in one read of the counters, then the rules' state of the workspace and user,
+ * remembered while that version holds. The counting shape (time zone, windows) is the one this
+ * daemon last saw: when the state says it changed, read again.
  */
 export async function decisionInputs(
   context: GuardContext,
@@ -45,8 +85,12 @@ export async function decisionInputs(
   now: Date,
 ): Promise<[GuardState, DailySpend, CounterScope]> {
   for (;;) {
-    const zone = await zoneOf(context, workspaceId);
-    const scope = scopeAt(now, workspaceId, userId, zone);
+    let shape = context.shapes.get(workspaceId);
+    if (shape === undefined) {
+      shape = countingShape(await loadGuardState(context.db, workspaceId, userId));
+      context.shapes.remember(workspaceId, shape);
+    }
+    const scope = scopeFor(now, workspaceId, userId, shape);
     const { spend, stateVersion } = await withPendingSpend(context, scope, () =>
       context.counters.readDecisionInputs(scope),
     );
@@ -55,8 +99,9 @@ export async function decisionInputs(
       state = await loadGuardState(context.db, workspaceId, userId);
       context.states.set(workspaceId, userId, stateVersion, state);
     }
-    if (state.workspace.time_zone === zone) return [state, spend, scope];
-    context.zones.remember(workspaceId, state.workspace.time_zone);
+    const actual = countingShape(state);
+    if (sameShape(actual, shape)) return [state, spend, scope];
+    learnShape(context, workspaceId, actual);
   }
 }
 
@@ -82,8 +127,9 @@ export async function stepCheckInputs(
   if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
   const facts: RunFacts = { userId: found.userId, limits: found.runLimits };
   context.runFacts.remember(runKey, facts);
-  context.zones.remember(workspaceId, found.workspace.time_zone);
-  const scope = scopeAt(now, workspaceId, found.userId, found.workspace.time_zone);
+  const shape = countingShape(found);
+  learnShape(context, workspaceId, shape);
+  const scope = scopeFor(now, workspaceId, found.userId, shape);
   const { spend } = await withPendingSpend(context, scope, async () => ({
     spend: await context.counters.readSpend(scope),
   }));

@@ -11,6 +11,7 @@ import { isStatementRefusal, type Db } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
 import * as runs from '../store/runs.js';
 import type { RunLimitValues } from '../store/workspaces.js';
+import type { CountingShape } from './decision-inputs.js';
 import { GuardStateCache } from './guard-state-cache.js';
 import { PendingSpend } from './pending-spend.js';
 import { PriceBook } from './price-book.js';
@@ -59,8 +60,8 @@ export class GuardContext {
   /** Run (`workspace/run`) to its user and limits, for runs this daemon has seen. */
   readonly runFacts = new RecentMap<RunFacts>(10_000);
   readonly states = new GuardStateCache();
-  /** Workspace to its time zone, as its last decision here read it (`zoneOf`). */
-  readonly zones = new RecentMap<string>(10_000);
+  /** Workspace to what its decisions count (time zone, budget windows), as its last decision here read it. */
+  readonly shapes = new RecentMap<CountingShape>(10_000);
   /** Whose spend a MODEL_CALL step's result is, for the steps this daemon allowed. */
   readonly stepFacts = new RecentMap<{ userId: string; model: string | null }>(10_000);
   /** Results released and not yet in the counters: every check of this daemon counts them. */

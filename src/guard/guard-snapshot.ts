@@ -2,11 +2,12 @@
  * The rules' snapshot as the run API's checks build it from what they read: the workspace's state,
  * the counters, and in reserve mode the outstanding reservations and the step's estimate. Pure.
  */
-import type { GuardSnapshot } from '../rules/engine.js';
+import type { BudgetCheck, GuardSnapshot } from '../rules/engine.js';
+import type { BudgetRule } from '../store/budgets.js';
 import type { DailySpend, RunCounts } from '../store/counters/counters.js';
 import type { Reserved } from '../store/reservations.js';
 import type { GuardState } from '../store/workspaces.js';
-import { localDay } from '../periods.js';
+import { localDay, periodWindow } from '../periods.js';
 
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
 export const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
@@ -52,10 +53,75 @@ export function reservesAgainstBudget(state: GuardState, estimateMicros: number 
   return readsReservations(state) && (estimateMicros ?? 0) > 0;
 }
 
-/** Reserve mode with a daily budget (workspace or user): the budget rules count reservations. */
+/** Reserve mode with a daily budget (workspace or user) or a deny budget: the budget rules count reservations. */
 export function readsReservations(state: GuardState): boolean {
   return (
     state.workspace.budget_mode === 'reserve' &&
-    (state.workspace.daily_budget_micros !== null || state.userDailyBudgetMicros !== null)
+    (state.workspace.daily_budget_micros !== null ||
+      state.userDailyBudgetMicros !== null ||
+      state.budgets.some((budget) => budget.action === 'deny'))
   );
+}
+
+const SCOPE_ORDER: Record<BudgetRule['scope'], number> = { workspace: 0, key: 1, tag: 2, user: 3 };
+const PERIOD_ORDER: Record<BudgetRule['period'], number> = { day: 0, week: 1, month: 2 };
+
+/** Who a call is: the budgets that apply to it are the workspace's and its user's. */
+export interface BudgetedCall {
+  userId: string;
+}
+
+/** The deny budgets that apply to a call, in the order a denial reports them. */
+export function applicableBudgets(state: GuardState, call: BudgetedCall): BudgetRule[] {
+  return state.budgets
+    .filter(
+      (budget) =>
+        budget.action === 'deny' &&
+        (budget.scope === 'workspace' || (budget.scope === 'user' && budget.subject === call.userId)),
+    )
+    .sort(
+      (one, other) =>
+        SCOPE_ORDER[one.scope] - SCOPE_ORDER[other.scope] || PERIOD_ORDER[one.period] - PERIOD_ORDER[other.period],
+    );
+}
+
+/**
+ * Rule 13's inputs: each applicable budget with its window's spend (read with the day's, see
+ * `scopeFor`), its reservations in reserve mode, and its reset.
+ */
+export function budgetTerms(
+  state: GuardState,
+  call: BudgetedCall,
+  spend: DailySpend,
+  reserved: Reserved,
+  now: Date,
+): Pick<GuardSnapshot, 'budgets'> {
+  const budgets = applicableBudgets(state, call);
+  if (budgets.length === 0) return {};
+  const local = localDay(now, state.workspace.time_zone);
+  const reserving = state.workspace.budget_mode === 'reserve';
+  return {
+    budgets: budgets.map((budget): BudgetCheck => {
+      const ofWorkspace = budget.scope === 'workspace';
+      const window = budget.period === 'week' ? spend.week : budget.period === 'month' ? spend.month : undefined;
+      const spendMicros =
+        budget.period === 'day'
+          ? ofWorkspace
+            ? spend.workspaceDailySpendMicros
+            : spend.userDailySpendMicros
+          : ofWorkspace
+            ? (window?.workspaceMicros ?? 0)
+            : (window?.userMicros ?? 0);
+      return {
+        budgetId: budget.id,
+        scope: budget.scope,
+        subject: budget.subject,
+        period: budget.period,
+        limitMicros: budget.limitMicros,
+        spendMicros,
+        reservedMicros: reserving ? (ofWorkspace ? reserved.workspaceReservedMicros : reserved.userReservedMicros) : 0,
+        resetsAt: periodWindow(local, budget.period).resetsAt,
+      };
+    }),
+  };
 }

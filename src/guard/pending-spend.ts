@@ -10,7 +10,7 @@
  * be in what was read: the check reads again (`overtaken`); after a few tries it counts the entry
  * anyway, so the only possible error is counting a cost twice (toward denying).
  */
-import type { CounterScope, DailySpend } from '../store/counters/counters.js';
+import type { CounterScope, DailySpend, WindowSpend } from '../store/counters/counters.js';
 import { SPEND_CAP_MICROS } from '../store/counters/counters.js';
 
 interface Entry {
@@ -79,15 +79,24 @@ export class HeldSpend {
     if (this.entries.length === 0) return spend;
     const unknown = this.entries.filter((entry) => entry.micros === null).map((entry) => entry.known);
     if (unknown.length) await Promise.all(unknown);
-    let workspace = spend.workspaceDailySpendMicros;
-    let user = spend.userDailySpendMicros;
+    let workspace = 0;
+    let user = 0;
     for (const entry of this.entries) {
       workspace += entry.micros ?? 0;
       if (entry.userId === this.userId) user += entry.micros ?? 0;
     }
+    const capped = (micros: number) => Math.min(micros, SPEND_CAP_MICROS);
+    // Held spend is today's: it counts in the week's and the month's windows too.
+    const windowed = (window: WindowSpend | undefined) =>
+      window && {
+        workspaceMicros: capped(window.workspaceMicros + workspace),
+        userMicros: capped(window.userMicros + user),
+      };
     return {
-      workspaceDailySpendMicros: Math.min(workspace, SPEND_CAP_MICROS),
-      userDailySpendMicros: Math.min(user, SPEND_CAP_MICROS),
+      workspaceDailySpendMicros: capped(spend.workspaceDailySpendMicros + workspace),
+      userDailySpendMicros: capped(spend.userDailySpendMicros + user),
+      ...(spend.week && { week: windowed(spend.week) }),
+      ...(spend.month && { month: windowed(spend.month) }),
     };
   }
 }

@@ -13,7 +13,15 @@ import type { StepSlot } from '../store/counters/step-rate.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import { budgetCounts, decisionInputs, inReservationQueue, PENDING_READ_ATTEMPTS } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
-import { NOT_COUNTED, readsReservations, reservesAgainstBudget, reserveTerms, toSnapshot } from './guard-snapshot.js';
+import {
+  budgetTerms,
+  NOT_COUNTED,
+  readsReservations,
+  reservesAgainstBudget,
+  reserveTerms,
+  toSnapshot,
+  type BudgetedCall,
+} from './guard-snapshot.js';
 import { createdView, view } from './guard-views.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
 import {
@@ -65,6 +73,7 @@ export async function beginRun(
 ): Promise<{ run: RunCreated; step: StepCreated | null }> {
   const now = context.clock.now();
   const [state, spend, scope] = await decisionInputs(context, workspaceId, input.user_id, now);
+  const call: BudgetedCall = { userId: input.user_id };
   const modelPriced = firstStep ? await modelPricedInput(context, state, workspaceId, firstStep) : undefined;
   const estimate = firstStep ? await stepEstimate(context, state, workspaceId, firstStep) : null;
   const limits = resolveRunLimits(state.workspace, input.limits);
@@ -93,6 +102,7 @@ export async function beginRun(
     const decision = evaluate('run_start', {
       ...toSnapshot(state, { ...counted, ...counts }, now),
       ...reserveTerms(state, reserved, estimate),
+      ...budgetTerms(state, call, counted, reserved, now),
     });
     const status: RunCreated['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
     const id = timeOrderedId(now.getTime());
@@ -103,6 +113,7 @@ export async function beginRun(
       const stepSnapshot: GuardSnapshot = {
         ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
         ...reserveTerms(state, reserved, estimate),
+        ...budgetTerms(state, call, counted, reserved, now),
         modelPriced,
         toolPolicy: firstStep ? toolPolicyInput(state, firstStep) : undefined,
         ...(limits && runRuleInputs(limits, FRESH_RUN, 0, runReserve(state.workspace, estimate))),

@@ -22,7 +22,14 @@ import {
   stepCheckInputs,
 } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
-import { NOT_COUNTED, readsReservations, reservesAgainstBudget, reserveTerms, toSnapshot } from './guard-snapshot.js';
+import {
+  budgetTerms,
+  NOT_COUNTED,
+  readsReservations,
+  reservesAgainstBudget,
+  reserveTerms,
+  toSnapshot,
+} from './guard-snapshot.js';
 import { createdView } from './guard-views.js';
 import type { StepCreated } from '../contract/runs.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
@@ -82,6 +89,7 @@ export async function createStep(
       ...reserveTerms(state, reserved, estimate),
       modelPriced,
       toolPolicy: toolPolicyInput(state, input),
+      ...budgetTerms(state, { userId: run.userId }, counted, reserved, now),
       ...runaway,
     });
   // Reserve mode: a step that reserves is checked and written under its workspace's

@@ -12,6 +12,22 @@ export type { Decision, DenialDetail, DenyReason, RuleKey };
 
 export type Boundary = 'run_start' | 'step';
 
+/**
+ * A budget of `/v1/budgets` that applies to the call (rule 13), with what its window counts: the
+ * spend since the window started, and in reserve mode the outstanding reservations it counts.
+ */
+export interface BudgetCheck {
+  budgetId: string;
+  scope: 'workspace' | 'user' | 'key' | 'tag';
+  subject: string | null;
+  period: 'day' | 'week' | 'month';
+  limitMicros: number;
+  spendMicros: number;
+  reservedMicros: number;
+  /** When the window ends (ISO 8601 UTC). */
+  resetsAt: string;
+}
+
 /** Everything the rules read. A `null` budget or limit is unlimited. Money in integer microdollars. */
 export interface GuardSnapshot {
   killSwitchActive: boolean;
@@ -77,6 +93,11 @@ export interface GuardSnapshot {
    * the step names none) and the policy. Absent: the rule is not evaluated.
    */
   toolPolicy?: { tool: string | null; policy: ToolPolicyLists };
+  /**
+   * Rule 13: the deny budgets that apply, in the order a denial reports them (workspace, key,
+   * tag, user; then day, week, month). Absent or empty: the rule is not evaluated.
+   */
+  budgets?: readonly BudgetCheck[];
 }
 
 interface Rule {
@@ -120,6 +141,34 @@ function budgetDenies(
   const committed = spend + (reserved ?? 0);
   return reached(committed, budget) || (budget !== null && committed + (snapshot.estimateMicros ?? 0) > budget);
 }
+
+/** Rule 13: the first applicable budget that is spent, in reporting order. */
+const spentBudget = (snapshot: GuardSnapshot): BudgetCheck | undefined =>
+  snapshot.budgets?.find((budget) =>
+    budgetDenies(snapshot, budget.spendMicros, budget.reservedMicros, budget.limitMicros),
+  );
+
+const BUDGETS_RULE: Rule = {
+  key: 'budgets',
+  reason: 'BUDGET_EXCEEDED',
+  configured: (snapshot) => (snapshot.budgets?.length ?? 0) > 0,
+  denies: (snapshot) => spentBudget(snapshot) !== undefined,
+  explain: (snapshot) => {
+    const budget = spentBudget(snapshot)!;
+    return {
+      ...(budgetDetail(budget.spendMicros, budget.limitMicros, budget.reservedMicros, budget.resetsAt) as {
+        spend_usd: number;
+        budget_usd: number;
+        reserved_usd: number;
+        resets_at: string | null;
+      }),
+      budget_id: budget.budgetId,
+      scope: budget.scope,
+      subject: budget.subject,
+      period: budget.period,
+    };
+  },
+};
 
 /** In priority order. A run start evaluates all of them; a step creation the first four. */
 const RULES: readonly Rule[] = [
@@ -190,7 +239,8 @@ const RULES: readonly Rule[] = [
 ];
 
 const RULES_AT: Record<Boundary, readonly Rule[]> = {
-  run_start: RULES,
+  // Rule 13 is evaluated at run start too, after the seed's six.
+  run_start: [...RULES, BUDGETS_RULE],
   step: [
     ...RULES.slice(0, 4),
     // Rules beyond the seed: at step creation only, after rule 4, each where configured.
@@ -261,6 +311,7 @@ const RULES_AT: Record<Boundary, readonly Rule[]> = {
         pattern: toolRefusal(toolPolicy!.policy, toolPolicy!.tool ?? '')?.pattern ?? null,
       }),
     },
+    BUDGETS_RULE,
   ],
 };
 

@@ -594,6 +594,26 @@ ALTER TABLE workspaces ADD COLUMN tool_policy jsonb;
 ALTER TABLE steps ADD COLUMN mcp json;
 `,
   },
+  {
+    version: 21,
+    name: 'budgets',
+    sql: `
+-- Budgets of /v1/budgets (rule 13): a cap on the spend of a workspace, a user, an API key or a
+-- run tag, per day, ISO week or month of the workspace's time zone. One per scope, subject and
+-- period (the subject of a workspace budget is NULL: coalesced for the index).
+CREATE TABLE budgets (
+  id uuid PRIMARY KEY,
+  workspace_id uuid NOT NULL REFERENCES workspaces (id) ON DELETE CASCADE,
+  scope text NOT NULL CHECK (scope IN ('workspace', 'user', 'key', 'tag')),
+  subject text,
+  period text NOT NULL CHECK (period IN ('day', 'week', 'month')),
+  limit_micros bigint NOT NULL CHECK (limit_micros >= 0),
+  action text NOT NULL CHECK (action IN ('deny', 'alert')),
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX budgets_one_per_period ON budgets (workspace_id, scope, coalesce(subject, ''), period);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

@@ -5,7 +5,7 @@
  * the truth the budget checks of reserve mode read under a per-workspace lock, and the truth a
  * Redis copy would be rebuilt from.
  */
-import type { CounterScope, DailySpend } from './counters/counters.js';
+import { SPEND_COLUMNS, spendParams, toSpend, type CounterScope, type DailySpend } from './counters/counters.js';
 import type { Queryable } from './db.js';
 
 export interface Reserved {
@@ -42,21 +42,21 @@ export async function outstandingReservations(db: Queryable, workspaceId: string
  * the lock's: its snapshot must see what the check before it committed).
  */
 export async function spendAndReservations(db: Queryable, scope: CounterScope): Promise<DailySpend & Reserved> {
-  const { rows } = await db.query<Record<'ws_spend' | 'usr_spend' | 'ws' | 'usr', string | number | null>>(
-    `SELECT (SELECT spend_micros FROM usage_daily WHERE workspace_id = $1 AND day = $2) AS ws_spend,
-       (SELECT spend_micros FROM user_usage_daily WHERE workspace_id = $1 AND user_id = $3 AND day = $2) AS usr_spend,
-       coalesce(sum(s.estimate_micros), 0) AS ws,
-       coalesce(sum(s.estimate_micros) FILTER (WHERE r.user_id = $3), 0) AS usr
+  const { rows } = await db.query<
+    Parameters<typeof toSpend>[0] & Record<'ws_reserved' | 'usr_reserved', string | number>
+  >(
+    `SELECT ${SPEND_COLUMNS},
+       coalesce(sum(s.estimate_micros), 0) AS ws_reserved,
+       coalesce(sum(s.estimate_micros) FILTER (WHERE r.user_id = $3), 0) AS usr_reserved
      FROM steps s JOIN runs r ON r.id = s.run_id
      WHERE s.workspace_id = $1 AND s.status = 'ALLOWED' AND s.estimate_micros IS NOT NULL AND r.status = 'RUNNING'`,
-    [scope.workspaceId, scope.day, scope.userId],
+    spendParams(scope),
   );
   const row = rows[0]!;
   return {
-    workspaceDailySpendMicros: Number(row.ws_spend ?? 0),
-    userDailySpendMicros: Number(row.usr_spend ?? 0),
-    workspaceReservedMicros: Number(row.ws),
-    userReservedMicros: Number(row.usr),
+    ...toSpend(row),
+    workspaceReservedMicros: Number(row.ws_reserved),
+    userReservedMicros: Number(row.usr_reserved),
   };
 }
 

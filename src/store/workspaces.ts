@@ -1,6 +1,7 @@
 /** Workspaces, their API keys, and the SDK users the rules read. */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { PlanName } from '../contract/usage.js';
+import { BUDGETS_OF_WORKSPACE, toBudgetRules, type BudgetRule } from './budgets.js';
 import type { Queryable } from './db.js';
 
 /** The limits a run started with (microdollars for money); null: that limit is off. */
@@ -201,6 +202,8 @@ export async function touchApiKey(db: Queryable, id: string, now: Date): Promise
 
 export interface GuardState {
   workspace: WorkspaceRow;
+  /** The workspace's budgets of `/v1/budgets` (rule 13). */
+  budgets: BudgetRule[];
   userBlocked: boolean;
   /** The user's own daily budget, else the workspace's per-user budget. */
   userDailyBudgetMicros: number | null;
@@ -211,12 +214,14 @@ function toGuardState(row: Record<string, unknown>): GuardState {
   const override = nullableNumber(row.user_budget_override);
   return {
     workspace,
+    budgets: toBudgetRules(row.budgets),
     userBlocked: row.user_blocked === true,
     userDailyBudgetMicros: override ?? workspace.user_daily_budget_micros,
   };
 }
 
-const GUARD_STATE_COLUMNS = `w.*, u.blocked AS user_blocked, u.daily_budget_micros AS user_budget_override`;
+const GUARD_STATE_COLUMNS = `w.*, u.blocked AS user_blocked, u.daily_budget_micros AS user_budget_override,
+  ${BUDGETS_OF_WORKSPACE}`;
 
 export async function loadGuardState(db: Queryable, workspaceId: string, userId: string): Promise<GuardState> {
   const { rows } = await db.query(

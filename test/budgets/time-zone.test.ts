@@ -98,4 +98,15 @@ describe.each(BACKENDS)('time zones on %s', (backend) => {
     now = new Date('2026-11-02T05:00:00Z');
     expect((await spend(ws, run.id)).status).toBe('ALLOWED');
   });
+
+  it('when the zone changes after decisions, then the very next decision counts in the new zone', async () => {
+    now = new Date('2026-11-30T19:00:00Z');
+    const ws = (await api.newWorkspace()).api;
+    await ws.request('PATCH', '/v1/workspace', { daily_budget_usd: 0 });
+    const utc = (await ws.request('POST', '/v1/runs', { user_id: 'mover' })).body;
+    expect(utc.decision.detail.resets_at).toBe('2026-12-01T00:00:00Z');
+    expect((await ws.request('PATCH', '/v1/workspace', { time_zone: 'Asia/Kolkata' })).status).toBe(200);
+    const kolkata = (await ws.request('POST', '/v1/runs', { user_id: 'mover' })).body;
+    expect(kolkata.decision.detail.resets_at).toBe('2026-12-01T18:30:00Z');
+  });
 });

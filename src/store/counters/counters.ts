@@ -23,11 +23,26 @@ export interface CounterScope {
   day: string;
   /** The local month, `YYYY-MM`. */
   month: string;
+  /**
+   * Where budgets of a week or a month apply (rule 13): the first local day of their window, whose
+   * spend up to today is read with the day's.
+   */
+  weekStart?: string;
+  monthStart?: string;
+}
+
+/** A window's spend so far, today's included. */
+export interface WindowSpend {
+  workspaceMicros: number;
+  userMicros: number;
 }
 
 export interface DailySpend {
   workspaceDailySpendMicros: number;
   userDailySpendMicros: number;
+  /** This week's and this month's spend, where the scope asks for them. */
+  week?: WindowSpend;
+  month?: WindowSpend;
 }
 
 export interface RunCounts {
@@ -80,14 +95,63 @@ export function scopeAt(now: Date, workspaceId: string, userId: string, timeZone
   return { workspaceId, userId, day, month };
 }
 
-/** Today's spend from the records: the truth every copy is rebuilt from. */
+/** The sum of a daily table's spend from the local day `from` to today ($2), where `from` is given. */
+const windowSum = (table: string, user: boolean, from: string) =>
+  `CASE WHEN ${from}::date IS NULL THEN NULL ELSE (SELECT coalesce(sum(spend_micros), 0) FROM ${table}
+    WHERE workspace_id = $1${user ? ' AND user_id = $3' : ''} AND day >= ${from}::date AND day <= $2::date) END`;
+
+/**
+ * SQL of today's spend (`ws`, `usr`) and the scope's windows' (`ws_week`, `usr_week`, `ws_month`,
+ * `usr_month`; null where not asked for), with the parameters of `spendParams` ($1 to $5).
+ */
+export const SPEND_COLUMNS = `
+  (SELECT spend_micros FROM usage_daily WHERE workspace_id = $1 AND day = $2::date) AS ws,
+  (SELECT spend_micros FROM user_usage_daily WHERE workspace_id = $1 AND user_id = $3 AND day = $2::date) AS usr,
+  ${windowSum('usage_daily', false, '$4')} AS ws_week,
+  ${windowSum('user_usage_daily', true, '$4')} AS usr_week,
+  ${windowSum('usage_daily', false, '$5')} AS ws_month,
+  ${windowSum('user_usage_daily', true, '$5')} AS usr_month`;
+
+export const spendParams = (scope: CounterScope) => [
+  scope.workspaceId,
+  scope.day,
+  scope.userId,
+  scope.weekStart ?? null,
+  scope.monthStart ?? null,
+];
+
+type SpendRow = Record<'ws' | 'usr' | 'ws_week' | 'usr_week' | 'ws_month' | 'usr_month', string | number | null>;
+
+export function toSpend(row: SpendRow): DailySpend {
+  const spend: DailySpend = {
+    workspaceDailySpendMicros: Number(row.ws ?? 0),
+    userDailySpendMicros: Number(row.usr ?? 0),
+  };
+  if (row.ws_week !== null) spend.week = { workspaceMicros: Number(row.ws_week), userMicros: Number(row.usr_week) };
+  if (row.ws_month !== null) spend.month = { workspaceMicros: Number(row.ws_month), userMicros: Number(row.usr_month) };
+  return spend;
+}
+
+/** Today's spend (and the scope's windows') from the records: the truth every copy is rebuilt from. */
 export async function recordedSpend(db: Queryable, scope: CounterScope): Promise<DailySpend> {
-  const { rows } = await db.query<{ ws: string | number | null; usr: string | number | null }>(
-    `SELECT (SELECT spend_micros FROM usage_daily WHERE workspace_id = $1 AND day = $2) AS ws,
-       (SELECT spend_micros FROM user_usage_daily WHERE workspace_id = $1 AND user_id = $3 AND day = $2) AS usr`,
-    [scope.workspaceId, scope.day, scope.userId],
+  const { rows } = await db.query<SpendRow>(`SELECT ${SPEND_COLUMNS}`, spendParams(scope));
+  return toSpend(rows[0]!);
+}
+
+/**
+ * The recorded spend of each of `days` (before today): the workspace's, then the user's, in the
+ * order of `days`, 0 where nothing was spent.
+ */
+export async function pastDaysFromRecords(db: Queryable, scope: CounterScope, days: string[]): Promise<number[]> {
+  const { rows } = await db.query<{ ws: string | number; usr: string | number }>(
+    `SELECT coalesce(w.spend_micros, 0) AS ws, coalesce(u.spend_micros, 0) AS usr
+     FROM unnest($2::date[]) WITH ORDINALITY AS d(day, n)
+     LEFT JOIN usage_daily w ON w.workspace_id = $1 AND w.day = d.day
+     LEFT JOIN user_usage_daily u ON u.workspace_id = $1 AND u.user_id = $3 AND u.day = d.day
+     ORDER BY d.n`,
+    [scope.workspaceId, days, scope.userId],
   );
-  return { workspaceDailySpendMicros: Number(rows[0]!.ws ?? 0), userDailySpendMicros: Number(rows[0]!.usr ?? 0) };
+  return [...rows.map((row) => Number(row.ws)), ...rows.map((row) => Number(row.usr))];
 }
 
 /**

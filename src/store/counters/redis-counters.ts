@@ -18,8 +18,12 @@ import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../db.js';
 import { STEP_RATE_WINDOW_MS, takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
+import { addDays, datesFrom } from '../../periods.js';
 import {
+  pastDaysFromRecords,
   recordedSpend,
+  SPEND_CAP_MICROS,
+  type WindowSpend,
   type CounterScope,
   type CounterStore,
   type DailySpend,
@@ -27,6 +31,11 @@ import {
 } from './counters.js';
 
 const DAY_TTL_SECONDS = 2 * 24 * 3600;
+/**
+ * The keys of days before today, read for the budgets of a week or a month (rule 13): kept past
+ * the longest month. Their totals no longer change (a result counts on the day it is written).
+ */
+const PAST_DAY_TTL_SECONDS = 35 * 24 * 3600;
 
 /** KEYS: counters; ARGV: their totals, then the TTL. Sets each key to max(current, total). */
 const RAISE_TO = `
@@ -208,11 +217,65 @@ export class RedisCounters implements CounterStore {
     return this.guarded(
       async () => {
         const keys = this.keys(scope);
-        const [ws = null, user = null] = await this.redis.mget(...keys);
-        return this.spendOf(keys, ws, user, scope);
+        const past = this.pastKeys(scope);
+        const [ws = null, user = null, ...pastValues] = await this.redis.mget(...keys, ...past.keys);
+        return this.windowsOf(scope, past, pastValues, await this.spendOf(keys, ws, user, scope));
       },
       () => recordedSpend(this.db, scope),
     );
+  }
+
+  /**
+   * The keys of the days before today in the scope's windows (a week's or a month's budget):
+   * the workspace's, then the user's, day by day from the earliest window's first day.
+   */
+  private pastKeys(scope: CounterScope): { days: string[]; keys: string[] } {
+    const first = [scope.weekStart, scope.monthStart].filter((day): day is string => day !== undefined).sort()[0];
+    if (first === undefined || first >= scope.day) return { days: [], keys: [] };
+    const days = datesFrom(first, addDays(scope.day, -1));
+    const tag = `{${scope.workspaceId}}`;
+    return {
+      days,
+      keys: [...days.map((day) => `${tag}:spend:${day}`), ...days.map((day) => `${tag}:uspend:${day}:${scope.userId}`)],
+    };
+  }
+
+  /**
+   * Today's spend with the scope's windows added: each past day from its key, and where a key is
+   * missing (never written, expired, flushed) all of them from the records, kept for next time.
+   */
+  private async windowsOf(
+    scope: CounterScope,
+    past: { days: string[]; keys: string[] },
+    values: (string | null)[],
+    today: DailySpend,
+  ): Promise<DailySpend> {
+    if (scope.weekStart === undefined && scope.monthStart === undefined) return today;
+    let perDay = values.map((value) => (value === null ? null : Number(value)));
+    if (perDay.some((value) => value === null)) {
+      perDay = await pastDaysFromRecords(this.db, scope, past.days);
+      // Raised, never set: a result of a day just ended may have raised its key meanwhile.
+      await this.redis.rgRaiseTo(past.keys.length, ...past.keys, ...perDay.map(Number), PAST_DAY_TTL_SECONDS);
+    }
+    const n = past.days.length;
+    const since = (first: string): WindowSpend => {
+      let workspaceMicros = today.workspaceDailySpendMicros;
+      let userMicros = today.userDailySpendMicros;
+      past.days.forEach((day, i) => {
+        if (day < first) return;
+        workspaceMicros += perDay[i]!;
+        userMicros += perDay[n + i]!;
+      });
+      return {
+        workspaceMicros: Math.min(workspaceMicros, SPEND_CAP_MICROS),
+        userMicros: Math.min(userMicros, SPEND_CAP_MICROS),
+      };
+    };
+    return {
+      ...today,
+      ...(scope.weekStart !== undefined && { week: since(scope.weekStart) }),
+      ...(scope.monthStart !== undefined && { month: since(scope.monthStart) }),
+    };
   }
 
   async readDecisionInputs(scope: CounterScope): Promise<DecisionCounters> {
@@ -229,10 +292,17 @@ export class RedisCounters implements CounterStore {
     return this.guarded(async () => {
       const keys = this.keys(scope);
       const versionKey = this.stateKey(scope.workspaceId);
-      const [version = null, ws = null, user = null] = await this.redis.mget(versionKey, ...keys);
+      const past = this.pastKeys(scope);
+      // One round trip: the version, today's spend and the windows' past days.
+      const [version = null, ws = null, user = null, ...pastValues] = await this.redis.mget(
+        versionKey,
+        ...keys,
+        ...past.keys,
+      );
       // First use, or Redis lost it: a random start, so no version read before the loss recurs.
       if (version === null) await this.redis.set(versionKey, randomInt(2 ** 47), 'NX');
-      return { spend: await this.spendOf(keys, ws, user, scope), stateVersion: version };
+      const today = await this.spendOf(keys, ws, user, scope);
+      return { spend: await this.windowsOf(scope, past, pastValues, today), stateVersion: version };
     }, fromRecords);
   }
 
@@ -245,7 +315,7 @@ export class RedisCounters implements CounterStore {
   ): Promise<DailySpend> {
     if (ws !== null && user !== null)
       return { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
-    const truth = await recordedSpend(this.db, scope);
+    const truth = await recordedSpend(this.db, { ...scope, weekStart: undefined, monthStart: undefined });
     await this.raise(keys, truth);
     return truth;
   }

@@ -18,4 +18,5 @@ DENY_SENTENCES: dict[str, str] = {
     "REPEATED_CALL_LOOP": "the run repeats the same call in a loop",
     "USER_RATE_LIMITED": "the user's limit of steps per minute is reached (retry later)",
     "TOOL_NOT_ALLOWED": "the workspace's tool policy does not allow this tool",
+    "BUDGET_EXCEEDED": "a budget of the workspace, this key, a tag of the run or the user is spent",
 }

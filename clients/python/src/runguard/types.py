@@ -32,6 +32,7 @@ DenyReason = Literal[
     "REPEATED_CALL_LOOP",
     "USER_RATE_LIMITED",
     "TOOL_NOT_ALLOWED",
+    "BUDGET_EXCEEDED",
 ]
 """Why a guardrail denied, in rule priority order."""
 

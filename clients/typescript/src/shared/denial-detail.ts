@@ -21,7 +21,18 @@ export type DenialDetail =
   /** user_rate: the user's steps in the last `window_s` seconds, the limit, and when a place frees. */
   | { steps_in_window: number; limit: number; window_s: number; retry_after_s: number; retry_at: string }
   /** tool_allowed: the tool (`{server}.{tool}`) and the deny pattern it matched; null: not in the allow list. */
-  | { tool: string; pattern: string | null };
+  | { tool: string; pattern: string | null }
+  /** budgets (rule 13): the budget detail, and which budget it is. */
+  | {
+      spend_usd: number;
+      budget_usd: number;
+      reserved_usd: number;
+      resets_at: string | null;
+      budget_id: string;
+      scope: 'workspace' | 'user' | 'key' | 'tag';
+      subject: string | null;
+      period: 'day' | 'week' | 'month';
+    };
 
 const WHAT: Readonly<Record<string, string>> = {
   KILL_SWITCH_ACTIVE: 'the workspace kill switch is active',
@@ -36,7 +47,18 @@ const WHAT: Readonly<Record<string, string>> = {
   REPEATED_CALL_LOOP: 'the same call repeated in a loop',
   USER_RATE_LIMITED: 'user step rate limit reached',
   TOOL_NOT_ALLOWED: "tool not allowed by the workspace's tool policy",
+  BUDGET_EXCEEDED: 'budget spent',
 };
+
+const PERIOD_WORDS: Readonly<Record<string, string>> = { day: 'daily', week: 'weekly', month: 'monthly' };
+
+/** Which budget of `/v1/budgets` a detail names: `tag project:search monthly budget spent`. */
+function budgetWhat(fields: Record<string, unknown>): string | null {
+  if (typeof fields.budget_id !== 'string') return null;
+  const subject = typeof fields.subject === 'string' ? ` ${fields.subject}` : '';
+  const period = String(fields.period);
+  return `${String(fields.scope)}${subject} ${PERIOD_WORDS[period] ?? period} budget spent`;
+}
 
 /**
  * A denial's numbers in words: `user daily budget spent: $0.00045 of $0.0004; resets
@@ -46,9 +68,9 @@ export function explainDenial(
   reason: string,
   detail: DenialDetail | Record<string, unknown> | undefined | null,
 ): string {
-  const what = WHAT[reason] ?? reason;
-  if (!detail) return what;
+  if (!detail) return WHAT[reason] ?? reason;
   const fields = detail as Record<string, unknown>;
+  const what = budgetWhat(fields) ?? WHAT[reason] ?? reason;
   const resets = typeof fields.resets_at === 'string' ? `; resets ${fields.resets_at}` : '';
   if (typeof fields.spend_usd === 'number') {
     const reserved =

@@ -19,6 +19,7 @@ export const DENY_REASONS = [
   'REPEATED_CALL_LOOP',
   'USER_RATE_LIMITED',
   'TOOL_NOT_ALLOWED',
+  'BUDGET_EXCEEDED',
 ] as const;
 
 /** Keys of a decision's `evaluated_rules`, in evaluation order. */
@@ -35,6 +36,7 @@ export const RULE_KEYS = [
   'repeated_calls',
   'user_rate',
   'tool_allowed',
+  'budgets',
 ] as const;
 
 /** What each denial means, as a clause to put in a sentence ("...was blocked: <clause>."). */
@@ -51,4 +53,5 @@ export const DENY_SENTENCES: Readonly<Record<(typeof DENY_REASONS)[number], stri
   REPEATED_CALL_LOOP: 'the run repeats the same call in a loop',
   USER_RATE_LIMITED: "the user's limit of steps per minute is reached (retry later)",
   TOOL_NOT_ALLOWED: "the workspace's tool policy does not allow this tool",
+  BUDGET_EXCEEDED: 'a budget of the workspace, this key, a tag of the run or the user is spent',
 };

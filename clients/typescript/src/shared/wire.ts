@@ -41,7 +41,8 @@ export type DenyReason =
   | 'RUN_BUDGET_EXCEEDED'
   | 'REPEATED_CALL_LOOP'
   | 'USER_RATE_LIMITED'
-  | 'TOOL_NOT_ALLOWED';
+  | 'TOOL_NOT_ALLOWED'
+  | 'BUDGET_EXCEEDED';
 
 /**
  * Keys of a decision's `evaluated_rules`, in evaluation order.
@@ -58,7 +59,8 @@ export type RuleKey =
   | 'run_budget'
   | 'repeated_calls'
   | 'user_rate'
-  | 'tool_allowed';
+  | 'tool_allowed'
+  | 'budgets';
 
 export type RuleResult = 'DENY' | 'PASS';
 
@@ -82,6 +84,7 @@ export type Decision = Omit<
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
       | 'TOOL_NOT_ALLOWED'
+      | 'BUDGET_EXCEEDED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   },
@@ -100,7 +103,8 @@ export type Decision = Omit<
       | 'run_budget'
       | 'repeated_calls'
       | 'user_rate'
-      | 'tool_allowed',
+      | 'tool_allowed'
+      | 'budgets',
       'DENY' | 'PASS'
     >
   >;
@@ -150,6 +154,7 @@ export type RunCreated = {
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
       | 'TOOL_NOT_ALLOWED'
+      | 'BUDGET_EXCEEDED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   };
@@ -196,6 +201,7 @@ export type StepCreated = {
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
       | 'TOOL_NOT_ALLOWED'
+      | 'BUDGET_EXCEEDED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   };
@@ -243,6 +249,7 @@ export type Step = {
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
       | 'TOOL_NOT_ALLOWED'
+      | 'BUDGET_EXCEEDED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   };
@@ -288,6 +295,7 @@ export type RunDetail = {
       | 'REPEATED_CALL_LOOP'
       | 'USER_RATE_LIMITED'
       | 'TOOL_NOT_ALLOWED'
+      | 'BUDGET_EXCEEDED'
       | null;
     evaluated_rules: Record<string, 'DENY' | 'PASS'>;
   };
@@ -317,6 +325,7 @@ export type RunDetail = {
         | 'REPEATED_CALL_LOOP'
         | 'USER_RATE_LIMITED'
         | 'TOOL_NOT_ALLOWED'
+        | 'BUDGET_EXCEEDED'
         | null;
       evaluated_rules: Record<string, 'DENY' | 'PASS'>;
     };

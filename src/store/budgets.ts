@@ -1,0 +1,152 @@
+/** Budgets (`/v1/budgets`): a workspace's caps on spend by scope and period (rule 13). */
+import { randomUUID } from 'node:crypto';
+import type { BudgetAction, BudgetPeriod, BudgetScope } from '../contract/budgets.js';
+import type { Queryable } from './db.js';
+
+export interface BudgetRow {
+  id: string;
+  workspace_id: string;
+  scope: BudgetScope;
+  /** A user id, an API key id, a tag `key:value`; null for the workspace. */
+  subject: string | null;
+  period: BudgetPeriod;
+  limit_micros: number;
+  action: BudgetAction;
+  created_at: Date;
+}
+
+export function toBudget(row: Record<string, unknown>): BudgetRow {
+  return {
+    id: String(row.id),
+    workspace_id: String(row.workspace_id),
+    scope: row.scope as BudgetScope,
+    subject: (row.subject as string | null | undefined) ?? null,
+    period: row.period as BudgetPeriod,
+    limit_micros: Number(row.limit_micros),
+    action: row.action as BudgetAction,
+    created_at: row.created_at instanceof Date ? row.created_at : new Date(String(row.created_at)),
+  };
+}
+
+/** Answers null when a budget of the same scope, subject and period exists (the unique index). */
+export async function insertBudget(
+  db: Queryable,
+  budget: Omit<BudgetRow, 'id' | 'created_at'>,
+  now: Date,
+): Promise<BudgetRow | null> {
+  const { rows } = await db.query(
+    `INSERT INTO budgets (id, workspace_id, scope, subject, period, limit_micros, action, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     ON CONFLICT DO NOTHING RETURNING *`,
+    [
+      randomUUID(),
+      budget.workspace_id,
+      budget.scope,
+      budget.subject,
+      budget.period,
+      budget.limit_micros,
+      budget.action,
+      now,
+    ],
+  );
+  return rows[0] ? toBudget(rows[0]) : null;
+}
+
+export async function listBudgets(
+  db: Queryable,
+  workspaceId: string,
+  filter: { scope?: BudgetScope; subject?: string } = {},
+): Promise<BudgetRow[]> {
+  const { rows } = await db.query(
+    `SELECT * FROM budgets WHERE workspace_id = $1 AND ($2::text IS NULL OR scope = $2)
+       AND ($3::text IS NULL OR subject = $3)
+     ORDER BY created_at, id`,
+    [workspaceId, filter.scope ?? null, filter.subject ?? null],
+  );
+  return rows.map(toBudget);
+}
+
+export async function getBudget(db: Queryable, workspaceId: string, id: string): Promise<BudgetRow | null> {
+  const { rows } = await db.query('SELECT * FROM budgets WHERE workspace_id = $1 AND id = $2', [workspaceId, id]);
+  return rows[0] ? toBudget(rows[0]) : null;
+}
+
+/**
+ * Changes a budget's period, limit or action. Answers `conflict` when the new period is taken by
+ * another budget of the same scope and subject.
+ */
+export async function updateBudget(
+  db: Queryable,
+  workspaceId: string,
+  id: string,
+  changes: { period?: BudgetPeriod; limit_micros?: number; action?: BudgetAction },
+): Promise<BudgetRow | null | 'conflict'> {
+  try {
+    const { rows } = await db.query(
+      `UPDATE budgets SET period = coalesce($3, period), limit_micros = coalesce($4, limit_micros),
+         action = coalesce($5, action)
+       WHERE workspace_id = $1 AND id = $2 RETURNING *`,
+      [workspaceId, id, changes.period ?? null, changes.limit_micros ?? null, changes.action ?? null],
+    );
+    return rows[0] ? toBudget(rows[0]) : null;
+  } catch (error) {
+    if ((error as { code?: string }).code === '23505') return 'conflict';
+    throw error;
+  }
+}
+
+export async function deleteBudget(db: Queryable, workspaceId: string, id: string): Promise<boolean> {
+  const { rowCount } = await db.query('DELETE FROM budgets WHERE workspace_id = $1 AND id = $2', [workspaceId, id]);
+  return (rowCount ?? 0) > 0;
+}
+
+/** A window's spend from the records: the workspace's, or a user's, from its first local day to today. */
+export async function budgetWindowSpend(
+  db: Queryable,
+  budget: BudgetRow,
+  firstDay: string,
+  today: string,
+): Promise<number> {
+  const { rows } = await db.query<{ spend: string | number }>(
+    budget.scope === 'workspace'
+      ? `SELECT coalesce(sum(spend_micros), 0) AS spend FROM usage_daily
+         WHERE workspace_id = $1 AND day >= $2::date AND day <= $3::date`
+      : `SELECT coalesce(sum(spend_micros), 0) AS spend FROM user_usage_daily
+         WHERE workspace_id = $1 AND user_id = $4 AND day >= $2::date AND day <= $3::date`,
+    budget.scope === 'workspace'
+      ? [budget.workspace_id, firstDay, today]
+      : [budget.workspace_id, firstDay, today, budget.subject],
+  );
+  return Number(rows[0]!.spend);
+}
+
+/** The workspace's budgets as the rules read them, in the state they read with the workspace. */
+export const BUDGETS_OF_WORKSPACE = `(SELECT coalesce(json_agg(json_build_object(
+    'id', b.id, 'scope', b.scope, 'subject', b.subject, 'period', b.period,
+    'limit_micros', b.limit_micros, 'action', b.action) ORDER BY b.id), '[]'::json)
+  FROM budgets b WHERE b.workspace_id = w.id) AS budgets`;
+
+/** A budget as a decision reads it. */
+export interface BudgetRule {
+  id: string;
+  scope: BudgetScope;
+  subject: string | null;
+  period: BudgetPeriod;
+  limitMicros: number;
+  action: BudgetAction;
+}
+
+export function toBudgetRules(value: unknown): BudgetRule[] {
+  const list = typeof value === 'string' ? (JSON.parse(value) as unknown[]) : ((value ?? []) as unknown[]);
+  return list.map((item) => {
+    const budget = item as Record<string, unknown>;
+    return {
+      id: String(budget.id),
+      scope: budget.scope as BudgetScope,
+      subject: (budget.subject as string | null | undefined) ?? null,
+      period: budget.period as BudgetPeriod,
+      limitMicros: Number(budget.limit_micros),
+      action: budget.action as BudgetAction,
+    };
+  });
+}
