@@ -7,6 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
 import { connectClient, startMcpServer, type McpFixture } from '../support/mcp-fixture.js';
@@ -32,6 +33,8 @@ describe.each([
   let api: ProxyTestApi;
   let server: McpFixture;
   const clients: Client[] = [];
+  /** A connection of the test's own: the transaction that holds a step record's lock. */
+  let holder: pg.Client;
 
   beforeAll(async () => {
     server = await startMcpServer({ json });
@@ -42,9 +45,12 @@ describe.each([
       headers: { 'X-Upstream-Token': 'upstream-secret-1234' },
     });
     expect(registered.status).toBe(201);
+    holder = new pg.Client({ connectionString: api.stores.databaseUrl! });
+    await holder.connect();
   });
   afterAll(async () => {
     await Promise.allSettled(clients.map((client) => client.close()));
+    await holder?.end();
     await api?.close();
     await server?.close();
   });
@@ -253,6 +259,36 @@ describe.each([
       ).toBeFalsy();
     } finally {
       await api.request('PATCH', '/v1/workspace', { tool_policy: null });
+    }
+  });
+
+  it("when the step's record waits on a lock, then the tool runs but its answer is held until the record commits", async () => {
+    const runId = await startRun();
+    const client = await clientOfRun(runId);
+    await holder.query('BEGIN');
+    let released = false;
+    let pending: Promise<unknown>;
+    {
+      try {
+        await holder.query('SELECT id FROM runs WHERE id = $1 FOR UPDATE', [runId]);
+        pending = client.callTool({ name: 'echo', arguments: { text: 'held' } });
+        void pending.then(
+          () => (released = true),
+          () => (released = true),
+        );
+        await until('the server ran the tool', async () =>
+          (await server.calls()).some((call) => call.args.text === 'held'),
+        );
+        // The server answered at once; its answer stays with the daemon while the record waits.
+        await sleep(300);
+        expect(released).toBe(false);
+        const { rows } = await holder.query('SELECT count(*)::int AS n FROM steps WHERE run_id = $1', [runId]);
+        expect(rows[0].n).toBe(0);
+        await holder.query('COMMIT');
+      } finally {
+        await holder.query('ROLLBACK').catch(() => {});
+      }
+      expect(await pending).toMatchObject({ content: [{ text: 'held' }] });
     }
   });
 
