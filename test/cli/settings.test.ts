@@ -63,6 +63,59 @@ describe('settings traps', () => {
   });
 });
 
+describe('settings shown', () => {
+  it('when limits or budget is given no argument (or show), then it prints the current values, also as JSON', async () => {
+    expect((await cli('limits', 'set', '--run-max-steps', '40', '--monthly-runs', '900')).code).toBe(0);
+    expect((await cli('budget', 'set', '--user-daily', '2.5', '--mode', 'reserve')).code).toBe(0);
+    for (const args of [['limits'], ['limits', 'show']]) {
+      const shown = await cli(...args);
+      expect(shown, args.join(' ')).toMatchObject({ code: 0, stderr: '' });
+      expect(shown.stdout).toMatch(/^monthly runs\s+900$/m);
+      expect(shown.stdout).toMatch(/^steps per run\s+40$/m);
+      expect(shown.stdout).toMatch(/^cost per run\s+off$/m);
+    }
+    expect(JSON.parse((await cli('limits', '--json')).stdout)).toMatchObject({
+      monthly_run_limit: 900,
+      run_max_steps: 40,
+      run_max_cost_usd: null,
+    });
+    for (const args of [['budget'], ['budget', 'show']]) {
+      const shown = await cli(...args);
+      expect(shown, args.join(' ')).toMatchObject({ code: 0, stderr: '' });
+      expect(shown.stdout).toMatch(/^per-user daily budget\s+\$2\.50$/m);
+      expect(shown.stdout).toMatch(/^budget mode\s+reserve$/m);
+    }
+    expect(JSON.parse((await cli('budget', 'show', '--json')).stdout)).toMatchObject({
+      user_daily_budget_usd: 2.5,
+      budget_mode: 'reserve',
+    });
+    // `set --json` stays the subcommand's option.
+    expect(JSON.parse((await cli('limits', 'set', '--run-max-steps', 'none', '--json')).stdout).run_max_steps).toBe(
+      null,
+    );
+    await cli('budget', 'set', '--user-daily', 'none', '--mode', 'spend');
+    await cli('limits', 'set', '--monthly-runs', '250000');
+  });
+
+  it('when status is run, then it shows every guard: budgets, budget mode, run limits and runaway limits', async () => {
+    await cli('limits', 'set', '--run-max-identical-calls', '5');
+    const status = await cli('status');
+    expect(status).toMatchObject({ code: 0, stderr: '' });
+    for (const line of [/^per-user daily budget\s+unlimited$/m, /^budget mode\s+spend$/m, /^unpriced models\s+\w+$/m]) {
+      expect(status.stdout).toMatch(line);
+    }
+    for (const line of [
+      /^steps per run\s+off$/m,
+      /^cost per run\s+off$/m,
+      /^identical calls in a row\s+5$/m,
+      /^steps per user per minute\s+off$/m,
+    ]) {
+      expect(status.stdout).toMatch(line);
+    }
+    await cli('limits', 'set', '--run-max-identical-calls', 'none');
+  });
+});
+
 describe("the CLI's look", () => {
   beforeAll(async () => {
     await fixture.api.request('PUT', '/v1/users/blocked-look', { blocked: true });

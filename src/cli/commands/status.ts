@@ -2,6 +2,7 @@
 import type { Health, Usage, Workspace } from '../../contract/index.js';
 import { apiCommand, withApi } from '../command.js';
 import { usd } from '../output.js';
+import { budgetRows, limitRows } from './workspace.js';
 
 const of = (value: number | string, limit: number | string | null) => `${value} of ${limit ?? 'unlimited'}`;
 
@@ -37,12 +38,11 @@ export function statusCommand() {
               usage.workspace_daily_budget_usd === null ? null : usd(usage.workspace_daily_budget_usd),
             ),
           ],
-          [
-            'per-user budget',
-            workspace.user_daily_budget_usd === null ? 'unlimited' : usd(workspace.user_daily_budget_usd),
-          ],
           ['runs this month', of(usage.monthly_runs, usage.monthly_run_limit)],
           ['concurrent runs', of(usage.concurrent_runs, usage.max_concurrent_runs)],
+          // Every other guard, as `budget` and `limits` show them.
+          ...budgetRows(workspace).filter(([name]) => name !== 'workspace daily budget'),
+          ...limitRows(workspace).filter(([name]) => name !== 'monthly runs' && name !== 'concurrent runs'),
         ],
       );
     }),

@@ -1,4 +1,7 @@
-/** `runguard budget set` and `runguard limits set`: the workspace's budgets and run limits. */
+/**
+ * `runguard budget [show|set]` and `runguard limits [show|set]`: the workspace's budgets and run
+ * limits. Without a subcommand (or with `show`), the current values.
+ */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { Workspace } from '../../contract/index.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
@@ -35,31 +38,61 @@ function parseLimit(text: string): number | typeof UNLIMITED {
   return Number(text);
 }
 
-const show = (workspace: Workspace) => [
+/** The budget settings as name and value pairs. */
+export const budgetRows = (workspace: Workspace): [string, string | number][] => [
   ['workspace daily budget', workspace.daily_budget_usd === null ? 'unlimited' : usd(workspace.daily_budget_usd)],
   [
     'per-user daily budget',
     workspace.user_daily_budget_usd === null ? 'unlimited' : usd(workspace.user_daily_budget_usd),
   ],
-  ['monthly runs', workspace.monthly_run_limit ?? 'unlimited'],
-  ['concurrent runs', workspace.max_concurrent_runs ?? 'unlimited'],
-  ...(workspace.unpriced_models ? [['unpriced models', workspace.unpriced_models]] : []),
-  ...(workspace.budget_mode ? [['budget mode', workspace.budget_mode]] : []),
+  ...(workspace.unpriced_models ? [['unpriced models', workspace.unpriced_models] as [string, string]] : []),
+  ...(workspace.budget_mode ? [['budget mode', workspace.budget_mode] as [string, string]] : []),
   ...(workspace.default_step_reservation_usd !== undefined
-    ? [['default step reservation', usd(workspace.default_step_reservation_usd)]]
-    : []),
-  // Runaway agents (docs/limits.md): off unless set.
-  ...(workspace.run_max_steps !== undefined ? [['steps per run', workspace.run_max_steps ?? 'off']] : []),
-  ...(workspace.run_max_cost_usd !== undefined
-    ? [['cost per run', workspace.run_max_cost_usd === null ? 'off' : usd(workspace.run_max_cost_usd)]]
-    : []),
-  ...(workspace.run_max_identical_calls !== undefined
-    ? [['identical calls in a row', workspace.run_max_identical_calls ?? 'off']]
-    : []),
-  ...(workspace.user_steps_per_minute !== undefined
-    ? [['steps per user per minute', workspace.user_steps_per_minute ?? 'off']]
+    ? [['default step reservation', usd(workspace.default_step_reservation_usd)] as [string, string]]
     : []),
 ];
+
+/** The run limits, then the runaway limits (docs/limits.md: off unless set), as name and value pairs. */
+export const limitRows = (workspace: Workspace): [string, string | number][] => [
+  ['monthly runs', workspace.monthly_run_limit ?? 'unlimited'],
+  ['concurrent runs', workspace.max_concurrent_runs ?? 'unlimited'],
+  ...(workspace.run_max_steps !== undefined
+    ? [['steps per run', workspace.run_max_steps ?? 'off'] as [string, string | number]]
+    : []),
+  ...(workspace.run_max_cost_usd !== undefined
+    ? [
+        ['cost per run', workspace.run_max_cost_usd === null ? 'off' : usd(workspace.run_max_cost_usd)] as [
+          string,
+          string,
+        ],
+      ]
+    : []),
+  ...(workspace.run_max_identical_calls !== undefined
+    ? [['identical calls in a row', workspace.run_max_identical_calls ?? 'off'] as [string, string | number]]
+    : []),
+  ...(workspace.user_steps_per_minute !== undefined
+    ? [['steps per user per minute', workspace.user_steps_per_minute ?? 'off'] as [string, string | number]]
+    : []),
+];
+
+const show = (workspace: Workspace) => [...budgetRows(workspace), ...limitRows(workspace)];
+
+/** What `--json` shows of the workspace for a settings command: its fields, as the API names them. */
+const BUDGET_FIELDS = [
+  'daily_budget_usd',
+  'user_daily_budget_usd',
+  'unpriced_models',
+  'budget_mode',
+  'default_step_reservation_usd',
+] as const;
+const LIMIT_FIELDS = [
+  'monthly_run_limit',
+  'max_concurrent_runs',
+  'run_max_steps',
+  'run_max_cost_usd',
+  'run_max_identical_calls',
+  'user_steps_per_minute',
+] as const;
 
 /** The ceilings of each plan, as the daemon enforces them (src/store/workspaces.ts). */
 const PLAN_CEILINGS =
@@ -95,26 +128,45 @@ function setter(
   description: string,
   options: Option[],
   body: (o: Record<string, unknown>) => Record<string, unknown>,
+  current: { rows: (workspace: Workspace) => [string, string | number][]; fields: readonly (keyof Workspace)[] },
 ) {
   const command = apiCommand('set', description);
   for (const option of options) command.addOption(option);
-  return new Command(name).description(description).addCommand(
-    command.action(
-      withApi(async ({ client, out }, given: ApiOptions & Record<string, unknown>) => {
-        const changes = body(given);
-        if (Object.keys(changes).length === 0)
-          throw new InvalidArgumentError(
-            `nothing to set: give at least one of ${options.map((option) => option.long).join(', ')}`,
-          );
-        const workspace = await client.request<Workspace>('PATCH', '/v1/workspace', changes).catch((error: unknown) => {
-          throw planHint(error);
-        });
-        warnIfDenyingAll(out, changes);
-        if (out.json) return out.data(workspace);
-        out.table(['', ''], show(workspace));
-      }),
-    ),
-  );
+  const showCurrent = withApi(async ({ client, out }) => {
+    const workspace = await client.request<Workspace>('GET', '/v1/workspace');
+    if (out.json) {
+      return out.data(
+        Object.fromEntries(
+          current.fields.filter((field) => field in workspace).map((field) => [field, workspace[field]]),
+        ),
+      );
+    }
+    out.table(['', ''], current.rows(workspace));
+  });
+  // With positional options: `limits set --json` is the subcommand's option, not the group's.
+  return apiCommand(name, `${description}; without a subcommand, show the current values`)
+    .enablePositionalOptions()
+    .action(showCurrent)
+    .addCommand(apiCommand('show', `show the current ${name}`).action(showCurrent))
+    .addCommand(
+      command.action(
+        withApi(async ({ client, out }, given: ApiOptions & Record<string, unknown>) => {
+          const changes = body(given);
+          if (Object.keys(changes).length === 0)
+            throw new InvalidArgumentError(
+              `nothing to set: give at least one of ${options.map((option) => option.long).join(', ')}`,
+            );
+          const workspace = await client
+            .request<Workspace>('PATCH', '/v1/workspace', changes)
+            .catch((error: unknown) => {
+              throw planHint(error);
+            });
+          warnIfDenyingAll(out, changes);
+          if (out.json) return out.data(workspace);
+          out.table(['', ''], show(workspace));
+        }),
+      ),
+    );
 }
 
 export function budgetCommand(): Command {
@@ -152,6 +204,7 @@ export function budgetCommand(): Command {
       ...(given.workspaceDaily !== undefined && { daily_budget_usd: orNull(given.workspaceDaily) }),
       ...(given.userDaily !== undefined && { user_daily_budget_usd: orNull(given.userDaily) }),
     }),
+    { rows: budgetRows, fields: BUDGET_FIELDS },
   );
 }
 
@@ -188,5 +241,6 @@ export function limitsCommand(): Command {
       ...(given.runMaxIdenticalCalls !== undefined && { run_max_identical_calls: orNull(given.runMaxIdenticalCalls) }),
       ...(given.userStepsPerMinute !== undefined && { user_steps_per_minute: orNull(given.userStepsPerMinute) }),
     }),
+    { rows: limitRows, fields: LIMIT_FIELDS },
   );
 }
