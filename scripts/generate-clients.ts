@@ -12,7 +12,7 @@
  *   npm run clients:generate              # after a change to src/contract/: write them
  *   npm run clients:generate -- --check   # exit 1 when a committed file is not what it writes
  *
- * test/contract/clients-generated.test.ts fails while a committed file is stale.
+ * test/unit/contract/clients-generated.test.ts fails while a committed file is stale.
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';

@@ -2,7 +2,7 @@
  * A model call's cost: the one definition, in exact decimal. Steps are priced by Postgres, in the
  * statement that stores their result (`costSql`, NUMERIC arithmetic); the same rule is written
  * here for code that prices without the database (an estimate, a check, a test) as `callCost`.
- * The two must agree to the last digit; test/money/cost.test.ts holds them to it.
+ * The two must agree to the last digit; test/money/cost-sql.test.ts holds them to it.
  *
  * cost = uncached input x input price
  *      + cache reads    x cache-read price  (none: the input price)

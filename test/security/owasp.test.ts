@@ -1245,7 +1245,7 @@ describe('API9:2023 Improper Inventory Management', () => {
 // --- API10 ----------------------------------------------------------------------------------------
 
 describe('API10:2023 Unsafe Consumption of APIs', () => {
-  // Also: test/proxy/usage-tracker.test.ts and sse-decoder.test.ts (the readers, in isolation).
+  // Also: test/unit/proxy/usage-tracker.test.ts and sse-decoder.test.ts (the readers, in isolation).
   // Here the provider is hostile end to end: the daemon must relay its answer, keep running, and
   // record only sane numbers: token counts are integers from 0 to 10^12, or null (not reported).
   const call = async (

@@ -1,0 +1,71 @@
+/**
+ * The upper bound of a model call's cost (issue #34, part 3): from the request's size and output
+ * limit and the model's prices, by the one cost rule, rounded up.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  costToMicrosCeil,
+  estimateCallMicros,
+  FALLBACK_MAX_OUTPUT_TOKENS,
+  maxOutputTokens,
+  outputTokenBound,
+} from '../../../src/money/call-estimate.js';
+import type { TokenPrices } from '../../../src/money/cost.js';
+
+const PRICES: TokenPrices = { input: '0.00001', output: '0.00004', cacheRead: null, cacheWrite: null };
+
+describe('estimateCallMicros', () => {
+  it('when the request sets max_tokens, then input bytes and that limit are priced', () => {
+    // 1,000 bytes at $10/M + 200 tokens at $40/M = $0.01 + $0.008
+    expect(estimateCallMicros({ inputTokens: 1_000, maxOutputTokens: 200, choices: 1 }, 'gpt-4o', PRICES)).toBe(18_000);
+  });
+
+  it('when the request sets no limit, then the model family’s maximum output is priced', () => {
+    const bounds = { inputTokens: 0, maxOutputTokens: null, choices: 1 };
+    expect(estimateCallMicros(bounds, 'gpt-4o-mini-2024-07-18', PRICES)).toBe(16_384 * 40);
+    expect(estimateCallMicros(bounds, 'claude-3-7-sonnet-20250219', PRICES)).toBe(64_000 * 40);
+  });
+
+  it('when the request asks for n completions, then each may reach the limit', () => {
+    expect(outputTokenBound({ inputTokens: 0, maxOutputTokens: 100, choices: 3 }, 'gpt-4o')).toBe(300);
+  });
+
+  it('when a cache write costs more than input, then input is priced at the dearest price', () => {
+    const prices: TokenPrices = {
+      input: '0.000003',
+      output: '0.000015',
+      cacheRead: '0.0000003',
+      cacheWrite: '0.00000375',
+    };
+    expect(estimateCallMicros({ inputTokens: 1_000, maxOutputTokens: 0, choices: 1 }, 'claude-sonnet-4', prices)).toBe(
+      3_750,
+    );
+  });
+
+  it('when the exact cost has a fraction of a microdollar, then it is rounded up', () => {
+    expect(costToMicrosCeil('0.0000001')).toBe(1);
+    expect(costToMicrosCeil('0.0000010')).toBe(1);
+    expect(costToMicrosCeil('0.00000100001')).toBe(2);
+    expect(estimateCallMicros({ inputTokens: 1, maxOutputTokens: 0, choices: 1 }, 'gpt-4o', PRICES)).toBe(10);
+    const tiny: TokenPrices = { input: '0.00000015', output: '0.0000006', cacheRead: null, cacheWrite: null };
+    expect(estimateCallMicros({ inputTokens: 1, maxOutputTokens: 1, choices: 1 }, 'gpt-4o-mini', tiny)).toBe(1);
+  });
+
+  it('when the estimate passes the cap, then it is the cap', () => {
+    expect(estimateCallMicros({ inputTokens: 10 ** 9, maxOutputTokens: 0, choices: 1 }, 'gpt-4o', PRICES, 5)).toBe(5);
+  });
+});
+
+describe('maxOutputTokens', () => {
+  it('when the model is known by a prefix, then the longest prefix wins', () => {
+    expect(maxOutputTokens('gpt-4')).toBe(8_192);
+    expect(maxOutputTokens('gpt-4o-2024-08-06')).toBe(16_384);
+    expect(maxOutputTokens('gpt-4.1-mini')).toBe(32_768);
+    expect(maxOutputTokens('o3-mini')).toBe(100_000);
+    expect(maxOutputTokens('openai/gpt-4o')).toBe(16_384);
+  });
+
+  it('when the model is unknown, then the documented fallback applies', () => {
+    expect(maxOutputTokens('llama3:8b')).toBe(FALLBACK_MAX_OUTPUT_TOKENS);
+  });
+});
