@@ -300,6 +300,8 @@ function commandEnv(settings: ExecSettings, runId: string, urls: Record<string, 
     }
     env[name] = url;
   }
+  // An agent's MCP config reads it: `"url": "${RUNGUARD_MCP_URL}/github"` (docs/mcp.md).
+  if (urls.mcp) env.RUNGUARD_MCP_URL = urls.mcp;
   return env;
 }
 

@@ -2,7 +2,7 @@
 import { Type, type Static } from 'typebox';
 import { Nullable, Timestamp } from './common.js';
 
-/** The token, and each provider's SDK base URL that carries it. */
+/** The token, and each provider's SDK base URL that carries it; `mcp`: the run's MCP base (add `/{server}`). */
 export const ProxyToken = Type.Object({
   token: Type.String(),
   /** Always null: a token is valid for as long as its run is RUNNING. */

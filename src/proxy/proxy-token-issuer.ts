@@ -30,6 +30,8 @@ export class ProxyTokenIssuer {
     const proxyBase = `${this.publicUrl()}/proxy/t/${token}`;
     const urls: Record<string, string> = {};
     for (const name of this.providers.names()) urls[name] = sdkBaseUrl(this.providers.get(name)!, proxyBase);
+    // The run's MCP base: a registered server's URL is this and `/{server}` (docs/mcp.md).
+    urls.mcp = `${proxyBase}/mcp`;
     // Valid for as long as the run is RUNNING: no clock of its own.
     return { token, expires_at: null, urls };
   }

@@ -7,6 +7,7 @@ import { dashboardCommand } from './dashboard.js';
 import { execCommand } from './exec.js';
 import { keysCommand } from './keys.js';
 import { killSwitchCommand } from './kill-switch.js';
+import { mcpCommand, toolsCommand } from './mcp.js';
 import { migrateCommand } from './migrate.js';
 import { pricingCommand } from './pricing.js';
 import { reconcileCommand } from './reconcile.js';
@@ -27,6 +28,8 @@ export const COMMANDS: (() => Command)[] = [
   runsCommand,
   pricingCommand,
   killSwitchCommand,
+  mcpCommand,
+  toolsCommand,
   usersCommand,
   budgetCommand,
   limitsCommand,

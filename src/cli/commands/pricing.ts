@@ -7,6 +7,7 @@ import { Command, Option } from 'commander';
 import { cliCommand } from '../../cli-command.js';
 import type { ModelPricing, PriceInput, PricingImport } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
+import { toolPricingCommands } from './mcp.js';
 import { CliError } from '../errors.js';
 import { perMillion, plainDecimal, type Output } from '../output.js';
 import { priceUnit, pricePerToken } from '../price-units.js';
@@ -279,10 +280,12 @@ function deleteCommand() {
 }
 
 export function pricingCommand(): Command {
-  return new Command('pricing')
-    .description('model prices used to compute step costs')
+  const pricing = new Command('pricing')
+    .description('model prices and tool prices used to compute step costs')
     .addCommand(setCommand())
     .addCommand(listCommand())
     .addCommand(importCommand())
     .addCommand(deleteCommand());
+  for (const command of toolPricingCommands()) pricing.addCommand(command);
+  return pricing;
 }
