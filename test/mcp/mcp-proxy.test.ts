@@ -10,6 +10,7 @@ import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/type
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
+import { parseMetrics } from '../support/prometheus.js';
 import { connectClient, startMcpServer, type McpFixture } from '../support/mcp-fixture.js';
 
 const until = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000) => {
@@ -293,6 +294,28 @@ describe.each([
       }
       expect(await pending).toMatchObject({ content: [{ text: 'held' }] });
     }
+  });
+
+  it('when tool calls passed, then /metrics counts them by server, tool and outcome, with their durations', async () => {
+    const text = await (await fetch(`${api.url}/metrics`)).text();
+    const samples = parseMetrics(text);
+    const count = (tool: string, outcome: string) =>
+      samples.find(
+        (sample) =>
+          sample.name === 'runguard_tool_calls_total' &&
+          sample.labels.server === 'fx' &&
+          sample.labels.tool === tool &&
+          sample.labels.outcome === outcome,
+      )?.value ?? 0;
+    expect(count('fx.echo', 'completed')).toBeGreaterThanOrEqual(1);
+    expect(count('fx.fail', 'failed')).toBe(1);
+    expect(count('fx.delete_file', 'denied')).toBeGreaterThanOrEqual(3);
+    expect(
+      samples.find(
+        (sample) =>
+          sample.name === 'runguard_tool_call_duration_seconds_count' && sample.labels.outcome === 'completed',
+      )?.value,
+    ).toBeGreaterThanOrEqual(1);
   });
 
   it('when the client cancels a tool call, then its step ends FAILED', async () => {
