@@ -1,5 +1,5 @@
 """The client's deny sentences are the daemon's: runguard/_deny_reasons.py is generated from
-src/contract/deny-reasons.ts (``npm run clients:generate``), and test/contract/clients-generated.test.ts
+src/contract/deny-reasons.ts (``npm run clients:generate``), and test/unit/contract/clients-generated.test.ts
 fails while it is stale."""
 
 from __future__ import annotations
