@@ -51,6 +51,6 @@ EXPOSE 8787
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8787) + '/health', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 STOPSIGNAL SIGTERM
-# The V8 flags bin/runguard explains: `node bin/runguard` does not read its first lines.
+# The V8 flags bin/runguard starts Node with (docs/performance.md says why): `node bin/runguard` does not read its first lines.
 ENTRYPOINT ["node", "--heap-growing-percent=50", "--incremental-marking-soft-trigger=70", "--incremental-marking-hard-trigger=90", "--v8-pool-size=1", "bin/runguard"]
 CMD ["start"]

@@ -40,7 +40,8 @@ export default tseslint.config(
     },
   },
   {
-    // The rule engine is pure: no storage, HTTP, proxy or use case (DESIGN.md). The contract is data.
+    // The rule engine is pure: no storage, HTTP, proxy or use case (CONTRIBUTING.md, "How the code is
+    // laid out"). The contract is data.
     files: ['src/rules/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -71,8 +72,9 @@ export default tseslint.config(
     },
   },
   {
-    // One door (issue #33): a route parses, asks a use case, and replies. It never reads or writes the
-    // records or the counters itself, nor names their row types: the use case returns wire values.
+    // Routes stay thin (CONTRIBUTING.md): a route parses, asks a use case, and replies. It never
+    // reads or writes the records or the counters itself, nor names their row types: the use case
+    // returns wire values.
     files: ['src/api/routes/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
@@ -82,7 +84,7 @@ export default tseslint.config(
             {
               group: ['**/store/*', '**/store/**', '**/counters', '**/counters.js'],
               message:
-                'One door (routes: parse → use case → reply): a route imports nothing from store/ or the counters, types included; ask a use case in src/guard/ or src/admin/.',
+                'Routes stay thin (parse → use case → reply): a route imports nothing from store/ or the counters, types included; ask a use case in src/guard/ or src/admin/.',
             },
           ],
         },
@@ -158,7 +160,7 @@ export default tseslint.config(
     },
   },
   {
-    // All SQL lives in src/store/ (issue #33): use cases, the proxy, the CLI and bootstrap call store
+    // All SQL lives in src/store/ (CONTRIBUTING.md): use cases, the proxy, the CLI and bootstrap call store
     // functions named for what they do, and pass their transaction in. Any `.query(` call is caught,
     // whatever its receiver: none outside the store is anything but a statement.
     files: ['src/**'],
@@ -168,7 +170,7 @@ export default tseslint.config(
         'error',
         {
           selector: "CallExpression[callee.type='MemberExpression'][callee.property.name='query']",
-          message: 'SQL lives in src/store/ (issue #33): add a store function',
+          message: 'SQL lives in src/store/ (CONTRIBUTING.md): add a store function',
         },
       ],
     },
@@ -192,7 +194,8 @@ export default tseslint.config(
     },
   },
   {
-    // Code others must change: names that say what a thing is (STYLE.md), loop indexes aside.
+    // Code others must change: names that say what a thing is (CONTRIBUTING.md, "Style"), loop
+    // indexes aside.
     files: [
       'src/api/**/*.ts',
       'src/cli/**/*.ts',

@@ -1,5 +1,5 @@
 /**
- * The one door to what a decision reads from the records: a workspace's settings, plan and kill
+ * The only writer of what a decision reads from the records: a workspace's settings, plan and kill
  * switch, a user's block and budget, model pricing. Each change commits in a transaction of its
  * own, with the webhook event that tells of it (the outbox), and then bumps the workspace's state
  * version, so the very next decision in any daemon reads it; no caller has to remember any step.

@@ -1,6 +1,6 @@
 /**
- * A workspace's model prices as the API reads and changes them. Every change goes through the
- * settings' one door (GuardSettings), which tells the next decision of it.
+ * A workspace's model prices as the API reads and changes them. Every change goes through
+ * GuardSettings, the only writer of what a decision reads, which tells the next decision of it.
  */
 import type { ModelPricing, PriceBody, PricingImport, PricingImportBody } from '../contract/index.js';
 import type { Db } from '../store/db.js';

@@ -1,6 +1,6 @@
 /**
- * SDK users as the API shows them: listed with today's spend, blocked or budgeted through the
- * settings' one door (GuardSettings), in USD on the wire and microdollars below it.
+ * SDK users as the API shows them: listed with today's spend, blocked or budgeted through
+ * GuardSettings (the only writer of what a decision reads), in USD on the wire and microdollars below it.
  */
 import type { Page, SdkUser, SdkUserListQuery, SdkUserUpdateBody, UserDeletion } from '../contract/index.js';
 import { microsToUsd, usdToMicros } from '../money/decimal.js';

@@ -1,6 +1,6 @@
 /**
  * The workspace's configuration as the API reads and changes it: USD on the wire, microdollars
- * below it. Every change goes through the settings' one door (GuardSettings).
+ * below it. Every change goes through GuardSettings, the only writer of what a decision reads.
  */
 import type { KillSwitch, Workspace, WorkspaceUpdateBody } from '../contract/index.js';
 import { ApiError } from '../errors.js';

@@ -67,7 +67,7 @@ export class GuardContext {
   /** Results released and not yet in the counters: every check of this daemon counts them. */
   readonly pending = new PendingSpend();
   readonly prices: PriceBook;
-  /** Runs of proxied calls' own, answered and not yet written ended: they hold no slot here. */
+  /** Runs started for single proxied calls, answered and not yet written ended: they hold no slot here. */
   readonly releasedRuns = new ReleasedRuns();
   /** Workspace and model pairs already warned of as unpriced (once each, while remembered). */
   readonly warnedUnpriced = new RecentMap<true>(10_000);

@@ -2,7 +2,7 @@
  * The use cases of the run API, each reading top to bottom as: load state, decide (pure rules),
  * record, update the hot counters, answer. Data flows one way; the HTTP layer only maps.
  *
- * This class is the one door the routes and the proxy pass: each use case lives in a module of
+ * This class is the one entry point the routes and the proxy call: each use case lives in a module of
  * its own (run-start, run-end, step-creation, step-results) and takes the state they share in
  * this daemon, one GuardContext, built here.
  */
@@ -43,7 +43,7 @@ export class GuardService {
   }
 
   /**
-   * A run of a proxied call's own, started with that call's step: one read of the decision's
+   * A run started for a single proxied call, started with that call's step: one read of the decision's
    * inputs and one commit for both. The step is checked against the start's inputs (its rules are
    * the first four of the start's). No step when the start is BLOCKED. Answers once decided, the
    * commit under way (see `Decided`); in a workspace with a run limit, the decision holds only
@@ -60,7 +60,7 @@ export class GuardService {
   }
 
   /**
-   * A run of a proxied call's own has answered its call: from now it holds no concurrency slot
+   * A run started for a single proxied call has answered its call: from now it holds no concurrency slot
    * in this daemon's admissions, until its end (which follows) is written.
    */
   runAnswered(workspaceId: string, runId: string): void {

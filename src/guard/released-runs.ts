@@ -1,5 +1,5 @@
 /**
- * Runs of a proxied call's own whose answer has been released and whose end is not written yet.
+ * Runs started for a single proxied call whose answer has been released and whose end is not written yet.
  * Their client is done with them, so they hold no concurrency slot: a run start in this daemon
  * counts the workspace's RUNNING runs and takes these off. Other daemons see the slot free once
  * the end commits (a few milliseconds later).

@@ -98,7 +98,7 @@ export async function beginRun(
       counts = await runCountsLessReleased(context, db, scope);
     }
     const { counted, reserved } = await budgetCounts(db, scope, spend, reserving, readsReservations(state));
-    // A run of a proxied call's own is judged with its call's estimate: denied, it is BLOCKED.
+    // A run started for a single proxied call is judged with its call's estimate: denied, it is BLOCKED.
     const decision = evaluate('run_start', {
       ...toSnapshot(state, { ...counted, ...counts }, now),
       ...reserveTerms(state, reserved, estimate),
@@ -140,7 +140,7 @@ export async function beginRun(
       now,
       day: scope.day,
       firstStep: step,
-      // A run of a proxied call's own: this daemon ends it, or crash recovery does.
+      // A run started for a single proxied call: this daemon ends it, or crash recovery does.
       daemonId: firstStep?.forwarded ? (context.instance?.id ?? null) : null,
       ...(limits &&
         status === 'RUNNING' && {

@@ -1,10 +1,10 @@
 /**
  * Crash recovery of proxied calls. A proxied call's step is written before it is forwarded and its
  * result after the answer; a daemon that dies in between (SIGKILL, OOM, a lost host) leaves the
- * step ALLOWED with no cost, and a run of the call's own RUNNING, holding a concurrency slot.
+ * step ALLOWED with no cost, and, for a call the proxy started a run for, that run RUNNING, holding a concurrency slot.
  * Every live daemon looks for dead ones (daemon-instances.ts) every `intervalMs`, and at its start:
  * their unfinished steps are ended FAILED RESULT_LOST, charged at their estimate so the spend still
- * counts, each told as a `result.lost` webhook event, and their runs of calls' own are ended. Once
+ * counts, each told as a `result.lost` webhook event, and the runs started for those calls are ended. Once
  * an instance is recovered, the Redis copy of today's spend is raised to the records: the results
  * it committed just before it died may have missed their raise of the copy.
  *
@@ -54,7 +54,7 @@ export interface RecoveryPass {
   /** The dead instances this pass found (and locked). */
   instances: number[];
   steps: LostStep[];
-  /** Runs of calls' own ended. */
+  /** Runs started for single proxied calls, ended. */
   runs: number;
 }
 

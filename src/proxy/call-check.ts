@@ -1,9 +1,9 @@
 /**
- * Checking a proxied call and starting its step's record: the step is added to the named run, or
- * a run of the call's own is started with it (one commit). A denial throws a 403 refusal once its
+ * Checking a proxied call and starting its step's record: the step is added to the named run, or,
+ * when the call names no run, a run for this call alone is started with it (one commit). A denial throws a 403 refusal once its
  * record is durable. An allowed call comes back as soon as it is decided, its record committing:
  * the call is forwarded meanwhile, and nothing of its answer may be released before `recorded`
- * resolves (issue #35).
+ * resolves.
  */
 import type { FastifyBaseLogger } from 'fastify';
 import { ApiError, isApiError } from '../errors.js';
@@ -69,7 +69,7 @@ export async function checkCall(
   let step: StepCreated;
   let recorded: Promise<unknown>;
   if (target.runId === null) {
-    // A run of the call's own: started with its step, in one commit. The step's rules are the
+    // A run for this call alone: started with its step, in one commit. The step's rules are the
     // first four of the start's, read from the same inputs, and the step-only rules (below).
     const started = await guard.decideRunWithStep(
       target.workspaceId,
@@ -91,7 +91,7 @@ export async function checkCall(
   }
   if (step.status === 'BLOCKED') {
     await recorded;
-    // A step-only rule (model_priced) denied the call of a run of its own: that run ends here.
+    // A step-only rule (model_priced) denied a call that has a run of its own: that run ends here.
     if (target.runId === null)
       await guard
         .endRun(target.workspaceId, runId, 'FAILED')

@@ -1,6 +1,6 @@
 /**
  * Recording a proxied call's result after its answer: its status, tokens and duration (hence its
- * cost), and, for a call that has a run of its own, that run's end. The client already has its
+ * cost), and, for a call the proxy started a run for, that run's end. The client already has its
  * answer and the provider bills the call, so a write the database cannot take now is retried
  * until it can: a moment without Postgres neither loses the spend nor leaves the run holding a
  * concurrent-run slot.
@@ -19,7 +19,7 @@ const RECORD_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000, 5_000];
 /** How long a proxied call's record is retried: longer than a restart or a failover of Postgres. */
 const RECORD_RETRY_FOR_MS = 10 * 60_000;
 
-/** The step a forwarded call recorded, and whether its run is the call's own (to end with it). */
+/** The step a forwarded call recorded, and whether its run was started for this call alone (to end with it). */
 export interface CallStep {
   workspaceId: string;
   runId: string;
@@ -103,7 +103,7 @@ export function resultRecorder(
     const retried = (what: string) => (error: unknown) =>
       log.warn({ err: error, stepId: step.stepId }, `${what} failed; retrying`);
     const written = async () => {
-      // A run of the call's own ends right after its result: that result goes at once, not with
+      // A run started for this call alone ends right after its result: that result goes at once, not with
       // the results that wait for company, so the run stops counting against the concurrent-run
       // limit as soon as it can. A result already taken (an attempt whose answer was lost) is final.
       let attempts = 0;
@@ -134,7 +134,7 @@ export function resultRecorder(
       }
     };
     const afterStep = () => {
-      // A run of the call's own stops holding a concurrency slot here now; its end follows.
+      // A run started for this call alone stops holding a concurrency slot now; its end follows.
       if (step.endRun) guard.runAnswered(step.workspaceId, step.runId);
       return written();
     };

@@ -46,7 +46,7 @@ export interface GuardSnapshot {
   /**
    * `budget_mode: "reserve"`: rules 3 and 4 deny when spend + outstanding reservations + this
    * step's estimate would pass the budget (or spend + reservations already reach it). Absent:
-   * "spend", the seed's rule.
+   * "spend": the budget is checked against spend alone.
    */
   budgetMode?: 'spend' | 'reserve';
   /** The upper bound of this step's cost, reserved if it is allowed (reserve mode); 0 or absent: none. */
@@ -103,7 +103,7 @@ export interface GuardSnapshot {
 interface Rule {
   key: RuleKey;
   reason: DenyReason;
-  /** Rules beyond the seed are evaluated only where configured; the seed's always. */
+  /** Rules 7 and after are evaluated only where configured; rules 1 to 6 always. */
   configured?(s: GuardSnapshot): boolean;
   denies(s: GuardSnapshot): boolean;
   explain(s: GuardSnapshot): DenialDetail;
@@ -243,7 +243,7 @@ const RULES_AT: Record<Boundary, readonly Rule[]> = {
   run_start: [...RULES, BUDGETS_RULE],
   step: [
     ...RULES.slice(0, 4),
-    // Rules beyond the seed: at step creation only, after rule 4, each where configured.
+    // Rules 7 and after: at step creation only, after rule 4, each where configured.
     {
       key: 'model_priced',
       reason: 'MODEL_NOT_PRICED',

@@ -21,12 +21,12 @@ export interface NewRun {
   now: Date;
   day: string;
   /**
-   * The daemon instance that ends the run (a run of a proxied call's own); null: its client ends
+   * The daemon instance that ends the run (a run the proxy started for one call); null: its client ends
    * it. A dead instance's runs are ended by crash recovery (result-recovery.ts).
    */
   daemonId?: number | null;
   /**
-   * The run's first step, written in the same statement (a proxied call's run of its own: one
+   * The run's first step, written in the same statement (a run the proxy starts for one call: one
    * commit before the call's answer is released, not two). Only for a RUNNING run; its sequence is 1.
    */
   firstStep?: NewStep;

@@ -2,11 +2,11 @@
  * The files in examples/, run as the README tells a user to run them, against the built daemon
  * on Postgres with a fake OpenAI upstream: the Node agent and the Python agent wrapped in
  * `runguard exec`, the TypeScript SDK agent under tsx. Each must leave a run with priced steps.
- * Also checks that the README's SDK example is the tested file, that it type-checks under
+ * Also checks that the SDK example the docs show is the tested file, that it type-checks under
  * `strict` as an agent project would compile it, and that `npm pack` ships the client.
  */
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_REPLY, startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
@@ -159,13 +159,19 @@ describe('examples', () => {
   });
 });
 
-describe('the README and the package', () => {
-  it("when the README shows the SDK example, then it is examples/sdk-agent.ts's code, line for line", async () => {
-    const [readme, example] = await Promise.all([
-      readFile(join(ROOT, 'README.md'), 'utf8'),
-      readFile(join(ROOT, 'examples/sdk-agent.ts'), 'utf8'),
-    ]);
-    const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)]
+/** The README and every page of docs/, as one text. */
+async function readDocs(): Promise<string> {
+  const pages = (await readdir(join(ROOT, 'docs'))).filter((name) => name.endsWith('.md'));
+  const texts = await Promise.all(
+    ['README.md', ...pages.map((name) => join('docs', name))].map((path) => readFile(join(ROOT, path), 'utf8')),
+  );
+  return texts.join('\n');
+}
+
+describe('the README, the docs and the package', () => {
+  it("when the docs show the SDK example, then it is examples/sdk-agent.ts's code, line for line", async () => {
+    const [docs, example] = await Promise.all([readDocs(), readFile(join(ROOT, 'examples/sdk-agent.ts'), 'utf8')]);
+    const blocks = [...docs.matchAll(/```ts\n([\s\S]*?)```/g)]
       .map((m) => m[1]!)
       .filter((b) => b.includes("'@runguard/client'"));
     expect(blocks.length).toBeGreaterThan(0);
@@ -182,10 +188,11 @@ describe('the README and the package', () => {
     expect(result.code).toBe(0);
   });
 
-  it('when every `npx runguard` line of the README is read, then each names a command that exists', async () => {
+  it('when every `npx runguard` line of the README and the docs is read, then each names a command that exists', async () => {
     const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
     const commands = new Set<string>();
-    for (const [, rest] of readme.matchAll(/npx runguard ([a-z][a-z-]*(?: [a-z][a-z-]*)?)/g)) commands.add(rest!);
+    for (const [, rest] of (await readDocs()).matchAll(/npx runguard ([a-z][a-z-]*(?: [a-z][a-z-]*)?)/g))
+      commands.add(rest!);
     expect(commands.size).toBeGreaterThan(5);
     for (const command of commands) {
       const words = command.split(' ');

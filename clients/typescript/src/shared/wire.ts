@@ -26,8 +26,8 @@ export type DecisionOutcome = 'ALLOW' | 'DENY';
 
 /**
  * Why a guardrail denied a run start or a step, in rule priority order.
- * `MONTHLY_RUN_LIMIT_EXCEEDED` and `MAX_CONCURRENT_RUNS_EXCEEDED` only happen at run start; the rules
- * beyond the seed (`MODEL_NOT_PRICED` and after) only at step creation.
+ * `MONTHLY_RUN_LIMIT_EXCEEDED` and `MAX_CONCURRENT_RUNS_EXCEEDED` only happen at run start; rules 7
+ * and after (`MODEL_NOT_PRICED` on) only at step creation.
  */
 export type DenyReason =
   | 'KILL_SWITCH_ACTIVE'
