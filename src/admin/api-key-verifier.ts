@@ -37,7 +37,7 @@ export class ApiKeyVerifier {
       row.last_used_at = now;
       await touchApiKey(this.db, row.id, now);
     }
-    return { workspaceId: row.workspace_id, kind: 'key', subjectId: row.id };
+    return { workspaceId: row.workspace_id, kind: 'key', subjectId: row.id, role: row.role };
   }
 
   /** Drops every remembered key (after this daemon revoked some). */

@@ -3,11 +3,11 @@
  * secret shown once, every earlier key revoked), revoked one by one. A key this daemon revokes
  * stops working here at once: the verifier forgets what it remembered.
  */
-import type { ApiKey, IssuedApiKey } from '../contract/index.js';
+import type { ApiKey, ApiKeyCreateBody, CreatedApiKey, IssuedApiKey } from '../contract/index.js';
 import type { Clock } from '../clock.js';
 import type { LocalKeyFile } from '../daemon/local-key.js';
 import type { Db } from '../store/db.js';
-import { listApiKeys, regenerateApiKey } from '../store/workspaces.js';
+import { createApiKey, listApiKeys, regenerateApiKey } from '../store/workspaces.js';
 import type { ApiKeyVerifier } from './api-key-verifier.js';
 import { revokeKey } from './deletion.js';
 
@@ -34,10 +34,18 @@ export class ApiKeys {
       id: key.id,
       prefix: key.prefix,
       name: key.name,
+      role: key.role,
       created_at: iso(key.created_at)!,
       last_used_at: iso(key.last_used_at),
       revoked_at: iso(key.revoked_at),
     }));
+  }
+
+  /** A new key beside the others, with its role; the answer is the only place the secret is. */
+  async create(workspaceId: string, body: ApiKeyCreateBody): Promise<CreatedApiKey> {
+    const role = body.role ?? 'admin';
+    const key = await createApiKey(this.db, workspaceId, body.name, role);
+    return { id: key.id, prefix: key.prefix, api_key: key.apiKey, name: body.name, role };
   }
 
   /** Issues a new key and revokes every earlier one; the answer is the only place the secret is. */

@@ -7,4 +7,8 @@ export interface Principal {
   kind: CredentialKind;
   /** The API key's id, or the account's id for a JWT. */
   subjectId: string;
+  /** An API key's role: an `agent` key may only use the run API's agent routes. Absent: admin. */
+  role?: KeyRole;
 }
+
+export type KeyRole = 'admin' | 'agent';

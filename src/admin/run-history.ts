@@ -6,7 +6,7 @@ import type { RunListQuery, RunPage } from '../contract/index.js';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/db.js';
 import { readRunDetail, type RunDetailBody } from '../store/run-detail.js';
-import { listRuns } from '../store/runs.js';
+import { listRuns, runStartedBy } from '../store/runs.js';
 
 export type { RunDetailBody };
 
@@ -17,8 +17,9 @@ export class RunHistory {
   ) {}
 
   /** Newest first. */
-  list(workspaceId: string, query: RunListQuery): Promise<RunPage> {
+  list(workspaceId: string, query: RunListQuery, agentKeyId: string | null = null): Promise<RunPage> {
     return listRuns(this.db, workspaceId, {
+      apiKeyId: agentKeyId,
       status: query.status ?? null,
       userId: query.user_id ?? null,
       startedFrom: query.started_from ? new Date(query.started_from) : null,
@@ -29,7 +30,8 @@ export class RunHistory {
   }
 
   /** The run's answer (`RunDetail`) as bytes, or pieces of them to send in turn; null: no such run. */
-  detail(workspaceId: string, runId: string): Promise<RunDetailBody | null> {
+  async detail(workspaceId: string, runId: string, agentKeyId: string | null = null): Promise<RunDetailBody | null> {
+    if (agentKeyId !== null && !(await runStartedBy(this.db, workspaceId, runId, agentKeyId))) return null;
     return readRunDetail(this.db, workspaceId, runId, this.clock.now());
   }
 }

@@ -16,6 +16,11 @@ export type AuthPolicy = CredentialKind | 'any' | 'none';
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthPolicy;
+    /**
+     * An agent key may call this route (the run API: runs, steps, its own runs read). Every other
+     * route answers an agent key 403 FORBIDDEN: settings, budgets, keys, users, pricing, webhooks.
+     */
+    agent?: boolean;
   }
   interface FastifyRequest {
     principal: Principal;
@@ -58,6 +63,11 @@ export function registerAuth(
     const principal =
       kind === 'key' ? await deps.keys.verify(token, deps.clock.now()) : ((await deps.verifyJwt?.(token)) ?? null);
     if (!principal) throw new ApiError('UNAUTHORIZED', 'Invalid credential.');
+    if (principal.role === 'agent' && request.routeOptions.config.agent !== true)
+      throw new ApiError(
+        'FORBIDDEN',
+        'An agent key may only start runs, record steps and read the runs it started; use an admin key.',
+      );
     request.principal = principal;
   });
 }

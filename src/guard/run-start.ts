@@ -41,6 +41,8 @@ export interface RunStartInput {
   user_id: string;
   metadata?: unknown;
   limits?: RunLimitsRequest;
+  /** The API key that starts it (not on the wire: the caller's credential). */
+  apiKeyId?: string | null;
 }
 
 export async function startRun(
@@ -136,6 +138,7 @@ export async function beginRun(
       userId: input.user_id,
       status,
       metadata: input.metadata ?? null,
+      apiKeyId: input.apiKeyId ?? null,
       decision,
       now,
       day: scope.day,

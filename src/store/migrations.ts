@@ -614,6 +614,17 @@ CREATE TABLE budgets (
 CREATE UNIQUE INDEX budgets_one_per_period ON budgets (workspace_id, scope, coalesce(subject, ''), period);
 `,
   },
+  {
+    version: 22,
+    name: 'key_roles',
+    sql: `
+-- Least privilege for API keys (docs/budgets.md): an "agent" key starts runs, records steps and
+-- reads the runs it started; an "admin" key (every key before this version) does everything.
+ALTER TABLE api_keys ADD COLUMN role text NOT NULL DEFAULT 'admin' CHECK (role IN ('admin', 'agent'));
+-- The key that started a run through the run API (null: a dashboard token, or before this version).
+ALTER TABLE runs ADD COLUMN api_key_id uuid;
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

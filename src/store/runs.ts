@@ -25,6 +25,8 @@ export interface NewRun {
    * it. A dead instance's runs are ended by crash recovery (result-recovery.ts).
    */
   daemonId?: number | null;
+  /** The API key that started it through the run API (an agent key reads only these runs). */
+  apiKeyId?: string | null;
   /**
    * The run's first step, written in the same statement (a run the proxy starts for one call: one
    * commit before the call's answer is released, not two). Only for a RUNNING run; its sequence is 1.
@@ -64,13 +66,15 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
          AS v(id uuid, workspace_id uuid, user_id text, status text, metadata jsonb, decision json,
            started_at timestamptz, ended_at timestamptz, day date, step_count integer, models text[],
            daemon_id integer, max_steps integer, max_cost_micros bigint, max_identical_calls integer,
-           allowed_steps integer, last_call_hash text, identical_calls integer)
+           allowed_steps integer, last_call_hash text, identical_calls integer, api_key_id uuid)
        LIMIT $2
      ), run AS (
        INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
-         daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls)
+         daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls,
+         api_key_id)
        SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
-         daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls FROM v
+         daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls,
+         api_key_id FROM v
      ), sdk_user AS (
        INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
        SELECT workspace_id, user_id, count(*) FILTER (WHERE status = 'RUNNING'), min(started_at), max(started_at)
@@ -108,6 +112,7 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
           step_count: run.firstStep ? 1 : 0,
           models: run.firstStep?.model ? [run.firstStep.model.toWellFormed()] : [],
           daemon_id: run.daemonId ?? null,
+          api_key_id: run.apiKeyId ?? null,
           max_steps: run.guard?.limits.maxSteps ?? null,
           max_cost_micros: run.guard?.limits.maxCostMicros ?? null,
           max_identical_calls: run.guard?.limits.maxIdenticalCalls ?? null,
@@ -593,6 +598,8 @@ export interface RunListQuery {
   startedFrom?: Date | null;
   /** Runs started before this instant; absent: no bound. */
   startedBefore?: Date | null;
+  /** Only the runs this API key started (an agent key's list); absent: every run. */
+  apiKeyId?: string | null;
 }
 
 const iso = (timestamp: unknown): string | null =>
@@ -639,7 +646,8 @@ export async function listRuns(db: Queryable, workspaceId: string, query: RunLis
   if (query.userId !== null) where.push(`user_id = $${params.push(query.userId)}`);
   if (query.startedFrom) where.push(`started_at >= $${params.push(query.startedFrom)}`);
   if (query.startedBefore) where.push(`started_at < $${params.push(query.startedBefore)}`);
-  const timeBound = Boolean(query.startedFrom || query.startedBefore);
+  if (query.apiKeyId) where.push(`api_key_id = $${params.push(query.apiKeyId)}`);
+  const timeBound = Boolean(query.startedFrom || query.startedBefore || query.apiKeyId);
   const filter = where.join(' AND ');
   const [{ rows }, { rows: countRows }] = await Promise.all([
     // Only the page's runs from before migration 6 are summed. Not RUN_TOTALS's lateral sum: the
@@ -673,6 +681,21 @@ export async function listRuns(db: Queryable, workspaceId: string, query: RunLis
     for (const row of rows) if (row.models === null) row.models = named.get(String(row.id)) ?? [];
   }
   return { items: rows.map(runSummary), total: Number(countRows[0]!.total), page: query.page, per_page: query.perPage };
+}
+
+/** Whether the API key started the run (what an agent key may read). */
+export async function runStartedBy(
+  db: Queryable,
+  workspaceId: string,
+  runId: string,
+  apiKeyId: string,
+): Promise<boolean> {
+  const { rows } = await db.query('SELECT 1 FROM runs WHERE id = $1 AND workspace_id = $2 AND api_key_id = $3', [
+    runId,
+    workspaceId,
+    apiKeyId,
+  ]);
+  return rows.length > 0;
 }
 
 /**

@@ -161,23 +161,26 @@ export interface IssuedKey {
 }
 
 /** Issues a key: `lg_<prefix>_<secret>`, 256 random bits of secret, of which only SHA-256 is kept. */
-export async function createApiKey(db: Queryable, workspaceId: string, name: string | null = null): Promise<IssuedKey> {
+export async function createApiKey(
+  db: Queryable,
+  workspaceId: string,
+  name: string | null = null,
+  role: 'admin' | 'agent' = 'admin',
+): Promise<IssuedKey> {
   const id = randomUUID();
   const prefix = randomPrefix();
   const secret = randomBytes(32).toString('base64url');
-  await db.query('INSERT INTO api_keys (id, workspace_id, prefix, secret_sha256, name) VALUES ($1, $2, $3, $4, $5)', [
-    id,
-    workspaceId,
-    prefix,
-    sha256(secret),
-    name,
-  ]);
+  await db.query(
+    'INSERT INTO api_keys (id, workspace_id, prefix, secret_sha256, name, role) VALUES ($1, $2, $3, $4, $5, $6)',
+    [id, workspaceId, prefix, sha256(secret), name, role],
+  );
   return { id, prefix, apiKey: `lg_${prefix}_${secret}` };
 }
 
 export interface ApiKeyRow {
   id: string;
   workspace_id: string;
+  role: 'admin' | 'agent';
   secret_sha256: Buffer;
   revoked_at: Date | null;
   last_used_at: Date | null;
@@ -185,7 +188,7 @@ export interface ApiKeyRow {
 
 export async function findApiKey(db: Queryable, prefix: string): Promise<ApiKeyRow | null> {
   const { rows } = await db.query<ApiKeyRow>(
-    'SELECT id, workspace_id, secret_sha256, revoked_at, last_used_at FROM api_keys WHERE prefix = $1',
+    'SELECT id, workspace_id, role, secret_sha256, revoked_at, last_used_at FROM api_keys WHERE prefix = $1',
     [prefix],
   );
   const row = rows[0];
@@ -327,6 +330,7 @@ export interface ApiKeyView {
   id: string;
   prefix: string;
   name: string | null;
+  role: 'admin' | 'agent';
   created_at: Date;
   last_used_at: Date | null;
   revoked_at: Date | null;
@@ -334,7 +338,7 @@ export interface ApiKeyView {
 
 export async function listApiKeys(db: Queryable, workspaceId: string): Promise<ApiKeyView[]> {
   const { rows } = await db.query<ApiKeyView>(
-    `SELECT id, prefix, name, created_at, last_used_at, revoked_at FROM api_keys
+    `SELECT id, prefix, name, role, created_at, last_used_at, revoked_at FROM api_keys
      WHERE workspace_id = $1 ORDER BY created_at DESC, id`,
     [workspaceId],
   );

@@ -202,6 +202,7 @@ describe('accounts and administration', () => {
         'name',
         'prefix',
         'revoked_at',
+        'role',
       ]);
       expect(r.api_key.startsWith(`lg_${listed.body[0].prefix}_`)).toBe(true);
       expect(listed.body[0].last_used_at).not.toBeNull();

@@ -3,7 +3,16 @@ import { Type } from 'typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ApiKeys } from '../../admin/api-keys.js';
-import { ApiKey, ApiKeyParams, errorResponses, IssuedApiKey, NoBody, pathUuid } from '../schemas.js';
+import {
+  ApiKey,
+  ApiKeyCreateBody,
+  ApiKeyParams,
+  CreatedApiKey,
+  errorResponses,
+  IssuedApiKey,
+  NoBody,
+  pathUuid,
+} from '../schemas.js';
 
 export const apiKeyRoutes: FastifyPluginAsync<{ apiKeys: ApiKeys }> = async (base, { apiKeys }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
@@ -22,6 +31,20 @@ export const apiKeyRoutes: FastifyPluginAsync<{ apiKeys: ApiKeys }> = async (bas
       },
     },
     async (request) => apiKeys.list(request.principal.workspaceId),
+  );
+
+  app.post(
+    '/v1/api-keys',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['api-keys'],
+        summary: 'Issue one more key with a role (the secret is shown once); the others stay',
+        body: ApiKeyCreateBody,
+        response: { 201: CreatedApiKey, ...errorResponses(401, 403, 422) },
+      },
+    },
+    async (request, reply) => reply.status(201).send(await apiKeys.create(request.principal.workspaceId, request.body)),
   );
 
   app.post(

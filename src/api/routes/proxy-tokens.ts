@@ -10,7 +10,7 @@ export const proxyTokenRoutes: FastifyPluginAsync<{ issuer: ProxyTokenIssuer }> 
   app.post(
     '/v1/runs/:run_id/proxy-token',
     {
-      config: { auth: 'key' },
+      config: { auth: 'key', agent: true },
       schema: {
         tags: ['proxy'],
         summary: 'Mint a token that proxies model calls into this run while it is RUNNING; answers the SDK base URLs',

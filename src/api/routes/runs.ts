@@ -7,6 +7,7 @@ import { stepTokens } from '../step-tokens.js';
 import type { GuardService } from '../../guard/guard-service.js';
 import { idempotencyClaim, type IdempotencyClaim } from '../../guard/idempotency-claim.js';
 import type { RunHistory } from '../../admin/run-history.js';
+import type { Principal } from '../auth.js';
 import {
   RunCreateBody,
   RunCreated,
@@ -58,6 +59,9 @@ async function* cutsLogged<T>(pieces: AsyncIterable<T>, request: FastifyRequest)
   }
 }
 
+/** An agent key reads only the runs it started: its id; any other credential reads every run. */
+const agentKeyOf = (principal: Principal): string | null => (principal.role === 'agent' ? principal.subjectId : null);
+
 export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHistory }> = async (
   base,
   { guard, runs },
@@ -67,7 +71,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
   app.post(
     '/v1/runs',
     {
-      config: { auth: 'key' },
+      config: { auth: 'key', agent: true },
       schema: {
         tags: ['runs'],
         summary: 'Start a run (evaluates all six rules; a denial is a 201 with status BLOCKED)',
@@ -79,7 +83,12 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
       },
     },
     async (request, reply) => {
-      const started = await guard.startRun(request.principal.workspaceId, request.body, claimFrom(request, 201));
+      const { principal } = request;
+      const started = await guard.startRun(
+        principal.workspaceId,
+        { ...request.body, apiKeyId: principal.kind === 'key' ? principal.subjectId : null },
+        claimFrom(request, 201),
+      );
       return reply.status(201).send(started);
     },
   );
@@ -87,7 +96,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
   app.post(
     '/v1/runs/:run_id/end',
     {
-      config: { auth: 'key' },
+      config: { auth: 'key', agent: true },
       schema: {
         tags: ['runs'],
         summary: 'End a RUNNING run',
@@ -112,7 +121,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
   app.post(
     '/v1/runs/:run_id/steps',
     {
-      config: { auth: 'key' },
+      config: { auth: 'key', agent: true },
       schema: {
         tags: ['runs'],
         summary: 'Create a step (evaluates rules 1 to 4; a denial is a 201 with status BLOCKED)',
@@ -138,7 +147,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
   app.patch(
     '/v1/runs/:run_id/steps/:step_id',
     {
-      config: { auth: 'key' },
+      config: { auth: 'key', agent: true },
       schema: {
         tags: ['runs'],
         summary: "Report a step's result; token counts price it",
@@ -171,7 +180,7 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
   app.get(
     '/v1/runs',
     {
-      config: { auth: 'any' },
+      config: { auth: 'any', agent: true },
       schema: {
         tags: ['runs'],
         summary: 'List runs, newest first',
@@ -182,13 +191,13 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
         },
       },
     },
-    async (request) => runs.list(request.principal.workspaceId, request.query),
+    async (request) => runs.list(request.principal.workspaceId, request.query, agentKeyOf(request.principal)),
   );
 
   app.get(
     '/v1/runs/:run_id',
     {
-      config: { auth: 'any' },
+      config: { auth: 'any', agent: true },
       schema: {
         tags: ['runs'],
         summary: 'A run with its steps and their decisions',
@@ -197,7 +206,11 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
       },
     },
     async (request, reply) => {
-      const detail = await runs.detail(request.principal.workspaceId, pathUuid(request.params.run_id));
+      const detail = await runs.detail(
+        request.principal.workspaceId,
+        pathUuid(request.params.run_id),
+        agentKeyOf(request.principal),
+      );
       if (detail === null) throw new ApiError('RUN_NOT_FOUND');
       // The answer comes as JSON bytes (runs.detail), so it skips the schema's serializer; the
       // schema documents it. Fastify sends a Buffer or a stream as it is once a JSON content type is

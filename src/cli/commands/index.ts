@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import { dashboardCommand } from './dashboard.js';
 import { execCommand } from './exec.js';
+import { budgetsCommand } from './budgets.js';
 import { keysCommand } from './keys.js';
 import { killSwitchCommand } from './kill-switch.js';
 import { mcpCommand, toolsCommand } from './mcp.js';
@@ -32,6 +33,7 @@ export const COMMANDS: (() => Command)[] = [
   toolsCommand,
   usersCommand,
   budgetCommand,
+  budgetsCommand,
   limitsCommand,
   keysCommand,
   retentionCommand,

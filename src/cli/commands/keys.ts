@@ -1,8 +1,8 @@
-/** `runguard keys list|regenerate|revoke`: the workspace's API keys. */
+/** `runguard keys list|create|regenerate|revoke`: the workspace's API keys. */
 import { readFile } from 'node:fs/promises';
 import { Argument, Command, Option } from 'commander';
 import { cliCommand } from '../../cli-command.js';
-import type { ApiKey, IssuedApiKey } from '../../contract/index.js';
+import type { ApiKey, CreatedApiKey, IssuedApiKey } from '../../contract/index.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
 
@@ -14,10 +14,11 @@ export function keysCommand(): Command {
         const list = await client.request<ApiKey[]>('GET', '/v1/api-keys');
         if (out.json) return out.data(list);
         out.table(
-          ['PREFIX', 'NAME', 'CREATED', 'LAST USED', 'STATE'],
+          ['PREFIX', 'NAME', 'ROLE', 'CREATED', 'LAST USED', 'STATE'],
           list.map((key) => [
             `lg_${key.prefix}_…`,
             key.name,
+            key.role,
             timestamp(key.created_at),
             timestamp(key.last_used_at),
             key.revoked_at ? `revoked ${timestamp(key.revoked_at)}` : 'active',
@@ -25,6 +26,25 @@ export function keysCommand(): Command {
         );
       }),
     ),
+  );
+  keys.addCommand(
+    apiCommand('create', 'issue one more key (shown once); an agent key may only run, never change settings')
+      .requiredOption('--name <name>', 'what the key is for, e.g. ci-bot')
+      .addOption(
+        new Option('--role <role>', 'admin: everything; agent: runs and steps only')
+          .choices(['admin', 'agent'])
+          .default('admin'),
+      )
+      .action(
+        withApi(async ({ client, out }, options: ApiOptions & { name: string; role: string }) => {
+          const key = await client.request<CreatedApiKey>('POST', '/v1/api-keys', {
+            name: options.name,
+            role: options.role,
+          });
+          if (out.json) return out.data(key);
+          out.line(`New ${key.role} key "${key.name}" (shown once): ${key.api_key}`);
+        }),
+      ),
   );
   keys.addCommand(
     apiCommand('regenerate', 'issue a new key and revoke every earlier one at once')
