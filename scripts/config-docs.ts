@@ -7,7 +7,8 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { acceptsText, SETTING_TOPICS, type SettingSchema } from '../src/settings.js';
+import { acceptsText, type SettingSchema } from '../src/setting-kinds.js';
+import { SETTING_TOPICS } from '../src/settings.js';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const DOC_PATH = join(REPO_ROOT, 'docs', 'configuration.md');

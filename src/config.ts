@@ -7,17 +7,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import {
-  acceptsText,
-  defaultConfig,
-  FORMATS,
-  SETTING_NAMES,
-  settingSchema,
-  Settings,
-  type Config,
-  type SettingName,
-  type SettingSchema,
-} from './settings.js';
+import { acceptsText, FORMATS, type SettingSchema } from './setting-kinds.js';
+import { defaultConfig, SETTING_NAMES, settingSchema, Settings, type Config, type SettingName } from './settings.js';
 
 export type { Config, LogFormat, ProviderEntry, Registration } from './settings.js';
 export { LOG_FORMATS, REGISTRATION_MODES } from './settings.js';

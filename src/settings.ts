@@ -2,13 +2,10 @@
  * Every setting of the daemon, declared once: its name, environment variable, type, default,
  * bounds and one line of description. The `Config` type, the defaults, validation (src/config.ts)
  * and docs/configuration.md (`npm run docs:config`) all come from this declaration.
- *
- * Each schema carries, besides JSON Schema's own keywords:
- * - `env`: the environment variable that sets it;
- * - `secret`: its value may hold a password or a key, so an error never echoes it;
- * - `accepts`: what a valid value is, in words, when it cannot be said from the schema.
+ * The kinds of setting, and what each accepts in words, are in src/setting-kinds.ts.
  */
-import { Type, type Static, type TSchema } from 'typebox';
+import { Type, type Static } from 'typebox';
+import { flag, integer, oneOf, optional, text, url, type FormatName, type SettingSchema } from './setting-kinds.js';
 import { PLAN_NAMES } from './contract/usage.js';
 import { PROVIDER_TYPES } from './proxy/providers/index.js';
 
@@ -17,76 +14,6 @@ export type Registration = (typeof REGISTRATION_MODES)[number];
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-
-/** Formats beyond JSON Schema's: what each accepts, in words, and its check. */
-export const FORMATS = {
-  'postgres-url': {
-    type: 'string',
-    accepts: 'a postgres: or postgresql: URL',
-    validate: (value: string) => urlWith(value, ['postgres:', 'postgresql:']) !== null,
-  },
-  'redis-url': {
-    type: 'string',
-    accepts: 'a redis: or rediss: URL',
-    validate: (value: string) => urlWith(value, ['redis:', 'rediss:']) !== null,
-  },
-  'http-base-url': {
-    type: 'string',
-    accepts: 'a base URL (http or https) without query, fragment or credentials',
-    validate: (value: string) => {
-      const url = urlWith(value, ['http:', 'https:']);
-      return url !== null && !url.search && !url.hash && !url.username && !url.password;
-    },
-  },
-  'web-origin': {
-    type: 'string',
-    accepts: 'an origin: scheme, host and port only (e.g. https://tools.example.com)',
-    validate: (value: string) => {
-      const url = urlWith(value, ['http:', 'https:']);
-      return url !== null && url.origin === value.replace(/\/$/, '');
-    },
-  },
-  'power-of-two': {
-    type: 'number',
-    accepts: 'a power of two',
-    validate: (value: number) => Number.isInteger(value) && value > 0 && (value & (value - 1)) === 0,
-  },
-} as const;
-type FormatName = keyof typeof FORMATS;
-
-function urlWith(value: string, protocols: readonly string[]): URL | null {
-  try {
-    const url = new URL(value);
-    return protocols.includes(url.protocol) ? url : null;
-  } catch {
-    return null;
-  }
-}
-
-// --- Kinds of setting ---------------------------------------------------------------------------
-
-const integer = (env: string, fallback: number, [minimum, maximum]: [number, number], description: string) =>
-  Type.Integer({ env, default: fallback, minimum, maximum, description });
-
-const flag = (env: string, fallback: boolean, description: string) =>
-  Type.Boolean({ env, default: fallback, description });
-
-const text = (env: string, fallback: string, description: string) =>
-  Type.String({ env, default: fallback, minLength: 1, description });
-
-const oneOf = <const Values extends string[]>(
-  env: string,
-  values: readonly [...Values],
-  fallback: Values[number],
-  description: string,
-) => Type.Enum(values, { env, default: fallback, description });
-
-const url = (env: string, fallback: string, description: string) =>
-  Type.String({ env, default: fallback, format: 'http-base-url' satisfies FormatName, description });
-
-/** A setting that may be left unset (null, or an empty variable): `description` says what unset means. */
-const optional = <Schema extends TSchema>(schema: Schema, env: string, description: string, extra = {}) =>
-  Type.Union([schema, Type.Null()], { env, default: null, description, ...extra });
 
 const PROVIDER_NAME = '^(?!(?:runs|t|openai|anthropic|google)$)[a-z0-9][a-z0-9_-]{0,62}$';
 
@@ -434,16 +361,6 @@ export const Settings = Type.Object(
 export type Config = Static<typeof Settings>;
 export type SettingName = keyof Config;
 
-/** The annotations every setting carries, read from its schema. */
-export interface SettingSchema {
-  env: string;
-  default: unknown;
-  description: string;
-  secret?: boolean;
-  accepts?: string;
-  [keyword: string]: unknown;
-}
-
 export function settingSchema(name: SettingName): SettingSchema {
   return Settings.properties[name] as unknown as SettingSchema;
 }
@@ -455,31 +372,4 @@ export function defaultConfig(): Config {
   return Object.fromEntries(
     SETTING_NAMES.map((name) => [name, structuredClone(settingSchema(name).default)]),
   ) as Config;
-}
-
-/** What a valid value of `schema` is, in words ("an integer from 0 to 65535"). */
-export function acceptsText(schema: Record<string, unknown>): string {
-  if (typeof schema.accepts === 'string') return schema.accepts;
-  const branches = schema.anyOf as Record<string, unknown>[] | undefined;
-  if (branches) {
-    const values = branches.filter((branch) => branch.type !== 'null');
-    return values.length === 1 ? acceptsText(values[0]!) : values.map(acceptsText).join(', or ');
-  }
-  if (Array.isArray(schema.enum)) return `one of ${schema.enum.join(', ')}`;
-  const format = typeof schema.format === 'string' ? FORMATS[schema.format as FormatName]?.accepts : undefined;
-  const range = (min: unknown, max: unknown) =>
-    typeof min === 'number' && typeof max === 'number' ? ` from ${min} to ${max}` : '';
-  switch (schema.type) {
-    case 'boolean':
-      return 'true or false';
-    case 'integer':
-      return `${format ?? 'an integer'}${range(schema.minimum, schema.maximum)}`;
-    case 'string':
-      if (format) return format;
-      if (typeof schema.minLength === 'number' && schema.minLength > 1)
-        return `at least ${schema.minLength} characters`;
-      return 'a non-empty string';
-    default:
-      return JSON.stringify(schema.type);
-  }
 }
