@@ -50,6 +50,7 @@ import { userRoutes } from './routes/users.js';
 import { budgetRoutes } from './routes/budgets.js';
 import { BudgetsAdmin } from '../admin/budgets-admin.js';
 import { workspaceRoutes } from './routes/workspace.js';
+import { providerRoutes } from './routes/providers.js';
 import { proxyTokenRoutes } from './routes/proxy-tokens.js';
 import { overviewRoutes } from './routes/overview.js';
 import { pricingCatalogRoutes } from './routes/pricing-catalog.js';
@@ -270,6 +271,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await registerDashboard(app, deps.dashboardDir);
   if (deps.proxy) {
     const configuredUrl = deps.publicUrl ?? null;
+    await app.register(providerRoutes, { providers: deps.proxy.providers });
     await app.register(proxyTokenRoutes, {
       issuer: new ProxyTokenIssuer(db, deps.clock, deps.proxy.providers, () => configuredUrl ?? listenUrl(app.server)),
     });

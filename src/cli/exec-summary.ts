@@ -16,6 +16,12 @@ export function execSummary(run: RunDetail, exitStatus: number, style: Style = p
   const denied = run.steps.filter((step) => step.status === 'BLOCKED');
   // Each reason once, with the numbers of its last denial: `RUN_STEP_LIMIT_EXCEEDED: run step limit reached: 20 of 20 steps`.
   const lastDenial = new Map(denied.map((step) => [step.decision.reason ?? 'DENY', step.decision.detail] as const));
+  // Calls that failed on their way (an unreachable upstream): what the proxy told the agent.
+  const failed = run.steps.flatMap((step) => {
+    const output = step.output_data as { error?: unknown; detail?: unknown } | null;
+    if (step.status !== 'FAILED' || typeof output?.error !== 'string') return [];
+    return [typeof output.detail === 'string' ? `${output.error}: ${output.detail}` : output.error];
+  });
   const reasons = [...lastDenial].map(([reason, detail]) =>
     detail ? `${reason}: ${explainDenial(reason, detail)}` : reason,
   );
@@ -24,6 +30,7 @@ export function execSummary(run: RunDetail, exitStatus: number, style: Style = p
     plural(run.total_tokens, 'token'),
     costWithUnpriced(usd(run.total_cost_usd), unpricedCalls(run.steps).length),
     ...(denied.length > 0 ? [style.bad(`${denied.length} denied (${reasons.join('; ')})`)] : []),
+    ...(failed.length > 0 ? [style.bad(`${failed.length} failed (${[...new Set(failed)].join('; ')})`)] : []),
   ];
   const status = statusWord(style, run.status === 'FAILED' ? `FAILED (exit ${exitStatus})` : run.status);
   return `runguard: run ${run.id} ${status} in ${duration(run.duration_ms)}: ${parts.join(', ')}\n`;

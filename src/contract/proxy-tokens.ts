@@ -10,3 +10,14 @@ export const ProxyToken = Type.Object({
   urls: Type.Record(Type.String(), Type.String()),
 });
 export type ProxyToken = Static<typeof ProxyToken>;
+
+/** One provider the daemon proxies: `GET /v1/providers` (what `runguard status` shows). */
+export const UpstreamProvider = Type.Object({
+  name: Type.String(),
+  type: Type.String(),
+  /** Where its calls go. */
+  upstream: Type.String(),
+  /** The variable (or the configuration entry) that sets the upstream, when known. */
+  set_by: Nullable(Type.String()),
+});
+export type UpstreamProvider = Static<typeof UpstreamProvider>;

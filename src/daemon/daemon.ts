@@ -94,10 +94,10 @@ export async function openStores(config: Config, logger?: Logger, options: OpenS
 /** The built-in providers, then the configured ones. */
 export function providerDefinitions(config: Config): ProviderDefinition[] {
   return [
-    { name: 'openai', type: 'openai', upstream: config.openaiUpstream },
-    { name: 'anthropic', type: 'anthropic', upstream: config.anthropicUpstream },
-    { name: 'google', type: 'google', upstream: config.googleUpstream },
-    ...Object.entries(config.providers).map(([name, p]) => ({ name, ...p })),
+    { name: 'openai', type: 'openai', upstream: config.openaiUpstream, setBy: 'RUNGUARD_OPENAI_UPSTREAM' },
+    { name: 'anthropic', type: 'anthropic', upstream: config.anthropicUpstream, setBy: 'RUNGUARD_ANTHROPIC_UPSTREAM' },
+    { name: 'google', type: 'google', upstream: config.googleUpstream, setBy: 'RUNGUARD_GOOGLE_UPSTREAM' },
+    ...Object.entries(config.providers).map(([name, p]) => ({ name, ...p, setBy: `RUNGUARD_PROVIDERS (${name})` })),
   ];
 }
 

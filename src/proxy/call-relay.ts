@@ -95,7 +95,7 @@ export function relayCall(call: RelayedCall, recordResult: RecordResult): HeldAn
         case 'upstream-broken':
           return finish('FAILED', tracker?.current() ?? NO_TOKENS, { ...outcome, error: 'UPSTREAM_BROKEN' });
         case 'upstream-failed': {
-          const failure = upstreamFailure(end.error);
+          const failure = upstreamFailure(end.error, provider);
           request.log.warn({ err: end.error, provider: provider.name }, 'upstream request failed');
           const payload = JSON.stringify(provider.adapter.errorBody(failure.status, failure.message, failure.code));
           res.writeHead(failure.status, {
@@ -106,7 +106,11 @@ export function relayCall(call: RelayedCall, recordResult: RecordResult): HeldAn
             'x-request-id': request.id,
           });
           res.end(payload);
-          return finish('FAILED', NO_TOKENS, { http_status: failure.status, error: failure.code });
+          return finish('FAILED', NO_TOKENS, {
+            http_status: failure.status,
+            error: failure.code,
+            detail: failure.message,
+          });
         }
       }
     },

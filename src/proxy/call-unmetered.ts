@@ -58,7 +58,7 @@ export function relayUnmetered(
     chunk() {},
     ended(end) {
       if (end.kind !== 'upstream-failed') return;
-      const failure = upstreamFailure(end.error);
+      const failure = upstreamFailure(end.error, provider);
       request.log.warn({ err: end.error, provider: provider.name }, 'upstream request failed');
       const payload = JSON.stringify(provider.adapter.errorBody(failure.status, failure.message, failure.code));
       res.writeHead(failure.status, {

@@ -5,6 +5,7 @@
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
+import type { Provider } from './provider-registry.js';
 
 /** Where an exchange goes: an origin and base path, and the dispatcher that connects there (a provider's pool). */
 export interface Upstream {
@@ -301,11 +302,22 @@ class ResponseRelay implements Dispatcher.DispatchHandler, HeldAnswer {
   }
 }
 
-/** Why an upstream exchange failed, as the proxy answers it: a status and a stable code. */
-export function upstreamFailure(error: unknown): { status: number; code: string; message: string } {
+/**
+ * Why an upstream exchange failed, as the proxy answers it: a status, a stable code, and a message
+ * that names the upstream (its host, and what sets it) and the cause, so that the agent, the step
+ * and `runs show` say which one, not only the daemon's log.
+ */
+export function upstreamFailure(
+  error: unknown,
+  provider?: Pick<Provider, 'name' | 'origin' | 'setBy'>,
+): { status: number; code: string; message: string } {
   const code = (error as { code?: string })?.code ?? '';
+  const cause = (error as { cause?: { code?: string } })?.cause?.code ?? code;
+  const which = provider
+    ? ` (${provider.name} at ${new URL(provider.origin).host}${provider.setBy ? `, set by ${provider.setBy}` : ''}${cause ? `: ${cause}` : ''})`
+    : '';
   if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT') {
-    return { status: 504, code: 'UPSTREAM_TIMEOUT', message: 'The provider did not answer in time.' };
+    return { status: 504, code: 'UPSTREAM_TIMEOUT', message: `The provider did not answer in time${which}.` };
   }
-  return { status: 502, code: 'UPSTREAM_UNAVAILABLE', message: 'The provider could not be reached.' };
+  return { status: 502, code: 'UPSTREAM_UNAVAILABLE', message: `The provider could not be reached${which}.` };
 }

@@ -19,6 +19,8 @@ export interface ProviderDefinition {
   type: ProviderType;
   /** Base URL, e.g. `https://api.openai.com` or `http://127.0.0.1:11434/v1`. */
   upstream: string;
+  /** What sets the upstream, named when it cannot be reached (`RUNGUARD_OPENAI_UPSTREAM`). */
+  setBy?: string;
 }
 
 export interface UpstreamOptions {
@@ -44,11 +46,15 @@ export interface Provider {
   readonly basePath: string;
   /** The pool every call to this upstream goes through: keep-alive, pipelining off, back-pressure. */
   readonly pool: UndiciPool;
+  /** What sets the upstream (a variable, or the configuration), when known. */
+  readonly setBy: string | null;
 }
 
 export interface ProviderRegistry {
   get(name: string): Provider | undefined;
   names(): string[];
+  /** Each provider's upstream and what sets it, in definition order (what `status` shows). */
+  upstreams(): { name: string; type: ProviderType; upstream: string; set_by: string | null }[];
   close(): Promise<void>;
 }
 
@@ -75,12 +81,20 @@ export function createProviderRegistry(
         origin: url.origin,
         basePath: url.pathname.replace(/\/+$/, ''),
         pool,
+        setBy: definition.setBy ?? null,
       }),
     );
   }
   return {
     get: (name) => providers.get(name),
     names: () => [...providers.keys()],
+    upstreams: () =>
+      [...providers.values()].map((provider) => ({
+        name: provider.name,
+        type: provider.type,
+        upstream: `${provider.origin}${provider.basePath}`,
+        set_by: provider.setBy,
+      })),
     async close() {
       await Promise.all([...providers.values()].map((provider) => provider.pool.close()));
     },

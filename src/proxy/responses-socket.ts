@@ -11,6 +11,7 @@
  * over `maxMessageBytes` is answered with an `error` event and closes the socket with 1009, one
  * that is not a JSON object with 1007; a socket silent both ways for `idleMs` is closed (1001).
  */
+import { upstreamFailure } from './forwarder.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger, FastifyError } from 'fastify';
@@ -102,9 +103,8 @@ export function relayResponsesSocket(
     if (upstream.readyState !== WebSocket.CLOSED && upstream.readyState !== WebSocket.CLOSING) return;
     if (socketGone || socket.writableEnded) return;
     log.warn({ err: error, provider: provider.name }, 'upstream WebSocket failed');
-    const body = JSON.stringify(
-      provider.adapter.errorBody(502, 'The provider could not be reached.', 'UPSTREAM_UNAVAILABLE'),
-    );
+    const failure = upstreamFailure(error, provider);
+    const body = JSON.stringify(provider.adapter.errorBody(failure.status, failure.message, failure.code));
     writeHttpAnswer(socket, 502, Buffer.from(body), 'application/json');
   });
   upstream.once('open', () => {

@@ -151,6 +151,12 @@ export function printRun(out: Output, run: RunDetail) {
   const denied = run.steps.filter((step) => step.decision.outcome === 'DENY');
   if (denied.length) out.line();
   for (const step of denied) out.line(`Step ${step.sequence} denied: ${explainedDecision(step.decision)}`);
+  // Failed on the way (an unreachable upstream names itself in its detail).
+  for (const step of run.steps) {
+    const output = step.output_data as { error?: unknown; detail?: unknown } | null;
+    if (step.status !== 'FAILED' || typeof output?.detail !== 'string') continue;
+    out.line(`Step ${step.sequence} failed: ${String(output.error)}: ${output.detail}`);
+  }
 }
 
 function showCommand() {

@@ -1,5 +1,5 @@
 /** `runguard status`: the daemon's health, the kill switch, and today's usage against the limits. */
-import type { Health, Usage, Workspace } from '../../contract/index.js';
+import type { Health, UpstreamProvider, Usage, Workspace } from '../../contract/index.js';
 import { apiCommand, withApi } from '../command.js';
 import { usd } from '../output.js';
 import { budgetRows, limitRows } from './workspace.js';
@@ -15,11 +15,13 @@ export function statusCommand() {
       // /health answers 503 with the same body when something is down: read it either way.
       const healthResponse = await fetch(`${client.url}/health`).catch(() => null);
       const health = (healthResponse ? await healthResponse.json().catch(() => null) : null) as Health | null;
-      const [workspace, usage] = await Promise.all([
+      const [workspace, usage, providers] = await Promise.all([
         client.request<Workspace>('GET', '/v1/workspace'),
         client.request<Usage>('GET', '/v1/usage?days=1'),
+        // A daemon without the proxy (or an older one) has none to show.
+        client.request<UpstreamProvider[]>('GET', '/v1/providers').catch(() => null),
       ]);
-      if (out.json) return out.data({ health, workspace, usage });
+      if (out.json) return out.data({ health, workspace, usage, providers });
       out.table(
         ['', ''],
         [
@@ -43,6 +45,11 @@ export function statusCommand() {
           // Every other guard, as `budget` and `limits` show them.
           ...budgetRows(workspace).filter(([name]) => name !== 'workspace daily budget'),
           ...limitRows(workspace).filter(([name]) => name !== 'monthly runs' && name !== 'concurrent runs'),
+          // Where the proxy forwards, and what sets it: the first thing to check when a call fails.
+          ...(providers ?? []).map((provider): [string, string] => [
+            `upstream ${provider.name}`,
+            `${provider.upstream}${provider.set_by ? ` (${provider.set_by})` : ''}`,
+          ]),
         ],
       );
     }),
