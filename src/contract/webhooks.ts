@@ -5,6 +5,7 @@ import { Nullable, Timestamp, Uuid, UuidParam } from './common.js';
 export const WEBHOOK_EVENT_TYPES = [
   'budget.threshold',
   'guard.denied',
+  'tool.denied',
   'kill_switch.changed',
   'user.blocked',
   'user.unblocked',

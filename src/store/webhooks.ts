@@ -240,9 +240,28 @@ export const WORKSPACE_REASONS = [
   'MAX_CONCURRENT_RUNS_EXCEEDED',
 ];
 
+/** Denials of any step or run start (`guard.denied`), or of tool calls alone, per tool (`tool.denied`). */
+export type DenialEventType = 'guard.denied' | 'tool.denied';
+
+/** A denial's key within its window: its subject and reason, and for `tool.denied` its tool (SQL, over `g`). */
+const denialKey = (type: DenialEventType, windowStart: string) =>
+  `'${type}', g.workspace_id, g.workspace_wide, g.subject_id, g.reason${type === 'tool.denied' ? ', g.tool' : ''}, ${windowStart}`;
+
 /** The dedupe key of a window's first denial of a subject and reason, sent at once (SQL, over `g`). */
-const FIRST_DENIAL_KEY = (windowStart: string) =>
-  `jsonb_build_array('guard.denied', g.workspace_id, g.workspace_wide, g.subject_id, g.reason, ${windowStart}, 'first')::text`;
+const FIRST_DENIAL_KEY = (type: DenialEventType, windowStart: string) =>
+  `jsonb_build_array(${denialKey(type, windowStart)}, 'first')::text`;
+
+/** What a kind of denial event counts: every blocked run start and step, or blocked tool calls. */
+const DENIED: Record<DenialEventType, string> = {
+  'guard.denied': `SELECT r.workspace_id, r.user_id, r.decision->>'reason' AS reason, r.started_at AS at, 'run_start' AS boundary, NULL::text AS tool
+       FROM runs r WHERE r.status = 'BLOCKED' AND r.started_at >= $1 AND r.started_at < $2
+       UNION ALL
+       SELECT s.workspace_id, r.user_id, s.decision->>'reason', s.created_at, 'step', NULL
+       FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.status = 'BLOCKED' AND s.created_at >= $1 AND s.created_at < $2`,
+  'tool.denied': `SELECT s.workspace_id, r.user_id, s.decision->>'reason' AS reason, s.created_at AS at, 'step' AS boundary, s.tool_name AS tool
+       FROM steps s JOIN runs r ON r.id = s.run_id
+       WHERE s.status = 'BLOCKED' AND s.type = 'TOOL_CALL' AND s.created_at >= $1 AND s.created_at < $2`,
+};
 
 /**
  * `guard.denied` events for the denials (blocked run starts and steps) in [from, to) of the window
@@ -258,29 +277,26 @@ export async function insertDenialEvents(
   db: Queryable,
   window: { from: Date; to: Date; windowStart: Date; windowEnd: Date; first: boolean },
   now: Date,
+  type: DenialEventType = 'guard.denied',
 ): Promise<number> {
   const { rows } = await db.query<{ inserted: number }>(
     `WITH denied AS (
-       SELECT r.workspace_id, r.user_id, r.decision->>'reason' AS reason, r.started_at AS at, 'run_start' AS boundary
-       FROM runs r WHERE r.status = 'BLOCKED' AND r.started_at >= $1 AND r.started_at < $2
-       UNION ALL
-       SELECT s.workspace_id, r.user_id, s.decision->>'reason', s.created_at, 'step'
-       FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.status = 'BLOCKED' AND s.created_at >= $1 AND s.created_at < $2
+       ${DENIED[type]}
      ), grouped AS (
        SELECT workspace_id, reason = ANY ($3::text[]) AS workspace_wide,
-         CASE WHEN reason = ANY ($3::text[]) THEN workspace_id::text ELSE user_id END AS subject_id, reason,
+         CASE WHEN reason = ANY ($3::text[]) THEN workspace_id::text ELSE user_id END AS subject_id, reason, tool,
          count(*) AS total, count(*) FILTER (WHERE boundary = 'run_start') AS run_starts,
          count(DISTINCT user_id) AS users, min(at) AS first_at, max(at) AS last_at,
          (array_agg(boundary ORDER BY at))[1] AS first_boundary
-       FROM denied d WHERE ${subscribed('d.workspace_id', 'guard.denied')}
-       GROUP BY 1, 2, 3, 4
+       FROM denied d WHERE ${subscribed('d.workspace_id', type)}
+       GROUP BY 1, 2, 3, 4, 5
      ), g AS (
        SELECT * FROM grouped g WHERE $6::boolean
-         OR g.total > 1 OR NOT EXISTS (SELECT 1 FROM webhook_events e WHERE e.dedupe_key = ${FIRST_DENIAL_KEY('$4::timestamptz')})
+         OR g.total > 1 OR NOT EXISTS (SELECT 1 FROM webhook_events e WHERE e.dedupe_key = ${FIRST_DENIAL_KEY(type, '$4::timestamptz')})
      )${fanOut(
-       `SELECT ${EVENT_ID} AS id, workspace_id, 'guard.denied' AS type,
-         CASE WHEN $6 THEN ${FIRST_DENIAL_KEY('$4::timestamptz')}
-           ELSE jsonb_build_array('guard.denied', workspace_id, workspace_wide, subject_id, reason, $4::timestamptz)::text END AS dedupe_key,
+       `SELECT ${EVENT_ID} AS id, workspace_id, '${type}' AS type,
+         CASE WHEN $6 THEN ${FIRST_DENIAL_KEY(type, '$4::timestamptz')}
+           ELSE jsonb_build_array(${denialKey(type, '$4::timestamptz')})::text END AS dedupe_key,
          jsonb_build_object(
            'subject', jsonb_build_object('type', CASE WHEN workspace_wide THEN 'workspace' ELSE 'user' END, 'id', subject_id),
            'reason', reason, 'first', $6::boolean,
@@ -291,7 +307,9 @@ export async function insertDenialEvents(
            'window_start', to_char($4::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
            'window_end', to_char($5::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
            'first_at', to_char(first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-           'last_at', to_char(CASE WHEN $6 THEN first_at ELSE last_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS data,
+           'last_at', to_char(CASE WHEN $6 THEN first_at ELSE last_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))${
+             type === 'tool.denied' ? ` || jsonb_build_object('tool', tool)` : ''
+           } AS data,
          row_number() OVER (ORDER BY workspace_id, first_at, subject_id, reason) AS ord
        FROM g`,
        '$7',

@@ -56,6 +56,11 @@ export function slackText(event: OutgoingEvent): string {
         return `${head}: ${subject(data)} was denied for ${field('reason')} at ${field('first_at')} (more in this window are counted at ${field('window_end')}).`;
       }
       return `${head}: ${field('count')} denial(s) of ${subject(data)} for ${field('reason')} between ${field('window_start')} and ${field('window_end')}.`;
+    case 'tool.denied':
+      if (data.first === true) {
+        return `${head}: a call of tool \`${field('tool')}\` by ${subject(data)} was denied for ${field('reason')} at ${field('first_at')} (more in this window are counted at ${field('window_end')}).`;
+      }
+      return `${head}: ${field('count')} denied call(s) of tool \`${field('tool')}\` by ${subject(data)} for ${field('reason')} between ${field('window_start')} and ${field('window_end')}.`;
     case 'kill_switch.changed':
       return `${head}: the kill switch is now ${data.active ? 'ON: every run and step is denied' : 'off'}${actor(data)}.`;
     case 'user.blocked':

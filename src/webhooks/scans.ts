@@ -7,6 +7,7 @@
  */
 import type { Db } from '../store/db.js';
 import {
+  type DenialEventType,
   insertDenialEvents,
   insertRunFailedEvents,
   insertThresholdEvents,
@@ -45,14 +46,20 @@ export async function scanThresholds(db: Db, now: Date, fractionsPpm: number[]):
  * that ended (and settled) since the last scan with their counts, each once across daemons.
  */
 export async function scanDenials(db: Db, now: Date, windowMs: number): Promise<number> {
-  return (await scanFirstDenials(db, now, windowMs)) + (await closeDenialWindows(db, now, windowMs));
+  let emitted = 0;
+  // Every denial as guard.denied; tool calls' also per tool, as tool.denied (docs/mcp.md).
+  for (const type of ['guard.denied', 'tool.denied'] as const) {
+    emitted += await scanFirstDenials(db, now, windowMs, type);
+    emitted += await closeDenialWindows(db, now, windowMs, type);
+  }
+  return emitted;
 }
 
 /**
  * The first denial of each subject and reason in the open window, and in the one before (a denial
  * still committing as it ended): once each, by dedupe key, whichever daemon sees it first.
  */
-async function scanFirstDenials(db: Db, now: Date, windowMs: number): Promise<number> {
+async function scanFirstDenials(db: Db, now: Date, windowMs: number, type: DenialEventType): Promise<number> {
   const current = Math.floor(now.getTime() / windowMs) * windowMs;
   let emitted = 0;
   for (const start of [current - windowMs, current]) {
@@ -67,15 +74,16 @@ async function scanFirstDenials(db: Db, now: Date, windowMs: number): Promise<nu
         first: true,
       },
       now,
+      type,
     );
   }
   return emitted;
 }
 
-async function closeDenialWindows(db: Db, now: Date, windowMs: number): Promise<number> {
+async function closeDenialWindows(db: Db, now: Date, windowMs: number, type: DenialEventType): Promise<number> {
   const current = Math.floor(now.getTime() / windowMs) * windowMs;
   return db.transaction(async (tx) => {
-    const position = await lockCursor(tx, 'guard.denied', new Date(current));
+    const position = await lockCursor(tx, type, new Date(current));
     if (!position) return 0; // another daemon is scanning
     let from = position.getTime();
     // Far behind (no daemon ran for a while): only the last day's windows are still news.
@@ -88,10 +96,11 @@ async function closeDenialWindows(db: Db, now: Date, windowMs: number): Promise<
         tx,
         { from: windowStart, to: windowEnd, windowStart, windowEnd, first: false },
         now,
+        type,
       );
       from += windowMs;
     }
-    if (from !== position.getTime()) await moveCursor(tx, 'guard.denied', new Date(from));
+    if (from !== position.getTime()) await moveCursor(tx, type, new Date(from));
     return emitted;
   });
 }

@@ -24,6 +24,7 @@ const PER_PAGE = 25;
 const EVENTS: Record<WebhookEventType, string> = {
   'budget.threshold': 'a daily budget reaches 50%, 80% or 100%',
   'guard.denied': 'the guard denies run starts or steps',
+  'tool.denied': 'the guard denies tool calls (counted per tool)',
   'kill_switch.changed': 'the kill switch is turned on or off',
   'user.blocked': 'a user is blocked',
   'user.unblocked': 'a user is unblocked',
