@@ -59,7 +59,9 @@ import { registerDashboard } from './dashboard-assets.js';
 import { DashboardSignIn } from '../admin/dashboard-sign-in.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
+import { Counter, type Registry } from 'prom-client';
 import { proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
+import { NO_TELEMETRY, pricedSteps, type RunTelemetry } from '../telemetry/telemetry.js';
 import { ProxyTokenIssuer } from '../proxy/proxy-token-issuer.js';
 import { mcpProxyRoutes, type McpProxyOptions } from '../mcp/mcp-routes.js';
 import { McpServerRegistry } from '../mcp/server-registry.js';
@@ -99,6 +101,8 @@ export interface AppDeps {
    * recovered if it dies (jobs/daemon-instance.ts). Absent: they carry none.
    */
   instance?: DaemonInstanceId;
+  /** Where runs and steps are traced (OpenTelemetry). @default none */
+  telemetry?: RunTelemetry;
 }
 
 /** What one client may hold of the HTTP server. */
@@ -228,7 +232,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await guard.settled();
   });
   await app.register(healthRoutes, { health: new HealthCheck(db, counters, deps.version) });
-  await app.register(runRoutes, { guard, runs: new RunHistory(db, deps.clock) });
+  const telemetry = pricedSteps(deps.telemetry ?? NO_TELEMETRY, (workspaceId, model) =>
+    guard.prices.prices(workspaceId, model),
+  );
+  if (metrics && telemetry.enabled) exposeDroppedSpans(metrics.registry, telemetry);
+  await app.register(runRoutes, { guard, runs: new RunHistory(db, deps.clock), telemetry });
   // Every change to what a decision reads passes here: it bumps the state version itself.
   const settings = new GuardSettings(db, counters, deps.clock, (workspaceId) => guard.prices.changed(workspaceId));
   await app.register(pricingRoutes, { pricing: new PricingTable(db, settings) });
@@ -283,6 +291,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       options: deps.proxy,
       metrics,
       calls: proxyCalls,
+      telemetry,
     });
     const proxyOptions = deps.proxy;
     await app.register(mcpProxyRoutes, {
@@ -306,4 +315,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
+}
+
+/** `runguard_otel_dropped_spans_total`: spans that never reached the collector. */
+function exposeDroppedSpans(registry: Registry, telemetry: RunTelemetry): void {
+  registry.registerMetric(
+    new Counter({
+      name: 'runguard_otel_dropped_spans_total',
+      help: 'Spans dropped before reaching the OpenTelemetry collector (export queue full, or the collector refused or was down)',
+      registers: [],
+      collect() {
+        this.reset();
+        this.inc(telemetry.droppedSpans());
+      },
+    }),
+  );
 }

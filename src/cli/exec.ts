@@ -7,12 +7,13 @@
 import type { ProxyToken } from '../contract/proxy-tokens.js';
 import type { RunCreated, RunLimitsRequest } from '../contract/runs.js';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { basename } from 'node:path';
 import { connectionReason, type RunDetail } from './api-client.js';
 import { blockedSummary, execSummary } from './exec-summary.js';
+import { newTraceparent, traceparentOf } from '../telemetry/telemetry.js';
 import { colourWanted, createStyle } from './style.js';
 import { DaemonUnreachableError, keyHint, type ConnectionOrigin } from './errors.js';
 
@@ -112,8 +113,9 @@ async function call<T>(
   path: string,
   body?: unknown,
   interrupted: () => NodeJS.Signals | null = () => null,
+  extraHeaders: Record<string, string> = {},
 ): Promise<{ status: number; body: T }> {
-  const headers: Record<string, string> = { authorization: `Bearer ${settings.apiKey}` };
+  const headers: Record<string, string> = { ...extraHeaders, authorization: `Bearer ${settings.apiKey}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
   // Run starts are idempotent by key, so a retry after a lost answer cannot start a second run.
   if (method === 'POST') headers['idempotency-key'] = randomUUID();
@@ -194,6 +196,9 @@ async function guardedRun(
     return 128 + (constants.signals[signal] ?? 0);
   };
 
+  // The run's trace: exec's own (in the trace exec was given, if any), handed to the command as
+  // TRACEPARENT, the OpenTelemetry convention for a trace context carried in the environment.
+  const traceparent = runTraceparent(settings.env.TRACEPARENT);
   const started = await call<RunCreated>(
     settings,
     'POST',
@@ -204,6 +209,7 @@ async function guardedRun(
       ...(settings.limits && Object.keys(settings.limits).length > 0 && { limits: settings.limits }),
     },
     interrupted,
+    { traceparent },
     // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- rethrows the caught error as it is
   ).catch(async (error: unknown) => (await stopBefore(null)) ?? Promise.reject(error));
   if (typeof started === 'number') return started;
@@ -228,6 +234,7 @@ async function guardedRun(
   if (stopped !== null) return stopped;
 
   const env = commandEnv(settings, run.id, minted.body.urls);
+  env.TRACEPARENT = traceparent;
   const [file, ...userArgs] = settings.command;
   const args = [...agentArgs(settings, file!, userArgs, minted.body.urls), ...userArgs];
   const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }>(
@@ -320,6 +327,14 @@ function agentArgs(settings: ExecSettings, file: string, userArgs: string[], url
     );
   }
   return ['-c', `openai_base_url=${JSON.stringify(url)}`];
+}
+
+/** A new span id in the trace of `given` (a W3C traceparent), else in a trace of its own. */
+function runTraceparent(given: string | undefined): string {
+  const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+  const parent = traceparentOf(given);
+  if (parent) return `00-${parent.split('-')[1]}-${hex(8)}-${parent.split('-')[3]}`;
+  return newTraceparent(hex);
 }
 
 /** Ends the run; false when that failed (said on stderr). */

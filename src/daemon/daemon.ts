@@ -1,4 +1,5 @@
 /** Wires configuration to stores, the app and a listening socket. */
+import { loadTelemetry } from '../telemetry/telemetry.js';
 import { join, resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -168,6 +169,9 @@ async function prepare(
     async (prefix) => (await findApiKey(stores.db, prefix)) !== null,
   );
   const metrics: Metrics | false = config.metricsEnabled ? createMetrics() : false;
+  // The OpenTelemetry SDK is loaded only when the standard OTEL_* variables ask for it.
+  const telemetry = await loadTelemetry(process.env, VERSION);
+  if (telemetry.enabled) logger.info({ endpoint: otelEndpoint(process.env) }, 'exporting traces over OTLP');
   const providers = createProviderRegistry(providerDefinitions(config), {
     connectTimeoutMs: config.proxyConnectTimeoutMs,
     headersTimeoutMs: config.proxyHeadersTimeoutMs,
@@ -215,6 +219,7 @@ async function prepare(
       upstream: { connectTimeoutMs: config.proxyConnectTimeoutMs, headersTimeoutMs: config.proxyHeadersTimeoutMs },
     },
     instance,
+    telemetry,
     proxy: {
       providers,
       // Read per call (a getter): the local key file's key changes when it is regenerated.
@@ -227,7 +232,7 @@ async function prepare(
       audit: { maxBytes: config.proxyAuditMaxBytes, includePrompt: config.proxyAuditPrompts },
     },
   });
-  return { app, providers, metrics, created, localKey };
+  return { app, providers, metrics, created, localKey, telemetry };
 }
 
 /**
@@ -276,7 +281,7 @@ export async function startDaemon(
     version: VERSION,
     heartbeatMs: config.daemonHeartbeatIntervalMs,
   }).catch(failed);
-  const { app, providers, metrics, created, localKey } = await prepare(
+  const { app, providers, metrics, created, localKey, telemetry } = await prepare(
     config,
     logger,
     stores,
@@ -344,6 +349,7 @@ export async function startDaemon(
     webhookPolicy.ownPort = Number(new URL(address).port) || webhookPolicy.ownPort;
   } catch (error) {
     await app.close().catch(() => {});
+    await telemetry.shutdown();
     await providers.close().catch(() => {});
     await recovery.stop();
     await instance.stop().catch(() => {});
@@ -387,6 +393,7 @@ export async function startDaemon(
         ]);
         // Every call's result is written (the app's close waited for them): nothing to recover.
         await instance.stop();
+        await telemetry.shutdown();
         await providers.close();
         await stores.close();
       })();
@@ -438,4 +445,9 @@ async function closeWithin(app: FastifyInstance, graceMs: number, logger: Logger
     app.server.closeAllConnections();
     await closed;
   }
+}
+
+/** The collector's address as the exporters read it, for the log (no credentials: headers are apart). */
+function otelEndpoint(env: NodeJS.ProcessEnv): string | undefined {
+  return (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT)?.trim();
 }

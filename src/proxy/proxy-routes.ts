@@ -26,6 +26,8 @@ import type { ProviderRegistry } from './provider-registry.js';
 import { refusalAnswer, type ProxyRefusal } from './proxy-refusal.js';
 import { proxyTokenStore, type ProxyTokenStore } from './proxy-tokens.js';
 import { socketUpgrades } from './socket-upgrades.js';
+import { NO_TELEMETRY, traceparentOf, type RunTelemetry } from '../telemetry/telemetry.js';
+import { traceDenial, tracedResult } from './call-telemetry.js';
 
 export interface ProxyOptions {
   providers: ProviderRegistry;
@@ -56,8 +58,11 @@ export const proxyRoutes: FastifyPluginAsync<{
   /** Where calls still to be recorded are counted (the app's close waits for them). */
   calls: CallsInProgress;
   tokens?: ProxyTokenStore;
+  /** Where each call's step is traced. @default none */
+  telemetry?: RunTelemetry;
 }> = async (app, deps) => {
   const { guard, db, keys, clock, options, metrics, calls } = deps;
+  const telemetry = deps.telemetry ?? NO_TELEMETRY;
   const registry = options.providers;
   const audit = options.audit ?? {};
   const budget = new BodyBudget(options.bodyBudgetBytes ?? 4 * options.bodyLimitBytes);
@@ -89,6 +94,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     maxMessageBytes: bodyLimitBytes,
     idleMs: options.webSocketIdleMs ?? 600_000,
     log: app.log,
+    telemetry,
   });
   app.server.on('upgrade', upgrades.onUpgrade);
   app.addHook('preClose', () => {
@@ -119,13 +125,31 @@ export const proxyRoutes: FastifyPluginAsync<{
     }
     const arrived = process.hrtime.bigint() - resolveNs;
     const input = callInput(provider, { method: request.method, path, body: request.body }, audit);
-    const { step, recorded } = await checkCall(guard, target, provider.name, input.stepInput, request.log);
+    const traced = telemetry.enabled
+      ? {
+          start: {
+            workspaceId: target.workspaceId,
+            requestModel: input.stepInput.model,
+            path,
+            provider,
+            startedAt: Date.now(),
+          },
+          traceparent: traceparentOf(request.headers.traceparent),
+        }
+      : null;
+    const { step, recorded } = await checkCall(guard, target, provider.name, input.stepInput, request.log).catch(
+      (error: unknown) => {
+        if (traced) traceDenial(telemetry, traced.start, target.runId, error, traced.traceparent);
+        throw error;
+      },
+    );
     const body = input.bytesToForward();
     // Forwarded now, while the step's record commits; the answer is held until it is durable.
     const timer = new ProxyCallTimer(metrics, provider.name, arrived);
     const { stepId } = step;
     const call = { request, res: reply.raw, provider, path, body, stepId, timer };
-    const recorder = resultRecorder(guard, calls, step, recorded, request.log, () => timer.resultRecorded());
+    const written = resultRecorder(guard, calls, step, recorded, request.log, () => timer.resultRecorded());
+    const recorder = traced ? tracedResult(written, telemetry, traced.start, step, traced.traceparent) : written;
     const held = relayCall(call, recorder);
     try {
       await recorded;

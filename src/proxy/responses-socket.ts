@@ -26,6 +26,8 @@ import { resultRecorder, type RecordResult, type ResultWriter } from './call-res
 import type { Target } from './call-target.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import { upstreamHeaders } from './forwarder.js';
+import { traceDenial, tracedResult } from './call-telemetry.js';
+import { traceparentOf, type RunTelemetry } from '../telemetry/telemetry.js';
 import type { Provider } from './provider-registry.js';
 import { ProxyRefusal } from './proxy-refusal.js';
 import { asObject, endpointPath, modelNamed, parseJson } from './json-fields.js';
@@ -44,6 +46,8 @@ export interface SocketRelayOptions {
   /** Longest silence, both ways, before the sockets are closed. */
   idleMs: number;
   log: FastifyBaseLogger;
+  /** Where each `response.create`'s step is traced. */
+  telemetry: RunTelemetry;
 }
 
 /** The events of an answer that end a response: its result is read from them. */
@@ -117,7 +121,13 @@ export function relayResponsesSocket(
     server.handleUpgrade(request, socket, head, (client) => {
       open.add(client);
       open.add(upstream);
-      new SocketPair(client, upstream, { provider, path, target }, options).start();
+      new SocketPair(
+        client,
+        upstream,
+        { provider, path, target },
+        options,
+        traceparentOf(request.headers.traceparent),
+      ).start();
     });
   });
 }
@@ -163,6 +173,8 @@ class SocketPair {
     private readonly upstream: WebSocket,
     private readonly call: { provider: Provider; path: string; target: Target },
     private readonly options: SocketRelayOptions,
+    /** The upgrade request's trace context: the parent of its calls' spans. */
+    private readonly traceparent: string | undefined,
   ) {}
 
   start(): void {
@@ -209,21 +221,33 @@ class SocketPair {
       this.options.audit,
     );
     input.stepInput.model ??= modelNamed(body.model);
+    const { telemetry } = this.options;
+    const traced = telemetry.enabled
+      ? {
+          workspaceId: this.call.target.workspaceId,
+          requestModel: input.stepInput.model,
+          path: this.call.path,
+          provider,
+          startedAt: Date.now(),
+        }
+      : null;
     let checked;
     try {
       checked = await checkCall(this.options.guard, this.call.target, provider.name, input.stepInput, this.options.log);
       await checked.recorded;
     } catch (error) {
+      if (traced) traceDenial(telemetry, traced, this.call.target.runId, error, this.traceparent);
       return this.answerRefusal(error);
     }
     if (this.closed) return;
-    const record = resultRecorder(
+    const written = resultRecorder(
       this.options.guard,
       this.options.calls,
       checked.step,
       Promise.resolve(),
       this.options.log,
     );
+    const record = traced ? tracedResult(written, telemetry, traced, checked.step, this.traceparent) : written;
     this.pending.push({ record });
     this.upstream.send(bytes);
   }

@@ -8,6 +8,7 @@ import type { GuardService } from '../../guard/guard-service.js';
 import { idempotencyClaim, type IdempotencyClaim } from '../../guard/idempotency-claim.js';
 import type { RunHistory } from '../../admin/run-history.js';
 import type { Principal } from '../auth.js';
+import { NO_TELEMETRY, traceparentOf, type RunTelemetry, type StepReport } from '../../telemetry/telemetry.js';
 import {
   RunCreateBody,
   RunCreated,
@@ -62,11 +63,36 @@ async function* cutsLogged<T>(pieces: AsyncIterable<T>, request: FastifyRequest)
 /** An agent key reads only the runs it started: its id; any other credential reads every run. */
 const agentKeyOf = (principal: Principal): string | null => (principal.role === 'agent' ? principal.subjectId : null);
 
-export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHistory }> = async (
-  base,
-  { guard, runs },
-) => {
+const NO_STEP_TOKENS = {
+  promptTokens: null,
+  completionTokens: null,
+  cacheReadTokens: null,
+  cacheWriteTokens: null,
+  reasoningTokens: null,
+};
+
+/** Steps created through the API, until their result: what their span needs of their start. */
+const MAX_STEPS_AWAITING_RESULT = 10_000;
+
+export const runRoutes: FastifyPluginAsync<{
+  guard: GuardService;
+  runs: RunHistory;
+  telemetry?: RunTelemetry;
+}> = async (base, { guard, runs, telemetry = NO_TELEMETRY }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
+  const stepStarts = new Map<
+    string,
+    Omit<
+      StepReport,
+      | 'status'
+      | 'endedAt'
+      | 'promptTokens'
+      | 'completionTokens'
+      | 'cacheReadTokens'
+      | 'cacheWriteTokens'
+      | 'reasoningTokens'
+    >
+  >();
 
   app.post(
     '/v1/runs',
@@ -89,6 +115,19 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
         { ...request.body, apiKeyId: principal.kind === 'key' ? principal.subjectId : null },
         claimFrom(request, 201),
       );
+      if (telemetry.enabled) {
+        telemetry.runStarted(
+          {
+            id: started.id,
+            userId: request.body.user_id,
+            workspaceId: request.principal.workspaceId,
+            status: started.status,
+            outcome: started.decision.outcome,
+            reason: started.decision.reason,
+          },
+          traceparentOf(request.headers.traceparent),
+        );
+      }
       return reply.status(201).send(started);
     },
   );
@@ -109,12 +148,14 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
       },
     },
     async (request) => {
-      return guard.endRun(
+      const ended = await guard.endRun(
         request.principal.workspaceId,
         pathUuid(request.params.run_id),
         request.body.status,
         claimFrom(request, 200),
       );
+      telemetry.runEnded(ended.id, ended.status);
+      return ended;
     },
   );
 
@@ -140,6 +181,32 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
         request.body,
         claimFrom(request, 201),
       );
+      if (telemetry.enabled) {
+        const start = {
+          workspaceId: request.principal.workspaceId,
+          runId: created.run_id,
+          stepId: created.id,
+          type: request.body.type,
+          provider: null,
+          providerType: null,
+          path: null,
+          requestModel: request.body.model ?? null,
+          responseModel: null,
+          toolName: request.body.tool_name ?? null,
+          outcome: created.decision.outcome,
+          reason: created.decision.reason,
+          startedAt: Date.now(),
+        };
+        if (created.status === 'BLOCKED') {
+          telemetry.step(
+            { ...start, status: 'BLOCKED', endedAt: start.startedAt, ...NO_STEP_TOKENS },
+            traceparentOf(request.headers.traceparent),
+          );
+        } else {
+          if (stepStarts.size >= MAX_STEPS_AWAITING_RESULT) stepStarts.delete(stepStarts.keys().next().value!);
+          stepStarts.set(created.id, start);
+        }
+      }
       return reply.status(201).send(created);
     },
   );
@@ -173,6 +240,26 @@ export const runRoutes: FastifyPluginAsync<{ guard: GuardService; runs: RunHisto
         },
         claimFrom(request, 200),
       );
+      const start = telemetry.enabled ? stepStarts.get(finished.id) : undefined;
+      if (start) {
+        stepStarts.delete(finished.id);
+        const endedAt = Date.now();
+        const tokens = stepTokens(body);
+        telemetry.step(
+          {
+            ...start,
+            status: finished.status,
+            startedAt: body.duration_ms == null ? start.startedAt : endedAt - body.duration_ms,
+            endedAt,
+            promptTokens: tokens.promptTokens,
+            completionTokens: tokens.completionTokens,
+            cacheReadTokens: tokens.cacheReadTokens ?? null,
+            cacheWriteTokens: tokens.cacheWriteTokens ?? null,
+            reasoningTokens: tokens.reasoningTokens ?? null,
+          },
+          traceparentOf(request.headers.traceparent),
+        );
+      }
       return finished;
     },
   );
