@@ -375,6 +375,9 @@ setInterval(() => {}, 1000);
     expect(env.RUNGUARD_API_KEY).toBeUndefined();
     expect(JSON.stringify(env)).not.toContain(apiKey);
     expect(env.OPENAI_BASE_URL).toMatch(/\/proxy\/t\/[^/]+\/openai\/v1$/);
+    expect(env.GOOGLE_GEMINI_BASE_URL).toMatch(/\/proxy\/t\/[^/]+\/google$/);
+    // The run's trace, as the OpenTelemetry convention carries it in the environment.
+    expect(env.TRACEPARENT).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
     expect(result.stderr).toContain("OPENAI_BASE_URL was set; the command's openai calls now go through runguard");
   });
 
