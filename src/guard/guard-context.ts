@@ -49,10 +49,9 @@ const RESULT_LINGER_MS = 10;
 
 /**
  * How long the first of a batch of proxied calls' results waits at least, even alone. An agent's
- * next call often follows at once: written immediately, the result's statement and spend raise
- * ran alongside that call's read and insert, and added ~1 ms to it (p50, one connection, in the
- * bench). 4 ms covers that check's p90 here. The spend reaches decisions up to 4 ms later than it
- * did; the very next call's read usually came before the raise already.
+ * next call often follows at once, and a result written immediately competes with that call's
+ * read and insert; waiting a little lets the next call go first. The cost: the spend reaches
+ * decisions up to this much later. (Measured in docs/performance.md, "What the code does for it".)
  */
 const RESULT_DELAY_MS = 4;
 
