@@ -4,6 +4,7 @@
  * it) and pinned to the address checked, so a name cannot resolve elsewhere between the check and
  * the connect. Redirects are never followed: no redirect interceptor.
  */
+import { isIP } from 'node:net';
 import { Agent, buildConnector } from 'undici';
 import { resolveAllowed, type OutboundPolicy } from '../webhooks/outbound-policy.js';
 
@@ -20,11 +21,12 @@ export function mcpUpstreamAgent(policy: OutboundPolicy, options: McpUpstreamOpt
   return new Agent({
     connect: (target, callback) => {
       const url = new URL(`${target.protocol}//${target.hostname}${target.port ? `:${target.port}` : ''}`);
+      const host = url.hostname.replace(/^\[|\]$/g, '');
       resolveAllowed(url, policy).then(
         ({ address }) =>
           connect(
-            // TLS still checks the certificate against the URL's name.
-            { ...target, hostname: address, servername: target.servername ?? url.hostname.replace(/^\[|\]$/g, '') },
+            // TLS still checks the certificate against the URL's name (an address has no SNI name).
+            { ...target, hostname: address, ...(isIP(host) ? {} : { servername: target.servername ?? host }) },
             callback,
           ),
         (error: unknown) => callback(error instanceof Error ? error : new Error(String(error)), null),
