@@ -62,7 +62,7 @@ export async function finishStep(
  * The result of a step whose caller is not waiting for this answer (a proxied call, already
  * answered): it shares a statement with the results of the next few milliseconds.
  */
-export async function recordResult(
+export function recordResult(
   context: GuardContext,
   workspaceId: string,
   runId: string,
@@ -70,7 +70,24 @@ export async function recordResult(
   result: runs.StepResult,
 ): Promise<StepUpdated> {
   const now = context.clock.now();
-  const zone = await zoneOf(context, workspaceId);
+  // Submitted at once when the zone is known (it is, after this daemon's decision of the step):
+  // whoever settles the service next finds the result among those waiting.
+  const known = context.shapes.get(workspaceId)?.timeZone;
+  if (known !== undefined) return submitResult(context, workspaceId, runId, stepId, result, now, known);
+  return zoneOf(context, workspaceId).then((zone) =>
+    submitResult(context, workspaceId, runId, stepId, result, now, zone),
+  );
+}
+
+function submitResult(
+  context: GuardContext,
+  workspaceId: string,
+  runId: string,
+  stepId: string,
+  result: runs.StepResult,
+  now: Date,
+  zone: string,
+): Promise<StepUpdated> {
   const finish: runs.StepFinish = {
     workspaceId,
     runId,
