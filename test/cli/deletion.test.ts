@@ -15,14 +15,18 @@ describe('deletion from the CLI', () => {
       input_cost_per_token: 0.000001,
       output_cost_per_token: 0.000002,
     });
-    const deleted = await cli('pricing', 'delete', 'gpt-x');
+    // As users delete: said, not done, without --yes.
+    const unconfirmed = await cli('pricing', 'delete', 'gpt-x');
+    expect(unconfirmed).toMatchObject({ code: 1, stdout: '' });
+    expect(unconfirmed.stderr).toMatch(/run again with --yes/);
+    const deleted = await cli('pricing', 'delete', 'gpt-x', '--yes');
     expect(deleted).toMatchObject({ code: 0, stdout: 'Deleted the price of gpt-x.\n' });
     const models = ((await fixture.api.request('GET', '/v1/model-pricing')).body as { model: string }[]).map(
       (p) => p.model,
     );
     expect(models).not.toContain('gpt-x');
     expect(models).toContain('gpt-4o-mini'); // the shipped catalog, loaded at creation, stays
-    const again = await cli('pricing', 'delete', 'gpt-x');
+    const again = await cli('pricing', 'delete', 'gpt-x', '--yes');
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('The workspace has no pricing entry for "gpt-x".');
   });

@@ -63,6 +63,33 @@ describe('settings traps', () => {
   });
 });
 
+describe('amounts and options as people type them', () => {
+  it('when a budget is written with a dollar sign before or after, then both commands take it', async () => {
+    expect((await cli('budget', 'set', '--user-daily', '10$')).code).toBe(0);
+    expect((await cli('budget', 'show')).stdout).toMatch(/^per-user daily budget\s+\$10\.00$/m);
+    expect((await cli('budget', 'set', '--user-daily', '$7')).code).toBe(0);
+    expect((await cli('users', 'budget', 'dollar-user', '5$')).code).toBe(0);
+    expect((await cli('users', 'budget', 'dollar-user', '$5')).code).toBe(0);
+    await cli('budget', 'set', '--user-daily', 'none');
+  });
+
+  it('when a budget below one microdollar is set, then it is warned about as 0 is', async () => {
+    const tiny = await cli('budget', 'set', '--user-daily', '0.0000001');
+    expect(tiny.code).toBe(0);
+    expect(tiny.stderr).toContain('below one microdollar and kept as 0');
+    expect(tiny.stderr).toContain('denies every run and call');
+    await cli('budget', 'set', '--user-daily', 'none');
+  });
+
+  it('when exec is given a misspelt option, then the error names it, not the missing --user', async () => {
+    const misspelt = await cli('exec', '--usr', 'alice', '--', 'true');
+    expect(misspelt.code).toBe(1);
+    expect(misspelt.stderr).toContain("unknown option '--usr'");
+    expect(misspelt.stderr).not.toContain("required option '--user");
+    expect((await cli('exec', '--', 'true')).stderr).toContain("required option '--user <id>' not specified");
+  });
+});
+
 describe('settings shown', () => {
   it('when limits or budget is given no argument (or show), then it prints the current values, also as JSON', async () => {
     expect((await cli('limits', 'set', '--run-max-steps', '40', '--monthly-runs', '900')).code).toBe(0);

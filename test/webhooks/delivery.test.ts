@@ -224,7 +224,10 @@ describe('webhooks across two daemons', () => {
       const log = JSON.parse((await cli('webhooks', 'deliveries', id!, '--json')).stdout);
       expect(log.items.map((d: any) => [d.event_type, d.status])).toEqual([['webhook.test', 'delivered']]);
       expect((await cli('webhooks', 'update', id!, '--enabled', 'off')).stdout).toMatch(/disabled/);
-      expect((await cli('webhooks', 'delete', id!)).code).toBe(0);
+      // As every delete: said, not done, without --yes.
+      expect((await cli('webhooks', 'delete', id!)).stderr).toMatch(/run again with --yes/);
+      expect((await a.request('GET', `/v1/webhooks/${id}`)).status).toBe(200);
+      expect((await cli('webhooks', 'delete', id!, '--yes')).code).toBe(0);
       expect((await a.request('GET', `/v1/webhooks/${id}`)).status).toBe(404);
     },
   );

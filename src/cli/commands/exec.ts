@@ -1,5 +1,6 @@
 /** `runguard exec --user <id> -- <command...>`: runs a command inside a guarded run. */
 import { Command, Option } from 'commander';
+import { CliError } from '../errors.js';
 import { resolveConnection, type ConnectionFlags } from '../connection.js';
 import { EXIT_BLOCKED, parseMetadata, parseRunLimits, runExec } from '../exec.js';
 
@@ -11,7 +12,9 @@ export function execCommand(): Command {
           `(OPENAI_BASE_URL, ANTHROPIC_BASE_URL); exits with the command's status, or ${EXIT_BLOCKED} when it was not started ` +
           '(the run blocked, or the daemon unreachable)',
       )
-      .requiredOption('--user <id>', 'the user the run is for')
+      // Checked in the action, not by commander: its check of a required option comes before its
+      // check of unknown ones, and `--usr` would then be reported as a missing --user.
+      .option('--user <id>', 'the user the run is for (required)')
       .option('--metadata <key=value...>', 'run metadata, repeatable')
       .option('--max-steps <n>', "the run's step limit: its next step is denied RUN_STEP_LIMIT_EXCEEDED")
       .option(
@@ -39,7 +42,7 @@ export function execCommand(): Command {
         async (
           command: string[],
           options: ConnectionFlags & {
-            user: string;
+            user?: string;
             metadata?: string[];
             quiet?: boolean;
             maxSteps?: string;
@@ -47,6 +50,7 @@ export function execCommand(): Command {
             maxIdenticalCalls?: string;
           },
         ) => {
+          if (options.user === undefined) throw new CliError("required option '--user <id>' not specified");
           const connection = resolveConnection(options, process.env);
           const status = await runExec({
             ...connection,

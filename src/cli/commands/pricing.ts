@@ -270,8 +270,12 @@ function importCommand() {
 function deleteCommand() {
   return apiCommand('delete', "delete a model's price (its calls are then recorded without cost)")
     .argument('<model>', `the model, as \`${cliCommand('pricing list')}\` shows it`)
+    .addOption(new Option('--yes', 'confirm: its calls are then recorded without cost'))
     .action(
-      withApi(async ({ client, out }, _options: ApiOptions, model: string) => {
+      withApi(async ({ client, out }, options: ApiOptions & { yes?: boolean }, model: string) => {
+        // As every delete of the CLI: said, not done, without --yes.
+        if (!options.yes)
+          throw new CliError(`deleting the price of ${model} leaves its calls without cost; run again with --yes`);
         await client.request('DELETE', `/v1/model-pricing/${encodeURIComponent(model)}`);
         if (out.json) return out.data({ model, deleted: true });
         out.line(`Deleted the price of ${model}.`);

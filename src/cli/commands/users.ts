@@ -2,6 +2,7 @@
 import { Argument, Command, Option } from 'commander';
 import type { Page, SdkUser, UserDeletion, Workspace } from '../../contract/index.js';
 import type { ApiClient } from '../api-client.js';
+import { CliError } from '../errors.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { pageFooter, timestamp, usd } from '../output.js';
 import { parseUsd, UNLIMITED } from './workspace.js';
@@ -111,7 +112,7 @@ export function usersCommand(): Command {
       .action(
         withApi(async ({ client, out }, options: ApiOptions & { yes?: boolean }, userId: string) => {
           if (!options.yes)
-            throw new Error(`deleting ${userId} deletes their runs and steps for good; run again with --yes`);
+            throw new CliError(`deleting ${userId} deletes their runs and steps for good; run again with --yes`);
           const deleted = await client.request<UserDeletion>('DELETE', path(userId));
           if (out.json) return out.data(deleted);
           out.line(

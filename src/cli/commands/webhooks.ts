@@ -2,6 +2,7 @@
 import { Argument, Command, InvalidArgumentError, Option } from 'commander';
 import type { WebhookDelivery, WebhookEndpoint, WebhookPing, WebhookReplay } from '../../contract/index.js';
 import type { Page } from '../api-client.js';
+import { CliError } from '../errors.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
 
@@ -102,8 +103,12 @@ export function webhooksCommand(): Command {
   webhooks.addCommand(
     apiCommand('delete', 'remove an endpoint and its deliveries')
       .addArgument(new Argument('<id>'))
+      .addOption(new Option('--yes', 'confirm: the endpoint and its deliveries are deleted for good'))
       .action(
-        withApi(async ({ client, out }, _o, id: string) => {
+        withApi(async ({ client, out }, options: ApiOptions & { yes?: boolean }, id: string) => {
+          // As every delete of the CLI: said, not done, without --yes.
+          if (!options.yes)
+            throw new CliError(`deleting webhook ${id} deletes its deliveries for good; run again with --yes`);
           await client.request('DELETE', path(id));
           if (out.json) return out.data({ deleted: id });
           out.line(`Deleted webhook ${id}.`);

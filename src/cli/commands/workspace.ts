@@ -18,8 +18,10 @@ const orNull = (value: unknown) => (value === UNLIMITED ? null : value);
 /** `none` (or `unlimited`) is no budget; otherwise a non-negative amount. */
 export function parseUsd(text: string, what: string): number | typeof UNLIMITED {
   if (/^(none|unlimited)$/i.test(text)) return UNLIMITED;
-  const value = Number(text.replace(/^\$/, ''));
-  if (!/^\$?\d+(\.\d+)?$/.test(text) || !Number.isFinite(value)) {
+  // A dollar sign before or after the amount, as people write it: `$5`, `10$`.
+  const amount = text.replace(/^\$|\$$/, '');
+  const value = Number(amount);
+  if (!/^\d+(\.\d+)?$/.test(amount) || !Number.isFinite(value)) {
     throw new InvalidArgumentError(`${what} must be an amount in USD like 12.50, or 'none'.`);
   }
   return value;
@@ -120,7 +122,13 @@ function warnIfDenyingAll(out: Output, changes: Record<string, unknown>): void {
     max_concurrent_runs: 'a concurrent run limit of 0 denies every run start (MAX_CONCURRENT_RUNS_EXCEEDED)',
     run_max_cost_usd: 'a run budget of $0.00 denies every step of every new run (RUN_BUDGET_EXCEEDED)',
   };
-  for (const [key, value] of Object.entries(changes)) if (value === 0 && zero[key]) out.warn(`${zero[key]}.`);
+  for (const [key, value] of Object.entries(changes)) {
+    if (typeof value !== 'number' || !zero[key]) continue;
+    // Amounts are kept in whole microdollars: one below a microdollar is 0.
+    if (value === 0) out.warn(`${zero[key]}.`);
+    else if (Math.round(value * 1_000_000) === 0)
+      out.warn(`${value} is below one microdollar and kept as 0: ${zero[key]}.`);
+  }
 }
 
 function setter(
