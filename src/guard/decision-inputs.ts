@@ -5,7 +5,6 @@
  */
 import { ApiError } from '../errors.js';
 import { localDay } from '../periods.js';
-import type { Decision } from '../rules/engine.js';
 import { scopeAt, type CounterScope, type DailySpend } from '../store/counters/counters.js';
 import type { Queryable } from '../store/db.js';
 import {
@@ -171,28 +170,10 @@ export async function budgetCounts(
     const read = await spendAndReservations(db, scope);
     return { counted: read, reserved: read };
   }
-  return { counted: spend, reserved: countsReservations ? await scopeReservations(db, scope) : NO_RESERVATIONS };
-}
-
-/** The outstanding reservations of the scope's workspace and user. */
-export function scopeReservations(db: Queryable, scope: CounterScope): Promise<Reserved> {
-  return outstandingReservations(db, scope.workspaceId, scope.userId);
-}
-
-/**
- * Reserve mode: the decision of a step that reserves, made under the workspace's reservation
- * lock (held until `tx` commits with the step) from the records' spend and outstanding
- * reservations. This daemon's pending spend is not added: a result not written yet is a step
- * still ALLOWED, whose estimate is counted as a reservation. Nothing here may wait for another
- * pool connection (a price read would): the checks queued behind the lock hold them all.
- */
-export async function decideReserving(
-  tx: Queryable,
-  scope: CounterScope,
-  decide: (spend: DailySpend, reserved: Reserved) => Decision,
-): Promise<Decision> {
-  const { counted, reserved } = await budgetCounts(tx, scope, null, true, true);
-  return decide(counted, reserved);
+  const reserved = countsReservations
+    ? await outstandingReservations(db, scope.workspaceId, scope.userId)
+    : NO_RESERVATIONS;
+  return { counted: spend, reserved };
 }
 
 /** Runs `task` in the workspace's turn when it reserves (see WorkspaceQueue), else at once. */

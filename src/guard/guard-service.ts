@@ -12,13 +12,13 @@ import type { CounterStore } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import type { StepResult } from '../store/runs.js';
-import { decidedBeforeRecorded, type Decided } from './decided.js';
+import type { Decided } from './decided.js';
 import { GuardContext, type DaemonInstanceId, type GuardObserver } from './guard-context.js';
 import type { RunCreated, RunEnded, StepCreated, StepUpdated } from '../contract/runs.js';
 import type { PriceBook } from './price-book.js';
 import { endRun } from './run-end.js';
-import { beginRun, startRun, type RunStartInput } from './run-start.js';
-import { createStep } from './step-creation.js';
+import { beginRun, startRun, type RunBegun, type RunStartInput } from './run-start.js';
+import { admitStep, createStep } from './step-creation.js';
 import type { StepInput } from './step-input.js';
 import { finishStep, recordResult } from './step-results.js';
 
@@ -53,10 +53,8 @@ export class GuardService {
     workspaceId: string,
     input: RunStartInput,
     firstStep: Omit<StepInput, 'sequence'>,
-  ): Promise<Decided<{ run: RunCreated; step: StepCreated | null }>> {
-    return decidedBeforeRecorded((whenDecided) =>
-      beginRun(this.context, workspaceId, input, undefined, firstStep, whenDecided),
-    );
+  ): Promise<Decided<RunBegun>> {
+    return beginRun(this.context, workspaceId, input, undefined, firstStep);
   }
 
   /**
@@ -85,9 +83,7 @@ export class GuardService {
     runId: string,
     input: Omit<StepInput, 'sequence'>,
   ): Promise<Decided<StepCreated>> {
-    return decidedBeforeRecorded((whenDecided) =>
-      createStep(this.context, workspaceId, runId, { ...input, sequence: null }, undefined, whenDecided),
-    );
+    return admitStep(this.context, workspaceId, runId, { ...input, sequence: null });
   }
 
   createStep(

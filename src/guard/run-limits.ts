@@ -119,10 +119,6 @@ export function callHash(call: {
 export const runReserve = (workspace: WorkspaceRow, estimate: number | null) =>
   workspace.budget_mode === 'reserve' ? { estimateMicros: estimate } : null;
 
-/** Whether a step takes the runaway rules' transaction: a run with limits, or a user rate. */
-export const guarded = (workspace: WorkspaceRow, limits: RunLimitValues | null) =>
-  limits !== null || workspace.user_steps_per_minute !== null;
-
 /** The loop rule's hash of a call, where the run has the rule. */
 export const loopHash = (limits: RunLimitValues | null, input: Omit<StepInput, 'sequence'>): string | null =>
   limits?.maxIdenticalCalls == null

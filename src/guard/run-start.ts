@@ -2,39 +2,27 @@
  * A run's start: the run-start rules decided on the workspace's state, spend and (where it has a
  * run limit) its run counts, then the run written, RUNNING or BLOCKED. A run of a proxied call's
  * own starts with that call's step, decided on the same inputs and written in the same commit.
+ * How it is written is planned (admission-plan.ts) and carried out (admission.ts) as a step's is.
  */
 import type { RunCreated, RunLimitsRequest, StepCreated } from '../contract/runs.js';
 import { evaluate, type GuardSnapshot } from '../rules/engine.js';
-import { lockAdmissions, runCounts, type CounterScope, type RunCounts } from '../store/counters/counters.js';
-import type { Queryable } from '../store/db.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
-import type { StepSlot } from '../store/counters/step-rate.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
-import { budgetCounts, decisionInputs, inReservationQueue, PENDING_READ_ATTEMPTS } from './decision-inputs.js';
+import type { RunLimitValues } from '../store/workspaces.js';
+import { admit, type AdmissionReads, type AdmissionTask } from './admission.js';
+import { planAdmission } from './admission-plan.js';
+import type { Decided } from './decided.js';
+import { decisionInputs } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
-import {
-  budgetTerms,
-  NOT_COUNTED,
-  readsReservations,
-  reservesAgainstBudget,
-  reserveTerms,
-  toSnapshot,
-  type BudgetedCall,
-} from './guard-snapshot.js';
+import { budgetTerms, NOT_COUNTED, reserveTerms, toSnapshot } from './guard-snapshot.js';
 import { createdView, view } from './guard-views.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
-import {
-  FRESH_RUN,
-  loopHash,
-  resolveRunLimits,
-  runLimitsView,
-  runReserve,
-  runRuleInputs,
-  userRateInput,
-} from './run-limits.js';
+import { FRESH_RUN, loopHash, resolveRunLimits, runLimitsView, runReserve, runRuleInputs } from './run-limits.js';
 import { modelPricedInput, newStep, stepEstimate, toolPolicyInput, type StepInput } from './step-input.js';
 import { rememberStep } from './step-results.js';
+import type { GuardState } from '../store/workspaces.js';
+import type { CounterScope } from '../store/counters/counters.js';
 
 /** What a start takes: the run API's body. */
 export interface RunStartInput {
@@ -43,6 +31,12 @@ export interface RunStartInput {
   limits?: RunLimitsRequest;
   /** The API key that starts it (not on the wire: the caller's credential). */
   apiKeyId?: string | null;
+}
+
+/** A run started, with its proxied call's first step (null when none, or the run is BLOCKED). */
+export interface RunBegun {
+  run: RunCreated;
+  step: StepCreated | null;
 }
 
 export async function startRun(
@@ -54,7 +48,7 @@ export async function startRun(
   const replay = idempotency ? await storedAnswer<RunCreated>(context, idempotency) : null;
   if (replay) return replay;
   try {
-    return (await beginRun(context, workspaceId, input, idempotency, null)).run;
+    return (await (await beginRun(context, workspaceId, input, idempotency, null)).recorded).run;
   } catch (error) {
     if (error instanceof IdempotencyRace) return (await storedAnswer<RunCreated>(context, idempotency))!;
     throw error;
@@ -62,8 +56,8 @@ export async function startRun(
 }
 
 /**
- * A run's start, alone (the API's) or with a proxied call's first step (`decideRunWithStep`):
- * `whenDecided` is told once both are decided and, in a batch, submitted.
+ * A run's start, alone (the API's) or with a proxied call's first step (`decideRunWithStep`).
+ * Answers once decided; `recorded` settles once the run (and step) are durable.
  */
 export async function beginRun(
   context: GuardContext,
@@ -71,117 +65,155 @@ export async function beginRun(
   input: RunStartInput,
   idempotency: IdempotencyClaim | undefined,
   firstStep: Omit<StepInput, 'sequence'> | null,
-  whenDecided?: (decided: { run: RunCreated; step: StepCreated | null }) => void,
-): Promise<{ run: RunCreated; step: StepCreated | null }> {
+): Promise<Decided<RunBegun>> {
   const now = context.clock.now();
   const [state, spend, scope] = await decisionInputs(context, workspaceId, input.user_id, now);
-  const call: BudgetedCall = { userId: input.user_id };
-  const modelPriced = firstStep ? await modelPricedInput(context, state, workspaceId, firstStep) : undefined;
   const estimate = firstStep ? await stepEstimate(context, state, workspaceId, firstStep) : null;
-  const limits = resolveRunLimits(state.workspace, input.limits);
-  const rate = firstStep ? state.workspace.user_steps_per_minute : null;
-  // Rules 5 and 6 count runs only where the workspace has a run limit: then under its admission
-  // lock, so the counts are exact and stay so until this start commits. Without one, no rule
-  // reads them, and starts do not queue behind each other.
-  const limited = state.workspace.monthly_run_limit !== null || state.workspace.max_concurrent_runs !== null;
-  // One statement commits on its own, in a batch with the starts under way; a lock, a
-  // remembered answer or a place in a user's window of steps needs a transaction of its own.
-  // Reserve mode: a first step that reserves is checked and written under the workspace's
-  // reservation lock (taken after the admission lock), as createStep's (step-creation.ts).
-  const reserving = reservesAgainstBudget(state, estimate);
-  const batched = !limited && !idempotency && !reserving && rate === null;
-  const slot: { taken: StepSlot | null } = { taken: null };
-  const admit = async (db: Queryable) => {
-    await slot.taken?.release();
-    slot.taken = null;
-    let counts = NOT_COUNTED;
-    if (limited) {
-      await lockAdmissions(db, workspaceId);
-      counts = await runCountsLessReleased(context, db, scope);
-    }
-    const { counted, reserved } = await budgetCounts(db, scope, spend, reserving, readsReservations(state));
-    // A run started for a single proxied call is judged with its call's estimate: denied, it is BLOCKED.
-    const decision = evaluate('run_start', {
-      ...toSnapshot(state, { ...counted, ...counts }, now),
-      ...reserveTerms(state, reserved, estimate),
-      ...budgetTerms(state, call, counted, reserved, now),
-    });
-    const status: RunCreated['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
-    const id = timeOrderedId(now.getTime());
-    const hash = firstStep ? loopHash(limits, firstStep) : null;
-    let step: runs.NewStep | undefined;
-    if (status === 'RUNNING' && firstStep) {
-      // A fresh run: the runaway rules read its empty usage.
-      const stepSnapshot: GuardSnapshot = {
-        ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
-        ...reserveTerms(state, reserved, estimate),
-        ...budgetTerms(state, call, counted, reserved, now),
-        modelPriced,
-        toolPolicy: firstStep ? toolPolicyInput(state, firstStep) : undefined,
-        ...(limits && runRuleInputs(limits, FRESH_RUN, 0, runReserve(state.workspace, estimate))),
-      };
-      let stepDecision = evaluate('step', stepSnapshot);
-      const stepId = timeOrderedId(now.getTime());
-      if (stepDecision.outcome === 'ALLOW' && rate !== null) {
-        slot.taken = await context.counters.takeStepSlot(db, scope, { limit: rate, nowMs: now.getTime(), stepId });
-        stepDecision = evaluate('step', {
-          ...stepSnapshot,
-          userRate: userRateInput(slot.taken, rate, now.getTime()),
-        });
-      }
-      step = newStep(context, workspaceId, id, 1, firstStep, stepDecision, now, estimate, stepId);
-    }
-    const allowedFirst = step?.status === 'ALLOWED';
-    const run: runs.NewRun = {
-      id,
-      workspaceId,
-      userId: input.user_id,
-      status,
-      metadata: input.metadata ?? null,
-      apiKeyId: input.apiKeyId ?? null,
-      decision,
-      now,
-      day: scope.day,
-      firstStep: step,
-      // A run started for a single proxied call: this daemon ends it, or crash recovery does.
-      daemonId: firstStep?.forwarded ? (context.instance?.id ?? null) : null,
-      ...(limits &&
-        status === 'RUNNING' && {
-          guard: {
-            limits,
-            allowedSteps: allowedFirst ? 1 : 0,
-            lastCallHash: allowedFirst ? hash : null,
-            identicalCalls: allowedFirst ? 1 : 0,
-          },
-        }),
-    };
-    const started: RunCreated = {
-      id,
-      user_id: input.user_id,
-      status,
-      decision: view(decision),
-      ...(limits && status === 'RUNNING' && { limits: runLimitsView(limits) }),
-    };
-    if (batched) {
-      const committing = context.runInserts.submit(run);
-      whenDecided?.({ run: started, step: step ? createdView(step) : null });
-      await committing;
-    } else {
-      await runs.insertRuns(db, [run]);
-    }
-    await remember(db, idempotency, started, now);
-    return { run: started, step };
+  const start: RunStart = {
+    context,
+    workspaceId,
+    input,
+    state,
+    scope,
+    now,
+    estimate,
+    firstStep,
+    modelPriced: firstStep ? await modelPricedInput(context, state, workspaceId, firstStep) : undefined,
+    limits: resolveRunLimits(state.workspace, input.limits),
+    id: timeOrderedId(now.getTime()),
   };
-  let admitted: Awaited<ReturnType<typeof admit>>;
-  try {
-    admitted = batched
-      ? await admit(context.db)
-      : await inReservationQueue(context, reserving, workspaceId, () => context.db.transaction(admit));
-  } catch (error) {
-    await slot.taken?.release();
-    throw error;
+  const plan = planAdmission({
+    subject: firstStep ? 'run_with_step' : 'run',
+    state,
+    runLimits: null,
+    estimateMicros: estimate,
+    idempotent: idempotency !== undefined,
+  });
+  const admitted = await admit(context, plan, runStartTask(start, spend, idempotency));
+  const recorded = admitted.recorded.then((written) => afterStart(start, written));
+  return { decided: answerOf(admitted.decided), recorded };
+}
+
+/** What a run start decides on, read once before the plan is carried out. */
+interface RunStart {
+  context: GuardContext;
+  workspaceId: string;
+  input: RunStartInput;
+  state: GuardState;
+  scope: CounterScope;
+  now: Date;
+  estimate: number | null;
+  firstStep: Omit<StepInput, 'sequence'> | null;
+  modelPriced: GuardSnapshot['modelPriced'];
+  limits: RunLimitValues | null;
+  id: string;
+}
+
+/** A run decided: the record to write, and its first step's. */
+interface DecidedRun {
+  run: runs.NewRun;
+  step: runs.NewStep | undefined;
+  started: RunCreated;
+}
+
+function runStartTask(
+  start: RunStart,
+  spend: AdmissionTask<DecidedRun>['spend'],
+  idempotency: IdempotencyClaim | undefined,
+): AdmissionTask<DecidedRun> {
+  const { context, workspaceId, scope, now } = start;
+  const stepId = timeOrderedId(now.getTime());
+  return {
+    workspaceId,
+    runId: null,
+    scope,
+    spend,
+    now,
+    stepId,
+    decide: (reads, userRate) => decideRun(start, stepId, reads, userRate),
+    takesSlot: (decided) => decided.step?.status === 'ALLOWED',
+    write: async (tx, decided, _reads, rememberAnswer) => {
+      await runs.insertRuns(tx, [decided.run]);
+      if (rememberAnswer) await remember(tx, idempotency, decided.started, now);
+    },
+    submit: (decided) => context.runInserts.submit(decided.run).then(() => undefined),
+  };
+}
+
+/**
+ * The run-start rules on what was read; a run of a proxied call's own is judged with its call's
+ * estimate (denied, it is BLOCKED), and its first step on a fresh run's empty usage.
+ */
+function decideRun(
+  start: RunStart,
+  stepId: string,
+  reads: AdmissionReads,
+  userRate: GuardSnapshot['userRate'],
+): DecidedRun {
+  const { state, now, estimate, limits, firstStep, input, id } = start;
+  const { counted, reserved } = reads;
+  const call = { userId: input.user_id };
+  const budgets = {
+    ...reserveTerms(state, reserved, estimate),
+    ...budgetTerms(state, call, counted, reserved, now),
+  };
+  const decision = evaluate('run_start', { ...toSnapshot(state, { ...counted, ...reads.runCounts }, now), ...budgets });
+  const status: RunCreated['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
+  let step: runs.NewStep | undefined;
+  if (status === 'RUNNING' && firstStep) {
+    const stepDecision = evaluate('step', {
+      ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
+      ...budgets,
+      modelPriced: start.modelPriced,
+      toolPolicy: toolPolicyInput(state, firstStep),
+      ...(limits && runRuleInputs(limits, FRESH_RUN, 0, runReserve(state.workspace, estimate))),
+      ...(userRate && { userRate }),
+    });
+    step = newStep(start.context, start.workspaceId, id, 1, firstStep, stepDecision, now, estimate, stepId);
   }
-  const { run, step } = admitted;
+  const allowedFirst = step?.status === 'ALLOWED';
+  const running = status === 'RUNNING' && limits !== null;
+  const run: runs.NewRun = {
+    id,
+    workspaceId: start.workspaceId,
+    userId: input.user_id,
+    status,
+    metadata: input.metadata ?? null,
+    apiKeyId: input.apiKeyId ?? null,
+    decision,
+    now,
+    day: start.scope.day,
+    firstStep: step,
+    // A run started for a single proxied call: this daemon ends it, or crash recovery does.
+    daemonId: firstStep?.forwarded ? (start.context.instance?.id ?? null) : null,
+    ...(running && {
+      guard: {
+        limits,
+        allowedSteps: allowedFirst ? 1 : 0,
+        lastCallHash: allowedFirst && firstStep ? loopHash(limits, firstStep) : null,
+        identicalCalls: allowedFirst ? 1 : 0,
+      },
+    }),
+  };
+  const started: RunCreated = {
+    id,
+    user_id: input.user_id,
+    status,
+    decision: view(decision),
+    ...(running && { limits: runLimitsView(limits) }),
+  };
+  return { run, step, started };
+}
+
+const answerOf = (decided: DecidedRun): RunBegun => ({
+  run: decided.started,
+  step: decided.step ? createdView(decided.step) : null,
+});
+
+/** What this daemon remembers of a run once it is written; the answer, observed. */
+function afterStart(start: RunStart, decided: DecidedRun): RunBegun {
+  const { context, workspaceId, input, limits } = start;
+  const { started: run, step } = decided;
   // The steps that follow (a proxied call's, above all) need not read the run back.
   if (run.status === 'RUNNING')
     context.runFacts.remember(`${workspaceId}/${run.id}`, { userId: input.user_id, limits });
@@ -192,24 +224,7 @@ export async function beginRun(
     rememberStep(context, step, input.user_id);
   }
   context.observe('run_start', run.decision);
-  if (!step) return { run, step: null };
-  const created = createdView(step);
-  context.observe('step', created.decision);
-  return { run, step: created };
-}
-
-/**
- * Allowed runs this month, and RUNNING runs less those whose call this daemon has answered (their
- * end is on its way). A released run ended during the count may be in it or not: count again.
- */
-async function runCountsLessReleased(context: GuardContext, db: Queryable, scope: CounterScope): Promise<RunCounts> {
-  for (let attempt = 1; ; attempt++) {
-    const released = context.releasedRuns.held(scope.workspaceId);
-    const counts = await runCounts(db, scope);
-    if (released.count === 0) return counts;
-    if (released.overtaken() && attempt < PENDING_READ_ATTEMPTS) continue;
-    // Counted anyway after a few tries: an overtaken run then counts as running (toward denying).
-    const freed = released.overtaken() ? 0 : released.count;
-    return { ...counts, concurrentRuns: Math.max(0, counts.concurrentRuns - freed) };
-  }
+  const answer = answerOf(decided);
+  if (answer.step) context.observe('step', answer.step.decision);
+  return answer;
 }
