@@ -141,7 +141,7 @@ function runStartTask(
 }
 
 /**
- * The run-start rules on what was read; a run of a proxied call's own is judged with its call's
+ * The run-start rules on what was read; a run started for a single proxied call is judged with its call's
  * estimate (denied, it is BLOCKED), and its first step on a fresh run's empty usage.
  */
 function decideRun(
