@@ -190,9 +190,11 @@ describe('the Responses API over WebSocket', () => {
       const result = await run(agent, 'Say hello.');
       expect(result.finalOutput).toBe(DEFAULT_REPLY);
       const denied = await run(agent, 'Say hello again.').catch((error: unknown) => error);
-      // The SDK reads our `error` event as the provider's and ends the run with its own error.
+      // The SDK reads our `error` event as the provider's and ends the run with it: the model's
+      // user sees the reason and the numbers.
       expect(denied).toBeInstanceOf(Error);
-      expect((denied as Error).message).toContain('unsuccessful terminal state "error"');
+      expect((denied as Error).message).toContain('"code":"RUN_STEP_LIMIT_EXCEEDED"');
+      expect((denied as Error).message).toContain('run step limit reached: 1 of 1 steps');
     } finally {
       await provider.close();
     }
