@@ -12,7 +12,8 @@ import { createServices } from './lib/database.js';
 import { summarize, round } from './lib/stats.js';
 import { postgresDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
-import { finishSteps, insertRuns, insertSteps, type NewStep } from '../src/store/runs.js';
+import { insertRuns, insertSteps, type NewStep } from '../src/store/runs.js';
+import { finishSteps } from '../src/store/step-finish.js';
 import { timeOrderedId } from '../src/store/time-ordered-id.js';
 import { buildLateIndexesNow } from '../src/store/late-indexes.js';
 

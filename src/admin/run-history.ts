@@ -6,7 +6,7 @@ import type { RunListQuery, RunPage } from '../contract/index.js';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/db.js';
 import { readRunDetail, type RunDetailBody } from '../store/run-detail.js';
-import { listRuns, runStartedBy } from '../store/runs.js';
+import { listRuns, runStartedBy } from '../store/run-list.js';
 
 export type { RunDetailBody };
 

@@ -12,19 +12,21 @@ import { ApiError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import {
   deleteEndpoint,
-  deliveryIdOfEvent,
   getEndpoint,
   insertEndpoint,
-  listDeliveries,
   listEndpoints,
-  recordAttempt,
-  replayDelivery,
   updateEndpoint,
-  type DeliveryView,
   type EndpointChanges,
   type EndpointRow,
   type WebhookFormat,
 } from '../store/webhooks.js';
+import {
+  deliveryIdOfEvent,
+  listDeliveries,
+  recordAttempt,
+  replayDelivery,
+  type DeliveryView,
+} from '../store/webhook-deliveries.js';
 import { checkUrlForm, OutboundRefused, resolveAllowed, type OutboundPolicy } from '../webhooks/outbound-policy.js';
 import { body } from '../webhooks/payload.js';
 import { attemptDelivery, type AttemptResult } from '../webhooks/sender.js';

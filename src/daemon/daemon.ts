@@ -1,3 +1,4 @@
+/* eslint-disable max-lines -- split at its seams is still to do (issue #53) */
 /** Wires configuration to stores, the app and a listening socket. */
 import { loadTelemetry } from '../telemetry/telemetry.js';
 import { join, resolve } from 'node:path';
@@ -142,6 +143,7 @@ export interface Daemon {
 }
 
 /** Everything between the stores and the listening socket: bootstrap, the providers, the app. */
+// eslint-disable-next-line max-lines-per-function -- split at its seams is still to do (issue #53)
 async function prepare(
   config: Config,
   logger: Logger,
@@ -260,6 +262,7 @@ export interface StartOptions {
   recordFor?: NodeJS.ProcessEnv;
 }
 
+// eslint-disable-next-line max-lines-per-function -- split at its seams is still to do (issue #53)
 export async function startDaemon(
   config: Config,
   logger: Logger,

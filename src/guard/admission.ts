@@ -15,7 +15,7 @@ import {
 import type { StepSlot } from '../store/counters/step-rate.js';
 import type { Queryable } from '../store/db.js';
 import type { Reserved } from '../store/reservations.js';
-import { lockRunUsage, type RunUsage } from '../store/runs.js';
+import { lockRunUsage, type RunUsage } from '../store/run-usage.js';
 import type { AdmissionLocks, AdmissionPlan } from './admission-plan.js';
 import type { Decided } from './decided.js';
 import { budgetCounts, inReservationQueue, PENDING_READ_ATTEMPTS } from './decision-inputs.js';

@@ -10,6 +10,7 @@ import type { CounterStore } from '../store/counters/counters.js';
 import { isStatementRefusal, type Db } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
 import * as runs from '../store/runs.js';
+import { type FinishedStep, finishSteps, type StepFinish } from '../store/step-finish.js';
 import type { RunLimitValues } from '../store/workspaces.js';
 import type { CountingShape } from './decision-inputs.js';
 import { GuardStateCache } from './guard-state-cache.js';
@@ -79,8 +80,8 @@ export class GuardContext {
    */
   readonly resultsInFlight = new Map<string, Set<Promise<unknown>>>();
   readonly stepInserts: GroupCommit<runs.NewStep, runs.StepInsertOutcome>;
-  readonly stepFinishes: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
-  readonly lingeringResults: GroupCommit<runs.StepFinish, runs.FinishedStep | null>;
+  readonly stepFinishes: GroupCommit<StepFinish, FinishedStep | null>;
+  readonly lingeringResults: GroupCommit<StepFinish, FinishedStep | null>;
   readonly runInserts: GroupCommit<runs.NewRun, undefined>;
   readonly runEnds: GroupCommit<runs.RunEnd, runs.EndedRun | null>;
 
@@ -94,7 +95,7 @@ export class GuardContext {
   ) {
     this.sequences = new SequenceAllocator((runId) => runs.maxSequence(db, runId));
     this.prices = new PriceBook(db);
-    const finish = (finishes: runs.StepFinish[]) => runs.finishSteps(db, finishes);
+    const finish = (finishes: StepFinish[]) => finishSteps(db, finishes);
     this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps), { retryAlone: isStatementRefusal });
     this.stepFinishes = new GroupCommit(finish, { retryAlone: isStatementRefusal });
     this.lingeringResults = new GroupCommit(finish, {

@@ -11,7 +11,7 @@ import type { Clock } from '../clock.js';
 import type { CounterStore } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
-import type { StepResult } from '../store/runs.js';
+import type { StepResult } from '../store/step-finish.js';
 import type { Decided } from './decided.js';
 import { GuardContext, type DaemonInstanceId, type GuardObserver } from './guard-context.js';
 import type { RunCreated, RunEnded, StepCreated, StepUpdated } from '../contract/runs.js';

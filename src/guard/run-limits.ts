@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import type { RunLimits, RunLimitsRequest } from '../contract/runs.js';
 import { microsToUsd, usdToMicros } from '../money/decimal.js';
 import type { GuardSnapshot } from '../rules/engine.js';
-import type { RunUsage } from '../store/runs.js';
+import type { RunUsage } from '../store/run-usage.js';
 import { STEP_RATE_WINDOW_MS, type StepSlot } from '../store/counters/step-rate.js';
 import type { RunLimitValues, WorkspaceRow } from '../store/workspaces.js';
 import type { StepInput } from './step-input.js';

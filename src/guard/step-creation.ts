@@ -8,6 +8,7 @@ import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
+import { countAllowedStep } from '../store/run-usage.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import { admit, type AdmissionReads, type AdmissionTask } from './admission.js';
 import { planAdmission, type AdmissionPlan } from './admission-plan.js';
@@ -109,7 +110,7 @@ export async function admitStep(
       throwOnConflict(outcome!);
       if (usage && step.status === 'ALLOWED') {
         const identicalCalls = hash !== null && usage.lastCallHash === hash ? usage.identicalCalls : 0;
-        await runs.countAllowedStep(tx, runId, { hash, identicalCalls: identicalCalls + 1 });
+        await countAllowedStep(tx, runId, { hash, identicalCalls: identicalCalls + 1 });
       }
       if (rememberAnswer) await remember(tx, idempotency, createdView(step), now);
     },

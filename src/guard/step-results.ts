@@ -8,6 +8,7 @@ import { callCost, costToMicros, isPriced } from '../money/cost.js';
 import { scopeAt, SPEND_CAP_MICROS } from '../store/counters/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
+import { type FinishedStep, finishSteps, type StepFinish, type StepResult } from '../store/step-finish.js';
 import { zoneOf } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
 import type { StepUpdated } from '../contract/runs.js';
@@ -27,14 +28,14 @@ export async function finishStep(
   workspaceId: string,
   runId: string,
   stepId: string,
-  result: runs.StepResult,
+  result: StepResult,
   idempotency?: IdempotencyClaim,
 ): Promise<StepUpdated> {
   const replay = idempotency ? await storedAnswer<StepUpdated>(context, idempotency) : null;
   if (replay) return replay;
   const now = context.clock.now();
   const zone = await zoneOf(context, workspaceId);
-  const finish: runs.StepFinish = {
+  const finish: StepFinish = {
     workspaceId,
     runId,
     stepId,
@@ -48,7 +49,7 @@ export async function finishStep(
     // result shares its statement and commit with the results written at the same moment.
     const finished = idempotency
       ? await context.db.transaction(async (tx) => {
-          const [step] = await runs.finishSteps(tx, [finish]);
+          const [step] = await finishSteps(tx, [finish]);
           if (step) await remember(tx, idempotency, { id: step.id, status: step.status }, now);
           return step ?? null;
         })
@@ -67,7 +68,7 @@ export function recordResult(
   workspaceId: string,
   runId: string,
   stepId: string,
-  result: runs.StepResult,
+  result: StepResult,
 ): Promise<StepUpdated> {
   const now = context.clock.now();
   // Submitted at once when the zone is known (it is, after this daemon's decision of the step):
@@ -84,11 +85,11 @@ function submitResult(
   workspaceId: string,
   runId: string,
   stepId: string,
-  result: runs.StepResult,
+  result: StepResult,
   now: Date,
   zone: string,
 ): Promise<StepUpdated> {
-  const finish: runs.StepFinish = {
+  const finish: StepFinish = {
     workspaceId,
     runId,
     stepId,
@@ -109,7 +110,7 @@ function submitResult(
  * and the counters hold it; answers the function that stops holding it. Priced as the record
  * will be, from the model's active prices.
  */
-function holdSpend(context: GuardContext, finish: runs.StepFinish, zone: string): () => void {
+function holdSpend(context: GuardContext, finish: StepFinish, zone: string): () => void {
   const facts = context.stepFacts.get(finish.stepId);
   const { result } = finish;
   const tokens = {
@@ -148,8 +149,8 @@ function unpricedCall(context: GuardContext, workspaceId: string, model: string)
 /** A result's statement answered: why nothing was finished, or the spend copy raised and the answer. */
 async function afterFinish(
   context: GuardContext,
-  finish: runs.StepFinish,
-  finished: runs.FinishedStep | null,
+  finish: StepFinish,
+  finished: FinishedStep | null,
   zone: string,
 ): Promise<StepUpdated> {
   if (!finished) {

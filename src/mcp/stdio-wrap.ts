@@ -81,6 +81,7 @@ interface PendingCall {
 }
 
 /** Runs the wrap until the server exits; resolves with its exit code. */
+// eslint-disable-next-line max-lines-per-function -- split with issue #50
 export async function runWrap(options: WrapOptions): Promise<number> {
   const { api, server, stdout } = options;
   const child = spawn(options.command, options.args, {

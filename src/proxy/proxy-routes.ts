@@ -60,6 +60,7 @@ export const proxyRoutes: FastifyPluginAsync<{
   tokens?: ProxyTokenStore;
   /** Where each call's step is traced. @default none */
   telemetry?: RunTelemetry;
+  // eslint-disable-next-line max-lines-per-function -- a route declaration, as src/api/routes/
 }> = async (app, deps) => {
   const { guard, db, keys, clock, options, metrics, calls } = deps;
   const telemetry = deps.telemetry ?? NO_TELEMETRY;

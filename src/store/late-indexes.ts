@@ -69,6 +69,7 @@ export async function buildLateIndexesNow(db: Db): Promise<void> {
 class Stopped extends Error {}
 
 /** Starts building the late indexes on Postgres at `connectionString`, in the background. */
+// eslint-disable-next-line max-lines-per-function -- split at its seams is still to do (issue #53)
 export function buildLateIndexes(connectionString: string, logger?: Logger): LateIndexBuild {
   // Not the pool's: its statement timeout would cut a long build, and a session lock needs a
   // connection that stays the same.

@@ -4,7 +4,7 @@
  * page, each read when the client has taken the one before (see DETAIL_PAGES).
  */
 import type { Queryable } from './db.js';
-import { RUN_TOTALS } from './runs.js';
+import { RUN_TOTALS } from './run-list.js';
 
 /**
  * How a run detail reads its steps. A run of up to `first` steps is one statement and one answer.

@@ -10,8 +10,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/db.js';
+import { endpointById, type EndpointRow } from '../store/webhooks.js';
 import {
-  endpointById,
   headDelivery,
   leaseDueEndpoints,
   purgeWebhookHistory,
@@ -20,8 +20,7 @@ import {
   renewLease,
   type AttemptRecord,
   type DueDelivery,
-  type EndpointRow,
-} from '../store/webhooks.js';
+} from '../store/webhook-deliveries.js';
 import { parseRetryAfter, retryDelayMs } from './backoff.js';
 import type { OutboundPolicy } from './outbound-policy.js';
 import { body } from './payload.js';

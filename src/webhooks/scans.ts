@@ -13,7 +13,7 @@ import {
   insertThresholdEvents,
   lockCursor,
   moveCursor,
-} from '../store/webhooks.js';
+} from '../store/webhook-outbox.js';
 
 /** Failed runs are looked for up to this long ago: their end has committed by then, nearly always. */
 const SETTLE_MS = 2_000;

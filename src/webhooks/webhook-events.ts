@@ -4,7 +4,7 @@
  */
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../contract/index.js';
 import type { Queryable } from '../store/db.js';
-import { insertEvent } from '../store/webhooks.js';
+import { insertEvent } from '../store/webhook-outbox.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 
 /** What an endpoint gets when it names no events: all but `run.failed`, which is opt-in (it is one per failed run). */

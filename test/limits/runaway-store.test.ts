@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Decision } from '../../src/rules/engine.js';
-import { countAllowedStep, insertRuns, insertSteps, lockRunUsage, type NewStep } from '../../src/store/runs.js';
+import { insertRuns, insertSteps, type NewStep } from '../../src/store/runs.js';
+import { countAllowedStep, lockRunUsage } from '../../src/store/run-usage.js';
 import { timeOrderedId } from '../../src/store/time-ordered-id.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';

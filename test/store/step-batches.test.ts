@@ -13,7 +13,8 @@ import { type Clock } from '../../src/clock.js';
 import { GuardService } from '../../src/guard/guard-service.js';
 import { recordedSpend, scopeAt } from '../../src/store/counters/counters.js';
 import type { Db, Queryable } from '../../src/store/db.js';
-import { finishSteps, insertSteps, type NewStep, type StepFinish } from '../../src/store/runs.js';
+import { insertSteps, type NewStep } from '../../src/store/runs.js';
+import { finishSteps, type StepFinish } from '../../src/store/step-finish.js';
 import { createWorkspace } from '../../src/store/workspaces.js';
 import { BACKENDS, openTestStores, type TestStores } from '../support/harness.js';
 
