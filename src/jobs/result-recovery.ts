@@ -67,9 +67,46 @@ export interface ResultRecovery {
   stop(): Promise<void>;
 }
 
-// eslint-disable-next-line max-lines-per-function -- split at its seams is still to do (issue #53)
+/** One transaction: up to a batch of lost steps, their events, the runs they free, their charge. */
+async function recoverBatch(options: ResultRecoveryOptions, batchSize: number) {
+  const now = options.clock.now();
+  return options.db.transaction(async (tx) => {
+    const instances = await lockDeadInstances(tx, {
+      self: options.self(),
+      leaseMs: (options.leaseTrusted?.() ?? true) ? options.leaseMs : null,
+      othersDead: options.othersDead,
+    });
+    if (instances.length === 0) {
+      return { now, instances, steps: [], runs: [], charged: [], full: false, recovered: [] as number[] };
+    }
+    const steps = await loseSteps(tx, instances, now, batchSize);
+    for (const step of steps) {
+      await recordResultLost(
+        tx,
+        {
+          workspaceId: step.workspace_id,
+          runId: step.run_id,
+          stepId: step.id,
+          userId: step.user_id,
+          provider: step.provider,
+          model: step.model,
+          reason: LOST_REASON,
+        },
+        now,
+      );
+    }
+    const runs = await endOrphanedRuns(tx, instances, now);
+    const full = steps.length >= batchSize;
+    // Said once, when the last of an instance's steps is ended; later passes look again all the
+    // same (a step its late write left behind), until its row is purged.
+    const recovered = full ? [] : await markRecovered(tx, instances);
+    const charged = await chargeLostSteps(tx, steps, now);
+    return { now, instances, steps, runs, charged, full, recovered };
+  });
+}
+
 export function createResultRecovery(options: ResultRecoveryOptions): ResultRecovery {
-  const { db, counters, clock, logger } = options;
+  const { db, counters, logger } = options;
   const batchSize = options.batchSize ?? 100;
   let failing = false;
   const job = periodic({
@@ -80,48 +117,10 @@ export function createResultRecovery(options: ResultRecoveryOptions): ResultReco
     immediately: true,
   });
 
-  /** One transaction: up to a batch of lost steps, their events, the runs they free, their charge. */
-  async function batch() {
-    const now = clock.now();
-    return db.transaction(async (tx) => {
-      const instances = await lockDeadInstances(tx, {
-        self: options.self(),
-        leaseMs: (options.leaseTrusted?.() ?? true) ? options.leaseMs : null,
-        othersDead: options.othersDead,
-      });
-      if (instances.length === 0) {
-        return { now, instances, steps: [], runs: [], charged: [], full: false, recovered: [] as number[] };
-      }
-      const steps = await loseSteps(tx, instances, now, batchSize);
-      for (const step of steps) {
-        await recordResultLost(
-          tx,
-          {
-            workspaceId: step.workspace_id,
-            runId: step.run_id,
-            stepId: step.id,
-            userId: step.user_id,
-            provider: step.provider,
-            model: step.model,
-            reason: LOST_REASON,
-          },
-          now,
-        );
-      }
-      const runs = await endOrphanedRuns(tx, instances, now);
-      const full = steps.length >= batchSize;
-      // Said once, when the last of an instance's steps is ended; later passes look again all the
-      // same (a step its late write left behind), until its row is purged.
-      const recovered = full ? [] : await markRecovered(tx, instances);
-      const charged = await chargeLostSteps(tx, steps, now);
-      return { now, instances, steps, runs, charged, full, recovered };
-    });
-  }
-
   async function recover(): Promise<RecoveryPass> {
     const pass: RecoveryPass = { instances: [], steps: [], runs: 0 };
     for (;;) {
-      const done = await batch();
+      const done = await recoverBatch(options, batchSize);
       // The counter copies take the charged totals, as after a result (afterFinish, in
       // step-results.ts): the day's keys of the charge's own day.
       await Promise.all(
