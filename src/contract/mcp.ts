@@ -68,3 +68,22 @@ export const ToolPolicy = Type.Object(
   { additionalProperties: false },
 );
 export type ToolPolicy = Static<typeof ToolPolicy>;
+
+/** `GET /v1/tools/usage`: a local date of the workspace's zone; today when left out. */
+export const ToolUsageQuery = Type.Object({
+  date: Type.Optional(Type.String({ pattern: '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$' })),
+});
+export type ToolUsageQuery = Static<typeof ToolUsageQuery>;
+
+/** One tool's TOOL_CALL steps of the day: all of them, those denied, those failed, and their cost. */
+export const ToolUsageRow = Type.Object({
+  tool: Type.String(),
+  calls: Type.Integer(),
+  denied: Type.Integer(),
+  failed: Type.Integer(),
+  spend_usd: Type.Number(),
+});
+export type ToolUsageRow = Static<typeof ToolUsageRow>;
+
+export const ToolUsage = Type.Object({ date: Type.String(), rows: Type.Array(ToolUsageRow) });
+export type ToolUsage = Static<typeof ToolUsage>;

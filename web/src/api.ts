@@ -85,6 +85,7 @@ export type {
   WebhookEventType,
   Usage,
   SdkUser,
+  ToolUsage,
   Billing,
   ApiKey,
   Account as Me,

@@ -11,6 +11,7 @@ import { OverviewPage } from './pages/overview';
 import { RunsPage } from './pages/runs';
 import { RunDetailPage } from './pages/run-detail';
 import { UsersPage } from './pages/users';
+import { ToolsPage } from './pages/tools';
 import { SettingsPage } from './pages/settings';
 import { PricingPage } from './pages/pricing';
 import { ApiKeysPage } from './pages/api-keys';
@@ -21,6 +22,7 @@ const NAV: [string, string][] = [
   ['/', 'Overview'],
   ['/runs', 'Runs'],
   ['/users', 'Users'],
+  ['/tools', 'Tools'],
   ['/settings', 'Settings'],
   ['/pricing', 'Pricing'],
   ['/alerts', 'Alerts'],
@@ -91,6 +93,9 @@ function Shell({ me, onSignOut, onOwnerSet }: { me: Me; onSignOut: () => void; o
           <Route path="/runs/:id">{(params) => <RunDetailPage id={params.id} />}</Route>
           <Route path="/users">
             <UsersPage />
+          </Route>
+          <Route path="/tools">
+            <ToolsPage />
           </Route>
           <Route path="/settings">
             <SettingsPage me={me} />

@@ -2,14 +2,16 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { BillingPlans } from '../../admin/billing-plans.js';
+import type { ToolUsageReport } from '../../admin/tool-usage.js';
 import type { UsageReport } from '../../admin/usage-report.js';
 import { actorOf } from '../actor.js';
-import { Billing, errorResponses, PlanChangeBody, Usage, UsageQuery } from '../schemas.js';
+import { Billing, errorResponses, PlanChangeBody, ToolUsage, ToolUsageQuery, Usage, UsageQuery } from '../schemas.js';
 
-export const usageRoutes: FastifyPluginAsync<{ usage: UsageReport; billing: BillingPlans }> = async (
-  base,
-  { usage, billing },
-) => {
+export const usageRoutes: FastifyPluginAsync<{
+  usage: UsageReport;
+  tools: ToolUsageReport;
+  billing: BillingPlans;
+}> = async (base, { usage, tools, billing }) => {
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get(
@@ -27,6 +29,20 @@ export const usageRoutes: FastifyPluginAsync<{ usage: UsageReport; billing: Bill
       },
     },
     async (request) => usage.read(request.principal.workspaceId, request.query.days),
+  );
+
+  app.get(
+    '/v1/tools/usage',
+    {
+      config: { auth: 'any' },
+      schema: {
+        tags: ['usage'],
+        summary: "Calls, denials, failures and spend per tool over a day (the workspace's local day; today by default)",
+        querystring: ToolUsageQuery,
+        response: { 200: ToolUsage, ...errorResponses(401, 422) },
+      },
+    },
+    async (request) => tools.read(request.principal.workspaceId, request.query.date),
   );
 
   app.get(
