@@ -139,6 +139,15 @@ function serializeRequest(req: RequestLike) {
   };
 }
 
+/**
+ * Requests whose info line is their proxied call's (written when its step is recorded): their
+ * response is logged at `debug` only.
+ */
+export const loggedAsCall = new WeakSet<object>();
+
+/** What the guard or the proxy decided of a refused request, for its line: `DENIED` and the rule's reason, say. */
+export const requestOutcomes = new WeakMap<object, { decision: string; reason: string }>();
+
 export type LogFormat = 'auto' | 'json' | 'pretty';
 
 export interface LoggerSettings {

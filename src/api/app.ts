@@ -3,7 +3,7 @@
  * and nothing here reads the environment; the daemon and the tests pass everything in.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
@@ -19,7 +19,8 @@ import { SdkUsers } from '../admin/sdk-users.js';
 import { ToolUsageReport } from '../admin/tool-usage.js';
 import { UsageReport } from '../admin/usage-report.js';
 import { WorkspaceConfig } from '../admin/workspace-config.js';
-import { deferredChildLogger } from '../logger.js';
+import type { Principal } from '../admin/principal.js';
+import { deferredChildLogger, loggedAsCall, loggedUrl, requestOutcomes } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import type { Clock } from '../clock.js';
 import type { DaemonInstanceId } from '../guard/guard-context.js';
@@ -156,6 +157,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- fixes the instance's logger type for the routes
     loggerInstance: deps.logger as FastifyBaseLogger,
     childLoggerFactory: deferredChildLogger,
+    // Replaced by one line per request (the hooks below), and per proxied call (its step's record).
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.bodyLimitBytes,
     // On close: stop accepting, drop idle keep-alive sockets, answer 503 to requests arriving on
     // busy ones, and let in-flight requests finish (the daemon bounds that with its grace period).
@@ -174,6 +177,31 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
     },
+  });
+  app.addHook('onRequest', async (request) => {
+    request.log.debug({ req: request }, 'incoming request');
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const ms = Math.round(reply.elapsedTime);
+    if (loggedAsCall.has(request)) {
+      request.log.debug({ status: reply.statusCode, ms }, 'request completed');
+      return;
+    }
+    const principal = request.principal as Principal | null;
+    const target = request.proxyCall?.target;
+    const refusal = requestOutcomes.get(request);
+    request.log.info(
+      {
+        method: request.method,
+        url: loggedUrl(request),
+        user: principal?.subjectId ?? target?.userId ?? null,
+        run: target?.runId ?? null,
+        ...(refusal ? { decision: refusal.decision, reason: refusal.reason } : {}),
+        status: reply.statusCode,
+        ms,
+      },
+      'request',
+    );
   });
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);

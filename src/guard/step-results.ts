@@ -146,6 +146,12 @@ function unpricedCall(context: GuardContext, workspaceId: string, model: string)
   );
 }
 
+/** A step's result as recorded; the user and cost are for the proxy's log line, never sent. */
+export interface RecordedStep extends StepUpdated {
+  userId: string;
+  costMicros: number;
+}
+
 /** A result's statement answered: why nothing was finished, or the spend copy raised and the answer. */
 async function afterFinish(
   context: GuardContext,
@@ -164,7 +170,13 @@ async function afterFinish(
       scopeAt(finish.now, finish.workspaceId, finished.user_id, zone),
       finished.totals,
     );
-  return { id: finished.id, status: finished.status };
+  const recorded: RecordedStep = {
+    id: finished.id,
+    status: finished.status,
+    userId: finished.user_id,
+    costMicros: finished.cost_micros,
+  };
+  return recorded;
 }
 
 /** Keeps `result` among the run's results in flight until it settles. */

@@ -99,7 +99,14 @@ export async function checkCall(
     throw denialRefusal(step, 'model call');
   }
   return {
-    step: { workspaceId: target.workspaceId, runId, stepId: step.id, endRun: target.via === 'auto' },
+    step: {
+      workspaceId: target.workspaceId,
+      runId,
+      stepId: step.id,
+      endRun: target.via === 'auto',
+      model: stepInput.model ?? null,
+      userId: target.userId,
+    },
     recorded: recorded.then(() => undefined),
   };
 }

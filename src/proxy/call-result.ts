@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import { isApiError } from '../errors.js';
 import type { GuardService } from '../guard/guard-service.js';
+import type { RecordedStep } from '../guard/step-results.js';
 import { isDatabaseDown } from '../store/db.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import type { TokenFields } from './providers/index.js';
@@ -25,6 +26,9 @@ export interface CallStep {
   runId: string;
   stepId: string;
   endRun: boolean;
+  /** For the call's log line: the model its request named, and the run's user. */
+  model?: string | null;
+  userId?: string | null;
 }
 
 export type CallStatus = 'COMPLETED' | 'FAILED';
@@ -41,6 +45,39 @@ export type RecordResult = (
   answerModel?: string | null,
   notReached?: boolean,
 ) => void;
+
+/**
+ * The one `info` line of a proxied call, written once its step is recorded: who, which run and
+ * model, what the guard decided, how it ended, its tokens, cost and time. Built from values at hand.
+ */
+function logCall(
+  log: FastifyBaseLogger,
+  step: CallStep,
+  result: {
+    status: CallStatus;
+    model: string | null;
+    durationMs: number;
+    promptTokens: number | null;
+    completionTokens: number | null;
+  },
+  stored: Partial<RecordedStep>,
+): void {
+  log.info(
+    {
+      user: stored.userId ?? step.userId ?? null,
+      run: step.runId,
+      step: step.stepId,
+      model: step.model ?? result.model,
+      decision: 'ALLOWED',
+      status: result.status,
+      promptTokens: result.promptTokens,
+      completionTokens: result.completionTokens,
+      costUsd: stored.costMicros === undefined ? null : stored.costMicros / 1e6,
+      ms: result.durationMs,
+    },
+    'proxied call',
+  );
+}
 
 export type ResultWriter = Pick<GuardService, 'finishStep' | 'recordResult' | 'endRun' | 'runAnswered'>;
 
@@ -107,7 +144,7 @@ export function resultRecorder(
       // the results that wait for company, so the run stops counting against the concurrent-run
       // limit as soon as it can. A result already taken (an attempt whose answer was lost) is final.
       let attempts = 0;
-      await untilStored(
+      const stored = await untilStored(
         () => {
           attempts++;
           return step.endRun
@@ -121,7 +158,9 @@ export function resultRecorder(
         // After a retry, our own earlier attempt landed; at the first, someone else finished the step.
         if (attempts === 1)
           log.warn({ stepId: step.stepId }, "a proxied call's step was already finished; its result was not recorded");
+        return null;
       });
+      if (stored) logCall(log, step, result, stored);
       onWritten();
       if (step.endRun) {
         await untilStored(

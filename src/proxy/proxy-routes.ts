@@ -23,7 +23,8 @@ import { relayCall } from './call-relay.js';
 import { resultRecorder } from './call-result.js';
 import { segmentsBeforeUpstreamPath, targetResolver, type ProxyParams } from './call-target.js';
 import type { ProviderRegistry } from './provider-registry.js';
-import { refusalAnswer, type ProxyRefusal } from './proxy-refusal.js';
+import { refusalAnswer, ProxyRefusal } from './proxy-refusal.js';
+import { loggedAsCall, requestOutcomes } from '../logger.js';
 import { proxyTokenStore, type ProxyTokenStore } from './proxy-tokens.js';
 import { socketUpgrades } from './socket-upgrades.js';
 import { NO_TELEMETRY, traceparentOf, type RunTelemetry } from '../telemetry/telemetry.js';
@@ -113,6 +114,10 @@ export const proxyRoutes: FastifyPluginAsync<{
   app.setErrorHandler((error: FastifyError | ProxyRefusal, request, reply) => {
     const provider = registry.get((request.params as Partial<ProxyParams> | undefined)?.provider ?? '');
     const answer = refusalAnswer(error, provider, request.log);
+    requestOutcomes.set(request, {
+      decision: error instanceof ProxyRefusal && error.stepId ? 'DENIED' : 'REFUSED',
+      reason: error.code ?? 'ERROR',
+    });
     void reply.headers(answer.headers).status(answer.status).send(answer.body);
   });
 
@@ -150,6 +155,7 @@ export const proxyRoutes: FastifyPluginAsync<{
     const { stepId } = step;
     const call = { request, res: reply.raw, provider, path, body, stepId, timer };
     const written = resultRecorder(guard, calls, step, recorded, request.log, () => timer.resultRecorded());
+    loggedAsCall.add(request);
     const recorder = traced ? tracedResult(written, telemetry, traced.start, step, traced.traceparent) : written;
     const held = relayCall(call, recorder);
     try {
