@@ -63,7 +63,14 @@ describe('checkCall', () => {
   it('when a named run allows the step, then the step is decided with a server-assigned sequence and its record awaited', async () => {
     const { guard, calls } = fakeGuard({});
     const { step, recorded } = await checkCall(guard, named('run'), 'openai', INPUT, rememberingLogger());
-    expect(step).toEqual({ workspaceId: 'ws', runId: 'run-1', stepId: 'step-1', endRun: false });
+    expect(step).toEqual({
+      workspaceId: 'ws',
+      runId: 'run-1',
+      stepId: 'step-1',
+      endRun: false,
+      model: 'gpt-4o',
+      userId: null,
+    });
     await expect(recorded).resolves.toBeUndefined();
     expect(calls).toEqual([`decideStep run-1 ${JSON.stringify(INPUT)}`]);
   });
@@ -71,7 +78,14 @@ describe('checkCall', () => {
   it('when a call has no run, then a run of its own starts with its step and ends with it', async () => {
     const { guard, calls } = fakeGuard({});
     const { step } = await checkCall(guard, runless, 'openai', INPUT, rememberingLogger());
-    expect(step).toEqual({ workspaceId: 'ws', runId: 'own-run', stepId: 'step-1', endRun: true });
+    expect(step).toEqual({
+      workspaceId: 'ws',
+      runId: 'own-run',
+      stepId: 'step-1',
+      endRun: true,
+      model: 'gpt-4o',
+      userId: 'alice',
+    });
     expect(calls).toEqual(['decideRunWithStep alice {"proxy":"openai"}']);
   });
 
