@@ -16,6 +16,7 @@ import { OverviewReport } from '../admin/overview-report.js';
 import { PricingTable } from '../admin/pricing-table.js';
 import { RunHistory } from '../admin/run-history.js';
 import { SdkUsers } from '../admin/sdk-users.js';
+import { SpendReports } from '../admin/spend-report.js';
 import { ToolUsageReport } from '../admin/tool-usage.js';
 import { UsageReport } from '../admin/usage-report.js';
 import { WorkspaceConfig } from '../admin/workspace-config.js';
@@ -282,6 +283,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(usageRoutes, {
     usage: new UsageReport(db, counters, settings, deps.clock),
     tools: new ToolUsageReport(db, settings, deps.clock),
+    reports: new SpendReports(db),
     billing: new BillingPlans(settings),
   });
   await app.register(webhookRoutes, {

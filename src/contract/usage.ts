@@ -38,3 +38,41 @@ export type Billing = Static<typeof Billing>;
 /** `POST /v1/billing/plan`: the tier to move to. */
 export const PlanChangeBody = Type.Object({ plan: Type.Enum([...PLAN_NAMES]) }, { additionalProperties: false });
 export type PlanChangeBody = Static<typeof PlanChangeBody>;
+
+/** What `GET /v1/usage/report` groups spend by; `tag:{name}` waits for tags on runs. */
+export const REPORT_GROUPS = ['user', 'key', 'model', 'day'] as const;
+export type ReportGroup = (typeof REPORT_GROUPS)[number];
+
+const LocalDate = Type.String({ pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$', description: 'YYYY-MM-DD' });
+
+/** `GET /v1/usage/report`: local dates, both included, in the workspace's time zone. */
+export const SpendReportQuery = Type.Object({
+  from: LocalDate,
+  to: LocalDate,
+  group_by: Type.String({ minLength: 1, maxLength: 100, description: REPORT_GROUPS.join(' | ') }),
+});
+export type SpendReportQuery = Static<typeof SpendReportQuery>;
+
+const SpendFigures = {
+  spend_usd: Type.Number(),
+  tokens: Type.Integer(),
+  calls: Type.Integer(),
+  /** Model calls recorded with tokens and no price: in `calls` and `tokens`, counting $0. */
+  unpriced_calls: Type.Integer(),
+};
+
+/** One group's spend; `key` null holds what matches no group (a run started without a key). */
+export const SpendReportRow = Type.Object({ key: Nullable(Type.String()), ...SpendFigures });
+export type SpendReportRow = Static<typeof SpendReportRow>;
+
+export const SpendReport = Type.Object({
+  from: Type.String(),
+  to: Type.String(),
+  group_by: Type.String(),
+  rows: Type.Array(SpendReportRow),
+  total: Type.Object(SpendFigures),
+});
+export type SpendReport = Static<typeof SpendReport>;
+
+/** The CSV form's header: the row fields in order, no total line. */
+export const SPEND_REPORT_CSV_HEADER = 'key,spend_usd,tokens,calls,unpriced_calls';
