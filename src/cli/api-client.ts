@@ -48,6 +48,15 @@ export interface PriceInput {
   is_active?: boolean;
 }
 
+/** An answer's JSON, or null when it is empty or not JSON. */
+function parsedJson(text: string): unknown {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
+  }
+}
+
 export class ApiClient {
   readonly url: string;
   private readonly apiKey: string;
@@ -62,7 +71,16 @@ export class ApiClient {
   }
 
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = { authorization: `Bearer ${this.apiKey}`, accept: 'application/json' };
+    return parsedJson(await this.exchange(method, path, body, 'application/json')) as T;
+  }
+
+  /** A GET answered in another form than JSON (`text/csv`): its text. Errors come as JSON still. */
+  async text(path: string, accept: string): Promise<string> {
+    return this.exchange('GET', path, undefined, accept);
+  }
+
+  private async exchange(method: string, path: string, body: unknown, accept: string): Promise<string> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.apiKey}`, accept };
     if (body !== undefined) headers['content-type'] = 'application/json';
     let res: Response;
     try {
@@ -82,14 +100,8 @@ export class ApiClient {
       // A streamed answer (a large run's detail) cut after its status: the daemon logged why.
       throw new CliError(`the daemon's answer from ${this.url} was cut short (${connectionReason(error)}); try again.`);
     }
-    let parsed: unknown;
-    try {
-      parsed = text ? JSON.parse(text) : null;
-    } catch {
-      parsed = null;
-    }
     if (!res.ok) {
-      const errorBody = (parsed ?? {}) as { detail?: unknown; code?: unknown; errors?: unknown };
+      const errorBody = (parsedJson(text) ?? {}) as { detail?: unknown; code?: unknown; errors?: unknown };
       const detail =
         typeof errorBody.detail === 'string' ? errorBody.detail : `HTTP ${res.status} ${res.statusText}`.trim();
       throw new ApiRequestError(
@@ -99,7 +111,7 @@ export class ApiClient {
         Array.isArray(errorBody.errors) ? (errorBody.errors as { path: string; message: string }[]) : [],
       );
     }
-    return parsed as T;
+    return text;
   }
 
   // --- Endpoints the CLI uses; add more here as commands need them. ---------------------------

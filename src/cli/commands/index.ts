@@ -16,6 +16,7 @@ import { retentionCommand } from './retention.js';
 import { runsCommand } from './runs.js';
 import { startCommand } from './start.js';
 import { statusCommand } from './status.js';
+import { usageCommand } from './usage.js';
 import { usersCommand } from './users.js';
 import { webhooksCommand } from './webhooks.js';
 import { budgetCommand, limitsCommand } from './workspace.js';
@@ -34,6 +35,7 @@ export const COMMANDS: (() => Command)[] = [
   usersCommand,
   budgetCommand,
   budgetsCommand,
+  usageCommand,
   limitsCommand,
   keysCommand,
   retentionCommand,
