@@ -148,7 +148,7 @@ describe.each(BACKENDS)('spend reports on %s', (backend) => {
     expect(answer.total).toEqual({ spend_usd: 0, tokens: 0, calls: 0, unpriced_calls: 0 });
   });
 
-  it('when the input is bad, then the answer is a 422 naming the field', async () => {
+  it('when the input is bad, then the answer is a 422 naming the field; an agent key gets 403', async () => {
     const ws = (await api.newWorkspace()).api;
     const cases: [string, string][] = [
       ['from=2026-03-10&to=2026-03-09&group_by=day', 'query.to'],
@@ -170,6 +170,10 @@ describe.each(BACKENDS)('spend reports on %s', (backend) => {
       });
       expect(answer.body.errors).toEqual([expect.objectContaining({ path })]);
     }
+    const agent = await ws.request('POST', '/v1/api-keys', { name: 'agent', role: 'agent' });
+    expect(
+      (await report(caller(api.url, agent.body.api_key), 'from=2026-03-01&to=2026-03-09&group_by=day')).status,
+    ).toBe(403);
     const colour = (await report(ws, 'from=2026-03-01&to=2026-03-09&group_by=colour')).body;
     expect(colour.errors[0].message).toContain('user, key, model, day');
   });
