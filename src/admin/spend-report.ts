@@ -98,10 +98,15 @@ export class SpendReports {
   }
 }
 
-/** A CSV field: quoted when it holds a comma, a quote or a line break; null is empty. */
-function csvField(value: string | null): string {
+/**
+ * A CSV field: quoted when it holds a comma, a quote or a line break; null is empty. A key that
+ * a spreadsheet would run as a formula (a user id is whatever the caller sent: `=HYPERLINK(...)`)
+ * gets a leading apostrophe, as OWASP's CSV-injection advice has it.
+ */
+export function csvField(value: string | null): string {
   if (value === null) return '';
-  return /[",\r\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value;
+  const inert = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return /[",\r\n]/.test(inert) ? `"${inert.replaceAll('"', '""')}"` : inert;
 }
 
 /** The report as CSV (RFC 4180 lines): the header, then one line per row, no total line. */
