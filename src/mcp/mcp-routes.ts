@@ -25,7 +25,6 @@ import { targetResolver, type Target } from '../proxy/call-target.js';
 import { clientHeaders, forward, upstreamFailure, upstreamHeaders, type Upstream } from '../proxy/forwarder.js';
 import { NO_TOKENS } from '../proxy/providers/index.js';
 import { proxyTokenStore, type ProxyTokenStore } from '../proxy/proxy-tokens.js';
-import { toolRefusal } from '../rules/tool-patterns.js';
 import { getWorkspace } from '../store/workspaces.js';
 import type { OutboundPolicy } from '../webhooks/outbound-policy.js';
 import { AnswerWatch } from './answer-watch.js';
@@ -44,6 +43,7 @@ import {
   type ToolCall,
 } from './jsonrpc.js';
 import type { McpServerRegistry } from './server-registry.js';
+import { filteredToolList, listingPolicy } from './tool-list.js';
 import { decideToolStep } from './tool-step.js';
 import { mcpUpstreamAgent, type McpUpstreamOptions } from './upstream-agent.js';
 
@@ -198,8 +198,7 @@ export const mcpProxyRoutes: FastifyPluginAsync<{
 
   /** The workspace's tool policy, when it has lists: tools/list answers are filtered by it. */
   async function toolPolicy(workspaceId: string): Promise<ToolPolicy | null> {
-    const policy = (await getWorkspace(db, workspaceId))?.tool_policy ?? null;
-    return policy && (policy.allow !== null || policy.deny !== null) ? policy : null;
+    return listingPolicy((await getWorkspace(db, workspaceId))?.tool_policy);
   }
 
   /** One tool call forwarded: its step's result recorded once, when its response passes or the exchange ends. */
@@ -435,15 +434,7 @@ export const mcpProxyRoutes: FastifyPluginAsync<{
       ) {
         const failed = 'error' in response || (response.result as { isError?: unknown } | null)?.isError === true;
         byId.get(idKey(response.id))?.finish(failed ? 'FAILED' : 'COMPLETED', failed ? { is_error: true } : {});
-        const tools = (response.result as { tools?: unknown } | null)?.tools;
-        if (policy && Array.isArray(tools)) {
-          const kept = tools.filter(
-            (tool: { name?: unknown }) =>
-              toolRefusal(policy, `${head.server.name}.${typeof tool?.name === 'string' ? tool.name : ''}`) ===
-              undefined,
-          );
-          return { ...response, result: { ...(response.result as object), tools: kept } };
-        }
+        if (policy) return filteredToolList(response, policy, head.server.name);
       }
       return message;
     };

@@ -11,16 +11,19 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { RunCreated, StepCreated } from '../contract/index.js';
+import type { ToolPolicyLists } from '../rules/tool-patterns.js';
 import { deniedResult } from './denied-result.js';
 import {
   cancelledRequest,
   errorMessage,
   idKey,
+  isRequest,
   responseOf,
   SERVER_ERROR,
   toolCallOf,
   type JsonRpcMessage,
 } from './jsonrpc.js';
+import { filteredToolList, listingPolicy } from './tool-list.js';
 import { toolInput } from './tool-step.js';
 
 /** The daemon's API as the wrap uses it (the CLI's client). */
@@ -117,16 +120,31 @@ export async function runWrap(options: WrapOptions): Promise<number> {
     }
   };
 
-  // The server's messages to the agent, as they come: a response to a tool call finishes its step.
+  /** The agent's tools/list requests in flight, with the policy their answers are filtered by. */
+  const listings = new Map<string, ToolPolicyLists>();
+
+  // The server's messages to the agent, as they come: a response to a tool call finishes its step,
+  // a tools/list answer loses the tools the policy refuses.
   createInterface({ input: child.stdout }).on('line', (line) => {
-    stdout.write(`${line}\n`);
     let parsed: unknown;
     try {
       parsed = JSON.parse(line);
     } catch {
+      stdout.write(`${line}\n`);
       return;
     }
-    for (const message of Array.isArray(parsed) ? parsed : [parsed]) {
+    const batch = Array.isArray(parsed);
+    let filtered = false;
+    const relayed = (batch ? (parsed as unknown[]) : [parsed]).map((message) => {
+      const response = responseOf(message);
+      const policy = response && listings.get(idKey(response.id));
+      if (!response || !policy) return message;
+      listings.delete(idKey(response.id));
+      filtered = true;
+      return filteredToolList(message, policy, server);
+    });
+    stdout.write(filtered ? `${JSON.stringify(batch ? relayed : relayed[0])}\n` : `${line}\n`);
+    for (const message of relayed) {
       const response = responseOf(message);
       if (!response) continue;
       const call = pending.get(idKey(response.id));
@@ -166,6 +184,21 @@ export async function runWrap(options: WrapOptions): Promise<number> {
 
   /** A tool call decided through the API: null when it may go on, else the answer the agent gets. */
   async function guard(message: JsonRpcMessage): Promise<JsonRpcMessage | null> {
+    if (isRequest(message) && message.method === 'tools/list') {
+      try {
+        const workspace = await api.request<{ tool_policy: ToolPolicyLists | null }>('GET', '/v1/workspace');
+        const policy = listingPolicy(workspace.tool_policy);
+        if (policy) listings.set(idKey(message.id), policy);
+        return null;
+      } catch (error) {
+        // No policy, no listing: the agent is not offered tools the policy may refuse.
+        return errorMessage(
+          message.id,
+          SERVER_ERROR,
+          `runguard could not read the tool policy: ${(error as Error).message}`,
+        );
+      }
+    }
     const call = toolCallOf(message);
     if (!call) {
       const cancelled = cancelledRequest(message);

@@ -1,8 +1,8 @@
 /**
  * Issue #50, local MCP servers: `runguard mcp wrap` in front of the fixture McpServer over stdio,
  * launched by the official SDK's Client (its StdioClientTransport passes a stripped environment),
- * inside `runguard exec` against a real daemon: the tool calls join exec's run, a denied one never
- * reaches the server, and the CLI registers servers, tool prices and the tool policy.
+ * inside `runguard exec` against a real daemon: the tool calls join exec's run, a denied tool is not
+ * listed and a denied call never reaches the server, and the CLI registers servers, tool prices and the tool policy.
  */
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -34,6 +34,7 @@ describe('runguard mcp wrap and the MCP commands', () => {
         AGENT,
         BIN,
         MCP_SERVER_SCRIPT,
+        'list',
         'echo:{"text":"from stdio"}',
         'delete_file:{"path":"/etc/passwd"}',
       ],
@@ -41,12 +42,21 @@ describe('runguard mcp wrap and the MCP commands', () => {
     );
     // exec passes MCP_CALLS_FILE to the agent; the agent hands it to the server explicitly.
     expect(result.code, result.stderr).toBe(0);
-    const lines = result.stdout
+    const [listed, ...lines] = result.stdout
       .split('\n')
       .filter((line) => line.startsWith('{'))
       .map(
-        (line) => JSON.parse(line) as { content: { text: string }[]; isError?: boolean; _meta?: Record<string, any> },
+        (line) =>
+          JSON.parse(line) as {
+            tools?: string[];
+            content: { text: string }[];
+            isError?: boolean;
+            _meta?: Record<string, any>;
+          },
       );
+    // The agent is not offered the tool the policy denies.
+    expect(listed!.tools).toContain('echo');
+    expect(listed!.tools).not.toContain('delete_file');
     expect(lines[0]!.content[0]!.text).toBe('from stdio');
     expect(lines[1]!.isError).toBe(true);
     expect(lines[1]!._meta?.['runguard/decision']).toMatchObject({
