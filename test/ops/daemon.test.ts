@@ -77,8 +77,9 @@ const connectionRefused = (url: string) =>
   );
 
 /**
- * Fastify logs a request once its headers are parsed: from then on the server counts the
- * connection as busy, and a close lets it finish rather than cutting it as idle.
+ * Fastify logs a request once its headers are parsed (at debug: the daemon's own line comes at
+ * the answer): from then on the server counts the connection as busy, and a close lets it finish
+ * rather than cutting it as idle. The daemons of the tests that wait for it log at debug.
  */
 const requestArrived = (d: Daemon, method: string, url: string) =>
   waitFor(`the daemon to read the headers of ${method} ${url}`, () =>
@@ -114,7 +115,7 @@ describe('the daemon process', () => {
   });
 
   it('when SIGTERM arrives with a request in flight, then it completes (2xx), new connections are refused, and the daemon exits 0', async () => {
-    const d = await spawnOne();
+    const d = await spawnOne({ RUNGUARD_LOG_LEVEL: 'debug' });
     const inFlight = halfSentStart(d.url, d.apiKey!);
     await requestArrived(d, 'POST', '/v1/runs');
     d.process.kill('SIGTERM');
@@ -163,7 +164,7 @@ describe('the daemon process', () => {
   });
 
   it('when a request outlives the grace period, then its connection is cut and the daemon still exits 0', async () => {
-    const d = await spawnOne({ RUNGUARD_SHUTDOWN_GRACE_MS: '300' });
+    const d = await spawnOne({ RUNGUARD_SHUTDOWN_GRACE_MS: '300', RUNGUARD_LOG_LEVEL: 'debug' });
     const inFlight = halfSentStart(d.url, d.apiKey!);
     await requestArrived(d, 'POST', '/v1/runs');
     d.process.kill('SIGTERM');

@@ -546,7 +546,10 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
 
       const answers = await Promise.all(ids.map((id, i) => guard.recordResult(ws, runId, id, result(...tokens(i)))));
 
-      expect(answers).toEqual(ids.map((id) => ({ id, status: 'COMPLETED' })));
+      // The service's answer also carries what the call's log line needs: its user and cost.
+      expect(answers).toEqual(
+        ids.map((id, i) => ({ id, status: 'COMPLETED', userId: 'proxied', costMicros: PRICES.a.micros(...tokens(i)) })),
+      );
       expect((await stepsOf(runId)).every((s) => s.status === 'COMPLETED')).toBe(true);
       const expected = ids.reduce((sum, _, i) => sum + PRICES.a.micros(...tokens(i)), 0);
       const both = { workspaceDailySpendMicros: expected, userDailySpendMicros: expected };
