@@ -154,3 +154,36 @@ export function periodWindow(local: LocalDay, period: Period): { firstDay: strin
   if (period === 'week') return { firstDay: local.weekStart, resetsAt: local.weekResetsAt };
   return { firstDay: local.monthStart, resetsAt: local.monthResetsAt };
 }
+
+/** A period's window in local dates, both included, and the instant it ends (ISO 8601 UTC). */
+export interface DatedWindow {
+  readonly period: Period;
+  readonly firstDay: string;
+  readonly lastDay: string;
+  readonly resetsAt: string;
+}
+
+function lastDayOf(period: Period, firstDay: string): string {
+  if (period === 'day') return firstDay;
+  if (period === 'week') return addDays(firstDay, 6);
+  return addDays(nextMonthStart(firstDay), -1);
+}
+
+/**
+ * The windows a threshold scan looks at for a period: the current one, and on its first local
+ * day the one before too (a crossing in its last seconds is found after it ended). The one before
+ * ends where today starts.
+ */
+export function scannedWindows(local: LocalDay, period: Period): DatedWindow[] {
+  const current = periodWindow(local, period);
+  const windows: DatedWindow[] = [
+    { period, firstDay: current.firstDay, lastDay: lastDayOf(period, current.firstDay), resetsAt: current.resetsAt },
+  ];
+  if (local.day === current.firstDay) {
+    const yesterday = addDays(local.day, -1);
+    const firstDay =
+      period === 'day' ? yesterday : period === 'week' ? addDays(local.weekStart, -7) : `${yesterday.slice(0, 7)}-01`;
+    windows.push({ period, firstDay, lastDay: yesterday, resetsAt: iso(local.dayStartMs) });
+  }
+  return windows;
+}

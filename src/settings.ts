@@ -332,7 +332,7 @@ const webhooks = {
     default: [0.5, 0.8, 1],
     maxItems: 20,
     accepts: 'a list of fractions above 0 and at most 10, at most 20 of them (e.g. 0.5,0.8,1)',
-    description: 'fractions of a daily budget whose crossing fires `budget.threshold`',
+    description: 'fractions of a budget (daily or of /v1/budgets) whose crossing fires `budget.threshold`',
   }),
   webhookRetentionDays: integer(
     'RUNGUARD_WEBHOOK_RETENTION_DAYS',

@@ -100,24 +100,31 @@ export async function deleteBudget(db: Queryable, workspaceId: string, id: strin
   return (rowCount ?? 0) > 0;
 }
 
-/** A window's spend from the records: the workspace's, or a user's, from its first local day to today. */
+/**
+ * SQL: the spend in microdollars of the budget `budget` (an alias of a `budgets` row) over the local dates
+ * `first` to `last` (SQL date expressions, both included), from the daily records. NULL for a
+ * scope without records of its own yet.
+ */
+export const windowSpendSql = (budget: string, first: string, last: string): string => `CASE ${budget}.scope
+    WHEN 'workspace' THEN (SELECT coalesce(sum(u.spend_micros), 0) FROM usage_daily u
+      WHERE u.workspace_id = ${budget}.workspace_id AND u.day >= ${first} AND u.day <= ${last})
+    WHEN 'user' THEN (SELECT coalesce(sum(u.spend_micros), 0) FROM user_usage_daily u
+      WHERE u.workspace_id = ${budget}.workspace_id AND u.user_id = ${budget}.subject
+        AND u.day >= ${first} AND u.day <= ${last})
+  END`;
+
+/** A window's spend from the records, from its first local day to today. */
 export async function budgetWindowSpend(
   db: Queryable,
   budget: BudgetRow,
   firstDay: string,
   today: string,
 ): Promise<number> {
-  const { rows } = await db.query<{ spend: string | number }>(
-    budget.scope === 'workspace'
-      ? `SELECT coalesce(sum(spend_micros), 0) AS spend FROM usage_daily
-         WHERE workspace_id = $1 AND day >= $2::date AND day <= $3::date`
-      : `SELECT coalesce(sum(spend_micros), 0) AS spend FROM user_usage_daily
-         WHERE workspace_id = $1 AND user_id = $4 AND day >= $2::date AND day <= $3::date`,
-    budget.scope === 'workspace'
-      ? [budget.workspace_id, firstDay, today]
-      : [budget.workspace_id, firstDay, today, budget.subject],
+  const { rows } = await db.query<{ spend: string | number | null }>(
+    `SELECT ${windowSpendSql('b', '$3::date', '$4::date')} AS spend FROM budgets b WHERE b.workspace_id = $1 AND b.id = $2`,
+    [budget.workspace_id, budget.id, firstDay, today],
   );
-  return Number(rows[0]!.spend);
+  return Number(rows[0]?.spend ?? 0);
 }
 
 /** The workspace's budgets as the rules read them, in the state they read with the workspace. */

@@ -202,12 +202,22 @@ export async function replayDelivery(
   return rows[0]?.id ?? null;
 }
 
-/** Deletes finished deliveries and events older than `before` (events only once no delivery is pending). */
-export async function purgeWebhookHistory(db: Queryable, before: Date): Promise<void> {
+/**
+ * A threshold event's dedupe key must outlive the longest window it stands for (a month, and the
+ * day after it when the window just over is still scanned): kept this long whatever the retention.
+ */
+export const THRESHOLD_EVENT_KEEP_MS = 33 * 86_400_000;
+
+/**
+ * Deletes finished deliveries and events older than `before` (events only once no delivery is
+ * pending; threshold events not before `THRESHOLD_EVENT_KEEP_MS`, or the scan would send them again).
+ */
+export async function purgeWebhookHistory(db: Queryable, before: Date, now: Date): Promise<void> {
   await db.query(`DELETE FROM webhook_deliveries WHERE status <> 'pending' AND created_at < $1`, [before]);
   await db.query(
     `DELETE FROM webhook_events e WHERE e.created_at < $1
+     AND (e.type <> 'budget.threshold' OR e.created_at < $2)
      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`,
-    [before],
+    [before, new Date(now.getTime() - THRESHOLD_EVENT_KEEP_MS)],
   );
 }

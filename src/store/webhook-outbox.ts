@@ -2,6 +2,8 @@
  * The webhook outbox: events inserted in the transaction of the change they tell of, one pending
  * delivery per subscribed endpoint, and the scans' cursors.
  */
+import type { BudgetPeriod } from '../contract/budgets.js';
+import { windowSpendSql } from './budgets.js';
 import type { Queryable } from './db.js';
 
 export interface NewEvent {
@@ -108,6 +110,81 @@ export async function insertThresholdEvents(
        '$3',
      )}`,
     [days, fractionsPpm, now],
+  );
+  return rows[0]!.inserted;
+}
+
+/** A window of a period of one workspace, as a threshold scan looks at it (dates are local). */
+export interface ScannedWindow {
+  workspaceId: string;
+  period: BudgetPeriod;
+  firstDay: string;
+  lastDay: string;
+  /** The local date the scan stands on within the window: today, or the last day of one just over. */
+  day: string;
+  resetsAt: string;
+}
+
+/** The workspaces whose budgets a threshold scan looks at: some budget, and an endpoint that wants them. */
+export async function workspacesWatchingBudgets(db: Queryable): Promise<{ id: string; time_zone: string }[]> {
+  const { rows } = await db.query<{ id: string; time_zone: string }>(
+    `SELECT w.id, w.time_zone FROM workspaces w
+     WHERE EXISTS (SELECT 1 FROM budgets b WHERE b.workspace_id = w.id) AND ${subscribed('w.id', 'budget.threshold')}`,
+  );
+  return rows;
+}
+
+/**
+ * `budget.threshold` for every budget of `/v1/budgets` (deny and alert alike) whose spend in a
+ * window reached a fraction of its limit (fractions in parts per million), once per budget, period,
+ * window and fraction: the dedupe key holds across daemons and rescans. Only workspaces with an
+ * endpoint that wants them.
+ */
+export async function insertBudgetThresholdEvents(
+  db: Queryable,
+  windows: ScannedWindow[],
+  fractionsPpm: number[],
+  now: Date,
+): Promise<number> {
+  if (windows.length === 0) return 0;
+  const column = <K extends keyof ScannedWindow>(key: K) => windows.map((window) => window[key]);
+  const { rows } = await db.query<{ inserted: number }>(
+    `WITH win AS (
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::date[], $4::date[], $5::date[], $6::text[])
+         AS w (workspace_id, period, first_day, last_day, day, resets_at)
+     ), spent AS (
+       SELECT b.id, b.workspace_id, b.scope, b.subject, b.period, b.action, b.limit_micros,
+         win.first_day, win.day, win.resets_at, ${windowSpendSql('b', 'win.first_day', 'win.last_day')} AS spend_micros
+       FROM win JOIN budgets b ON b.workspace_id = win.workspace_id AND b.period = win.period
+       WHERE b.limit_micros > 0 AND ${subscribed('b.workspace_id', 'budget.threshold')}
+     ), crossed AS (
+       SELECT s.*, f.ppm FROM spent s CROSS JOIN (SELECT unnest($7::int[]) AS ppm) f
+       WHERE s.spend_micros::numeric * 1000000 >= s.limit_micros::numeric * f.ppm
+     )${fanOut(
+       `SELECT ${EVENT_ID} AS id, workspace_id, 'budget.threshold' AS type,
+         jsonb_build_array('budget.threshold', workspace_id, 'budget', id, period, first_day, ppm)::text AS dedupe_key,
+         jsonb_build_object(
+           'subject', jsonb_build_object('type', scope, 'id', coalesce(subject, workspace_id::text)),
+           'day', day::text,
+           'threshold', ppm::float8 / 1000000,
+           'spend_usd', spend_micros::float8 / 1000000,
+           'budget_usd', limit_micros::float8 / 1000000,
+           'budget_id', id, 'scope', scope, 'period', period, 'action', action,
+           'window_start', first_day::text, 'resets_at', resets_at) AS data,
+         row_number() OVER (ORDER BY workspace_id, first_day, id, ppm) AS ord
+       FROM crossed`,
+       '$8',
+     )}`,
+    [
+      column('workspaceId'),
+      column('period'),
+      column('firstDay'),
+      column('lastDay'),
+      column('day'),
+      column('resetsAt'),
+      fractionsPpm,
+      now,
+    ],
   );
   return rows[0]!.inserted;
 }

@@ -115,7 +115,7 @@ export class WebhookDispatcher {
     }
     if (now.getTime() - this.lastPurge >= PURGE_INTERVAL_MS) {
       this.lastPurge = now.getTime();
-      await purgeWebhookHistory(this.options.db, new Date(now.getTime() - this.options.retentionMs));
+      await purgeWebhookHistory(this.options.db, new Date(now.getTime() - this.options.retentionMs), now);
     }
     const room = this.options.concurrency - this.working.size;
     if (room <= 0) return;

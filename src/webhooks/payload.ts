@@ -37,7 +37,11 @@ const text = (value: unknown) =>
     ? String(value)
     : JSON.stringify(value);
 const money = (usd: unknown) => (typeof usd === 'number' ? `$${usd.toFixed(2)}` : 'unlimited');
-const subject = (data: Data) => (data.subject?.type === 'user' ? `user \`${data.subject.id ?? ''}\`` : 'the workspace');
+const subject = (data: Data) =>
+  data.subject?.type && data.subject.type !== 'workspace'
+    ? `${data.subject.type} \`${data.subject.id ?? ''}\``
+    : 'the workspace';
+const PERIODLY: Record<string, string> = { day: 'daily', week: 'weekly', month: 'monthly' };
 const actor = (data: Data) => (data.actor ? ` (by ${data.actor.type} ${data.actor.id})` : '');
 
 /** One readable line (or a few) per event, for a person reading a channel. */
@@ -47,6 +51,13 @@ export function slackText(event: OutgoingEvent): string {
   const head = `runguard · ${event.type}`;
   switch (event.type) {
     case 'budget.threshold':
+      if (data.budget_id !== undefined) {
+        return (
+          `${head}: ${subject(data)} has spent ${money(data.spend_usd)} of its ${money(data.budget_usd)} ` +
+          `${PERIODLY[field('period')] ?? field('period')} budget (${field('action')}) since ${field('window_start')} ` +
+          `(${Math.round(Number(data.threshold) * 100)}% threshold); it resets at ${field('resets_at')}.`
+        );
+      }
       return (
         `${head}: ${subject(data)} has spent ${money(data.spend_usd)} of its ${money(data.budget_usd)} daily budget on ${field('day')} ` +
         `(${Math.round(Number(data.threshold) * 100)}% threshold).`

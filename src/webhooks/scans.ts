@@ -6,13 +6,17 @@
  * anywhere finds the same records.
  */
 import type { Db } from '../store/db.js';
+import { isTimeZone, localDay, PERIODS, scannedWindows } from '../periods.js';
 import {
   type DenialEventType,
+  insertBudgetThresholdEvents,
   insertDenialEvents,
   insertRunFailedEvents,
   insertThresholdEvents,
   lockCursor,
   moveCursor,
+  type ScannedWindow,
+  workspacesWatchingBudgets,
 } from '../store/webhook-outbox.js';
 
 /** Failed runs are looked for up to this long ago: their end has committed by then, nearly always. */
@@ -32,13 +36,43 @@ const DAY_MS = 86_400_000;
 const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
 /**
- * Yesterday, today and tomorrow in UTC: every workspace's local today and yesterday lie among them
- * (zones run from UTC-12 to UTC+14), so a crossing just before local midnight is found after it.
+ * The seed's daily budgets, then the budgets of `/v1/budgets`. Daily budgets: yesterday, today and
+ * tomorrow in UTC hold every workspace's local today and yesterday (zones run from UTC-12 to
+ * UTC+14), so a crossing just before local midnight is found after it.
  */
 export async function scanThresholds(db: Db, now: Date, fractionsPpm: number[]): Promise<number> {
   if (fractionsPpm.length === 0) return 0;
   const at = now.getTime();
-  return insertThresholdEvents(db, [utcDay(at - DAY_MS), utcDay(at), utcDay(at + DAY_MS)], fractionsPpm, now);
+  const daily = await insertThresholdEvents(
+    db,
+    [utcDay(at - DAY_MS), utcDay(at), utcDay(at + DAY_MS)],
+    fractionsPpm,
+    now,
+  );
+  return daily + (await scanBudgetThresholds(db, now, fractionsPpm));
+}
+
+/**
+ * Each budget's current window in its workspace's time zone, and on a window's first day the one
+ * just over (found after its end, as a daily budget's yesterday is).
+ */
+async function scanBudgetThresholds(db: Db, now: Date, fractionsPpm: number[]): Promise<number> {
+  const windows: ScannedWindow[] = [];
+  for (const workspace of await workspacesWatchingBudgets(db)) {
+    // A zone this runtime does not know (another runtime's data) spoils no other workspace's scan.
+    if (!isTimeZone(workspace.time_zone)) continue;
+    const local = localDay(now, workspace.time_zone);
+    for (const period of PERIODS) {
+      for (const window of scannedWindows(local, period)) {
+        windows.push({
+          workspaceId: workspace.id,
+          ...window,
+          day: window.lastDay < local.day ? window.lastDay : local.day,
+        });
+      }
+    }
+  }
+  return insertBudgetThresholdEvents(db, windows, fractionsPpm, now);
 }
 
 /**

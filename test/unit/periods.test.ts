@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isTimeZone, localDay, periodWindow, startOfLocalDate } from '../../src/periods.js';
+import { isTimeZone, localDay, periodWindow, scannedWindows, startOfLocalDate } from '../../src/periods.js';
 
 const at = (iso: string) => new Date(iso);
 
@@ -70,6 +70,28 @@ describe('periods in a time zone', () => {
     const morning = localDay(at('2026-05-05T01:00:00Z'), 'Europe/Paris');
     expect(localDay(at('2026-05-05T20:00:00Z'), 'Europe/Paris')).toBe(morning);
     expect(localDay(at('2026-05-05T22:30:00Z'), 'Europe/Paris').day).toBe('2026-05-06');
+  });
+
+  it("when a threshold scan runs on a window's first local day, then it looks at the window just over too", () => {
+    // 00:10 on Tuesday 1 December in Kolkata (18:40Z the day before).
+    const first = localDay(at('2026-11-30T18:40:00Z'), 'Asia/Kolkata');
+    expect(scannedWindows(first, 'month')).toEqual([
+      { period: 'month', firstDay: '2026-12-01', lastDay: '2026-12-31', resetsAt: '2026-12-31T18:30:00Z' },
+      { period: 'month', firstDay: '2026-11-01', lastDay: '2026-11-30', resetsAt: '2026-11-30T18:30:00Z' },
+    ]);
+    expect(scannedWindows(first, 'week')).toEqual([
+      { period: 'week', firstDay: '2026-11-30', lastDay: '2026-12-06', resetsAt: '2026-12-06T18:30:00Z' },
+    ]);
+    expect(scannedWindows(first, 'day').map((w) => w.firstDay)).toEqual(['2026-12-01', '2026-11-30']);
+    // Monday 7 December: the week before (a Monday to a Sunday) is looked at, all day long.
+    const monday = localDay(at('2026-12-07T12:00:00Z'), 'Asia/Kolkata');
+    expect(scannedWindows(monday, 'week')[1]).toEqual({
+      period: 'week',
+      firstDay: '2026-11-30',
+      lastDay: '2026-12-06',
+      resetsAt: '2026-12-06T18:30:00Z',
+    });
+    expect(scannedWindows(monday, 'month')).toHaveLength(1);
   });
 
   it('when a name is not a zone, then it is refused', () => {

@@ -210,6 +210,29 @@ describe('delivery pieces', () => {
     );
     expect(
       slackText({
+        id: 'evt_3',
+        type: 'budget.threshold',
+        workspace_id: 'w',
+        created_at: at,
+        data: {
+          subject: { type: 'user', id: 'ana' },
+          day: '2026-11-26',
+          threshold: 1,
+          spend_usd: 5.5,
+          budget_usd: 5,
+          budget_id: 'b1',
+          scope: 'user',
+          period: 'week',
+          action: 'alert',
+          window_start: '2026-11-23',
+          resets_at: '2026-11-30T05:00:00Z',
+        },
+      }),
+    ).toBe(
+      'runguard · budget.threshold: user `ana` has spent $5.50 of its $5.00 weekly budget (alert) since 2026-11-23 (100% threshold); it resets at 2026-11-30T05:00:00Z.',
+    );
+    expect(
+      slackText({
         id: 'evt_2',
         type: 'kill_switch.changed',
         workspace_id: 'w',
