@@ -62,6 +62,14 @@ async function daemonMetrics(url: string, apiKey: string): Promise<DaemonMetrics
   return { gcSeconds, loopDelayMs };
 }
 
+/** Bytes a second the daemon allocates while no call comes (sampled over `seconds`). */
+async function idleAllocation(inspectPort: number, seconds: number): Promise<number> {
+  const sampling = await startAllocationSampling(inspectPort);
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  const sites = await sampling.stop();
+  return sites.reduce((sum, s) => sum + s.bytes, 0) / seconds;
+}
+
 /** User + system CPU seconds a process has used so far. */
 async function cpuSeconds(pid: number): Promise<number> {
   const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
@@ -86,6 +94,9 @@ try {
   const target = chatTarget(daemon, flags.route === 'run' ? runId : null);
   const idleMb = await rssMb(daemon.pid);
   await runCell(target, connections, 2, 0); // warm-up: JIT, pools, caches
+  // What the daemon allocates with no call at all (timers, its own metrics), per second: at the
+  // few calls a second a loaded machine lets through, it would read as the calls' own.
+  const idleBytesPerS = inspectPort ? await idleAllocation(inspectPort, Math.min(5, durationS)) : 0;
   const gcBefore = (await daemonMetrics(daemon.url, daemon.apiKey)).gcSeconds;
   const before = await cpuSeconds(daemon.pid);
   const sampler = rssSampler(daemon.pid);
@@ -113,7 +124,11 @@ try {
   console.log(`event loop delay under the load (ms, sampled every 10 ms): ${delay.join(' / ')}`);
   if (sites.length > 0) {
     const total = sites.reduce((sum, s) => sum + s.bytes, 0);
-    console.log(`allocated ~${(total / calls / 1024).toFixed(1)} KiB per call; the largest sites:`);
+    const idle = idleBytesPerS * cell.durationS;
+    console.log(
+      `allocated ~${((total - idle) / calls / 1024).toFixed(1)} KiB per call, the idle daemon's ` +
+        `${(idleBytesPerS / 1024).toFixed(0)} KiB/s taken out (${(total / calls / 1024).toFixed(1)} KiB with it); the largest sites:`,
+    );
     for (const s of sites.slice(0, 40)) console.log(`${(s.bytes / calls).toFixed(0).padStart(7)} B/call  ${s.site}`);
   }
 } finally {
