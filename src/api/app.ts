@@ -3,7 +3,13 @@
  * and nothing here reads the environment; the daemon and the tests pass everything in.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
@@ -132,6 +138,33 @@ export interface AuthSettings {
   registration?: 'open' | 'closed';
 }
 
+/**
+ * A request's one `info` line at its answer; a proxied call's is written when its step is
+ * recorded (call-result.ts), so its answer is logged at `debug` only.
+ */
+function logAnswered(request: FastifyRequest, reply: FastifyReply): void {
+  const ms = Math.round(reply.elapsedTime);
+  if (loggedAsCall.has(request)) {
+    request.log.debug({ status: reply.statusCode, ms }, 'request completed');
+    return;
+  }
+  const principal = request.principal as Principal | null;
+  const target = request.proxyCall?.target;
+  const refusal = requestOutcomes.get(request);
+  request.log.info(
+    {
+      method: request.method,
+      url: loggedUrl(request),
+      user: principal?.subjectId ?? target?.userId ?? null,
+      run: target?.runId ?? null,
+      ...(refusal ? { decision: refusal.decision, reason: refusal.reason } : {}),
+      status: reply.statusCode,
+      ms,
+    },
+    'request',
+  );
+}
+
 /** What the MCP proxy's refusals of a server's address name. */
 export const MCP_SUBJECT = { noun: 'MCP server URL', allowSetting: 'RUNGUARD_MCP_ALLOW_PRIVATE' };
 
@@ -179,30 +212,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
     },
   });
-  app.addHook('onRequest', async (request) => {
+  // Callback hooks, not async ones: every request passes here, and a promise each is waste.
+  app.addHook('onRequest', (request, _reply, done) => {
     request.log.debug({ req: request }, 'incoming request');
+    done();
   });
-  app.addHook('onResponse', async (request, reply) => {
-    const ms = Math.round(reply.elapsedTime);
-    if (loggedAsCall.has(request)) {
-      request.log.debug({ status: reply.statusCode, ms }, 'request completed');
-      return;
-    }
-    const principal = request.principal as Principal | null;
-    const target = request.proxyCall?.target;
-    const refusal = requestOutcomes.get(request);
-    request.log.info(
-      {
-        method: request.method,
-        url: loggedUrl(request),
-        user: principal?.subjectId ?? target?.userId ?? null,
-        run: target?.runId ?? null,
-        ...(refusal ? { decision: refusal.decision, reason: refusal.reason } : {}),
-        status: reply.statusCode,
-        ms,
-      },
-      'request',
-    );
+  app.addHook('onResponse', (request, reply, done) => {
+    logAnswered(request, reply);
+    done();
   });
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);

@@ -45,9 +45,14 @@ export function registerAuth(
   deps: { keys: ApiKeyVerifier; clock: Clock; verifyJwt?: JwtVerifier },
 ) {
   app.decorateRequest('principal', null as unknown as Principal);
-  app.addHook('onRequest', async (request) => {
+  // A route without a credential (the proxy, which checks its own) passes with no promise made.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if ((request.routeOptions.config.auth ?? 'none') === 'none') done();
+    else authenticate(request).then(() => done(), done);
+  });
+
+  async function authenticate(request: FastifyRequest): Promise<void> {
     const policy = request.routeOptions.config.auth ?? 'none';
-    if (policy === 'none') return;
     const token = bearerToken(request);
     if (!token) throw new ApiError('UNAUTHORIZED', 'Missing bearer credential.');
     const kind: CredentialKind | null = token.startsWith('lg_') ? 'key' : JWT_SHAPE.test(token) ? 'jwt' : null;
@@ -69,5 +74,5 @@ export function registerAuth(
         'An agent key may only start runs, record steps and read the runs it started; use an admin key.',
       );
     request.principal = principal;
-  });
+  }
 }

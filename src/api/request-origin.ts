@@ -71,10 +71,24 @@ export function registerOriginChecks(app: FastifyInstance, settings: OriginSetti
   if (publicUrl) servedNames.add(bareName(publicUrl.hostname));
   const allowedOrigins = new Set((settings.allowedOrigins ?? []).map((origin) => new URL(origin).origin));
 
+  // What a `Host` header names, and whether that name is served: the same header comes on nearly
+  // every request, so its reading is kept (a few: made-up headers only clear the map).
+  const hostReadings = new Map<string, { name: string | null; served: boolean }>();
+  const readHost = (host: string) => {
+    let reading = hostReadings.get(host);
+    if (reading === undefined) {
+      const name = hostNameOf(host);
+      reading = { name, served: name !== null && (isLoopbackName(name) || servedNames.has(name)) };
+      if (hostReadings.size >= 64) hostReadings.clear();
+      hostReadings.set(host, reading);
+    }
+    return reading;
+  };
+
   const servesHost = (request: FastifyRequest, host: string): boolean => {
-    const name = hostNameOf(host);
+    const { name, served } = readHost(host);
     if (name === null) return false;
-    if (isLoopbackName(name) || servedNames.has(name)) return true;
+    if (served) return true;
     // An address (never a name) the client connected to: a daemon bound to 0.0.0.0, reached by IP.
     const local = request.raw.socket.localAddress;
     return isIP(name) !== 0 && local !== undefined && unmapped(name) === unmapped(bareName(local));
@@ -106,18 +120,28 @@ export function registerOriginChecks(app: FastifyInstance, settings: OriginSetti
     return !allowedOrigins.has(parsed.origin) && !isOwnOrigin(parsed, request.headers.host);
   };
 
-  app.addHook('onRequest', async (request) => {
+  // A callback hook, not an async one: every request passes here, and a promise each is waste.
+  app.addHook('onRequest', (request, _reply, done) => {
     const host = request.headers.host;
     // No Host at all (HTTP/1.0): not a browser, which always sends one.
-    if (host !== undefined && !servesHost(request, host))
-      throw new ApiError(
-        'MISDIRECTED_REQUEST',
-        'This daemon does not serve that host name: use its address, or add the name to allowedHosts (RUNGUARD_ALLOWED_HOSTS).',
+    if (host !== undefined && !servesHost(request, host)) {
+      done(
+        new ApiError(
+          'MISDIRECTED_REQUEST',
+          'This daemon does not serve that host name: use its address, or add the name to allowedHosts (RUNGUARD_ALLOWED_HOSTS).',
+        ),
       );
-    if (guardedRoute(request) && fromAnotherSite(request))
-      throw new ApiError(
-        'CROSS_SITE_REFUSED',
-        'A page of another site may not call runguard from a browser: add its origin to allowedOrigins (RUNGUARD_ALLOWED_ORIGINS) if it should.',
+      return;
+    }
+    if (guardedRoute(request) && fromAnotherSite(request)) {
+      done(
+        new ApiError(
+          'CROSS_SITE_REFUSED',
+          'A page of another site may not call runguard from a browser: add its origin to allowedOrigins (RUNGUARD_ALLOWED_ORIGINS) if it should.',
+        ),
       );
+      return;
+    }
+    done();
   });
 }

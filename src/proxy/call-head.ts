@@ -3,7 +3,7 @@
  * read: an unknown provider, a bad path or credential is refused at once (its body is never held:
  * unread-body.ts discards a little of it, then closes), and the body's bytes are reserved.
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify';
 import { BodyBudget, BodyReservation, declaredLength, meteredBody, overloaded } from './body-budget.js';
 import { ApiError } from '../errors.js';
 import type { Target, TargetRequest, ProxyParams } from './call-target.js';
@@ -65,10 +65,15 @@ export function callHeadHooks(options: CallHeadOptions) {
   }
 
   // A body without a declared length is reserved chunk by chunk as it arrives.
-  const meterBody = async (request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream) =>
-    request.proxyCall && declaredLength(request.raw) === null
-      ? meteredBody(payload, request.proxyCall.reservation)
-      : payload;
+  // A callback hook, not an async one: every call passes here, and a promise each is waste.
+  const meterBody: preParsingHookHandler = (request, _reply, payload, done) => {
+    done(
+      null,
+      request.proxyCall && declaredLength(request.raw) === null
+        ? (meteredBody(payload, request.proxyCall.reservation) as RequestPayload)
+        : payload,
+    );
+  };
 
   return { readCallHead, meterBody };
 }
