@@ -186,6 +186,8 @@ function pythonType(schema: JsonSchema, self?: string): string {
     case 'object': {
       const values = Object.values(schema.patternProperties ?? {});
       if (values.length === 1) return `dict[str, ${pythonType(values[0]!)}]`;
+      if (typeof schema.additionalProperties === 'object')
+        return `dict[str, ${pythonType(schema.additionalProperties)}]`;
       if (Object.keys(schema.properties ?? {}).length === 0) return 'dict[str, Any]';
     }
   }

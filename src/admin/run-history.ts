@@ -10,6 +10,10 @@ import { listRuns, runStartedBy } from '../store/run-list.js';
 
 export type { RunDetailBody };
 
+/** `key:value` filters as pairs, split at the first `:` (a key has none). */
+const tagPairs = (filters: readonly string[]): [string, string][] =>
+  filters.map((filter) => [filter.slice(0, filter.indexOf(':')), filter.slice(filter.indexOf(':') + 1)]);
+
 export class RunHistory {
   constructor(
     private readonly db: Db,
@@ -24,6 +28,7 @@ export class RunHistory {
       userId: query.user_id ?? null,
       startedFrom: query.started_from ? new Date(query.started_from) : null,
       startedBefore: query.started_before ? new Date(query.started_before) : null,
+      tags: query.tag ? tagPairs(query.tag) : null,
       page: query.page,
       perPage: query.per_page,
     });

@@ -7,7 +7,7 @@ import { Ajv, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { ApiError, type FieldError } from '../errors.js';
-import { UUID_PATTERN } from './schemas.js';
+import { TAG_FILTER_PATTERN, TAG_KEY_PATTERN, TAG_VALUE_PATTERN, UUID_PATTERN } from './schemas.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -56,19 +56,33 @@ interface AjvIssue {
   message?: string;
   keyword: string;
   params: Record<string, unknown>;
+  /** Set on the issues of a `propertyNames` schema: the key that failed it. */
+  propertyName?: string;
 }
+
+/** What a pattern means, said instead of the pattern itself. */
+const PATTERN_MESSAGES: Record<string, string> = {
+  [UUID_PATTERN]: 'must be a UUID',
+  [TAG_KEY_PATTERN]: 'is not a tag key: 1 to 64 characters of a-z, 0-9, _, . and -',
+  [TAG_VALUE_PATTERN]: 'must not contain control characters',
+  [TAG_FILTER_PATTERN]: 'must be key:value (a key of 1 to 64 characters of a-z, 0-9, _, . and -; a value of 1 to 128)',
+};
 
 /** Ajv issues as the contract's `errors`: `{path: "body.user_id", message}`. */
 export function fieldErrors(context: string, issues: readonly AjvIssue[]): FieldError[] {
   const part = context === 'querystring' ? 'query' : context;
-  return issues.map((issue) => {
-    const segments = issue.instancePath.split('/').filter(Boolean);
-    if (issue.keyword === 'required') segments.push(String(issue.params.missingProperty));
-    if (issue.keyword === 'additionalProperties') {
-      segments.push(String(issue.params.additionalProperty));
-      return { path: [part, ...segments].join('.'), message: 'is not a known field' };
-    }
-    const uuid = issue.keyword === 'pattern' && issue.params.pattern === UUID_PATTERN;
-    return { path: [part, ...segments].join('.'), message: uuid ? 'must be a UUID' : (issue.message ?? 'is invalid') };
-  });
+  // A key refused by `propertyNames` comes twice: its own issue, then the schema's summary.
+  return issues
+    .filter((issue) => issue.keyword !== 'propertyNames')
+    .map((issue) => {
+      const segments = issue.instancePath.split('/').filter(Boolean);
+      if (issue.keyword === 'required') segments.push(String(issue.params.missingProperty));
+      if (issue.propertyName !== undefined) segments.push(issue.propertyName);
+      if (issue.keyword === 'additionalProperties') {
+        segments.push(String(issue.params.additionalProperty));
+        return { path: [part, ...segments].join('.'), message: 'is not a known field' };
+      }
+      const meant = issue.keyword === 'pattern' ? PATTERN_MESSAGES[String(issue.params.pattern)] : undefined;
+      return { path: [part, ...segments].join('.'), message: meant ?? issue.message ?? 'is invalid' };
+    });
 }

@@ -39,9 +39,43 @@ export const RunLimits = Type.Object({
   max_identical_calls: Nullable(Type.Integer()),
 });
 
+/** At most this many tags on a run. */
+export const MAX_RUN_TAGS = 16;
+/**
+ * A tag's key: 1 to 64 of `a-z 0-9 _ . -`. No `:` or `=`, so `key:value` (a filter, a budget's
+ * subject) and `key=value` (the proxy's header, the CLI) split at their first one.
+ */
+export const TAG_KEY_PATTERN = '^[a-z0-9_.-]{1,64}$';
+/** A tag's value: 1 to 128 characters (its length apart, so that a 422 says which), no control character. */
+export const TAG_VALUE_PATTERN = '^[^\\u0000-\\u001F\\u007F-\\u009F]*$';
+export const TAG_VALUE_MAX_LENGTH = 128;
+const TagValue = Type.String({ minLength: 1, maxLength: TAG_VALUE_MAX_LENGTH, pattern: TAG_VALUE_PATTERN });
+
+/**
+ * A run's tags (`{"project": "search"}`), fixed at its start: what runs are filtered, reported and
+ * budgeted by. `{}` when none.
+ */
+export const RunTags = Type.Unsafe<{ [key: string]: string }>(
+  Type.Object(
+    {},
+    {
+      additionalProperties: TagValue,
+      propertyNames: { pattern: TAG_KEY_PATTERN },
+      maxProperties: MAX_RUN_TAGS,
+      description: `At most ${MAX_RUN_TAGS} pairs; keys 1 to 64 of a-z 0-9 _ . -; values 1 to 128 characters, no control characters.`,
+    },
+  ),
+);
+export type RunTags = Static<typeof RunTags>;
+
 /** Body of `POST /v1/runs`. */
 export const RunCreateBody = Type.Object(
-  { user_id: UserId, metadata: Type.Optional(Nullable(JsonObject)), limits: Type.Optional(RunLimitsRequest) },
+  {
+    user_id: UserId,
+    metadata: Type.Optional(Nullable(JsonObject)),
+    limits: Type.Optional(RunLimitsRequest),
+    tags: Type.Optional(RunTags),
+  },
   { additionalProperties: false },
 );
 /** Answer of `POST /v1/runs`: always a 201, a denial too. */
@@ -52,6 +86,7 @@ export const RunCreated = Type.Object({
   decision: DecisionSchema,
   /** The limits that apply to the run; present when it has any. */
   limits: Type.Optional(RunLimits),
+  tags: RunTags,
 });
 
 /** Body of `POST /v1/runs/{run_id}/end`. */
@@ -103,6 +138,9 @@ export const StepUpdateBody = Type.Object(
 );
 export const StepUpdated = Type.Object({ id: Uuid, status: EndStatus });
 
+/** A tag filter, `key:value`: split at the first `:` (keys have none). */
+export const TAG_FILTER_PATTERN = `${TAG_KEY_PATTERN.slice(0, -1)}:${TAG_VALUE_PATTERN.slice(1, -2)}{1,${TAG_VALUE_MAX_LENGTH}}$`;
+
 /** Query of `GET /v1/runs`. */
 export const RunListQuery = Type.Object({
   status: Type.Optional(RunStatus),
@@ -111,6 +149,12 @@ export const RunListQuery = Type.Object({
     Type.String({ format: 'date-time', description: 'Runs started at or after this instant' }),
   ),
   started_before: Type.Optional(Type.String({ format: 'date-time', description: 'Runs started before this instant' })),
+  tag: Type.Optional(
+    Type.Array(Type.String({ pattern: TAG_FILTER_PATTERN }), {
+      maxItems: MAX_RUN_TAGS,
+      description: 'Runs carrying this tag, as key:value; repeated, runs carrying every one',
+    }),
+  ),
   page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
   per_page: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
 });
@@ -125,6 +169,7 @@ const RunFields = Type.Object({
   step_count: Type.Integer(),
   total_tokens: Type.Integer(),
   total_cost_usd: Type.Number(),
+  tags: RunTags,
 });
 
 /** One item of `GET /v1/runs`. */

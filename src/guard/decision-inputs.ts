@@ -124,7 +124,7 @@ export async function stepCheckInputs(
   const found = await loadStepGuardState(context.db, workspaceId, runId);
   if (!found) throw new ApiError('RUN_NOT_FOUND');
   if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
-  const facts: RunFacts = { userId: found.userId, limits: found.runLimits };
+  const facts: RunFacts = { userId: found.userId, limits: found.runLimits, tags: found.runTags };
   context.runFacts.remember(runKey, facts);
   const shape = countingShape(found);
   learnShape(context, workspaceId, shape);

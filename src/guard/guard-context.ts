@@ -40,6 +40,8 @@ export interface DaemonInstanceId {
 export interface RunFacts {
   userId: string;
   limits: RunLimitValues | null;
+  /** Its tags (`{}`: none): fixed at its start, as its user is. */
+  tags: Record<string, string>;
 }
 
 /**

@@ -29,6 +29,8 @@ export interface RunStartInput {
   user_id: string;
   metadata?: unknown;
   limits?: RunLimitsRequest;
+  /** Its tags, bounded by the caller's schema (the API's, the proxy's header); absent: none. */
+  tags?: Record<string, string>;
   /** The API key that starts it (not on the wire: the caller's credential). */
   apiKeyId?: string | null;
 }
@@ -179,6 +181,7 @@ function decideRun(
     userId: input.user_id,
     status,
     metadata: input.metadata ?? null,
+    tags: input.tags ?? {},
     apiKeyId: input.apiKeyId ?? null,
     decision,
     now,
@@ -201,6 +204,7 @@ function decideRun(
     status,
     decision: view(decision),
     ...(running && { limits: runLimitsView(limits) }),
+    tags: input.tags ?? {},
   };
   return { run, step, started };
 }
@@ -216,7 +220,7 @@ function afterStart(start: RunStart, decided: DecidedRun): RunBegun {
   const { started: run, step } = decided;
   // The steps that follow (a proxied call's, above all) need not read the run back.
   if (run.status === 'RUNNING')
-    context.runFacts.remember(`${workspaceId}/${run.id}`, { userId: input.user_id, limits });
+    context.runFacts.remember(`${workspaceId}/${run.id}`, { userId: input.user_id, limits, tags: input.tags ?? {} });
   // Nor, after a proxied call's first step, its highest sequence. (Not told of every run: the
   // allocator would fill with runs that take no proxied step, and forget those that do.)
   if (step) {

@@ -48,6 +48,9 @@ export const LATE_INDEXES: readonly LateIndex[] = [
     table: 'runs',
     definition: "(daemon_id) WHERE status = 'RUNNING' AND daemon_id IS NOT NULL",
   },
+  // The runs carrying given tags (GET /v1/runs?tag=k:v, a containment test). Partial: an untagged
+  // run costs no entry.
+  { name: 'runs_tagged', table: 'runs', definition: "USING gin (tags jsonb_path_ops) WHERE tags <> '{}'" },
 ];
 
 export interface LateIndexBuild {

@@ -625,6 +625,16 @@ ALTER TABLE api_keys ADD COLUMN role text NOT NULL DEFAULT 'admin' CHECK (role I
 ALTER TABLE runs ADD COLUMN api_key_id uuid;
 `,
   },
+  {
+    version: 23,
+    name: 'run_tags',
+    sql: `
+-- A run's tags ({"project": "search"}: at most 16 string pairs, bounded at the API), fixed at its
+-- start: what runs are filtered, reported and budgeted by. A constant default: a catalog change,
+-- and every run from before has none. Its index is a late one (late-indexes.ts).
+ALTER TABLE runs ADD COLUMN tags jsonb NOT NULL DEFAULT '{}';
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

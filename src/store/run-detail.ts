@@ -85,6 +85,7 @@ const FIRST_PAGE = (() => {
       ',"step_count":', t.step_count,
       ',"total_tokens":', t.total_tokens,
       ',"total_cost_usd":', ${orNull(exactNumber('t.total_cost_usd'))},
+      ',"tags":', r.tags::text,
       ',"metadata":', coalesce(r.metadata::text, 'null'),
       ',"decision":{"outcome":', coalesce((r.decision -> 'outcome')::text, 'null'),
       ',"reason":', coalesce((r.decision -> 'reason')::text, 'null'),

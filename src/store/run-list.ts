@@ -15,6 +15,8 @@ export interface RunListQuery {
   startedBefore?: Date | null;
   /** Only the runs this API key started (an agent key's list); absent: every run. */
   apiKeyId?: string | null;
+  /** Only the runs carrying every one of these tags (key, value); absent or empty: every run. */
+  tags?: readonly (readonly [string, string])[] | null;
 }
 
 const iso = (timestamp: unknown): string | null =>
@@ -30,6 +32,7 @@ function runSummary(row: Record<string, unknown>): RunSummary {
     step_count: Number(row.step_count),
     total_tokens: Number(row.total_tokens),
     total_cost_usd: numericToUsd(row.total_cost_usd as string)!,
+    tags: row.tags as Record<string, string>,
     models: row.models as string[],
   };
 }
@@ -62,7 +65,12 @@ export async function listRuns(db: Queryable, workspaceId: string, query: RunLis
   if (query.startedFrom) where.push(`started_at >= $${params.push(query.startedFrom)}`);
   if (query.startedBefore) where.push(`started_at < $${params.push(query.startedBefore)}`);
   if (query.apiKeyId) where.push(`api_key_id = $${params.push(query.apiKeyId)}`);
-  const timeBound = Boolean(query.startedFrom || query.startedBefore || query.apiKeyId);
+  // One containment test a pair: each can use runs_tagged, and a key asked with two values
+  // matches no run (as it should: a run has one value a key).
+  for (const [key, value] of query.tags ?? [])
+    where.push(`tags @> $${params.push(JSON.stringify({ [key]: value }))}::jsonb`);
+  const tagged = Boolean(query.tags?.length);
+  const timeBound = Boolean(query.startedFrom || query.startedBefore || query.apiKeyId || tagged);
   const filter = where.join(' AND ');
   const [{ rows }, { rows: countRows }] = await Promise.all([
     // Only the page's runs from before migration 6 are summed. Not RUN_TOTALS's lateral sum: the
@@ -70,19 +78,19 @@ export async function listRuns(db: Queryable, workspaceId: string, query: RunLis
     // runs of 20,000 steps spent ~10 ms compiling a plan that runs in well under one.
     db.query(
       `WITH page AS (
-         SELECT id, user_id, status, started_at, ended_at, step_count, models FROM runs WHERE ${filter}
+         SELECT id, user_id, status, started_at, ended_at, step_count, models, tags FROM runs WHERE ${filter}
          ORDER BY started_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}
        ), summed AS (
          SELECT s.run_id, ${STEP_SUMS}
          FROM steps s WHERE s.run_id IN (SELECT id FROM page WHERE step_count IS NULL) GROUP BY s.run_id
        )
-       SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, ${totalsOf('l')}, r.models
+       SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, ${totalsOf('l')}, r.tags, r.models
        FROM page r LEFT JOIN run_totals rt ON rt.run_id = r.id LEFT JOIN summed l ON l.run_id = r.id
        ORDER BY r.started_at DESC, r.id DESC`,
       [...params, query.perPage, (query.page - 1) * query.perPage],
     ),
     // Without a user, the counts Postgres keeps (migration 8): a few rows, however many runs. A
-    // user's runs, or a time range's, are counted through the listing indexes.
+    // user's runs, or a time range's, are counted through the listing indexes; a tag's, by runs_tagged.
     query.userId === null && !timeBound
       ? db.query<{ total: string | number }>(
           `SELECT coalesce(sum(runs), 0) AS total FROM run_counts WHERE ${filter}`,

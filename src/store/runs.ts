@@ -16,6 +16,8 @@ export interface NewRun {
   userId: string;
   status: 'RUNNING' | 'BLOCKED';
   metadata: unknown;
+  /** Its tags, bounded at the API; absent: none. */
+  tags?: Record<string, string>;
   decision: Decision;
   now: Date;
   day: string;
@@ -65,15 +67,15 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
          AS v(id uuid, workspace_id uuid, user_id text, status text, metadata jsonb, decision json,
            started_at timestamptz, ended_at timestamptz, day date, step_count integer, models text[],
            daemon_id integer, max_steps integer, max_cost_micros bigint, max_identical_calls integer,
-           allowed_steps integer, last_call_hash text, identical_calls integer, api_key_id uuid)
+           allowed_steps integer, last_call_hash text, identical_calls integer, api_key_id uuid, tags jsonb)
        LIMIT $2
      ), run AS (
        INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
          daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls,
-         api_key_id)
+         api_key_id, tags)
        SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
          daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls,
-         api_key_id FROM v
+         api_key_id, tags FROM v
      ), sdk_user AS (
        INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
        SELECT workspace_id, user_id, count(*) FILTER (WHERE status = 'RUNNING'), min(started_at), max(started_at)
@@ -112,6 +114,7 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
           models: run.firstStep?.model ? [run.firstStep.model.toWellFormed()] : [],
           daemon_id: run.daemonId ?? null,
           api_key_id: run.apiKeyId ?? null,
+          tags: run.tags ?? {},
           max_steps: run.guard?.limits.maxSteps ?? null,
           max_cost_micros: run.guard?.limits.maxCostMicros ?? null,
           max_identical_calls: run.guard?.limits.maxIdenticalCalls ?? null,

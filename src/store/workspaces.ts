@@ -242,9 +242,17 @@ export async function loadStepGuardState(
   db: Queryable,
   workspaceId: string,
   runId: string,
-): Promise<(GuardState & { runStatus: string; userId: string; runLimits: RunLimitValues | null }) | null> {
+): Promise<
+  | (GuardState & {
+      runStatus: string;
+      userId: string;
+      runLimits: RunLimitValues | null;
+      runTags: Record<string, string>;
+    })
+  | null
+> {
   const { rows } = await db.query(
-    `SELECT ${GUARD_STATE_COLUMNS}, r.status AS run_status, r.user_id AS run_user_id,
+    `SELECT ${GUARD_STATE_COLUMNS}, r.status AS run_status, r.user_id AS run_user_id, r.tags AS run_tags,
        r.max_steps AS run_max_steps_applied, r.max_cost_micros AS run_max_cost_applied,
        r.max_identical_calls AS run_max_identical_applied
      FROM runs r
@@ -265,6 +273,7 @@ export async function loadStepGuardState(
     runStatus: String(row.run_status),
     userId: String(row.run_user_id),
     runLimits: Object.values(runLimits).some((limit) => limit !== null) ? runLimits : null,
+    runTags: row.run_tags as Record<string, string>,
   };
 }
 

@@ -562,6 +562,7 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
         'started_at',
         'status',
         'step_count',
+        'tags',
         'total_cost_usd',
         'total_tokens',
         'user_id',

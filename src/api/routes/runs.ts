@@ -268,6 +268,11 @@ export const runRoutes: FastifyPluginAsync<{
     '/v1/runs',
     {
       config: { auth: 'any', agent: true },
+      // `tag` may be given once or more: once, the query string has it as text.
+      preValidation: async (request) => {
+        const query = request.query as { tag?: unknown };
+        if (typeof query.tag === 'string') query.tag = [query.tag];
+      },
       schema: {
         tags: ['runs'],
         summary: 'List runs, newest first',

@@ -62,6 +62,8 @@ class _RunCreatedRequired(TypedDict):
     user_id: str
     status: Literal["RUNNING", "BLOCKED"]
     decision: Decision
+    tags: dict[str, str]
+    """At most 16 pairs; keys 1 to 64 of a-z 0-9 _ . -; values 1 to 128 characters, no control characters."""
 
 
 class RunCreated(_RunCreatedRequired, total=False):

@@ -127,6 +127,7 @@ export type RunCreateBody = {
         max_identical_calls?: number | null | undefined;
       }
     | undefined;
+  tags?: { [key: string]: string } | undefined;
   user_id: string;
 };
 
@@ -136,6 +137,7 @@ export type RunCreateBody = {
 export type RunCreated = {
   limits?: { max_steps: number | null; max_cost_usd: number | null; max_identical_calls: number | null } | undefined;
   user_id: string;
+  tags: { [key: string]: string };
   id: string;
   status: 'RUNNING' | 'BLOCKED';
   decision: {
@@ -277,6 +279,7 @@ export type RunDetail = {
   user_id: string;
   metadata: { [key: string]: unknown } | null;
   limits: { max_steps: number | null; max_cost_usd: number | null; max_identical_calls: number | null };
+  tags: { [key: string]: string };
   id: string;
   status: 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
   decision: {
@@ -352,6 +355,7 @@ export type RunDetail = {
  */
 export type RunSummary = {
   user_id: string;
+  tags: { [key: string]: string };
   id: string;
   status: 'RUNNING' | 'COMPLETED' | 'FAILED' | 'BLOCKED';
   ended_at: string | null;
