@@ -19,6 +19,7 @@ export const DASHBOARD_PAGES = [
   '/runs',
   '/runs/:run_id',
   '/users',
+  '/budgets',
   '/tools',
   '/settings',
   '/pricing',

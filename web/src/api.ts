@@ -88,6 +88,8 @@ export type {
   ToolUsage,
   Billing,
   ApiKey,
+  Budget,
+  BudgetCreateBody,
   Account as Me,
 } from '../../src/contract/index.js';
 

@@ -11,6 +11,7 @@ import { OverviewPage } from './pages/overview';
 import { RunsPage } from './pages/runs';
 import { RunDetailPage } from './pages/run-detail';
 import { UsersPage } from './pages/users';
+import { BudgetsPage } from './pages/budgets';
 import { ToolsPage } from './pages/tools';
 import { SettingsPage } from './pages/settings';
 import { PricingPage } from './pages/pricing';
@@ -22,6 +23,7 @@ const NAV: [string, string][] = [
   ['/', 'Overview'],
   ['/runs', 'Runs'],
   ['/users', 'Users'],
+  ['/budgets', 'Budgets'],
   ['/tools', 'Tools'],
   ['/settings', 'Settings'],
   ['/pricing', 'Pricing'],
@@ -93,6 +95,9 @@ function Shell({ me, onSignOut, onOwnerSet }: { me: Me; onSignOut: () => void; o
           <Route path="/runs/:id">{(params) => <RunDetailPage id={params.id} />}</Route>
           <Route path="/users">
             <UsersPage />
+          </Route>
+          <Route path="/budgets">
+            <BudgetsPage />
           </Route>
           <Route path="/tools">
             <ToolsPage />

@@ -22,7 +22,7 @@ const PER_PAGE = 25;
 
 /** Every event type the API takes, with what it means (the type checks that none is missing). */
 const EVENTS: Record<WebhookEventType, string> = {
-  'budget.threshold': 'a daily budget reaches 50%, 80% or 100%',
+  'budget.threshold': 'a budget reaches 50%, 80% or 100% of its limit',
   'guard.denied': 'the guard denies run starts or steps',
   'tool.denied': 'the guard denies tool calls (counted per tool)',
   'kill_switch.changed': 'the kill switch is turned on or off',
