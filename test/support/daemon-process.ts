@@ -53,7 +53,10 @@ export interface DaemonProcessOptions {
   env?: NodeJS.ProcessEnv;
   /** Starts the daemon under `ulimit -n <n>` (through a shell that then becomes the daemon). */
   openFileLimit?: number;
-  /** How long a start may take to answer /health (an embedded database's first start is slow). @default 15_000 */
+  /**
+   * How long a start may take to answer /health (a quiet machine takes a second or two; a busy one,
+   * or an embedded database's first start, many). @default 45_000
+   */
   startTimeoutMs?: number;
 }
 
@@ -112,7 +115,7 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
     proc.once('exit', () => {
       if (child === proc) child = null;
     });
-    const startTimeoutMs = options.startTimeoutMs ?? 15_000;
+    const startTimeoutMs = options.startTimeoutMs ?? 45_000;
     const deadline = Date.now() + startTimeoutMs;
     for (;;) {
       if (child !== proc) throw new Error(`The daemon exited during start:\n${output}`);

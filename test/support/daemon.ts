@@ -56,7 +56,7 @@ export interface DaemonOptions {
   dataDir?: string;
   env?: Record<string, string>;
   args?: string[];
-  /** How long to wait for `/health`. @default 20000 */
+  /** How long to wait for `/health` (a quiet machine takes a second or two; a busy one, many). @default 45000 */
   startTimeoutMs?: number;
 }
 
@@ -91,7 +91,7 @@ export async function spawnDaemon(options: DaemonOptions = {}): Promise<SpawnedD
     child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),
   );
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + (options.startTimeoutMs ?? 20_000);
+  const deadline = Date.now() + (options.startTimeoutMs ?? 45_000);
   let ended: number | string | null = null;
   void exited.then((code) => (ended = code));
   for (;;) {
