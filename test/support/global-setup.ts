@@ -4,8 +4,11 @@
  */
 import type { TestProject } from 'vitest/node';
 import { ensureEmbeddedTemplate } from './embedded-template.js';
+import { ensurePostgresTemplate } from './postgres-template.js';
 import type {} from './provided-context.js';
 
 export default async function setup(project: TestProject): Promise<void> {
-  project.provide('embeddedTemplate', await ensureEmbeddedTemplate());
+  const [embedded, postgres] = await Promise.all([ensureEmbeddedTemplate(), ensurePostgresTemplate()]);
+  project.provide('embeddedTemplate', embedded);
+  project.provide('postgresTemplate', postgres);
 }

@@ -61,7 +61,12 @@ export async function openTestStores(backend: Backend, options: { redisDb?: numb
     if (template) await cp(template, dir, { recursive: true });
     db = await embeddedDb(dir);
   } else {
-    const database = await createTestDatabase();
+    // A copy of the migrated template (postgres-template.ts); the bench runs this outside vitest,
+    // where there is none to inject.
+    const template = process.env.VITEST
+      ? ((await import('vitest')).inject('postgresTemplate') as string | undefined)
+      : undefined;
+    const database = await createTestDatabase(template ? { template } : {});
     databaseUrl = database.url;
     db = postgresDb({ connectionString: database.url, max: 20 });
     cleanups.push(database.drop);

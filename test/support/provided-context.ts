@@ -7,6 +7,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     /** The migrated embedded data directory that `openTestStores('embedded')` copies. */
     embeddedTemplate: string;
+    /** The migrated Postgres database that `openTestStores` creates its Postgres databases from. */
+    postgresTemplate: string;
   }
 }
 

@@ -15,7 +15,8 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+/** Runs `fn` on a connection to the admin database, closed afterwards. */
+export async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL, connectionTimeoutMillis: 5_000 });
   try {
     await client.connect();
@@ -31,12 +32,19 @@ async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-/** A fresh database; `encoding` other than the server's default (LATIN1, say) comes with the C locale. */
-export async function createTestDatabase(options: { encoding?: string } = {}): Promise<TestDatabase> {
+/**
+ * A fresh database; `encoding` other than the server's default (LATIN1, say) comes with the C locale.
+ * `template`: a copy of that database (postgres-template.ts: one already migrated) instead of an empty one.
+ */
+export async function createTestDatabase(
+  options: { encoding?: string; template?: string } = {},
+): Promise<TestDatabase> {
   const name = `rg_test_${randomBytes(6).toString('hex')}`;
   const encoding = options.encoding
     ? ` ENCODING '${options.encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`
-    : '';
+    : options.template
+      ? ` TEMPLATE ${options.template}`
+      : '';
   await admin((c) => c.query(`CREATE DATABASE ${name}${encoding}`));
   const url = new URL(ADMIN_DATABASE_URL);
   url.pathname = `/${name}`;
