@@ -6,13 +6,15 @@
  *
  *   npx tsx bench/proxy-profile.ts [--connections 64] [--duration 10] [--route run|auto] [--cpu-prof] [--no-build]
  *                                  [--node-flags="--max-semi-space-size=8 ..."] [--alloc-prof] [--daemon-root <dir>]
+ *                                  [--log-level warn|info]
  *
  * `--cpu-prof` writes a V8 profile of the daemon into bench/profiles/ (summarize it with
  * bench/profile-summary.ts). `--node-flags` replaces the V8 flags the daemon is launched with,
  * to weigh a GC setting's CPU against its memory. `--alloc-prof` prints the sites that allocate
  * the most per call, garbage included (what the young generation's collections pay for).
  * `--daemon-root` runs the daemon of another built checkout: alternate it with this one for a
- * before/after comparison that sees the same machine.
+ * before/after comparison that sees the same machine. `--log-level info` runs the daemon at the
+ * level users run it (one line per proxied call; the default, `warn`, is what the bench runs).
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -34,6 +36,7 @@ const { values: flags } = parseArgs({
     'node-flags': { type: 'string' },
     'alloc-prof': { type: 'boolean', default: false },
     'daemon-root': { type: 'string' },
+    'log-level': { type: 'string', default: 'warn' },
   },
 });
 const connections = Number(flags.connections);
@@ -83,6 +86,7 @@ const stack = await startProxyStack({
   ...(flags['node-flags'] === undefined ? {} : { nodeFlags: flags['node-flags'].split(/\s+/).filter(Boolean) }),
   ...(inspectPort ? { inspectPort } : {}),
   ...(flags['daemon-root'] ? { root: flags['daemon-root'] } : {}),
+  logLevel: flags['log-level'],
   ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench', 'profiles') } : {}),
 });
 const { daemon } = stack;
@@ -129,7 +133,8 @@ try {
       `allocated ~${((total - idle) / calls / 1024).toFixed(1)} KiB per call, the idle daemon's ` +
         `${(idleBytesPerS / 1024).toFixed(0)} KiB/s taken out (${(total / calls / 1024).toFixed(1)} KiB with it); the largest sites:`,
     );
-    for (const s of sites.slice(0, 40)) console.log(`${(s.bytes / calls).toFixed(0).padStart(7)} B/call  ${s.site}`);
+    for (const s of sites.slice(0, Number(process.env.ALLOC_SITES ?? 40)))
+      console.log(`${(s.bytes / calls).toFixed(0).padStart(7)} B/call  ${s.site}`);
   }
 } finally {
   await stack.stop();

@@ -72,6 +72,8 @@ export interface DaemonOptions {
   nodeFlags?: string[];
   /** Opens the inspector on this loopback port (allocation sampling). */
   inspectPort?: number;
+  /** `RUNGUARD_LOG_LEVEL`. @default 'warn' (a user's daemon logs at `info`: one line per proxied call) */
+  logLevel?: string;
   /** More providers (`RUNGUARD_PROVIDERS`), by name: e.g. one per upstream delay. */
   providers?: Record<string, { type: 'openai' | 'anthropic'; upstream: string }>;
 }
@@ -108,7 +110,7 @@ export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess
       RUNGUARD_REDIS_KEY_PREFIX: options.redisKeyPrefix,
       RUNGUARD_DATA_DIR: options.dataDir,
       XDG_CONFIG_HOME: options.dataDir,
-      RUNGUARD_LOG_LEVEL: 'warn',
+      RUNGUARD_LOG_LEVEL: options.logLevel ?? 'warn',
       RUNGUARD_OPENAI_UPSTREAM: options.openaiUpstream,
       ...(options.providers ? { RUNGUARD_PROVIDERS: JSON.stringify(options.providers) } : {}),
       // Unlimited runs: the bench measures speed, not plan ceilings.
