@@ -27,7 +27,7 @@ import { ToolUsageReport } from '../admin/tool-usage.js';
 import { UsageReport } from '../admin/usage-report.js';
 import { WorkspaceConfig } from '../admin/workspace-config.js';
 import type { Principal } from '../admin/principal.js';
-import { deferredChildLogger, loggedAsCall, loggedUrl, requestOutcomes } from '../logger.js';
+import { deferredChildLogger, loggedAsCall, loggedUrl, logPlainInfo, requestOutcomes } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import type { Clock } from '../clock.js';
 import type { DaemonInstanceId } from '../guard/guard-context.js';
@@ -151,18 +151,15 @@ function logAnswered(request: FastifyRequest, reply: FastifyReply): void {
   const principal = request.principal as Principal | null;
   const target = request.proxyCall?.target;
   const refusal = requestOutcomes.get(request);
-  request.log.info(
-    {
-      method: request.method,
-      url: loggedUrl(request),
-      user: principal?.subjectId ?? target?.userId ?? null,
-      run: target?.runId ?? null,
-      ...(refusal ? { decision: refusal.decision, reason: refusal.reason } : {}),
-      status: reply.statusCode,
-      ms,
-    },
-    'request',
-  );
+  logPlainInfo(request.log, 'request', () => ({
+    method: request.method,
+    url: loggedUrl(request),
+    user: principal?.subjectId ?? target?.userId ?? null,
+    run: target?.runId ?? null,
+    ...(refusal ? { decision: refusal.decision, reason: refusal.reason } : {}),
+    status: reply.statusCode,
+    ms,
+  }));
 }
 
 /** What the MCP proxy's refusals of a server's address name. */

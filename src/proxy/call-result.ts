@@ -11,6 +11,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { isApiError } from '../errors.js';
 import type { GuardService } from '../guard/guard-service.js';
 import type { RecordedStep } from '../guard/step-results.js';
+import { logPlainInfo } from '../logger.js';
 import { isDatabaseDown } from '../store/db.js';
 import type { CallsInProgress } from './calls-in-progress.js';
 import type { TokenFields } from './providers/index.js';
@@ -62,21 +63,18 @@ function logCall(
   },
   stored: Partial<RecordedStep>,
 ): void {
-  log.info(
-    {
-      user: stored.userId ?? step.userId ?? null,
-      run: step.runId,
-      step: step.stepId,
-      model: step.model ?? result.model,
-      decision: 'ALLOWED',
-      status: result.status,
-      promptTokens: result.promptTokens,
-      completionTokens: result.completionTokens,
-      costUsd: stored.costMicros === undefined ? null : stored.costMicros / 1e6,
-      ms: result.durationMs,
-    },
-    'proxied call',
-  );
+  logPlainInfo(log, 'proxied call', () => ({
+    user: stored.userId ?? step.userId ?? null,
+    run: step.runId,
+    step: step.stepId,
+    model: step.model ?? result.model,
+    decision: 'ALLOWED',
+    status: result.status,
+    promptTokens: result.promptTokens,
+    completionTokens: result.completionTokens,
+    costUsd: stored.costMicros === undefined ? null : stored.costMicros / 1e6,
+    ms: result.durationMs,
+  }));
 }
 
 export type ResultWriter = Pick<GuardService, 'finishStep' | 'recordResult' | 'endRun' | 'runAnswered'>;

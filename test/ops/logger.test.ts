@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/api/app.js';
-import { createLogger, deferredChildLogger, loggedUrl } from '../../src/logger.js';
+import { createLogger, deferredChildLogger, loggedUrl, logPlainInfo } from '../../src/logger.js';
 import { openTestStores, TEST_AUTH } from '../support/harness.js';
 
 function capture() {
@@ -135,6 +135,27 @@ describe('request loggers made when first used', () => {
     const deferred = line((p) => deferredChildLogger(p, { reqId: 'r2' }, options));
     expect(deferred).toEqual(eager);
     expect(JSON.stringify(deferred)).not.toMatch(/tok_secret|sk-live|"p"/);
+  });
+
+  it('when a request writes its one plain line, then it is what its child writes, made only at an enabled level', () => {
+    const fields = { user: 'u1', run: 'r', model: 'gpt-4o-mini', status: 'COMPLETED', costUsd: 0.01, ms: 12 };
+    const written = (level: string, write: (parent: ReturnType<typeof createLogger>) => void) => {
+      const out = capture();
+      write(createLogger(level, { format: 'json', destination: out.stream }));
+      return lines(out.text()).map(strip);
+    };
+    const eager = written('info', (p) => p.child({ reqId: 'r4' }).info(fields, 'proxied call'));
+    const plain = written('info', (p) =>
+      logPlainInfo(deferredChildLogger(p, { reqId: 'r4' }, {}), 'proxied call', () => fields),
+    );
+    expect(plain).toEqual(eager);
+    expect(Object.keys(plain[0]!)).toEqual(Object.keys(eager[0]!));
+    let built = 0;
+    const quiet = written('warn', (p) =>
+      logPlainInfo(deferredChildLogger(p, { reqId: 'r5' }, {}), 'proxied call', () => (built++, fields)),
+    );
+    expect(quiet).toEqual([]);
+    expect(built).toBe(0);
   });
 
   it('when a route sets a level of its own, then that level decides', () => {
