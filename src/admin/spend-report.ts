@@ -6,6 +6,7 @@
 import {
   REPORT_GROUPS,
   SPEND_REPORT_CSV_HEADER,
+  TAG_KEY_PATTERN,
   type ReportGroup,
   type SpendReport,
   type SpendReportQuery,
@@ -23,7 +24,11 @@ export const MAX_REPORT_DAYS = 366;
 const invalid = (path: string, message: string) =>
   new ApiError('VALIDATION_FAILED', `${path} ${message}.`, { errors: [{ path, message }] });
 
-const isReportGroup = (value: string): value is ReportGroup => (REPORT_GROUPS as readonly string[]).includes(value);
+const TAG_KEY = new RegExp(TAG_KEY_PATTERN);
+
+const isReportGroup = (value: string): value is ReportGroup =>
+  (REPORT_GROUPS as readonly string[]).includes(value) ||
+  (value.startsWith('tag:') && TAG_KEY.test(value.slice('tag:'.length)));
 
 /** Whether `YYYY-MM-DD` names a day of the calendar (not 2026-02-30). */
 const isCalendarDate = (date: string): boolean => localDate(Date.parse(`${date}T00:00:00Z`), 'UTC') === date;
@@ -34,12 +39,8 @@ function checked(query: SpendReportQuery): ReportGroup {
   if (query.from > query.to) throw invalid('query.to', `must not be before from (${query.from})`);
   if (addDays(query.from, MAX_REPORT_DAYS - 1) < query.to)
     throw invalid('query.to', `must be at most ${MAX_REPORT_DAYS} days after from, both included`);
-  if (query.group_by.startsWith('tag:'))
-    throw invalid(
-      'query.group_by',
-      `tag grouping is not available yet: runs carry no tags; use ${REPORT_GROUPS.join(', ')}`,
-    );
-  if (!isReportGroup(query.group_by)) throw invalid('query.group_by', `must be one of ${REPORT_GROUPS.join(', ')}`);
+  if (!isReportGroup(query.group_by))
+    throw invalid('query.group_by', `must be one of ${REPORT_GROUPS.join(', ')}, or tag:{name} (a tag key)`);
   return query.group_by;
 }
 

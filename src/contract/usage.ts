@@ -39,9 +39,9 @@ export type Billing = Static<typeof Billing>;
 export const PlanChangeBody = Type.Object({ plan: Type.Enum([...PLAN_NAMES]) }, { additionalProperties: false });
 export type PlanChangeBody = Static<typeof PlanChangeBody>;
 
-/** What `GET /v1/usage/report` groups spend by; `tag:{name}` waits for tags on runs. */
+/** What `GET /v1/usage/report` groups spend by, beside `tag:{name}` (the value of the runs' tag `name`). */
 export const REPORT_GROUPS = ['user', 'key', 'model', 'day'] as const;
-export type ReportGroup = (typeof REPORT_GROUPS)[number];
+export type ReportGroup = (typeof REPORT_GROUPS)[number] | `tag:${string}`;
 
 const LocalDate = Type.String({ pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$', description: 'YYYY-MM-DD' });
 
@@ -49,7 +49,7 @@ const LocalDate = Type.String({ pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$', descrip
 export const SpendReportQuery = Type.Object({
   from: LocalDate,
   to: LocalDate,
-  group_by: Type.String({ minLength: 1, maxLength: 100, description: REPORT_GROUPS.join(' | ') }),
+  group_by: Type.String({ minLength: 1, maxLength: 100, description: [...REPORT_GROUPS, 'tag:{name}'].join(' | ') }),
 });
 export type SpendReportQuery = Static<typeof SpendReportQuery>;
 

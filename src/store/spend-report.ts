@@ -16,12 +16,23 @@ export interface SpendGroupRow {
   unpricedCalls: number;
 }
 
-/** `$4` is the workspace's time zone (for days). A step's key is the key that started its run. */
-const GROUP_COLUMN: Record<ReportGroup, string> = {
-  user: 'r.user_id',
-  key: 'r.api_key_id::text',
-  model: 's.model',
-  day: '(s.finished_at AT TIME ZONE $4)::date::text',
+/**
+ * `$4` is the workspace's time zone (for days), or the tag's name. A step's key is the key that
+ * started its run; its tag, its run's (null: the run has none of that name).
+ */
+const groupColumn = (group: ReportGroup): string => {
+  if (group.startsWith('tag:')) return 'r.tags ->> $4';
+  return {
+    user: 'r.user_id',
+    key: 'r.api_key_id::text',
+    model: 's.model',
+    day: '(s.finished_at AT TIME ZONE $4)::date::text',
+  }[group as Exclude<ReportGroup, `tag:${string}`>];
+};
+
+const fourthParameter = (group: ReportGroup, timeZone: string): string[] => {
+  if (group.startsWith('tag:')) return [group.slice('tag:'.length)];
+  return group === 'day' ? [timeZone] : [];
 };
 
 export async function spendByGroup(
@@ -38,7 +49,7 @@ export async function spendByGroup(
     calls: string;
     unpriced_calls: string;
   }>(
-    `SELECT ${GROUP_COLUMN[group]} AS key,
+    `SELECT ${groupColumn(group)} AS key,
        -- least() skips nulls: without the filter an unpriced step would count as the cap.
        coalesce(sum(least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})) FILTER (WHERE s.cost_usd IS NOT NULL), 0)::bigint::text
          AS spend_micros,
@@ -49,7 +60,7 @@ export async function spendByGroup(
      FROM steps s JOIN runs r ON r.id = s.run_id
      WHERE s.workspace_id = $1 AND s.finished_at >= $2 AND s.finished_at < $3
      GROUP BY 1`,
-    group === 'day' ? [...window, range.timeZone] : window,
+    [...window, ...fourthParameter(group, range.timeZone)],
   );
   return rows.map((row) => ({
     key: row.key,

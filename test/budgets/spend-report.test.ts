@@ -56,7 +56,8 @@ describe.each(BACKENDS)('spend reports on %s', (backend) => {
     const keys = (await ws.request('GET', '/v1/api-keys')).body as { id: string; name: string }[];
     const firstKeyId = keys.find((key) => key.id !== second.body.id)!.id;
 
-    const ana = (await ws.request('POST', '/v1/runs', { user_id: 'ana' })).body;
+    const ana = (await ws.request('POST', '/v1/runs', { user_id: 'ana', tags: { project: 'search', team: 'growth' } }))
+      .body;
     const bo = (await bot.request('POST', '/v1/runs', { user_id: 'bo' })).body;
     // 8 March 23:59 in New York (EDT since 07:00Z that day, UTC-4) is 03:59Z on the 9th.
     await step(ws, ana.id, '2026-03-09T03:59:00Z', PRICED, 1000);
@@ -105,7 +106,7 @@ describe.each(BACKENDS)('spend reports on %s', (backend) => {
 
   it('when asked as CSV, then its totals equal the JSON total and the sum of the steps', async () => {
     const { ws, runs, firstKeyId, botKeyId } = await newYorkWorkspace();
-    for (const group of ['user', 'key', 'model', 'day']) {
+    for (const group of ['user', 'key', 'model', 'day', 'tag:project']) {
       const query = `from=2026-03-08&to=2026-03-09&group_by=${group}`;
       const json = (await report(ws, query)).body;
       const csv = await report(ws, query, { accept: 'text/csv' });
@@ -128,6 +129,16 @@ describe.each(BACKENDS)('spend reports on %s', (backend) => {
     expect(byUser.rows.map((row: { key: string }) => row.key).sort()).toEqual(['ana', 'bo']);
     const byKey = (await report(ws, 'from=2026-03-08&to=2026-03-09&group_by=key')).body;
     expect(byKey.rows.map((row: { key: string }) => row.key).sort()).toEqual([firstKeyId, botKeyId].sort());
+    // Ana's run is tagged project=search, Bo's untagged: the row whose key is null.
+    const byTag = (await report(ws, 'from=2026-03-08&to=2026-03-09&group_by=tag:project')).body;
+    expect(byTag.group_by).toBe('tag:project');
+    expect(byTag.rows.map((row: { key: string | null; calls: number }) => [row.key, row.calls])).toEqual([
+      ['search', 2],
+      [null, 3],
+    ]);
+    const byTagCsv = await report(ws, 'from=2026-03-08&to=2026-03-09&group_by=tag:project', { accept: 'text/csv' });
+    expect((byTagCsv.body as string).split('\r\n')[1]).toMatch(/^search,/);
+    expect((byTagCsv.body as string).split('\r\n')[2]).toMatch(/^,/);
     const byModel = (await report(ws, 'from=2026-03-08&to=2026-03-09&group_by=model')).body;
     // The tool call has no model: it is the row with key null, last.
     expect(byModel.rows.at(-1)).toEqual({ key: null, spend_usd: 0, tokens: 0, calls: 1, unpriced_calls: 0 });
@@ -157,7 +168,8 @@ describe.each(BACKENDS)('spend reports on %s', (backend) => {
       ['from=yesterday&to=2026-03-09&group_by=day', 'query.from'],
       ['to=2026-03-09&group_by=day', 'query.from'],
       ['from=2026-03-01&to=2026-03-09&group_by=colour', 'query.group_by'],
-      ['from=2026-03-01&to=2026-03-09&group_by=tag:project', 'query.group_by'],
+      ['from=2026-03-01&to=2026-03-09&group_by=tag:Project', 'query.group_by'],
+      ['from=2026-03-01&to=2026-03-09&group_by=tag:', 'query.group_by'],
       ['from=2026-03-01&to=2026-03-09', 'query.group_by'],
       ['from=2025-01-01&to=2026-03-09&group_by=day', 'query.to'],
     ];

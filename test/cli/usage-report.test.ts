@@ -19,7 +19,8 @@ describe('usage report from the CLI', () => {
       ).status,
     ).toBe(200);
     for (const [sequence, user] of ['ana', 'bo'].entries()) {
-      const run = (await api.request('POST', '/v1/runs', { user_id: user })).body;
+      const tags = user === 'ana' ? { project: 'search' } : {};
+      const run = (await api.request('POST', '/v1/runs', { user_id: user, tags })).body;
       const step = (
         await api.request('POST', `/v1/runs/${run.id}/steps`, {
           type: 'MODEL_CALL',
@@ -52,6 +53,19 @@ describe('usage report from the CLI', () => {
     expect(json.total).toMatchObject({ tokens: 100 + 101 + 66, calls: 2, unpriced_calls: 0 });
     const table = await cli('usage', 'report', ...range);
     expect(table.stdout).toMatch(/^TOTAL\s+\$0\.00073\s+267\s+2\s+0$/m);
+    // By a tag: ana's run carries project=search, bo's none (the row whose key is null, first: it spent more).
+    const byTag = await cli(
+      'usage',
+      'report',
+      '--from',
+      day(-1),
+      '--to',
+      day(1),
+      '--group-by',
+      'tag:project',
+      '--json',
+    );
+    expect(JSON.parse(byTag.stdout).rows.map((row: { key: string | null }) => row.key)).toEqual([null, 'search']);
   });
 
   it('when the group is unknown, then the command fails naming group_by', async () => {

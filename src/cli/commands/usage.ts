@@ -17,7 +17,9 @@ export function usageCommand(): Command {
     apiCommand('report', "spend by user, key, model or day between two dates (the workspace's time zone)")
       .requiredOption('--from <date>', 'first day, YYYY-MM-DD (included)')
       .requiredOption('--to <date>', 'last day, YYYY-MM-DD (included)')
-      .addOption(new Option('--group-by <group>', `what a row is: ${REPORT_GROUPS.join(', ')}`).makeOptionMandatory())
+      .addOption(
+        new Option('--group-by <group>', `what a row is: ${REPORT_GROUPS.join(', ')}, tag:NAME`).makeOptionMandatory(),
+      )
       .option('--csv', 'print CSV (key,spend_usd,tokens,calls,unpriced_calls) as the daemon writes it')
       .action(
         withApi(async ({ client, out }, options: ReportOptions) => {
