@@ -20,12 +20,35 @@ export const MAX_BODY_DEPTH = 128;
 
 /** Whether parsed JSON nests deeper than `max` levels of arrays and objects; walked without recursion. */
 export function nestsDeeperThan(value: unknown, max: number): boolean {
-  const stack: { value: unknown; depth: number }[] = [{ value, depth: 0 }];
-  while (stack.length > 0) {
-    const next = stack.pop()!;
-    if (next.value === null || typeof next.value !== 'object') continue;
-    if (next.depth >= max) return true;
-    for (const child of Object.values(next.value)) stack.push({ value: child, depth: next.depth + 1 });
+  // Two parallel stacks of containers only: every proxied call's body passes here, and an object
+  // and an array of values per node were most of what the walk cost.
+  const containers: object[] = [];
+  const depths: number[] = [];
+  if (value !== null && typeof value === 'object') {
+    containers.push(value);
+    depths.push(0);
+  }
+  while (containers.length > 0) {
+    const container = containers.pop()!;
+    const depth = depths.pop()!;
+    if (depth >= max) return true;
+    if (Array.isArray(container)) {
+      for (const child of container as unknown[]) {
+        if (child !== null && typeof child === 'object') {
+          containers.push(child);
+          depths.push(depth + 1);
+        }
+      }
+    } else {
+      for (const key in container) {
+        if (!Object.hasOwn(container, key)) continue;
+        const child = (container as Record<string, unknown>)[key];
+        if (child !== null && typeof child === 'object') {
+          containers.push(child);
+          depths.push(depth + 1);
+        }
+      }
+    }
   }
   return false;
 }
