@@ -2,10 +2,11 @@ import { defineConfig } from 'vitest/config';
 import SlowestFirst from './test/support/slowest-first.js';
 
 /**
- * Files that mock a module with `vi.mock`: the mock must reach the modules under test, which a
- * worker shared with other files may have loaded unmocked already. They run in a fresh process each.
+ * Files that run in a fresh process each: one that mocks a module with `vi.mock` (the mock must
+ * reach the modules under test, which a worker shared with other files may have loaded unmocked
+ * already), and one that measures the process itself (its heap, which other files' leftovers share).
  */
-const OWN_PROCESS = ['test/security/owasp.test.ts'];
+const OWN_PROCESS = ['test/security/owasp.test.ts', 'test/daemon/idle-memory.test.ts'];
 
 export default defineConfig({
   test: {

@@ -26,6 +26,16 @@ export const SLOWEST_FILES = [
   'test/budgets/spend-report.test.ts',
   'test/cli/reconcile-schema.test.ts',
   'test/cli/discovery.test.ts',
+  // Daemons killed and restarted, private servers, real agent CLIs: long, whatever their size.
+  'test/faults/result-lost.test.ts',
+  'test/faults/three-daemons.test.ts',
+  'test/faults/crash-restart.test.ts',
+  'test/faults/redis-outage.test.ts',
+  'test/faults/postgres-outage.test.ts',
+  'test/faults/postgres-outage-proxy-load.test.ts',
+  'test/cli/exec-agents.test.ts',
+  'test/client/daemon-process.test.ts',
+  'test/daemon/idle-memory.test.ts',
 ];
 
 export default class SlowestFirst extends BaseSequencer {
