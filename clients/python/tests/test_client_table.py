@@ -17,6 +17,7 @@ from runguard import (
     GuardClient,
     GuardConfigError,
     NoActiveRunError,
+    ValidationError,
     extractors,
 )
 
@@ -100,6 +101,33 @@ async def test_when_metadata_is_omitted_then_the_run_has_none(client: GuardClien
     async with client.run("bob") as run:
         pass
     assert workspace.run_detail(run.id)["metadata"] is None
+
+
+async def test_when_tags_are_given_then_the_run_carries_them_and_the_list_filters_by_them(
+    client: GuardClient, workspace: Workspace
+) -> None:
+    tags = {"project": "search", "team": "growth"}
+    async with client.run("tagged", tags=tags) as run:
+        assert run.tags == tags
+    assert workspace.run_detail(run.id)["tags"] == tags
+    async with client.run("tagged") as untagged:
+        assert untagged.tags == {}
+    assert workspace.run_detail(untagged.id)["tags"] == {}
+    listed = workspace.ok("GET", "/v1/runs/?tag=project:search&tag=team:growth")["items"]
+    assert [item["id"] for item in listed] == [run.id]
+
+
+async def test_when_tags_are_over_their_bounds_then_the_start_raises_a_422_naming_the_tag(
+    client: GuardClient, workspace: Workspace
+) -> None:
+    with pytest.raises(ValidationError) as raised:
+        async with client.run("tagged", tags={"Project": "search"}):
+            raise AssertionError("the block must not run")
+    assert raised.value.status == 422
+    assert [error["path"] for error in raised.value.errors or []] == ["body.tags.Project"]
+    with pytest.raises(TypeError):
+        client.run("tagged", tags={"project": 5})  # type: ignore[dict-item]
+    assert workspace.runs_of("tagged") == []
 
 
 class Boom(Exception):

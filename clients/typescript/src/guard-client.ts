@@ -73,6 +73,7 @@ export class GuardClient {
     const body: RunCreateParams = { user_id: userId };
     if (options?.metadata !== undefined) body.metadata = options.metadata;
     if (options?.limits !== undefined) body.limits = runLimitsBody(options.limits);
+    if (options?.tags !== undefined) body.tags = options.tags;
     const created = await this.#http.request<RunCreated>({ method: 'POST', path: '/v1/runs/', body });
     if (created.status === 'BLOCKED' || created.decision?.outcome === 'DENY') {
       throw new GuardBlockedError(
@@ -88,6 +89,7 @@ export class GuardClient {
       metadata,
       decision: created.decision,
       limits: created.limits ?? null,
+      tags: created.tags ?? {},
     });
     let result: T;
     try {

@@ -26,6 +26,7 @@ export interface RunHandleInit {
   metadata: JsonObject | null;
   decision: Decision;
   limits?: RunLimits | null;
+  tags?: Record<string, string>;
 }
 
 /** The largest sequence the API takes (a Postgres integer). */
@@ -52,6 +53,8 @@ export class RunHandle {
   readonly decision: Decision;
   /** The limits that apply to the run (its own and the workspace's, the tighter); null: none. */
   readonly limits: RunLimits | null;
+  /** The tags the run carries, as its start answered them (`{}`: none). */
+  readonly tags: Readonly<Record<string, string>>;
 
   readonly #http: HttpClient;
   #nextSequence = 1;
@@ -67,6 +70,7 @@ export class RunHandle {
     this.metadata = init.metadata;
     this.decision = init.decision;
     this.limits = init.limits ?? null;
+    this.tags = init.tags ?? {};
   }
 
   /** True once the run was ended; later steps are refused. */

@@ -158,6 +158,12 @@ export interface RunOptions {
    * `toolCall` throws `GuardBlockedError` with the reason and its numbers.
    */
   limits?: RunLimitOptions;
+  /**
+   * Tags the run carries (`{ project: 'search', team: 'growth' }`): what runs are listed, reported
+   * and budgeted by. At most 16; a key is 1 to 64 of `a-z 0-9 _ . -`, a value 1 to 128 characters;
+   * over a bound the start fails with a 422 `APIError` naming the tag.
+   */
+  tags?: Record<string, string>;
 }
 
 /** A run's own limits; absent or null: the workspace's default applies. */

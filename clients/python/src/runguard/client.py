@@ -95,18 +95,32 @@ class GuardClient(StepCalls):
         """
         await self._http.close()
 
-    def run(self, user_id: str, metadata: Optional[Mapping[str, Any]] = None) -> "RunContext":
+    def run(
+        self,
+        user_id: str,
+        metadata: Optional[Mapping[str, Any]] = None,
+        *,
+        tags: Optional[Mapping[str, str]] = None,
+    ) -> "RunContext":
         """A run for ``user_id``, as an async context manager.
 
         On entry the run is started; a denial raises :class:`GuardBlockedError` and the block never
         runs. A clean exit ends the run COMPLETED; an exception ends it FAILED and propagates
         unchanged (even when ending the run fails too).
+
+        ``tags`` (``{"project": "search"}``) are what the run is listed, reported and budgeted by:
+        at most 16, a key 1 to 64 of ``a-z 0-9 _ . -``, a value 1 to 128 characters. Over a bound
+        the start raises ``ValidationError`` (422) naming the tag.
         """
         if not isinstance(user_id, str) or user_id == "":
             raise ValueError("run needs user_id, a non-empty str.")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError("metadata must be a dict (a JSON object) or None.")
-        return RunContext(self, user_id, None if metadata is None else dict(metadata))
+        if tags is not None and not (
+            isinstance(tags, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items())
+        ):
+            raise TypeError("tags must be a dict of str to str, or None.")
+        return RunContext(self, user_id, None if metadata is None else dict(metadata), None if tags is None else dict(tags))
 
     @property
     def current_run(self) -> Optional[Run]:
@@ -123,17 +137,26 @@ class GuardClient(StepCalls):
             )
         return run
 
-    async def _start_run(self, user_id: str, metadata: Optional[JsonObject]) -> Run:
+    async def _start_run(self, user_id: str, metadata: Optional[JsonObject], tags: Optional[dict[str, str]]) -> Run:
         body: JsonObject = {"user_id": user_id}
         if metadata is not None:
             body["metadata"] = metadata
+        if tags is not None:
+            body["tags"] = tags
         created: RunCreated = await self._http.request("POST", "/v1/runs/", body)
         decision = created.get("decision") or {"outcome": "DENY", "reason": None}
         if created.get("status") == "BLOCKED" or decision.get("outcome") == "DENY":
             raise GuardBlockedError(
                 f'Run start for user "{user_id}"', decision, user_id=user_id, run_id=created.get("id")
             )
-        return Run(self._http, id=created["id"], user_id=user_id, metadata=metadata, decision=decision)
+        return Run(
+            self._http,
+            id=created["id"],
+            user_id=user_id,
+            metadata=metadata,
+            decision=decision,
+            tags=dict(created.get("tags") or {}),
+        )
 
     async def _end_run(self, run: Run, status: FinalStatus) -> RunEnded:
         run._mark_ended()
@@ -144,10 +167,13 @@ class GuardClient(StepCalls):
 class RunContext:
     """What ``client.run(...)`` returns: ``async with`` it to get the :class:`Run`. Enter it once."""
 
-    def __init__(self, client: GuardClient, user_id: str, metadata: Optional[JsonObject]) -> None:
+    def __init__(
+        self, client: GuardClient, user_id: str, metadata: Optional[JsonObject], tags: Optional[dict[str, str]] = None
+    ) -> None:
         self._client = client
         self._user_id = user_id
         self._metadata = metadata
+        self._tags = tags
         self._run: Optional[Run] = None
         self._entered = False
         self._token: Optional[contextvars.Token[Optional[Run]]] = None
@@ -157,7 +183,7 @@ class RunContext:
             raise GuardError("A client.run(...) context can be entered once; call client.run again for a new run.")
         self._entered = True
         self._client._http.check_open()
-        self._run = await self._client._start_run(self._user_id, self._metadata)
+        self._run = await self._client._start_run(self._user_id, self._metadata, self._tags)
         self._token = self._client._current_run.set(self._run)
         return self._run
 

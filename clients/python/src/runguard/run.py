@@ -45,15 +45,25 @@ class Run(StepCalls):
     """Metadata the run was started with."""
     decision: Decision
     """The guardrail decision that allowed the run."""
+    tags: dict[str, str]
+    """The tags the run carries, as its start answered them (``{}``: none)."""
 
     def __init__(
-        self, http: HttpTransport, *, id: str, user_id: str, metadata: Optional[JsonObject], decision: Decision
+        self,
+        http: HttpTransport,
+        *,
+        id: str,
+        user_id: str,
+        metadata: Optional[JsonObject],
+        decision: Decision,
+        tags: Optional[dict[str, str]] = None,
     ) -> None:
         self._http = http
         self.id = id
         self.user_id = user_id
         self.metadata = metadata
         self.decision = decision
+        self.tags = {} if tags is None else tags
         self._next_sequence = 1
         self._ended = False
 
