@@ -124,9 +124,13 @@ describe('the Budgets page', { timeout: 180_000 }, () => {
     await form.getByRole('button', { name: 'Add budget' }).click();
     await form.getByRole('alert').filter({ hasText: 'change its limit instead' }).waitFor();
     expect((await api.request('GET', '/v1/budgets?subject=cy')).body).toHaveLength(1);
-    // A workspace budget has no subject field.
+    // A workspace budget has no subject field; a key budget's subject is chosen among the keys.
     await form.getByLabel('Scope').selectOption('workspace');
     expect(await form.getByLabel('Subject').count()).toBe(0);
+    await form.getByLabel('Scope').selectOption('key');
+    const [key] = (await api.request('GET', '/v1/api-keys')).body as { id: string; prefix: string }[];
+    await form.getByLabel('Subject').selectOption(key!.id);
+    expect(await form.getByLabel('Subject').locator('option:checked').textContent()).toContain(key!.prefix);
 
     await page.getByRole('button', { name: 'Delete the day budget of user cy' }).click();
     const dialog = page.getByRole('dialog', { name: 'Delete this budget?' });

@@ -3,7 +3,7 @@
  * it does when spent (deny, or only alert), and when its window resets; add and delete them.
  */
 import { useState } from 'preact/hooks';
-import { api, ApiError, type Budget, type BudgetCreateBody } from '../api';
+import { api, ApiError, type ApiKey, type Budget, type BudgetCreateBody } from '../api';
 import { Confirm, ErrorNote } from '../components';
 import { useLoad } from '../hooks';
 import { share, usd, when } from '../format';
@@ -29,6 +29,9 @@ function whose(budget: Budget): string {
   return budget.scope === 'workspace' ? 'Workspace' : `${budget.scope} ${budget.subject ?? ''}`;
 }
 
+/** A key as people know it: its name and prefix (its id is what a budget stores). */
+const keyName = (key: ApiKey): string => `${key.name ?? 'unnamed'} (${key.prefix})`;
+
 /** Spend against the limit as a bar, with its numbers in words (the bar alone says nothing to a screen reader). */
 function SpendBar({ budget }: { budget: Budget }) {
   const fraction = share(budget.spend_usd, budget.limit_usd) ?? 0;
@@ -48,7 +51,7 @@ function SpendBar({ budget }: { budget: Budget }) {
   );
 }
 
-function AddBudget() {
+function AddBudget({ keys }: { keys: ApiKey[] }) {
   const [scope, setScope] = useState<Budget['scope']>('user');
   const [subject, setSubject] = useState('');
   const [period, setPeriod] = useState<Budget['period']>('month');
@@ -74,14 +77,34 @@ function AddBudget() {
     <form class="inline budget-form" onSubmit={submit} aria-label="Add a budget">
       <label>
         Scope
-        <select value={scope} onChange={(e) => setScope(e.currentTarget.value as Budget['scope'])}>
+        <select
+          value={scope}
+          onChange={(e) => {
+            // A user id is no key id (nor a tag): each scope's subject is entered anew.
+            setScope(e.currentTarget.value as Budget['scope']);
+            setSubject('');
+          }}
+        >
           <option value="workspace">Workspace</option>
           <option value="user">User</option>
           <option value="key">API key</option>
           <option value="tag">Tag</option>
         </select>
       </label>
-      {scope !== 'workspace' && (
+      {scope === 'key' && (
+        <label>
+          Subject
+          <select required value={subject} onChange={(e) => setSubject(e.currentTarget.value)}>
+            <option value="">Choose a key</option>
+            {keys.map((key) => (
+              <option key={key.id} value={key.id}>
+                {keyName(key)}
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
+      {scope !== 'workspace' && scope !== 'key' && (
         <label>
           Subject
           <input
@@ -130,6 +153,13 @@ function AddBudget() {
 
 export function BudgetsPage() {
   const budgets = useLoad(() => api<Budget[]>('GET', '/v1/budgets'), [], 2000);
+  // Key budgets name a key by its id: shown and chosen by its name and prefix.
+  const keys = useLoad(() => api<ApiKey[]>('GET', '/v1/api-keys'), []);
+  const activeKeys = (keys.data ?? []).filter((key) => key.revoked_at === null);
+  const subjectOf = (budget: Budget) => {
+    const key = budget.scope === 'key' ? keys.data?.find((k) => k.id === budget.subject) : undefined;
+    return key ? keyName(key) : budget.subject;
+  };
   const workspace = useLoad(() => api<{ time_zone?: string }>('GET', '/v1/workspace'), []);
   const [deleting, setDeleting] = useState<Budget | null>(null);
   const [deleteError, setDeleteError] = useState<ApiError | null>(null);
@@ -153,7 +183,7 @@ export function BudgetsPage() {
         the next call once spent; an alert budget never denies and sends <code>budget.threshold</code> webhook events at
         50%, 80% and 100% (see Alerts). The daily budgets of Settings apply beside these.
       </p>
-      <AddBudget />
+      <AddBudget keys={activeKeys} />
       <ErrorNote error={budgets.error ?? deleteError} />
       {budgets.data && budgets.data.length === 0 && <p class="muted">No budgets yet.</p>}
       {budgets.data && budgets.data.length > 0 && (
@@ -177,7 +207,7 @@ export function BudgetsPage() {
                     'Workspace'
                   ) : (
                     <>
-                      <span class="muted">{budget.scope}</span> <code>{budget.subject}</code>
+                      <span class="muted">{budget.scope}</span> <code>{subjectOf(budget)}</code>
                     </>
                   )}
                 </td>
