@@ -136,16 +136,58 @@ export function kindOf(model: string): ModelKind {
 /** Google lists prompt-size tiers as `<id>-lte-128k` / `<id>-gt-128k`; callers send `<id>`. */
 const TIER = /-(lte|gt)-(\d+)k$/;
 
-export interface CatalogModel {
-  model: string;
-  provider: Provider;
-  kind: ModelKind;
+/**
+ * Where Google's long-context price starts, in prompt tokens (above it, the whole call costs the
+ * higher price). The dataset names every Google tier `128k`, Gemini 1.5's step; Google's price
+ * list puts it at 200k for Gemini 2.5 Pro and every later Pro model.
+ */
+export function googleLongContextAbove(id: string): number {
+  return /^gemini-1\.5-/.test(id) ? 128_000 : 200_000;
+}
+
+/**
+ * Long-context prices the dataset does not have, from the provider's own price list (USD per
+ * token): Claude Sonnet 4 and 4.5 with the 1M-token context bill a call whose input (cached or
+ * not) is above 200k tokens at $6 / $22.50 per million, cache writes $7.50, reads $0.60.
+ * https://docs.claude.com/en/docs/about-claude/pricing#long-context-pricing
+ */
+const SONNET_4_LONG_CONTEXT = {
+  above_prompt_tokens: 200_000,
+  input_cost_per_token: '0.000006',
+  output_cost_per_token: '0.0000225',
+  cache_read_input_cost_per_token: '0.0000006',
+  cache_write_input_cost_per_token: '0.0000075',
+  from: "Anthropic's price list (docs.claude.com/en/docs/about-claude/pricing#long-context-pricing): not in the dataset",
+};
+export const LONG_CONTEXT_SUPPLEMENT: Readonly<Record<string, CatalogLongContext>> = Object.freeze({
+  'anthropic/claude-sonnet-4-0': SONNET_4_LONG_CONTEXT,
+  'anthropic/claude-sonnet-4-20250514': SONNET_4_LONG_CONTEXT,
+  'anthropic/claude-4-sonnet-20250514': SONNET_4_LONG_CONTEXT,
+  'anthropic/claude-sonnet-4-5': SONNET_4_LONG_CONTEXT,
+  'anthropic/claude-sonnet-4-5-20250929': SONNET_4_LONG_CONTEXT,
+});
+
+interface TierPrices {
   input_cost_per_token: string;
   output_cost_per_token: string;
   cache_read_input_cost_per_token: string | null;
   cache_write_input_cost_per_token: string | null;
+}
+
+/** The prices of a call whose prompt is above `above_prompt_tokens`: every token of it. */
+export interface CatalogLongContext extends TierPrices {
+  above_prompt_tokens: number;
+  /** Where the tier comes from: the dataset's entry, or the provider's price list. */
+  from: string;
+}
+
+export interface CatalogModel extends TierPrices {
+  model: string;
+  provider: Provider;
+  kind: ModelKind;
   /** The dataset key the prices come from, when it is not the model id (a prompt-size tier). */
   dataset_key?: string;
+  long_context?: CatalogLongContext;
 }
 
 export interface Catalog {
@@ -168,6 +210,65 @@ function cachePrice(cents: string | undefined, inputUsd: string): string | null 
   if (cents === undefined) return null;
   const usd = centsToUsd(cents);
   return usd === '0' && inputUsd !== '0' ? null : usd;
+}
+
+/** A dataset `pay_as_you_go` block's token prices in USD (undefined without input and output prices). */
+function tierPrices(entry: unknown): TierPrices | undefined {
+  const request = unitPrice(entry, 'request_token');
+  const response = unitPrice(entry, 'response_token');
+  if (request === undefined || response === undefined) return undefined;
+  const input = centsToUsd(request);
+  return {
+    input_cost_per_token: input,
+    output_cost_per_token: centsToUsd(response),
+    cache_read_input_cost_per_token: cachePrice(unitPrice(entry, 'cache_read_input_token'), input),
+    cache_write_input_cost_per_token: cachePrice(unitPrice(entry, 'cache_write_input_token'), input),
+  };
+}
+
+const sameTier = (a: TierPrices, b: TierPrices) =>
+  a.input_cost_per_token === b.input_cost_per_token &&
+  a.output_cost_per_token === b.output_cost_per_token &&
+  a.cache_read_input_cost_per_token === b.cache_read_input_cost_per_token &&
+  a.cache_write_input_cost_per_token === b.cache_write_input_cost_per_token;
+
+/**
+ * A model's long-context tier, from wherever the dataset says it: Google's `<id>-gt-<n>k` key,
+ * or an entry's `custom_pricing.context_tier_map` (OpenAI: `{"0": "lte-272k", "272000":
+ * "gt-272k"}`, the tier's prices under the default region's standard execution mode); else from
+ * runguard's supplement. None when the higher tier costs the same as the standard one.
+ */
+function longContextOf(
+  provider: Provider,
+  id: string,
+  key: string,
+  files: Record<Provider, Json>,
+  standard: TierPrices,
+  warnings: string[],
+): CatalogLongContext | undefined {
+  const entry = files[provider][key];
+  let found: CatalogLongContext | undefined;
+  const tier = TIER.exec(key);
+  if (tier?.[1] === 'lte') {
+    const gtKey = `${id}-gt-${tier[2]}k`;
+    const prices = tierPrices(files[provider][gtKey]);
+    if (prices) found = { above_prompt_tokens: googleLongContextAbove(id), ...prices, from: `${provider}/${gtKey}` };
+  }
+  const custom = isObject(entry) && isObject(entry.custom_pricing) ? entry.custom_pricing : undefined;
+  if (custom && isObject(custom.context_tier_map)) {
+    const steps = Object.entries(custom.context_tier_map)
+      .map(([above, name]) => [Number(above), String(name)] as const)
+      .filter(([above]) => above > 0)
+      .sort((a, b) => a[0] - b[0]);
+    if (steps.length > 1) warnings.push(`${provider}/${key}: ${steps.length} context tiers; only the first is kept`);
+    const [above, name] = steps[0] ?? [];
+    const path = ['regions', 'default', 'execution_modes', 'standard', 'context_tiers', name ?? '', 'pricing_config'];
+    const tierEntry = path.reduce<unknown>((at, step) => (isObject(at) ? at[step] : undefined), custom);
+    const prices = above === undefined ? undefined : tierPrices({ pricing_config: tierEntry });
+    if (prices) found = { above_prompt_tokens: above!, ...prices, from: `${provider}/${key} context tier ${name}` };
+  }
+  found ??= LONG_CONTEXT_SUPPLEMENT[`${provider}/${id}`];
+  return found && !sameTier(found, standard) ? found : undefined;
 }
 
 export function buildCatalog(files: Record<Provider, Json>, source: SourceInfo): Catalog {
@@ -198,16 +299,16 @@ export function buildCatalog(files: Record<Provider, Json>, source: SourceInfo):
     }
     for (const [id, { key }] of chosen) {
       const entry = files[provider][key];
-      const input = centsToUsd(unitPrice(entry, 'request_token')!);
+      const standard = tierPrices(entry)!;
+      const input = standard.input_cost_per_token;
+      const longContext = longContextOf(provider, id, key, files, standard, warnings);
       const model: CatalogModel = {
         model: id,
         provider,
         kind: kindOf(id),
-        input_cost_per_token: input,
-        output_cost_per_token: centsToUsd(unitPrice(entry, 'response_token')!),
-        cache_read_input_cost_per_token: cachePrice(unitPrice(entry, 'cache_read_input_token'), input),
-        cache_write_input_cost_per_token: cachePrice(unitPrice(entry, 'cache_write_input_token'), input),
+        ...standard,
         ...(key === id ? {} : { dataset_key: key }),
+        ...(longContext ? { long_context: longContext } : {}),
       };
       for (const unit of ['request_token', 'response_token', 'cache_read_input_token', 'cache_write_input_token']) {
         const cents = unitPrice(entry, unit);
@@ -239,7 +340,9 @@ export function buildCatalog(files: Record<Provider, Json>, source: SourceInfo):
       'Standard (pay-as-you-go) prices for text tokens. Batch, priority and regional prices, audio and image tokens, and per-call tools (web search) are not modelled.',
       'cache_*_input_cost_per_token null: cache reads or writes cost the input price (the dataset has no price, or 0 for a provider that bills no separate write price).',
       'Anthropic cache writes are the 5-minute ones (1.25x input); a 1-hour write (2x) is priced as a 5-minute one.',
-      'Google models priced by prompt size take the lowest tier (e.g. up to 128k tokens); longer prompts cost more than recorded. dataset_key names the tier.',
+      "Models priced by prompt size have the standard tier's prices, and under long_context the prices of a call whose prompt (every input token, cached or not) is above long_context.above_prompt_tokens: the whole call costs those. long_context.from names where they come from; dataset_key names the standard tier's key.",
+      "Google's tiers are named 128k in the dataset; Google bills Gemini 2.5 Pro and later above 200,000 prompt tokens (Gemini 1.5 above 128,000), which above_prompt_tokens follows.",
+      "Claude Sonnet 4 and 4.5 long-context prices (above 200,000 input tokens, with the 1M-token context) are not in the dataset: taken from Anthropic's price list.",
       'A model must equal the id the caller sends: fine-tuned models (ft:...:org::id) need an entry of their own.',
     ],
     models,
@@ -264,14 +367,18 @@ async function readDataset(dir: string): Promise<{ files: Record<Provider, Json>
 /** The catalog's JSON text: prices as bare JSON numbers written from their exact decimal text. */
 export function catalogJson(catalog: Catalog): string {
   const number = (price: string | null) => (price === null ? null : new LosslessNumber(price));
+  const numbers = <T extends TierPrices>(tier: T) => ({
+    ...tier,
+    input_cost_per_token: number(tier.input_cost_per_token),
+    output_cost_per_token: number(tier.output_cost_per_token),
+    cache_read_input_cost_per_token: number(tier.cache_read_input_cost_per_token),
+    cache_write_input_cost_per_token: number(tier.cache_write_input_cost_per_token),
+  });
   const withNumbers = {
     ...catalog,
     models: catalog.models.map((m) => ({
-      ...m,
-      input_cost_per_token: number(m.input_cost_per_token),
-      output_cost_per_token: number(m.output_cost_per_token),
-      cache_read_input_cost_per_token: number(m.cache_read_input_cost_per_token),
-      cache_write_input_cost_per_token: number(m.cache_write_input_cost_per_token),
+      ...numbers(m),
+      ...(m.long_context ? { long_context: numbers(m.long_context) } : {}),
     })),
   };
   return `${stringify(withNumbers, undefined, 2)}\n`;

@@ -48,6 +48,7 @@ const PRICE_FIELDS = [
   'output_cost_per_token',
   'cache_read_input_cost_per_token',
   'cache_write_input_cost_per_token',
+  'long_context',
   'is_active',
 ] as const;
 /** The settings a `settings.changed` event of a workspace tells of, as the API shows them. */

@@ -45,6 +45,14 @@ export interface PriceInput {
   output_cost_per_token: number;
   cache_read_input_cost_per_token?: number | null;
   cache_write_input_cost_per_token?: number | null;
+  /** Prices of a call whose prompt is above `above_prompt_tokens`; null (or absent): none. */
+  long_context?: {
+    above_prompt_tokens: number;
+    input_cost_per_token: number;
+    output_cost_per_token: number;
+    cache_read_input_cost_per_token?: number | null;
+    cache_write_input_cost_per_token?: number | null;
+  } | null;
   is_active?: boolean;
 }
 
@@ -166,6 +174,22 @@ function priceBody(price: PriceInput) {
     ...(price.cache_write_input_cost_per_token === undefined
       ? {}
       : { cache_write_input_cost_per_token: price.cache_write_input_cost_per_token }),
+    ...(price.long_context === undefined ? {} : { long_context: price.long_context && tierBody(price.long_context) }),
     ...(price.is_active === undefined ? {} : { is_active: price.is_active }),
+  };
+}
+
+/** A long-context tier's fields the API takes (a catalog's tier also says where it comes from: `from`). */
+function tierBody(tier: NonNullable<PriceInput['long_context']>) {
+  return {
+    above_prompt_tokens: tier.above_prompt_tokens,
+    input_cost_per_token: tier.input_cost_per_token,
+    output_cost_per_token: tier.output_cost_per_token,
+    ...(tier.cache_read_input_cost_per_token === undefined
+      ? {}
+      : { cache_read_input_cost_per_token: tier.cache_read_input_cost_per_token }),
+    ...(tier.cache_write_input_cost_per_token === undefined
+      ? {}
+      : { cache_write_input_cost_per_token: tier.cache_write_input_cost_per_token }),
   };
 }

@@ -1,6 +1,22 @@
 /** Model pricing on the wire. */
 import { Type, type Static } from 'typebox';
 import { Nullable, Uuid } from './common.js';
+import { MAX_TOKEN_COUNT } from './provider-usage.js';
+
+/**
+ * A model's long-context tier: a call whose prompt has more than `above_prompt_tokens` tokens
+ * (every input token, cached or not) is priced, every token of it, at these prices instead.
+ */
+export const LongContextPricing = Type.Object({
+  above_prompt_tokens: Type.Integer(),
+  input_cost_per_token: Type.Number(),
+  output_cost_per_token: Type.Number(),
+  /** `null`: cache reads of such a call cost its input price. */
+  cache_read_input_cost_per_token: Nullable(Type.Number()),
+  /** `null`: cache writes of such a call cost its input price. */
+  cache_write_input_cost_per_token: Nullable(Type.Number()),
+});
+export type LongContextPricing = Static<typeof LongContextPricing>;
 
 export const ModelPricing = Type.Object({
   id: Uuid,
@@ -11,6 +27,8 @@ export const ModelPricing = Type.Object({
   cache_read_input_cost_per_token: Nullable(Type.Number()),
   /** `null`: cache writes cost the input price. */
   cache_write_input_cost_per_token: Nullable(Type.Number()),
+  /** `null`: one price whatever the prompt's length. */
+  long_context: Nullable(LongContextPricing),
   is_active: Type.Boolean(),
   /** Who set the entry: `user` (PUT) or `catalog` (an import); an import keeps a user's entry. */
   source: Type.Enum(['user', 'catalog']),
@@ -20,11 +38,23 @@ export type ModelPricing = Static<typeof ModelPricing>;
 /** Generous: a per-token price above $1 is almost surely a per-million figure typed as per-token. */
 const PricePerToken = Type.Number({ minimum: 0, maximum: 1_000 });
 
-const Prices = {
+const TierPrices = {
   input_cost_per_token: PricePerToken,
   output_cost_per_token: PricePerToken,
   cache_read_input_cost_per_token: Type.Optional(Nullable(PricePerToken)),
   cache_write_input_cost_per_token: Type.Optional(Nullable(PricePerToken)),
+};
+
+/** A long-context tier as PUT and import take it: cache prices null or absent: the tier's input price. */
+const LongContextInput = Type.Object(
+  { above_prompt_tokens: Type.Integer({ minimum: 0, maximum: MAX_TOKEN_COUNT }), ...TierPrices },
+  { additionalProperties: false },
+);
+
+const Prices = {
+  ...TierPrices,
+  /** Null or absent: no long-context tier. */
+  long_context: Type.Optional(Nullable(LongContextInput)),
   is_active: Type.Boolean({ default: true }),
 };
 
@@ -74,6 +104,17 @@ export const PricingCatalogEntry = Type.Object({
   output_cost_per_token: Type.Number(),
   cache_read_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
   cache_write_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
+  long_context: Type.Optional(
+    Nullable(
+      Type.Object({
+        above_prompt_tokens: Type.Integer(),
+        input_cost_per_token: Type.Number(),
+        output_cost_per_token: Type.Number(),
+        cache_read_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
+        cache_write_input_cost_per_token: Type.Optional(Nullable(Type.Number())),
+      }),
+    ),
+  ),
 });
 export type PricingCatalogEntry = Static<typeof PricingCatalogEntry>;
 

@@ -55,8 +55,23 @@ export class PriceBook {
   /** Exact decimal text as Postgres writes a numeric: what callCost takes, digit for digit. */
   private async load(workspaceId: string, model: string): Promise<TokenPrices | null> {
     const row = await activePrices(this.db, workspaceId, model);
-    return row
-      ? { input: row.input, output: row.output, cacheRead: row.cache_read, cacheWrite: row.cache_write }
-      : null;
+    if (!row) return null;
+    const longContext =
+      row.long_above === null
+        ? null
+        : {
+            abovePromptTokens: Number(row.long_above),
+            input: row.long_input!,
+            output: row.long_output!,
+            cacheRead: row.long_cache_read,
+            cacheWrite: row.long_cache_write,
+          };
+    return {
+      input: row.input,
+      output: row.output,
+      cacheRead: row.cache_read,
+      cacheWrite: row.cache_write,
+      longContext,
+    };
   }
 }

@@ -2,13 +2,15 @@
  * The upper bound of a model call's cost, known before the call: what a budget in "reserve" mode
  * reserves, and what a call whose result was lost is charged at. Pure: the caller reads the
  * request (src/proxy/request-bounds.ts) and the model's prices; the cost is the one rule of
- * cost.ts, priced at the dearest input price, rounded up to the microdollar.
+ * cost.ts, priced at the dearest input price, rounded up to the microdollar. A request whose
+ * input bound is above a long-context threshold may be billed at either tier (its real prompt
+ * may be shorter than the bound): each price is then the dearer of the two tiers'.
  *
  * The bound holds for what a request says of itself: its text (input tokens are at most its
  * bytes) and its output limit. It does not hold for input the request only points at (an image
  * by URL, a file id, a server-side tool's results): see docs/budgets.md.
  */
-import { callCost, costToMicros, MAX_TOKEN_COUNT, parseDecimal, type TokenPrices } from './cost.js';
+import { callCost, costToMicros, MAX_TOKEN_COUNT, parseDecimal, type TierPrices, type TokenPrices } from './cost.js';
 
 /** What a request says of its size, read by the proxy before anything is sent upstream. */
 export interface CallBounds {
@@ -83,18 +85,27 @@ export function outputTokenBound(bounds: CallBounds, model: string): number {
   return boundedTokens(limit * Math.max(1, bounds.choices));
 }
 
-/** The dearest of the input prices: an input token may be billed at any of them (a cache write costs more). */
-function dearestInputPrice(prices: TokenPrices): string {
-  const candidates = [prices.input, prices.cacheRead, prices.cacheWrite].filter(
-    (price): price is string => price !== null,
-  );
-  // Compared exactly, at a common scale.
+/** The dearest of exact decimal prices, compared at a common scale. */
+function dearest(candidates: readonly string[]): string {
   const scaled = candidates.map(parseDecimal);
   const scale = Math.max(...scaled.map((decimal) => decimal.scale));
   const digitsAtScale = (i: number) => scaled[i]!.digits * 10n ** BigInt(scale - scaled[i]!.scale);
-  let dearest = 0;
-  for (let i = 1; i < candidates.length; i++) if (digitsAtScale(i) > digitsAtScale(dearest)) dearest = i;
-  return candidates[dearest]!;
+  let best = 0;
+  for (let i = 1; i < candidates.length; i++) if (digitsAtScale(i) > digitsAtScale(best)) best = i;
+  return candidates[best]!;
+}
+
+/** The input prices of a tier: an input token may be billed at any of them (a cache write costs more). */
+const inputPrices = (tier: TierPrices) =>
+  [tier.input, tier.cacheRead, tier.cacheWrite].filter((price): price is string => price !== null);
+
+/**
+ * The tiers a call of at most `inputTokens` input tokens may be billed at: the standard one, and
+ * the long-context one when the bound is above its threshold (the bound, not the real prompt).
+ */
+function possibleTiers(inputTokens: number, prices: TokenPrices): TierPrices[] {
+  const long = prices.longContext;
+  return long && inputTokens > long.abovePromptTokens ? [prices, long] : [prices];
 }
 
 /** Exact USD text as microdollars, rounded up: an upper bound stays one. */
@@ -113,6 +124,7 @@ export function estimateCallMicros(
   capMicros = Number.MAX_SAFE_INTEGER,
 ): number {
   const inputTokens = boundedTokens(bounds.inputTokens);
+  const tiers = possibleTiers(inputTokens, prices);
   const cost = callCost(
     {
       promptTokens: inputTokens,
@@ -120,7 +132,12 @@ export function estimateCallMicros(
       cacheReadTokens: null,
       cacheWriteTokens: null,
     },
-    { input: dearestInputPrice(prices), output: prices.output, cacheRead: null, cacheWrite: null },
+    {
+      input: dearest(tiers.flatMap(inputPrices)),
+      output: dearest(tiers.map((tier) => tier.output)),
+      cacheRead: null,
+      cacheWrite: null,
+    },
   )!;
   return Math.min(costToMicrosCeil(cost), capMicros);
 }

@@ -12,6 +12,11 @@
  * where uncached input = prompt - cache reads - cache writes: `prompt_tokens` counts every input
  * token, cached or not (OpenAI's meaning; Anthropic's `input_tokens` is the uncached part only).
  * Reasoning tokens are part of the completion and priced as output.
+ *
+ * A long-context tier (Gemini Pro above 200k prompt tokens, GPT-5.4 above 272k, Claude Sonnet 4
+ * above 200k) prices the whole call at its own prices once `prompt_tokens` is above its threshold:
+ * the providers bill every token of such a call, input and output, cached or not, at the higher
+ * rates (not only the tokens past the threshold).
  */
 
 import { decimalText } from './decimal.js';
@@ -31,11 +36,30 @@ export interface CallTokens {
 }
 
 /** USD per token, as exact decimal text (`"0.00000015"`); `null` cache prices: the input price. */
-export interface TokenPrices {
+export interface TierPrices {
   input: string;
   output: string;
   cacheRead: string | null;
   cacheWrite: string | null;
+}
+
+/** The prices of a call whose prompt has more than `abovePromptTokens` tokens: every token of it. */
+export interface LongContextPrices extends TierPrices {
+  abovePromptTokens: number;
+}
+
+/** A model's prices: the standard tier, and the long-context one when the model has one. */
+export interface TokenPrices extends TierPrices {
+  longContext?: LongContextPrices | null;
+}
+
+/** The long-context tier of a pricing entry as the API and the store give it (USD per token as JSON numbers). */
+export interface LongContextEntry {
+  above_prompt_tokens: number;
+  input_cost_per_token: number;
+  output_cost_per_token: number;
+  cache_read_input_cost_per_token?: number | null;
+  cache_write_input_cost_per_token?: number | null;
 }
 
 /** A pricing entry's prices (USD per token as JSON numbers, as the API and the store give them) as exact decimal text. */
@@ -44,15 +68,27 @@ export function tokenPricesOf(entry: {
   output_cost_per_token: number;
   cache_read_input_cost_per_token?: number | null;
   cache_write_input_cost_per_token?: number | null;
+  long_context?: LongContextEntry | null;
 }): TokenPrices {
   const optional = (price: number | null | undefined) =>
     price === null || price === undefined ? null : decimalText(price);
+  const tier = (prices: Omit<LongContextEntry, 'above_prompt_tokens'>): TierPrices => ({
+    input: decimalText(prices.input_cost_per_token),
+    output: decimalText(prices.output_cost_per_token),
+    cacheRead: optional(prices.cache_read_input_cost_per_token),
+    cacheWrite: optional(prices.cache_write_input_cost_per_token),
+  });
+  const long = entry.long_context;
   return {
-    input: decimalText(entry.input_cost_per_token),
-    output: decimalText(entry.output_cost_per_token),
-    cacheRead: optional(entry.cache_read_input_cost_per_token),
-    cacheWrite: optional(entry.cache_write_input_cost_per_token),
+    ...tier(entry),
+    longContext: long ? { abovePromptTokens: long.above_prompt_tokens, ...tier(long) } : null,
   };
+}
+
+/** The tier a call with `promptTokens` input tokens is billed at: the long-context one above its threshold. */
+export function tierFor(promptTokens: number | null, prices: TokenPrices): TierPrices {
+  const long = prices.longContext;
+  return long && (promptTokens ?? 0) > long.abovePromptTokens ? long : prices;
 }
 
 /** A call is priced once any of its counts is known: a call that reports none costs unknown (null). */
@@ -111,8 +147,9 @@ function sumOfProducts(terms: readonly (readonly [count: number, price: string])
 }
 
 /** The call's cost in USD as exact decimal text, or `null` when no count is known. */
-export function callCost(tokens: CallTokens, prices: TokenPrices): string | null {
+export function callCost(tokens: CallTokens, modelPrices: TokenPrices): string | null {
   if (!isPriced(tokens)) return null;
+  const prices = tierFor(tokens.promptTokens, modelPrices);
   return formatDecimal(
     sumOfProducts([
       [uncachedInput(tokens), prices.input],
@@ -148,12 +185,16 @@ export function pricedSql(columns: TokenColumns): string {
 /**
  * The cost rule as a SQL expression over the token columns and a `model_pricing` row aliased
  * `pricing`: NUMERIC, exact. NULL when no count is known; the caller supplies the row (NULL
- * prices, no row: NULL cost).
+ * prices, no row: NULL cost). A row's `long_*` prices replace its own when the prompt is above
+ * `long_context_above_tokens` (`tierFor`); NULL there: no such tier.
  */
 export function costSql(columns: TokenColumns, pricing: string): string {
+  const long = `coalesce(${columns.prompt}, 0) > ${pricing}.long_context_above_tokens`;
+  const price = (column: string) => `CASE WHEN ${long} THEN ${pricing}.long_${column} ELSE ${pricing}.${column} END`;
+  const input = price('input_cost_per_token');
   return `CASE WHEN ${pricedSql(columns)} THEN
-    greatest(coalesce(${columns.prompt}, 0) - coalesce(${columns.cacheRead}, 0) - coalesce(${columns.cacheWrite}, 0), 0) * ${pricing}.input_cost_per_token
-    + coalesce(${columns.cacheRead}, 0) * coalesce(${pricing}.cache_read_input_cost_per_token, ${pricing}.input_cost_per_token)
-    + coalesce(${columns.cacheWrite}, 0) * coalesce(${pricing}.cache_write_input_cost_per_token, ${pricing}.input_cost_per_token)
-    + coalesce(${columns.completion}, 0) * ${pricing}.output_cost_per_token END`;
+    greatest(coalesce(${columns.prompt}, 0) - coalesce(${columns.cacheRead}, 0) - coalesce(${columns.cacheWrite}, 0), 0) * ${input}
+    + coalesce(${columns.cacheRead}, 0) * coalesce(${price('cache_read_input_cost_per_token')}, ${input})
+    + coalesce(${columns.cacheWrite}, 0) * coalesce(${price('cache_write_input_cost_per_token')}, ${input})
+    + coalesce(${columns.completion}, 0) * ${price('output_cost_per_token')} END`;
 }

@@ -20,6 +20,34 @@ const isPrice = (value: unknown): value is number => typeof value === 'number' &
 const isOptionalPrice = (value: unknown): value is number | null | undefined =>
   value === null || value === undefined || isPrice(value);
 
+/** A model's long-context tier as the catalog writes it; null when it has none, undefined when it is not valid. */
+function longContextOf(raw: unknown): CatalogEntry['long_context'] | undefined {
+  if (raw === null || raw === undefined) return null;
+  const tier = raw as Record<string, unknown>;
+  const above = tier.above_prompt_tokens;
+  const cacheRead = tier.cache_read_input_cost_per_token;
+  const cacheWrite = tier.cache_write_input_cost_per_token;
+  if (
+    typeof raw !== 'object' ||
+    typeof above !== 'number' ||
+    !Number.isSafeInteger(above) ||
+    above < 0 ||
+    !isPrice(tier.input_cost_per_token) ||
+    !isPrice(tier.output_cost_per_token) ||
+    !isOptionalPrice(cacheRead) ||
+    !isOptionalPrice(cacheWrite)
+  ) {
+    return undefined;
+  }
+  return {
+    above_prompt_tokens: above,
+    input_cost_per_token: tier.input_cost_per_token,
+    output_cost_per_token: tier.output_cost_per_token,
+    cache_read_input_cost_per_token: cacheRead ?? null,
+    cache_write_input_cost_per_token: cacheWrite ?? null,
+  };
+}
+
 /**
  * The shipped catalog's entries, checked (a broken file fails here, not as a half-priced
  * workspace). Its prices are JSON numbers written in their exact decimal text, which
@@ -36,13 +64,15 @@ export async function readShippedCatalog(url: URL = SHIPPED_CATALOG_URL): Promis
     const { model, input_cost_per_token: input, output_cost_per_token: output } = raw;
     const cacheRead = raw.cache_read_input_cost_per_token;
     const cacheWrite = raw.cache_write_input_cost_per_token;
+    const longContext = longContextOf(raw.long_context);
     if (
       typeof model !== 'string' ||
       model === '' ||
       !isPrice(input) ||
       !isPrice(output) ||
       !isOptionalPrice(cacheRead) ||
-      !isOptionalPrice(cacheWrite)
+      !isOptionalPrice(cacheWrite) ||
+      longContext === undefined
     ) {
       throw new Error(`${url.pathname}: models[${i}] is not a valid price entry`);
     }
@@ -52,6 +82,7 @@ export async function readShippedCatalog(url: URL = SHIPPED_CATALOG_URL): Promis
       output_cost_per_token: output,
       cache_read_input_cost_per_token: cacheRead ?? null,
       cache_write_input_cost_per_token: cacheWrite ?? null,
+      long_context: longContext,
       is_active: true,
     };
   });

@@ -635,6 +635,27 @@ ALTER TABLE runs ADD COLUMN api_key_id uuid;
 ALTER TABLE runs ADD COLUMN tags jsonb NOT NULL DEFAULT '{}';
 `,
   },
+  {
+    version: 24,
+    name: 'long_context_prices',
+    sql: `
+-- A model's long-context tier (Gemini Pro above 200k prompt tokens, GPT-5.4 above 272k): a call
+-- whose prompt_tokens are above long_context_above_tokens is priced, every token of it, at the
+-- long_* prices (cache prices NULL: the long input price). NULL threshold: no such tier; the tier's
+-- input and output prices are given with it or not at all. Catalog changes only.
+ALTER TABLE model_pricing
+  ADD COLUMN long_context_above_tokens bigint CHECK (long_context_above_tokens >= 0),
+  ADD COLUMN long_input_cost_per_token numeric,
+  ADD COLUMN long_output_cost_per_token numeric,
+  ADD COLUMN long_cache_read_input_cost_per_token numeric,
+  ADD COLUMN long_cache_write_input_cost_per_token numeric,
+  ADD CONSTRAINT model_pricing_long_context_whole CHECK (
+    (long_context_above_tokens IS NULL) = (long_input_cost_per_token IS NULL)
+    AND (long_context_above_tokens IS NULL) = (long_output_cost_per_token IS NULL)
+    AND (long_context_above_tokens IS NOT NULL
+      OR (long_cache_read_input_cost_per_token IS NULL AND long_cache_write_input_cost_per_token IS NULL)));
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

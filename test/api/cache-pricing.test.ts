@@ -53,6 +53,45 @@ describe('pricing entries with cache prices', () => {
   });
 });
 
+describe('pricing entries with a long-context tier', () => {
+  it('when an entry is PUT with a tier, then the list answers it; a tier without its prices or threshold is refused', async () => {
+    const tier = { above_prompt_tokens: 200_000, input_cost_per_token: 0.0000025, output_cost_per_token: 0.000015 };
+    const put = await api.request('PUT', '/v1/model-pricing/tiered', {
+      input_cost_per_token: 0.00000125,
+      output_cost_per_token: 0.00001,
+      long_context: tier,
+    });
+    expect(put.status).toBe(200);
+    expect(put.body.long_context).toEqual({
+      ...tier,
+      cache_read_input_cost_per_token: null,
+      cache_write_input_cost_per_token: null,
+    });
+    const plain = (await api.request('GET', '/v1/model-pricing')).body.find((p: any) => p.model === 'plain');
+    expect(plain.long_context).toBeNull();
+    for (const long_context of [
+      { above_prompt_tokens: 200_000, input_cost_per_token: 0.0000025 },
+      { input_cost_per_token: 0.0000025, output_cost_per_token: 0.000015 },
+      { ...tier, above_prompt_tokens: -1 },
+      { ...tier, above_prompt_tokens: 1.5 },
+      { ...tier, extra: 1 },
+    ]) {
+      const refused = await api.request('PUT', '/v1/model-pricing/tiered', {
+        input_cost_per_token: 0.00000125,
+        output_cost_per_token: 0.00001,
+        long_context,
+      });
+      expect(refused.status, JSON.stringify(long_context)).toBe(422);
+    }
+    // A PUT without a tier replaces the entry whole: the tier is gone.
+    const untiered = await api.request('PUT', '/v1/model-pricing/tiered', {
+      input_cost_per_token: 0.00000125,
+      output_cost_per_token: 0.00001,
+    });
+    expect(untiered.body.long_context).toBeNull();
+  });
+});
+
 describe('PATCH with cache and reasoning tokens', () => {
   it('when a step reports cache reads, writes and reasoning, then they are stored and priced at their prices', async () => {
     const { runId, stepId } = await step();

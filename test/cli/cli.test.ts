@@ -57,9 +57,9 @@ describe('pricing', () => {
     expect(res.code).toBe(0);
     expect(res.stderr).toBe('');
     expect(res.stdout).toMatch(
-      /^MODEL\s+INPUT\/TOKEN\s+OUTPUT\/TOKEN\s+INPUT\/1M\s+OUTPUT\/1M\s+CACHE READ\/1M\s+CACHE WRITE\/1M\s+ACTIVE\s+SET BY/,
+      /^MODEL\s+INPUT\/TOKEN\s+OUTPUT\/TOKEN\s+INPUT\/1M\s+OUTPUT\/1M\s+CACHE READ\/1M\s+CACHE WRITE\/1M\s+LONG CONTEXT \(IN \/ OUT per 1M\)\s+ACTIVE\s+SET BY/,
     );
-    expect(res.stdout).toMatch(/cli-model\s+0\.000002\s+0\.000008\s+\$2\s+\$8\s+input\s+input\s+yes\s+hand/);
+    expect(res.stdout).toMatch(/cli-model\s+0\.000002\s+0\.000008\s+\$2\s+\$8\s+input\s+input\s+-\s+yes\s+hand/);
     const prices = (await api.request('GET', '/v1/model-pricing')).body;
     expect(prices.find((p: any) => p.model === 'cli-model')).toMatchObject({
       input_cost_per_token: 0.000002,
@@ -93,6 +93,67 @@ describe('pricing', () => {
       is_active: true,
       source: 'user',
     });
+  });
+
+  it('when a long-context tier is given, then it is stored with its threshold; --long-* without one is refused', async () => {
+    const res = await cli(
+      'pricing',
+      'set',
+      'gemini-long',
+      '--per-million',
+      '--input',
+      '1.25',
+      '--output',
+      '10',
+      '--cache-read',
+      '0.125',
+      '--long-context-above',
+      '200000',
+      '--long-input',
+      '2.5',
+      '--long-output',
+      '15',
+      '--long-cache-read',
+      '0.25',
+    );
+    expect(res.code).toBe(0);
+    expect(res.stdout).toMatch(/gemini-long\s+.*>200000: \$2\.5 \/ \$15\s+yes\s+hand/);
+    const prices = (await api.request('GET', '/v1/model-pricing')).body;
+    expect(prices.find((p: any) => p.model === 'gemini-long').long_context).toEqual({
+      above_prompt_tokens: 200_000,
+      input_cost_per_token: 0.0000025,
+      output_cost_per_token: 0.000015,
+      cache_read_input_cost_per_token: 2.5e-7,
+      cache_write_input_cost_per_token: null,
+    });
+    const orphan = await cli(
+      'pricing',
+      'set',
+      'gemini-long',
+      '--per-million',
+      '--input',
+      '1',
+      '--output',
+      '1',
+      '--long-input',
+      '2',
+    );
+    expect(orphan.code).toBe(1);
+    expect(orphan.stderr).toContain('need --long-context-above');
+    const half = await cli(
+      'pricing',
+      'set',
+      'gemini-long',
+      '--per-million',
+      '--input',
+      '1',
+      '--output',
+      '1',
+      '--long-context-above',
+      '200k',
+    );
+    expect(half.code).toBe(1);
+    expect(half.stderr).toContain('--long-context-above must be a whole number of tokens');
   });
 
   it('when a figure could be per million or per token, then it is refused with what to type, and nothing is saved', async () => {
@@ -209,8 +270,8 @@ describe('pricing', () => {
     expect(dry.stdout).toContain('Would import 3 prices');
     const kept = await cli('pricing', 'import', file);
     expect(kept.code).toBe(0);
-    expect(kept.stdout).toMatch(/hand-model\s+kept \(set by hand\)\s+\$3\s+\$4\s+input\s+input\s+\$5 \/ \$7/);
-    expect(kept.stdout).toMatch(/catalog-model\s+changed\s+\$3\s+\$4\s+\$0\.3\s+input\s+\$1 \/ \$2/);
+    expect(kept.stdout).toMatch(/hand-model\s+kept \(set by hand\)\s+\$3\s+\$4\s+input\s+input\s+-\s+\$5 \/ \$7/);
+    expect(kept.stdout).toMatch(/catalog-model\s+changed\s+\$3\s+\$4\s+\$0\.3\s+input\s+-\s+\$1 \/ \$2/);
     expect(kept.stdout).toMatch(/new-model\s+new\s+\$1\s+\$1/);
     expect(kept.stdout).toContain('1 new, 1 changed, 0 unchanged, 1 kept.');
     expect(kept.stdout).toContain('1 price was set by hand and differs from');

@@ -387,6 +387,26 @@ describe('the web dashboard', { timeout: 120_000 }, () => {
           ).find((p) => p.model === 'gpt-4o-mini')?.input_cost_per_token,
       )
       .toBe(0.0000002);
+    // What the form does not show is kept: the cache price, and a long-context tier.
+    const after = (await api.request('GET', '/v1/model-pricing')).body as any[];
+    expect(after.find((p) => p.model === 'gpt-4o-mini')?.cache_read_input_cost_per_token).toBe(
+      (mini as any).cache_read_input_cost_per_token,
+    );
+    const pro = after.find((p) => p.model === 'gemini-2.5-pro');
+    expect(pro?.long_context).toMatchObject({ above_prompt_tokens: 200_000 });
+    await page.getByLabel('Output $/1M tokens for gemini-2.5-pro', { exact: true }).fill('10');
+    await page.getByRole('button', { name: 'Save gemini-2.5-pro', exact: true }).click();
+    await expect
+      .poll(
+        async () =>
+          ((await api.request('GET', '/v1/model-pricing')).body as any[]).find((p) => p.model === 'gemini-2.5-pro')
+            ?.source,
+      )
+      .toBe('user');
+    expect(
+      ((await api.request('GET', '/v1/model-pricing')).body as any[]).find((p) => p.model === 'gemini-2.5-pro')
+        ?.long_context,
+    ).toEqual(pro.long_context);
   });
 
   it('when unpriced models are set to deny from the Settings page, then a call to an unpriced model is denied; back to allow, allowed', async () => {

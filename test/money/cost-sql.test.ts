@@ -37,11 +37,26 @@ describe('callCost agrees with costSql, as Postgres computes it', () => {
           output: price,
           cacheRead: fc.option(price, { nil: null }),
           cacheWrite: fc.option(price, { nil: null }),
+          // A long-context tier, at thresholds the random prompts fall on either side of.
+          longContext: fc.option(
+            fc.record({
+              abovePromptTokens: fc.integer({ min: 0, max: 2_000_000_000 }),
+              input: price,
+              output: price,
+              cacheRead: fc.option(price, { nil: null }),
+              cacheWrite: fc.option(price, { nil: null }),
+            }),
+            { nil: null },
+          ),
         }),
         async (t, p) => {
           const sql = `SELECT trim_scale(${costSql({ prompt: '$1::bigint', completion: '$2::bigint', cacheRead: '$3::bigint', cacheWrite: '$4::bigint' }, 'p')})::text AS cost
           FROM (SELECT $5::numeric AS input_cost_per_token, $6::numeric AS output_cost_per_token,
-            $7::numeric AS cache_read_input_cost_per_token, $8::numeric AS cache_write_input_cost_per_token) p`;
+            $7::numeric AS cache_read_input_cost_per_token, $8::numeric AS cache_write_input_cost_per_token,
+            $9::bigint AS long_context_above_tokens, $10::numeric AS long_input_cost_per_token,
+            $11::numeric AS long_output_cost_per_token, $12::numeric AS long_cache_read_input_cost_per_token,
+            $13::numeric AS long_cache_write_input_cost_per_token) p`;
+          const long = p.longContext;
           const { rows } = await client.query(sql, [
             t.promptTokens,
             t.completionTokens,
@@ -51,6 +66,11 @@ describe('callCost agrees with costSql, as Postgres computes it', () => {
             p.output,
             p.cacheRead,
             p.cacheWrite,
+            long?.abovePromptTokens ?? null,
+            long?.input ?? null,
+            long?.output ?? null,
+            long?.cacheRead ?? null,
+            long?.cacheWrite ?? null,
           ]);
           expect(rows[0].cost).toBe(callCost(t, p));
         },

@@ -20,6 +20,12 @@ export interface PriceEntry extends PriceInput {
 
 const cachePrice = (price: number | null) => (price === null ? 'input' : perMillion(price));
 
+/** A long-context tier in one cell: `>200000: 2.5 / 15` (input / output per million), or `-`. */
+const longContextCell = (tier: PriceInput['long_context']) =>
+  tier
+    ? `>${tier.above_prompt_tokens}: ${perMillion(tier.input_cost_per_token)} / ${perMillion(tier.output_cost_per_token)}`
+    : '-';
+
 function printPrices(out: Output, entries: ModelPricing[]) {
   out.table(
     [
@@ -30,6 +36,7 @@ function printPrices(out: Output, entries: ModelPricing[]) {
       'OUTPUT/1M',
       'CACHE READ/1M',
       'CACHE WRITE/1M',
+      'LONG CONTEXT (IN / OUT per 1M)',
       'ACTIVE',
       'SET BY',
     ],
@@ -41,6 +48,7 @@ function printPrices(out: Output, entries: ModelPricing[]) {
       perMillion(price.output_cost_per_token),
       cachePrice(price.cache_read_input_cost_per_token),
       cachePrice(price.cache_write_input_cost_per_token),
+      longContextCell(price.long_context),
       price.is_active ? 'yes' : 'no',
       price.source === 'catalog' ? 'catalog' : 'hand',
     ]),
@@ -62,6 +70,29 @@ function priceField(
     );
   }
   return value;
+}
+
+/** A catalog entry's `long_context`: null or absent (none), or a threshold with its prices. */
+function longContextField(entry: Record<string, unknown>, where: string): PriceInput['long_context'] | undefined {
+  const tier = entry.long_context;
+  if (tier === null || tier === undefined) return tier;
+  const fields = tier as Record<string, unknown>;
+  const above = fields.above_prompt_tokens;
+  if (typeof tier !== 'object' || typeof above !== 'number' || !Number.isSafeInteger(above) || above < 0) {
+    throw new CliError(
+      `${where} (${String(entry.model)}): "long_context" must be null or {above_prompt_tokens: a whole number of tokens, input_cost_per_token, output_cost_per_token, ...}.`,
+    );
+  }
+  const at = `${where}.long_context`;
+  const cacheRead = priceField({ ...fields, model: entry.model }, 'cache_read_input_cost_per_token', at, true);
+  const cacheWrite = priceField({ ...fields, model: entry.model }, 'cache_write_input_cost_per_token', at, true);
+  return {
+    above_prompt_tokens: above,
+    input_cost_per_token: priceField({ ...fields, model: entry.model }, 'input_cost_per_token', at, false)!,
+    output_cost_per_token: priceField({ ...fields, model: entry.model }, 'output_cost_per_token', at, false)!,
+    ...(cacheRead === undefined ? {} : { cache_read_input_cost_per_token: cacheRead }),
+    ...(cacheWrite === undefined ? {} : { cache_write_input_cost_per_token: cacheWrite }),
+  };
 }
 
 /** A catalog (`{taken_at, source, models: [...]}`) or a bare array of entries, checked. */
@@ -88,12 +119,14 @@ export function parseCatalog(
     }
     const cacheRead = priceField(entry, 'cache_read_input_cost_per_token', where, true);
     const cacheWrite = priceField(entry, 'cache_write_input_cost_per_token', where, true);
+    const longContext = longContextField(entry, where);
     return {
       model: entry.model,
       input_cost_per_token: priceField(entry, 'input_cost_per_token', where, false)!,
       output_cost_per_token: priceField(entry, 'output_cost_per_token', where, false)!,
       ...(cacheRead === undefined ? {} : { cache_read_input_cost_per_token: cacheRead }),
       ...(cacheWrite === undefined ? {} : { cache_write_input_cost_per_token: cacheWrite }),
+      ...(longContext === undefined ? {} : { long_context: longContext }),
       ...(entry.is_active === undefined ? {} : { is_active: entry.is_active }),
     };
   });
@@ -113,10 +146,39 @@ type SetOptions = ApiOptions & {
   output: string;
   cacheRead?: string;
   cacheWrite?: string;
+  longContextAbove?: string;
+  longInput?: string;
+  longOutput?: string;
+  longCacheRead?: string;
+  longCacheWrite?: string;
   perMillion?: boolean;
   perToken?: boolean;
   inactive?: boolean;
 };
+
+/** `--long-context-above` with its `--long-*` prices, or null when none is given. */
+function longContextOption(
+  options: SetOptions,
+  price: (text: string | undefined, flag: string) => number | undefined,
+): PriceInput['long_context'] {
+  const { longContextAbove: above, longInput, longOutput, longCacheRead, longCacheWrite } = options;
+  if (above === undefined) {
+    if ([longInput, longOutput, longCacheRead, longCacheWrite].some((value) => value !== undefined))
+      throw new CliError('the --long-* prices need --long-context-above <tokens>: the prompt size they start above.');
+    return null;
+  }
+  if (!/^\d+$/.test(above.trim()) || !Number.isSafeInteger(Number(above)))
+    throw new CliError(`--long-context-above must be a whole number of tokens (got ${JSON.stringify(above)}).`);
+  if (longInput === undefined || longOutput === undefined)
+    throw new CliError('--long-context-above needs --long-input and --long-output: the prices above it.');
+  return {
+    above_prompt_tokens: Number(above),
+    input_cost_per_token: price(longInput, '--long-input')!,
+    output_cost_per_token: price(longOutput, '--long-output')!,
+    cache_read_input_cost_per_token: price(longCacheRead, '--long-cache-read') ?? null,
+    cache_write_input_cost_per_token: price(longCacheWrite, '--long-cache-write') ?? null,
+  };
+}
 
 function setCommand() {
   return apiCommand('set', "create or update a model's price (the entry is then yours: imports keep it)")
@@ -129,12 +191,22 @@ function setCommand() {
     .requiredOption('--output <usd>', 'output price, in the same unit')
     .option('--cache-read <usd>', 'price of a prompt-cache read, in the same unit (default: the input price)')
     .option('--cache-write <usd>', 'price of a prompt-cache write, in the same unit (default: the input price)')
+    .option(
+      '--long-context-above <tokens>',
+      'a long-context tier: a call whose prompt has more tokens than this costs the --long-* prices, every token of it',
+    )
+    .option('--long-input <usd>', 'input price of such a call, in the same unit (with --long-context-above)')
+    .option('--long-output <usd>', 'output price of such a call, in the same unit (with --long-context-above)')
+    .option('--long-cache-read <usd>', 'cache-read price of such a call (default: its input price)')
+    .option('--long-cache-write <usd>', 'cache-write price of such a call (default: its input price)')
     .addOption(new Option('--per-million', 'the prices are USD per million tokens, as providers publish them'))
     .addOption(new Option('--per-token', 'the prices are USD per token, as the API stores them'))
     .addOption(new Option('--inactive', 'store the entry as inactive (steps of this model are not priced)'))
     .addHelpText(
       'after',
-      `\nExample:\n  ${cliCommand('pricing set')} gpt-4o-mini --per-million --input 0.15 --output 0.6 --cache-read 0.075\n` +
+      `\nExamples:\n  ${cliCommand('pricing set')} gpt-4o-mini --per-million --input 0.15 --output 0.6 --cache-read 0.075\n` +
+        `  ${cliCommand('pricing set')} gemini-2.5-pro --per-million --input 1.25 --output 10 --cache-read 0.125 \\\n` +
+        '      --long-context-above 200000 --long-input 2.5 --long-output 15 --long-cache-read 0.25\n' +
         '\nWithout a unit, only a figure that can only be a price per token (at most 0.001) is taken.',
     )
     .action(
@@ -157,6 +229,7 @@ function setCommand() {
           ...(options.cacheWrite === undefined
             ? {}
             : { cache_write_input_cost_per_token: price(options.cacheWrite, '--cache-write') }),
+          long_context: longContextOption(options, price),
           is_active: options.inactive !== true,
         };
         const saved = await client.putPricing(model, entry);
@@ -192,7 +265,16 @@ function printImport(out: Output, result: PricingImport, catalog: ReadonlyMap<st
   const shown = result.items.filter((i) => all || i.change !== 'unchanged');
   if (shown.length === 0) return;
   out.table(
-    ['MODEL', 'CHANGE', 'INPUT/1M', 'OUTPUT/1M', 'CACHE READ/1M', 'CACHE WRITE/1M', 'WAS (INPUT / OUTPUT per 1M)'],
+    [
+      'MODEL',
+      'CHANGE',
+      'INPUT/1M',
+      'OUTPUT/1M',
+      'CACHE READ/1M',
+      'CACHE WRITE/1M',
+      'LONG CONTEXT (IN / OUT per 1M)',
+      'WAS (INPUT / OUTPUT per 1M)',
+    ],
     shown.map(({ model, change, before }) => {
       const price = catalog.get(model)!;
       const was =
@@ -206,6 +288,7 @@ function printImport(out: Output, result: PricingImport, catalog: ReadonlyMap<st
         perMillion(price.output_cost_per_token),
         cachePrice(price.cache_read_input_cost_per_token ?? null),
         cachePrice(price.cache_write_input_cost_per_token ?? null),
+        longContextCell(price.long_context),
         was,
       ];
     }),

@@ -51,6 +51,31 @@ describe('estimateCallMicros', () => {
     expect(estimateCallMicros({ inputTokens: 1, maxOutputTokens: 1, choices: 1 }, 'gpt-4o-mini', tiny)).toBe(1);
   });
 
+  it('when the input bound is above a long-context threshold, then each price is the dearer tier’s', () => {
+    // gemini-2.5-pro: $1.25 / $10 per million; above 200,000 prompt tokens $2.50 / $15, cache reads $0.25.
+    const gemini: TokenPrices = {
+      input: '0.00000125',
+      output: '0.00001',
+      cacheRead: '0.000000125',
+      cacheWrite: null,
+      longContext: {
+        abovePromptTokens: 200_000,
+        input: '0.0000025',
+        output: '0.000015',
+        cacheRead: '0.00000025',
+        cacheWrite: null,
+      },
+    };
+    const bounds = (inputTokens: number) => ({ inputTokens, maxOutputTokens: 1_000, choices: 1 });
+    // At the threshold the call cannot be long: 200,000 x $1.25/M + 1,000 x $10/M = $0.26.
+    expect(estimateCallMicros(bounds(200_000), 'gemini-2.5-pro', gemini)).toBe(260_000);
+    // One byte more may be: 200,001 x $2.50/M + 1,000 x $15/M = $0.5150025, rounded up.
+    expect(estimateCallMicros(bounds(200_001), 'gemini-2.5-pro', gemini)).toBe(515_003);
+    // A tier cheaper than the standard one (no provider has one) never lowers the bound.
+    const cheaperLong = { ...gemini, longContext: { ...gemini.longContext!, input: '0.000001', output: '0.000001' } };
+    expect(estimateCallMicros(bounds(300_000), 'gemini-2.5-pro', cheaperLong)).toBe(385_000);
+  });
+
   it('when the estimate passes the cap, then it is the cap', () => {
     expect(estimateCallMicros({ inputTokens: 10 ** 9, maxOutputTokens: 0, choices: 1 }, 'gpt-4o', PRICES, 5)).toBe(5);
   });

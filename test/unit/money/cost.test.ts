@@ -52,6 +52,32 @@ describe('callCost, against hand computations', () => {
     expect(callCost(tokens({ promptTokens: 1_000, completionTokens: 5_000 }), o3)).toBe('0.042');
   });
 
+  it('when the prompt is above a long-context threshold, then every token of the call costs the long prices', () => {
+    // gemini-2.5-pro: $1.25 / $10 per million, cache reads $0.125; above 200,000 prompt tokens
+    // $2.50 / $15, cache reads $0.25 (cached tokens count toward the threshold).
+    const gemini: TokenPrices = {
+      input: '0.00000125',
+      output: '0.00001',
+      cacheRead: '0.000000125',
+      cacheWrite: null,
+      longContext: {
+        abovePromptTokens: 200_000,
+        input: '0.0000025',
+        output: '0.000015',
+        cacheRead: '0.00000025',
+        cacheWrite: null,
+      },
+    };
+    // 150,000 uncached x 0.00000125 + 50,000 reads x 0.000000125 + 2,000 out x 0.00001 = 0.21375.
+    const at = (prompt: number) =>
+      callCost(tokens({ promptTokens: prompt, completionTokens: 2_000, cacheReadTokens: 50_000 }), gemini);
+    expect(at(200_000)).toBe('0.21375');
+    // 150,001 x 0.0000025 + 50,000 x 0.00000025 + 2,000 x 0.000015 = 0.4175025.
+    expect(at(200_001)).toBe('0.4175025');
+    // The long tier's cache writes without a price of their own: its input price.
+    expect(callCost(tokens({ promptTokens: 300_000, cacheWriteTokens: 100_000 }), gemini)).toBe('0.75');
+  });
+
   it('when a cache write has no price of its own, then it costs the input price', () => {
     expect(callCost(tokens({ promptTokens: 1_000, cacheWriteTokens: 1_000 }), MINI)).toBe('0.00015');
   });

@@ -141,8 +141,10 @@ describe('the shipped pricing catalog', () => {
         'cache_read_input_cost_per_token',
         'cache_write_input_cost_per_token',
       ]) {
-        if (m[field] === null) continue;
-        expect(decimalText(Number(m[field].value)), `${m.model} ${field}`).toBe(plainDecimal(m[field].value));
+        for (const tier of [m, m.long_context].filter(Boolean)) {
+          if (tier[field] === null) continue;
+          expect(decimalText(Number(tier[field].value)), `${m.model} ${field}`).toBe(plainDecimal(tier[field].value));
+        }
       }
     }
   });
@@ -152,12 +154,63 @@ describe('the shipped pricing catalog', () => {
     expect(shipped.entries).toHaveLength(catalog.models.length);
     expect(shipped.source).toBe(`Portkey-AI/models@${catalog.source.commit}`);
     const sonnet = shipped.entries.find((e) => e.model === 'claude-sonnet-4-5')!;
-    // 1,200 x $3/M + 150,000 x $0.30/M + 50,000 x $3.75/M + 800 x $15/M.
+    // 1,200 x $3/M + 100,000 x $0.30/M + 50,000 x $3.75/M + 800 x $15/M.
+    expect(
+      callCost(
+        { promptTokens: 151_200, completionTokens: 800, cacheReadTokens: 100_000, cacheWriteTokens: 50_000 },
+        tokenPricesOf(sonnet),
+      ),
+    ).toBe('0.2331');
+    // Above 200,000 input tokens, cached or not, the whole call at the long-context prices:
+    // 1,200 x $6/M + 150,000 x $0.60/M + 50,000 x $7.50/M + 800 x $22.50/M.
     expect(
       callCost(
         { promptTokens: 201_200, completionTokens: 800, cacheReadTokens: 150_000, cacheWriteTokens: 50_000 },
         tokenPricesOf(sonnet),
       ),
-    ).toBe('0.2481');
+    ).toBe('0.4902');
+    const gemini = shipped.entries.find((e) => e.model === 'gemini-2.5-pro')!;
+    expect(gemini.long_context).toMatchObject({ above_prompt_tokens: 200_000 });
+    // 200,000 prompt tokens is not above: $1.25/M in, $10/M out; one more, and it is $2.50 and $15.
+    const at = (prompt: number) =>
+      callCost(
+        { promptTokens: prompt, completionTokens: 1_000, cacheReadTokens: 0, cacheWriteTokens: 0 },
+        tokenPricesOf(gemini),
+      );
+    expect(at(200_000)).toBe('0.26');
+    expect(at(200_001)).toBe('0.5150025');
+  });
+
+  it.each([
+    ['google', 'gemini-2.5-pro', 'gemini-2.5-pro-gt-128k', 200_000],
+    ['google', 'gemini-3-pro-preview', 'gemini-3-pro-preview-gt-128k', 200_000],
+    ['google', 'gemini-1.5-pro', 'gemini-1.5-pro-gt-128k', 128_000],
+  ] as const)(
+    "when %s %s has a long-context tier in the dataset, then the catalog has it at the provider's threshold",
+    (provider, id, key, above) => {
+      const entry = dataset[provider][key];
+      const tier = model(id).long_context;
+      expect(tier.above_prompt_tokens).toBe(above);
+      expect(exact(tier.input_cost_per_token)).toBe(usdOf(entry, 'request_token'));
+      expect(exact(tier.output_cost_per_token)).toBe(usdOf(entry, 'response_token'));
+      expect(exact(tier.cache_read_input_cost_per_token)).toBe(usdOf(entry, 'cache_read_input_token') ?? null);
+      expect(tier.from).toBe(`${provider}/${key}`);
+    },
+  );
+
+  it("when OpenAI's entry has a context tier map, then the catalog has the tier at the map's threshold", () => {
+    const gt =
+      dataset.openai['gpt-5.4'].custom_pricing.regions.default.execution_modes.standard.context_tiers['gt-272k'];
+    const tier = model('gpt-5.4').long_context;
+    expect(tier.above_prompt_tokens).toBe(272_000);
+    expect(exact(tier.input_cost_per_token)).toBe(usdOf(gt, 'request_token'));
+    expect(exact(tier.output_cost_per_token)).toBe(usdOf(gt, 'response_token'));
+    expect(exact(tier.cache_read_input_cost_per_token)).toBe(usdOf(gt, 'cache_read_input_token'));
+    // A map with no priced higher tier (gpt-5.4-mini), and equal tiers (gemini-2.5-flash): no tier.
+    expect(model('gpt-5.4-mini').long_context).toBeUndefined();
+    expect(model('gemini-2.5-flash').long_context).toBeUndefined();
+    // Not in the dataset: Claude Sonnet 4.5's, from Anthropic's price list; Opus has none.
+    expect(model('claude-sonnet-4-5').long_context).toMatchObject({ above_prompt_tokens: 200_000 });
+    expect(model('claude-opus-4-5').long_context).toBeUndefined();
   });
 });

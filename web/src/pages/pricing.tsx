@@ -26,9 +26,13 @@ function PriceForm({ initial, onSaved, submitLabel }: { initial?: Price; onSaved
     event.preventDefault();
     setError(null);
     try {
+      // A PUT replaces the entry whole: the prices this form does not show are sent as they are.
       const body = {
         input_cost_per_token: perToken(input, 'Input'),
         output_cost_per_token: perToken(output, 'Output'),
+        cache_read_input_cost_per_token: initial?.cache_read_input_cost_per_token ?? null,
+        cache_write_input_cost_per_token: initial?.cache_write_input_cost_per_token ?? null,
+        long_context: initial?.long_context ?? null,
         is_active: active,
       };
       await api('PUT', `/v1/model-pricing/${encodeURIComponent(model.trim())}`, body);
@@ -103,6 +107,16 @@ export function PricingPage() {
         output_cost_per_token: m.output_cost_per_token,
         cache_read_input_cost_per_token: m.cache_read_input_cost_per_token ?? null,
         cache_write_input_cost_per_token: m.cache_write_input_cost_per_token ?? null,
+        // The catalog's tier also says where it comes from (`from`), which the API does not take.
+        long_context: m.long_context
+          ? {
+              above_prompt_tokens: m.long_context.above_prompt_tokens,
+              input_cost_per_token: m.long_context.input_cost_per_token,
+              output_cost_per_token: m.long_context.output_cost_per_token,
+              cache_read_input_cost_per_token: m.long_context.cache_read_input_cost_per_token ?? null,
+              cache_write_input_cost_per_token: m.long_context.cache_write_input_cost_per_token ?? null,
+            }
+          : null,
       }));
       const result = await api<PricingImport>('POST', '/v1/model-pricing/import', { models });
       setImported(
