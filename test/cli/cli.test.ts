@@ -603,7 +603,8 @@ describe('the embedded database', () => {
     // The migrated template, copied: this is about the directory's lock, not about a first start.
     const dataDir = await mkdtemp(join(tmpdir(), 'rg-daemon-'));
     await copyEmbeddedTemplate(dataDir);
-    const embedded = await spawnDaemon({ dataDir });
+    // Its start seeds a workspace with the catalog on PGlite: past 20 s at a load average of ~28.
+    const embedded = await spawnDaemon({ dataDir, startTimeoutMs: 60_000 });
     try {
       const env = { RUNGUARD_DATA_DIR: embedded.dataDir };
       const holder = `in use by process ${embedded.process.pid}`;
@@ -629,5 +630,5 @@ describe('the embedded database', () => {
       await rm(dataDir, { recursive: true, force: true });
     }
     // Five CLI processes, each opening the embedded database: more than 30 s at a load average of ~7.
-  }, 120_000);
+  }, 180_000);
 });
