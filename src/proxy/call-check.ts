@@ -73,7 +73,7 @@ export async function checkCall(
     // first four of the start's, read from the same inputs, and the step-only rules (below).
     const started = await guard.decideRunWithStep(
       target.workspaceId,
-      { user_id: target.userId!, metadata: { proxy: providerName } },
+      { user_id: target.userId!, metadata: { proxy: providerName }, ...(target.tags && { tags: target.tags }) },
       stepInput,
     );
     const { run } = started.decided;

@@ -7,6 +7,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ApiKeyVerifier } from '../admin/api-key-verifier.js';
 import { pathUuid, UUID_PATTERN } from '../api/schemas.js';
 import type { Clock } from '../clock.js';
+import { tagsFromHeader } from '../contract/tag-pairs.js';
 import { ApiError } from '../errors.js';
 import { ProxyRefusal } from './proxy-refusal.js';
 import type { ProxyTokenStore } from './proxy-tokens.js';
@@ -26,6 +27,8 @@ export interface Target {
   userId: string | null;
   /** How the run was named: an ended run reads as a dead token, or as a refused run id. */
   via: 'token' | 'run' | 'auto';
+  /** The tags of the run a run-less call starts (`x-runguard-tags`); absent: none. */
+  tags?: Record<string, string>;
 }
 
 /** What of a request its target is read from. */
@@ -145,6 +148,18 @@ export function targetResolver(options: TargetOptions): (request: TargetRequest)
         'A call without a run needs the x-runguard-user-id header (1 to 256 characters).',
       );
     }
-    return { workspaceId, runId: null, userId, via: 'auto' };
+    return { workspaceId, runId: null, userId, via: 'auto', ...runlessTags(request.headers) };
   };
+}
+
+/**
+ * The tags a run-less call gives its run: `x-runguard-tags: project=search,team=growth` (a value's
+ * comma as `%2C`). A call into a named run ignores the header: that run's tags were fixed at its start.
+ */
+function runlessTags(headers: IncomingHttpHeaders): { tags?: Record<string, string> } {
+  const given = headers['x-runguard-tags'];
+  if (given === undefined) return {};
+  const read = tagsFromHeader(Array.isArray(given) ? given.join(',') : given);
+  if ('problem' in read) throw new ApiError('BAD_REQUEST', `The x-runguard-tags header is malformed: ${read.problem}.`);
+  return { tags: read.tags };
 }
