@@ -96,13 +96,6 @@ export function addDays(date: string, days: number): string {
   return new Date(ms).toISOString().slice(0, 10);
 }
 
-/** The dates from `first` to `last`, both included. */
-export function datesFrom(first: string, last: string): string[] {
-  const dates: string[] = [];
-  for (let date = first; date <= last; date = addDays(date, 1)) dates.push(date);
-  return dates;
-}
-
 const iso = (ms: number): string => new Date(ms).toISOString().replace('.000Z', 'Z');
 
 function nextMonthStart(date: string): string {

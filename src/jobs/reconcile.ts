@@ -51,6 +51,11 @@ export async function reconcile(
       );
   if (!checked) return { checkedFrom: from, drifts, repaired: false, skipped: true };
   const { usage, userUsage, counts } = checked;
+  // A repaired day may be one that daemons remember as past (a budget's week or month): the
+  // version bump makes them read it again at their next decision.
+  if (options.repair)
+    for (const workspaceId of new Set([...usage, ...userUsage].map((row) => row.workspace_id!)))
+      await counters.stateChanged(workspaceId);
   for (const row of usage) {
     drifts.push({
       kind: 'workspace_usage',

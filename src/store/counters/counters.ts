@@ -139,22 +139,6 @@ export async function recordedSpend(db: Queryable, scope: CounterScope): Promise
 }
 
 /**
- * The recorded spend of each of `days` (before today): the workspace's, then the user's, in the
- * order of `days`, 0 where nothing was spent.
- */
-export async function pastDaysFromRecords(db: Queryable, scope: CounterScope, days: string[]): Promise<number[]> {
-  const { rows } = await db.query<{ ws: string | number; usr: string | number }>(
-    `SELECT coalesce(w.spend_micros, 0) AS ws, coalesce(u.spend_micros, 0) AS usr
-     FROM unnest($2::date[]) WITH ORDINALITY AS d(day, n)
-     LEFT JOIN usage_daily w ON w.workspace_id = $1 AND w.day = d.day
-     LEFT JOIN user_usage_daily u ON u.workspace_id = $1 AND u.user_id = $3 AND u.day = d.day
-     ORDER BY d.n`,
-    [scope.workspaceId, days, scope.userId],
-  );
-  return [...rows.map((row) => Number(row.ws)), ...rows.map((row) => Number(row.usr))];
-}
-
-/**
  * Serializes the run starts of one workspace until the transaction ends, in every daemon: the
  * next start counts this one's run record.
  */

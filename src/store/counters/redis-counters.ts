@@ -13,18 +13,22 @@
  * survived the outage (a network cut, a timeout), and a Redis that restarted from a snapshot holds
  * older values: after a failure, or once the connection closed, every key of today and yesterday
  * is raised to the records before the copy is read again, while decisions read the records.
+ *
+ * The days before today of a budget's week or month are not read from Redis: they are read from
+ * the records once and remembered (past-spend.ts) with the workspace's state version. A daemon
+ * about to read them first *seals* the days up to yesterday in Redis; a raise or set of a sealed
+ * day's key (a late write, a rebuild, a reconcile) then bumps the state version in the same
+ * script, so every daemon reads the past again at its next decision, whatever its clock says.
  */
 import { randomInt } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../db.js';
 import { STEP_RATE_WINDOW_MS, takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
-import { addDays, datesFrom } from '../../periods.js';
+import { addDays } from '../../periods.js';
+import { PastSpendCache, pastOf, readsPastDays, withWindows } from './past-spend.js';
 import {
-  pastDaysFromRecords,
   recordedSpend,
-  SPEND_CAP_MICROS,
-  type WindowSpend,
   type CounterScope,
   type CounterStore,
   type DailySpend,
@@ -32,20 +36,46 @@ import {
 } from './counters.js';
 
 const DAY_TTL_SECONDS = 2 * 24 * 3600;
-/**
- * The keys of days before today, read for the budgets of a week or a month (rule 13): kept past
- * the longest month. Their totals no longer change (a result counts on the day it is written).
- */
-const PAST_DAY_TTL_SECONDS = 35 * 24 * 3600;
+/** A seal outlives by far the past spend remembered under it (PAST_MAX_AGE_MS). */
+const SEAL_TTL_SECONDS = 24 * 3600;
 
-/** KEYS: counters; ARGV: their totals, then the TTL. Sets each key to max(current, total). */
+/**
+ * KEYS: a workspace's counters of one day, then its seal and its state version. ARGV: each
+ * counter's total, then the day, the TTL, and 'raise' (to the larger of the two) or 'set'.
+ * Where a counter changed and the day is sealed, the state version is bumped.
+ */
 const RAISE_TO = `
-local ttl = ARGV[#ARGV]
-for i, key in ipairs(KEYS) do
-  local current = tonumber(redis.call('GET', key) or '-1')
-  if tonumber(ARGV[i]) > current then redis.call('SET', key, ARGV[i], 'EX', ttl) end
+local n = #KEYS - 2
+local day, ttl, mode = ARGV[n + 1], ARGV[n + 2], ARGV[n + 3]
+local changed = false
+for i = 1, n do
+  local current = tonumber(redis.call('GET', KEYS[i]) or '-1')
+  local total = tonumber(ARGV[i])
+  if total > current or mode == 'set' then
+    redis.call('SET', KEYS[i], ARGV[i], 'EX', ttl)
+    changed = changed or total ~= current
+  end
+end
+if changed then
+  local sealed = redis.call('GET', KEYS[n + 1])
+  if sealed and day <= sealed and redis.call('EXISTS', KEYS[n + 2]) == 1 then redis.call('INCR', KEYS[n + 2]) end
 end
 return 1`;
+
+/**
+ * KEYS: a workspace's seal and its state version. ARGV: the last day to seal (yesterday), a
+ * first version where there is none, the seal's TTL. Answers the version, read once sealed.
+ */
+const SEAL = `
+local sealed = redis.call('GET', KEYS[1])
+if not sealed or sealed < ARGV[1] then sealed = ARGV[1] end
+redis.call('SET', KEYS[1], sealed, 'EX', ARGV[3])
+local version = redis.call('GET', KEYS[2])
+if not version then
+  redis.call('SET', KEYS[2], ARGV[2])
+  version = ARGV[2]
+end
+return version`;
 
 /**
  * KEYS: a user's window (a sorted set of step ids by time); ARGV: now (ms), the window (ms), the
@@ -67,6 +97,7 @@ return {0, steps, oldest}`;
 
 interface CounterCommands {
   rgRaiseTo(numberOfKeys: number, ...args: (string | number)[]): Promise<number>;
+  rgSeal(numberOfKeys: number, ...args: (string | number)[]): Promise<string>;
   rgTakeStepSlot(numberOfKeys: number, ...args: (string | number)[]): Promise<[number, number, string]>;
 }
 
@@ -97,7 +128,7 @@ const REBUILD_BATCH = 500;
 
 /** Raises of one workspace's and user's keys asked for in one tick, written as one. */
 interface PendingRaise {
-  keys: [string, string];
+  scope: CounterScope;
   totals: DailySpend;
   written: Promise<void>;
   resolve: () => void;
@@ -115,6 +146,8 @@ export class RedisCounters implements CounterStore {
   private rebuilding: Promise<void> | null = null;
   /** By user key (which names the workspace, the day and the user). */
   private readonly pendingRaises = new Map<string, PendingRaise>();
+  /** The past days of budget windows, read from the records (see the seal). */
+  private readonly past = new PastSpendCache();
 
   constructor(
     redis: Redis,
@@ -123,6 +156,7 @@ export class RedisCounters implements CounterStore {
     private readonly retryAfterMs = 1_000,
   ) {
     redis.defineCommand('rgRaiseTo', { lua: RAISE_TO });
+    redis.defineCommand('rgSeal', { lua: SEAL });
     redis.defineCommand('rgTakeStepSlot', { lua: TAKE_STEP_SLOT });
     this.redis = redis as Redis & CounterCommands;
     // A connection that closed may come back to a Redis that restarted from an older snapshot (or
@@ -131,10 +165,11 @@ export class RedisCounters implements CounterStore {
     redis.on('close', () => {
       this.failures++;
       this.stale = true;
+      this.past.clear();
     });
   }
 
-  private keys(scope: CounterScope): [string, string] {
+  private keys(scope: Pick<CounterScope, 'workspaceId' | 'userId' | 'day'>): [string, string] {
     const tag = `{${scope.workspaceId}}`;
     return [`${tag}:spend:${scope.day}`, `${tag}:uspend:${scope.day}:${scope.userId}`];
   }
@@ -142,6 +177,11 @@ export class RedisCounters implements CounterStore {
   /** Same hash tag as the workspace's spend keys, so one MGET reads them all (Cluster-safe). */
   private stateKey(workspaceId: string): string {
     return `{${workspaceId}}:state`;
+  }
+
+  /** The last local day whose spend some daemon remembers as past (`YYYY-MM-DD`). */
+  private sealKey(workspaceId: string): string {
+    return `{${workspaceId}}:sealed`;
   }
 
   /** Runs `op` on Redis unless it failed recently; on failure, `fallback`. */
@@ -159,6 +199,7 @@ export class RedisCounters implements CounterStore {
     this.bypassUntil = Date.now() + this.retryAfterMs;
     this.failures++;
     this.stale = true;
+    this.past.clear();
     this.log?.warn({ err: error }, 'Redis unavailable: decisions read spend from Postgres until it answers again');
   }
 
@@ -187,13 +228,14 @@ export class RedisCounters implements CounterStore {
           rgRaiseTo(numberOfKeys: number, ...args: (string | number)[]): unknown;
         };
         for (const row of rows.slice(i, i + REBUILD_BATCH)) {
-          const keys = this.keys({
+          const scope = {
             workspaceId: row.workspace_id,
             userId: row.user_id,
             day: row.day,
             month: row.day.slice(0, 7),
-          });
-          pipeline.rgRaiseTo(2, ...keys, row.ws, row.usr, DAY_TTL_SECONDS);
+          };
+          const totals = { workspaceDailySpendMicros: Number(row.ws), userDailySpendMicros: Number(row.usr) };
+          pipeline.rgRaiseTo(...this.raiseArgs(scope, totals, 'raise'));
         }
         const results = (await pipeline.exec()) ?? [];
         const error = results.find(([commandError]) => commandError)?.[0];
@@ -210,73 +252,8 @@ export class RedisCounters implements CounterStore {
       });
   }
 
-  readSpend(scope: CounterScope): Promise<DailySpend> {
-    if (this.stale && Date.now() >= this.bypassUntil) {
-      this.startRebuild();
-      return recordedSpend(this.db, scope);
-    }
-    return this.guarded(
-      async () => {
-        const keys = this.keys(scope);
-        const past = this.pastKeys(scope);
-        const [ws = null, user = null, ...pastValues] = await this.redis.mget(...keys, ...past.keys);
-        return this.windowsOf(scope, past, pastValues, await this.spendOf(keys, ws, user, scope));
-      },
-      () => recordedSpend(this.db, scope),
-    );
-  }
-
-  /**
-   * The keys of the days before today in the scope's windows (a week's or a month's budget):
-   * the workspace's, then the user's, day by day from the earliest window's first day.
-   */
-  private pastKeys(scope: CounterScope): { days: string[]; keys: string[] } {
-    const first = [scope.weekStart, scope.monthStart].filter((day): day is string => day !== undefined).sort()[0];
-    if (first === undefined || first >= scope.day) return { days: [], keys: [] };
-    const days = datesFrom(first, addDays(scope.day, -1));
-    const tag = `{${scope.workspaceId}}`;
-    return {
-      days,
-      keys: [...days.map((day) => `${tag}:spend:${day}`), ...days.map((day) => `${tag}:uspend:${day}:${scope.userId}`)],
-    };
-  }
-
-  /**
-   * Today's spend with the scope's windows added: each past day from its key, and where a key is
-   * missing (never written, expired, flushed) all of them from the records, kept for next time.
-   */
-  private async windowsOf(
-    scope: CounterScope,
-    past: { days: string[]; keys: string[] },
-    values: (string | null)[],
-    today: DailySpend,
-  ): Promise<DailySpend> {
-    if (scope.weekStart === undefined && scope.monthStart === undefined) return today;
-    let perDay = values.map((value) => (value === null ? null : Number(value)));
-    if (perDay.some((value) => value === null)) {
-      perDay = await pastDaysFromRecords(this.db, scope, past.days);
-      // Raised, never set: a result of a day just ended may have raised its key meanwhile.
-      await this.redis.rgRaiseTo(past.keys.length, ...past.keys, ...perDay.map(Number), PAST_DAY_TTL_SECONDS);
-    }
-    const n = past.days.length;
-    const since = (first: string): WindowSpend => {
-      let workspaceMicros = today.workspaceDailySpendMicros;
-      let userMicros = today.userDailySpendMicros;
-      past.days.forEach((day, i) => {
-        if (day < first) return;
-        workspaceMicros += perDay[i]!;
-        userMicros += perDay[n + i]!;
-      });
-      return {
-        workspaceMicros: Math.min(workspaceMicros, SPEND_CAP_MICROS),
-        userMicros: Math.min(userMicros, SPEND_CAP_MICROS),
-      };
-    };
-    return {
-      ...today,
-      ...(scope.weekStart !== undefined && { week: since(scope.weekStart) }),
-      ...(scope.monthStart !== undefined && { month: since(scope.monthStart) }),
-    };
+  async readSpend(scope: CounterScope): Promise<DailySpend> {
+    return (await this.readDecisionInputs(scope)).spend;
   }
 
   async readDecisionInputs(scope: CounterScope): Promise<DecisionCounters> {
@@ -293,31 +270,43 @@ export class RedisCounters implements CounterStore {
     return this.guarded(async () => {
       const keys = this.keys(scope);
       const versionKey = this.stateKey(scope.workspaceId);
-      const past = this.pastKeys(scope);
-      // One round trip: the version, today's spend and the windows' past days.
-      const [version = null, ws = null, user = null, ...pastValues] = await this.redis.mget(
-        versionKey,
-        ...keys,
-        ...past.keys,
-      );
+      // One round trip: the version and today's spend (a window's past days are remembered).
+      const [version = null, ws = null, user = null] = await this.redis.mget(versionKey, ...keys);
       // First use, or Redis lost it: a random start, so no version read before the loss recurs.
       if (version === null) await this.redis.set(versionKey, randomInt(2 ** 47), 'NX');
-      const today = await this.spendOf(keys, ws, user, scope);
-      return { spend: await this.windowsOf(scope, past, pastValues, today), stateVersion: version };
+      const today = await this.spendOf(scope, ws, user);
+      return { spend: await this.windowsOf(scope, version, today), stateVersion: version };
     }, fromRecords);
   }
 
-  /** The copy's spend; where a key is missing, the records' (and the copy raised to them). */
-  private async spendOf(
-    keys: [string, string],
-    ws: string | null,
-    user: string | null,
-    scope: CounterScope,
-  ): Promise<DailySpend> {
+  /**
+   * Today's spend with the scope's windows added: their past days as remembered at `version`, or
+   * else read from the records once the days up to yesterday are sealed. A late write committed
+   * after that read raises a sealed day's key, which bumps the version the past is kept with.
+   */
+  private async windowsOf(scope: CounterScope, version: string | null, today: DailySpend): Promise<DailySpend> {
+    if (scope.weekStart === undefined && scope.monthStart === undefined) return today;
+    if (!readsPastDays(scope)) return withWindows(scope, today, null);
+    const past = await this.past.get(scope, version, async () => {
+      const sealedAt = await this.redis.rgSeal(
+        2,
+        this.sealKey(scope.workspaceId),
+        this.stateKey(scope.workspaceId),
+        addDays(scope.day, -1),
+        randomInt(2 ** 47),
+        SEAL_TTL_SECONDS,
+      );
+      return { version: String(sealedAt), past: pastOf(await recordedSpend(this.db, scope)) };
+    });
+    return withWindows(scope, today, past);
+  }
+
+  /** The copy's spend of today; where a key is missing, the records' (and the copy raised to them). */
+  private async spendOf(scope: CounterScope, ws: string | null, user: string | null): Promise<DailySpend> {
     if (ws !== null && user !== null)
       return { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
     const truth = await recordedSpend(this.db, { ...scope, weekStart: undefined, monthStart: undefined });
-    await this.raise(keys, truth);
+    await this.raise(scope, truth);
     return truth;
   }
 
@@ -328,8 +317,8 @@ export class RedisCounters implements CounterStore {
    * resolves only once its totals are in Redis.
    */
   spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void> {
-    const keys = this.keys(scope);
-    const pending = this.pendingRaises.get(keys[1]);
+    const userKey = this.keys(scope)[1];
+    const pending = this.pendingRaises.get(userKey);
     if (pending) {
       pending.totals = {
         workspaceDailySpendMicros: Math.max(pending.totals.workspaceDailySpendMicros, totals.workspaceDailySpendMicros),
@@ -341,29 +330,24 @@ export class RedisCounters implements CounterStore {
     if (this.pendingRaises.size === 0) process.nextTick(() => this.writeRaises());
     let resolve!: () => void;
     const written = new Promise<void>((resolveWritten) => (resolve = resolveWritten));
-    this.pendingRaises.set(keys[1], { keys, totals, written, resolve });
+    this.pendingRaises.set(userKey, { scope, totals, written, resolve });
     return written;
   }
 
   private writeRaises(): void {
     const raises = [...this.pendingRaises.values()];
     this.pendingRaises.clear();
-    for (const { keys, totals, resolve } of raises) {
+    for (const { scope, totals, resolve } of raises) {
       // Nothing to fall back to: the records hold it, and the next write or rebuild carries it.
       void this.guarded(
-        () => this.raise(keys, totals),
+        () => this.raise(scope, totals),
         async () => {},
       ).then(resolve);
     }
   }
 
   async resyncSpend(scope: CounterScope, totals: DailySpend): Promise<void> {
-    const [ws, user] = this.keys(scope);
-    await this.redis
-      .multi()
-      .set(ws, totals.workspaceDailySpendMicros, 'EX', DAY_TTL_SECONDS)
-      .set(user, totals.userDailySpendMicros, 'EX', DAY_TTL_SECONDS)
-      .exec();
+    await this.raise(scope, totals, 'set');
   }
 
   async stateChanged(workspaceId: string): Promise<void> {
@@ -407,14 +391,28 @@ export class RedisCounters implements CounterStore {
     );
   }
 
-  private async raise(keys: [string, string], totals: DailySpend): Promise<void> {
-    await this.redis.rgRaiseTo(
-      2,
-      ...keys,
+  /** Raises (or sets) the scope's day keys to `totals`: one script call. */
+  private async raise(scope: CounterScope, totals: DailySpend, mode: 'raise' | 'set' = 'raise'): Promise<void> {
+    await this.redis.rgRaiseTo(...this.raiseArgs(scope, totals, mode));
+  }
+
+  /** RAISE_TO's arguments for the scope's day: its counters, the workspace's seal and version. */
+  private raiseArgs(
+    scope: Pick<CounterScope, 'workspaceId' | 'userId' | 'day' | 'month'>,
+    totals: DailySpend,
+    mode: 'raise' | 'set',
+  ): [number, ...(string | number)[]] {
+    return [
+      4,
+      ...this.keys(scope),
+      this.sealKey(scope.workspaceId),
+      this.stateKey(scope.workspaceId),
       totals.workspaceDailySpendMicros,
       totals.userDailySpendMicros,
+      scope.day,
       DAY_TTL_SECONDS,
-    );
+      mode,
+    ];
   }
 
   async health(): Promise<void> {
