@@ -5,8 +5,8 @@
  *
  *   --duration <s>          seconds per measured cell (default 5, in --rounds pieces; each cell also warms up)
  *   --connections <list>    concurrent connections (default 1,16,64)
- *   --only <list>           any of api, proxy, sse, history (default: all four); `targets` is
- *                           proxy,sse on the cells the targets read (--cells 20@16,0@64)
+ *   --only <list>           any of api, proxy, sse, budgets, history (default: all five); `targets`
+ *                           is proxy,sse on the cells the targets read (--cells 20@16,0@64), and budgets
  *   --soak <minutes>        add a soak: RSS sampled under steady load for that long
  *   --upstream-delay <list> the fake upstreams' fixed delays before answering, in ms (default 0,20);
  *                           proxy and SSE cells are measured at each delay and connection count
@@ -24,6 +24,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { budgetsScenario } from './lib/budgets.js';
 import { createServices, type BenchServices } from './lib/database.js';
 import { historyScenario, prepareHistory } from './lib/history.js';
 import { loop, pool } from './lib/loops.js';
@@ -58,7 +59,7 @@ import {
 } from './lib/scenarios.js';
 import { round } from './lib/stats.js';
 
-const SCENARIOS = ['api', 'proxy', 'sse', 'history'] as const;
+const SCENARIOS = ['api', 'proxy', 'sse', 'budgets', 'history'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 /** The cells the issue's targets are read from: latency at 20 ms and 16 connections, throughput at 0 ms and 64. */
 const TARGET_CELLS = '20@16,0@64';
@@ -89,7 +90,7 @@ const positive = (name: string, raw: string | undefined): number => {
 const durationS = positive('duration', flags.duration);
 const connections = flags.connections.split(',').map((c) => Math.round(positive('connections', c)));
 const onlyTargets = flags.only.trim() === 'targets';
-const only = new Set((onlyTargets ? 'proxy,sse' : flags.only).split(',').map((s) => s.trim()) as Scenario[]);
+const only = new Set((onlyTargets ? 'proxy,sse,budgets' : flags.only).split(',').map((s) => s.trim()) as Scenario[]);
 for (const s of only)
   if (!SCENARIOS.includes(s)) throw new Error(`--only takes ${SCENARIOS.join('|')} or targets (got ${s})`);
 const soakMinutes = flags.soak === undefined ? 0 : positive('soak', flags.soak);
@@ -185,7 +186,7 @@ async function main(): Promise<void> {
     cleanups.push(() => upstream.stop());
     upstreams.push(upstream);
   }
-  const needsMain = only.has('api') || only.has('proxy') || only.has('sse') || soakMinutes > 0;
+  const needsMain = only.has('api') || only.has('proxy') || only.has('sse') || only.has('budgets') || soakMinutes > 0;
   if (needsMain) {
     const profileDir = flags['cpu-prof'] ? join(ROOT, 'bench', 'profiles') : undefined;
     const { daemon, services } = await daemonWithDatabase(upstreams, profileDir);
@@ -249,6 +250,22 @@ async function main(): Promise<void> {
     const scenarioOptions = { endpoints, withSidecar: probe.available, proxyCells, durationS, rounds, log };
     if (only.has('proxy')) report.proxy = await proxyScenario(scenarioOptions);
     if (only.has('sse')) report.sse = await sseScenario(scenarioOptions);
+    if (only.has('budgets')) {
+      // Rule 13's cost: 0 against 5 budgets on the daemon (and the baseline build, in the same rounds).
+      const provider = providerName(Math.min(...upstreamDelaysMs));
+      report.budgets = await budgetsScenario({
+        systems: [
+          { label: 'sidecar', daemon, provider },
+          ...(endpoints.baseline
+            ? [{ label: 'sidecar, baseline build', daemon: endpoints.baseline.daemon, provider }]
+            : []),
+        ],
+        connections,
+        rounds,
+        pieceS: Math.max(2, durationS / rounds),
+        log,
+      });
+    }
     const { peak } = sampler.stop();
     const afterLoad = await idleRssMb(daemon.pid);
     const afterLoadBreakdown = await memoryBreakdown(daemon);

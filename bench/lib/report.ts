@@ -1,6 +1,7 @@
 /** The results file and the markdown tables regenerated into bench/README.md. */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { budgetsMarkdown, type BudgetsResult } from './budgets.js';
 import type { HistoryResult } from './history.js';
 import { formatBreakdown, type MemoryBreakdown } from './processes.js';
 import type { CellResult } from './load.js';
@@ -41,6 +42,8 @@ export interface BenchReport {
     idleAfterLoadBreakdown?: MemoryBreakdown;
   };
   history?: HistoryResult;
+  /** Rule 13: 0 against 5 applicable budgets (issue #51). */
+  budgets?: BudgetsResult;
   soak?: SoakResult;
   targets: TargetCheck[];
 }
@@ -195,6 +198,20 @@ export function checkTargets(r: BenchReport): TargetCheck[] {
   add('Step creation p99 with ~1M steps / empty database', '<= 1.10', h?.ratios.stepCreateP99, (v) => v <= 1.1, '');
   add('Run list first page p99 with ~1M steps', '< 20 ms', h?.full.runList.p99, (v) => v < 20);
   add('Run detail with 1,000 steps p99 with ~1M steps', '< 20 ms', h?.full.runDetail.p99, (v) => v < 20);
+  // Issue #51: the 5-budget case within 10% of the 0-budget case, in every cell of the daemon.
+  const budgets = r.budgets;
+  const budgetRows = budgets?.rows.filter((row) => row.system === budgets.rows[0]!.system) ?? [];
+  if (budgetRows.length === 0)
+    add('5 applicable budgets / 0 budgets, calls/s (rule 13)', '>= 0.90', undefined, () => false, '');
+  for (const row of budgetRows)
+    add(
+      `5 applicable budgets / 0 budgets, calls/s, ${row.cell}, ${row.connections} connections (median of the rounds)`,
+      '>= 0.90',
+      row.ratio.median,
+      (v) => v >= 0.9,
+      '',
+      `by round x${f(row.ratio.min, 3)}-${f(row.ratio.max, 3)}; load average ${budgets!.loadavgAtStart[0]!.toFixed(1)}`,
+    );
   return checks;
 }
 
@@ -353,6 +370,9 @@ export function markdown(r: BenchReport): string {
         '',
       );
     }
+  }
+  if (r.budgets) {
+    out.push('### Budgets (rule 13): 0 against 5 applicable budgets', '', ...budgetsMarkdown(r.budgets), '');
   }
   if (r.soak) {
     out.push(
