@@ -6,6 +6,7 @@
  */
 import type { ProxyToken } from '../contract/proxy-tokens.js';
 import type { RunCreated, RunLimitsRequest } from '../contract/runs.js';
+import { tagsFromPairs } from '../contract/tag-pairs.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -53,6 +54,8 @@ export interface ExecSettings {
   apiKey: string;
   userId: string;
   metadata: Record<string, string>;
+  /** The run's tags (`--tag key=value`); absent or empty: none. */
+  tags?: Record<string, string>;
   command: string[];
   env: NodeJS.ProcessEnv;
   stderr: NodeJS.WritableStream;
@@ -77,6 +80,13 @@ export function parseMetadata(pairs: readonly string[]): Record<string, string> 
     out[pair.slice(0, at)] = pair.slice(at + 1);
   }
   return out;
+}
+
+/** `--tag key=value` pairs as the run's tags, under the API's bounds: a bad one stops exec before anything starts. */
+export function parseTags(pairs: readonly string[]): Record<string, string> {
+  const read = tagsFromPairs(pairs);
+  if ('problem' in read) throw new ExecError(`--tag: ${read.problem}`);
+  return read.tags;
 }
 
 /**
@@ -207,6 +217,7 @@ async function guardedRun(
       user_id: settings.userId,
       metadata: settings.metadata,
       ...(settings.limits && Object.keys(settings.limits).length > 0 && { limits: settings.limits }),
+      ...(settings.tags && Object.keys(settings.tags).length > 0 && { tags: settings.tags }),
     },
     interrupted,
     { traceparent },

@@ -137,6 +137,10 @@ describe('runguard exec', () => {
       '--metadata',
       'ticket=42',
       'team=ops',
+      '--tag',
+      'project=search',
+      '--tag',
+      'team=ops',
       '--',
       process.execPath,
       AGENT,
@@ -145,7 +149,12 @@ describe('runguard exec', () => {
     expect(result.status).toBe(0);
     expect(result.stdout).toBe(`${DEFAULT_REPLY} | ${DEFAULT_REPLY}\n`);
     const run = await settledRunOf('exec-ok');
-    expect(run).toMatchObject({ status: 'COMPLETED', metadata: { ticket: '42', team: 'ops' }, step_count: 3 });
+    expect(run).toMatchObject({
+      status: 'COMPLETED',
+      metadata: { ticket: '42', team: 'ops' },
+      tags: { project: 'search', team: 'ops' },
+      step_count: 3,
+    });
     expect(run.steps.map((s: any) => [s.sequence, s.model, s.status, s.input_data.path, s.input_data.stream])).toEqual([
       [1, 'gpt-4o-mini', 'COMPLETED', '/v1/chat/completions', false],
       [2, 'gpt-4o-mini', 'COMPLETED', '/v1/chat/completions', true],
@@ -234,6 +243,17 @@ describe('runguard exec', () => {
       const prices = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000004 };
       await api.request('PUT', '/v1/model-pricing/claude-test-1', prices);
     }
+  });
+
+  it('when a --tag is malformed, then exec says which, starts no run and never starts the command', async () => {
+    const marker = join(dataDir, 'bad-tag-marker');
+    for (const tag of ['Project=search', 'project']) {
+      const result = await exec(['--user', 'exec-bad-tag', '--tag', tag, '--', process.execPath, AGENT, '0', marker]);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain('--tag');
+    }
+    expect(existsSync(marker)).toBe(false);
+    expect(await runsOf('exec-bad-tag')).toEqual([]);
   });
 
   it('when the user is blocked, then exec prints the reason, exits 3 and never starts the command', async () => {

@@ -2,7 +2,7 @@
 import { Command, Option } from 'commander';
 import { CliError } from '../errors.js';
 import { resolveConnection, type ConnectionFlags } from '../connection.js';
-import { EXIT_BLOCKED, parseMetadata, parseRunLimits, runExec } from '../exec.js';
+import { EXIT_BLOCKED, parseMetadata, parseRunLimits, parseTags, runExec } from '../exec.js';
 
 export function execCommand(): Command {
   return (
@@ -16,6 +16,10 @@ export function execCommand(): Command {
       // check of unknown ones, and `--usr` would then be reported as a missing --user.
       .option('--user <id>', 'the user the run is for (required)')
       .option('--metadata <key=value...>', 'run metadata, repeatable')
+      .option(
+        '--tag <key=value...>',
+        "the run's tags, repeatable (at most 16; key 1-64 of a-z 0-9 _ . -, value 1-128 characters)",
+      )
       .option('--max-steps <n>', "the run's step limit: its next step is denied RUN_STEP_LIMIT_EXCEEDED")
       .option(
         '--max-cost <usd>',
@@ -44,6 +48,7 @@ export function execCommand(): Command {
           options: ConnectionFlags & {
             user?: string;
             metadata?: string[];
+            tag?: string[];
             quiet?: boolean;
             maxSteps?: string;
             maxCost?: string;
@@ -58,6 +63,7 @@ export function execCommand(): Command {
             quiet: options.quiet === true,
             userId: options.user,
             metadata: parseMetadata(options.metadata ?? []),
+            tags: parseTags(options.tag ?? []),
             limits: parseRunLimits(options),
             command,
             env: process.env,
