@@ -10,6 +10,8 @@ export default defineConfig({
     include: ['test/unit/**/*.test.ts'],
     // No setup file: the full suite's deletes Redis keys after each file.
     pool: 'forks',
+    // Files share a worker and the modules it loaded, as in vitest.config.ts's `shared` project.
+    isolate: false,
     maxWorkers: 2,
     testTimeout: 30_000,
   },
