@@ -1,7 +1,7 @@
 /** Runs and steps on the wire: what `/v1/runs` takes and answers. */
 import { Type, type Static } from 'typebox';
 import { Count, JsonObject, Nullable, Page, Timestamp, Usd, Uuid, UuidParam } from './common.js';
-import { DecisionSchema } from './decision.js';
+import { DecisionSchema, DenyReason } from './decision.js';
 
 export const RunStatus = Type.Enum(['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED']);
 /** A denied step is stored with status `BLOCKED`, as an audit record. */
@@ -179,6 +179,13 @@ export const RunSummary = Type.Object({
     description:
       'The models its steps named, distinct, in first-use order (blocked steps included); at most the first 16.',
   }),
+  unpriced_calls: Type.Integer({
+    description:
+      'Its model calls recorded with tokens and no price: their cost is unknown, counted as $0 in total_cost_usd and against budgets.',
+  }),
+  denied_steps: Type.Integer({ description: 'Its steps a guardrail denied (BLOCKED).' }),
+  /** Why it was denied: a BLOCKED run's own reason, else its last denied step's; null when none was. */
+  denial_reason: Nullable(DenyReason),
 });
 export const RunPage = Page(RunSummary);
 

@@ -656,6 +656,34 @@ ALTER TABLE model_pricing
       OR (long_cache_read_input_cost_per_token IS NULL AND long_cache_write_input_cost_per_token IS NULL)));
 `,
   },
+  {
+    version: 25,
+    name: 'run_unpriced_and_denied_kept',
+    sql: `
+-- What a run's cost and status do not say, for the run list (docs/cli.md, runs list): its model
+-- calls that used tokens but have no price (their cost unknown, counted as $0), and its denied
+-- steps with the reason of the last one. The unpriced calls are counted by the batch of finishes
+-- with the run's tokens and cost (run_totals); the denials by the batch of step inserts, with the
+-- run's step count (its row, already locked and written). Constant defaults: catalog changes.
+ALTER TABLE run_totals ADD COLUMN unpriced_calls integer NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN denied_steps integer NOT NULL DEFAULT 0, ADD COLUMN last_denial text;
+
+-- The runs written so far that keep their totals (a run from before version 6 is summed from its
+-- steps when read). A step an older daemon writes during an upgrade is not counted.
+UPDATE runs r SET denied_steps = d.steps, last_denial = d.reason
+FROM (
+  SELECT run_id, count(*) AS steps, (array_agg(decision->>'reason' ORDER BY created_at DESC, sequence DESC))[1] AS reason
+  FROM steps WHERE status = 'BLOCKED' GROUP BY run_id
+) d
+WHERE r.id = d.run_id AND r.step_count IS NOT NULL;
+INSERT INTO run_totals AS t (run_id, total_tokens, total_cost_usd, unpriced_calls)
+SELECT s.run_id, 0, 0, count(*) FROM steps s JOIN runs r ON r.id = s.run_id
+WHERE r.step_count IS NOT NULL AND s.type = 'MODEL_CALL' AND s.cost_usd IS NULL
+  AND (s.prompt_tokens IS NOT NULL OR s.completion_tokens IS NOT NULL)
+GROUP BY s.run_id
+ON CONFLICT (run_id) DO UPDATE SET unpriced_calls = EXCLUDED.unpriced_calls;
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

@@ -3,6 +3,7 @@ import type { RunPage, RunStatus, RunSummary } from '../contract/runs.js';
 import { numericToUsd } from '../money/decimal.js';
 import type { Queryable } from './db.js';
 import { RUN_MODELS_KEPT } from './runs.js';
+import { unpricedCall } from './unpriced-usage.js';
 
 export interface RunListQuery {
   status: RunStatus | null;
@@ -34,6 +35,9 @@ function runSummary(row: Record<string, unknown>): RunSummary {
     total_cost_usd: numericToUsd(row.total_cost_usd as string)!,
     tags: row.tags as Record<string, string>,
     models: row.models as string[],
+    unpriced_calls: Number(row.unpriced_calls),
+    denied_steps: Number(row.denied_steps),
+    denial_reason: (row.denial_reason ?? null) as RunSummary['denial_reason'],
   };
 }
 
@@ -41,6 +45,22 @@ function runSummary(row: Record<string, unknown>): RunSummary {
 const STEP_SUMS = `count(*) AS step_count,
   coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS total_tokens,
   coalesce(sum(s.cost_usd), 0) AS total_cost_usd`;
+
+/** What the list adds to the sums: the unpriced calls, and the denied steps with the last one's reason. */
+const LIST_SUMS = `${STEP_SUMS},
+  count(*) FILTER (WHERE ${unpricedCall('s')}) AS unpriced_calls,
+  count(*) FILTER (WHERE s.status = 'BLOCKED') AS denied_steps,
+  (array_agg(s.decision->>'reason' ORDER BY s.created_at DESC, s.sequence DESC) FILTER (WHERE s.status = 'BLOCKED'))[1] AS last_denial`;
+
+/**
+ * Run `r`'s unpriced calls and denials (migration 25): kept as its totals are, or else `summed`.
+ * A BLOCKED run's reason is its own decision's (`run_denial`).
+ */
+const denialsOf = (summed: string) => `CASE WHEN r.step_count IS NULL THEN coalesce(${summed}.unpriced_calls, 0)
+    ELSE coalesce(rt.unpriced_calls, 0) END AS unpriced_calls,
+  CASE WHEN r.step_count IS NULL THEN coalesce(${summed}.denied_steps, 0) ELSE r.denied_steps END AS denied_steps,
+  CASE WHEN r.status = 'BLOCKED' THEN r.run_denial WHEN r.step_count IS NULL THEN ${summed}.last_denial
+    ELSE r.last_denial END AS denial_reason`;
 
 /** Run `r`'s totals: kept (its `step_count`, and run_totals as `rt`), or else the `summed` ones. */
 const totalsOf = (summed: string) => `coalesce(r.step_count, ${summed}.step_count, 0) AS step_count,
@@ -78,13 +98,15 @@ export async function listRuns(db: Queryable, workspaceId: string, query: RunLis
     // runs of 20,000 steps spent ~10 ms compiling a plan that runs in well under one.
     db.query(
       `WITH page AS (
-         SELECT id, user_id, status, started_at, ended_at, step_count, models, tags FROM runs WHERE ${filter}
+         SELECT id, user_id, status, started_at, ended_at, step_count, models, tags, denied_steps, last_denial,
+           decision->>'reason' AS run_denial
+         FROM runs WHERE ${filter}
          ORDER BY started_at DESC, id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}
        ), summed AS (
-         SELECT s.run_id, ${STEP_SUMS}
+         SELECT s.run_id, ${LIST_SUMS}
          FROM steps s WHERE s.run_id IN (SELECT id FROM page WHERE step_count IS NULL) GROUP BY s.run_id
        )
-       SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, ${totalsOf('l')}, r.tags, r.models
+       SELECT r.id, r.user_id, r.status, r.started_at, r.ended_at, ${totalsOf('l')}, r.tags, r.models, ${denialsOf('l')}
        FROM page r LEFT JOIN run_totals rt ON rt.run_id = r.id LEFT JOIN summed l ON l.run_id = r.id
        ORDER BY r.started_at DESC, r.id DESC`,
       [...params, query.perPage, (query.page - 1) * query.perPage],

@@ -66,16 +66,17 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
        SELECT * FROM json_to_recordset($1::json)
          AS v(id uuid, workspace_id uuid, user_id text, status text, metadata jsonb, decision json,
            started_at timestamptz, ended_at timestamptz, day date, step_count integer, models text[],
-           daemon_id integer, max_steps integer, max_cost_micros bigint, max_identical_calls integer,
-           allowed_steps integer, last_call_hash text, identical_calls integer, api_key_id uuid, tags jsonb)
+           denied_steps integer, last_denial text, daemon_id integer, max_steps integer, max_cost_micros bigint,
+           max_identical_calls integer, allowed_steps integer, last_call_hash text, identical_calls integer, api_key_id uuid,
+           tags jsonb)
        LIMIT $2
      ), run AS (
        INSERT INTO runs (id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
-         daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls,
-         api_key_id, tags)
+         denied_steps, last_denial, daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps,
+         last_call_hash, identical_calls, api_key_id, tags)
        SELECT id, workspace_id, user_id, status, metadata, decision, started_at, ended_at, step_count, models,
-         daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps, last_call_hash, identical_calls,
-         api_key_id, tags FROM v
+         denied_steps, last_denial, daemon_id, max_steps, max_cost_micros, max_identical_calls, allowed_steps,
+         last_call_hash, identical_calls, api_key_id, tags FROM v
      ), sdk_user AS (
        INSERT INTO sdk_users AS u (workspace_id, user_id, run_count, first_seen_at, last_seen_at)
        SELECT workspace_id, user_id, count(*) FILTER (WHERE status = 'RUNNING'), min(started_at), max(started_at)
@@ -112,6 +113,8 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
           day: run.day,
           step_count: run.firstStep ? 1 : 0,
           models: run.firstStep?.model ? [run.firstStep.model.toWellFormed()] : [],
+          denied_steps: run.firstStep?.status === 'BLOCKED' ? 1 : 0,
+          last_denial: run.firstStep?.status === 'BLOCKED' ? run.firstStep.decision.reason : null,
           daemon_id: run.daemonId ?? null,
           api_key_id: run.apiKeyId ?? null,
           tags: run.tags ?? {},
@@ -287,8 +290,9 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
   // The LIMIT (the batch's length) tells the planner how many rows the document holds: it takes
   // any json_to_recordset for 100, and planned for 100, it hashed every RUNNING run against the
   // batch rather than looking each step's run up by its key. finishSteps does the same.
-  // Only the steps written are counted (not those whose sequence was taken). A run from before
-  // migration 6 has no count (NULL stays NULL) and is summed from its steps when read.
+  // Only the steps written are counted (not those whose sequence was taken), and the denied ones
+  // with the reason of the last (migration 25). A run from before migration 6 has no count (NULL
+  // stays NULL) and is summed from its steps when read.
   // The statement also answers which of the batch's runs were RUNNING (and locked) as it wrote:
   // a step not written in one of them lost its sequence, any other found no RUNNING run of that
   // id in its workspace. So the outcomes are the commit's own: no later read that could fail
@@ -307,12 +311,15 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
        FROM v JOIN run r ON r.id = v.run_id AND r.workspace_id = v.workspace_id
        ORDER BY r.id, v.sequence
        ON CONFLICT (run_id, sequence) DO NOTHING
-       RETURNING id, run_id, model, sequence
+       RETURNING id, run_id, model, sequence, status, decision->>'reason' AS reason
      ), counted AS (
-       UPDATE runs r SET step_count = r.step_count + c.steps, models = ${modelsAdded('r.models', 'c.models')}
+       UPDATE runs r SET step_count = r.step_count + c.steps, models = ${modelsAdded('r.models', 'c.models')},
+         denied_steps = r.denied_steps + c.denied, last_denial = coalesce(c.last_denial, r.last_denial)
        FROM (
          SELECT run_id, count(*) AS steps,
-           coalesce(array_agg(model ORDER BY sequence) FILTER (WHERE model IS NOT NULL), '{}') AS models
+           coalesce(array_agg(model ORDER BY sequence) FILTER (WHERE model IS NOT NULL), '{}') AS models,
+           count(*) FILTER (WHERE status = 'BLOCKED') AS denied,
+           (array_agg(reason ORDER BY sequence DESC) FILTER (WHERE status = 'BLOCKED'))[1] AS last_denial
          FROM step GROUP BY run_id
        ) c
        WHERE r.id = c.run_id AND r.step_count IS NOT NULL

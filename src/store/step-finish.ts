@@ -4,6 +4,7 @@ import { SPEND_CAP_MICROS, type DailySpend } from './counters/counters.js';
 import type { Queryable } from './db.js';
 import { firstMentions } from './runs.js';
 import { toolCostSql } from './tool-pricing.js';
+import { unpricedCall } from './unpriced-usage.js';
 
 export interface StepResult {
   status: 'COMPLETED' | 'FAILED';
@@ -90,15 +91,18 @@ const FINISH_STEPS = `WITH v AS (
        WHERE s.id = v.step_id AND s.run_id = v.run_id AND s.workspace_id = v.workspace_id AND s.status = 'ALLOWED'
        RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day, s.cost_usd,
          coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens,
-         CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros
+         CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros,
+         ${unpricedCall('s')} AS unpriced
      ), priced AS (
        SELECT step.*, r.user_id, r.step_count FROM step JOIN runs r ON r.id = step.run_id
      ), run_total AS (
-       INSERT INTO run_totals AS t (run_id, total_tokens, total_cost_usd)
-       SELECT run_id, sum(tokens), coalesce(sum(cost_usd), 0) FROM priced WHERE step_count IS NOT NULL
-       GROUP BY run_id HAVING sum(tokens) <> 0 OR sum(cost_usd) <> 0 ORDER BY run_id
+       INSERT INTO run_totals AS t (run_id, total_tokens, total_cost_usd, unpriced_calls)
+       SELECT run_id, sum(tokens), coalesce(sum(cost_usd), 0), count(*) FILTER (WHERE unpriced)
+       FROM priced WHERE step_count IS NOT NULL
+       GROUP BY run_id HAVING sum(tokens) <> 0 OR sum(cost_usd) <> 0 OR bool_or(unpriced) ORDER BY run_id
        ON CONFLICT (run_id) DO UPDATE SET total_tokens = t.total_tokens + EXCLUDED.total_tokens,
-         total_cost_usd = t.total_cost_usd + EXCLUDED.total_cost_usd
+         total_cost_usd = t.total_cost_usd + EXCLUDED.total_cost_usd,
+         unpriced_calls = t.unpriced_calls + EXCLUDED.unpriced_calls
      ), workspace_day AS (
        INSERT INTO usage_daily AS d (workspace_id, day, spend_micros)
        SELECT workspace_id, day, least(sum(cost_micros), ${SPEND_CAP_MICROS}) FROM priced WHERE cost_micros > 0
@@ -140,8 +144,8 @@ const finishRecord = (finish: StepFinish) => ({
 
 /**
  * Finishes ALLOWED steps (one statement for any number): stores each result, prices it from the
- * model's active pricing entry in exact NUMERIC arithmetic, and adds the tokens and costs to their
- * runs' totals and the costs to the day's spend. Answers per step, in order: null when
+ * model's active pricing entry in exact NUMERIC arithmetic, and adds the tokens, costs and unpriced
+ * calls to their runs' totals and the costs to the day's spend. Answers per step, in order: null when
  * there is no ALLOWED step of that id in the run. A step named twice is finished by its first
  * mention only.
  */

@@ -9,6 +9,13 @@
  */
 import type { Queryable } from './db.js';
 
+/**
+ * Whether a step (its SQL alias) is an unpriced call: a model call recorded with tokens and no
+ * cost. The CLI's `unpricedCalls` (src/cli/unpriced.ts) reads a run's steps by the same rule.
+ */
+export const unpricedCall = (step: string) =>
+  `(${step}.type = 'MODEL_CALL' AND ${step}.cost_usd IS NULL AND (${step}.prompt_tokens IS NOT NULL OR ${step}.completion_tokens IS NOT NULL))`;
+
 export interface UnpricedModelUsage {
   model: string | null;
   calls: number;
@@ -25,8 +32,7 @@ export async function unpricedUsage(db: Queryable, workspaceId: string, dayStart
      )
      SELECT s.model, count(*) AS calls, coalesce(sum(coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0)), 0) AS tokens
      FROM recent r JOIN steps s ON s.run_id = r.id
-     WHERE s.type = 'MODEL_CALL' AND s.cost_usd IS NULL AND s.created_at >= $2::timestamptz
-       AND (s.prompt_tokens IS NOT NULL OR s.completion_tokens IS NOT NULL)
+     WHERE ${unpricedCall('s')} AND s.created_at >= $2::timestamptz
      GROUP BY s.model ORDER BY calls DESC, s.model`,
     [workspaceId, dayStart],
   );

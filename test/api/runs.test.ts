@@ -556,6 +556,8 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
       const defaults = (await ws.api.request('GET', '/v1/runs')).body;
       expect(defaults).toMatchObject({ page: 1, per_page: 50 });
       expect(Object.keys(defaults.items[0]).sort()).toEqual([
+        'denial_reason',
+        'denied_steps',
         'ended_at',
         'id',
         'models',
@@ -565,6 +567,7 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
         'tags',
         'total_cost_usd',
         'total_tokens',
+        'unpriced_calls',
         'user_id',
       ]);
     });

@@ -129,6 +129,24 @@ async function settledRunOf(userId: string): Promise<any> {
   }
 }
 
+/** The user's row of `runguard runs list`, as a newcomer reads it: its cells split on two spaces or more. */
+function listedRun(userId: string): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, 'runs', 'list', '--user', userId], {
+      cwd: ROOT,
+      env: { ...process.env, RUNGUARD_URL: url, RUNGUARD_API_KEY: apiKey, NO_COLOR: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.once('exit', (status) => {
+      const row = stdout.split('\n').find((line) => line.includes(userId));
+      if (status !== 0 || !row) reject(new Error(`runs list exited ${status}: ${stdout}`));
+      else resolve(row.trim().split(/ {2,}/));
+    });
+  });
+}
+
 describe('runguard exec', () => {
   it('when the agent succeeds, then exec exits 0 and the run is COMPLETED with every call a priced step', async () => {
     const result = await exec([
@@ -226,6 +244,10 @@ describe('runguard exec', () => {
     expect(result.stderr).toMatch(
       /^runguard: run \S+ FAILED \(exit \d+\) in .*: 2 calls, .*, 1 denied \(USER_DAILY_BUDGET_EXCEEDED: user daily budget spent: \$[0-9.]+ of \$[0-9.]+; resets \S+\)\n$/m,
     );
+    // And the run list says why the run failed, as it does for a run blocked at its start.
+    const row = await listedRun('exec-denied');
+    expect(row[2]).toBe('FAILED');
+    expect(row.at(-1)).toBe('USER_DAILY_BUDGET_EXCEEDED');
   });
 
   it('when a call has no price, then the summary counts it as unpriced, not as $0', async () => {
@@ -239,6 +261,8 @@ describe('runguard exec', () => {
           `^runguard: run ${run.id} COMPLETED in .*: 3 calls, ${run.total_tokens} tokens, \\$0\\.\\d+ \\+ 1 unpriced call\n$`,
         ),
       );
+      // The run list too: its cost is not the whole cost.
+      expect((await listedRun('exec-unpriced'))[7]).toMatch(/^\$0\.\d+ \+1 unpriced$/);
     } finally {
       const prices = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000004 };
       await api.request('PUT', '/v1/model-pricing/claude-test-1', prices);

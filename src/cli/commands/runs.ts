@@ -6,7 +6,7 @@ import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { CliError, DaemonUnreachableError, describeError } from '../errors.js';
 import { duration, pageFooter, timestamp, usd, type Output } from '../output.js';
 import { statusWord } from '../style.js';
-import { unpricedCalls } from '../unpriced.js';
+import { costWithUnpriced, unpricedCalls } from '../unpriced.js';
 
 const STATUSES: RunStatus[] = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
 
@@ -71,6 +71,11 @@ function listCommand() {
     .addOption(
       new Option('--per-page <n>', 'runs per page, at most 100').argParser(positiveInt('--per-page', 100)).default(50),
     )
+    .addHelpText(
+      'after',
+      '\nCOST "$0.0012 +2 unpriced": two model calls had tokens and no price (counted as $0; see `runs show`).' +
+        '\nDENIED: why a BLOCKED run was refused, or the reason of its last denied step ("+2": two more denied).',
+    )
     .action(
       withApi(
         async (
@@ -85,7 +90,6 @@ function listCommand() {
           });
           if (out.json) return out.data(page);
           if (page.total === 0) return out.line('No runs.');
-          const reasons = await denyReasons(client, page.items);
           out.table(
             ['ID', 'USER', 'STATUS', 'STARTED', 'ENDED', 'STEPS', 'TOKENS', 'COST', 'MODELS', 'DENIED'],
             page.items.map((run) => [
@@ -96,9 +100,9 @@ function listCommand() {
               timestamp(run.ended_at),
               run.step_count,
               run.total_tokens,
-              usd(run.total_cost_usd),
+              costCell(run),
               modelsCell(run.models),
-              out.style.bad(reasons.get(run.id) ?? ''),
+              out.style.bad(deniedCell(run)),
             ]),
           );
           out.line(`\n${pageFooter(page, 'run')}`);
@@ -107,16 +111,18 @@ function listCommand() {
     );
 }
 
+/** A run's cost for one table cell: `$0.0012`, or `$0.00 +2 unpriced` when calls have no price. */
+export const costCell = (run: Pick<RunSummary, 'total_cost_usd' | 'unpriced_calls'>) =>
+  run.unpriced_calls === 0 ? usd(run.total_cost_usd) : `${usd(run.total_cost_usd)} +${run.unpriced_calls} unpriced`;
+
 /**
- * Why each BLOCKED run of a page was denied. The list does not carry decisions; a BLOCKED run has
- * no steps, so reading its detail is cheap. (Denied calls inside other runs show in `runs show`.)
+ * Why a run was denied, for one table cell: a BLOCKED run's reason, else its last denied step's,
+ * with how many more steps were denied (`RUN_BUDGET_EXCEEDED +2`); empty when nothing was.
  */
-async function denyReasons(client: ApiClient, runs: RunSummary[]): Promise<Map<string, string>> {
-  const blocked = runs.filter((run) => run.status === 'BLOCKED');
-  const details = await Promise.all(blocked.map((run) => client.getRun(run.id).catch(() => null)));
-  return new Map(
-    details.flatMap((detail) => (detail?.decision.reason ? [[detail.id, detail.decision.reason] as const] : [])),
-  );
+export function deniedCell(run: Pick<RunSummary, 'status' | 'denied_steps' | 'denial_reason'>): string {
+  if (run.denial_reason === null) return '';
+  const more = run.status === 'BLOCKED' ? 0 : run.denied_steps - 1;
+  return more > 0 ? `${run.denial_reason} +${more}` : run.denial_reason;
 }
 
 export function printRun(out: Output, run: RunDetail) {
@@ -280,7 +286,7 @@ function printEvent(out: Output, event: TailEvent) {
     }
     case 'run_ended':
       return out.line(
-        `${time}  run ${event.run.id}  ${statusWord(out.style, event.run.status)}  steps ${event.run.step_count}  tokens ${event.run.total_tokens}  cost ${usd(event.run.total_cost_usd)}`,
+        `${time}  run ${event.run.id}  ${statusWord(out.style, event.run.status)}  steps ${event.run.step_count}  tokens ${event.run.total_tokens}  cost ${costWithUnpriced(usd(event.run.total_cost_usd), event.run.unpriced_calls)}`,
       );
   }
 }

@@ -364,6 +364,23 @@ export type RunSummary = {
   total_tokens: number;
   total_cost_usd: number;
   models: string[];
+  unpriced_calls: number;
+  denied_steps: number;
+  denial_reason:
+    | 'KILL_SWITCH_ACTIVE'
+    | 'USER_BLOCKED'
+    | 'WORKSPACE_DAILY_BUDGET_EXCEEDED'
+    | 'USER_DAILY_BUDGET_EXCEEDED'
+    | 'MONTHLY_RUN_LIMIT_EXCEEDED'
+    | 'MAX_CONCURRENT_RUNS_EXCEEDED'
+    | 'MODEL_NOT_PRICED'
+    | 'RUN_STEP_LIMIT_EXCEEDED'
+    | 'RUN_BUDGET_EXCEEDED'
+    | 'REPEATED_CALL_LOOP'
+    | 'USER_RATE_LIMITED'
+    | 'TOOL_NOT_ALLOWED'
+    | 'BUDGET_EXCEEDED'
+    | null;
 };
 
 export type ValidationIssue = { path: string; message: string };
