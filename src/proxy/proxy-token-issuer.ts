@@ -1,6 +1,7 @@
 /**
  * Mints a run's proxy token, with the base URLs `runguard exec` hands to an unmodified agent: one
- * per provider, each carrying the token. Only for a RUNNING run of the caller's workspace.
+ * per provider, each carrying the token. Only for a RUNNING run of the caller's workspace (an agent
+ * key's: one it started).
  */
 import type { ProxyToken } from '../contract/index.js';
 import { ApiError } from '../errors.js';
@@ -19,8 +20,12 @@ export class ProxyTokenIssuer {
     private readonly publicUrl: () => string,
   ) {}
 
-  async issue(workspaceId: string, runId: string): Promise<ProxyToken> {
-    const status = await runStatus(this.db, workspaceId, runId);
+  /**
+   * `agentKeyId`: the caller is an agent key, which may proxy only into the runs it started (as it
+   * reads only those): any other run is not found, as for its reads.
+   */
+  async issue(workspaceId: string, runId: string, agentKeyId: string | null = null): Promise<ProxyToken> {
+    const status = await runStatus(this.db, workspaceId, runId, agentKeyId);
     if (status === null) throw new ApiError('RUN_NOT_FOUND');
     if (status !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
     const token = newProxyToken();

@@ -195,11 +195,19 @@ export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(
   return ends.map((end, i) => (isFirst(end, i) ? (byKey.get(key(end.workspaceId, end.runId)) ?? null) : null));
 }
 
-/** The run's status; null when the workspace has no such run. */
-export async function runStatus(db: Queryable, workspaceId: string, runId: string): Promise<RunStatus | null> {
+/**
+ * The run's status; null when the workspace has no such run, or when `startedBy` (an API key's
+ * id) is given and that key did not start it.
+ */
+export async function runStatus(
+  db: Queryable,
+  workspaceId: string,
+  runId: string,
+  startedBy: string | null = null,
+): Promise<RunStatus | null> {
   const { rows } = await db.query<{ status: RunStatus }>(
-    'SELECT status FROM runs WHERE id = $1 AND workspace_id = $2',
-    [runId, workspaceId],
+    'SELECT status FROM runs WHERE id = $1 AND workspace_id = $2 AND ($3::uuid IS NULL OR api_key_id = $3::uuid)',
+    [runId, workspaceId, startedBy],
   );
   return rows[0]?.status ?? null;
 }

@@ -9,7 +9,8 @@ describe.each(BACKENDS)('key roles on %s', (backend) => {
   let api: TestApi;
 
   beforeAll(async () => {
-    api = await startTestApi(backend);
+    // With a proxy (never reached here): the route that mints a run's proxy token is the proxy's.
+    api = await startTestApi(backend, { proxy: { upstream: 'http://127.0.0.1:9' } });
   });
   afterAll(async () => {
     await api?.close();
@@ -78,5 +79,31 @@ describe.each(BACKENDS)('key roles on %s', (backend) => {
     const all = (await api.request('GET', '/v1/runs')).body.items.map((run: { id: string }) => run.id);
     expect(all).toEqual(expect.arrayContaining([own.id, other.id]));
     expect((await agent.request('POST', `/v1/runs/${own.id}/end`, { status: 'COMPLETED' })).status).toBe(200);
+  });
+
+  it("when an agent key mints a proxy token, then only for a run it started; another's is not found, as for reads", async () => {
+    const agent = caller(
+      api.url,
+      (await api.request('POST', '/v1/api-keys', { name: 'minter', role: 'agent' })).body.api_key,
+    );
+    const own = (await agent.request('POST', '/v1/runs', { user_id: 'bot' })).body;
+    const minted = await agent.request('POST', `/v1/runs/${own.id}/proxy-token`);
+    expect(minted.status).toBe(201);
+    expect(minted.body.token).toMatch(/^rgp_/);
+    // Another key's run, and a run the dashboard or an admin key started: 404, nothing minted.
+    const otherAgent = caller(
+      api.url,
+      (await api.request('POST', '/v1/api-keys', { name: 'other', role: 'agent' })).body.api_key,
+    );
+    const others = [
+      (await otherAgent.request('POST', '/v1/runs', { user_id: 'bot' })).body.id,
+      (await api.request('POST', '/v1/runs', { user_id: 'bot' })).body.id,
+    ];
+    for (const runId of others) {
+      const refused = await agent.request('POST', `/v1/runs/${runId}/proxy-token`);
+      expect({ status: refused.status, code: refused.body.code }).toEqual({ status: 404, code: 'RUN_NOT_FOUND' });
+    }
+    // An admin key mints for any run of the workspace.
+    expect((await api.request('POST', `/v1/runs/${others[0]}/proxy-token`)).status).toBe(201);
   });
 });

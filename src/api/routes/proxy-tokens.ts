@@ -22,7 +22,12 @@ export const proxyTokenRoutes: FastifyPluginAsync<{ issuer: ProxyTokenIssuer }> 
         },
       },
     },
-    async (request, reply) =>
-      reply.status(201).send(await issuer.issue(request.principal.workspaceId, pathUuid(request.params.run_id))),
+    async (request, reply) => {
+      const { principal } = request;
+      const agentKeyId = principal.role === 'agent' ? principal.subjectId : null;
+      return reply
+        .status(201)
+        .send(await issuer.issue(principal.workspaceId, pathUuid(request.params.run_id), agentKeyId));
+    },
   );
 };
