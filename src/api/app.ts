@@ -243,7 +243,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (metrics) registerMetrics(app, metrics);
   const keys = new ApiKeyVerifier(db);
   // Before the auth hook: an address over its failures is answered without a credential lookup.
-  registerFailedAuthLimit(app, new FailedAuthLimiter(deps.auth.failedAuthPerMinute ?? 60));
+  registerFailedAuthLimit(
+    app,
+    new FailedAuthLimiter(deps.auth.failedAuthPerMinute ?? 60),
+    (request) => request.principal !== null || Boolean(request.proxyCall?.target) || Boolean(request.mcpCall?.target),
+  );
   registerAuth(app, { keys, clock: deps.clock, verifyJwt: (token) => accounts.verifyToken(token) });
   // Only routes that ask for it (login, register) are limited.
   await app.register(rateLimit, { global: false });

@@ -176,7 +176,7 @@ describe('the bodies held across calls are bounded', () => {
 });
 
 describe('failed authentication is rate-limited per address', () => {
-  it('when an address fails authentication past the limit, then it gets 429 on every route, API and proxy alike, until the window ends', async () => {
+  it('when an address fails authentication past the limit, then its failures get 429 on every route, API and proxy alike, until the window ends', async () => {
     const limited = await startTestApi('postgres+sql', {
       auth: { failedAuthPerMinute: 3 },
       proxy: { upstream: api.upstream.url },
@@ -200,10 +200,56 @@ describe('failed authentication is rate-limited per address', () => {
       });
       expect(proxied.status).toBe(429);
       expect(((await proxied.json()) as { error: { code: string } }).error.code).toBe('RATE_LIMITED');
-      // The address as a whole is refused, a valid credential too, until its window ends.
-      expect((await limited.request('GET', '/v1/runs')).status).toBe(429);
-      // Except the health probe, which takes no credential.
+      // No credential at all is refused too; the health probe, which takes none, is answered.
+      expect((await fetch(`${limited.url}/v1/runs`)).status).toBe(429);
       expect((await fetch(`${limited.url}/health`)).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('when an address is over its failures, then a valid credential from it is still served, and a forged one still is not', async () => {
+    const limited = await startTestApi('postgres+sql', {
+      auth: { failedAuthPerMinute: 3 },
+      proxy: { upstream: api.upstream.url },
+    });
+    try {
+      // A key and a proxy token in use, and a key issued but not used yet.
+      expect((await limited.request('GET', '/v1/runs')).status).toBe(200);
+      const run = (await limited.request('POST', '/v1/runs', { user_id: 'u' })).body;
+      const token = (await limited.request('POST', `/v1/runs/${run.id}/proxy-token`)).body.token as string;
+      // Relayed to the fake upstream, which has no model list: its 404 says the token got through.
+      const models = `${limited.url}/proxy/t/${token}/openai/v1/models`;
+      expect((await fetch(models)).status).toBe(404);
+      const fresh = caller(
+        limited.url,
+        (await limited.request('POST', '/v1/api-keys', { name: 'fresh' })).body.api_key,
+      );
+
+      const forged = caller(limited.url, `lg_aaaaaaaaaaaa_${'c'.repeat(40)}`);
+      for (let i = 0; i < 3; i++) expect((await forged.request('GET', '/v1/runs')).status).toBe(401);
+      expect((await forged.request('GET', '/v1/runs')).status).toBe(429);
+
+      // The credentials in use are served at once, on the API and the proxy.
+      expect((await limited.request('GET', '/v1/runs')).status).toBe(200);
+      expect((await fetch(models)).status).toBe(404);
+      // A valid key this daemon has not seen yet gets in within the Retry-After it is told.
+      const first = await fresh.request('GET', '/v1/runs');
+      if (first.status !== 200) {
+        expect(first.status).toBe(429);
+        expect(Number(first.headers.get('retry-after'))).toBe(1);
+        const deadline = Date.now() + 10_000;
+        let status = 429;
+        while (status === 429 && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          status = (await fresh.request('GET', '/v1/runs')).status;
+        }
+        expect(status).toBe(200);
+      }
+      // Once it has, it is served at once like the others.
+      expect((await fresh.request('GET', '/v1/runs')).status).toBe(200);
+      // A forged key is still refused without a lookup, however many valid calls went before.
+      expect((await forged.request('GET', '/v1/workspace')).status).toBe(429);
     } finally {
       await limited.close();
     }
