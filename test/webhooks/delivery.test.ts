@@ -179,7 +179,15 @@ describe('webhooks across two daemons', () => {
     expect(got.every((r) => r.json.type === 'user.blocked' && r.json.data.actor.type === 'api_key')).toBe(true);
     expect(receiver.received.filter((r) => r.path === '/ordered').every((r) => r.verified)).toBe(true);
 
-    const log = (await a.request('GET', `/v1/webhooks/${hook.id}/deliveries?per_page=100`)).body;
+    // The receiver has them all; the daemon records the last one's answer right after it: read the
+    // log once that is written (a read at once found it pending on a loaded machine).
+    const deliveries = async () => (await a.request('GET', `/v1/webhooks/${hook.id}/deliveries?per_page=100`)).body;
+    let log = await deliveries();
+    for (const deadline = Date.now() + 30_000; log.items.some((d: any) => d.status === 'pending');) {
+      if (Date.now() > deadline) throw new Error(`deliveries still pending: ${JSON.stringify(log.items)}`);
+      await sleep(50);
+      log = await deliveries();
+    }
     expect(log.total).toBe(20);
     expect(log.items.every((d: any) => d.status === 'delivered')).toBe(true);
     const first = log.items.find((d: any) => d.event_id === got[0]!.id);
@@ -187,9 +195,11 @@ describe('webhooks across two daemons', () => {
     expect(first.attempt_log.at(-1).status_code).toBe(200);
 
     // A replay sends the same event (same webhook-id) again; a ping is signed like any event.
+    const sends = () => receiver.received.filter((r) => r.id === got[0]!.id).length;
+    const sentBefore = sends();
     const replay = await a.request('POST', `/v1/webhooks/${hook.id}/deliveries/${first.id}/replay`);
     expect(replay.status).toBe(202);
-    await receiver.waitFor(() => receiver.received.filter((r) => r.id === got[0]!.id).length === 2);
+    await receiver.waitFor(() => sends() > sentBefore);
     const ping = await b.request('POST', `/v1/webhooks/${hook.id}/test`);
     expect(ping.body).toMatchObject({ ok: true, status_code: 200, error: null });
     const pinged = receiver.received.find((r) => r.id === ping.body.event_id)!;
@@ -204,11 +214,16 @@ describe('webhooks across two daemons', () => {
       Promise.all(
         Array.from({ length: n }, (_, i) => (i % 2 ? a : b).request('POST', '/v1/runs', { user_id: user(i) })),
       );
+    // The storm's windows: however long it takes on a loaded machine, each window it spans holds
+    // at most two events per subject and reason (its first denial, then its count).
+    const windowOf = (at: number) => Math.floor(at / Number(ENV.RUNGUARD_WEBHOOK_DENIAL_WINDOW_MS));
+    const stormStart = Date.now();
     expect((await starts(60, () => 'mallory')).every((r) => r.body.decision?.reason === 'USER_BLOCKED')).toBe(true);
     await a.request('POST', '/v1/workspace/kill-switch', { active: true });
     expect((await starts(150, (i) => `s${i % 3}`)).every((r) => r.body.decision?.reason === 'KILL_SWITCH_ACTIVE')).toBe(
       true,
     );
+    const stormWindows = windowOf(Date.now()) - windowOf(stormStart) + 1;
     await a.request('POST', '/v1/workspace/kill-switch', { active: false });
     const denials = (reason: string) =>
       receiver
@@ -226,13 +241,13 @@ describe('webhooks across two daemons', () => {
     };
     // Each window is counted 10 s after it ends.
     await receiver.waitFor(() => total('USER_BLOCKED') === 60 && total('KILL_SWITCH_ACTIVE') === 150, 60_000);
-    // 2 s windows: the storm spans a few of them at most, one event per subject and reason in each.
+    // 2 s windows: a handful of events for 210 denials, never one per denial.
     for (const [reason, subject] of [
       ['USER_BLOCKED', { type: 'user', id: 'mallory' }],
       ['KILL_SWITCH_ACTIVE', { type: 'workspace', id: expect.any(String) }],
     ] as const) {
       const events = denials(reason);
-      expect(events.length).toBeLessThanOrEqual(10);
+      expect(events.length).toBeLessThanOrEqual(2 * stormWindows);
       expect(events.every((d) => expect.objectContaining({ subject }).asymmetricMatch(d))).toBe(true);
       for (const first of [true, false]) {
         const some = events.filter((d) => d.first === first);
