@@ -5,8 +5,10 @@
  *
  *   --duration <s>          seconds per measured cell (default 5, in --rounds pieces; each cell also warms up)
  *   --connections <list>    concurrent connections (default 1,16,64)
- *   --only <list>           any of api, proxy, sse, budgets, history (default: all five); `targets`
- *                           is proxy,sse on the cells the targets read (--cells 20@16,0@64), and budgets
+ *   --only <list>           any of api, proxy, sse, budgets, history, otel (default: the first five);
+ *                           `targets` is proxy,sse on the cells the targets read (--cells 20@16,0@64), and
+ *                           budgets; `otel` is the proxy path with OpenTelemetry off, on, and (--baseline-root)
+ *                           before it
  *   --soak <minutes>        add a soak: RSS sampled under steady load for that long
  *   --upstream-delay <list> the fake upstreams' fixed delays before answering, in ms (default 0,20);
  *                           proxy and SSE cells are measured at each delay and connection count
@@ -47,6 +49,7 @@ import { checkTargets, writeReport, type BenchReport, type SoakResult } from './
 import {
   apiHeaders,
   apiScenario,
+  chatTarget,
   probeProxy,
   proxyScenario,
   setPricing,
@@ -58,9 +61,12 @@ import {
   type UpstreamEndpoints,
 } from './lib/scenarios.js';
 import { round } from './lib/stats.js';
+import { otelCell, startOtlpSink, type OtelArm, type OtelReport } from './lib/otel.js';
 
-const SCENARIOS = ['api', 'proxy', 'sse', 'budgets', 'history'] as const;
+const SCENARIOS = ['api', 'proxy', 'sse', 'budgets', 'history', 'otel'] as const;
 type Scenario = (typeof SCENARIOS)[number];
+/** What a run measures unless told: `otel` is asked for by name (bench/lib/otel.ts). */
+const DEFAULT_SCENARIOS: readonly Scenario[] = ['api', 'proxy', 'sse', 'budgets', 'history'];
 /** The cells the issue's targets are read from: latency at 20 ms and 16 connections, throughput at 0 ms and 64. */
 const TARGET_CELLS = '20@16,0@64';
 
@@ -68,7 +74,7 @@ const { values: flags } = parseArgs({
   options: {
     duration: { type: 'string', default: '5' },
     connections: { type: 'string', default: '1,16,64' },
-    only: { type: 'string', default: SCENARIOS.join(',') },
+    only: { type: 'string', default: DEFAULT_SCENARIOS.join(',') },
     soak: { type: 'string' },
     'upstream-delay': { type: 'string', default: '0,20' },
     cells: { type: 'string' },
@@ -132,6 +138,7 @@ async function daemonWithDatabase(
   upstreams: Child[],
   profileDir?: string,
   root = flags['daemon-root'],
+  env?: Record<string, string>,
 ): Promise<{ daemon: DaemonProcess; services: BenchServices }> {
   const services = await createServices();
   cleanups.push(() => services.drop());
@@ -151,6 +158,7 @@ async function daemonWithDatabase(
     ),
     ...(profileDir ? { cpuProfDir: profileDir } : {}),
     ...(root ? { root } : {}),
+    ...(env ? { env } : {}),
   });
   cleanups.push(() => daemon.stop());
   return { daemon, services };
@@ -289,6 +297,7 @@ async function main(): Promise<void> {
     await daemon.stop();
     if (profileDir) log(`CPU profile written to ${profileDir} (summarize: npx tsx bench/profile-summary.ts <file>)`);
   }
+  if (only.has('otel')) report.otel = await otelComparison(upstreams);
   if (only.has('history')) {
     const empty = await daemonWithDatabase(upstreams);
     const full = await daemonWithDatabase(upstreams);
@@ -306,6 +315,53 @@ async function main(): Promise<void> {
     log(`${t.pass === null ? 'n/a ' : t.pass ? 'pass' : 'FAIL'}  ${t.target}: ${t.measured} (${t.limit})`);
   const file = await writeReport(join(ROOT, 'bench'), report);
   log(`results: ${file} and bench/README.md`);
+}
+
+/**
+ * The proxy path with OpenTelemetry off, on (to a loopback collector), and before it landed
+ * (`--baseline-root`): each a daemon of its own, on the proxy cells, alternated (bench/lib/otel.ts).
+ */
+async function otelComparison(upstreams: Child[]): Promise<OtelReport> {
+  const start = loadavg();
+  const sink = await startOtlpSink();
+  cleanups.push(() => sink.close());
+  const wanted: [OtelArm['name'], string | undefined, Record<string, string> | undefined][] = [
+    ['off', flags['daemon-root'], undefined],
+    ['on', flags['daemon-root'], { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_SERVICE_NAME: 'runguard-bench' }],
+    ...(flags['baseline-root']
+      ? [['pre-otel', flags['baseline-root'], undefined] as [OtelArm['name'], string, undefined]]
+      : []),
+  ];
+  const started: { name: OtelArm['name']; daemon: DaemonProcess; runId: string }[] = [];
+  for (const [name, root, env] of wanted) {
+    const { daemon } = await daemonWithDatabase(upstreams, undefined, root, env);
+    await setPricing(daemon);
+    const api = pool(daemon.url, 1);
+    const runId = (await startRuns(api, apiHeaders(daemon), 1, `bench-otel-${name}`))[0]!;
+    await api.close();
+    started.push({ name, daemon, runId });
+    log(`otel arm ${name}: daemon pid ${daemon.pid} at ${daemon.url}${root ? ` (${root})` : ''}`);
+  }
+  const cells = [];
+  for (const cell of proxyCells) {
+    const arms = started.map(({ name, daemon, runId }) => ({
+      name,
+      daemon,
+      target: chatTarget(daemon, runId, undefined, providerName(cell.delayMs)),
+    }));
+    cells.push(await otelCell(arms, cell, rounds, durationS, log));
+  }
+  log(
+    `otel: the collector received ${sink.received.traceRequests} trace and ${sink.received.metricRequests} metric exports`,
+  );
+  if (sink.received.traceRequests === 0)
+    log('*** otel: the `on` daemon exported no trace: its figures are not OpenTelemetry on ***');
+  return {
+    arms: started.map((arm) => arm.name),
+    cells,
+    collector: { ...sink.received },
+    loadavg: { start, end: loadavg() },
+  };
 }
 
 /** Steady load (sidecar at 16 connections, else step pairs) while RSS is sampled every 5 s. */

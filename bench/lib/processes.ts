@@ -76,6 +76,8 @@ export interface DaemonOptions {
   logLevel?: string;
   /** More providers (`RUNGUARD_PROVIDERS`), by name: e.g. one per upstream delay. */
   providers?: Record<string, { type: 'openai' | 'anthropic'; upstream: string }>;
+  /** More environment (`OTEL_*` for the OpenTelemetry arms). */
+  env?: Record<string, string>;
 }
 
 export interface DaemonProcess extends Child {
@@ -116,6 +118,7 @@ export async function startDaemon(options: DaemonOptions): Promise<DaemonProcess
       // Unlimited runs: the bench measures speed, not plan ceilings.
       RUNGUARD_DEFAULT_PLAN: 'enterprise',
       ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
+      ...options.env,
     },
     // The daemon prints its first API key on stdout: read it from the key file instead.
     stdio: ['ignore', 'ignore', 'inherit'],
