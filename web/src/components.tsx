@@ -17,6 +17,21 @@ export function Status({ value }: { value: string }) {
   return <span class={`badge badge-${value.toLowerCase()}`}>{value}</span>;
 }
 
+/** A run's tags as `key=value` chips, text only (they are whatever the caller sent); `none` when it has none. */
+export function Tags({ tags }: { tags: Record<string, string> | undefined }) {
+  const pairs = Object.entries(tags ?? {}).sort(([left], [right]) => (left < right ? -1 : 1));
+  if (pairs.length === 0) return <span class="muted">none</span>;
+  return (
+    <ul class="tags" aria-label="Tags">
+      {pairs.map(([key, value]) => (
+        <li key={key} class="tag">
+          <span class="tag-key">{key}</span>=<span class="tag-value">{value}</span>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 /** A used-of-limit bar with its numbers in words (the bar alone would say nothing to a screen reader). */
 export function Meter({ label, used, of, text }: { label: string; used: number; of: number | null; text: string }) {
   const fraction = share(used, of);

@@ -1,7 +1,7 @@
 /** One run: its decision, metadata, and its steps as a timeline with their decisions and data. */
 import { Link } from 'wouter-preact';
 import { api, type RunDetail, type Step } from '../api';
-import { Card, ErrorNote, JsonView, Rules, Status } from '../components';
+import { Card, ErrorNote, JsonView, Rules, Status, Tags } from '../components';
 import { useLoad } from '../hooks';
 import { duration, int, usd, when } from '../format';
 
@@ -107,6 +107,12 @@ export function RunDetailPage({ id }: { id: string }) {
             <div>
               <dt>Cost</dt>
               <dd>{usd(r.total_cost_usd)}</dd>
+            </div>
+            <div>
+              <dt>Tags</dt>
+              <dd>
+                <Tags tags={r.tags} />
+              </dd>
             </div>
             {/* Fixed at the run's start; an older daemon's answer has none. */}
             {r.limits && (

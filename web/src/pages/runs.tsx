@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { Link, useLocation, useSearch } from 'wouter-preact';
 import { api, qs, type Page, type RunSummary } from '../api';
-import { ErrorNote, Pager, Status, TableHead, type ColumnHead } from '../components';
+import { ErrorNote, Pager, Status, TableHead, Tags, type ColumnHead } from '../components';
 import { useLoad } from '../hooks';
 import { int, usd, when } from '../format';
 
@@ -11,6 +11,7 @@ const STATUSES = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
 const RUN_COLUMNS: ColumnHead[] = [
   { header: 'Run' },
   { header: 'User' },
+  { header: 'Tags' },
   { header: 'Status' },
   { header: 'Started' },
   { header: 'Steps', numeric: true },
@@ -62,7 +63,7 @@ export function RunsPage() {
             <tbody>
               {runs.data.items.length === 0 && (
                 <tr>
-                  <td colSpan={7} class="muted">
+                  <td colSpan={RUN_COLUMNS.length} class="muted">
                     No runs match.
                   </td>
                 </tr>
@@ -75,6 +76,9 @@ export function RunsPage() {
                     </Link>
                   </td>
                   <td>{r.user_id}</td>
+                  <td>
+                    <Tags tags={r.tags} />
+                  </td>
                   <td>
                     <Status value={r.status} />
                   </td>
