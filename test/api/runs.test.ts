@@ -527,6 +527,7 @@ describe.each(BACKENDS)('run API on %s', (backend) => {
           output_cost_per_token: 4,
           cache_read_input_cost_per_token: null,
           cache_write_input_cost_per_token: null,
+          long_context: null,
           is_active: true,
           source: 'user',
         },
