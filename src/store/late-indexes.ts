@@ -71,8 +71,42 @@ export async function buildLateIndexesNow(db: Db): Promise<void> {
 
 class Stopped extends Error {}
 
+type Query = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>;
+
+/** Builds each late index that is missing or invalid, one at a time, without blocking writes. */
+async function buildMissing(query: Query, logger?: Logger): Promise<void> {
+  for (const index of LATE_INDEXES) {
+    // The index as `CREATE ... ON <table>` would name it: in the table's schema, by search_path.
+    const [found] = await query<{ valid: boolean }>(
+      `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+       WHERE c.relname = $1 AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass($2))`,
+      [index.name, index.table],
+    );
+    if (found?.valid) continue;
+    // A concurrent build cut short (a stop, a crash) leaves its index invalid: never used, but
+    // still written to. It is dropped and built again.
+    if (found) await query(`DROP INDEX CONCURRENTLY IF EXISTS ${index.name}`);
+    const started = performance.now();
+    await query(`CREATE INDEX CONCURRENTLY ${index.name} ON ${index.table} ${index.definition}`);
+    logger?.info({ index: index.name, ms: Math.round(performance.now() - started) }, 'index built');
+  }
+}
+
+/** Postgres does not see a client leave in the middle of a statement: the build is cancelled. */
+async function cancelBackend(connectionString: string, pid: number): Promise<void> {
+  const canceller = new pg.Client({ connectionString, connectionTimeoutMillis: 2_000 });
+  canceller.on('error', () => {});
+  try {
+    await canceller.connect();
+    await canceller.query('SELECT pg_cancel_backend($1)', [pid]);
+  } catch {
+    // Postgres unreachable: the deadline in `stop` ends the wait
+  } finally {
+    await canceller.end().catch(() => {});
+  }
+}
+
 /** Starts building the late indexes on Postgres at `connectionString`, in the background. */
-// eslint-disable-next-line max-lines-per-function -- split at its seams is still to do (issue #53)
 export function buildLateIndexes(connectionString: string, logger?: Logger): LateIndexBuild {
   // Not the pool's: its statement timeout would cut a long build, and a session lock needs a
   // connection that stays the same.
@@ -100,21 +134,7 @@ export function buildLateIndexes(connectionString: string, logger?: Logger): Lat
       ADVISORY_LOCKS.lateIndexes,
     ]);
     if (!lock?.locked) return;
-    for (const index of LATE_INDEXES) {
-      // The index as `CREATE ... ON <table>` would name it: in the table's schema, by search_path.
-      const [found] = await query<{ valid: boolean }>(
-        `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-         WHERE c.relname = $1 AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass($2))`,
-        [index.name, index.table],
-      );
-      if (found?.valid) continue;
-      // A concurrent build cut short (a stop, a crash) leaves its index invalid: never used, but
-      // still written to. It is dropped and built again.
-      if (found) await query(`DROP INDEX CONCURRENTLY IF EXISTS ${index.name}`);
-      const started = performance.now();
-      await query(`CREATE INDEX CONCURRENTLY ${index.name} ON ${index.table} ${index.definition}`);
-      logger?.info({ index: index.name, ms: Math.round(performance.now() - started) }, 'index built');
-    }
+    await buildMissing(query, logger);
   };
   const done = run()
     .catch((error: unknown) => {
@@ -125,19 +145,6 @@ export function buildLateIndexes(connectionString: string, logger?: Logger): Lat
   let settled = false;
   void done.then(() => (settled = true));
 
-  /** Postgres does not see a client leave in the middle of a statement: the build is cancelled. */
-  const cancel = async (pid: number) => {
-    const canceller = new pg.Client({ connectionString, connectionTimeoutMillis: 2_000 });
-    canceller.on('error', () => {});
-    try {
-      await canceller.connect();
-      await canceller.query('SELECT pg_cancel_backend($1)', [pid]);
-    } catch {
-      // Postgres unreachable: the deadline below ends the wait
-    } finally {
-      await canceller.end().catch(() => {});
-    }
-  };
   return {
     done,
     async stop() {
@@ -145,7 +152,7 @@ export function buildLateIndexes(connectionString: string, logger?: Logger): Lat
       const deadline = Date.now() + 5_000;
       // Again until it ends: a cancel that lands between two statements is lost.
       while (!settled && Date.now() < deadline) {
-        if (backendPid !== null) await cancel(backendPid);
+        if (backendPid !== null) await cancelBackend(connectionString, backendPid);
         await Promise.race([done, new Promise((resolve) => setTimeout(resolve, 250))]);
       }
       // A server that never answers: the connection is dropped rather than waited on.
