@@ -58,12 +58,8 @@ export interface MetricsOptions {
   defaultLabels?: Record<string, string>;
 }
 
-// eslint-disable-next-line max-lines-per-function -- split at its seams is still to do (issue #53)
-export function createMetrics(options: MetricsOptions = {}): Metrics {
-  const registry = new Registry();
-  if (options.defaultLabels) registry.setDefaultLabels(options.defaultLabels);
-  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry });
-
+/** The daemon's own work: decisions, HTTP requests, store errors and the background sweeps. */
+function registerServiceMetrics(registry: Registry) {
   const decisions = new Counter({
     name: 'runguard_decisions_total',
     help: 'Guardrail decisions recorded, by boundary, outcome and deny reason',
@@ -99,6 +95,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: 'Proxied calls of dead daemons ended FAILED RESULT_LOST (charged at their estimate) by crash recovery',
     registers: [registry],
   });
+  return { decisions, httpRequestSeconds, counterStoreErrors, databaseErrors, staleRunsEnded, resultsLost };
+}
+
+/** Model calls: the proxy's timings and the calls recorded without a price. */
+function registerModelCallMetrics(registry: Registry) {
   const proxyResultLagSeconds = new Histogram({
     name: 'runguard_proxy_result_lag_seconds',
     help: "Time from a proxied call's answer released to its result committed (and the counter copy raised)",
@@ -125,6 +126,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     buckets: OVERHEAD_BUCKETS,
     registers: [registry],
   });
+  return { proxyResultLagSeconds, unpricedCalls, proxyUpstreamSeconds, proxyOverheadSeconds };
+}
+
+/** MCP tool calls through the sidecar. */
+function registerToolCallMetrics(registry: Registry) {
   const toolCalls = new Counter({
     name: 'runguard_tool_calls_total',
     help: 'MCP tool calls through the sidecar, by server, tool and outcome (completed, failed, denied)',
@@ -139,19 +145,24 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers: [registry],
   });
 
+  return { toolCalls, toolCallSeconds };
+}
+
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  if (options.defaultLabels) registry.setDefaultLabels(options.defaultLabels);
+  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  // Registered in this order, which is the order of the exposition text.
+  const service = registerServiceMetrics(registry);
+  const { unpricedCalls, ...modelCalls } = registerModelCallMetrics(registry);
+  const toolCalls = registerToolCallMetrics(registry);
+  const { decisions } = service;
+
   return {
     registry,
-    toolCalls,
-    toolCallSeconds,
-    decisions,
-    httpRequestSeconds,
-    counterStoreErrors,
-    databaseErrors,
-    staleRunsEnded,
-    resultsLost,
-    proxyResultLagSeconds,
-    proxyUpstreamSeconds,
-    proxyOverheadSeconds,
+    ...service,
+    ...modelCalls,
+    ...toolCalls,
     guardObserver: {
       decision(boundary, decision) {
         decisions.inc({ boundary, outcome: decision.outcome, reason: decision.reason ?? 'none' });
