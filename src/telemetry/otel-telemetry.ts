@@ -14,6 +14,7 @@ import {
   type Attributes,
   type Context,
   type Span,
+  type Tracer,
 } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
@@ -111,12 +112,31 @@ class BoundedProcessor implements SpanProcessor {
   }
 }
 
-// eslint-disable-next-line max-lines-per-function -- split at its seams is still to do (issue #53)
-export function openTelemetry(env: NodeJS.ProcessEnv, version: string): RunTelemetry {
-  const resource = resourceFromAttributes({
-    'service.name': env.OTEL_SERVICE_NAME?.trim() || 'runguard',
-    'service.version': version,
+/** The span attributes of a step beyond the GenAI ones it shares with its metrics. */
+function stepAttributes(report: StepReport, userId: string | undefined): Attributes {
+  return defined({
+    'gen_ai.response.model': report.responseModel,
+    'gen_ai.tool.name': report.toolName,
+    'gen_ai.usage.input_tokens': report.promptTokens,
+    'gen_ai.usage.output_tokens': report.completionTokens,
+    'gen_ai.usage.cache_read.input_tokens': report.cacheReadTokens,
+    'gen_ai.usage.cache_creation.input_tokens': report.cacheWriteTokens,
+    'runguard.usage.reasoning_tokens': report.reasoningTokens,
+    'runguard.decision.outcome': report.outcome,
+    'runguard.decision.reason': report.reason,
+    'runguard.cost_usd': report.costUsd,
+    'runguard.user_id': userId,
+    'runguard.run_id': report.runId,
+    'runguard.step_id': report.stepId,
+    'runguard.provider': report.provider,
+    'runguard.step.status': report.status,
   });
+}
+
+type Resource = ReturnType<typeof resourceFromAttributes>;
+
+/** Spans go out in batches through a bounded queue that counts what it drops. */
+function startTracing(resource: Resource, version: string) {
   const counter = new DropCounter();
   const exporter = new CountingExporter(new OTLPTraceExporter(), counter);
   const tracerProvider = new BasicTracerProvider({
@@ -128,7 +148,11 @@ export function openTelemetry(env: NodeJS.ProcessEnv, version: string): RunTelem
       ),
     ],
   });
-  const tracer = tracerProvider.getTracer('runguard', version);
+  return { counter, tracerProvider, tracer: tracerProvider.getTracer('runguard', version) };
+}
+
+/** The GenAI client metrics: token usage and operation duration, exported periodically. */
+function startGenAiMetrics(env: NodeJS.ProcessEnv, resource: Resource, version: string) {
   const meterProvider = new MeterProvider({
     resource,
     readers: [
@@ -147,6 +171,48 @@ export function openTelemetry(env: NodeJS.ProcessEnv, version: string): RunTelem
     description: 'Duration of a model call',
     unit: 's',
   });
+  return { meterProvider, tokenUsage, duration };
+}
+
+type GenAiInstruments = Omit<ReturnType<typeof startGenAiMetrics>, 'meterProvider'>;
+
+/** An allowed model call's duration and token usage, as GenAI client metrics. */
+function recordModelCall(instruments: GenAiInstruments, report: StepReport, common: Attributes): void {
+  instruments.duration.record((report.endedAt - report.startedAt) / 1000, {
+    ...common,
+    ...(report.status === 'COMPLETED' ? {} : { 'error.type': report.reason ?? 'FAILED' }),
+  });
+  if (report.promptTokens !== null)
+    instruments.tokenUsage.record(report.promptTokens, { ...common, 'gen_ai.token.type': 'input' });
+  if (report.completionTokens !== null)
+    instruments.tokenUsage.record(report.completionTokens, { ...common, 'gen_ai.token.type': 'output' });
+}
+
+/** The `invoke_agent` span of a run, under the caller's trace when it sent one. */
+function startRunSpan(tracer: Tracer, run: RunStart, traceparent: string | undefined): Span {
+  return tracer.startSpan(
+    'invoke_agent',
+    {
+      kind: SpanKind.INTERNAL,
+      attributes: {
+        'gen_ai.operation.name': 'invoke_agent',
+        'runguard.run_id': run.id,
+        'runguard.user_id': run.userId,
+        'runguard.decision.outcome': run.outcome,
+        ...defined({ 'runguard.decision.reason': run.reason }),
+      },
+    },
+    parentFrom(traceparent) ?? ROOT_CONTEXT,
+  );
+}
+
+export function openTelemetry(env: NodeJS.ProcessEnv, version: string): RunTelemetry {
+  const resource = resourceFromAttributes({
+    'service.name': env.OTEL_SERVICE_NAME?.trim() || 'runguard',
+    'service.version': version,
+  });
+  const { counter, tracerProvider, tracer } = startTracing(resource, version);
+  const { meterProvider, ...genAi } = startGenAiMetrics(env, resource, version);
 
   const runs = new Map<string, { span: Span; context: Context; userId: string }>();
 
@@ -176,23 +242,7 @@ export function openTelemetry(env: NodeJS.ProcessEnv, version: string): RunTelem
         startTime: report.startedAt,
         attributes: {
           ...common,
-          ...defined({
-            'gen_ai.response.model': report.responseModel,
-            'gen_ai.tool.name': report.toolName,
-            'gen_ai.usage.input_tokens': report.promptTokens,
-            'gen_ai.usage.output_tokens': report.completionTokens,
-            'gen_ai.usage.cache_read.input_tokens': report.cacheReadTokens,
-            'gen_ai.usage.cache_creation.input_tokens': report.cacheWriteTokens,
-            'runguard.usage.reasoning_tokens': report.reasoningTokens,
-            'runguard.decision.outcome': report.outcome,
-            'runguard.decision.reason': report.reason,
-            'runguard.cost_usd': report.costUsd,
-            'runguard.user_id': run?.userId,
-            'runguard.run_id': report.runId,
-            'runguard.step_id': report.stepId,
-            'runguard.provider': report.provider,
-            'runguard.step.status': report.status,
-          }),
+          ...stepAttributes(report, run?.userId),
         },
       },
       parent,
@@ -202,34 +252,13 @@ export function openTelemetry(env: NodeJS.ProcessEnv, version: string): RunTelem
       span.setStatus({ code: SpanStatusCode.ERROR, message: report.reason ?? report.status });
     }
     span.end(report.endedAt);
-    if (report.outcome !== 'ALLOW' || report.type !== 'MODEL_CALL') return;
-    duration.record((report.endedAt - report.startedAt) / 1000, {
-      ...common,
-      ...(report.status === 'COMPLETED' ? {} : { 'error.type': report.reason ?? 'FAILED' }),
-    });
-    if (report.promptTokens !== null)
-      tokenUsage.record(report.promptTokens, { ...common, 'gen_ai.token.type': 'input' });
-    if (report.completionTokens !== null)
-      tokenUsage.record(report.completionTokens, { ...common, 'gen_ai.token.type': 'output' });
+    if (report.outcome === 'ALLOW' && report.type === 'MODEL_CALL') recordModelCall(genAi, report, common);
   }
 
   return {
     enabled: true,
     runStarted(run: RunStart, traceparent) {
-      const span = tracer.startSpan(
-        'invoke_agent',
-        {
-          kind: SpanKind.INTERNAL,
-          attributes: {
-            'gen_ai.operation.name': 'invoke_agent',
-            'runguard.run_id': run.id,
-            'runguard.user_id': run.userId,
-            'runguard.decision.outcome': run.outcome,
-            ...defined({ 'runguard.decision.reason': run.reason }),
-          },
-        },
-        parentFrom(traceparent) ?? ROOT_CONTEXT,
-      );
+      const span = startRunSpan(tracer, run, traceparent);
       if (run.status === 'BLOCKED') {
         span.setStatus({ code: SpanStatusCode.ERROR, message: run.reason ?? 'BLOCKED' });
         span.setAttribute('runguard.run.status', 'BLOCKED');
