@@ -6,6 +6,7 @@
 import type { ApiKey, ApiKeyCreateBody, CreatedApiKey, IssuedApiKey } from '../contract/index.js';
 import type { Clock } from '../clock.js';
 import type { LocalKeyFile } from '../daemon/local-key.js';
+import type { CounterStore } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import { createApiKey, listApiKeys, regenerateApiKey } from '../store/workspaces.js';
 import type { ApiKeyVerifier } from './api-key-verifier.js';
@@ -26,6 +27,8 @@ export class ApiKeys {
     private readonly verifier: ApiKeyVerifier,
     /** A local daemon's key file, kept up to date when its key is regenerated. */
     private readonly localKey?: LocalKeyFile,
+    /** Told when a revocation deleted the key's budgets: every daemon's next decision reads it. */
+    private readonly counters?: Pick<CounterStore, 'stateChanged'>,
   ) {}
 
   /** Newest first; never a secret or a hash. */
@@ -52,6 +55,7 @@ export class ApiKeys {
   async regenerate(workspaceId: string, log: KeyFileLog): Promise<IssuedApiKey> {
     const key = await this.db.transaction((tx) => regenerateApiKey(tx, workspaceId, this.clock.now()));
     this.verifier.forget();
+    await this.counters?.stateChanged(workspaceId);
     // The keys are regenerated, and this answer is the only place the new one is shown: a key file
     // that cannot be written is logged, never a reason to lose it.
     const { localKey } = this;
@@ -63,9 +67,10 @@ export class ApiKeys {
     return { id: key.id, prefix: key.prefix, api_key: key.apiKey };
   }
 
-  /** Revokes one key (never the workspace's last active one); one already revoked stays so. */
+  /** Revokes one key (never the workspace's last active one), and deletes its budgets; one already revoked stays so. */
   async revoke(workspaceId: string, keyId: string): Promise<void> {
     await revokeKey(this.db, workspaceId, keyId, this.clock.now());
     this.verifier.forget(); // the verifier's cache must not go on accepting the revoked key
+    await this.counters?.stateChanged(workspaceId);
   }
 }

@@ -9,6 +9,7 @@ import { ApiError } from '../errors.js';
 import { microsToUsd, usdToMicros } from '../money/decimal.js';
 import { localDay, periodWindow } from '../periods.js';
 import {
+  activeKeyExists,
   budgetWindowSpend,
   deleteBudget,
   getBudget,
@@ -69,14 +70,21 @@ export class BudgetsAdmin {
       throw invalid('body.subject', 'must be null for a workspace budget', 'A workspace budget has no subject.');
     if (body.scope === 'user' && subject === null)
       throw invalid('body.subject', 'must be the user id', 'A user budget names its user in `subject`.');
-    if (body.scope === 'key' || body.scope === 'tag')
-      throw invalid('body.scope', 'must be workspace or user', `Budgets of scope ${body.scope} are not available yet.`);
+    if (body.scope === 'key' && (subject === null || !(await activeKeyExists(this.db, workspaceId, subject))))
+      throw invalid(
+        'body.subject',
+        'must be the id of an active API key of the workspace',
+        'A key budget names an active API key of the workspace in `subject` (its id, as GET /v1/api-keys lists it).',
+      );
+    if (body.scope === 'tag')
+      throw invalid('body.scope', 'must be workspace, user or key', 'Budgets of scope tag are not available yet.');
     const created = await insertBudget(
       this.db,
       {
         workspace_id: workspaceId,
         scope: body.scope,
-        subject,
+        // A key's id as Postgres spells it, so that the spend records' subject matches.
+        subject: body.scope === 'key' ? subject!.toLowerCase() : subject,
         period: body.period,
         limit_micros: usdToMicros(body.limit_usd),
         action: body.action ?? 'deny',

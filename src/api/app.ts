@@ -295,7 +295,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     rateLimitPerMinute: deps.auth.rateLimitPerMinute,
     registration: deps.auth.registration ?? 'closed',
   });
-  await app.register(apiKeyRoutes, { apiKeys: new ApiKeys(db, deps.clock, keys, deps.localKey) });
+  await app.register(apiKeyRoutes, { apiKeys: new ApiKeys(db, deps.clock, keys, deps.localKey, counters) });
   await app.register(userRoutes, { users: new SdkUsers(db, settings, deps.clock) });
   await app.register(budgetRoutes, { budgets: new BudgetsAdmin(db, counters, deps.clock) });
   await app.register(usageRoutes, {

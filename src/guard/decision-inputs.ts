@@ -5,7 +5,7 @@
  */
 import { ApiError } from '../errors.js';
 import { localDay } from '../periods.js';
-import { scopeAt, type CounterScope, type DailySpend } from '../store/counters/counters.js';
+import { scopeAt, subjectOf, type CounterScope, type DailySpend } from '../store/counters/counters.js';
 import type { Queryable } from '../store/db.js';
 import {
   lockReservations,
@@ -28,23 +28,44 @@ export interface CountingShape {
   timeZone: string;
   week: boolean;
   month: boolean;
+  /** The subjects of the workspace's deny budgets of scope key and tag (`subjectOf`), sorted. */
+  subjects: readonly string[];
 }
 
 export function countingShape(state: GuardState): CountingShape {
   const deny = state.budgets.filter((budget) => budget.action === 'deny');
+  const subjects = new Set<string>();
+  for (const budget of deny)
+    if ((budget.scope === 'key' || budget.scope === 'tag') && budget.subject !== null)
+      subjects.add(subjectOf(budget.scope, budget.subject));
   return {
     timeZone: state.workspace.time_zone,
     week: deny.some((budget) => budget.period === 'week'),
     month: deny.some((budget) => budget.period === 'month'),
+    subjects: [...subjects].sort(),
   };
 }
 
 const sameShape = (one: CountingShape, other: CountingShape) =>
-  one.timeZone === other.timeZone && one.week === other.week && one.month === other.month;
+  one.timeZone === other.timeZone &&
+  one.week === other.week &&
+  one.month === other.month &&
+  one.subjects.join('\u0000') === other.subjects.join('\u0000');
 
-/** The scope a decision reads: the local day, and the first days of the windows its budgets need. */
-export function scopeFor(now: Date, workspaceId: string, userId: string, shape: CountingShape): CounterScope {
+/**
+ * The scope a decision reads: the local day, the first days of the windows its budgets need, and
+ * those of the call's subjects (`subjects`: its key's and its run's tags') that a budget caps.
+ */
+export function scopeFor(
+  now: Date,
+  workspaceId: string,
+  userId: string,
+  shape: CountingShape,
+  subjects: readonly string[] = [],
+): CounterScope {
   const scope = scopeAt(now, workspaceId, userId, shape.timeZone);
+  const budgeted = subjects.filter((subject) => shape.subjects.includes(subject));
+  if (budgeted.length) scope.subjects = budgeted;
   if (!shape.week && !shape.month) return scope;
   const local = localDay(now, shape.timeZone);
   return {
@@ -82,6 +103,7 @@ export async function decisionInputs(
   workspaceId: string,
   userId: string,
   now: Date,
+  subjects: readonly string[] = [],
 ): Promise<[GuardState, DailySpend, CounterScope]> {
   for (;;) {
     let shape = context.shapes.get(workspaceId);
@@ -89,7 +111,7 @@ export async function decisionInputs(
       shape = countingShape(await loadGuardState(context.db, workspaceId, userId));
       context.shapes.remember(workspaceId, shape);
     }
-    const scope = scopeFor(now, workspaceId, userId, shape);
+    const scope = scopeFor(now, workspaceId, userId, shape, subjects);
     const { spend, stateVersion } = await withPendingSpend(context, scope, () =>
       context.counters.readDecisionInputs(scope),
     );
@@ -114,11 +136,13 @@ export async function stepCheckInputs(
   workspaceId: string,
   runId: string,
   now: Date,
+  keyId: string | null,
 ): Promise<[GuardState, DailySpend, RunFacts, CounterScope]> {
   const runKey = `${workspaceId}/${runId}`;
   const known = context.runFacts.get(runKey);
   if (known !== undefined) {
-    const [state, spend, scope] = await decisionInputs(context, workspaceId, known.userId, now);
+    const subjects = callSubjects(keyId, known.tags);
+    const [state, spend, scope] = await decisionInputs(context, workspaceId, known.userId, now, subjects);
     return [state, spend, known, scope];
   }
   const found = await loadStepGuardState(context.db, workspaceId, runId);
@@ -128,11 +152,17 @@ export async function stepCheckInputs(
   context.runFacts.remember(runKey, facts);
   const shape = countingShape(found);
   learnShape(context, workspaceId, shape);
-  const scope = scopeFor(now, workspaceId, found.userId, shape);
+  const scope = scopeFor(now, workspaceId, found.userId, shape, callSubjects(keyId, facts.tags));
   const { spend } = await withPendingSpend(context, scope, async () => ({
     spend: await context.counters.readSpend(scope),
   }));
   return [found, spend, facts, scope];
+}
+
+/** A call's subjects (`subjectOf`): the key that makes it, and each of its run's tags (`name:value`). */
+export function callSubjects(keyId: string | null | undefined, tags: Readonly<Record<string, string>>): string[] {
+  const subjects = Object.entries(tags).map(([name, value]) => subjectOf('tag', `${name}:${value}`));
+  return keyId ? [subjectOf('key', keyId), ...subjects] : subjects;
 }
 
 /**
@@ -171,7 +201,7 @@ export async function budgetCounts(
     return { counted: read, reserved: read };
   }
   const reserved = countsReservations
-    ? await outstandingReservations(db, scope.workspaceId, scope.userId)
+    ? await outstandingReservations(db, scope.workspaceId, scope.userId, scope.subjects)
     : NO_RESERVATIONS;
   return { counted: spend, reserved };
 }

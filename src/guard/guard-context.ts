@@ -64,8 +64,8 @@ export class GuardContext {
   readonly states = new GuardStateCache();
   /** Workspace to what its decisions count (time zone, budget windows), as its last decision here read it. */
   readonly shapes = new RecentMap<CountingShape>(10_000);
-  /** Whose spend a MODEL_CALL step's result is, for the steps this daemon allowed. */
-  readonly stepFacts = new RecentMap<{ userId: string; model: string | null }>(10_000);
+  /** Whose spend a MODEL_CALL step's result is (its user, key and tags), for the steps this daemon allowed. */
+  readonly stepFacts = new RecentMap<{ userId: string; model: string | null; subjects: readonly string[] }>(10_000);
   /** Results released and not yet in the counters: every check of this daemon counts them. */
   readonly pending = new PendingSpend();
   readonly prices: PriceBook;

@@ -4,7 +4,7 @@
  */
 import type { BudgetCheck, GuardSnapshot } from '../rules/engine.js';
 import type { BudgetRule } from '../store/budgets.js';
-import type { DailySpend, RunCounts } from '../store/counters/counters.js';
+import { subjectOf, type DailySpend, type RunCounts } from '../store/counters/counters.js';
 import type { Reserved } from '../store/reservations.js';
 import type { GuardState } from '../store/workspaces.js';
 import { localDay, periodWindow } from '../periods.js';
@@ -66,19 +66,30 @@ export function readsReservations(state: GuardState): boolean {
 const SCOPE_ORDER: Record<BudgetRule['scope'], number> = { workspace: 0, key: 1, tag: 2, user: 3 };
 const PERIOD_ORDER: Record<BudgetRule['period'], number> = { day: 0, week: 1, month: 2 };
 
-/** Who a call is: the budgets that apply to it are the workspace's and its user's. */
+/**
+ * Who a call is: the budgets that apply to it are the workspace's, its user's, and its subjects'
+ * (`callSubjects`: the key that makes it, its run's tags).
+ */
 export interface BudgetedCall {
   userId: string;
+  subjects: readonly string[];
+}
+
+function appliesTo(budget: BudgetRule, call: BudgetedCall): boolean {
+  switch (budget.scope) {
+    case 'workspace':
+      return true;
+    case 'user':
+      return budget.subject === call.userId;
+    default:
+      return budget.subject !== null && call.subjects.includes(subjectOf(budget.scope, budget.subject));
+  }
 }
 
 /** The deny budgets that apply to a call, in the order a denial reports them. */
 export function applicableBudgets(state: GuardState, call: BudgetedCall): BudgetRule[] {
   return state.budgets
-    .filter(
-      (budget) =>
-        budget.action === 'deny' &&
-        (budget.scope === 'workspace' || (budget.scope === 'user' && budget.subject === call.userId)),
-    )
+    .filter((budget) => budget.action === 'deny' && appliesTo(budget, call))
     .sort(
       (one, other) =>
         SCOPE_ORDER[one.scope] - SCOPE_ORDER[other.scope] || PERIOD_ORDER[one.period] - PERIOD_ORDER[other.period],
@@ -101,27 +112,40 @@ export function budgetTerms(
   const local = localDay(now, state.workspace.time_zone);
   const reserving = state.workspace.budget_mode === 'reserve';
   return {
-    budgets: budgets.map((budget): BudgetCheck => {
-      const ofWorkspace = budget.scope === 'workspace';
-      const window = budget.period === 'week' ? spend.week : budget.period === 'month' ? spend.month : undefined;
-      const spendMicros =
-        budget.period === 'day'
-          ? ofWorkspace
-            ? spend.workspaceDailySpendMicros
-            : spend.userDailySpendMicros
-          : ofWorkspace
-            ? (window?.workspaceMicros ?? 0)
-            : (window?.userMicros ?? 0);
-      return {
-        budgetId: budget.id,
-        scope: budget.scope,
-        subject: budget.subject,
-        period: budget.period,
-        limitMicros: budget.limitMicros,
-        spendMicros,
-        reservedMicros: reserving ? (ofWorkspace ? reserved.workspaceReservedMicros : reserved.userReservedMicros) : 0,
-        resetsAt: periodWindow(local, budget.period).resetsAt,
-      };
-    }),
+    budgets: budgets.map((budget): BudgetCheck => ({
+      budgetId: budget.id,
+      scope: budget.scope,
+      subject: budget.subject,
+      period: budget.period,
+      limitMicros: budget.limitMicros,
+      spendMicros: budgetSpend(budget, spend),
+      reservedMicros: reserving ? budgetReserved(budget, reserved) : 0,
+      resetsAt: periodWindow(local, budget.period).resetsAt,
+    })),
   };
+}
+
+/** What a budget's window counted: its scope's spend of the day, week or month. */
+function budgetSpend(budget: BudgetRule, spend: DailySpend): number {
+  const { period } = budget;
+  switch (budget.scope) {
+    case 'workspace':
+      return period === 'day' ? spend.workspaceDailySpendMicros : (spend[period]?.workspaceMicros ?? 0);
+    case 'user':
+      return period === 'day' ? spend.userDailySpendMicros : (spend[period]?.userMicros ?? 0);
+    default:
+      return spend.subjects?.[subjectOf(budget.scope, budget.subject!)]?.[period] ?? 0;
+  }
+}
+
+/** The outstanding reservations a budget counts (reserve mode). */
+function budgetReserved(budget: BudgetRule, reserved: Reserved): number {
+  switch (budget.scope) {
+    case 'workspace':
+      return reserved.workspaceReservedMicros;
+    case 'user':
+      return reserved.userReservedMicros;
+    default:
+      return reserved.subjectsReservedMicros?.[subjectOf(budget.scope, budget.subject!)] ?? 0;
+  }
 }

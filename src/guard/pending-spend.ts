@@ -10,11 +10,13 @@
  * be in what was read: the check reads again (`overtaken`); after a few tries it counts the entry
  * anyway, so the only possible error is counting a cost twice (toward denying).
  */
-import type { CounterScope, DailySpend, WindowSpend } from '../store/counters/counters.js';
+import type { CounterScope, DailySpend, SubjectSpend, WindowSpend } from '../store/counters/counters.js';
 import { SPEND_CAP_MICROS } from '../store/counters/counters.js';
 
 interface Entry {
   userId: string;
+  /** Its subjects (key and tag budgets'), as `CounterScope.subjects`. */
+  subjects: readonly string[];
   /** The counters hold it now. */
   released: boolean;
   /** Null while the price is being read; then the entry's `known` settles. */
@@ -32,7 +34,13 @@ export class PendingSpend {
    */
   add(scope: CounterScope, cost: number | Promise<number>): () => void {
     const key = dayKey(scope);
-    const entry: Entry = { userId: scope.userId, released: false, micros: null, known: Promise.resolve() };
+    const entry: Entry = {
+      userId: scope.userId,
+      subjects: scope.subjects ?? [],
+      released: false,
+      micros: null,
+      known: Promise.resolve(),
+    };
     if (typeof cost === 'number') entry.micros = cost;
     else
       entry.known = cost.then(
@@ -97,7 +105,27 @@ export class HeldSpend {
       userDailySpendMicros: capped(spend.userDailySpendMicros + user),
       ...(spend.week && { week: windowed(spend.week) }),
       ...(spend.month && { month: windowed(spend.month) }),
+      ...(spend.subjects && { subjects: this.subjectsAdded(spend.subjects) }),
     };
+  }
+
+  /** Each subject's spend with what is held for it (today's, so its windows' too). */
+  private subjectsAdded(subjects: Record<string, SubjectSpend>): Record<string, SubjectSpend> {
+    const capped = (micros: number) => Math.min(micros, SPEND_CAP_MICROS);
+    return Object.fromEntries(
+      Object.entries(subjects).map(([subject, spend]) => {
+        let held = 0;
+        for (const entry of this.entries) if (entry.subjects.includes(subject)) held += entry.micros ?? 0;
+        return [
+          subject,
+          {
+            day: capped(spend.day + held),
+            ...(spend.week !== undefined && { week: capped(spend.week + held) }),
+            ...(spend.month !== undefined && { month: capped(spend.month + held) }),
+          },
+        ];
+      }),
+    );
   }
 }
 

@@ -13,7 +13,7 @@ import type { RunLimitValues } from '../store/workspaces.js';
 import { admit, type AdmissionReads, type AdmissionTask } from './admission.js';
 import { planAdmission } from './admission-plan.js';
 import type { Decided } from './decided.js';
-import { decisionInputs } from './decision-inputs.js';
+import { callSubjects, decisionInputs } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
 import { budgetTerms, NOT_COUNTED, reserveTerms, toSnapshot } from './guard-snapshot.js';
 import { createdView, view } from './guard-views.js';
@@ -69,7 +69,8 @@ export async function beginRun(
   firstStep: Omit<StepInput, 'sequence'> | null,
 ): Promise<Decided<RunBegun>> {
   const now = context.clock.now();
-  const [state, spend, scope] = await decisionInputs(context, workspaceId, input.user_id, now);
+  const subjects = callSubjects(input.apiKeyId, input.tags ?? {});
+  const [state, spend, scope] = await decisionInputs(context, workspaceId, input.user_id, now, subjects);
   const estimate = firstStep ? await stepEstimate(context, state, workspaceId, firstStep) : null;
   const start: RunStart = {
     context,
@@ -154,7 +155,7 @@ function decideRun(
 ): DecidedRun {
   const { state, now, estimate, limits, firstStep, input, id } = start;
   const { counted, reserved } = reads;
-  const call = { userId: input.user_id };
+  const call = { userId: input.user_id, subjects: callSubjects(input.apiKeyId, input.tags ?? {}) };
   const budgets = {
     ...reserveTerms(state, reserved, estimate),
     ...budgetTerms(state, call, counted, reserved, now),
@@ -225,7 +226,7 @@ function afterStart(start: RunStart, decided: DecidedRun): RunBegun {
   // allocator would fill with runs that take no proxied step, and forget those that do.)
   if (step) {
     context.sequences.started(run.id, 1);
-    rememberStep(context, step, input.user_id);
+    rememberStep(context, step, input.user_id, input.tags ?? {});
   }
   context.observe('run_start', run.decision);
   const answer = answerOf(decided);

@@ -13,7 +13,7 @@ import { timeOrderedId } from '../store/time-ordered-id.js';
 import { admit, type AdmissionReads, type AdmissionTask } from './admission.js';
 import { planAdmission, type AdmissionPlan } from './admission-plan.js';
 import type { Decided } from './decided.js';
-import { stepCheckInputs } from './decision-inputs.js';
+import { callSubjects, stepCheckInputs } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
 import { budgetTerms, NOT_COUNTED, reserveTerms, toSnapshot } from './guard-snapshot.js';
 import { createdView } from './guard-views.js';
@@ -66,7 +66,9 @@ export async function admitStep(
   idempotency?: IdempotencyClaim,
 ): Promise<Decided<StepCreated>> {
   const now = context.clock.now();
-  const [state, spend, run, scope] = await stepCheckInputs(context, workspaceId, runId, now);
+  const keyId = input.apiKeyId ?? null;
+  const [state, spend, run, scope] = await stepCheckInputs(context, workspaceId, runId, now, keyId);
+  const call = { userId: run.userId, subjects: callSubjects(keyId, run.tags) };
   const modelPriced = await modelPricedInput(context, state, workspaceId, input);
   const estimate = await stepEstimate(context, state, workspaceId, input);
   const plan = planAdmission({
@@ -88,7 +90,7 @@ export async function admitStep(
       ...reserveTerms(state, reserved, estimate),
       modelPriced,
       toolPolicy: toolPolicyInput(state, input),
-      ...budgetTerms(state, { userId: run.userId }, counted, reserved, now),
+      ...budgetTerms(state, call, counted, reserved, now),
       ...(run.limits &&
         usage &&
         runRuleInputs(run.limits, usage, identicalCalls, runReserve(state.workspace, estimate))),
@@ -121,7 +123,7 @@ export async function admitStep(
     given === null ? await withAllocatedSequence(context, runId, plan, task) : await admit(context, plan, task(given));
   const recorded = admitted.recorded.then(async (written) => {
     if (given !== null) await context.sequences.observe(runId, given);
-    rememberStep(context, written, run.userId);
+    rememberStep(context, written, run.userId, run.tags);
     const answer = createdView(written);
     context.observe('step', answer.decision);
     return answer;

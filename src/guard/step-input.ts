@@ -35,6 +35,8 @@ export interface StepInput {
   loopInput?: unknown;
   /** A tool call through the MCP proxy: its server and JSON-RPC request id, kept with the step. */
   mcp?: { server: string; request_id: string | number | null } | null;
+  /** The API key whose credential makes the step (not on the wire): key budgets count it. */
+  apiKeyId?: string | null;
 }
 
 /**
@@ -108,5 +110,6 @@ export function newStep(
     estimateMicros,
     daemonId: input.forwarded && decision.outcome === 'ALLOW' ? (context.instance?.id ?? null) : null,
     mcp: input.mcp ?? null,
+    apiKeyId: input.apiKeyId ?? null,
   };
 }

@@ -9,7 +9,7 @@ import { scopeAt, SPEND_CAP_MICROS } from '../store/counters/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { type FinishedStep, finishSteps, type StepFinish, type StepResult } from '../store/step-finish.js';
-import { zoneOf } from './decision-inputs.js';
+import { callSubjects, zoneOf } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
 import type { StepUpdated } from '../contract/runs.js';
 import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.js';
@@ -18,9 +18,14 @@ import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.j
  * A MODEL_CALL step allowed here: its result's cost will be held as pending spend (priced by the
  * model its answer names when the step names none).
  */
-export function rememberStep(context: GuardContext, step: runs.NewStep, userId: string): void {
+export function rememberStep(
+  context: GuardContext,
+  step: runs.NewStep,
+  userId: string,
+  runTags: Readonly<Record<string, string>>,
+): void {
   if (step.status === 'ALLOWED' && step.type === 'MODEL_CALL')
-    context.stepFacts.remember(step.id, { userId, model: step.model });
+    context.stepFacts.remember(step.id, { userId, model: step.model, subjects: callSubjects(step.apiKeyId, runTags) });
 }
 
 export async function finishStep(
@@ -127,7 +132,10 @@ function holdSpend(context: GuardContext, finish: StepFinish, zone: string): () 
     unpricedCall(context, finish.workspaceId, model);
     return 0;
   });
-  return context.pending.add(scopeAt(finish.now, finish.workspaceId, facts.userId, zone), cost);
+  return context.pending.add(
+    { ...scopeAt(finish.now, finish.workspaceId, facts.userId, zone), subjects: facts.subjects },
+    cost,
+  );
 }
 
 /** Unpriced spend is invisible to budgets: say so (a metric per call, a warning per model and workspace). */

@@ -9,20 +9,28 @@
  */
 import type { Logger } from 'pino';
 import { lockForTransaction, tryLockForTransaction } from '../store/advisory-locks.js';
-import { recordedSpend, scopeAt, type CounterStore, type DailySpend } from '../store/counters/counters.js';
+import {
+  recordedSpend,
+  scopeAt,
+  type CounterScope,
+  type CounterStore,
+  type DailySpend,
+} from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import { periodic } from './periodic.js';
 import {
   addCountDifferences,
   addDifferences,
   readTodaysSpend,
+  readTodaysSubjectSpend,
   runCountDrift,
+  subjectUsageDrift,
   usageDrift,
   userUsageDrift,
 } from '../store/reconcile.js';
 
 export interface Drift {
-  kind: 'workspace_usage' | 'user_usage' | 'spend_copy' | 'run_count';
+  kind: 'workspace_usage' | 'user_usage' | 'subject_usage' | 'spend_copy' | 'run_count';
   key: string;
   expected: string;
   found: string;
@@ -46,15 +54,18 @@ export async function reconcile(
   const runCounts = options.runCounts ?? false;
   const checked = options.repair
     ? await checkAndRepair(db, from, runCounts, options.waitForLock ?? true)
-    : await Promise.all([usageDrift(db, from), userUsageDrift(db, from), runCounts ? runCountDrift(db) : []]).then(
-        ([usage, userUsage, counts]) => ({ usage, userUsage, counts }),
-      );
+    : await Promise.all([
+        usageDrift(db, from),
+        userUsageDrift(db, from),
+        subjectUsageDrift(db, from),
+        runCounts ? runCountDrift(db) : [],
+      ]).then(([usage, userUsage, subjectUsage, counts]) => ({ usage, userUsage, subjectUsage, counts }));
   if (!checked) return { checkedFrom: from, drifts, repaired: false, skipped: true };
-  const { usage, userUsage, counts } = checked;
+  const { usage, userUsage, subjectUsage, counts } = checked;
   // A repaired day may be one that daemons remember as past (a budget's week or month): the
   // version bump makes them read it again at their next decision.
   if (options.repair)
-    for (const workspaceId of new Set([...usage, ...userUsage].map((row) => row.workspace_id!)))
+    for (const workspaceId of new Set([...usage, ...userUsage, ...subjectUsage].map((row) => row.workspace_id!)))
       await counters.stateChanged(workspaceId);
   for (const row of usage) {
     drifts.push({
@@ -72,6 +83,14 @@ export async function reconcile(
       found: `spend=${row.found_spend} runs=${row.found_runs}`,
     });
   }
+  for (const row of subjectUsage) {
+    drifts.push({
+      kind: 'subject_usage',
+      key: `${row.workspace_id}/${row.subject}/${row.day}`,
+      expected: `spend=${row.expected_spend}`,
+      found: `spend=${row.found_spend}`,
+    });
+  }
   for (const row of counts) {
     drifts.push({
       kind: 'run_count',
@@ -81,7 +100,10 @@ export async function reconcile(
     });
   }
   // The Redis copy of today's spend, for every workspace and user who spent today.
-  if (counters.kind === 'redis') drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
+  if (counters.kind === 'redis') {
+    drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
+    drifts.push(...(await refreshSubjectCopies(db, counters, options.now, options.repair)));
+  }
   return { checkedFrom: from, drifts, repaired: options.repair };
 }
 
@@ -102,11 +124,13 @@ async function checkAndRepair(db: Db, from: string, runCounts: boolean, waitForL
     }
     const usage = await usageDrift(tx, from);
     const userUsage = await userUsageDrift(tx, from);
+    const subjectUsage = await subjectUsageDrift(tx, from);
     const counts = runCounts ? await runCountDrift(tx) : [];
     await addDifferences(tx, 'usage_daily', usage);
     await addDifferences(tx, 'user_usage_daily', userUsage);
+    await addDifferences(tx, 'subject_usage_daily', subjectUsage);
     await addCountDifferences(tx, counts);
-    return { usage, userUsage, counts };
+    return { usage, userUsage, subjectUsage, counts };
   });
 }
 
@@ -168,6 +192,54 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
     // and the set was undone by it, and is redone (a raise never lowers a copy).
     if (above) await counters.resyncSpend(scope, await recordedSpend(db, scope));
     await counters.spendRecorded(scope, await recordedSpend(db, scope));
+  }
+  return drifts;
+}
+
+/** Today's recorded spend by workspace (with its local day's scope) and subject. */
+async function todaysSubjectSpend(db: Db, now: Date) {
+  const byWorkspace = new Map<string, { scope: CounterScope; spend: Map<string, number> }>();
+  for (const row of await readTodaysSubjectSpend(db, now)) {
+    let found = byWorkspace.get(row.workspace_id);
+    if (!found) {
+      found = { scope: scopeAt(now, row.workspace_id, '', row.time_zone), spend: new Map() };
+      byWorkspace.set(row.workspace_id, found);
+    }
+    found.spend.set(row.subject, Number(row.spend));
+  }
+  return byWorkspace;
+}
+
+/**
+ * The Redis copies of today's spend of key and tag budgets' subjects against the records, as
+ * `refreshSpendCopy` checks the workspace's and users': a copy behind is raised, one above is set.
+ */
+async function refreshSubjectCopies(db: Db, counters: CounterStore, now: Date, repair: boolean): Promise<Drift[]> {
+  const before = await todaysSubjectSpend(db, now);
+  const copies = new Map<string, DailySpend>();
+  for (const [workspaceId, { scope, spend }] of before)
+    copies.set(workspaceId, await counters.readSpend({ ...scope, subjects: [...spend.keys()] }));
+  const after = await todaysSubjectSpend(db, now);
+  const drifts: Drift[] = [];
+  for (const [workspaceId, { scope, spend }] of before) {
+    const subjects = [...spend.keys()];
+    const copy = copies.get(workspaceId)!;
+    const drifted = subjects.filter((subject) => {
+      const found = copy.subjects?.[subject]?.day ?? 0;
+      const later = after.get(workspaceId)?.spend.get(subject) ?? spend.get(subject)!;
+      if (found >= spend.get(subject)! && found <= later) return false;
+      drifts.push({
+        kind: 'spend_copy',
+        key: `${workspaceId}/${subject}/${scope.day}`,
+        expected: `${later}`,
+        found: `${found}`,
+      });
+      return true;
+    });
+    if (!repair || drifted.length === 0) continue;
+    const driftedScope = { ...scope, subjects: drifted };
+    await counters.resyncSpend(driftedScope, await recordedSpend(db, driftedScope));
+    await counters.spendRecorded(driftedScope, await recordedSpend(db, driftedScope));
   }
   return drifts;
 }

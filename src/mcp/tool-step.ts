@@ -56,11 +56,11 @@ export async function decideToolStep(
   call: ToolCall,
   log: FastifyBaseLogger,
 ): Promise<ToolStep> {
-  const input = toolStepInput(server, call);
+  const input = { ...toolStepInput(server, call), apiKeyId: target.apiKeyId };
   if (target.runId === null) {
     const started = await guard.decideRunWithStep(
       target.workspaceId,
-      { user_id: target.userId!, metadata: { mcp: server } },
+      { user_id: target.userId!, metadata: { mcp: server }, apiKeyId: target.apiKeyId },
       input,
     );
     const { run, step } = started.decided;

@@ -73,8 +73,14 @@ export async function checkCall(
     // first four of the start's, read from the same inputs, and the step-only rules (below).
     const started = await guard.decideRunWithStep(
       target.workspaceId,
-      { user_id: target.userId!, metadata: { proxy: providerName }, ...(target.tags && { tags: target.tags }) },
-      stepInput,
+      // The run is its key's, as a run the key started through the API.
+      {
+        user_id: target.userId!,
+        metadata: { proxy: providerName },
+        apiKeyId: target.apiKeyId,
+        ...(target.tags && { tags: target.tags }),
+      },
+      { ...stepInput, apiKeyId: target.apiKeyId },
     );
     const { run } = started.decided;
     if (run.status === 'BLOCKED') {
@@ -87,7 +93,10 @@ export async function checkCall(
     recorded = started.recorded;
   } else {
     runId = target.runId;
-    ({ decided: step, recorded } = await stepOfNamedRun(guard, target, runId, stepInput));
+    ({ decided: step, recorded } = await stepOfNamedRun(guard, target, runId, {
+      ...stepInput,
+      apiKeyId: target.apiKeyId,
+    }));
   }
   if (step.status === 'BLOCKED') {
     await recorded;

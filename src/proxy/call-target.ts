@@ -29,6 +29,11 @@ export interface Target {
   via: 'token' | 'run' | 'auto';
   /** The tags of the run a run-less call starts (`x-runguard-tags`); absent: none. */
   tags?: Record<string, string>;
+  /**
+   * The API key the call is made with: its `x-runguard-key` (or the daemon's default key), or the
+   * key that minted its proxy token. Its spend counts against that key (key budgets).
+   */
+  apiKeyId: string | null;
 }
 
 /** What of a request its target is read from. */
@@ -117,7 +122,7 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
 export function targetResolver(options: TargetOptions): (request: TargetRequest) => Promise<Target> {
   const { keys, clock, tokens } = options;
 
-  async function principalWorkspace(request: TargetRequest): Promise<string> {
+  async function principalOf(request: TargetRequest): Promise<{ workspaceId: string; apiKeyId: string }> {
     const given = header(request.headers, 'x-runguard-key');
     // The daemon's own key stands in only for callers on this machine.
     const key =
@@ -126,7 +131,7 @@ export function targetResolver(options: TargetOptions): (request: TargetRequest)
     if (!key) throw new ApiError('UNAUTHORIZED', 'Missing x-runguard-key header.');
     const principal = await keys.verify(key, clock.now());
     if (!principal) throw new ApiError('UNAUTHORIZED', 'Invalid x-runguard-key.');
-    return principal.workspaceId;
+    return { workspaceId: principal.workspaceId, apiKeyId: principal.subjectId };
   }
 
   return async function resolveTarget(request) {
@@ -136,10 +141,10 @@ export function targetResolver(options: TargetOptions): (request: TargetRequest)
       if (!target) throw new ApiError('UNAUTHORIZED', 'Invalid proxy token.');
       return { ...target, userId: null, via: 'token' };
     }
-    const workspaceId = await principalWorkspace(request);
+    const { workspaceId, apiKeyId } = await principalOf(request);
     if (runId !== undefined) {
       if (!UUID.test(runId)) throw new ApiError('RUN_NOT_FOUND');
-      return { workspaceId, runId: pathUuid(runId), userId: null, via: 'run' };
+      return { workspaceId, runId: pathUuid(runId), userId: null, via: 'run', apiKeyId };
     }
     const userId = header(request.headers, 'x-runguard-user-id') ?? options.defaultUserId;
     if (!userId || userId.length > 256) {
@@ -148,7 +153,7 @@ export function targetResolver(options: TargetOptions): (request: TargetRequest)
         'A call without a run needs the x-runguard-user-id header (1 to 256 characters).',
       );
     }
-    return { workspaceId, runId: null, userId, via: 'auto', ...runlessTags(request.headers) };
+    return { workspaceId, runId: null, userId, via: 'auto', apiKeyId, ...runlessTags(request.headers) };
   };
 }
 

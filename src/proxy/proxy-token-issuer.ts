@@ -21,15 +21,21 @@ export class ProxyTokenIssuer {
   ) {}
 
   /**
+   * `apiKeyId`: the caller's key (null: a session); the calls made with the token count against it.
    * `agentKeyId`: the caller is an agent key, which may proxy only into the runs it started (as it
    * reads only those): any other run is not found, as for its reads.
    */
-  async issue(workspaceId: string, runId: string, agentKeyId: string | null = null): Promise<ProxyToken> {
+  async issue(
+    workspaceId: string,
+    runId: string,
+    apiKeyId: string | null,
+    agentKeyId: string | null = null,
+  ): Promise<ProxyToken> {
     const status = await runStatus(this.db, workspaceId, runId, agentKeyId);
     if (status === null) throw new ApiError('RUN_NOT_FOUND');
     if (status !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
     const token = newProxyToken();
-    await saveProxyToken(this.db, token, { runId, workspaceId }, this.clock.now());
+    await saveProxyToken(this.db, token, { runId, workspaceId, apiKeyId }, this.clock.now());
     // From configuration, never from the Host header: a client may write any host there, and the
     // URL carries a credential to wherever it names.
     const proxyBase = `${this.publicUrl()}/proxy/t/${token}`;

@@ -14,6 +14,8 @@ export const PROXY_TOKEN_PATTERN = /^rgp_[A-Za-z0-9_-]{43}$/;
 export interface TokenTarget {
   runId: string;
   workspaceId: string;
+  /** The key that minted the token (or, minted otherwise, the run's): the calls made with it count against it. */
+  apiKeyId: string | null;
 }
 
 const hash = (token: string): Buffer => createHash('sha256').update(token).digest();
@@ -47,7 +49,11 @@ export function proxyTokenStore(db: Queryable, options: { cacheSize?: number } =
       if (hit) return hit;
       const row = await findProxyToken(db, digest);
       if (!row) return null;
-      const target = { runId: String(row.run_id), workspaceId: String(row.workspace_id) };
+      const target = {
+        runId: String(row.run_id),
+        workspaceId: String(row.workspace_id),
+        apiKeyId: row.api_key_id === null ? null : String(row.api_key_id),
+      };
       if (cache.size >= max) cache.delete(cache.keys().next().value!);
       cache.set(key, target);
       return target;

@@ -95,6 +95,18 @@ export async function updateBudget(
   }
 }
 
+/**
+ * A revoked key's budgets go with it: nothing can be done with the key any more, and a budget of a
+ * key that no longer works would only be listed. Its spend records stay (reports read them).
+ */
+export async function deleteKeyBudgets(tx: Queryable, workspaceId: string, keyIds: readonly string[]): Promise<number> {
+  const { rowCount } = await tx.query(
+    `DELETE FROM budgets WHERE workspace_id = $1 AND scope = 'key' AND subject = ANY($2::text[])`,
+    [workspaceId, keyIds],
+  );
+  return rowCount ?? 0;
+}
+
 export async function deleteBudget(db: Queryable, workspaceId: string, id: string): Promise<boolean> {
   const { rowCount } = await db.query('DELETE FROM budgets WHERE workspace_id = $1 AND id = $2', [workspaceId, id]);
   return (rowCount ?? 0) > 0;
@@ -102,14 +114,20 @@ export async function deleteBudget(db: Queryable, workspaceId: string, id: strin
 
 /**
  * SQL: the spend in microdollars of the budget `budget` (an alias of a `budgets` row) over the local dates
- * `first` to `last` (SQL date expressions, both included), from the daily records. NULL for a
- * scope without records of its own yet.
+ * `first` to `last` (SQL date expressions, both included), from the daily records (a key's and
+ * a tag's: `subject_usage_daily`).
  */
 export const windowSpendSql = (budget: string, first: string, last: string): string => `CASE ${budget}.scope
     WHEN 'workspace' THEN (SELECT coalesce(sum(u.spend_micros), 0) FROM usage_daily u
       WHERE u.workspace_id = ${budget}.workspace_id AND u.day >= ${first} AND u.day <= ${last})
     WHEN 'user' THEN (SELECT coalesce(sum(u.spend_micros), 0) FROM user_usage_daily u
       WHERE u.workspace_id = ${budget}.workspace_id AND u.user_id = ${budget}.subject
+        AND u.day >= ${first} AND u.day <= ${last})
+    WHEN 'key' THEN (SELECT coalesce(sum(u.spend_micros), 0) FROM subject_usage_daily u
+      WHERE u.workspace_id = ${budget}.workspace_id AND u.subject = 'key:' || ${budget}.subject
+        AND u.day >= ${first} AND u.day <= ${last})
+    WHEN 'tag' THEN (SELECT coalesce(sum(u.spend_micros), 0) FROM subject_usage_daily u
+      WHERE u.workspace_id = ${budget}.workspace_id AND u.subject = 'tag:' || ${budget}.subject
         AND u.day >= ${first} AND u.day <= ${last})
   END`;
 
@@ -125,6 +143,15 @@ export async function budgetWindowSpend(
     [budget.workspace_id, budget.id, firstDay, today],
   );
   return Number(rows[0]?.spend ?? 0);
+}
+
+/** Whether the workspace has an active (not revoked) API key of this id. */
+export async function activeKeyExists(db: Queryable, workspaceId: string, keyId: string): Promise<boolean> {
+  const { rows } = await db.query(
+    `SELECT 1 FROM api_keys WHERE workspace_id = $1 AND id::text = lower($2) AND revoked_at IS NULL`,
+    [workspaceId, keyId],
+  );
+  return rows.length > 0;
 }
 
 /** The workspace's budgets as the rules read them, in the state they read with the workspace. */

@@ -6,6 +6,7 @@
  * `countedWindowStart`), so a later `runguard reconcile`, which recounts the counters from the
  * records, finds nothing to lower in a window a guard reads. run_counts follows by its triggers.
  */
+import { deleteKeyBudgets } from './budgets.js';
 import type { Db, Queryable } from './db.js';
 
 /** Runs deleted per transaction (their steps, totals and proxy tokens go with them). */
@@ -52,6 +53,7 @@ export async function revokeApiKey(
   if (key.revoked_at) return 'already_revoked';
   if (rows.filter((row) => !row.revoked_at).length <= 1) return 'last_active_key';
   await tx.query('UPDATE api_keys SET revoked_at = $2 WHERE id = $1', [keyId, now]);
+  await deleteKeyBudgets(tx, workspaceId, [keyId]);
   return 'revoked';
 }
 

@@ -8,6 +8,8 @@
  */
 import { SPEND_CAP_MICROS, type DailySpend } from './counters/counters.js';
 import type { Queryable } from './db.js';
+import { subjectTotals } from './step-finish.js';
+import { STEP_SUBJECTS } from './subject-usage.js';
 
 export interface LostStep {
   id: string;
@@ -18,6 +20,8 @@ export interface LostStep {
   provider: string | null;
   /** What it is charged, in microdollars; null: it had no estimate, nothing is charged. */
   cost_micros: number | null;
+  /** The subjects of key and tag budgets it counts against (`STEP_SUBJECTS`). */
+  subjects: string[];
 }
 
 /** The `output_data` of a lost step: why, and what it was charged on. */
@@ -44,9 +48,11 @@ export async function loseSteps(
            SELECT id FROM steps WHERE daemon_id = ANY($1::int[]) AND status = 'ALLOWED' ORDER BY id LIMIT $3)
          AND s.status = 'ALLOWED'
        RETURNING s.id, s.run_id, s.workspace_id, s.model, s.input_json ->> 'provider' AS provider,
-         least(s.estimate_micros, ${SPEND_CAP_MICROS}) AS cost_micros
+         least(s.estimate_micros, ${SPEND_CAP_MICROS}) AS cost_micros, s.api_key_id
      )
-     SELECT step.*, r.user_id FROM step JOIN runs r ON r.id = step.run_id ORDER BY step.id`,
+     SELECT step.id, step.run_id, step.workspace_id, step.model, step.provider, step.cost_micros, r.user_id,
+       ${STEP_SUBJECTS('step', 'r')} AS subjects
+     FROM step JOIN runs r ON r.id = step.run_id ORDER BY step.id`,
     [daemonIds, now, limit],
   );
   return rows.map((row) => ({ ...row, cost_micros: row.cost_micros === null ? null : Number(row.cost_micros) }));
@@ -92,6 +98,7 @@ export interface ChargedTotals {
   workspace_id: string;
   user_id: string;
   time_zone: string;
+  /** The day's totals; `subjects`: those of the workspace's subjects charged in this statement. */
   totals: DailySpend;
 }
 
@@ -110,11 +117,12 @@ export async function chargeLostSteps(tx: Queryable, lost: readonly LostStep[], 
     workspace_total: string | number;
     user_total: string | number;
     time_zone: string;
+    subject_totals: Record<string, string | number> | string | null;
   }>(
     `WITH v AS (
        SELECT v.*, (($3::timestamptz) AT TIME ZONE z.time_zone)::date AS day, z.time_zone
-       FROM (SELECT * FROM json_to_recordset($1::json) AS v(run_id uuid, workspace_id uuid, user_id text, cost_micros bigint)
-         LIMIT $2) v
+       FROM (SELECT * FROM json_to_recordset($1::json)
+         AS v(run_id uuid, workspace_id uuid, user_id text, cost_micros bigint, subjects text[]) LIMIT $2) v
        JOIN workspaces z ON z.id = v.workspace_id
      ), run_total AS (
        INSERT INTO run_totals AS t (run_id, total_tokens, total_cost_usd)
@@ -134,9 +142,17 @@ export async function chargeLostSteps(tx: Queryable, lost: readonly LostStep[], 
        GROUP BY v.workspace_id, v.user_id, v.day ORDER BY v.workspace_id, v.user_id
        ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
        RETURNING workspace_id, user_id, spend_micros
+     ), subject_day AS (
+       INSERT INTO subject_usage_daily AS d (workspace_id, subject, day, spend_micros)
+       SELECT v.workspace_id, x.subject, v.day, least(sum(v.cost_micros), ${SPEND_CAP_MICROS})
+       FROM v CROSS JOIN LATERAL unnest(v.subjects) AS x(subject) JOIN workspace_day w ON w.workspace_id = v.workspace_id
+       GROUP BY v.workspace_id, x.subject, v.day ORDER BY v.workspace_id, x.subject
+       ON CONFLICT (workspace_id, subject, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
+       RETURNING workspace_id, subject, spend_micros
      )
      SELECT u.workspace_id, u.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total,
-       (SELECT z.time_zone FROM workspaces z WHERE z.id = u.workspace_id) AS time_zone
+       (SELECT z.time_zone FROM workspaces z WHERE z.id = u.workspace_id) AS time_zone,
+       (SELECT json_object_agg(d.subject, d.spend_micros) FROM subject_day d WHERE d.workspace_id = u.workspace_id) AS subject_totals
      FROM user_day u JOIN workspace_day w ON w.workspace_id = u.workspace_id`,
     [
       JSON.stringify(
@@ -145,6 +161,7 @@ export async function chargeLostSteps(tx: Queryable, lost: readonly LostStep[], 
           workspace_id: step.workspace_id,
           user_id: step.user_id.toWellFormed(),
           cost_micros: step.cost_micros,
+          subjects: step.subjects,
         })),
       ),
       charged.length,
@@ -155,6 +172,10 @@ export async function chargeLostSteps(tx: Queryable, lost: readonly LostStep[], 
     workspace_id: row.workspace_id,
     user_id: row.user_id,
     time_zone: row.time_zone,
-    totals: { workspaceDailySpendMicros: Number(row.workspace_total), userDailySpendMicros: Number(row.user_total) },
+    totals: {
+      workspaceDailySpendMicros: Number(row.workspace_total),
+      userDailySpendMicros: Number(row.user_total),
+      ...(row.subject_totals !== null && { subjects: subjectTotals(row.subject_totals) }),
+    },
   }));
 }

@@ -684,6 +684,28 @@ GROUP BY s.run_id
 ON CONFLICT (run_id) DO UPDATE SET unpriced_calls = EXCLUDED.unpriced_calls;
 `,
   },
+  {
+    version: 26,
+    name: 'budget_subjects',
+    sql: `
+-- Budgets of scope key and tag (docs/budgets.md). The API key whose credential made a step: the
+-- run API's caller, a proxied call's x-runguard-key, or the key that minted the proxy token it
+-- came with (null: a step from before this version).
+ALTER TABLE steps ADD COLUMN api_key_id uuid;
+-- The key that minted a run's proxy token (null: minted before this version: then the run's own
+-- key counts).
+ALTER TABLE proxy_tokens ADD COLUMN api_key_id uuid;
+-- Spend per local day of what key and tag budgets cap, kept by the statement that finishes steps
+-- as usage_daily is: subject 'key:<api key id>' or 'tag:<name>:<value>'.
+CREATE TABLE subject_usage_daily (
+  workspace_id uuid NOT NULL,
+  subject text NOT NULL,
+  day date NOT NULL,
+  spend_micros bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (workspace_id, subject, day)
+);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<number[]> {

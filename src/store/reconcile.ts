@@ -5,6 +5,7 @@
  */
 import { SPEND_CAP_MICROS } from './counters/counters.js';
 import type { Queryable } from './db.js';
+import { STEP_SUBJECTS } from './subject-usage.js';
 
 /** A drifted counter: its key columns, and `expected_*` against `found_*` values, as Postgres's text. */
 export type DriftRow = Record<string, string>;
@@ -52,6 +53,23 @@ export const USER_USAGE_DRIFT = `
     ON d.workspace_id = e.workspace_id AND d.user_id = e.user_id AND d.day = e.day
   WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
 
+/** The daily spend of key and tag budgets' subjects (`STEP_SUBJECTS`): spend only, no runs. */
+export const SUBJECT_USAGE_DRIFT = `
+  WITH expected AS (
+    SELECT workspace_id, subject, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros FROM (
+      SELECT s.workspace_id, x.subject, ${localDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend
+        FROM steps s JOIN runs r ON r.id = s.run_id JOIN workspaces w ON w.id = s.workspace_id
+          CROSS JOIN LATERAL unnest(${STEP_SUBJECTS('s', 'r')}) AS x(subject)
+        WHERE s.cost_usd IS NOT NULL AND s.finished_at >= ${FROM_INSTANT}
+    ) x WHERE day >= $1::date GROUP BY workspace_id, subject, day
+  )
+  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.subject, d.subject) AS subject,
+    coalesce(e.day, d.day)::text AS day, coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
+    0 AS expected_runs, 0 AS found_runs
+  FROM expected e FULL JOIN (SELECT * FROM subject_usage_daily WHERE day >= $1::date) d
+    ON d.workspace_id = e.workspace_id AND d.subject = e.subject AND d.day = e.day
+  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0)`;
+
 /**
  * The run list's counts (migration 8) against the runs, by workspace and status: one statement,
  * so one snapshot, in which the triggers' counts and the runs they count agree.
@@ -72,6 +90,11 @@ export async function usageDrift(db: Queryable, from: string): Promise<DriftRow[
 /** The daily usage counters by user that differ from the records since the UTC day `from`. */
 export async function userUsageDrift(db: Queryable, from: string): Promise<DriftRow[]> {
   return (await db.query<DriftRow>(USER_USAGE_DRIFT, [from])).rows;
+}
+
+/** The daily spend by subject (key and tag budgets') that differs from the records since the UTC day `from`. */
+export async function subjectUsageDrift(db: Queryable, from: string): Promise<DriftRow[]> {
+  return (await db.query<DriftRow>(SUBJECT_USAGE_DRIFT, [from])).rows;
 }
 
 /** The run list's counts that differ from the runs. */
@@ -106,6 +129,11 @@ const DAILY_KEYS = {
     ['user_id', 'text'],
     ['day', 'date'],
   ],
+  subject_usage_daily: [
+    ['workspace_id', 'uuid'],
+    ['subject', 'text'],
+    ['day', 'date'],
+  ],
 } as const;
 
 /** Adds each drifted row's expected minus found to the row as it stands, upserted in key order. */
@@ -115,13 +143,18 @@ export async function addDifferences(tx: Queryable, table: keyof typeof DAILY_KE
   const columns = keys.map(([column]) => column).join(', ');
   const difference = (field: 'spend' | 'runs') =>
     rows.map((row) => String(BigInt(row[`expected_${field}`]!) - BigInt(row[`found_${field}`]!)));
+  // The subjects' rows count spend only.
+  const runs = table !== 'subject_usage_daily';
   await tx.query(
-    `INSERT INTO ${table} AS d (${columns}, spend_micros, runs)
-     SELECT * FROM unnest(${keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}, $${keys.length + 1}::bigint[], $${keys.length + 2}::integer[])
+    `INSERT INTO ${table} AS d (${columns}, spend_micros${runs ? ', runs' : ''})
+     SELECT * FROM unnest(${keys.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}, $${keys.length + 1}::bigint[]${runs ? `, $${keys.length + 2}::integer[]` : ''})
      ORDER BY ${keys.map((_, i) => i + 1).join(', ')}
-     ON CONFLICT (${columns}) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS}),
-       runs = d.runs + EXCLUDED.runs`,
-    [...keys.map(([column]) => rows.map((row) => row[column])), difference('spend'), difference('runs')],
+     ON CONFLICT (${columns}) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})${runs ? ', runs = d.runs + EXCLUDED.runs' : ''}`,
+    [
+      ...keys.map(([column]) => rows.map((row) => row[column])),
+      difference('spend'),
+      ...(runs ? [difference('runs')] : []),
+    ],
   );
 }
 
@@ -146,4 +179,19 @@ export interface TodaysSpendRow {
 /** Today's recorded spend (each workspace's local day of `now`) of every user who spent, with their workspace's. */
 export async function readTodaysSpend(db: Queryable, now: Date): Promise<TodaysSpendRow[]> {
   return (await db.query<TodaysSpendRow>(TODAYS_SPEND, [now])).rows;
+}
+
+/** Today's recorded spend (each workspace's local day of `now`) of every key and tag budgets' subject that spent. */
+export async function readTodaysSubjectSpend(
+  db: Queryable,
+  now: Date,
+): Promise<{ workspace_id: string; time_zone: string; subject: string; spend: string }[]> {
+  const { rows } = await db.query<{ workspace_id: string; time_zone: string; subject: string; spend: string }>(
+    `SELECT d.workspace_id, ws.time_zone, d.subject, d.spend_micros AS spend
+     FROM subject_usage_daily d JOIN workspaces ws ON ws.id = d.workspace_id
+     WHERE d.day >= ($1::timestamptz AT TIME ZONE 'UTC')::date - 1 AND d.day = ($1::timestamptz AT TIME ZONE ws.time_zone)::date
+       AND d.spend_micros > 0`,
+    [now],
+  );
+  return rows;
 }

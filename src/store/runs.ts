@@ -238,14 +238,17 @@ export interface NewStep {
   daemonId?: number | null;
   /** A tool call through the MCP proxy: its server and JSON-RPC request id (migration 20). */
   mcp?: { server: string; request_id: string | number | null } | null;
+  /** The API key whose credential made the step (migration 26): its spend counts against the key. */
+  apiKeyId?: string | null;
 }
 
 const STEP_INSERT_COLUMNS =
-  'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at, estimate_micros, daemon_id, mcp';
+  'id, run_id, workspace_id, sequence, type, status, model, tool_name, input_json, decision, created_at, estimate_micros, daemon_id, mcp, api_key_id';
 /** A batch of steps as rows: the JSON document (each step as `stepRecord` writes it) and its length, by parameter number. */
 const stepRecordset = (document: number, length: number) => `SELECT * FROM json_to_recordset($${document}::json)
   AS v(id uuid, run_id uuid, workspace_id uuid, sequence int, type text, status text, model text, tool_name text,
-    input_json json, decision json, created_at timestamptz, estimate_micros bigint, daemon_id integer, mcp json) LIMIT $${length}`;
+    input_json json, decision json, created_at timestamptz, estimate_micros bigint, daemon_id integer, mcp json,
+    api_key_id uuid) LIMIT $${length}`;
 const stepRecord = (step: NewStep) => ({
   id: step.id,
   run_id: step.runId,
@@ -261,6 +264,7 @@ const stepRecord = (step: NewStep) => ({
   estimate_micros: step.estimateMicros ?? null,
   daemon_id: step.daemonId ?? null,
   mcp: step.mcp ?? null,
+  api_key_id: step.apiKeyId ?? null,
 });
 
 /**
@@ -299,7 +303,7 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
   // any json_to_recordset for 100, and planned for 100, it hashed every RUNNING run against the
   // batch rather than looking each step's run up by its key. finishSteps does the same.
   // Only the steps written are counted (not those whose sequence was taken), and the denied ones
-  // with the reason of the last (migration 25). A run from before migration 6 has no count (NULL
+  // with the reason of the last (migration 26). A run from before migration 6 has no count (NULL
   // stays NULL) and is summed from its steps when read.
   // The statement also answers which of the batch's runs were RUNNING (and locked) as it wrote:
   // a step not written in one of them lost its sequence, any other found no RUNNING run of that
@@ -315,7 +319,7 @@ export async function insertSteps(db: Queryable, steps: readonly NewStep[]): Pro
      ), step AS (
        INSERT INTO steps (${STEP_INSERT_COLUMNS})
        SELECT v.id, r.id, r.workspace_id, v.sequence, v.type, v.status, v.model, v.tool_name, v.input_json, v.decision, v.created_at,
-         v.estimate_micros, v.daemon_id, v.mcp
+         v.estimate_micros, v.daemon_id, v.mcp, v.api_key_id
        FROM v JOIN run r ON r.id = v.run_id AND r.workspace_id = v.workspace_id
        ORDER BY r.id, v.sequence
        ON CONFLICT (run_id, sequence) DO NOTHING

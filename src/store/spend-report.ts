@@ -18,13 +18,14 @@ export interface SpendGroupRow {
 
 /**
  * `$4` is the workspace's time zone (for days), or the tag's name. A step's key is the key that
- * started its run; its tag, its run's (null: the run has none of that name).
+ * made it, as key budgets count it (a step from before migration 26 recorded none: its run's
+ * key); its tag, its run's (null: the run has none of that name).
  */
 const groupColumn = (group: ReportGroup): string => {
   if (group.startsWith('tag:')) return 'r.tags ->> $4';
   return {
     user: 'r.user_id',
-    key: 'r.api_key_id::text',
+    key: 'coalesce(s.api_key_id, r.api_key_id)::text',
     model: 's.model',
     day: '(s.finished_at AT TIME ZONE $4)::date::text',
   }[group as Exclude<ReportGroup, `tag:${string}`>];

@@ -1,6 +1,7 @@
 /** Step results: each step's record finished and priced, with its run's totals and the day's spend. */
 import { costSql, pricedSql } from '../money/cost.js';
 import { SPEND_CAP_MICROS, type DailySpend } from './counters/counters.js';
+import { STEP_SUBJECTS } from './subject-usage.js';
 import type { Queryable } from './db.js';
 import { firstMentions } from './runs.js';
 import { toolCostSql } from './tool-pricing.js';
@@ -63,6 +64,8 @@ type FinishRow = {
   user_id: string;
   workspace_total: string | number | null;
   user_total: string | number | null;
+  /** The step's subjects' day totals (key and tag budgets), by subject; null: none. */
+  subject_totals: Record<string, string | number> | string | null;
 };
 
 // The daily upserts add each workspace's and user's costs once, and return the day's totals
@@ -89,12 +92,13 @@ const FINISH_STEPS = `WITH v AS (
            WHERE p.workspace_id = s.workspace_id AND p.model = coalesce(s.model, v.model) AND p.is_active) END
        FROM v
        WHERE s.id = v.step_id AND s.run_id = v.run_id AND s.workspace_id = v.workspace_id AND s.status = 'ALLOWED'
-       RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day, s.cost_usd,
+       RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day, s.cost_usd, s.api_key_id,
          coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens,
          CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros,
          ${unpricedCall('s')} AS unpriced
      ), priced AS (
-       SELECT step.*, r.user_id, r.step_count FROM step JOIN runs r ON r.id = step.run_id
+       SELECT step.*, r.user_id, r.step_count, ${STEP_SUBJECTS('step', 'r')} AS subjects
+       FROM step JOIN runs r ON r.id = step.run_id
      ), run_total AS (
        INSERT INTO run_totals AS t (run_id, total_tokens, total_cost_usd, unpriced_calls)
        SELECT run_id, sum(tokens), coalesce(sum(cost_usd), 0), count(*) FILTER (WHERE unpriced)
@@ -117,8 +121,19 @@ const FINISH_STEPS = `WITH v AS (
        GROUP BY p.workspace_id, p.user_id, p.day ORDER BY p.workspace_id, p.user_id, p.day
        ON CONFLICT (workspace_id, user_id, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
        RETURNING workspace_id, user_id, day, spend_micros
+     ), subject_day AS (
+       INSERT INTO subject_usage_daily AS d (workspace_id, subject, day, spend_micros)
+       SELECT p.workspace_id, x.subject, p.day, least(sum(p.cost_micros), ${SPEND_CAP_MICROS})
+       FROM priced p CROSS JOIN LATERAL unnest(p.subjects) AS x(subject)
+         JOIN workspace_day w ON w.workspace_id = p.workspace_id AND w.day = p.day
+       WHERE p.cost_micros > 0
+       GROUP BY p.workspace_id, x.subject, p.day ORDER BY p.workspace_id, x.subject, p.day
+       ON CONFLICT (workspace_id, subject, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
+       RETURNING workspace_id, subject, day, spend_micros
      )
-     SELECT p.id, p.run_id, p.workspace_id, p.status, p.cost_micros, p.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total
+     SELECT p.id, p.run_id, p.workspace_id, p.status, p.cost_micros, p.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total,
+       (SELECT json_object_agg(d.subject, d.spend_micros) FROM subject_day d
+         WHERE d.workspace_id = p.workspace_id AND d.day = p.day AND d.subject = ANY(p.subjects)) AS subject_totals
      FROM priced p
      LEFT JOIN workspace_day w ON w.workspace_id = p.workspace_id AND w.day = p.day
      LEFT JOIN user_day u ON u.workspace_id = p.workspace_id AND u.user_id = p.user_id AND u.day = p.day`;
@@ -163,10 +178,19 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
     const costMicros = Number(step.cost_micros ?? 0);
     if (costMicros === 0)
       return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: 0, totals: null };
-    const totals = {
+    const totals: DailySpend = {
       workspaceDailySpendMicros: Number(step.workspace_total),
       userDailySpendMicros: Number(step.user_total),
     };
+    const subjects = subjectTotals(step.subject_totals);
+    if (subjects) totals.subjects = subjects;
     return { id: step.id, status: step.status, user_id: step.user_id, cost_micros: costMicros, totals };
   });
+}
+
+/** The day totals of subjects as a statement answers them (JSON), as counter totals. */
+export function subjectTotals(value: Record<string, string | number> | string | null): DailySpend['subjects'] {
+  if (value === null) return undefined;
+  const totals = (typeof value === 'string' ? JSON.parse(value) : value) as Record<string, string | number>;
+  return Object.fromEntries(Object.entries(totals).map(([subject, total]) => [subject, { day: Number(total) }]));
 }

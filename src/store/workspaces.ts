@@ -1,7 +1,7 @@
 /** Workspaces, their API keys, and the SDK users the rules read. */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { PlanName } from '../contract/usage.js';
-import { BUDGETS_OF_WORKSPACE, toBudgetRules, type BudgetRule } from './budgets.js';
+import { BUDGETS_OF_WORKSPACE, deleteKeyBudgets, toBudgetRules, type BudgetRule } from './budgets.js';
 import type { Queryable } from './db.js';
 
 /** The limits a run started with (microdollars for money); null: that limit is off. */
@@ -360,9 +360,15 @@ export async function regenerateApiKey(
   workspaceId: string,
   now: Date,
 ): Promise<IssuedKey & { revokedPrefixes: string[] }> {
-  const { rows } = await tx.query<{ prefix: string }>(
-    'UPDATE api_keys SET revoked_at = $2 WHERE workspace_id = $1 AND revoked_at IS NULL RETURNING prefix',
+  const { rows } = await tx.query<{ id: string; prefix: string }>(
+    'UPDATE api_keys SET revoked_at = $2 WHERE workspace_id = $1 AND revoked_at IS NULL RETURNING id, prefix',
     [workspaceId, now],
+  );
+  // Their budgets go with them, as with a key revoked alone.
+  await deleteKeyBudgets(
+    tx,
+    workspaceId,
+    rows.map((row) => row.id),
   );
   return { ...(await createApiKey(tx, workspaceId, 'regenerated')), revokedPrefixes: rows.map((row) => row.prefix) };
 }

@@ -99,4 +99,33 @@ describe('budgets and key roles from the CLI', () => {
     expect(created.stdout).toMatch(/New agent key "ci-bot" \(shown once\): lg_/);
     expect((await cli('keys', 'list')).stdout).toMatch(/ci-bot\s+agent/);
   });
+
+  it('when a key is created with --budget, then it has those key budgets, and a bad one issues no key', async () => {
+    const created = await cli(
+      'keys',
+      'create',
+      '--name',
+      'capped',
+      '--role',
+      'agent',
+      '--budget',
+      '5/day',
+      '--budget',
+      '$20/month',
+      '--json',
+    );
+    expect(created.code).toBe(0);
+    const key = JSON.parse(created.stdout) as { id: string; budgets: unknown[] };
+    expect(key.budgets).toHaveLength(2);
+    const budgets = (await fixture.api.request('GET', `/v1/budgets?scope=key&subject=${key.id}`)).body;
+    expect(budgets).toMatchObject([
+      { scope: 'key', subject: key.id, period: 'day', limit_usd: 5, action: 'deny' },
+      { scope: 'key', subject: key.id, period: 'month', limit_usd: 20, action: 'deny' },
+    ]);
+    const keysBefore = (await fixture.api.request('GET', '/v1/api-keys')).body.length;
+    const refused = await cli('keys', 'create', '--name', 'bad', '--budget', '5/year');
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('--budget must be USD per period');
+    expect((await fixture.api.request('GET', '/v1/api-keys')).body).toHaveLength(keysBefore);
+  });
 });

@@ -116,7 +116,8 @@ describe('reconcile', () => {
         stores.db.transaction((tx) => fn({ query: afterSecondCheck((sql, params) => tx.query(sql, params)) })),
     };
     const found = await reconcile(between, stores.counters, { now: clock.now(), days: 2, repair: true });
-    expect(checks).toBe(2);
+    // The workspaces', the users' and the key and tag subjects' daily rows: three checks.
+    expect(checks).toBe(3);
     expect(
       found.drifts
         .filter((d) => d.key.startsWith(ws.id) && d.kind !== 'spend_copy')

@@ -25,9 +25,9 @@ export const proxyTokenRoutes: FastifyPluginAsync<{ issuer: ProxyTokenIssuer }> 
     async (request, reply) => {
       const { principal } = request;
       const agentKeyId = principal.role === 'agent' ? principal.subjectId : null;
-      return reply
-        .status(201)
-        .send(await issuer.issue(principal.workspaceId, pathUuid(request.params.run_id), agentKeyId));
+      const keyId = principal.kind === 'key' ? principal.subjectId : null;
+      const runId = pathUuid(request.params.run_id);
+      return reply.status(201).send(await issuer.issue(principal.workspaceId, runId, keyId, agentKeyId));
     },
   );
 };

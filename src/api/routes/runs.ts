@@ -175,10 +175,11 @@ export const runRoutes: FastifyPluginAsync<{
       },
     },
     async (request, reply) => {
+      const { principal } = request;
       const created = await guard.createStep(
-        request.principal.workspaceId,
+        principal.workspaceId,
         pathUuid(request.params.run_id),
-        request.body,
+        { ...request.body, apiKeyId: principal.kind === 'key' ? principal.subjectId : null },
         claimFrom(request, 201),
       );
       if (telemetry.enabled) {

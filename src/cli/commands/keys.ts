@@ -2,7 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import { Argument, Command, Option } from 'commander';
 import { cliCommand } from '../../cli-command.js';
-import type { ApiKey, CreatedApiKey, IssuedApiKey } from '../../contract/index.js';
+import type { ApiKey, Budget, CreatedApiKey, IssuedApiKey } from '../../contract/index.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { timestamp } from '../output.js';
 
@@ -35,14 +35,34 @@ export function keysCommand(): Command {
           .choices(['admin', 'agent'])
           .default('admin'),
       )
+      .option(
+        '--budget <usd/period>',
+        'cap what the key spends: USD per day, week or month, e.g. 5/day (repeat for several periods)',
+        (value: string, previous: string[] = []) => [...previous, value],
+      )
       .action(
-        withApi(async ({ client, out }, options: ApiOptions & { name: string; role: string }) => {
+        withApi(async ({ client, out }, options: ApiOptions & { name: string; role: string; budget?: string[] }) => {
+          // Every budget is read before the key is issued: a bad one issues nothing.
+          const budgets = (options.budget ?? []).map(keyBudget);
           const key = await client.request<CreatedApiKey>('POST', '/v1/api-keys', {
             name: options.name,
             role: options.role,
           });
-          if (out.json) return out.data(key);
+          const created: Budget[] = [];
+          try {
+            for (const budget of budgets)
+              created.push(
+                await client.request<Budget>('POST', '/v1/budgets', { scope: 'key', subject: key.id, ...budget }),
+              );
+          } catch (error) {
+            // The key exists, and its secret is shown only now: say it before the failure.
+            out.line(`New ${key.role} key "${key.name}" (shown once): ${key.api_key}`);
+            throw error;
+          }
+          if (out.json) return out.data({ ...key, budgets: created });
           out.line(`New ${key.role} key "${key.name}" (shown once): ${key.api_key}`);
+          for (const budget of created)
+            out.line(`Budget ${budget.id}: the key may spend $${budget.limit_usd} a ${budget.period}.`);
         }),
       ),
   );
@@ -98,4 +118,11 @@ export function keysCommand(): Command {
       ),
   );
   return keys;
+}
+
+/** A `--budget` value, `5/day` (or `$5/week`, `0.5/month`), as a key budget's period and limit. */
+export function keyBudget(value: string): { period: 'day' | 'week' | 'month'; limit_usd: number } {
+  const match = /^\$?(\d+(?:\.\d+)?)\/(day|week|month)$/.exec(value.trim());
+  if (!match) throw new Error(`--budget must be USD per period, e.g. 5/day, 20/week or 100/month; not "${value}"`);
+  return { period: match[2] as 'day' | 'week' | 'month', limit_usd: Number(match[1]) };
 }

@@ -29,6 +29,22 @@ export interface CounterScope {
    */
   weekStart?: string;
   monthStart?: string;
+  /**
+   * The subjects of key and tag budgets that apply to the call (`key:<api key id>`,
+   * `tag:<name>:<value>`, see `budgetSubjects`): their spend is read with the day's, today's and
+   * the scope's windows'. Absent or empty: none.
+   */
+  subjects?: readonly string[];
+}
+
+/** A key or tag budget's subject as the counters name it: `key:<api key id>`, `tag:<name>:<value>`. */
+export const subjectOf = (scope: 'key' | 'tag', subject: string): string => `${scope}:${subject}`;
+
+/** A subject's spend: today's, and the scope's windows' where it asks for them. */
+export interface SubjectSpend {
+  day: number;
+  week?: number;
+  month?: number;
 }
 
 /** A window's spend so far, today's included. */
@@ -43,6 +59,8 @@ export interface DailySpend {
   /** This week's and this month's spend, where the scope asks for them. */
   week?: WindowSpend;
   month?: WindowSpend;
+  /** By subject (`CounterScope.subjects`): each one's spend; a subject that spent nothing is 0. */
+  subjects?: Record<string, SubjectSpend>;
 }
 
 export interface RunCounts {
@@ -101,8 +119,22 @@ const windowSum = (table: string, user: boolean, from: string) =>
     WHERE workspace_id = $1${user ? ' AND user_id = $3' : ''} AND day >= ${from}::date AND day <= $2::date) END`;
 
 /**
- * SQL of today's spend (`ws`, `usr`) and the scope's windows' (`ws_week`, `usr_week`, `ws_month`,
- * `usr_month`; null where not asked for), with the parameters of `spendParams` ($1 to $5).
+ * The scope's subjects' spend (SQL, a JSON object by subject of `[day, week, month]`, week and
+ * month null where not asked for): from the earliest window's first day to today, one range read.
+ */
+const SUBJECTS_SPEND = `(SELECT json_object_agg(x.subject, json_build_array(x.d, x.w, x.m)) FROM (
+    SELECT subject, coalesce(sum(spend_micros) FILTER (WHERE day = $2::date), 0) AS d,
+      CASE WHEN $4::date IS NULL THEN NULL ELSE coalesce(sum(spend_micros) FILTER (WHERE day >= $4::date), 0) END AS w,
+      CASE WHEN $5::date IS NULL THEN NULL ELSE coalesce(sum(spend_micros) FILTER (WHERE day >= $5::date), 0) END AS m
+    FROM subject_usage_daily
+    WHERE workspace_id = $1 AND subject = ANY($6::text[]) AND day <= $2::date
+      AND day >= least($2::date, coalesce($4::date, $2::date), coalesce($5::date, $2::date))
+    GROUP BY subject) x)`;
+
+/**
+ * SQL of today's spend (`ws`, `usr`), the scope's windows' (`ws_week`, `usr_week`, `ws_month`,
+ * `usr_month`; null where not asked for) and its subjects' (`subjects`), with the parameters of
+ * `spendParams` ($1 to $6).
  */
 export const SPEND_COLUMNS = `
   (SELECT spend_micros FROM usage_daily WHERE workspace_id = $1 AND day = $2::date) AS ws,
@@ -110,7 +142,8 @@ export const SPEND_COLUMNS = `
   ${windowSum('usage_daily', false, '$4')} AS ws_week,
   ${windowSum('user_usage_daily', true, '$4')} AS usr_week,
   ${windowSum('usage_daily', false, '$5')} AS ws_month,
-  ${windowSum('user_usage_daily', true, '$5')} AS usr_month`;
+  ${windowSum('user_usage_daily', true, '$5')} AS usr_month,
+  ${SUBJECTS_SPEND} AS subjects`;
 
 export const spendParams = (scope: CounterScope) => [
   scope.workspaceId,
@@ -118,24 +151,47 @@ export const spendParams = (scope: CounterScope) => [
   scope.userId,
   scope.weekStart ?? null,
   scope.monthStart ?? null,
+  scope.subjects ?? [],
 ];
 
-type SpendRow = Record<'ws' | 'usr' | 'ws_week' | 'usr_week' | 'ws_month' | 'usr_month', string | number | null>;
+type SpendRow = Record<'ws' | 'usr' | 'ws_week' | 'usr_week' | 'ws_month' | 'usr_month', string | number | null> & {
+  subjects?: unknown;
+};
 
-export function toSpend(row: SpendRow): DailySpend {
+type SubjectsRow = Record<string, [number | string, number | string | null, number | string | null]>;
+
+/** Each subject of the scope with its spend, 0 where the records have none. */
+export function subjectsSpend(scope: CounterScope, value: unknown): Record<string, SubjectSpend> | undefined {
+  if (!scope.subjects?.length) return undefined;
+  const found = ((typeof value === 'string' ? JSON.parse(value) : value) ?? {}) as SubjectsRow;
+  const spend: Record<string, SubjectSpend> = {};
+  for (const subject of scope.subjects) {
+    const [day = 0, week = 0, month = 0] = found[subject] ?? [];
+    spend[subject] = {
+      day: Number(day),
+      ...(scope.weekStart !== undefined && { week: Number(week ?? 0) }),
+      ...(scope.monthStart !== undefined && { month: Number(month ?? 0) }),
+    };
+  }
+  return spend;
+}
+
+export function toSpend(row: SpendRow, scope?: CounterScope): DailySpend {
   const spend: DailySpend = {
     workspaceDailySpendMicros: Number(row.ws ?? 0),
     userDailySpendMicros: Number(row.usr ?? 0),
   };
   if (row.ws_week !== null) spend.week = { workspaceMicros: Number(row.ws_week), userMicros: Number(row.usr_week) };
   if (row.ws_month !== null) spend.month = { workspaceMicros: Number(row.ws_month), userMicros: Number(row.usr_month) };
+  const subjects = scope && subjectsSpend(scope, row.subjects);
+  if (subjects) spend.subjects = subjects;
   return spend;
 }
 
 /** Today's spend (and the scope's windows') from the records: the truth every copy is rebuilt from. */
 export async function recordedSpend(db: Queryable, scope: CounterScope): Promise<DailySpend> {
   const { rows } = await db.query<SpendRow>(`SELECT ${SPEND_COLUMNS}`, spendParams(scope));
-  return toSpend(rows[0]!);
+  return toSpend(rows[0]!, scope);
 }
 
 /**

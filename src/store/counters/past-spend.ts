@@ -17,8 +17,8 @@ import { SPEND_CAP_MICROS, type CounterScope, type DailySpend, type WindowSpend 
 export const PAST_MAX_AGE_MS = 60_000;
 const CAPACITY = 10_000;
 
-/** The windows' spend on the days from their first day to yesterday. */
-export type PastSpend = Pick<DailySpend, 'week' | 'month'>;
+/** The windows' spend on the days from their first day to yesterday (the subjects' `day` unused: 0). */
+export type PastSpend = Pick<DailySpend, 'week' | 'month' | 'subjects'>;
 
 interface Entry {
   version: string;
@@ -43,9 +43,22 @@ export function pastOf(recorded: DailySpend): PastSpend {
       workspaceMicros: window.workspaceMicros - recorded.workspaceDailySpendMicros,
       userMicros: window.userMicros - recorded.userDailySpendMicros,
     };
+  const subjects = recorded.subjects && {
+    subjects: Object.fromEntries(
+      Object.entries(recorded.subjects).map(([subject, spend]) => [
+        subject,
+        {
+          day: 0,
+          ...(spend.week !== undefined && { week: spend.week - spend.day }),
+          ...(spend.month !== undefined && { month: spend.month - spend.day }),
+        },
+      ]),
+    ),
+  };
   return {
     ...(recorded.week && { week: before(recorded.week) }),
     ...(recorded.month && { month: before(recorded.month) }),
+    ...subjects,
   };
 }
 
@@ -56,10 +69,23 @@ export function withWindows(scope: CounterScope, today: DailySpend, past: PastSp
     workspaceMicros: capped(today.workspaceDailySpendMicros + (before?.workspaceMicros ?? 0)),
     userMicros: capped(today.userDailySpendMicros + (before?.userMicros ?? 0)),
   });
+  const subjects = today.subjects && {
+    subjects: Object.fromEntries(
+      Object.entries(today.subjects).map(([subject, spend]) => [
+        subject,
+        {
+          day: spend.day,
+          ...(scope.weekStart !== undefined && { week: capped(spend.day + (past?.subjects?.[subject]?.week ?? 0)) }),
+          ...(scope.monthStart !== undefined && { month: capped(spend.day + (past?.subjects?.[subject]?.month ?? 0)) }),
+        },
+      ]),
+    ),
+  };
   return {
     ...today,
     ...(scope.weekStart !== undefined && { week: window(past?.week) }),
     ...(scope.monthStart !== undefined && { month: window(past?.month) }),
+    ...subjects,
   };
 }
 
@@ -87,7 +113,8 @@ export class PastSpendCache {
    */
   async get(scope: CounterScope, version: string | null, read: () => Promise<PastRead>): Promise<PastSpend> {
     const key = `${scope.workspaceId}\u0000${scope.userId}`;
-    const shape = `${scope.day}/${scope.weekStart ?? ''}/${scope.monthStart ?? ''}`;
+    // The subjects read (a key's, a run's tags') are part of what was read.
+    const shape = `${scope.day}/${scope.weekStart ?? ''}/${scope.monthStart ?? ''}/${[...(scope.subjects ?? [])].sort().join('\u0000')}`;
     const entry = this.entries.get(key);
     if (
       entry !== undefined &&

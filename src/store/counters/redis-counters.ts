@@ -179,6 +179,11 @@ export class RedisCounters implements CounterStore {
     return `{${workspaceId}}:state`;
   }
 
+  /** The keys of the spend on `day` of `subjects` (key and tag budgets'), in their order. */
+  private subjectKeys(workspaceId: string, day: string, subjects: readonly string[] = []): string[] {
+    return subjects.map((subject) => `{${workspaceId}}:sspend:${day}:${subject}`);
+  }
+
   /** The last local day whose spend some daemon remembers as past (`YYYY-MM-DD`). */
   private sealKey(workspaceId: string): string {
     return `{${workspaceId}}:sealed`;
@@ -241,15 +246,41 @@ export class RedisCounters implements CounterStore {
         const error = results.find(([commandError]) => commandError)?.[0];
         if (error) throw error;
       }
+      const subjects = await this.rebuildSubjects();
       if (this.failures === failures) {
         this.stale = false;
-        this.log?.info({ keys: rows.length * 2 }, 'Redis answers again: its copy of spend was rebuilt from Postgres');
+        this.log?.info(
+          { keys: rows.length * 2 + subjects },
+          'Redis answers again: its copy of spend was rebuilt from Postgres',
+        );
       }
     })()
       .catch((error: unknown) => this.failed(error))
       .finally(() => {
         this.rebuilding = null;
       });
+  }
+
+  /**
+   * Raises every subject key of today and yesterday (key and tag budgets') to the records, one
+   * script call per workspace and day (its seal and version are the workspace's); answers how many.
+   */
+  private async rebuildSubjects(): Promise<number> {
+    const { rows } = await this.db.query<{ workspace_id: string; day: string; subjects: string[]; totals: string[] }>(
+      `SELECT workspace_id, day::text AS day, array_agg(subject) AS subjects, array_agg(spend_micros::text) AS totals
+       FROM subject_usage_daily WHERE day >= (now() AT TIME ZONE 'UTC')::date - 2 GROUP BY workspace_id, day`,
+    );
+    let keys = 0;
+    for (const row of rows) {
+      const totals: DailySpend = {
+        workspaceDailySpendMicros: 0,
+        userDailySpendMicros: 0,
+        subjects: Object.fromEntries(row.subjects.map((subject, i) => [subject, { day: Number(row.totals[i]) }])),
+      };
+      await this.redis.rgRaiseTo(...this.raiseArgs({ workspaceId: row.workspace_id, day: row.day }, totals, 'raise'));
+      keys += row.subjects.length;
+    }
+    return keys;
   }
 
   async readSpend(scope: CounterScope): Promise<DailySpend> {
@@ -270,11 +301,16 @@ export class RedisCounters implements CounterStore {
     return this.guarded(async () => {
       const keys = this.keys(scope);
       const versionKey = this.stateKey(scope.workspaceId);
-      // One round trip: the version and today's spend (a window's past days are remembered).
-      const [version = null, ws = null, user = null] = await this.redis.mget(versionKey, ...keys);
+      // One round trip: the version and today's spend, the subjects' too (a window's past days
+      // are remembered).
+      const [version = null, ws = null, user = null, ...subjects] = await this.redis.mget(
+        versionKey,
+        ...keys,
+        ...this.subjectKeys(scope.workspaceId, scope.day, scope.subjects),
+      );
       // First use, or Redis lost it: a random start, so no version read before the loss recurs.
       if (version === null) await this.redis.set(versionKey, randomInt(2 ** 47), 'NX');
-      const today = await this.spendOf(scope, ws, user);
+      const today = await this.spendOf(scope, ws, user, subjects);
       return { spend: await this.windowsOf(scope, version, today), stateVersion: version };
     }, fromRecords);
   }
@@ -302,9 +338,20 @@ export class RedisCounters implements CounterStore {
   }
 
   /** The copy's spend of today; where a key is missing, the records' (and the copy raised to them). */
-  private async spendOf(scope: CounterScope, ws: string | null, user: string | null): Promise<DailySpend> {
-    if (ws !== null && user !== null)
-      return { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
+  private async spendOf(
+    scope: CounterScope,
+    ws: string | null,
+    user: string | null,
+    subjects: (string | null)[],
+  ): Promise<DailySpend> {
+    if (ws !== null && user !== null && subjects.every((value) => value !== null)) {
+      const spend: DailySpend = { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
+      if (scope.subjects?.length)
+        spend.subjects = Object.fromEntries(
+          scope.subjects.map((subject, i) => [subject, { day: Number(subjects[i]) }]),
+        );
+      return spend;
+    }
     const truth = await recordedSpend(this.db, { ...scope, weekStart: undefined, monthStart: undefined });
     await this.raise(scope, truth);
     return truth;
@@ -320,9 +367,13 @@ export class RedisCounters implements CounterStore {
     const userKey = this.keys(scope)[1];
     const pending = this.pendingRaises.get(userKey);
     if (pending) {
+      const subjects = { ...pending.totals.subjects };
+      for (const [subject, spend] of Object.entries(totals.subjects ?? {}))
+        subjects[subject] = { day: Math.max(subjects[subject]?.day ?? 0, spend.day) };
       pending.totals = {
         workspaceDailySpendMicros: Math.max(pending.totals.workspaceDailySpendMicros, totals.workspaceDailySpendMicros),
         userDailySpendMicros: Math.max(pending.totals.userDailySpendMicros, totals.userDailySpendMicros),
+        ...(Object.keys(subjects).length > 0 && { subjects }),
       };
       return pending.written;
     }
@@ -396,19 +447,31 @@ export class RedisCounters implements CounterStore {
     await this.redis.rgRaiseTo(...this.raiseArgs(scope, totals, mode));
   }
 
-  /** RAISE_TO's arguments for the scope's day: its counters, the workspace's seal and version. */
+  /**
+   * RAISE_TO's arguments for the scope's day: its counters (the workspace's and user's where the
+   * scope names a user; the subjects' of `totals`), the workspace's seal and version.
+   */
   private raiseArgs(
-    scope: Pick<CounterScope, 'workspaceId' | 'userId' | 'day' | 'month'>,
+    scope: Pick<CounterScope, 'workspaceId' | 'day'> & { userId?: string },
     totals: DailySpend,
     mode: 'raise' | 'set',
   ): [number, ...(string | number)[]] {
+    const subjects = Object.entries(totals.subjects ?? {});
+    const own = scope.userId === undefined ? [] : this.keys({ ...scope, userId: scope.userId });
+    const ownTotals = scope.userId === undefined ? [] : [totals.workspaceDailySpendMicros, totals.userDailySpendMicros];
+    const subjectKeys = this.subjectKeys(
+      scope.workspaceId,
+      scope.day,
+      subjects.map(([subject]) => subject),
+    );
     return [
-      4,
-      ...this.keys(scope),
+      own.length + subjectKeys.length + 2,
+      ...own,
+      ...subjectKeys,
       this.sealKey(scope.workspaceId),
       this.stateKey(scope.workspaceId),
-      totals.workspaceDailySpendMicros,
-      totals.userDailySpendMicros,
+      ...ownTotals,
+      ...subjects.map(([, spend]) => spend.day),
       scope.day,
       DAY_TTL_SECONDS,
       mode,

@@ -12,8 +12,14 @@ const DENY_UNPRICED: Decision = { outcome: 'DENY', reason: 'MODEL_NOT_PRICED', e
 const DENY_BLOCKED: Decision = { outcome: 'DENY', reason: 'USER_BLOCKED', evaluated_rules: {} };
 const INPUT = { type: 'MODEL_CALL' as const, model: 'gpt-4o', input_data: {} };
 
-const named = (via: 'token' | 'run'): Target => ({ workspaceId: 'ws', runId: 'run-1', userId: null, via });
-const runless: Target = { workspaceId: 'ws', runId: null, userId: 'alice', via: 'auto' };
+const named = (via: 'token' | 'run'): Target => ({
+  workspaceId: 'ws',
+  runId: 'run-1',
+  userId: null,
+  via,
+  apiKeyId: 'k1',
+});
+const runless: Target = { workspaceId: 'ws', runId: null, userId: 'alice', via: 'auto', apiKeyId: 'k1' };
 
 function fakeGuard(answers: { step?: Decision; run?: Decision; createFails?: Error; recordFails?: Error }) {
   const calls: string[] = [];
@@ -35,7 +41,7 @@ function fakeGuard(answers: { step?: Decision; run?: Decision; createFails?: Err
       return { decided, recorded: recorded(decided) };
     },
     decideRunWithStep: async (_workspaceId, run) => {
-      calls.push(`decideRunWithStep ${run.user_id} ${JSON.stringify(run.metadata)}`);
+      calls.push(`decideRunWithStep ${run.user_id} ${JSON.stringify(run.metadata)} ${run.apiKeyId}`);
       const runDecision = answers.run ?? ALLOW;
       const blocked = runDecision.outcome === 'DENY';
       const decided = {
@@ -72,7 +78,7 @@ describe('checkCall', () => {
       userId: null,
     });
     await expect(recorded).resolves.toBeUndefined();
-    expect(calls).toEqual([`decideStep run-1 ${JSON.stringify(INPUT)}`]);
+    expect(calls).toEqual([`decideStep run-1 ${JSON.stringify({ ...INPUT, apiKeyId: 'k1' })}`]);
   });
 
   it('when a call has no run, then a run of its own starts with its step and ends with it', async () => {
@@ -86,7 +92,7 @@ describe('checkCall', () => {
       model: 'gpt-4o',
       userId: 'alice',
     });
-    expect(calls).toEqual(['decideRunWithStep alice {"proxy":"openai"}']);
+    expect(calls).toEqual(['decideRunWithStep alice {"proxy":"openai"} k1']);
   });
 
   it("when a run-less call's run is denied, then the refusal is a 403 for the run, with no step", async () => {
@@ -102,14 +108,14 @@ describe('checkCall', () => {
     const refusal = await refusalOf(checkCall(guard, runless, 'openai', INPUT, rememberingLogger()));
     expect(refusal).toMatchObject({ statusCode: 403, code: 'MODEL_NOT_PRICED', stepId: 'step-1' });
     expect((refusal as Error).message).toMatch(/^runguard denied this model call/);
-    expect(calls).toEqual(['decideRunWithStep alice {"proxy":"openai"}', 'endRun own-run FAILED']);
+    expect(calls).toEqual(['decideRunWithStep alice {"proxy":"openai"} k1', 'endRun own-run FAILED']);
   });
 
   it("when a named run's step is denied, then the run is left as it is", async () => {
     const { guard, calls } = fakeGuard({ step: DENY_BLOCKED });
     const refusal = await refusalOf(checkCall(guard, named('run'), 'openai', INPUT, rememberingLogger()));
     expect(refusal).toMatchObject({ statusCode: 403, code: 'USER_BLOCKED', stepId: 'step-1' });
-    expect(calls).toEqual([`decideStep run-1 ${JSON.stringify(INPUT)}`]);
+    expect(calls).toEqual([`decideStep run-1 ${JSON.stringify({ ...INPUT, apiKeyId: 'k1' })}`]);
   });
 
   it("when a denial's record fails, then the call fails with that failure, not the 403 it has no record of", async () => {

@@ -62,7 +62,10 @@ describe('targetResolver', () => {
         key === 'good-key' ? { workspaceId: 'ws-key', kind: 'key' as const, subjectId: 'k1' } : null,
     },
     clock: systemClock,
-    tokens: { resolve: async (token) => (token === 'good-token' ? { workspaceId: 'ws-token', runId: RUN_ID } : null) },
+    tokens: {
+      resolve: async (token) =>
+        token === 'good-token' ? { workspaceId: 'ws-token', runId: RUN_ID, apiKeyId: 'k2' } : null,
+    },
     defaultApiKey: null,
     defaultUserId: null,
     ...overrides,
@@ -85,6 +88,7 @@ describe('targetResolver', () => {
       runId: RUN_ID,
       userId: null,
       via: 'token',
+      apiKeyId: 'k2',
     });
   });
 
@@ -94,7 +98,7 @@ describe('targetResolver', () => {
 
   it('when a valid key names a run, then that run in the key workspace is the target', async () => {
     const target = await targetResolver(options())(request({ run_id: RUN_ID }, { 'x-runguard-key': 'good-key' }));
-    expect(target).toEqual({ workspaceId: 'ws-key', runId: RUN_ID, userId: null, via: 'run' });
+    expect(target).toEqual({ workspaceId: 'ws-key', runId: RUN_ID, userId: null, via: 'run', apiKeyId: 'k1' });
   });
 
   it('when the run id is not a UUID, then the run is not found', async () => {
@@ -106,7 +110,7 @@ describe('targetResolver', () => {
     const target = await targetResolver(options())(
       request({}, { 'x-runguard-key': 'good-key', 'x-runguard-user-id': 'alice' }),
     );
-    expect(target).toEqual({ workspaceId: 'ws-key', runId: null, userId: 'alice', via: 'auto' });
+    expect(target).toEqual({ workspaceId: 'ws-key', runId: null, userId: 'alice', via: 'auto', apiKeyId: 'k1' });
   });
 
   it('when no run and no user is given and no default user is set, then the call is a bad request', async () => {
