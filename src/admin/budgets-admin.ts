@@ -5,6 +5,7 @@
  */
 import type { Clock } from '../clock.js';
 import type { Budget, BudgetCreateBody, BudgetListQuery, BudgetUpdateBody } from '../contract/index.js';
+import { TAG_FILTER_PATTERN } from '../contract/runs.js';
 import { ApiError } from '../errors.js';
 import { microsToUsd, usdToMicros } from '../money/decimal.js';
 import { localDay, periodWindow } from '../periods.js';
@@ -24,6 +25,9 @@ import { workspaceTimeZone } from '../store/workspaces.js';
 
 const invalid = (path: string, message: string, detail: string) =>
   new ApiError('VALIDATION_FAILED', detail, { errors: [{ path, message }] });
+
+/** A tag pair as a budget names it, bounded as tags on runs: `project:search`. */
+const TAG_PAIR = new RegExp(TAG_FILTER_PATTERN);
 
 const DUPLICATE = 'A budget of this scope, subject and period exists: change its limit instead.';
 
@@ -76,8 +80,12 @@ export class BudgetsAdmin {
         'must be the id of an active API key of the workspace',
         'A key budget names an active API key of the workspace in `subject` (its id, as GET /v1/api-keys lists it).',
       );
-    if (body.scope === 'tag')
-      throw invalid('body.scope', 'must be workspace, user or key', 'Budgets of scope tag are not available yet.');
+    if (body.scope === 'tag' && (subject === null || !TAG_PAIR.test(subject)))
+      throw invalid(
+        'body.subject',
+        'must be a tag pair name:value (name 1 to 64 of a-z 0-9 _ . -, value 1 to 128 characters)',
+        'A tag budget names its tag in `subject` as `name:value`, e.g. `project:search`, bounded as tags on runs.',
+      );
     const created = await insertBudget(
       this.db,
       {

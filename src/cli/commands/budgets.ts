@@ -14,7 +14,7 @@ interface AddOptions extends ApiOptions {
 
 export function budgetsCommand(): Command {
   const budgets = new Command('budgets').description(
-    'budgets per workspace or user, per day, week or month (`budget set` keeps the daily ones)',
+    'budgets per workspace, key, tag or user, per day, week or month (`budget set` keeps the daily ones)',
   );
   budgets.addCommand(
     apiCommand('list', 'each budget with its spend this period and when it resets').action(
@@ -42,7 +42,7 @@ export function budgetsCommand(): Command {
       .addOption(
         new Option('--scope <scope>', 'whose spend').choices(['workspace', 'user', 'key', 'tag']).makeOptionMandatory(),
       )
-      .option('--subject <subject>', 'the user id (none for the workspace)')
+      .option('--subject <subject>', 'the user id, the API key id, or the tag pair name:value (none for the workspace)')
       .addOption(new Option('--period <period>', 'the window').choices(['day', 'week', 'month']).makeOptionMandatory())
       .requiredOption('--limit <usd>', 'the cap in USD')
       .option('--alert', 'only warn (budget.threshold events), never deny')
