@@ -231,7 +231,7 @@ describe('the embedded database lock', () => {
       expect(await first.line('held')).toBe('held 1');
       const owner = await readFile(lockFile, 'utf8');
       const second = holder({ namespace: true });
-      const refused = await second.line('refused', 5_000);
+      const refused = await second.line('refused', 20_000);
       expect(refused).toMatch(/is in use by process 1 on host \S+ in another PID namespace \(pid:\[\d+\]\)/);
       expect(await second.exited).toBe(3);
       expect(await readFile(lockFile, 'utf8')).toBe(owner); // the first holds it still
@@ -245,11 +245,14 @@ describe('the embedded database lock', () => {
       while (alive(nsPid)) nsPid++;
       const owner = holder({ nsPid });
       expect(await owner.line('held')).toBe(`held ${nsPid}`);
+      // A stale time far above a loaded machine's delays: a taker that waited it out instead of
+      // refusing once it saw the heartbeat move would take longer than it.
+      const staleMs = 20_000;
       const start = Date.now();
-      await expect(lockDirectory(lockFile, dir, { staleMs: STALE_MS, updateMs: UPDATE_MS })).rejects.toThrow(
+      await expect(lockDirectory(lockFile, dir, { staleMs, updateMs: UPDATE_MS })).rejects.toThrow(
         new RegExp(`in use by process ${nsPid} on host .* in another PID namespace`),
       );
-      expect(Date.now() - start).toBeLessThan(STALE_MS); // refused once its heartbeat was seen
+      expect(Date.now() - start).toBeLessThan(staleMs); // refused once its heartbeat was seen
       expect(await readFile(lockFile, 'utf8')).toMatch(new RegExp(`^${nsPid} `));
     },
   );
