@@ -11,7 +11,7 @@ import { purgeWebhookHistory } from '../../src/store/webhook-deliveries.js';
 import { insertEndpoint } from '../../src/store/webhooks.js';
 import { scanThresholds } from '../../src/webhooks/scans.js';
 import { generateSecret } from '../../src/webhooks/signing.js';
-import { startTestApi, type Backend, type TestApi } from '../support/harness.js';
+import { caller, startTestApi, type Backend, type Caller, type TestApi } from '../support/harness.js';
 
 const PPM = [500_000, 800_000, 1_000_000];
 
@@ -64,15 +64,15 @@ for (const backend of ['postgres+redis', 'embedded'] as Backend[]) {
         )
       ).rows.map(({ data }) => [data.subject.id, data.window_start, data.threshold]);
 
-    /** A completed model call of `usd` (1,000 prompt tokens a dollar) in a run of its own. */
-    async function spend(user: string, usd: number) {
-      const run = (await api.request('POST', '/v1/runs', { user_id: user })).body;
+    /** A completed model call of `usd` (1,000 prompt tokens a dollar) in a run of its own, made with `key`, tagged. */
+    async function spend(user: string, usd: number, key: Caller = api, tags?: Record<string, string>) {
+      const run = (await key.request('POST', '/v1/runs', { user_id: user, ...(tags && { tags }) })).body;
       expect(run.status).toBe('RUNNING');
       const step = (
-        await api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', model: 'm1', sequence: ++sequence })
+        await key.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', model: 'm1', sequence: ++sequence })
       ).body;
       expect(step.status).toBe('ALLOWED');
-      const done = await api.request('PATCH', `/v1/runs/${run.id}/steps/${step.id}`, {
+      const done = await key.request('PATCH', `/v1/runs/${run.id}/steps/${step.id}`, {
         status: 'COMPLETED',
         prompt_tokens: Math.round(usd * 1000),
       });
@@ -175,6 +175,49 @@ for (const backend of ['postgres+redis', 'embedded'] as Backend[]) {
       now = new Date('2026-12-02T15:00:00Z');
       await scanTwice();
       expect((await thresholds()).length).toBe(before + 3);
+    });
+
+    it("when a key's calls, or a tag's runs, cross their budgets, then the thresholds name the key and the tag", async () => {
+      const before = (await thresholds()).length;
+      const issued = await api.request('POST', '/v1/api-keys', { name: 'ci-bot', role: 'agent' });
+      expect(issued.status).toBe(201);
+      const bot = caller(api.url, issued.body.api_key);
+      const capped = await budget({
+        scope: 'key',
+        subject: issued.body.id,
+        period: 'day',
+        limit_usd: 1,
+        action: 'alert',
+      });
+      const tagged = await budget({ scope: 'tag', subject: 'project:search', period: 'month', limit_usd: 2 });
+      await spend('bot-user', 0.9, bot);
+      await spend('bot-user', 0.2); // another key's call: not the bot's
+      await spend('bot-user', 1.1, api, { project: 'search' });
+      await spend('bot-user', 0.2, api, { project: 'ads' }); // another tag's (the workspace's month: $2.40 of $5)
+      await scanTwice();
+      // 2 December in New York: 90% of the bot's day, 55% of search's month.
+      expect((await thresholds()).slice(before)).toEqual([
+        ['project:search', '2026-12-01', 0.5],
+        [issued.body.id, '2026-12-02', 0.5],
+        [issued.body.id, '2026-12-02', 0.8],
+      ]);
+      expect((await api.request('GET', `/v1/budgets/${tagged.id}`)).body).toMatchObject({ spend_usd: 1.1 });
+      const { rows } = await api.stores.db.query<{ data: any }>(
+        `SELECT data FROM webhook_events WHERE type = 'budget.threshold' ORDER BY seq DESC LIMIT 3`,
+      );
+      expect(rows[0]!.data).toMatchObject({
+        subject: { type: 'key', id: issued.body.id },
+        budget_id: capped.id,
+        scope: 'key',
+        spend_usd: 0.9,
+      });
+      expect(rows[2]!.data).toMatchObject({
+        subject: { type: 'tag', id: 'project:search' },
+        budget_id: tagged.id,
+        scope: 'tag',
+        action: 'deny',
+        spend_usd: 1.1,
+      });
     });
 
     it('when the history is purged before a month is over, then its threshold events stay, and no rescan sends them again', async () => {
