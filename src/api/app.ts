@@ -2,14 +2,7 @@
  * The app factory: builds the HTTP API from its dependencies. Nothing happens at import time,
  * and nothing here reads the environment; the daemon and the tests pass everything in.
  */
-import { randomUUID } from 'node:crypto';
-import Fastify, {
-  LogController,
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-} from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
@@ -26,8 +19,6 @@ import { SpendReports } from '../admin/spend-report.js';
 import { ToolUsageReport } from '../admin/tool-usage.js';
 import { UsageReport } from '../admin/usage-report.js';
 import { WorkspaceConfig } from '../admin/workspace-config.js';
-import type { Principal } from '../admin/principal.js';
-import { deferredChildLogger, loggedAsCall, loggedUrl, logPlainInfo, requestOutcomes } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
 import type { Clock } from '../clock.js';
 import type { DaemonInstanceId } from '../guard/guard-context.js';
@@ -39,6 +30,7 @@ import type { CounterStore } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import { observeCounters, observeDb } from '../store/observed.js';
 import { registerAuth } from './auth.js';
+import { createFastify, type HttpLimits } from './http-server.js';
 import { guardConnections } from './connection-guard.js';
 import { registerErrorHandler } from './error-handler.js';
 import { FailedAuthLimiter, registerFailedAuthLimit } from './failed-auth-limit.js';
@@ -77,6 +69,8 @@ import { McpServerRegistry } from '../mcp/server-registry.js';
 import { ToolPrices } from '../mcp/tool-prices.js';
 import { mcpRoutes } from './routes/mcp.js';
 
+export type { HttpLimits } from './http-server.js';
+
 export interface AppDeps {
   db: Db;
   counters: CounterStore;
@@ -114,16 +108,6 @@ export interface AppDeps {
   telemetry?: RunTelemetry;
 }
 
-/** What one client may hold of the HTTP server. */
-export interface HttpLimits {
-  /** Time to receive a whole request; a stalled upload is cut (408) at it. @default 120_000 */
-  requestTimeoutMs?: number;
-  /** Time to receive a request's headers. @default 30_000 */
-  headersTimeoutMs?: number;
-  /** Open client connections at most (see connection-guard.ts); absent or null: no cap. */
-  maxConnections?: number | null;
-}
-
 export interface AuthSettings {
   /** HS256 signing secret for dashboard tokens. */
   jwtSecret: string;
@@ -138,34 +122,9 @@ export interface AuthSettings {
   registration?: 'open' | 'closed';
 }
 
-/**
- * A request's one `info` line at its answer; a proxied call's is written when its step is
- * recorded (call-result.ts), so its answer is logged at `debug` only.
- */
-function logAnswered(request: FastifyRequest, reply: FastifyReply): void {
-  const ms = Math.round(reply.elapsedTime);
-  if (loggedAsCall.has(request)) {
-    request.log.debug({ status: reply.statusCode, ms }, 'request completed');
-    return;
-  }
-  const principal = request.principal as Principal | null;
-  const target = request.proxyCall?.target;
-  const refusal = requestOutcomes.get(request);
-  logPlainInfo(request.log, 'request', () => ({
-    method: request.method,
-    url: loggedUrl(request),
-    user: principal?.subjectId ?? target?.userId ?? null,
-    run: target?.runId ?? null,
-    ...(refusal ? { decision: refusal.decision, reason: refusal.reason } : {}),
-    status: reply.statusCode,
-    ms,
-  }));
-}
-
 /** What the MCP proxy's refusals of a server's address name. */
 export const MCP_SUBJECT = { noun: 'MCP server URL', allowSetting: 'RUNGUARD_MCP_ALLOW_PRIVATE' };
 
-// eslint-disable-next-line max-lines-per-function -- split at its seams is still to do (issue #53)
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const metrics = deps.metrics === false ? null : (deps.metrics ?? createMetrics());
   const db = metrics
@@ -174,62 +133,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const counters = metrics
     ? observeCounters(deps.counters, (operation) => metrics.counterStoreErrors.inc({ operation }))
     : deps.counters;
-  const requestTimeout = deps.http?.requestTimeoutMs ?? 120_000;
-  const headersTimeout = Math.min(deps.http?.headersTimeoutMs ?? 30_000, requestTimeout);
-  const app = Fastify({
-    // Node checks these timeouts every connectionsCheckingInterval (30 s by default): often enough
-    // that a stalled client is cut near its timeout, not up to 30 s after it.
-    requestTimeout,
-    http: {
-      headersTimeout,
-      requestTimeout,
-      connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(headersTimeout / 4))),
-    },
-    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- fixes the instance's logger type for the routes
-    loggerInstance: deps.logger as FastifyBaseLogger,
-    childLoggerFactory: deferredChildLogger,
-    // Replaced by one line per request (the hooks below), and per proxied call (its step's record).
-    logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: deps.bodyLimitBytes,
-    // On close: stop accepting, drop idle keep-alive sockets, answer 503 to requests arriving on
-    // busy ones, and let in-flight requests finish (the daemon bounds that with its grace period).
-    forceCloseConnections: 'idle',
-    return503OnClosing: true,
-    routerOptions: { ignoreTrailingSlash: true },
-    // The router's own refusals (a path with a malformed percent-escape) come before any handler:
-    // answered in the contract's format too.
-    frameworkErrors: (error, request, reply) => {
-      request.log.info({ code: error.code }, 'request refused by the router');
-      void (reply as FastifyReply)
-        .status(400)
-        .send({ detail: 'The request path is not a valid URL (a malformed percent-escape).', code: 'BAD_REQUEST' });
-    },
-    genReqId: (req) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
-    },
-  });
-  // Callback hooks, not async ones: every request passes here, and a promise each is waste.
-  app.addHook('onRequest', (request, _reply, done) => {
-    request.log.debug({ req: request }, 'incoming request');
-    done();
-  });
-  app.addHook('onResponse', (request, reply, done) => {
-    logAnswered(request, reply);
-    done();
-  });
-  app.addHook('onSend', async (request, reply) => {
-    reply.header('x-request-id', request.id);
-    // What @fastify/helmet would set for a JSON API, without the dependency. Only answers the daemon
-    // writes itself get them: a proxied answer is hijacked past this hook and carries the provider's
-    // headers. No HSTS: the daemon speaks plain HTTP (TLS, where used, ends in front of it).
-    reply.header('x-content-type-options', 'nosniff');
-    reply.header('x-frame-options', 'DENY');
-    reply.header('referrer-policy', 'no-referrer');
-    // API answers hold workspace data and credentials (a new key, a token): never in a cache.
-    if ((request.routeOptions.url ?? request.url).startsWith('/v1/')) reply.header('cache-control', 'no-store');
-  });
-
+  const app = createFastify(deps.logger, deps.bodyLimitBytes, deps.http);
   if (deps.http?.maxConnections) guardConnections(app.server, deps.http.maxConnections);
   registerUnreadBodyLinger(app);
   // First of the hooks: a request for another host name, or from another site's page, is
@@ -252,17 +156,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Only routes that ask for it (login, register) are limited.
   await app.register(rateLimit, { global: false });
 
-  await app.register(swagger, {
-    openapi: {
-      info: { title: 'runguard', version: deps.version, description: 'Guardrail sidecar for AI agents' },
-      components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'API key (lg_...) or dashboard JWT' },
-        },
-      },
-      security: [{ bearer: [] }],
-    },
-  });
+  await registerOpenApi(app, deps.version);
 
   const guard = new GuardService(
     db,
@@ -288,6 +182,57 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(runRoutes, { guard, runs: new RunHistory(db, deps.clock), telemetry });
   // Every change to what a decision reads passes here: it bumps the state version itself.
   const settings = new GuardSettings(db, counters, deps.clock, (workspaceId) => guard.prices.changed(workspaceId));
+  await registerAdminRoutes(app, deps, { db, counters, settings, accounts, tokenIssuer, keys });
+  const mcpOptions: McpProxyOptions = deps.mcp ?? {
+    policy: { allowPrivate: false, ownPort: null, subject: MCP_SUBJECT },
+  };
+  const mcpServers = new McpServerRegistry(db, deps.clock, mcpOptions.policy);
+  await app.register(mcpRoutes, { servers: mcpServers, toolPrices: new ToolPrices(db, deps.clock) });
+  await registerDashboard(app, deps.dashboardDir);
+  if (deps.proxy)
+    await registerProxies(app, deps, deps.proxy, {
+      guard,
+      db,
+      keys,
+      servers: mcpServers,
+      mcpOptions,
+      metrics,
+      calls: proxyCalls,
+      telemetry,
+    });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  return app;
+}
+
+/** The OpenAPI document's header; the routes' schemas fill in the rest (`/openapi.json`). */
+async function registerOpenApi(app: FastifyInstance, version: string): Promise<void> {
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'runguard', version: version, description: 'Guardrail sidecar for AI agents' },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'API key (lg_...) or dashboard JWT' },
+        },
+      },
+      security: [{ bearer: [] }],
+    },
+  });
+}
+
+/** The dashboard's and the admin API's routes: workspace settings, accounts, keys, reports. */
+async function registerAdminRoutes(
+  app: FastifyInstance,
+  deps: AppDeps,
+  parts: {
+    db: Db;
+    counters: CounterStore;
+    settings: GuardSettings;
+    accounts: Accounts;
+    tokenIssuer: TokenIssuer;
+    keys: ApiKeyVerifier;
+  },
+): Promise<void> {
+  const { db, counters, settings, accounts, tokenIssuer, keys } = parts;
   await app.register(pricingRoutes, { pricing: new PricingTable(db, settings) });
   await app.register(workspaceRoutes, { workspace: new WorkspaceConfig(settings) });
   await app.register(authRoutes, {
@@ -322,50 +267,61 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clock: deps.clock,
     rateLimitPerMinute: deps.auth.rateLimitPerMinute,
   });
-  const mcpOptions: McpProxyOptions = deps.mcp ?? {
-    policy: { allowPrivate: false, ownPort: null, subject: MCP_SUBJECT },
-  };
-  const mcpServers = new McpServerRegistry(db, deps.clock, mcpOptions.policy);
-  await app.register(mcpRoutes, { servers: mcpServers, toolPrices: new ToolPrices(db, deps.clock) });
-  await registerDashboard(app, deps.dashboardDir);
-  if (deps.proxy) {
-    const configuredUrl = deps.publicUrl ?? null;
-    await app.register(providerRoutes, { providers: deps.proxy.providers });
-    await app.register(proxyTokenRoutes, {
-      issuer: new ProxyTokenIssuer(db, deps.clock, deps.proxy.providers, () => configuredUrl ?? listenUrl(app.server)),
-    });
-    await app.register(proxyRoutes, {
-      guard,
-      db,
-      keys,
-      clock: deps.clock,
-      options: deps.proxy,
-      metrics,
-      calls: proxyCalls,
-      telemetry,
-    });
-    const proxyOptions = deps.proxy;
-    await app.register(mcpProxyRoutes, {
-      guard,
-      db,
-      keys,
-      clock: deps.clock,
-      servers: mcpServers,
-      proxy: {
-        get defaultApiKey() {
-          return proxyOptions.defaultApiKey;
-        },
-        defaultUserId: proxyOptions.defaultUserId,
-        bodyLimitBytes: proxyOptions.bodyLimitBytes,
-        ...(proxyOptions.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: proxyOptions.bodyBudgetBytes } : {}),
+}
+
+/** What the model and MCP proxies share with the rest of the app. */
+interface ProxyParts {
+  guard: GuardService;
+  db: Db;
+  keys: ApiKeyVerifier;
+  servers: McpServerRegistry;
+  mcpOptions: McpProxyOptions;
+  metrics: Metrics | null;
+  calls: CallsInProgress;
+  telemetry: RunTelemetry;
+}
+
+/** Proxy mode: the provider list, proxy tokens, and the model and MCP proxies. */
+async function registerProxies(
+  app: FastifyInstance,
+  deps: AppDeps,
+  proxyOptions: ProxyOptions,
+  parts: ProxyParts,
+): Promise<void> {
+  const { guard, db, keys, servers: mcpServers, mcpOptions, metrics, calls: proxyCalls, telemetry } = parts;
+  const configuredUrl = deps.publicUrl ?? null;
+  await app.register(providerRoutes, { providers: proxyOptions.providers });
+  await app.register(proxyTokenRoutes, {
+    issuer: new ProxyTokenIssuer(db, deps.clock, proxyOptions.providers, () => configuredUrl ?? listenUrl(app.server)),
+  });
+  await app.register(proxyRoutes, {
+    guard,
+    db,
+    keys,
+    clock: deps.clock,
+    options: proxyOptions,
+    metrics,
+    calls: proxyCalls,
+    telemetry,
+  });
+  await app.register(mcpProxyRoutes, {
+    guard,
+    db,
+    keys,
+    clock: deps.clock,
+    servers: mcpServers,
+    proxy: {
+      get defaultApiKey() {
+        return proxyOptions.defaultApiKey;
       },
-      options: mcpOptions,
-      metrics,
-      calls: proxyCalls,
-    });
-  }
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  return app;
+      defaultUserId: proxyOptions.defaultUserId,
+      bodyLimitBytes: proxyOptions.bodyLimitBytes,
+      ...(proxyOptions.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: proxyOptions.bodyBudgetBytes } : {}),
+    },
+    options: mcpOptions,
+    metrics,
+    calls: proxyCalls,
+  });
 }
 
 /** `runguard_otel_dropped_spans_total`: spans that never reached the collector. */
