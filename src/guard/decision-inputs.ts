@@ -129,7 +129,8 @@ export async function decisionInputs(
 /**
  * What a step check reads: the rules' state and the day's spend. A run's workspace and user
  * never change: once this daemon has seen the run, both are read at once, and whether it still
- * runs is left to the step's insert.
+ * runs is left to the step's insert. `agentKeyId`: the caller is an agent key, and a run it did
+ * not start is not found (read from what is loaded anyway: no round trip of its own).
  */
 export async function stepCheckInputs(
   context: GuardContext,
@@ -137,18 +138,25 @@ export async function stepCheckInputs(
   runId: string,
   now: Date,
   keyId: string | null,
+  agentKeyId: string | null = null,
 ): Promise<[GuardState, DailySpend, RunFacts, CounterScope]> {
   const runKey = `${workspaceId}/${runId}`;
   const known = context.runFacts.get(runKey);
   if (known !== undefined) {
+    if (agentKeyId !== null && known.apiKeyId !== agentKeyId) throw new ApiError('RUN_NOT_FOUND');
     const subjects = callSubjects(keyId, known.tags);
     const [state, spend, scope] = await decisionInputs(context, workspaceId, known.userId, now, subjects);
     return [state, spend, known, scope];
   }
   const found = await loadStepGuardState(context.db, workspaceId, runId);
-  if (!found) throw new ApiError('RUN_NOT_FOUND');
+  if (!found || (agentKeyId !== null && found.runApiKeyId !== agentKeyId)) throw new ApiError('RUN_NOT_FOUND');
   if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
-  const facts: RunFacts = { userId: found.userId, limits: found.runLimits, tags: found.runTags };
+  const facts: RunFacts = {
+    userId: found.userId,
+    limits: found.runLimits,
+    tags: found.runTags,
+    apiKeyId: found.runApiKeyId,
+  };
   context.runFacts.remember(runKey, facts);
   const shape = countingShape(found);
   learnShape(context, workspaceId, shape);

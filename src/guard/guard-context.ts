@@ -42,6 +42,8 @@ export interface RunFacts {
   limits: RunLimitValues | null;
   /** Its tags (`{}`: none): fixed at its start, as its user is. */
   tags: Record<string, string>;
+  /** The API key that started it (null: a JWT's, or from before keys were kept): whose run it is. */
+  apiKeyId: string | null;
 }
 
 /**

@@ -17,6 +17,7 @@ import { GuardContext, type DaemonInstanceId, type GuardObserver } from './guard
 import type { RunCreated, RunEnded, StepCreated, StepUpdated } from '../contract/runs.js';
 import type { PriceBook } from './price-book.js';
 import { endRun } from './run-end.js';
+import { startedByKey } from './run-owner.js';
 import { beginRun, startRun, type RunBegun, type RunStartInput } from './run-start.js';
 import { admitStep, createStep } from './step-creation.js';
 import type { StepInput } from './step-input.js';
@@ -70,8 +71,14 @@ export class GuardService {
     runId: string,
     status: 'COMPLETED' | 'FAILED',
     idempotency?: IdempotencyClaim,
+    agentKeyId: string | null = null,
   ): Promise<RunEnded> {
-    return endRun(this.context, workspaceId, runId, status, idempotency);
+    return endRun(this.context, workspaceId, runId, status, idempotency, agentKeyId);
+  }
+
+  /** Whether the API key started the run (an agent key acts only on those): see run-owner.ts. */
+  runStartedBy(workspaceId: string, runId: string, apiKeyId: string): Promise<boolean> {
+    return startedByKey(this.context, workspaceId, runId, apiKeyId);
   }
 
   /**
@@ -91,8 +98,9 @@ export class GuardService {
     runId: string,
     input: StepInput,
     idempotency?: IdempotencyClaim,
+    agentKeyId: string | null = null,
   ): Promise<StepCreated> {
-    return createStep(this.context, workspaceId, runId, input, idempotency);
+    return createStep(this.context, workspaceId, runId, input, idempotency, agentKeyId);
   }
 
   finishStep(
@@ -101,8 +109,9 @@ export class GuardService {
     stepId: string,
     result: StepResult,
     idempotency?: IdempotencyClaim,
+    agentKeyId: string | null = null,
   ): Promise<StepUpdated> {
-    return finishStep(this.context, workspaceId, runId, stepId, result, idempotency);
+    return finishStep(this.context, workspaceId, runId, stepId, result, idempotency, agentKeyId);
   }
 
   /** A result whose caller already has its answer (a proxied call): see step-results.ts. */

@@ -9,6 +9,7 @@ import * as runs from '../store/runs.js';
 import type { GuardContext } from './guard-context.js';
 import type { RunEnded } from '../contract/runs.js';
 import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.js';
+import { assertRunOfCaller } from './run-owner.js';
 
 export async function endRun(
   context: GuardContext,
@@ -16,9 +17,11 @@ export async function endRun(
   runId: string,
   status: 'COMPLETED' | 'FAILED',
   idempotency?: IdempotencyClaim,
+  agentKeyId: string | null = null,
 ): Promise<RunEnded> {
   const replay = idempotency ? await storedAnswer<RunEnded>(context, idempotency) : null;
   if (replay) return replay;
+  await assertRunOfCaller(context, workspaceId, runId, agentKeyId);
   const now = context.clock.now();
   const end = async (db: Queryable): Promise<RunEnded> => {
     const request = { workspaceId, runId, status, now };

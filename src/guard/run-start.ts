@@ -221,7 +221,12 @@ function afterStart(start: RunStart, decided: DecidedRun): RunBegun {
   const { started: run, step } = decided;
   // The steps that follow (a proxied call's, above all) need not read the run back.
   if (run.status === 'RUNNING')
-    context.runFacts.remember(`${workspaceId}/${run.id}`, { userId: input.user_id, limits, tags: input.tags ?? {} });
+    context.runFacts.remember(`${workspaceId}/${run.id}`, {
+      userId: input.user_id,
+      limits,
+      tags: input.tags ?? {},
+      apiKeyId: input.apiKeyId ?? null,
+    });
   // Nor, after a proxied call's first step, its highest sequence. (Not told of every run: the
   // allocator would fill with runs that take no proxied step, and forget those that do.)
   if (step) {

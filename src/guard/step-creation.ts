@@ -34,12 +34,13 @@ export async function createStep(
   runId: string,
   input: StepInput,
   idempotency?: IdempotencyClaim,
+  agentKeyId: string | null = null,
 ): Promise<StepCreated> {
   const replay = idempotency ? await storedAnswer<StepCreated>(context, idempotency) : null;
   if (replay) return replay;
   try {
     return await (
-      await admitStep(context, workspaceId, runId, input, idempotency)
+      await admitStep(context, workspaceId, runId, input, idempotency, agentKeyId)
     ).recorded;
   } catch (error) {
     // A concurrent twin of an idempotent request took the sequence first: answer as it did.
@@ -56,7 +57,7 @@ export async function createStep(
 /**
  * A step decided and written as planned; answers once decided (a batched step's insert still
  * under way, see `Decided`). A step without a sequence takes the run's next one; when another
- * writer took that number, the next.
+ * writer took that number, the next. `agentKeyId`: an agent key's step, into a run it started only.
  */
 export async function admitStep(
   context: GuardContext,
@@ -64,10 +65,11 @@ export async function admitStep(
   runId: string,
   input: StepInput,
   idempotency?: IdempotencyClaim,
+  agentKeyId: string | null = null,
 ): Promise<Decided<StepCreated>> {
   const now = context.clock.now();
   const keyId = input.apiKeyId ?? null;
-  const [state, spend, run, scope] = await stepCheckInputs(context, workspaceId, runId, now, keyId);
+  const [state, spend, run, scope] = await stepCheckInputs(context, workspaceId, runId, now, keyId, agentKeyId);
   const call = { userId: run.userId, subjects: callSubjects(keyId, run.tags) };
   const modelPriced = await modelPricedInput(context, state, workspaceId, input);
   const estimate = await stepEstimate(context, state, workspaceId, input);

@@ -13,6 +13,7 @@ import { callSubjects, zoneOf } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
 import type { StepUpdated } from '../contract/runs.js';
 import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.js';
+import { assertRunOfCaller } from './run-owner.js';
 
 /**
  * A MODEL_CALL step allowed here: its result's cost will be held as pending spend (priced by the
@@ -35,9 +36,11 @@ export async function finishStep(
   stepId: string,
   result: StepResult,
   idempotency?: IdempotencyClaim,
+  agentKeyId: string | null = null,
 ): Promise<StepUpdated> {
   const replay = idempotency ? await storedAnswer<StepUpdated>(context, idempotency) : null;
   if (replay) return replay;
+  await assertRunOfCaller(context, workspaceId, runId, agentKeyId);
   const now = context.clock.now();
   const zone = await zoneOf(context, workspaceId);
   const finish: StepFinish = {

@@ -108,6 +108,7 @@ export const mcpProxyRoutes: FastifyPluginAsync<{
       return proxy.defaultApiKey;
     },
     defaultUserId: proxy.defaultUserId,
+    runStartedBy: (workspaceId, runId, apiKeyId) => guard.runStartedBy(workspaceId, runId, apiKeyId),
   });
   /** Whether a session's answers come as SSE: a denial answers in the same shape. */
   const sessionShapes = new Map<string, boolean>();

@@ -1,10 +1,11 @@
 /**
  * Where a proxied call goes, from its request line and headers alone: the workspace (by the
  * proxy token, or by the caller's key), the run (named, or none: the call starts a run of its
- * own), and the path to forward to upstream.
+ * own; an agent key names only a run it started), and the path to forward to upstream.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ApiKeyVerifier } from '../admin/api-key-verifier.js';
+import type { Principal } from '../admin/principal.js';
 import { pathUuid, UUID_PATTERN } from '../api/schemas.js';
 import type { Clock } from '../clock.js';
 import { tagsFromHeader } from '../contract/tag-pairs.js';
@@ -51,6 +52,8 @@ export interface TargetOptions {
   defaultApiKey: string | null;
   /** The user of a run-less call without `x-runguard-user-id`; null: the header is required. */
   defaultUserId: string | null;
+  /** Whether the API key started the run: an agent key calls only into its own runs. */
+  runStartedBy: (workspaceId: string, runId: string, apiKeyId: string) => Promise<boolean>;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -122,7 +125,7 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
 export function targetResolver(options: TargetOptions): (request: TargetRequest) => Promise<Target> {
   const { keys, clock, tokens } = options;
 
-  async function principalOf(request: TargetRequest): Promise<{ workspaceId: string; apiKeyId: string }> {
+  async function callerOf(request: TargetRequest): Promise<Principal> {
     const given = header(request.headers, 'x-runguard-key');
     // The daemon's own key stands in only for callers on this machine.
     const key =
@@ -131,7 +134,7 @@ export function targetResolver(options: TargetOptions): (request: TargetRequest)
     if (!key) throw new ApiError('UNAUTHORIZED', 'Missing x-runguard-key header.');
     const principal = await keys.verify(key, clock.now());
     if (!principal) throw new ApiError('UNAUTHORIZED', 'Invalid x-runguard-key.');
-    return { workspaceId: principal.workspaceId, apiKeyId: principal.subjectId };
+    return principal;
   }
 
   return async function resolveTarget(request) {
@@ -141,10 +144,15 @@ export function targetResolver(options: TargetOptions): (request: TargetRequest)
       if (!target) throw new ApiError('UNAUTHORIZED', 'Invalid proxy token.');
       return { ...target, userId: null, via: 'token' };
     }
-    const { workspaceId, apiKeyId } = await principalOf(request);
+    const caller = await callerOf(request);
+    const { workspaceId } = caller;
     if (runId !== undefined) {
       if (!UUID.test(runId)) throw new ApiError('RUN_NOT_FOUND');
-      return { workspaceId, runId: pathUuid(runId), userId: null, via: 'run', apiKeyId };
+      const run = pathUuid(runId);
+      // An agent key calls only into the runs it started (as it reads only those); an admin key, any.
+      if (caller.role === 'agent' && !(await options.runStartedBy(workspaceId, run, caller.subjectId)))
+        throw new ApiError('RUN_NOT_FOUND');
+      return { workspaceId, runId: run, userId: null, via: 'run', apiKeyId: caller.subjectId };
     }
     const userId = header(request.headers, 'x-runguard-user-id') ?? options.defaultUserId;
     if (!userId || userId.length > 256) {
@@ -153,7 +161,14 @@ export function targetResolver(options: TargetOptions): (request: TargetRequest)
         'A call without a run needs the x-runguard-user-id header (1 to 256 characters).',
       );
     }
-    return { workspaceId, runId: null, userId, via: 'auto', apiKeyId, ...runlessTags(request.headers) };
+    return {
+      workspaceId,
+      runId: null,
+      userId,
+      via: 'auto',
+      apiKeyId: caller.subjectId,
+      ...runlessTags(request.headers),
+    };
   };
 }
 

@@ -80,6 +80,7 @@ export const proxyRoutes: FastifyPluginAsync<{
       return options.defaultApiKey;
     },
     defaultUserId,
+    runStartedBy: (workspaceId, runId, apiKeyId) => guard.runStartedBy(workspaceId, runId, apiKeyId),
   });
   const { readCallHead, meterBody } = callHeadHooks({ registry, resolveTarget, budget, bodyLimitBytes });
   app.decorateRequest('proxyCall', null);

@@ -248,11 +248,13 @@ export async function loadStepGuardState(
       userId: string;
       runLimits: RunLimitValues | null;
       runTags: Record<string, string>;
+      runApiKeyId: string | null;
     })
   | null
 > {
   const { rows } = await db.query(
     `SELECT ${GUARD_STATE_COLUMNS}, r.status AS run_status, r.user_id AS run_user_id, r.tags AS run_tags,
+       r.api_key_id AS run_api_key_id,
        r.max_steps AS run_max_steps_applied, r.max_cost_micros AS run_max_cost_applied,
        r.max_identical_calls AS run_max_identical_applied
      FROM runs r
@@ -274,6 +276,7 @@ export async function loadStepGuardState(
     userId: String(row.run_user_id),
     runLimits: Object.values(runLimits).some((limit) => limit !== null) ? runLimits : null,
     runTags: row.run_tags as Record<string, string>,
+    runApiKeyId: (row.run_api_key_id as string | null) ?? null,
   };
 }
 

@@ -1,6 +1,7 @@
 /**
  * Least privilege for API keys (issue #51, part 3): an agent key starts runs, records steps and
- * reads the runs it started; every write of settings answers it 403 FORBIDDEN.
+ * reads and writes only the runs it started (any other is not found); every write of settings
+ * answers it 403 FORBIDDEN.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, caller, startTestApi, type TestApi } from '../support/harness.js';
@@ -105,5 +106,62 @@ describe.each(BACKENDS)('key roles on %s', (backend) => {
     }
     // An admin key mints for any run of the workspace.
     expect((await api.request('POST', `/v1/runs/${others[0]}/proxy-token`)).status).toBe(201);
+  });
+
+  it("when an agent key writes into another key's run, then each write is not found, as for reads, and nothing changes", async () => {
+    const agent = caller(
+      api.url,
+      (await api.request('POST', '/v1/api-keys', { name: 'writer', role: 'agent' })).body.api_key,
+    );
+    const otherAgent = caller(
+      api.url,
+      (await api.request('POST', '/v1/api-keys', { name: 'owner', role: 'agent' })).body.api_key,
+    );
+    const step = { type: 'TOOL_CALL', tool_name: 'search', model: null };
+    // Another agent key's run, and one an admin key started; each with a step of its owner's.
+    const others = [otherAgent, api].map(async (owner) => {
+      const run = (await owner.request('POST', '/v1/runs', { user_id: 'bot' })).body;
+      const own = (await owner.request('POST', `/v1/runs/${run.id}/steps`, { ...step, sequence: 1 })).body;
+      return { runId: run.id as string, stepId: own.id as string };
+    });
+    for (const { runId, stepId } of await Promise.all(others)) {
+      const writes = [
+        await agent.request('POST', `/v1/runs/${runId}/steps`, { ...step, sequence: 2 }),
+        await agent.request('PATCH', `/v1/runs/${runId}/steps/${stepId}`, { status: 'COMPLETED' }),
+        await agent.request('POST', `/v1/runs/${runId}/end`, { status: 'FAILED' }),
+      ];
+      for (const write of writes) {
+        expect({ status: write.status, code: write.body.code }).toEqual({ status: 404, code: 'RUN_NOT_FOUND' });
+      }
+      // Nothing changed: still running, with its owner's step alone, unfinished.
+      const run = (await api.request('GET', `/v1/runs/${runId}`)).body;
+      expect(run.status).toBe('RUNNING');
+      expect(run.steps.map((s: { id: string; status: string }) => [s.id, s.status])).toEqual([[stepId, 'ALLOWED']]);
+      // An admin key writes into any run of the workspace.
+      expect((await api.request('PATCH', `/v1/runs/${runId}/steps/${stepId}`, { status: 'COMPLETED' })).status).toBe(
+        200,
+      );
+      expect((await api.request('POST', `/v1/runs/${runId}/end`, { status: 'COMPLETED' })).status).toBe(200);
+    }
+  });
+
+  it("when an agent key proxies into another key's run, then the call is refused, not found, before any step", async () => {
+    const key = (await api.request('POST', '/v1/api-keys', { name: 'proxier', role: 'agent' })).body.api_key;
+    const agent = caller(api.url, key);
+    const own = (await agent.request('POST', '/v1/runs', { user_id: 'bot' })).body;
+    const other = (await api.request('POST', '/v1/runs', { user_id: 'bot' })).body;
+    const proxied = (runId: string) =>
+      fetch(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-runguard-key': key },
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+    const refused = await proxied(other.id);
+    expect(refused.status).toBe(404);
+    expect(JSON.stringify(await refused.json())).toContain('RUN_NOT_FOUND');
+    expect((await api.request('GET', `/v1/runs/${other.id}`)).body.steps).toEqual([]);
+    // Into its own run the call is taken (a step recorded; the upstream here answers nothing).
+    await (await proxied(own.id)).text();
+    expect((await agent.request('GET', `/v1/runs/${own.id}`)).body.steps).toHaveLength(1);
   });
 });

@@ -60,7 +60,7 @@ async function* cutsLogged<T>(pieces: AsyncIterable<T>, request: FastifyRequest)
   }
 }
 
-/** An agent key reads only the runs it started: its id; any other credential reads every run. */
+/** An agent key reads and writes only the runs it started: its id; any other credential, every run. */
 const agentKeyOf = (principal: Principal): string | null => (principal.role === 'agent' ? principal.subjectId : null);
 
 const NO_STEP_TOKENS = {
@@ -153,6 +153,7 @@ export const runRoutes: FastifyPluginAsync<{
         pathUuid(request.params.run_id),
         request.body.status,
         claimFrom(request, 200),
+        agentKeyOf(request.principal),
       );
       telemetry.runEnded(ended.id, ended.status);
       return ended;
@@ -181,6 +182,7 @@ export const runRoutes: FastifyPluginAsync<{
         pathUuid(request.params.run_id),
         { ...request.body, apiKeyId: principal.kind === 'key' ? principal.subjectId : null },
         claimFrom(request, 201),
+        agentKeyOf(request.principal),
       );
       if (telemetry.enabled) {
         const start = {
@@ -240,6 +242,7 @@ export const runRoutes: FastifyPluginAsync<{
           outputData: body.output_data ?? null,
         },
         claimFrom(request, 200),
+        agentKeyOf(request.principal),
       );
       const start = telemetry.enabled ? stepStarts.get(finished.id) : undefined;
       if (start) {

@@ -68,6 +68,9 @@ describe('targetResolver', () => {
     },
     defaultApiKey: null,
     defaultUserId: null,
+    runStartedBy: async () => {
+      throw new Error('an admin key never asks whose run it is');
+    },
     ...overrides,
   });
   const request = (
@@ -99,6 +102,27 @@ describe('targetResolver', () => {
   it('when a valid key names a run, then that run in the key workspace is the target', async () => {
     const target = await targetResolver(options())(request({ run_id: RUN_ID }, { 'x-runguard-key': 'good-key' }));
     expect(target).toEqual({ workspaceId: 'ws-key', runId: RUN_ID, userId: null, via: 'run', apiKeyId: 'k1' });
+  });
+
+  it("when an agent key names a run, then only a run it started is the target; another's is not found", async () => {
+    const asked: string[][] = [];
+    const resolve = targetResolver(
+      options({
+        keys: { verify: async () => ({ workspaceId: 'ws-key', kind: 'key', subjectId: 'agent-1', role: 'agent' }) },
+        runStartedBy: async (workspaceId, runId, apiKeyId) => {
+          asked.push([workspaceId, runId, apiKeyId]);
+          return runId === RUN_ID;
+        },
+      }),
+    );
+    const headers = { 'x-runguard-key': 'agent-key' };
+    await expect(resolve(request({ run_id: RUN_ID }, headers))).resolves.toMatchObject({ runId: RUN_ID, via: 'run' });
+    const other = '0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c';
+    expect(await codeOf(resolve(request({ run_id: other }, headers)))).toBe('RUN_NOT_FOUND');
+    expect(asked).toEqual([
+      ['ws-key', RUN_ID, 'agent-1'],
+      ['ws-key', other, 'agent-1'],
+    ]);
   });
 
   it('when the run id is not a UUID, then the run is not found', async () => {
