@@ -202,7 +202,7 @@ describe('the README, the docs and the package', () => {
       expect(result.code, `npx runguard ${command}: ${result.stderr}`).toBe(0);
     }
     expect(readme).not.toMatch(/^runguard /m);
-  });
+  }, 180_000); // a CLI process per command named in the docs, one after the other
 
   it("when the daemon's package is packed, then the client and its types are in it (runguard/client)", async () => {
     const result = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts']);

@@ -13,7 +13,7 @@ import { startProxyTestApi, type ProxyTestApi } from '../support/harness.js';
 import { parseMetrics } from '../support/prometheus.js';
 import { connectClient, startMcpServer, type McpFixture } from '../support/mcp-fixture.js';
 
-const until = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000) => {
+const until = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
