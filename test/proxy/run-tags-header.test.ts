@@ -85,4 +85,40 @@ describe('x-runguard-tags on proxied calls', () => {
     expect((await client.chat.completions.create(chat).withResponse()).response.status).toBe(200);
     expect((await api.request('GET', `/v1/runs/${run.id}`)).body.tags).toEqual({ project: 'ads' });
   });
+
+  it("when a tag budget is spent by run-less calls carrying its tag, then the next one is denied, other tags' are not", async () => {
+    // Ten times the fake upstream's usage priced high: one call spends the budget whole.
+    const prices = { input_cost_per_token: 0.01, output_cost_per_token: 0.01 };
+    expect((await api.request('PUT', '/v1/model-pricing/gpt-4o-mini', prices)).status).toBe(200);
+    const budget = await api.request('POST', '/v1/budgets', {
+      scope: 'tag',
+      subject: 'project:capped',
+      period: 'day',
+      limit_usd: 0.01,
+    });
+    expect(budget.status).toBe(201);
+    expect(
+      (await runless('capped-1', 'project=capped').chat.completions.create(chat).withResponse()).response.status,
+    ).toBe(200);
+    await endedRuns('capped-1');
+    const before = api.upstream.requests.length;
+    const denied = await runless('capped-2', 'project=capped,team=growth')
+      .chat.completions.create(chat)
+      .catch((caught: unknown) => caught);
+    expect(denied).toBeInstanceOf(OpenAI.APIError);
+    expect((denied as InstanceType<typeof OpenAI.APIError>).message).toContain('BUDGET_EXCEEDED');
+    expect(api.upstream.requests.length).toBe(before);
+    const [blocked] = (await api.request('GET', '/v1/runs?user_id=capped-2')).body.items;
+    const detail = (await api.request('GET', `/v1/runs/${blocked.id}`)).body;
+    // Rule 13 decides at run start too: the run-less call's run is refused before any step.
+    expect(detail).toMatchObject({ status: 'BLOCKED', tags: { project: 'capped', team: 'growth' }, steps: [] });
+    expect(detail.decision).toMatchObject({
+      reason: 'BUDGET_EXCEEDED',
+      detail: { budget_id: budget.body.id, scope: 'tag', subject: 'project:capped' },
+    });
+    // Another project's calls are not this budget's.
+    expect(
+      (await runless('capped-3', 'project=open').chat.completions.create(chat).withResponse()).response.status,
+    ).toBe(200);
+  });
 });
