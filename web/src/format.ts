@@ -1,4 +1,6 @@
 /** How numbers, money and times are shown. */
+import type { Step } from './api';
+
 const usdFormat = new Intl.NumberFormat('en-US', {
   style: 'currency',
   currency: 'USD',
@@ -11,6 +13,17 @@ export const usd = (value: number | null | undefined): string =>
   value === null || value === undefined ? '—' : usdFormat.format(value);
 export const int = (value: number | null | undefined): string =>
   value === null || value === undefined ? '—' : intFormat.format(value);
+/**
+ * A run's cost with its model calls that have no price (tokens used, cost unknown, counted as $0):
+ * `$0.00 + 2 unpriced`, as the CLI says it; the cost alone when every call was priced.
+ */
+export const costWithUnpriced = (cost: number, unpriced: number): string =>
+  unpriced === 0 ? usd(cost) : `${usd(cost)} + ${int(unpriced)} unpriced`;
+/** A model call that used tokens and has no price: its cost is unknown, not $0. */
+export const isUnpriced = (step: Pick<Step, 'type' | 'cost_usd' | 'prompt_tokens' | 'completion_tokens'>): boolean =>
+  step.type === 'MODEL_CALL' &&
+  step.cost_usd === null &&
+  (step.prompt_tokens !== null || step.completion_tokens !== null);
 export const limit = (value: number | null | undefined, format: (v: number) => string = int): string =>
   value === null || value === undefined ? 'unlimited' : format(value);
 

@@ -3,7 +3,7 @@ import { Link } from 'wouter-preact';
 import { api, type RunDetail, type Step } from '../api';
 import { Card, ErrorNote, JsonView, Rules, Status, Tags } from '../components';
 import { useLoad } from '../hooks';
-import { duration, int, usd, when } from '../format';
+import { costWithUnpriced, duration, int, isUnpriced, usd, when } from '../format';
 
 function StepItem({ step }: { step: Step }) {
   const tokens =
@@ -33,7 +33,7 @@ function StepItem({ step }: { step: Step }) {
         </div>
         <div>
           <dt>Cost</dt>
-          <dd>{usd(step.cost_usd)}</dd>
+          <dd>{isUnpriced(step) ? 'unpriced' : usd(step.cost_usd)}</dd>
         </div>
       </dl>
       <Rules decision={step.decision} />
@@ -106,7 +106,7 @@ export function RunDetailPage({ id }: { id: string }) {
             </div>
             <div>
               <dt>Cost</dt>
-              <dd>{usd(r.total_cost_usd)}</dd>
+              <dd>{costWithUnpriced(r.total_cost_usd, r.steps.filter(isUnpriced).length)}</dd>
             </div>
             <div>
               <dt>Tags</dt>

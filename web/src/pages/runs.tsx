@@ -4,7 +4,7 @@ import { Link, useLocation, useSearch } from 'wouter-preact';
 import { api, qs, type Page, type RunSummary } from '../api';
 import { ErrorNote, Pager, Status, TableHead, Tags, type ColumnHead } from '../components';
 import { useLoad } from '../hooks';
-import { int, usd, when } from '../format';
+import { costWithUnpriced, int, when } from '../format';
 
 const PER_PAGE = 25;
 const STATUSES = ['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED'];
@@ -85,7 +85,7 @@ export function RunsPage() {
                   <td>{when(r.started_at)}</td>
                   <td class="num">{int(r.step_count)}</td>
                   <td class="num">{int(r.total_tokens)}</td>
-                  <td class="num">{usd(r.total_cost_usd)}</td>
+                  <td class="num">{costWithUnpriced(r.total_cost_usd, r.unpriced_calls)}</td>
                 </tr>
               ))}
             </tbody>
