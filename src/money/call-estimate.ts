@@ -16,9 +16,12 @@ import { callCost, costToMicros, MAX_TOKEN_COUNT, parseDecimal, type TierPrices,
 export interface CallBounds {
   /** At most this many input tokens: the request body's size in bytes (a token is at least one byte of text). */
   inputTokens: number;
-  /** The request's own output limit (`max_tokens`, `max_completion_tokens`, `max_output_tokens`); null: none given. */
+  /**
+   * The request's own output limit (`max_tokens`, `max_completion_tokens`, `max_output_tokens`,
+   * Gemini's `generationConfig.maxOutputTokens`); null: none given.
+   */
   maxOutputTokens: number | null;
-  /** Completions asked for at once (OpenAI's `n`): each may be as long as the limit. */
+  /** Completions asked for at once (OpenAI's `n`, Gemini's `candidateCount`): each may be as long as the limit. */
   choices: number;
 }
 
