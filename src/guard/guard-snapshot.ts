@@ -7,41 +7,60 @@ import type { BudgetRule } from '../store/budgets.js';
 import { subjectOf, type DailySpend, type RunCounts } from '../store/counters/counters.js';
 import type { Reserved } from '../store/reservations.js';
 import type { GuardState } from '../store/workspaces.js';
-import { localDay, periodWindow } from '../periods.js';
+import { localDay, periodWindow, type LocalDay } from '../periods.js';
 
 /** Run counts where no rule uses them: at a step check, or in a workspace without run limits. */
 export const NOT_COUNTED: RunCounts = { monthlyRuns: 0, concurrentRuns: 0 };
 
-export function toSnapshot(state: GuardState, counters: DailySpend & RunCounts, now?: Date): GuardSnapshot {
+/** What a decision is about, fixed before its reads: who makes the call, its estimate, the moment. */
+export interface DecisionFacts {
+  call: BudgetedCall;
+  /** The step's estimate (reserve mode counts it); null: none. */
+  estimateMicros: number | null;
+  now: Date;
+}
+
+/**
+ * The rules' snapshot of a decision: the workspace's state, the counters, in reserve mode the
+ * outstanding reservations and the estimate, and rule 13's budgets. Built as one object of one
+ * shape, every optional term present (undefined where it does not apply): a decision is made on
+ * every call, and spreading its parts together cost more than the rules that read it. A step's
+ * own terms (`modelPriced`, `runSteps`...) are set on it by the step's check.
+ */
+export function toSnapshot(
+  state: GuardState,
+  facts: DecisionFacts,
+  counted: DailySpend,
+  reserved: Reserved,
+  counts: RunCounts,
+): GuardSnapshot {
   const workspace = state.workspace;
-  const local = now ? localDay(now, workspace.time_zone) : undefined;
+  const local = localDay(facts.now, workspace.time_zone);
+  const reserving = workspace.budget_mode === 'reserve';
   return {
-    ...(local ? { dayResetsAt: local.dayResetsAt, monthResetsAt: local.monthResetsAt } : {}),
     killSwitchActive: workspace.kill_switch_active,
     userBlocked: state.userBlocked,
     workspaceDailyBudgetMicros: workspace.daily_budget_micros,
-    workspaceDailySpendMicros: counters.workspaceDailySpendMicros,
+    workspaceDailySpendMicros: counted.workspaceDailySpendMicros,
     userDailyBudgetMicros: state.userDailyBudgetMicros,
-    userDailySpendMicros: counters.userDailySpendMicros,
+    userDailySpendMicros: counted.userDailySpendMicros,
     monthlyRunLimit: workspace.monthly_run_limit,
-    monthlyRuns: counters.monthlyRuns,
+    monthlyRuns: counts.monthlyRuns,
     maxConcurrentRuns: workspace.max_concurrent_runs,
-    concurrentRuns: counters.concurrentRuns,
-  };
-}
-
-/** What reserve mode adds to a snapshot: the mode, outstanding reservations, this step's estimate. */
-export function reserveTerms(
-  state: GuardState,
-  reserved: Reserved,
-  estimateMicros: number | null,
-): Pick<GuardSnapshot, 'budgetMode' | 'workspaceReservedMicros' | 'userReservedMicros' | 'estimateMicros'> {
-  if (state.workspace.budget_mode !== 'reserve') return {};
-  return {
-    budgetMode: 'reserve',
-    workspaceReservedMicros: reserved.workspaceReservedMicros,
-    userReservedMicros: reserved.userReservedMicros,
-    estimateMicros: estimateMicros ?? 0,
+    concurrentRuns: counts.concurrentRuns,
+    workspaceReservedMicros: reserving ? reserved.workspaceReservedMicros : undefined,
+    userReservedMicros: reserving ? reserved.userReservedMicros : undefined,
+    budgetMode: reserving ? 'reserve' : undefined,
+    estimateMicros: reserving ? (facts.estimateMicros ?? 0) : undefined,
+    dayResetsAt: local.dayResetsAt,
+    monthResetsAt: local.monthResetsAt,
+    modelPriced: undefined,
+    runSteps: undefined,
+    runCost: undefined,
+    repeatedCalls: undefined,
+    userRate: undefined,
+    toolPolicy: undefined,
+    budgets: budgetChecks(state, facts.call, counted, reserved, local),
   };
 }
 
@@ -87,7 +106,7 @@ function appliesTo(budget: BudgetRule, call: BudgetedCall): boolean {
 }
 
 /** The deny budgets that apply to a call, in the order a denial reports them. */
-export function applicableBudgets(state: GuardState, call: BudgetedCall): BudgetRule[] {
+function applicableBudgets(state: GuardState, call: BudgetedCall): BudgetRule[] {
   return state.budgets
     .filter((budget) => budget.action === 'deny' && appliesTo(budget, call))
     .sort(
@@ -98,31 +117,29 @@ export function applicableBudgets(state: GuardState, call: BudgetedCall): Budget
 
 /**
  * Rule 13's inputs: each applicable budget with its window's spend (read with the day's, see
- * `scopeFor`), its reservations in reserve mode, and its reset.
+ * `scopeFor`), its reservations in reserve mode, and its reset; undefined when none applies.
  */
-export function budgetTerms(
+function budgetChecks(
   state: GuardState,
   call: BudgetedCall,
   spend: DailySpend,
   reserved: Reserved,
-  now: Date,
-): Pick<GuardSnapshot, 'budgets'> {
+  local: LocalDay,
+): BudgetCheck[] | undefined {
+  if (state.budgets.length === 0) return undefined;
   const budgets = applicableBudgets(state, call);
-  if (budgets.length === 0) return {};
-  const local = localDay(now, state.workspace.time_zone);
+  if (budgets.length === 0) return undefined;
   const reserving = state.workspace.budget_mode === 'reserve';
-  return {
-    budgets: budgets.map((budget): BudgetCheck => ({
-      budgetId: budget.id,
-      scope: budget.scope,
-      subject: budget.subject,
-      period: budget.period,
-      limitMicros: budget.limitMicros,
-      spendMicros: budgetSpend(budget, spend),
-      reservedMicros: reserving ? budgetReserved(budget, reserved) : 0,
-      resetsAt: periodWindow(local, budget.period).resetsAt,
-    })),
-  };
+  return budgets.map((budget) => ({
+    budgetId: budget.id,
+    scope: budget.scope,
+    subject: budget.subject,
+    period: budget.period,
+    limitMicros: budget.limitMicros,
+    spendMicros: budgetSpend(budget, spend),
+    reservedMicros: reserving ? budgetReserved(budget, reserved) : 0,
+    resetsAt: periodWindow(local, budget.period).resetsAt,
+  }));
 }
 
 /** What a budget's window counted: its scope's spend of the day, week or month. */

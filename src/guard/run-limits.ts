@@ -58,30 +58,27 @@ export const FRESH_RUN: RunUsage = {
 };
 
 /**
- * Rules 8 to 10's inputs for a run with `limits` and `usage`, where `identicalCalls` were this call.
- * `reserve`: the workspace's budget mode is "reserve": the run's reservations and this step's
- * estimate count against its budget (usage read with its reservations).
+ * Sets rules 8 to 10's inputs on a step's snapshot (`toSnapshot`), for a run with `limits` and
+ * `usage`, where `identicalCalls` were this call. In reserve mode (the snapshot's budget mode)
+ * the run's reservations and this step's estimate count against its budget (usage read with its
+ * reservations).
  */
-export function runRuleInputs(
+export function addRunRuleInputs(
+  snapshot: GuardSnapshot,
   limits: RunLimitValues,
   usage: RunUsage,
   identicalCalls: number,
-  reserve: { estimateMicros: number | null } | null = null,
-): Pick<GuardSnapshot, 'runSteps' | 'runCost' | 'repeatedCalls'> {
-  return {
-    ...(limits.maxSteps !== null && { runSteps: { allowed: usage.allowedSteps, limit: limits.maxSteps } }),
-    ...(limits.maxCostMicros !== null && {
-      runCost: {
-        costMicros: usage.costMicros,
-        reservedMicros: reserve ? usage.reservedMicros : 0,
-        limitMicros: limits.maxCostMicros,
-        ...(reserve && { estimateMicros: reserve.estimateMicros ?? 0 }),
-      },
-    }),
-    ...(limits.maxIdenticalCalls !== null && {
-      repeatedCalls: { identicalCalls, limit: limits.maxIdenticalCalls },
-    }),
-  };
+): void {
+  const reserve = snapshot.budgetMode === 'reserve';
+  if (limits.maxSteps !== null) snapshot.runSteps = { allowed: usage.allowedSteps, limit: limits.maxSteps };
+  if (limits.maxCostMicros !== null)
+    snapshot.runCost = {
+      costMicros: usage.costMicros,
+      reservedMicros: reserve ? usage.reservedMicros : 0,
+      limitMicros: limits.maxCostMicros,
+      estimateMicros: reserve ? snapshot.estimateMicros : undefined,
+    };
+  if (limits.maxIdenticalCalls !== null) snapshot.repeatedCalls = { identicalCalls, limit: limits.maxIdenticalCalls };
 }
 
 /** Rule 11's input from the window's answer; a place frees when its oldest step leaves it. */
@@ -111,13 +108,6 @@ export function callHash(call: {
     .update(canonicalJson([call.type, call.model ?? null, call.tool_name ?? null, call.input ?? null]))
     .digest('base64url');
 }
-
-/**
- * Rule 9's reserve-mode input for a step with `estimate` (budget_mode "reserve"): the run's budget
- * counts its steps in flight and this step's estimate as well. Null in spend mode.
- */
-export const runReserve = (workspace: WorkspaceRow, estimate: number | null) =>
-  workspace.budget_mode === 'reserve' ? { estimateMicros: estimate } : null;
 
 /** The loop rule's hash of a call, where the run has the rule. */
 export const loopHash = (limits: RunLimitValues | null, input: Omit<StepInput, 'sequence'>): string | null =>

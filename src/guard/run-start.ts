@@ -15,10 +15,10 @@ import { planAdmission } from './admission-plan.js';
 import type { Decided } from './decided.js';
 import { callSubjects, decisionInputs } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
-import { budgetTerms, NOT_COUNTED, reserveTerms, toSnapshot } from './guard-snapshot.js';
+import { NOT_COUNTED, toSnapshot, type DecisionFacts } from './guard-snapshot.js';
 import { createdView, view } from './guard-views.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
-import { FRESH_RUN, loopHash, resolveRunLimits, runLimitsView, runReserve, runRuleInputs } from './run-limits.js';
+import { addRunRuleInputs, FRESH_RUN, loopHash, resolveRunLimits, runLimitsView } from './run-limits.js';
 import { modelPricedInput, newStep, stepEstimate, toolPolicyInput, type StepInput } from './step-input.js';
 import { rememberStep } from './step-results.js';
 import type { GuardState } from '../store/workspaces.js';
@@ -80,6 +80,7 @@ export async function beginRun(
     scope,
     now,
     estimate,
+    facts: { call: { userId: input.user_id, subjects }, estimateMicros: estimate, now },
     firstStep,
     modelPriced: firstStep ? await modelPricedInput(context, state, workspaceId, firstStep) : undefined,
     limits: resolveRunLimits(state.workspace, input.limits),
@@ -106,6 +107,8 @@ interface RunStart {
   scope: CounterScope;
   now: Date;
   estimate: number | null;
+  /** What the start's rules (and its first step's) are decided on, beside the reads. */
+  facts: DecisionFacts;
   firstStep: Omit<StepInput, 'sequence'> | null;
   modelPriced: GuardSnapshot['modelPriced'];
   limits: RunLimitValues | null;
@@ -153,25 +156,18 @@ function decideRun(
   reads: AdmissionReads,
   userRate: GuardSnapshot['userRate'],
 ): DecidedRun {
-  const { state, now, estimate, limits, firstStep, input, id } = start;
+  const { state, now, estimate, limits, firstStep, input, id, facts } = start;
   const { counted, reserved } = reads;
-  const call = { userId: input.user_id, subjects: callSubjects(input.apiKeyId, input.tags ?? {}) };
-  const budgets = {
-    ...reserveTerms(state, reserved, estimate),
-    ...budgetTerms(state, call, counted, reserved, now),
-  };
-  const decision = evaluate('run_start', { ...toSnapshot(state, { ...counted, ...reads.runCounts }, now), ...budgets });
+  const decision = evaluate('run_start', toSnapshot(state, facts, counted, reserved, reads.runCounts));
   const status: RunCreated['status'] = decision.outcome === 'ALLOW' ? 'RUNNING' : 'BLOCKED';
   let step: runs.NewStep | undefined;
   if (status === 'RUNNING' && firstStep) {
-    const stepDecision = evaluate('step', {
-      ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
-      ...budgets,
-      modelPriced: start.modelPriced,
-      toolPolicy: toolPolicyInput(state, firstStep),
-      ...(limits && runRuleInputs(limits, FRESH_RUN, 0, runReserve(state.workspace, estimate))),
-      ...(userRate && { userRate }),
-    });
+    const snapshot = toSnapshot(state, facts, counted, reserved, NOT_COUNTED);
+    snapshot.modelPriced = start.modelPriced;
+    snapshot.toolPolicy = toolPolicyInput(state, firstStep);
+    snapshot.userRate = userRate;
+    if (limits) addRunRuleInputs(snapshot, limits, FRESH_RUN, 0);
+    const stepDecision = evaluate('step', snapshot);
     step = newStep(start.context, start.workspaceId, id, 1, firstStep, stepDecision, now, estimate, stepId);
   }
   const allowedFirst = step?.status === 'ALLOWED';

@@ -15,10 +15,10 @@ import { planAdmission, type AdmissionPlan } from './admission-plan.js';
 import type { Decided } from './decided.js';
 import { callSubjects, stepCheckInputs } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
-import { budgetTerms, NOT_COUNTED, reserveTerms, toSnapshot } from './guard-snapshot.js';
+import { NOT_COUNTED, toSnapshot, type DecisionFacts } from './guard-snapshot.js';
 import { createdView } from './guard-views.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
-import { loopHash, runReserve, runRuleInputs } from './run-limits.js';
+import { addRunRuleInputs, loopHash } from './run-limits.js';
 import { modelPricedInput, newStep, stepEstimate, toolPolicyInput, type StepInput } from './step-input.js';
 import { rememberStep, resultsWritten } from './step-results.js';
 
@@ -84,20 +84,19 @@ export async function admitStep(
   if (run.limits?.maxCostMicros != null) await resultsWritten(context, runId);
   const id = timeOrderedId(now.getTime());
   const hash = loopHash(run.limits, input);
+  const facts: DecisionFacts = { call, estimateMicros: estimate, now };
+  const toolPolicy = toolPolicyInput(state, input);
   const decide = (reads: AdmissionReads, userRate?: GuardSnapshot['userRate']): Decision => {
     const { counted, reserved, usage } = reads;
-    const identicalCalls = usage && hash !== null && usage.lastCallHash === hash ? usage.identicalCalls : 0;
-    return evaluate('step', {
-      ...toSnapshot(state, { ...counted, ...NOT_COUNTED }, now),
-      ...reserveTerms(state, reserved, estimate),
-      modelPriced,
-      toolPolicy: toolPolicyInput(state, input),
-      ...budgetTerms(state, call, counted, reserved, now),
-      ...(run.limits &&
-        usage &&
-        runRuleInputs(run.limits, usage, identicalCalls, runReserve(state.workspace, estimate))),
-      ...(userRate && { userRate }),
-    });
+    const snapshot = toSnapshot(state, facts, counted, reserved, NOT_COUNTED);
+    snapshot.modelPriced = modelPriced;
+    snapshot.toolPolicy = toolPolicy;
+    snapshot.userRate = userRate;
+    if (run.limits && usage) {
+      const identicalCalls = hash !== null && usage.lastCallHash === hash ? usage.identicalCalls : 0;
+      addRunRuleInputs(snapshot, run.limits, usage, identicalCalls);
+    }
+    return evaluate('step', snapshot);
   };
   const task = (sequence: number): AdmissionTask<runs.NewStep> => ({
     workspaceId,
