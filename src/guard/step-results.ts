@@ -4,7 +4,7 @@
  * daemon's pending spend and the write kept among its run's results in flight.
  */
 import { ApiError } from '../errors.js';
-import { callCost, costToMicros, isPriced } from '../money/cost.js';
+import { callCostMicros, isPriced } from '../money/cost.js';
 import { scopeAt, SPEND_CAP_MICROS } from '../store/counters/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
@@ -131,7 +131,7 @@ function holdSpend(context: GuardContext, finish: StepFinish, zone: string): () 
   if (!facts || model === null || !isPriced(tokens)) return () => {};
   const cost = context.prices.prices(finish.workspaceId, model).then((prices) => {
     // Priced as the record will be (src/money/cost.ts is the one definition), capped as the counters are.
-    if (prices) return Math.min(Number(costToMicros(callCost(tokens, prices)!)), SPEND_CAP_MICROS);
+    if (prices) return Math.min(Number(callCostMicros(tokens, prices)!), SPEND_CAP_MICROS);
     unpricedCall(context, finish.workspaceId, model);
     return 0;
   });

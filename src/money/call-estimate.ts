@@ -10,7 +10,14 @@
  * bytes) and its output limit. It does not hold for input the request only points at (an image
  * by URL, a file id, a server-side tool's results): see docs/budgets.md.
  */
-import { callCost, costToMicros, MAX_TOKEN_COUNT, parseDecimal, type TierPrices, type TokenPrices } from './cost.js';
+import {
+  callCostMicros,
+  decimalAbove,
+  MAX_TOKEN_COUNT,
+  priceDecimal,
+  type TierPrices,
+  type TokenPrices,
+} from './cost.js';
 
 /** What a request says of its size, read by the proxy before anything is sent upstream. */
 export interface CallBounds {
@@ -88,38 +95,21 @@ export function outputTokenBound(bounds: CallBounds, model: string): number {
   return boundedTokens(limit * Math.max(1, bounds.choices));
 }
 
-/** The dearest of exact decimal prices, compared at a common scale. */
-function dearest(candidates: readonly string[]): string {
-  const scaled = candidates.map(parseDecimal);
-  const scale = Math.max(...scaled.map((decimal) => decimal.scale));
-  const digitsAtScale = (i: number) => scaled[i]!.digits * 10n ** BigInt(scale - scaled[i]!.scale);
-  let best = 0;
-  for (let i = 1; i < candidates.length; i++) if (digitsAtScale(i) > digitsAtScale(best)) best = i;
-  return candidates[best]!;
+/** The dearer of two exact decimal prices (`other` null: none). */
+function dearer(one: string, other: string | null): string {
+  return other !== null && decimalAbove(priceDecimal(other), priceDecimal(one)) ? other : one;
 }
 
-/** The input prices of a tier: an input token may be billed at any of them (a cache write costs more). */
-const inputPrices = (tier: TierPrices) =>
-  [tier.input, tier.cacheRead, tier.cacheWrite].filter((price): price is string => price !== null);
+/** The dearest input price of a tier: an input token may be billed at any of them (a cache write costs more). */
+const dearestInput = (tier: TierPrices, than: string | null = null): string =>
+  dearer(dearer(dearer(tier.input, tier.cacheRead), tier.cacheWrite), than);
 
 /**
- * The tiers a call of at most `inputTokens` input tokens may be billed at: the standard one, and
- * the long-context one when the bound is above its threshold (the bound, not the real prompt).
+ * The most a call can cost at `prices`, in microdollars (capped at `capMicros`). A call of at
+ * most `inputTokens` input tokens may be billed at the standard tier, or at the long-context one
+ * when the bound is above its threshold (the bound, not the real prompt): each price is then the
+ * dearer of the two tiers'.
  */
-function possibleTiers(inputTokens: number, prices: TokenPrices): TierPrices[] {
-  const long = prices.longContext;
-  return long && inputTokens > long.abovePromptTokens ? [prices, long] : [prices];
-}
-
-/** Exact USD text as microdollars, rounded up: an upper bound stays one. */
-export function costToMicrosCeil(cost: string): number {
-  const rounded = costToMicros(cost);
-  const { digits, scale } = parseDecimal(cost);
-  const exactBelow = scale <= 6 ? false : rounded * 10n ** BigInt(scale - 6) < digits;
-  return Number(exactBelow ? rounded + 1n : rounded);
-}
-
-/** The most a call can cost at `prices`, in microdollars (capped at `capMicros`). */
 export function estimateCallMicros(
   bounds: CallBounds,
   model: string,
@@ -127,20 +117,18 @@ export function estimateCallMicros(
   capMicros = Number.MAX_SAFE_INTEGER,
 ): number {
   const inputTokens = boundedTokens(bounds.inputTokens);
-  const tiers = possibleTiers(inputTokens, prices);
-  const cost = callCost(
+  const long = prices.longContext && inputTokens > prices.longContext.abovePromptTokens ? prices.longContext : null;
+  const input = long ? dearestInput(long, dearestInput(prices)) : dearestInput(prices);
+  const output = long ? dearer(prices.output, long.output) : prices.output;
+  const micros = callCostMicros(
     {
       promptTokens: inputTokens,
       completionTokens: outputTokenBound(bounds, model),
       cacheReadTokens: null,
       cacheWriteTokens: null,
     },
-    {
-      input: dearest(tiers.flatMap(inputPrices)),
-      output: dearest(tiers.map((tier) => tier.output)),
-      cacheRead: null,
-      cacheWrite: null,
-    },
+    { input, output, cacheRead: null, cacheWrite: null },
+    'up',
   )!;
-  return Math.min(costToMicrosCeil(cost), capMicros);
+  return Math.min(Number(micros), capMicros);
 }

@@ -107,7 +107,7 @@ export function uncachedInput(tokens: CallTokens): number {
 }
 
 /** An exact decimal: `digits x 10^-scale`. */
-interface Decimal {
+export interface Decimal {
   digits: bigint;
   scale: number;
 }
@@ -122,8 +122,35 @@ export function parseDecimal(text: string): Decimal {
   return { digits: BigInt(match[1]! + fraction), scale: fraction.length };
 }
 
-function rescale(value: Decimal, scale: number): bigint {
-  return value.digits * 10n ** BigInt(scale - value.scale);
+/** Price texts parsed so far (a bounded memo of a pure function; a decimal is never changed). */
+const parsedPrices = new Map<string, Readonly<Decimal>>();
+
+/**
+ * A price as an exact decimal, parsed once per price text: a workspace has a few prices, and
+ * every call is priced (its estimate, its result) with them.
+ */
+export function priceDecimal(text: string): Readonly<Decimal> {
+  let parsed = parsedPrices.get(text);
+  if (parsed === undefined) {
+    parsed = parseDecimal(text);
+    if (parsedPrices.size >= 10_000) parsedPrices.clear();
+    parsedPrices.set(text, parsed);
+  }
+  return parsed;
+}
+
+const POWERS_OF_TEN = Array.from({ length: 64 }, (_, exponent) => 10n ** BigInt(exponent));
+
+const powerOfTen = (exponent: number): bigint => POWERS_OF_TEN[exponent] ?? 10n ** BigInt(exponent);
+
+function rescale(value: Readonly<Decimal>, scale: number): bigint {
+  return scale === value.scale ? value.digits : value.digits * powerOfTen(scale - value.scale);
+}
+
+/** Whether `one` is more than `other`, exactly. */
+export function decimalAbove(one: Readonly<Decimal>, other: Readonly<Decimal>): boolean {
+  const scale = Math.max(one.scale, other.scale);
+  return rescale(one, scale) > rescale(other, scale);
 }
 
 /** The shortest plain text of an exact decimal (`0.000036`, `12`). */
@@ -135,38 +162,57 @@ export function formatDecimal(value: Decimal): string {
   return fraction ? `${whole}.${fraction}` : whole;
 }
 
-/** Sum of `count x price` terms, exact. */
-function sumOfProducts(terms: readonly (readonly [count: number, price: string])[]): Decimal {
-  const prices = terms.map(([, price]) => parseDecimal(price));
-  const scale = Math.max(0, ...prices.map((price) => price.scale));
-  let digits = 0n;
-  terms.forEach(([count], i) => {
-    digits += BigInt(count) * rescale(prices[i]!, scale);
-  });
+/** The cost rule's sum of `count x price` terms, exact, at the tier the call is billed at. */
+function exactCost(tokens: CallTokens, modelPrices: TokenPrices): Decimal {
+  const prices = tierFor(tokens.promptTokens, modelPrices);
+  const input = priceDecimal(prices.input);
+  const cacheRead = prices.cacheRead === null ? input : priceDecimal(prices.cacheRead);
+  const cacheWrite = prices.cacheWrite === null ? input : priceDecimal(prices.cacheWrite);
+  const output = priceDecimal(prices.output);
+  const scale = Math.max(input.scale, cacheRead.scale, cacheWrite.scale, output.scale);
+  const digits =
+    BigInt(uncachedInput(tokens)) * rescale(input, scale) +
+    BigInt(tokens.cacheReadTokens ?? 0) * rescale(cacheRead, scale) +
+    BigInt(tokens.cacheWriteTokens ?? 0) * rescale(cacheWrite, scale) +
+    BigInt(tokens.completionTokens ?? 0) * rescale(output, scale);
   return { digits, scale };
 }
 
 /** The call's cost in USD as exact decimal text, or `null` when no count is known. */
 export function callCost(tokens: CallTokens, modelPrices: TokenPrices): string | null {
-  if (!isPriced(tokens)) return null;
-  const prices = tierFor(tokens.promptTokens, modelPrices);
-  return formatDecimal(
-    sumOfProducts([
-      [uncachedInput(tokens), prices.input],
-      [tokens.cacheReadTokens ?? 0, prices.cacheRead ?? prices.input],
-      [tokens.cacheWriteTokens ?? 0, prices.cacheWrite ?? prices.input],
-      [tokens.completionTokens ?? 0, prices.output],
-    ]),
-  );
+  return isPriced(tokens) ? formatDecimal(exactCost(tokens, modelPrices)) : null;
 }
 
-/** An exact USD decimal text as integer microdollars, rounded half-up (what spend counters add). */
-export function costToMicros(cost: string): bigint {
-  const value = parseDecimal(cost);
+/**
+ * How a cost becomes whole microdollars: half-up for what spend counters add (and Postgres's
+ * `round`), up for an upper bound (an estimate stays one).
+ */
+export type MicrosRounding = 'half-up' | 'up';
+
+function toMicros(value: Decimal, rounding: MicrosRounding): bigint {
   if (value.scale <= 6) return rescale(value, 6);
-  const divisor = 10n ** BigInt(value.scale - 6);
+  const divisor = powerOfTen(value.scale - 6);
   const quotient = value.digits / divisor;
-  return (value.digits % divisor) * 2n >= divisor ? quotient + 1n : quotient;
+  const remainder = value.digits % divisor;
+  if (rounding === 'up') return remainder > 0n ? quotient + 1n : quotient;
+  return remainder * 2n >= divisor ? quotient + 1n : quotient;
+}
+
+/**
+ * The call's cost in integer microdollars, or `null` when no count is known: the same as
+ * `costToMicros(callCost(...))`, without the decimal text between.
+ */
+export function callCostMicros(
+  tokens: CallTokens,
+  modelPrices: TokenPrices,
+  rounding: MicrosRounding = 'half-up',
+): bigint | null {
+  return isPriced(tokens) ? toMicros(exactCost(tokens, modelPrices), rounding) : null;
+}
+
+/** An exact USD decimal text as integer microdollars, rounded half-up (what spend counters add) or up. */
+export function costToMicros(cost: string, rounding: MicrosRounding = 'half-up'): bigint {
+  return toMicros(parseDecimal(cost), rounding);
 }
 
 /** SQL expressions of a call's token counts (bigint, NULL when unknown). */

@@ -6,10 +6,10 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callCost, costSql, formatDecimal } from '../../src/money/cost.js';
+import { callCost, callCostMicros, costSql, formatDecimal } from '../../src/money/cost.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
-describe('callCost agrees with costSql, as Postgres computes it', () => {
+describe('callCost and callCostMicros agree with costSql, as Postgres computes it', () => {
   let database: TestDatabase;
   let client: pg.Client;
 
@@ -50,7 +50,12 @@ describe('callCost agrees with costSql, as Postgres computes it', () => {
           ),
         }),
         async (t, p) => {
-          const sql = `SELECT trim_scale(${costSql({ prompt: '$1::bigint', completion: '$2::bigint', cacheRead: '$3::bigint', cacheWrite: '$4::bigint' }, 'p')})::text AS cost
+          const cost = costSql(
+            { prompt: '$1::bigint', completion: '$2::bigint', cacheRead: '$3::bigint', cacheWrite: '$4::bigint' },
+            'p',
+          );
+          // The micros as a result's statement rounds them (step-finish.ts).
+          const sql = `SELECT trim_scale(${cost})::text AS cost, round(${cost} * 1000000)::text AS micros
           FROM (SELECT $5::numeric AS input_cost_per_token, $6::numeric AS output_cost_per_token,
             $7::numeric AS cache_read_input_cost_per_token, $8::numeric AS cache_write_input_cost_per_token,
             $9::bigint AS long_context_above_tokens, $10::numeric AS long_input_cost_per_token,
@@ -73,6 +78,7 @@ describe('callCost agrees with costSql, as Postgres computes it', () => {
             long?.cacheWrite ?? null,
           ]);
           expect(rows[0].cost).toBe(callCost(t, p));
+          expect(rows[0].micros).toBe(callCostMicros(t, p)?.toString() ?? null);
         },
       ),
       { numRuns: 300 },

@@ -4,13 +4,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  costToMicrosCeil,
   estimateCallMicros,
   FALLBACK_MAX_OUTPUT_TOKENS,
   maxOutputTokens,
   outputTokenBound,
 } from '../../../src/money/call-estimate.js';
-import type { TokenPrices } from '../../../src/money/cost.js';
+import { costToMicros, type TokenPrices } from '../../../src/money/cost.js';
 
 const PRICES: TokenPrices = { input: '0.00001', output: '0.00004', cacheRead: null, cacheWrite: null };
 
@@ -43,9 +42,9 @@ describe('estimateCallMicros', () => {
   });
 
   it('when the exact cost has a fraction of a microdollar, then it is rounded up', () => {
-    expect(costToMicrosCeil('0.0000001')).toBe(1);
-    expect(costToMicrosCeil('0.0000010')).toBe(1);
-    expect(costToMicrosCeil('0.00000100001')).toBe(2);
+    expect(costToMicros('0.0000001', 'up')).toBe(1n);
+    expect(costToMicros('0.0000010', 'up')).toBe(1n);
+    expect(costToMicros('0.00000100001', 'up')).toBe(2n);
     expect(estimateCallMicros({ inputTokens: 1, maxOutputTokens: 0, choices: 1 }, 'gpt-4o', PRICES)).toBe(10);
     const tiny: TokenPrices = { input: '0.00000015', output: '0.0000006', cacheRead: null, cacheWrite: null };
     expect(estimateCallMicros({ inputTokens: 1, maxOutputTokens: 1, choices: 1 }, 'gpt-4o-mini', tiny)).toBe(1);

@@ -2,12 +2,15 @@
  * The cost rule on hand-computed cases. test/money/cost-sql.test.ts holds `callCost` to `costSql`
  * (what Postgres computes when it stores a step's result) on random counts and prices.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   callCost,
+  callCostMicros,
   costToMicros,
   formatDecimal,
   parseDecimal,
+  priceDecimal,
   type CallTokens,
   type TokenPrices,
 } from '../../../src/money/cost.js';
@@ -98,5 +101,52 @@ describe('callCost, against hand computations', () => {
     expect(formatDecimal(parseDecimal('0.000000150'))).toBe('0.00000015');
     expect(formatDecimal(parseDecimal('007'))).toBe('7');
     expect(() => parseDecimal('1e-7')).toThrow(RangeError);
+  });
+});
+
+describe('callCostMicros, against the cost as text', () => {
+  const count = fc.option(fc.integer({ min: 0, max: 2_000_000_000 }), { nil: null });
+  const price = fc
+    .tuple(fc.bigInt({ min: 0n, max: 10n ** 20n }), fc.integer({ min: 0, max: 30 }))
+    .map(([digits, scale]) => formatDecimal({ digits, scale }));
+  const tier = fc.record({
+    input: price,
+    output: price,
+    cacheRead: fc.option(price, { nil: null }),
+    cacheWrite: fc.option(price, { nil: null }),
+  });
+
+  it('when counts and prices are random, then it is the text cost rounded half-up, or up', () => {
+    fc.assert(
+      fc.property(
+        fc.record({ promptTokens: count, completionTokens: count, cacheReadTokens: count, cacheWriteTokens: count }),
+        tier,
+        fc.option(fc.tuple(fc.integer({ min: 0, max: 2_000_000_000 }), tier), { nil: null }),
+        (t, standard, long) => {
+          const p: TokenPrices = {
+            ...standard,
+            longContext: long && { abovePromptTokens: long[0], ...long[1] },
+          };
+          const cost = callCost(t, p);
+          expect(callCostMicros(t, p)).toBe(cost === null ? null : costToMicros(cost));
+          expect(callCostMicros(t, p, 'up')).toBe(cost === null ? null : costToMicros(cost, 'up'));
+          if (cost !== null) {
+            // Up is a ceiling: at or above the exact cost, by less than a microdollar (all at one scale).
+            const exact = parseDecimal(cost);
+            const scale = Math.max(exact.scale, 6);
+            const up = callCostMicros(t, p, 'up')! * 10n ** BigInt(scale - 6);
+            const digits = exact.digits * 10n ** BigInt(scale - exact.scale);
+            expect(up >= digits && up - digits < 10n ** BigInt(scale - 6)).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('when a price is parsed again, then it is the same decimal', () => {
+    expect(priceDecimal('0.000000150')).toEqual(parseDecimal('0.000000150'));
+    expect(priceDecimal('0.000000150')).toBe(priceDecimal('0.000000150'));
+    expect(() => priceDecimal('1e-7')).toThrow(RangeError);
   });
 });
