@@ -135,16 +135,19 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[]): Promis
 
 /**
  * The items of a batch that a statement should see: each key's first mention only (a later one
- * is answered null). `isFirst(item, i)` tells whether item i is the one that went.
+ * is answered null). `keys[i]` is item i's key, made once; `isFirst(i)` tells whether item i is
+ * the one that went.
  */
 export function firstMentions<T>(items: readonly T[], key: (item: T) => string) {
+  const keys = items.map(key);
   const first = new Map<string, number>();
-  items.forEach((item, i) => {
-    if (!first.has(key(item))) first.set(key(item), i);
+  keys.forEach((itemKey, i) => {
+    if (!first.has(itemKey)) first.set(itemKey, i);
   });
   return {
-    unique: [...first.values()].map((i) => items[i]!),
-    isFirst: (item: T, i: number) => first.get(key(item)) === i,
+    unique: first.size === items.length ? items : [...first.values()].map((i) => items[i]!),
+    keys,
+    isFirst: (i: number) => first.get(keys[i]!) === i,
   };
 }
 
@@ -170,7 +173,7 @@ export interface RunEnd {
 export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(EndedRun | null)[]> {
   // Lowercase, as Postgres writes ids: an end that spelled its id otherwise still finds its answer.
   const key = (workspaceId: string, runId: string) => `${workspaceId}/${runId}`.toLowerCase();
-  const { unique, isFirst } = firstMentions(ends, (end) => key(end.workspaceId, end.runId));
+  const { unique, keys, isFirst } = firstMentions(ends, (end) => key(end.workspaceId, end.runId));
   // The runs are locked in id order, as insertSteps locks them: two statements that lock
   // several runs each in their own order could each hold one the other waits for.
   const { rows } = await db.query<EndedRun & { workspace_id: string }>(
@@ -192,7 +195,7 @@ export async function endRuns(db: Queryable, ends: readonly RunEnd[]): Promise<(
     ],
   );
   const byKey = new Map(rows.map(({ workspace_id: workspaceId, ...ended }) => [key(workspaceId, ended.id), ended]));
-  return ends.map((end, i) => (isFirst(end, i) ? (byKey.get(key(end.workspaceId, end.runId)) ?? null) : null));
+  return ends.map((_end, i) => (isFirst(i) ? (byKey.get(keys[i]!) ?? null) : null));
 }
 
 /**

@@ -168,12 +168,14 @@ export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]
   // Keyed as the statement matches a step: a mention under another workspace or run must not take
   // the step's own finish.
   const key = (workspaceId: string, runId: string, stepId: string) => `${workspaceId}/${runId}/${stepId}`.toLowerCase();
-  const { unique, isFirst } = firstMentions(finishes, (finish) => key(finish.workspaceId, finish.runId, finish.stepId));
+  const { unique, keys, isFirst } = firstMentions(finishes, (finish) =>
+    key(finish.workspaceId, finish.runId, finish.stepId),
+  );
   // One JSON document for the batch, as in insertSteps.
   const { rows } = await db.query<FinishRow>(FINISH_STEPS, [JSON.stringify(unique.map(finishRecord)), unique.length]);
   const byKey = new Map(rows.map((row) => [key(row.workspace_id, row.run_id, row.id), row]));
   return finishes.map((finish, i) => {
-    const step = isFirst(finish, i) ? byKey.get(key(finish.workspaceId, finish.runId, finish.stepId)) : undefined;
+    const step = isFirst(i) ? byKey.get(keys[i]!) : undefined;
     if (!step) return null;
     const costMicros = Number(step.cost_micros ?? 0);
     if (costMicros === 0)
