@@ -3,9 +3,11 @@
  * apps can live in one process (tests) without sharing counts or clashing on names.
  *
  * The service layer does not import this module: GuardService takes a `GuardObserver`, and the
- * stores are wrapped (`observeDb`, `observeCounters`) where the app is assembled.
+ * stores are wrapped (`observeDb`, `observeCounters`) where the app is assembled. Histograms
+ * observed on every call find their series without hashing labels (series-histogram.ts).
  */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Registry, collectDefaultMetrics, type Histogram } from 'prom-client';
+import { SeriesHistogram } from './series-histogram.js';
 import type { GuardObserver } from './guard/guard-context.js';
 
 /** Seconds; from a fast cached decision to a slow model call. */
@@ -66,7 +68,7 @@ function registerServiceMetrics(registry: Registry) {
     labelNames: ['boundary', 'outcome', 'reason'] as const,
     registers: [registry],
   });
-  const httpRequestSeconds = new Histogram({
+  const httpRequestSeconds = new SeriesHistogram({
     name: 'runguard_http_request_duration_seconds',
     help: 'HTTP request latency by route pattern',
     labelNames: ['method', 'route', 'status_code'] as const,
@@ -100,7 +102,7 @@ function registerServiceMetrics(registry: Registry) {
 
 /** Model calls: the proxy's timings and the calls recorded without a price. */
 function registerModelCallMetrics(registry: Registry) {
-  const proxyResultLagSeconds = new Histogram({
+  const proxyResultLagSeconds = new SeriesHistogram({
     name: 'runguard_proxy_result_lag_seconds',
     help: "Time from a proxied call's answer released to its result committed (and the counter copy raised)",
     labelNames: ['provider'] as const,
@@ -112,14 +114,14 @@ function registerModelCallMetrics(registry: Registry) {
     help: 'Model calls recorded with tokens but no active price (counted as $0); the log names each model once per workspace',
     registers: [registry],
   });
-  const proxyUpstreamSeconds = new Histogram({
+  const proxyUpstreamSeconds = new SeriesHistogram({
     name: 'runguard_proxy_upstream_duration_seconds',
     help: 'Upstream time of proxied model calls, to the last byte',
     labelNames: ['provider', 'outcome'] as const,
     buckets: UPSTREAM_BUCKETS,
     registers: [registry],
   });
-  const proxyOverheadSeconds = new Histogram({
+  const proxyOverheadSeconds = new SeriesHistogram({
     name: 'runguard_proxy_overhead_seconds',
     help: "The daemon's own time per proxied call (total minus upstream)",
     labelNames: ['provider'] as const,
@@ -137,7 +139,7 @@ function registerToolCallMetrics(registry: Registry) {
     labelNames: ['server', 'tool', 'outcome'] as const,
     registers: [registry],
   });
-  const toolCallSeconds = new Histogram({
+  const toolCallSeconds = new SeriesHistogram({
     name: 'runguard_tool_call_duration_seconds',
     help: 'Time of allowed MCP tool calls, from forwarding to their response',
     labelNames: ['server', 'outcome'] as const,
