@@ -134,6 +134,20 @@ interface PendingRaise {
   resolve: () => void;
 }
 
+/** The copy's spend of today, as read; null where a key is missing. */
+function copiedSpend(
+  scope: CounterScope,
+  ws: string | null,
+  user: string | null,
+  subjects: (string | null)[],
+): DailySpend | null {
+  if (ws === null || user === null || subjects.includes(null)) return null;
+  const spend: DailySpend = { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
+  if (scope.subjects?.length)
+    spend.subjects = Object.fromEntries(scope.subjects.map((subject, i) => [subject, { day: Number(subjects[i]) }]));
+  return spend;
+}
+
 export class RedisCounters implements CounterStore {
   readonly kind = 'redis';
   private readonly redis: Redis & CounterCommands;
@@ -288,31 +302,39 @@ export class RedisCounters implements CounterStore {
   }
 
   async readDecisionInputs(scope: CounterScope): Promise<DecisionCounters> {
+    if (this.stale && Date.now() >= this.bypassUntil) this.startRebuild();
     // After a failure, a change may have gone unannounced: nothing remembered is trusted (no
     // version) until Redis is known whole again.
-    const fromRecords = async (): Promise<DecisionCounters> => ({
-      spend: await recordedSpend(this.db, scope),
-      stateVersion: null,
-    });
-    if (this.stale && Date.now() >= this.bypassUntil) {
-      this.startRebuild();
-      return fromRecords();
-    }
-    return this.guarded(async () => {
-      const keys = this.keys(scope);
+    if (this.stale || Date.now() < this.bypassUntil) return this.fromRecords(scope);
+    // Written out rather than through `guarded`: this read is every decision's, and its common
+    // case (every key there, no window) awaits Redis once.
+    try {
       const versionKey = this.stateKey(scope.workspaceId);
+      const [ws, user] = this.keys(scope);
       // One round trip: the version and today's spend, the subjects' too (a window's past days
       // are remembered).
-      const [version = null, ws = null, user = null, ...subjects] = await this.redis.mget(
+      const [version = null, wsSpend = null, userSpend = null, ...subjects] = await this.redis.mget(
         versionKey,
-        ...keys,
+        ws,
+        user,
         ...this.subjectKeys(scope.workspaceId, scope.day, scope.subjects),
       );
       // First use, or Redis lost it: a random start, so no version read before the loss recurs.
       if (version === null) await this.redis.set(versionKey, randomInt(2 ** 47), 'NX');
-      const today = await this.spendOf(scope, ws, user, subjects);
-      return { spend: await this.windowsOf(scope, version, today), stateVersion: version };
-    }, fromRecords);
+      const today = copiedSpend(scope, wsSpend, userSpend, subjects) ?? (await this.spendFromRecords(scope));
+      const spend =
+        scope.weekStart === undefined && scope.monthStart === undefined
+          ? today
+          : await this.windowsOf(scope, version, today);
+      return { spend, stateVersion: version };
+    } catch (error) {
+      this.failed(error);
+      return this.fromRecords(scope);
+    }
+  }
+
+  private async fromRecords(scope: CounterScope): Promise<DecisionCounters> {
+    return { spend: await recordedSpend(this.db, scope), stateVersion: null };
   }
 
   /**
@@ -321,7 +343,6 @@ export class RedisCounters implements CounterStore {
    * after that read raises a sealed day's key, which bumps the version the past is kept with.
    */
   private async windowsOf(scope: CounterScope, version: string | null, today: DailySpend): Promise<DailySpend> {
-    if (scope.weekStart === undefined && scope.monthStart === undefined) return today;
     if (!readsPastDays(scope)) return withWindows(scope, today, null);
     const past = await this.past.get(scope, version, async () => {
       const sealedAt = await this.redis.rgSeal(
@@ -337,21 +358,8 @@ export class RedisCounters implements CounterStore {
     return withWindows(scope, today, past);
   }
 
-  /** The copy's spend of today; where a key is missing, the records' (and the copy raised to them). */
-  private async spendOf(
-    scope: CounterScope,
-    ws: string | null,
-    user: string | null,
-    subjects: (string | null)[],
-  ): Promise<DailySpend> {
-    if (ws !== null && user !== null && subjects.every((value) => value !== null)) {
-      const spend: DailySpend = { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
-      if (scope.subjects?.length)
-        spend.subjects = Object.fromEntries(
-          scope.subjects.map((subject, i) => [subject, { day: Number(subjects[i]) }]),
-        );
-      return spend;
-    }
+  /** Today's spend where a key of the copy is missing: the records', the copy raised to them. */
+  private async spendFromRecords(scope: CounterScope): Promise<DailySpend> {
     const truth = await recordedSpend(this.db, { ...scope, weekStart: undefined, monthStart: undefined });
     await this.raise(scope, truth);
     return truth;
