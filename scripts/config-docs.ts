@@ -1,17 +1,20 @@
 /**
- * Generates docs/configuration.md from the settings' declaration (src/settings.ts).
+ * Generates docs/configuration.md, and config/settings.schema.json (what the loader reads), from the
+ * settings' declaration (src/settings.ts).
  *
- *   npm run docs:config               # write docs/configuration.md
- *   npm run docs:config -- --check    # exit 1 when the committed file is not what the declaration gives
+ *   npm run docs:config               # write both
+ *   npm run docs:config -- --check    # exit 1 when a committed file is not what the declaration gives
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { acceptsText, type SettingSchema } from '../src/setting-kinds.js';
-import { SETTING_TOPICS } from '../src/settings.js';
+import { SETTINGS_JSON_URL } from '../src/config.js';
+import { acceptsText, type SettingSchema } from '../src/setting-formats.js';
+import { SETTING_TOPICS, Settings } from '../src/settings.js';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const DOC_PATH = join(REPO_ROOT, 'docs', 'configuration.md');
+export const SETTINGS_JSON_PATH = fileURLToPath(SETTINGS_JSON_URL);
 
 const INTRO = `# Configuration
 
@@ -77,18 +80,30 @@ export function renderConfigurationDoc(): string {
   return `${INTRO}\n${sections.join('\n\n')}\n`;
 }
 
+/** The declaration as the loader reads it: JSON Schema, with the settings' own keywords. */
+export function renderSettingsJson(): string {
+  return `${JSON.stringify(Settings, null, 2)}\n`;
+}
+
 async function main(argv: readonly string[]): Promise<void> {
-  const text = renderConfigurationDoc();
+  const files: [string, string][] = [
+    [DOC_PATH, renderConfigurationDoc()],
+    [SETTINGS_JSON_PATH, renderSettingsJson()],
+  ];
   if (argv.includes('--check')) {
-    const committed = await readFile(DOC_PATH, 'utf8').catch(() => '');
-    if (committed !== text) {
-      process.stderr.write(`${DOC_PATH} is stale: run npm run docs:config and commit it.\n`);
-      process.exitCode = 1;
+    for (const [path, text] of files) {
+      const committed = await readFile(path, 'utf8').catch(() => '');
+      if (committed !== text) {
+        process.stderr.write(`${path} is stale: run npm run docs:config and commit it.\n`);
+        process.exitCode = 1;
+      }
     }
     return;
   }
-  await writeFile(DOC_PATH, text);
-  process.stdout.write(`Wrote ${DOC_PATH}\n`);
+  for (const [path, text] of files) {
+    await writeFile(path, text);
+    process.stdout.write(`Wrote ${path}\n`);
+  }
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main(process.argv.slice(2));

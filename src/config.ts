@@ -6,12 +6,41 @@
  * `process.env`.
  */
 import { readFileSync } from 'node:fs';
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { acceptsText, FORMATS, type SettingSchema } from './setting-kinds.js';
-import { defaultConfig, SETTING_NAMES, settingSchema, Settings, type Config, type SettingName } from './settings.js';
+import { createRequire } from 'node:module';
+import type { Ajv, ErrorObject, ValidateFunction } from 'ajv';
+import { acceptsText, FORMATS, type SettingSchema } from './setting-formats.js';
+import type { Config, SettingName, Settings } from './settings.js';
 
 export type { Config, LogFormat, ProviderEntry, Registration } from './settings.js';
-export { LOG_FORMATS, REGISTRATION_MODES } from './settings.js';
+
+/**
+ * The declaration as JSON, written by `npm run docs:config` (a test fails when it is stale), from
+ * src/ and dist/ alike. Read rather than built: building it loads TypeBox, some 370 modules, which
+ * a CLI command that only looks for the daemon's address would pay on every run.
+ */
+export const SETTINGS_JSON_URL = new URL('../config/settings.schema.json', import.meta.url);
+
+let declaration: typeof Settings | undefined;
+
+function settings(): typeof Settings {
+  declaration ??= JSON.parse(readFileSync(SETTINGS_JSON_URL, 'utf8')) as typeof Settings;
+  return declaration;
+}
+
+export function settingSchema(name: SettingName): SettingSchema {
+  return settings().properties[name] as unknown as SettingSchema;
+}
+
+export function settingNames(): SettingName[] {
+  return Object.keys(settings().properties) as SettingName[];
+}
+
+/** Every setting's default. */
+export function defaultConfig(): Config {
+  return Object.fromEntries(
+    settingNames().map((name) => [name, structuredClone(settingSchema(name).default)]),
+  ) as Config;
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -42,7 +71,10 @@ function validatorOf(name: SettingName): ValidateFunction {
   let validate = validators.get(name);
   if (validate) return validate;
   if (!ajv) {
-    ajv = new Ajv({ allErrors: true, strictNumbers: true });
+    // Required here, not imported at the top: Ajv is most of the loader's start-up, and a CLI
+    // command run without settings given (their defaults are valid) never needs it.
+    const { Ajv: AjvClass } = createRequire(import.meta.url)('ajv') as typeof import('ajv');
+    ajv = new AjvClass({ allErrors: true, strictNumbers: true });
     ajv.addVocabulary(['env', 'secret', 'accepts']);
     for (const [format, definition] of Object.entries(FORMATS)) {
       ajv.addFormat(format, definition);
@@ -67,13 +99,14 @@ export function loadConfig(
 ): Config {
   const fileName = env.RUNGUARD_CONFIG;
   const file = fileName ? readJson(fileName) : {};
-  const unknownKeys = Object.keys(file).filter((key) => !(SETTING_NAMES as string[]).includes(key));
+  const names = settingNames();
+  const unknownKeys = Object.keys(file).filter((key) => !(names as string[]).includes(key));
   if (unknownKeys.length > 0) {
     throw new ConfigError(`Unknown configuration key "${unknownKeys.join('", "')}" in ${fileName}`);
   }
   const candidate: Record<string, unknown> = defaultConfig();
   const problems: string[] = [];
-  for (const name of SETTING_NAMES) {
+  for (const name of names) {
     const schema = settingSchema(name);
     let given: Given | undefined;
     if (name in file) given = { raw: file[name], source: `"${name}" in ${fileName}` };
@@ -142,7 +175,7 @@ function problem(name: SettingName, { raw, source }: Given, errors: readonly Err
 
 /** Base URLs without their trailing slashes; thresholds sorted, each once. */
 function normalised(config: Config): Config {
-  const trimmed = withoutTrailingSlashes(config, Settings as unknown as Record<string, unknown>) as Config;
+  const trimmed = withoutTrailingSlashes(config, settings() as unknown as Record<string, unknown>) as Config;
   return {
     ...trimmed,
     webhookBudgetThresholds: [...new Set(config.webhookBudgetThresholds)].sort((left, right) => left - right),

@@ -1,11 +1,13 @@
 /**
  * Every setting of the daemon, declared once: its name, environment variable, type, default,
  * bounds and one line of description. The `Config` type, the defaults, validation (src/config.ts)
- * and docs/configuration.md (`npm run docs:config`) all come from this declaration.
- * The kinds of setting, and what each accepts in words, are in src/setting-kinds.ts.
+ * and docs/configuration.md all come from this declaration; `npm run docs:config` writes it as JSON
+ * to config/settings.schema.json, which the loader reads, and a test fails when that is stale.
+ * The kinds of setting are in src/setting-kinds.ts, what each accepts in src/setting-formats.ts.
  */
 import { Type, type Static } from 'typebox';
-import { flag, integer, oneOf, optional, text, url, type FormatName, type SettingSchema } from './setting-kinds.js';
+import type { FormatName } from './setting-formats.js';
+import { flag, integer, oneOf, optional, text, url } from './setting-kinds.js';
 import { PLAN_NAMES } from './contract/usage.js';
 import { PROVIDER_TYPES } from './proxy/providers/index.js';
 
@@ -360,16 +362,3 @@ export const Settings = Type.Object(
 
 export type Config = Static<typeof Settings>;
 export type SettingName = keyof Config;
-
-export function settingSchema(name: SettingName): SettingSchema {
-  return Settings.properties[name] as unknown as SettingSchema;
-}
-
-export const SETTING_NAMES = Object.keys(Settings.properties) as SettingName[];
-
-/** Every setting's default. */
-export function defaultConfig(): Config {
-  return Object.fromEntries(
-    SETTING_NAMES.map((name) => [name, structuredClone(settingSchema(name).default)]),
-  ) as Config;
-}

@@ -6,8 +6,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../../src/config.js';
-import { defaultConfig, SETTING_NAMES, settingSchema } from '../../../src/settings.js';
+import { ConfigError, defaultConfig, loadConfig, settingNames, settingSchema } from '../../../src/config.js';
+
+const SETTING_NAMES = settingNames();
 
 /** A value as an environment variable would carry it. */
 function asText(value: unknown): string {
