@@ -1,6 +1,7 @@
 /** What a deletion answers with, where it has more to say than 204. */
 import { Type, type Static } from 'typebox';
 import { Count } from './common.js';
+import { RETENTION_MIN_DAYS } from './retention.js';
 
 export const UserDeletion = Type.Object({
   user_id: Type.String(),
@@ -10,5 +11,4 @@ export const UserDeletion = Type.Object({
 export type UserDeletion = Static<typeof UserDeletion>;
 
 /** Retention of ended runs: null keeps them forever. */
-export const RETENTION_MIN_DAYS = 35;
 export const RetentionDays = Type.Union([Type.Integer({ minimum: RETENTION_MIN_DAYS, maximum: 36_500 }), Type.Null()]);

@@ -2,6 +2,9 @@
 import { Type, type Static } from 'typebox';
 import { Count, JsonObject, Nullable, Page, Timestamp, Usd, Uuid, UuidParam } from './common.js';
 import { DecisionSchema, DenyReason } from './decision.js';
+import { MAX_RUN_TAGS, TAG_KEY_PATTERN, TAG_VALUE_MAX_LENGTH, TAG_VALUE_PATTERN } from './tag-pairs.js';
+
+export { MAX_RUN_TAGS, TAG_KEY_PATTERN, TAG_VALUE_MAX_LENGTH, TAG_VALUE_PATTERN };
 
 export const RunStatus = Type.Enum(['RUNNING', 'COMPLETED', 'FAILED', 'BLOCKED']);
 /** A denied step is stored with status `BLOCKED`, as an audit record. */
@@ -39,16 +42,6 @@ export const RunLimits = Type.Object({
   max_identical_calls: Nullable(Type.Integer()),
 });
 
-/** At most this many tags on a run. */
-export const MAX_RUN_TAGS = 16;
-/**
- * A tag's key: 1 to 64 of `a-z 0-9 _ . -`. No `:` or `=`, so `key:value` (a filter, a budget's
- * subject) and `key=value` (the proxy's header, the CLI) split at their first one.
- */
-export const TAG_KEY_PATTERN = '^[a-z0-9_.-]{1,64}$';
-/** A tag's value: 1 to 128 characters (its length apart, so that a 422 says which), no control character. */
-export const TAG_VALUE_PATTERN = '^[^\\u0000-\\u001F\\u007F-\\u009F]*$';
-export const TAG_VALUE_MAX_LENGTH = 128;
 const TagValue = Type.String({ minLength: 1, maxLength: TAG_VALUE_MAX_LENGTH, pattern: TAG_VALUE_PATTERN });
 
 /**

@@ -1,8 +1,19 @@
 /**
- * Run tags written as `key=value` pairs: the proxy's `x-runguard-tags: project=search,team=growth`
- * header and `runguard exec --tag project=search`. The bounds are the API's (`RunTags`).
+ * A run's tags: their bounds, which the API's `RunTags` schema declares with, and tags written as
+ * `key=value` pairs: the proxy's `x-runguard-tags: project=search,team=growth` header and
+ * `runguard exec --tag project=search`. No imports, so the CLI reads tags without the schemas.
  */
-import { MAX_RUN_TAGS, TAG_KEY_PATTERN, TAG_VALUE_MAX_LENGTH, TAG_VALUE_PATTERN } from './runs.js';
+
+/** At most this many tags on a run. */
+export const MAX_RUN_TAGS = 16;
+/**
+ * A tag's key: 1 to 64 of `a-z 0-9 _ . -`. No `:` or `=`, so `key:value` (a filter, a budget's
+ * subject) and `key=value` (the proxy's header, the CLI) split at their first one.
+ */
+export const TAG_KEY_PATTERN = '^[a-z0-9_.-]{1,64}$';
+/** A tag's value: 1 to 128 characters (its length apart, so that a 422 says which), no control character. */
+export const TAG_VALUE_PATTERN = '^[^\\u0000-\\u001F\\u007F-\\u009F]*$';
+export const TAG_VALUE_MAX_LENGTH = 128;
 
 const TAG_KEY = new RegExp(TAG_KEY_PATTERN);
 const TAG_VALUE = new RegExp(TAG_VALUE_PATTERN, 'u');

@@ -1,6 +1,9 @@
 /** Usage against budgets and limits, and the plan tiers, on the wire: `/v1/usage`, `/v1/billing`. */
 import { Type, type Static } from 'typebox';
 import { Nullable } from './common.js';
+import { REPORT_GROUPS, type ReportGroup } from './report-groups.js';
+
+export { REPORT_GROUPS, type ReportGroup };
 
 export const UsageQuery = Type.Object({ days: Type.Integer({ minimum: 1, maximum: 366, default: 30 }) });
 
@@ -38,10 +41,6 @@ export type Billing = Static<typeof Billing>;
 /** `POST /v1/billing/plan`: the tier to move to. */
 export const PlanChangeBody = Type.Object({ plan: Type.Enum([...PLAN_NAMES]) }, { additionalProperties: false });
 export type PlanChangeBody = Static<typeof PlanChangeBody>;
-
-/** What `GET /v1/usage/report` groups spend by, beside `tag:{name}` (the value of the runs' tag `name`). */
-export const REPORT_GROUPS = ['user', 'key', 'model', 'day'] as const;
-export type ReportGroup = (typeof REPORT_GROUPS)[number] | `tag:${string}`;
 
 const LocalDate = Type.String({ pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$', description: 'YYYY-MM-DD' });
 

@@ -1,7 +1,7 @@
 /** `runguard retention [DAYS|none]`: how long ended runs are kept; no argument shows it. */
 import { Argument, InvalidArgumentError } from 'commander';
 import type { Workspace } from '../../contract/index.js';
-import { RETENTION_MIN_DAYS as MIN_DAYS } from '../../contract/deletion.js';
+import { RETENTION_MIN_DAYS as MIN_DAYS } from '../../contract/retention.js';
 import { apiCommand, withApi } from '../command.js';
 import type { Output } from '../output.js';
 

@@ -1,6 +1,7 @@
 /** `runguard usage report`: spend between two local dates, grouped, as a table, JSON or CSV. */
 import { Command, Option } from 'commander';
-import { REPORT_GROUPS, type SpendReport } from '../../contract/index.js';
+import type { SpendReport } from '../../contract/index.js';
+import { REPORT_GROUPS } from '../../contract/report-groups.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { usd } from '../output.js';
 
