@@ -6,6 +6,8 @@ export const EXIT = {
   FAILURE: 1,
   /** Nothing answered at the daemon's URL. */
   UNREACHABLE: 3,
+  /** `exec`: the guard refused the run, so the command was not started. */
+  BLOCKED: 3,
 } as const;
 
 export class CliError extends Error {

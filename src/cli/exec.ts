@@ -16,10 +16,8 @@ import { connectionReason, type RunDetail } from './api-client.js';
 import { blockedSummary, execSummary } from './exec-summary.js';
 import { newTraceparent, traceparentOf } from '../telemetry/telemetry.js';
 import { colourWanted, createStyle } from './style.js';
-import { DaemonUnreachableError, keyHint, type ConnectionOrigin } from './errors.js';
+import { DaemonUnreachableError, EXIT, keyHint, type ConnectionOrigin } from './errors.js';
 
-/** Exit status when the guard refused the run: the command was not started. */
-export const EXIT_BLOCKED = 3;
 /** Exit status when runguard itself failed (daemon unreachable, bad key, ...). */
 export const EXIT_RUNGUARD_ERROR = 1;
 /** The shell's status for a command that cannot be found or run. */
@@ -228,7 +226,7 @@ async function guardedRun(
   const run = started.body;
   if (run.status === 'BLOCKED') {
     settings.stderr.write(blockedSummary(run.id, run.decision.reason, stderrStyle(settings), run.decision.detail));
-    return EXIT_BLOCKED;
+    return EXIT.BLOCKED;
   }
 
   let minted: { status: number; body: ProxyToken };

@@ -1,15 +1,14 @@
 /** `runguard exec --user <id> -- <command...>`: runs a command inside a guarded run. */
 import { Command, Option } from 'commander';
-import { CliError } from '../errors.js';
+import { CliError, EXIT } from '../errors.js';
 import { resolveConnection, type ConnectionFlags } from '../connection.js';
-import { EXIT_BLOCKED, parseMetadata, parseRunLimits, parseTags, runExec } from '../exec.js';
 
 export function execCommand(): Command {
   return (
     new Command('exec')
       .description(
         'run a command inside a guarded run: its OpenAI and Anthropic SDK calls go through the proxy ' +
-          `(OPENAI_BASE_URL, ANTHROPIC_BASE_URL); exits with the command's status, or ${EXIT_BLOCKED} when it was not started ` +
+          `(OPENAI_BASE_URL, ANTHROPIC_BASE_URL); exits with the command's status, or ${EXIT.BLOCKED} when it was not started ` +
           '(the run blocked, or the daemon unreachable)',
       )
       // Checked in the action, not by commander: its check of a required option comes before its
@@ -56,6 +55,8 @@ export function execCommand(): Command {
           },
         ) => {
           if (options.user === undefined) throw new CliError("required option '--user <id>' not specified");
+          // Loaded here, not at the top: running a command under a run is code no other command needs.
+          const { parseMetadata, parseRunLimits, parseTags, runExec } = await import('../exec.js');
           const connection = resolveConnection(options, process.env);
           const status = await runExec({
             ...connection,

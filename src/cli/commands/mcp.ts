@@ -5,7 +5,6 @@
  */
 import { Command, Option } from 'commander';
 import type { McpServer, ToolPolicy, ToolPrice, Workspace } from '../../contract/index.js';
-import { execAncestorEnv, runWrap } from '../../mcp/stdio-wrap.js';
 import { ApiClient } from '../api-client.js';
 import { apiCommand, withApi, type ApiOptions } from '../command.js';
 import { resolveConnection } from '../connection.js';
@@ -92,6 +91,8 @@ function wrapCommand() {
     .option('--api-key <key>', "API key lg_... (env RUNGUARD_API_KEY; default the local daemon's key file)")
     .argument('<command...>', 'the server command and its arguments, after --')
     .action(async (command: string[], options: { server: string; user?: string; url?: string; apiKey?: string }) => {
+      // Loaded here, not at the top: the wrapper is MCP and proxy code no other command needs.
+      const { execAncestorEnv, runWrap } = await import('../../mcp/stdio-wrap.js');
       // An MCP client may start this with a stripped environment: exec's run is found through the
       // processes above, and its RUNGUARD_* variables fill in what this environment lacks.
       const env = { ...execAncestorEnv(), ...process.env };
