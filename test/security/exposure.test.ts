@@ -7,7 +7,7 @@ import { request as httpRequest } from 'node:http';
 import { decodeJwt, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { registrationPolicy } from '../../src/daemon/daemon.js';
+import { registrationPolicy } from '../../src/daemon/exposure.js';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
 import { caller, startTestApi, TEST_AUTH, type TestApi } from '../support/harness.js';
 

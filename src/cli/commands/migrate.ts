@@ -14,7 +14,7 @@ export function migrateCommand(): Command {
       const config = loadConfig(process.env, { dataDir: options.dataDir });
       const out = createOutput(options.json === true);
       const [{ openDb }, { maxAppliedVersion, migrate }] = await Promise.all([
-        import('../../daemon/daemon.js'),
+        import('../../daemon/stores.js'),
         import('../../store/migrations.js'),
       ]);
       const db = await openDb(config);

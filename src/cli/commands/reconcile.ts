@@ -45,7 +45,7 @@ export function reconcileCommand(): Command {
       const config = loadConfig(process.env, { dataDir: options.dataDir });
       const out = createOutput(options.json === true);
       const [{ openStores }, { reconcile }] = await Promise.all([
-        import('../../daemon/daemon.js'),
+        import('../../daemon/stores.js'),
         import('../../jobs/reconcile.js'),
       ]);
       const stores = await openStores(config, undefined, { schema: requireCurrentSchema });
