@@ -1,4 +1,3 @@
-/* eslint-disable max-lines -- split of its scripts is still to do (issue #53) */
 /**
  * The counter store on Redis: a copy of the day's spend shared by every daemon, read on every
  * decision without touching Postgres. Keys are hash-tagged by workspace and expire.
@@ -24,7 +23,10 @@ import { randomInt } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../db.js';
-import { STEP_RATE_WINDOW_MS, takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
+import { takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
+import { spendKeys, stateKey, stepRateKey, subjectKeys } from './redis-keys.js';
+import { raiseCopyToRecords } from './redis-rebuild.js';
+import { raiseArgs, sealArgs, stepSlotArgs, withCounterScripts, type CounterScripts } from './redis-scripts.js';
 import { addDays } from '../../periods.js';
 import { PastSpendCache, pastOf, readsPastDays, withWindows } from './past-spend.js';
 import {
@@ -34,72 +36,6 @@ import {
   type DailySpend,
   type DecisionCounters,
 } from './counters.js';
-
-const DAY_TTL_SECONDS = 2 * 24 * 3600;
-/** A seal outlives by far the past spend remembered under it (PAST_MAX_AGE_MS). */
-const SEAL_TTL_SECONDS = 24 * 3600;
-
-/**
- * KEYS: a workspace's counters of one day, then its seal and its state version. ARGV: each
- * counter's total, then the day, the TTL, and 'raise' (to the larger of the two) or 'set'.
- * Where a counter changed and the day is sealed, the state version is bumped.
- */
-const RAISE_TO = `
-local n = #KEYS - 2
-local day, ttl, mode = ARGV[n + 1], ARGV[n + 2], ARGV[n + 3]
-local changed = false
-for i = 1, n do
-  local current = tonumber(redis.call('GET', KEYS[i]) or '-1')
-  local total = tonumber(ARGV[i])
-  if total > current or mode == 'set' then
-    redis.call('SET', KEYS[i], ARGV[i], 'EX', ttl)
-    changed = changed or total ~= current
-  end
-end
-if changed then
-  local sealed = redis.call('GET', KEYS[n + 1])
-  if sealed and day <= sealed and redis.call('EXISTS', KEYS[n + 2]) == 1 then redis.call('INCR', KEYS[n + 2]) end
-end
-return 1`;
-
-/**
- * KEYS: a workspace's seal and its state version. ARGV: the last day to seal (yesterday), a
- * first version where there is none, the seal's TTL. Answers the version, read once sealed.
- */
-const SEAL = `
-local sealed = redis.call('GET', KEYS[1])
-if not sealed or sealed < ARGV[1] then sealed = ARGV[1] end
-redis.call('SET', KEYS[1], sealed, 'EX', ARGV[3])
-local version = redis.call('GET', KEYS[2])
-if not version then
-  redis.call('SET', KEYS[2], ARGV[2])
-  version = ARGV[2]
-end
-return version`;
-
-/**
- * KEYS: a user's window (a sorted set of step ids by time); ARGV: now (ms), the window (ms), the
- * limit, the step's id. Drops what left the window, counts, and adds the step when there is room.
- * Answers {taken (0/1), steps in the window before it, the oldest one's time (-1: none)}.
- */
-const TAKE_STEP_SLOT = `
-local now = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-local steps = redis.call('ZCARD', KEYS[1])
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or '-1'
-if steps < tonumber(ARGV[3]) then
-  redis.call('ZADD', KEYS[1], now, ARGV[4])
-  redis.call('PEXPIRE', KEYS[1], window)
-  return {1, steps, oldest}
-end
-return {0, steps, oldest}`;
-
-interface CounterCommands {
-  rgRaiseTo(numberOfKeys: number, ...args: (string | number)[]): Promise<number>;
-  rgSeal(numberOfKeys: number, ...args: (string | number)[]): Promise<string>;
-  rgTakeStepSlot(numberOfKeys: number, ...args: (string | number)[]): Promise<[number, number, string]>;
-}
 
 export interface RedisCountersOptions {
   url: string;
@@ -122,9 +58,6 @@ export function redisClient(options: RedisCountersOptions): Redis {
   };
   return new Redis(options.url, redisOptions);
 }
-
-/** Keys raised per round trip when the copy is rebuilt. */
-const REBUILD_BATCH = 500;
 
 /** Raises of one workspace's and user's keys asked for in one tick, written as one. */
 interface PendingRaise {
@@ -150,7 +83,7 @@ function copiedSpend(
 
 export class RedisCounters implements CounterStore {
   readonly kind = 'redis';
-  private readonly redis: Redis & CounterCommands;
+  private readonly redis: Redis & CounterScripts;
   /** While set, Redis failed recently: read the records until then. */
   private bypassUntil = 0;
   /** Counts failures; a rebuild that saw another failure start after it began proves nothing. */
@@ -169,10 +102,7 @@ export class RedisCounters implements CounterStore {
     private readonly log?: Logger,
     private readonly retryAfterMs = 1_000,
   ) {
-    redis.defineCommand('rgRaiseTo', { lua: RAISE_TO });
-    redis.defineCommand('rgSeal', { lua: SEAL });
-    redis.defineCommand('rgTakeStepSlot', { lua: TAKE_STEP_SLOT });
-    this.redis = redis as Redis & CounterCommands;
+    this.redis = withCounterScripts(redis);
     // A connection that closed may come back to a Redis that restarted from an older snapshot (or
     // failed over to a replica that lagged) without any command of ours failing: its copy is not
     // read again until raised to the records, as after a failure.
@@ -181,26 +111,6 @@ export class RedisCounters implements CounterStore {
       this.stale = true;
       this.past.clear();
     });
-  }
-
-  private keys(scope: Pick<CounterScope, 'workspaceId' | 'userId' | 'day'>): [string, string] {
-    const tag = `{${scope.workspaceId}}`;
-    return [`${tag}:spend:${scope.day}`, `${tag}:uspend:${scope.day}:${scope.userId}`];
-  }
-
-  /** Same hash tag as the workspace's spend keys, so one MGET reads them all (Cluster-safe). */
-  private stateKey(workspaceId: string): string {
-    return `{${workspaceId}}:state`;
-  }
-
-  /** The keys of the spend on `day` of `subjects` (key and tag budgets'), in their order. */
-  private subjectKeys(workspaceId: string, day: string, subjects: readonly string[] = []): string[] {
-    return subjects.map((subject) => `{${workspaceId}}:sspend:${day}:${subject}`);
-  }
-
-  /** The last local day whose spend some daemon remembers as past (`YYYY-MM-DD`). */
-  private sealKey(workspaceId: string): string {
-    return `{${workspaceId}}:sealed`;
   }
 
   /** Runs `op` on Redis unless it failed recently; on failure, `fallback`. */
@@ -222,79 +132,20 @@ export class RedisCounters implements CounterStore {
     this.log?.warn({ err: error }, 'Redis unavailable: decisions read spend from Postgres until it answers again');
   }
 
-  /**
-   * Raises every key of today and yesterday (local days, so from two UTC days back) to the records. Writes are never skipped while
-   * it runs (they are max-merges of committed totals), so a cost committed after its read is
-   * carried by its own write.
-   */
+  /** Raises the copy to the records (redis-rebuild.ts); it is read again once that succeeded with no failure since. */
   private startRebuild(): void {
     if (this.rebuilding) return;
     const failures = this.failures;
-    this.rebuilding = (async () => {
-      const { rows } = await this.db.query<{
-        workspace_id: string;
-        user_id: string;
-        day: string;
-        ws: string;
-        usr: string;
-      }>(
-        `SELECT u.workspace_id, u.user_id, u.day::text AS day, coalesce(w.spend_micros, 0) AS ws, u.spend_micros AS usr
-         FROM user_usage_daily u LEFT JOIN usage_daily w ON w.workspace_id = u.workspace_id AND w.day = u.day
-         WHERE u.day >= (now() AT TIME ZONE 'UTC')::date - 2`,
-      );
-      for (let i = 0; i < rows.length; i += REBUILD_BATCH) {
-        const pipeline = this.redis.pipeline() as ReturnType<Redis['pipeline']> & {
-          rgRaiseTo(numberOfKeys: number, ...args: (string | number)[]): unknown;
-        };
-        for (const row of rows.slice(i, i + REBUILD_BATCH)) {
-          const scope = {
-            workspaceId: row.workspace_id,
-            userId: row.user_id,
-            day: row.day,
-            month: row.day.slice(0, 7),
-          };
-          const totals = { workspaceDailySpendMicros: Number(row.ws), userDailySpendMicros: Number(row.usr) };
-          pipeline.rgRaiseTo(...this.raiseArgs(scope, totals, 'raise'));
-        }
-        const results = (await pipeline.exec()) ?? [];
-        const error = results.find(([commandError]) => commandError)?.[0];
-        if (error) throw error;
-      }
-      const subjects = await this.rebuildSubjects();
-      if (this.failures === failures) {
+    this.rebuilding = raiseCopyToRecords(this.db, this.redis)
+      .then((keys) => {
+        if (this.failures !== failures) return;
         this.stale = false;
-        this.log?.info(
-          { keys: rows.length * 2 + subjects },
-          'Redis answers again: its copy of spend was rebuilt from Postgres',
-        );
-      }
-    })()
+        this.log?.info({ keys }, 'Redis answers again: its copy of spend was rebuilt from Postgres');
+      })
       .catch((error: unknown) => this.failed(error))
       .finally(() => {
         this.rebuilding = null;
       });
-  }
-
-  /**
-   * Raises every subject key of today and yesterday (key and tag budgets') to the records, one
-   * script call per workspace and day (its seal and version are the workspace's); answers how many.
-   */
-  private async rebuildSubjects(): Promise<number> {
-    const { rows } = await this.db.query<{ workspace_id: string; day: string; subjects: string[]; totals: string[] }>(
-      `SELECT workspace_id, day::text AS day, array_agg(subject) AS subjects, array_agg(spend_micros::text) AS totals
-       FROM subject_usage_daily WHERE day >= (now() AT TIME ZONE 'UTC')::date - 2 GROUP BY workspace_id, day`,
-    );
-    let keys = 0;
-    for (const row of rows) {
-      const totals: DailySpend = {
-        workspaceDailySpendMicros: 0,
-        userDailySpendMicros: 0,
-        subjects: Object.fromEntries(row.subjects.map((subject, i) => [subject, { day: Number(row.totals[i]) }])),
-      };
-      await this.redis.rgRaiseTo(...this.raiseArgs({ workspaceId: row.workspace_id, day: row.day }, totals, 'raise'));
-      keys += row.subjects.length;
-    }
-    return keys;
   }
 
   async readSpend(scope: CounterScope): Promise<DailySpend> {
@@ -309,15 +160,15 @@ export class RedisCounters implements CounterStore {
     // Written out rather than through `guarded`: this read is every decision's, and its common
     // case (every key there, no window) awaits Redis once.
     try {
-      const versionKey = this.stateKey(scope.workspaceId);
-      const [ws, user] = this.keys(scope);
+      const versionKey = stateKey(scope.workspaceId);
+      const [ws, user] = spendKeys(scope);
       // One round trip: the version and today's spend, the subjects' too (a window's past days
       // are remembered).
       const [version = null, wsSpend = null, userSpend = null, ...subjects] = await this.redis.mget(
         versionKey,
         ws,
         user,
-        ...this.subjectKeys(scope.workspaceId, scope.day, scope.subjects),
+        ...subjectKeys(scope.workspaceId, scope.day, scope.subjects),
       );
       // First use, or Redis lost it: a random start, so no version read before the loss recurs.
       if (version === null) await this.redis.set(versionKey, randomInt(2 ** 47), 'NX');
@@ -345,14 +196,7 @@ export class RedisCounters implements CounterStore {
   private async windowsOf(scope: CounterScope, version: string | null, today: DailySpend): Promise<DailySpend> {
     if (!readsPastDays(scope)) return withWindows(scope, today, null);
     const past = await this.past.get(scope, version, async () => {
-      const sealedAt = await this.redis.rgSeal(
-        2,
-        this.sealKey(scope.workspaceId),
-        this.stateKey(scope.workspaceId),
-        addDays(scope.day, -1),
-        randomInt(2 ** 47),
-        SEAL_TTL_SECONDS,
-      );
+      const sealedAt = await this.redis.rgSeal(...sealArgs(scope.workspaceId, addDays(scope.day, -1)));
       return { version: String(sealedAt), past: pastOf(await recordedSpend(this.db, scope)) };
     });
     return withWindows(scope, today, past);
@@ -372,7 +216,7 @@ export class RedisCounters implements CounterStore {
    * resolves only once its totals are in Redis.
    */
   spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void> {
-    const userKey = this.keys(scope)[1];
+    const userKey = spendKeys(scope)[1];
     const pending = this.pendingRaises.get(userKey);
     if (pending) {
       const subjects = { ...pending.totals.subjects };
@@ -411,7 +255,7 @@ export class RedisCounters implements CounterStore {
 
   async stateChanged(workspaceId: string): Promise<void> {
     try {
-      await this.redis.incr(this.stateKey(workspaceId));
+      await this.redis.incr(stateKey(workspaceId));
     } catch (error) {
       // Other daemons may go on with what they remember, for at most the cache's age limit.
       this.failed(error);
@@ -423,17 +267,10 @@ export class RedisCounters implements CounterStore {
    * the daemons that fall back with this one, not with those still on Redis).
    */
   takeStepSlot(tx: Queryable, scope: CounterScope, request: StepSlotRequest): Promise<StepSlot> {
-    const key = `{${scope.workspaceId}}:rate:${scope.userId}`;
+    const key = stepRateKey(scope.workspaceId, scope.userId);
     return this.guarded(
       async () => {
-        const [taken, steps, oldest] = await this.redis.rgTakeStepSlot(
-          1,
-          key,
-          request.nowMs,
-          STEP_RATE_WINDOW_MS,
-          request.limit,
-          request.stepId,
-        );
+        const [taken, steps, oldest] = await this.redis.rgTakeStepSlot(...stepSlotArgs(key, request));
         let released = false;
         return {
           stepsInWindow: Number(steps),
@@ -452,38 +289,7 @@ export class RedisCounters implements CounterStore {
 
   /** Raises (or sets) the scope's day keys to `totals`: one script call. */
   private async raise(scope: CounterScope, totals: DailySpend, mode: 'raise' | 'set' = 'raise'): Promise<void> {
-    await this.redis.rgRaiseTo(...this.raiseArgs(scope, totals, mode));
-  }
-
-  /**
-   * RAISE_TO's arguments for the scope's day: its counters (the workspace's and user's where the
-   * scope names a user; the subjects' of `totals`), the workspace's seal and version.
-   */
-  private raiseArgs(
-    scope: Pick<CounterScope, 'workspaceId' | 'day'> & { userId?: string },
-    totals: DailySpend,
-    mode: 'raise' | 'set',
-  ): [number, ...(string | number)[]] {
-    const subjects = Object.entries(totals.subjects ?? {});
-    const own = scope.userId === undefined ? [] : this.keys({ ...scope, userId: scope.userId });
-    const ownTotals = scope.userId === undefined ? [] : [totals.workspaceDailySpendMicros, totals.userDailySpendMicros];
-    const subjectKeys = this.subjectKeys(
-      scope.workspaceId,
-      scope.day,
-      subjects.map(([subject]) => subject),
-    );
-    return [
-      own.length + subjectKeys.length + 2,
-      ...own,
-      ...subjectKeys,
-      this.sealKey(scope.workspaceId),
-      this.stateKey(scope.workspaceId),
-      ...ownTotals,
-      ...subjects.map(([, spend]) => spend.day),
-      scope.day,
-      DAY_TTL_SECONDS,
-      mode,
-    ];
+    await this.redis.rgRaiseTo(...raiseArgs(scope, totals, mode));
   }
 
   async health(): Promise<void> {
