@@ -186,7 +186,9 @@ async function withPendingSpend<T extends { spend: DailySpend }>(
     const held = context.pending.held(scope);
     const got = await read();
     if (held.overtaken() && attempt < PENDING_READ_ATTEMPTS) continue;
-    return { ...got, spend: await held.addTo(got.spend) };
+    const priced = held.priced();
+    if (priced) await priced;
+    return { ...got, spend: held.addTo(got.spend) };
   }
 }
 

@@ -82,52 +82,57 @@ export class HeldSpend {
     return this.entries.some((entry) => entry.released);
   }
 
-  /** `spend` read from the counters, plus what this daemon had released and not yet written. */
-  async addTo(spend: DailySpend): Promise<DailySpend> {
+  /** Settles once every cost held has its price; null when all have one already. */
+  priced(): Promise<unknown> | null {
+    let unknown: Promise<void>[] | null = null;
+    for (const entry of this.entries) if (entry.micros === null) (unknown ??= []).push(entry.known);
+    return unknown && Promise.all(unknown);
+  }
+
+  /**
+   * `spend` read from the counters, plus what this daemon had released and not yet written
+   * (once `priced`). Written with loops, not spreads: every decision adds it.
+   */
+  addTo(spend: DailySpend): DailySpend {
     if (this.entries.length === 0) return spend;
-    const unknown = this.entries.filter((entry) => entry.micros === null).map((entry) => entry.known);
-    if (unknown.length) await Promise.all(unknown);
     let workspace = 0;
     let user = 0;
     for (const entry of this.entries) {
       workspace += entry.micros ?? 0;
       if (entry.userId === this.userId) user += entry.micros ?? 0;
     }
-    const capped = (micros: number) => Math.min(micros, SPEND_CAP_MICROS);
-    // Held spend is today's: it counts in the week's and the month's windows too.
-    const windowed = (window: WindowSpend | undefined) =>
-      window && {
-        workspaceMicros: capped(window.workspaceMicros + workspace),
-        userMicros: capped(window.userMicros + user),
-      };
-    return {
+    const added: DailySpend = {
       workspaceDailySpendMicros: capped(spend.workspaceDailySpendMicros + workspace),
       userDailySpendMicros: capped(spend.userDailySpendMicros + user),
-      ...(spend.week && { week: windowed(spend.week) }),
-      ...(spend.month && { month: windowed(spend.month) }),
-      ...(spend.subjects && { subjects: this.subjectsAdded(spend.subjects) }),
     };
+    // Held spend is today's: it counts in the week's and the month's windows too.
+    if (spend.week) added.week = windowAdded(spend.week, workspace, user);
+    if (spend.month) added.month = windowAdded(spend.month, workspace, user);
+    if (spend.subjects) added.subjects = this.subjectsAdded(spend.subjects);
+    return added;
   }
 
   /** Each subject's spend with what is held for it (today's, so its windows' too). */
   private subjectsAdded(subjects: Record<string, SubjectSpend>): Record<string, SubjectSpend> {
-    const capped = (micros: number) => Math.min(micros, SPEND_CAP_MICROS);
-    return Object.fromEntries(
-      Object.entries(subjects).map(([subject, spend]) => {
-        let held = 0;
-        for (const entry of this.entries) if (entry.subjects.includes(subject)) held += entry.micros ?? 0;
-        return [
-          subject,
-          {
-            day: capped(spend.day + held),
-            ...(spend.week !== undefined && { week: capped(spend.week + held) }),
-            ...(spend.month !== undefined && { month: capped(spend.month + held) }),
-          },
-        ];
-      }),
-    );
+    const added: Record<string, SubjectSpend> = {};
+    for (const [subject, spend] of Object.entries(subjects)) {
+      let held = 0;
+      for (const entry of this.entries) if (entry.subjects.includes(subject)) held += entry.micros ?? 0;
+      const total: SubjectSpend = { day: capped(spend.day + held) };
+      if (spend.week !== undefined) total.week = capped(spend.week + held);
+      if (spend.month !== undefined) total.month = capped(spend.month + held);
+      added[subject] = total;
+    }
+    return added;
   }
 }
+
+const capped = (micros: number) => Math.min(micros, SPEND_CAP_MICROS);
+
+const windowAdded = (window: WindowSpend, workspace: number, user: number): WindowSpend => ({
+  workspaceMicros: capped(window.workspaceMicros + workspace),
+  userMicros: capped(window.userMicros + user),
+});
 
 const NOTHING_HELD = new HeldSpend('', []);
 
