@@ -32,7 +32,19 @@ export interface CountingShape {
   subjects: readonly string[];
 }
 
+/**
+ * Each state's counting shape, made once: a remembered state (`GuardStateCache`) serves every
+ * decision while its version holds, and states are never changed once read.
+ */
+const shapes = new WeakMap<GuardState, CountingShape>();
+
 export function countingShape(state: GuardState): CountingShape {
+  let shape = shapes.get(state);
+  if (shape === undefined) shapes.set(state, (shape = shapeOf(state)));
+  return shape;
+}
+
+function shapeOf(state: GuardState): CountingShape {
   const deny = state.budgets.filter((budget) => budget.action === 'deny');
   const subjects = new Set<string>();
   for (const budget of deny)
@@ -47,10 +59,11 @@ export function countingShape(state: GuardState): CountingShape {
 }
 
 const sameShape = (one: CountingShape, other: CountingShape) =>
-  one.timeZone === other.timeZone &&
-  one.week === other.week &&
-  one.month === other.month &&
-  one.subjects.join('\u0000') === other.subjects.join('\u0000');
+  one === other ||
+  (one.timeZone === other.timeZone &&
+    one.week === other.week &&
+    one.month === other.month &&
+    one.subjects.join('\u0000') === other.subjects.join('\u0000'));
 
 /**
  * The scope a decision reads: the local day, the first days of the windows its budgets need, and
