@@ -7,7 +7,6 @@ import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { CounterStore } from '../store/counters/counters.js';
-import { RedisCounters, redisClient } from '../store/counters/redis-counters.js';
 import { SqlCounters } from '../store/counters/sql-counters.js';
 import { embeddedDb, postgresDb, type Db } from '../store/db.js';
 import { migrate } from '../store/migrations.js';
@@ -39,6 +38,8 @@ export async function openStores(config: Config, logger?: Logger, options: OpenS
     await (options.schema ?? migrate)(db);
     let counters: CounterStore = new SqlCounters(db);
     if (config.redisUrl) {
+      // Loaded here, not at the top: ioredis is some 40 modules a daemon without Redis never uses.
+      const { RedisCounters, redisClient } = await import('../store/counters/redis-counters.js');
       const redis = redisClient({
         url: config.redisUrl,
         keyPrefix: config.redisKeyPrefix,
