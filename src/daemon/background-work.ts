@@ -64,7 +64,14 @@ export function backgroundWork(config: Config, deps: BackgroundDeps): Background
     },
     async stop() {
       idleMemory?.stop();
-      await Promise.all([sweeper.stop(), reconciler.stop(), indexes?.stop(), webhooks.stop(), recovery.stop()]);
+      await Promise.all([
+        sweeper.stop(),
+        reconciler.stop(),
+        indexes?.stop(),
+        // A delivery under way may finish within the grace, as a request may.
+        webhooks.stop(config.shutdownGraceMs),
+        recovery.stop(),
+      ]);
     },
   };
 }

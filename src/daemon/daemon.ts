@@ -13,7 +13,7 @@ import { VERSION } from '../version.js';
 import type { OutboundPolicy } from '../webhooks/outbound-policy.js';
 import { backgroundWork, type BackgroundWork } from './background-work.js';
 import { buildDaemonApp, type DaemonApp } from './daemon-app.js';
-import { closeWithin } from './graceful-close.js';
+import { AFTER_GRACE_MS, closedWithin, closeWithin } from './graceful-close.js';
 import { recordDaemon } from './local-daemon.js';
 import { openStores, type Stores } from './stores.js';
 import { noticeDashboard, noticeFirstSignInLink } from './terminal-notices.js';
@@ -95,7 +95,11 @@ export async function startDaemon(
     url: address,
     stores,
     close() {
-      closing ??= stopDaemon(config, logger, { ...served, stores, background, instance, forget });
+      // Bounded, whatever stops answering meanwhile.
+      closing ??= closedWithin(
+        stopDaemon(config, logger, { ...served, stores, background, instance, forget }),
+        config.shutdownGraceMs + AFTER_GRACE_MS,
+      );
       return closing;
     },
   };

@@ -21,3 +21,24 @@ export async function closeWithin(app: FastifyInstance, graceMs: number, logger:
     await closed;
   }
 }
+
+/**
+ * What a daemon's close may take past its grace period: the last writes of results (one attempt
+ * each, bounded by a statement's timeout) and the pools' close. A database or Redis that stopped
+ * answering, without refusing or timing out, must not keep a stopping daemon alive: past this, the
+ * close fails, and `runguard start` exits with status 1, saying so.
+ */
+export const AFTER_GRACE_MS = 10_000;
+
+/** `closing`, or a failure once `ms` have passed. */
+export async function closedWithin(closing: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`the daemon did not finish closing within ${ms} ms`)), ms);
+  });
+  try {
+    await Promise.race([closing, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -31,6 +31,10 @@ export async function bufferedExchange(
   const { request, head, tracked } = exchange;
   const { request: out } = outgoing(context, exchange, body);
   out.headers['content-length'] = String(body.length);
+  // The client leaving (or cut by a shutdown) calls the exchange off, as `forward` does: else a
+  // server that never answers holds it, and the daemon's close, until its headers time out.
+  const clientLeft = new AbortController();
+  exchange.res.once('close', () => clientLeft.abort(new Error('the client left')));
   let answer: Dispatcher.ResponseData;
   try {
     answer = await undiciRequest(new URL(out.path, head.server.url.origin), {
@@ -38,16 +42,20 @@ export async function bufferedExchange(
       method: 'POST',
       headers: out.headers,
       body,
+      signal: clientLeft.signal,
     });
   } catch (error) {
-    return serverNotReached(exchange, error, changes);
+    if (!clientLeft.signal.aborted) return serverNotReached(exchange, error, changes);
+    for (const call of tracked) call.finish('FAILED', { error: 'CLIENT_ABORTED' });
+    return;
   }
   const contentType = String(answer.headers['content-type'] ?? '');
   context.shapes.remember(exchange.session, contentType);
   const text = await readWhole(answer, context.maxAnswerBytes).catch((error: unknown) => {
-    request.log.warn({ err: error, server: head.server.name }, 'MCP server answer not read');
+    const left = clientLeft.signal.aborted;
+    if (!left) request.log.warn({ err: error, server: head.server.name }, 'MCP server answer not read');
     exchange.res.destroy();
-    for (const call of tracked) call.finish('FAILED', { error: 'UPSTREAM_BROKEN' });
+    for (const call of tracked) call.finish('FAILED', { error: left ? 'CLIENT_ABORTED' : 'UPSTREAM_BROKEN' });
     return null;
   });
   if (text === null) return;

@@ -56,6 +56,12 @@ const ENDING_EVENT = /"type"\s*:\s*"(response\.(?:completed|incomplete|failed)|e
 /** The WebSocket handshake's own headers, which the upstream connection makes anew. */
 const HANDSHAKE = /^sec-websocket-/;
 
+/**
+ * How long a shutdown waits for a socket's peer to answer its close before cutting it (ws itself
+ * waits 30 s): an agent or a provider that never answers must not hold the daemon's close.
+ */
+const CLOSE_HANDSHAKE_MS = 5_000;
+
 /** WebSocket sockets open now, closed when the app closes. */
 export class OpenSockets {
   private readonly sockets = new Set<WebSocket>();
@@ -64,7 +70,11 @@ export class OpenSockets {
     socket.once('close', () => this.sockets.delete(socket));
   }
   closeAll(): void {
-    for (const socket of this.sockets) socket.close(1001, 'server closing');
+    for (const socket of this.sockets) {
+      socket.close(1001, 'server closing');
+      const cut = setTimeout(() => socket.terminate(), CLOSE_HANDSHAKE_MS);
+      socket.once('close', () => clearTimeout(cut));
+    }
   }
 }
 

@@ -58,6 +58,8 @@ const PURGE_INTERVAL_MS = 3_600_000;
 export class WebhookDispatcher {
   private readonly owner = randomUUID();
   private readonly working = new Set<Promise<void>>();
+  /** Aborted when a stop's grace is over: attempts still under way are called off. */
+  private stopping = new AbortController();
   private readonly job: Periodic;
   private lastScan = 0;
   private lastPurge = 0;
@@ -74,13 +76,24 @@ export class WebhookDispatcher {
   }
 
   start(): void {
+    if (this.stopping.signal.aborted) this.stopping = new AbortController();
     void this.job.start();
   }
 
-  /** Stops leasing; lets attempts under way finish (each is bounded by its timeout), then releases leases. */
-  async stop(): Promise<void> {
+  /**
+   * Stops leasing; lets attempts under way finish for up to `graceMs` (each is bounded by its own
+   * timeout, up to 2 minutes), then calls off those still waiting for their receiver, unrecorded:
+   * their deliveries stay due, for the next daemon (a receiver may then see one twice, with the
+   * same webhook-id, as after any lost answer). Then releases the leases.
+   */
+  async stop(graceMs = Infinity): Promise<void> {
     await this.job.stop();
-    await Promise.all(this.working);
+    const timer = Number.isFinite(graceMs) ? setTimeout(() => this.stopping.abort(), graceMs) : undefined;
+    try {
+      await Promise.all(this.working);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** One round: scans when due, then leases what this daemon has room for. Never overlaps itself. */
@@ -157,6 +170,7 @@ export class WebhookDispatcher {
         if (!delivery) return;
         if (!(await renewLease(this.options.db, endpointId, this.owner, this.leaseEnd()))) return; // taken over: stop
         const result = await this.send(endpoint, delivery);
+        if (this.stopping.signal.aborted) return; // called off by the stop: still due, unrecorded
         const record = this.outcome(endpoint, delivery, result);
         await this.options.db.transaction((tx) => recordAttempt(tx, record));
         if (record.outcome.status === 'pending' || record.disableEndpoint) return;
@@ -179,6 +193,7 @@ export class WebhookDispatcher {
       },
       this.options.policy,
       this.options.timeoutMs,
+      this.stopping.signal,
     );
   }
 

@@ -33,6 +33,8 @@ export async function attemptDelivery(
   attempt: Attempt,
   policy: OutboundPolicy,
   timeoutMs: number,
+  /** Calls the attempt off before its timeout (the daemon stopping). */
+  cancel?: AbortSignal,
 ): Promise<AttemptResult> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
@@ -69,7 +71,7 @@ export async function attemptDelivery(
       body: attempt.body,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: cancel ? AbortSignal.any([AbortSignal.timeout(timeoutMs), cancel]) : AbortSignal.timeout(timeoutMs),
     });
     const excerpt = await readLimited(response.body);
     const ok = response.statusCode >= 200 && response.statusCode < 300;

@@ -188,6 +188,11 @@ export interface TcpRelay {
   cut(): Promise<void>;
   /** Accepts and relays connections again, on the same port. */
   restore(): Promise<void>;
+  /**
+   * A server that stops answering without a refusal (a partition, a hung host): open connections
+   * stay open and new ones are accepted, but no byte passes either way.
+   */
+  silence(): void;
   close(): Promise<void>;
 }
 
@@ -196,15 +201,19 @@ export async function startTcpRelay(targetPort: number): Promise<TcpRelay> {
   const port = await freePort();
   const sockets = new Set<Socket>();
   let server: Server | null = null;
+  let silent = false;
 
   async function listen(): Promise<void> {
+    silent = false;
     const s = createServer((client) => {
+      sockets.add(client);
+      client.once('close', () => sockets.delete(client));
+      client.on('error', () => {});
+      if (silent) return; // taken, never answered
       const upstream = connect(targetPort, '127.0.0.1');
-      for (const socket of [client, upstream]) {
-        sockets.add(socket);
-        socket.once('close', () => sockets.delete(socket));
-        socket.on('error', () => {});
-      }
+      sockets.add(upstream);
+      upstream.once('close', () => sockets.delete(upstream));
+      upstream.on('error', () => {});
       client.pipe(upstream).pipe(client);
       client.once('close', () => upstream.destroy());
       upstream.once('close', () => client.destroy());
@@ -228,6 +237,10 @@ export async function startTcpRelay(targetPort: number): Promise<TcpRelay> {
     port,
     cut,
     restore: listen,
+    silence() {
+      silent = true;
+      for (const socket of sockets) socket.unpipe();
+    },
     close: cut,
   };
 }
