@@ -78,6 +78,11 @@ export interface FakeUpstream {
   requests: RecordedRequest[];
   /** Every WebSocket opened to `.../responses` (the Responses API's), with the messages it received. */
   sockets: RecordedSocket[];
+  /**
+   * Lets the requests sent with `x-fake-hold: <name>` answer, now and from now on: a test holds
+   * calls for as long as its checks need, not for a guessed time.
+   */
+  release(name: string): void;
   close(): Promise<void>;
 }
 
@@ -129,6 +134,17 @@ interface Call {
 export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Promise<FakeUpstream> {
   const requests: RecordedRequest[] = [];
   let sequence = 0;
+  const holds = new Map<string, { released: Promise<void>; release: () => void }>();
+  const hold = (name: string) => {
+    let found = holds.get(name);
+    if (!found) {
+      let release = () => {};
+      const released = new Promise<void>((resolve) => (release = resolve));
+      found = { released, release };
+      holds.set(name, found);
+    }
+    return found;
+  };
 
   const server = createServer((req, res) => {
     res.on('error', () => {}); // a client hanging up mid-stream is expected in tests
@@ -152,6 +168,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
 
     const delay = headerNumber(req, 'x-fake-delay-ms') ?? options.delayMs ?? 0;
     if (delay > 0) await sleep(delay);
+    const held = req.headers['x-fake-hold'];
+    if (typeof held === 'string') await hold(held).released;
 
     const status = headerNumber(req, 'x-fake-status') ?? options.status;
     if (status !== undefined) {
@@ -237,6 +255,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     url: `http://127.0.0.1:${port}`,
     requests,
     sockets,
+    release: (name) => hold(name).release(),
     close: () =>
       new Promise<void>((resolve, reject) => {
         for (const ws of webSockets.clients) ws.terminate();
