@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './daemon.js';
+import { copyEmbeddedTemplate } from './embedded-data-dir.js';
 import { caller, type Caller } from './harness.js';
 import { createTestDatabase, REDIS_URL, testKeyPrefix, type TestDatabase } from './services.js';
 
@@ -54,6 +55,11 @@ export interface DaemonProcessOptions {
   /** Starts the daemon under `ulimit -n <n>` (through a shell that then becomes the daemon). */
   openFileLimit?: number;
   /**
+   * With `DATABASE_URL: ''` (the embedded database): its first start opens a copy of the migrated
+   * template instead of paying PGlite's initdb and every migration, for tests of anything but that.
+   */
+  embeddedTemplate?: boolean;
+  /**
    * How long a start may take to answer /health (a quiet machine takes a second or two; a busy one,
    * or an embedded database's first start, many). @default 45_000
    */
@@ -72,6 +78,7 @@ export async function startDaemonProcess(options: DaemonProcessOptions = {}): Pr
       ? { url: options.databaseUrl, drop: async () => {} }
       : await createTestDatabase();
   const dataDir = await mkdtemp(join(tmpdir(), 'rg-daemon-'));
+  if (options.embeddedTemplate) await copyEmbeddedTemplate(dataDir);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const redisKeyPrefix = shared?.redisKeyPrefix ?? testKeyPrefix();
