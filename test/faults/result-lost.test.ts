@@ -42,8 +42,14 @@ interface StepRow {
   daemon_id: number | null;
 }
 
-/** A proxied chat call; `runId` null: a run of the call's own. Answers the response, or the error that ended it. */
-function call(daemon: DaemonProcess, options: { delayMs: number; user?: string; runId?: string | null }) {
+/**
+ * A proxied chat call; `runId` null: a run of the call's own; `hold`: the upstream answers once the
+ * test releases that name. Answers the response, or the error that ended it.
+ */
+function call(
+  daemon: DaemonProcess,
+  options: { delayMs: number; hold?: string; user?: string; runId?: string | null },
+) {
   const path = options.runId ? `/proxy/runs/${options.runId}/openai` : '/proxy/openai';
   return fetch(`${daemon.url}${path}/v1/chat/completions`, {
     method: 'POST',
@@ -53,6 +59,7 @@ function call(daemon: DaemonProcess, options: { delayMs: number; user?: string; 
       'x-runguard-key': daemon.apiKey,
       'x-runguard-user-id': options.user ?? 'agent',
       'x-fake-delay-ms': String(options.delayMs),
+      ...(options.hold ? { 'x-fake-hold': options.hold } : {}),
     },
     body: JSON.stringify({ model: MODEL, max_tokens: 50, messages: [{ role: 'user', content: 'Take your time.' }] }),
   }).then(
@@ -296,8 +303,8 @@ describe('two daemons on one Postgres and Redis, one killed with calls in flight
     { timeout: 2 * START_MS },
     async () => {
       const dying = [0, 1, 2].map(() => call(first, { delayMs: HELD_MS, user: 'a' }));
-      // The survivor's own calls outlast the recovery, then answer.
-      const living = [0, 1, 2].map(() => call(survivor, { delayMs: 10_000, user: 'b' }));
+      // The survivor's own calls are held until the recovery was checked, then answer.
+      const living = [0, 1, 2].map(() => call(survivor, { delayMs: 0, hold: 'living', user: 'b' }));
       await until('six calls forwarded', async () => upstream.requests.length >= 6, 10_000);
       const { rows: instances } = await db.query<{ id: number }>('SELECT id FROM daemon_instances WHERE pid = $1', [
         first.pid,
@@ -331,6 +338,7 @@ describe('two daemons on one Postgres and Redis, one killed with calls in flight
       );
 
       // They answer, and record their own results.
+      upstream.release('living');
       expect((await Promise.all(living)).map((r) => r.status)).toEqual([200, 200, 200]);
       expect((await Promise.all(dying)).map((r) => r.status)).toEqual([0, 0, 0]);
       await until(
@@ -359,7 +367,7 @@ describe('two daemons on one Postgres and Redis, one killed with calls in flight
     async () => {
       await first.start();
       const stepsBefore = (await steps(db)).length;
-      const held = call(first, { delayMs: 3_000, user: 'frozen' });
+      const held = call(first, { delayMs: 0, hold: 'frozen', user: 'frozen' });
       await until('the call forwarded', async () => (await steps(db)).length === stepsBefore + 1, 10_000);
       const { rows: instances } = await db.query<{ id: number }>(
         'SELECT id FROM daemon_instances WHERE pid = $1 AND stopped_at IS NULL AND recovered_at IS NULL',
@@ -383,6 +391,7 @@ describe('two daemons on one Postgres and Redis, one killed with calls in flight
         expect(lost!.cost_micros).toBe(lost!.estimate_micros);
       } finally {
         process.kill(first.pid!, 'SIGCONT');
+        upstream.release('frozen');
       }
       // It wakes: the call is answered, but its result is refused (the step was ended), and the
       // daemon takes a new id for what follows.
@@ -433,6 +442,8 @@ describe('an embedded daemon killed with calls in flight, then restarted', () =>
         DATABASE_URL: '',
         REDIS_URL: '',
       },
+      // The restart is under test, not the first start's initdb.
+      embeddedTemplate: true,
       startTimeoutMs: START_MS,
     });
     await setUp(daemon, receiver);
