@@ -10,8 +10,21 @@ import { useCliDaemon } from '../support/cli-daemon.js';
 const fixture = useCliDaemon();
 const { cli } = fixture;
 const ESC = '\u001b[';
+/** A test runs several CLI processes: each takes seconds on a loaded machine (7 s at a load of 14). */
+const CLI_TESTS = { timeout: 60_000 };
 
-describe('settings traps', () => {
+/**
+ * Settings a test only needs in place, or back as they were, set through the API: a CLI process
+ * costs a second or more on a loaded machine, and the commands under test run as users run them.
+ */
+async function patchWorkspace(changes: Record<string, unknown>) {
+  expect((await fixture.api.request('PATCH', '/v1/workspace', changes)).status).toBe(200);
+}
+async function setKillSwitch(active: boolean) {
+  expect((await fixture.api.request('POST', '/v1/workspace/kill-switch', { active })).status).toBe(200);
+}
+
+describe('settings traps', CLI_TESTS, () => {
   it("when 'none' is above the plan's ceiling, then the refusal says what each plan allows and how to change it", async () => {
     const res = await cli('limits', 'set', '--monthly-runs', 'none');
     expect(res.code).toBe(1);
@@ -21,24 +34,29 @@ describe('settings traps', () => {
   });
 
   it('when a limit or budget of 0 is set, then it is saved with a warning that it denies everything', async () => {
-    const limits = await cli('limits', 'set', '--concurrent-runs', '0');
+    // Different fields of the workspace: the commands may run at once.
+    const [limits, budget] = await Promise.all([
+      cli('limits', 'set', '--concurrent-runs', '0'),
+      cli('budget', 'set', '--workspace-daily', '0'),
+    ]);
     expect(limits.code).toBe(0);
     expect(limits.stderr).toBe(
       'runguard: warning: a concurrent run limit of 0 denies every run start (MAX_CONCURRENT_RUNS_EXCEEDED).\n',
     );
-    const budget = await cli('budget', 'set', '--workspace-daily', '0');
     expect(budget.stderr).toContain('a workspace daily budget of $0.00 denies every run and call');
-    const fine = await cli('limits', 'set', '--concurrent-runs', '10');
+    const [fine] = await Promise.all([
+      cli('limits', 'set', '--concurrent-runs', '10'),
+      patchWorkspace({ daily_budget_usd: null }),
+    ]);
     expect(fine.stderr).toBe('');
-    await cli('budget', 'set', '--workspace-daily', 'none');
   });
 
   it('when a user never seen is unblocked, then nothing changes and no user is created', async () => {
-    const res = await cli('users', 'unblock', 'nobody-ever');
+    const [res, blocked] = await Promise.all([cli('users', 'unblock', 'nobody-ever'), cli('users', 'block', 'eve')]);
     expect(res).toMatchObject({ code: 0, stdout: 'nobody-ever is not blocked; nothing changed.\n' });
     const users = (await fixture.api.request('GET', '/v1/users?per_page=100')).body.items.map((u: any) => u.user_id);
     expect(users).not.toContain('nobody-ever');
-    expect((await cli('users', 'block', 'eve')).stdout).toBe('eve is blocked.\n');
+    expect(blocked.stdout).toBe('eve is blocked.\n');
     expect((await cli('users', 'unblock', 'eve')).stdout).toBe('eve is allowed again.\n');
     expect((await fixture.api.request('POST', '/v1/runs', { user_id: 'eve' })).body.status).toBe('RUNNING');
   });
@@ -48,7 +66,7 @@ describe('settings traps', () => {
     expect((await cli('users', 'budget', 'bob', 'none')).stdout).toBe(
       "bob: no budget of their own; the workspace's per-user budget applies (unlimited).\n",
     );
-    await cli('budget', 'set', '--user-daily', '2');
+    await patchWorkspace({ user_daily_budget_usd: 2 });
     expect((await cli('users', 'budget', 'bob', 'none')).stdout).toContain(
       "the workspace's per-user budget applies ($2.00 a day).",
     );
@@ -56,21 +74,29 @@ describe('settings traps', () => {
 
   it('when kill-switch is given no argument, then it shows the state instead of failing', async () => {
     expect(await cli('kill-switch')).toMatchObject({ code: 0, stdout: 'Kill switch is OFF.\n' });
-    await cli('kill-switch', 'on');
-    expect((await cli('kill-switch')).stdout).toBe('Kill switch is ON: every run start and step is denied.\n');
-    expect(JSON.parse((await cli('kill-switch', '--json')).stdout)).toEqual({ active: true, plan: 'scale' });
-    await cli('kill-switch', 'off');
+    await setKillSwitch(true);
+    const [shown, json] = await Promise.all([cli('kill-switch'), cli('kill-switch', '--json')]);
+    expect(shown.stdout).toBe('Kill switch is ON: every run start and step is denied.\n');
+    expect(JSON.parse(json.stdout)).toEqual({ active: true, plan: 'scale' });
+    await setKillSwitch(false);
   });
 });
 
-describe('amounts and options as people type them', () => {
+describe('amounts and options as people type them', CLI_TESTS, () => {
   it('when a budget is written with a dollar sign before or after, then both commands take it', async () => {
-    expect((await cli('budget', 'set', '--user-daily', '10$')).code).toBe(0);
-    expect((await cli('budget', 'show')).stdout).toMatch(/^per-user daily budget\s+\$10\.00$/m);
-    expect((await cli('budget', 'set', '--user-daily', '$7')).code).toBe(0);
-    expect((await cli('users', 'budget', 'dollar-user', '5$')).code).toBe(0);
-    expect((await cli('users', 'budget', 'dollar-user', '$5')).code).toBe(0);
-    await cli('budget', 'set', '--user-daily', 'none');
+    // A user's budget is not the workspace's: both commands' checks run at once.
+    const [, amountThenSign, signThenAmount] = await Promise.all([
+      (async () => {
+        expect((await cli('budget', 'set', '--user-daily', '10$')).code).toBe(0);
+        expect((await cli('budget', 'show')).stdout).toMatch(/^per-user daily budget\s+\$10\.00$/m);
+        expect((await cli('budget', 'set', '--user-daily', '$7')).code).toBe(0);
+      })(),
+      cli('users', 'budget', 'dollar-user', '5$'),
+      cli('users', 'budget', 'dollar-user', '$5'),
+    ]);
+    expect(amountThenSign.code).toBe(0);
+    expect(signThenAmount.code).toBe(0);
+    await patchWorkspace({ user_daily_budget_usd: null });
   });
 
   it('when a budget below one microdollar is set, then it is warned about as 0 is', async () => {
@@ -78,41 +104,63 @@ describe('amounts and options as people type them', () => {
     expect(tiny.code).toBe(0);
     expect(tiny.stderr).toContain('below one microdollar and kept as 0');
     expect(tiny.stderr).toContain('denies every run and call');
-    await cli('budget', 'set', '--user-daily', 'none');
+    await patchWorkspace({ user_daily_budget_usd: null });
   });
 
   it('when exec is given a misspelt option, then the error names it, not the missing --user', async () => {
-    const misspelt = await cli('exec', '--usr', 'alice', '--', 'true');
+    const [misspelt, missing] = await Promise.all([
+      cli('exec', '--usr', 'alice', '--', 'true'),
+      cli('exec', '--', 'true'),
+    ]);
     expect(misspelt.code).toBe(1);
     expect(misspelt.stderr).toContain("unknown option '--usr'");
     expect(misspelt.stderr).not.toContain("required option '--user");
-    expect((await cli('exec', '--', 'true')).stderr).toContain("required option '--user <id>' not specified");
+    expect(missing.stderr).toContain("required option '--user <id>' not specified");
   });
 });
 
-describe('settings shown', () => {
+describe('settings shown', CLI_TESTS, () => {
   it('when limits or budget is given no argument (or show), then it prints the current values, also as JSON', async () => {
-    expect((await cli('limits', 'set', '--run-max-steps', '40', '--monthly-runs', '900')).code).toBe(0);
-    expect((await cli('budget', 'set', '--user-daily', '2.5', '--mode', 'reserve')).code).toBe(0);
-    for (const args of [['limits'], ['limits', 'show']]) {
-      const shown = await cli(...args);
-      expect(shown, args.join(' ')).toMatchObject({ code: 0, stderr: '' });
+    await patchWorkspace({
+      run_max_steps: 40,
+      monthly_run_limit: 900,
+      user_daily_budget_usd: 2.5,
+      budget_mode: 'reserve',
+    });
+    // Reads only: all at once.
+    const [limits, limitsShow, limitsJson, budget, budgetShow, budgetJson] = await Promise.all(
+      [
+        ['limits'],
+        ['limits', 'show'],
+        ['limits', '--json'],
+        ['budget'],
+        ['budget', 'show'],
+        ['budget', 'show', '--json'],
+      ].map((args) => cli(...args)),
+    );
+    for (const [args, shown] of [
+      ['limits', limits],
+      ['limits show', limitsShow],
+    ] as const) {
+      expect(shown, args).toMatchObject({ code: 0, stderr: '' });
       expect(shown.stdout).toMatch(/^monthly runs\s+900$/m);
       expect(shown.stdout).toMatch(/^steps per run\s+40$/m);
       expect(shown.stdout).toMatch(/^cost per run\s+off$/m);
     }
-    expect(JSON.parse((await cli('limits', '--json')).stdout)).toMatchObject({
+    expect(JSON.parse(limitsJson.stdout)).toMatchObject({
       monthly_run_limit: 900,
       run_max_steps: 40,
       run_max_cost_usd: null,
     });
-    for (const args of [['budget'], ['budget', 'show']]) {
-      const shown = await cli(...args);
-      expect(shown, args.join(' ')).toMatchObject({ code: 0, stderr: '' });
+    for (const [args, shown] of [
+      ['budget', budget],
+      ['budget show', budgetShow],
+    ] as const) {
+      expect(shown, args).toMatchObject({ code: 0, stderr: '' });
       expect(shown.stdout).toMatch(/^per-user daily budget\s+\$2\.50$/m);
       expect(shown.stdout).toMatch(/^budget mode\s+reserve$/m);
     }
-    expect(JSON.parse((await cli('budget', 'show', '--json')).stdout)).toMatchObject({
+    expect(JSON.parse(budgetJson.stdout)).toMatchObject({
       user_daily_budget_usd: 2.5,
       budget_mode: 'reserve',
     });
@@ -120,12 +168,11 @@ describe('settings shown', () => {
     expect(JSON.parse((await cli('limits', 'set', '--run-max-steps', 'none', '--json')).stdout).run_max_steps).toBe(
       null,
     );
-    await cli('budget', 'set', '--user-daily', 'none', '--mode', 'spend');
-    await cli('limits', 'set', '--monthly-runs', '250000');
+    await patchWorkspace({ user_daily_budget_usd: null, budget_mode: 'spend', monthly_run_limit: 250_000 });
   });
 
   it('when status is run, then it shows every guard: budgets, budget mode, run limits and runaway limits', async () => {
-    await cli('limits', 'set', '--run-max-identical-calls', '5');
+    await patchWorkspace({ run_max_identical_calls: 5 });
     const status = await cli('status');
     expect(status).toMatchObject({ code: 0, stderr: '' });
     for (const line of [/^per-user daily budget\s+unlimited$/m, /^budget mode\s+spend$/m, /^unpriced models\s+\w+$/m]) {
@@ -139,41 +186,38 @@ describe('settings shown', () => {
     ]) {
       expect(status.stdout).toMatch(line);
     }
-    await cli('limits', 'set', '--run-max-identical-calls', 'none');
+    await patchWorkspace({ run_max_identical_calls: null });
   });
 });
 
-describe("the CLI's look", () => {
+describe("the CLI's look", CLI_TESTS, () => {
   beforeAll(async () => {
     await fixture.api.request('PUT', '/v1/users/blocked-look', { blocked: true });
     await fixture.api.request('POST', '/v1/runs', { user_id: 'blocked-look' });
   });
 
   it('when output goes to a pipe, then there is no colour; FORCE_COLOR colours BLOCKED; NO_COLOR wins over it', async () => {
-    const piped = await cli('runs', 'list', '--user', 'blocked-look');
+    const [piped, forced, noColor, json] = await Promise.all([
+      cli('runs', 'list', '--user', 'blocked-look'),
+      runCli(['runs', 'list', '--user', 'blocked-look'], { ...fixture.env, FORCE_COLOR: '1' }),
+      runCli(['runs', 'list', '--user', 'blocked-look'], { ...fixture.env, FORCE_COLOR: '1', NO_COLOR: '1' }),
+      runCli(['runs', 'list', '--json'], { ...fixture.env, FORCE_COLOR: '1' }),
+    ]);
     expect(piped.stdout).toContain('BLOCKED');
     expect(piped.stdout).not.toContain(ESC);
-    const forced = await runCli(['runs', 'list', '--user', 'blocked-look'], { ...fixture.env, FORCE_COLOR: '1' });
     expect(forced.stdout).toContain(`${ESC}31mBLOCKED${ESC}39m`);
     // Columns are aligned as shown: the colour codes take no width.
     const strip = (text: string) => text.replace(/\u001b\[[0-9;]*m/g, '');
     expect(strip(forced.stdout)).toBe(piped.stdout);
-    const noColor = await runCli(['runs', 'list', '--user', 'blocked-look'], {
-      ...fixture.env,
-      FORCE_COLOR: '1',
-      NO_COLOR: '1',
-    });
     expect(noColor.stdout).not.toContain(ESC);
-    const json = await runCli(['runs', 'list', '--json'], { ...fixture.env, FORCE_COLOR: '1' });
     expect(json.stdout).not.toContain(ESC);
   });
 
   it('when lists end, then runs and users share one footer, and money has one format', async () => {
-    const runs = await cli('runs', 'list', '--user', 'blocked-look');
+    const [runs, users] = await Promise.all([cli('runs', 'list', '--user', 'blocked-look'), cli('users', 'list')]);
     expect(runs.stdout).toMatch(/\nPage 1 of 1 \(1 run\)\.\n$/);
     expect(runs.stdout).toMatch(/BLOCKED .* \$0\.00\s+-\s+USER_BLOCKED\n/);
     expect(runs.stdout).toMatch(/^ID\s+USER\s+STATUS\s+STARTED\s+ENDED\s+STEPS\s+TOKENS\s+COST\s+MODELS\s+DENIED\n/);
-    const users = await cli('users', 'list');
     expect(users.stdout).toMatch(/\nPage 1 of 1 \(\d+ users?\)\.\n$/);
     expect(users.stdout).toMatch(/blocked-look\s+yes\s+\$0\.00\s+workspace default/);
   });
