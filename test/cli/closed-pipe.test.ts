@@ -38,16 +38,17 @@ describe('a closed stdout', () => {
     }
     const hook = await fixture.api.request('POST', '/v1/webhooks', { url: 'https://hooks.example.com/runguard' });
     expect(hook.status).toBe(201);
-    for (const args of [
+    const commands = [
       ['runs', 'list'],
       ['runs', 'list', '--json'],
       ['users', 'list'],
       ['webhooks', 'deliveries', (hook.body as { id: string }).id],
       ['status'],
       ['pricing', 'list'],
-    ]) {
-      const result = await runIntoClosedPipe(args);
-      expect(result, args.join(' ')).toEqual({ code: 0, stderr: '' });
-    }
+    ];
+    // Each command on its own pipe: they run at once.
+    const results = await Promise.all(commands.map((args) => runIntoClosedPipe(args)));
+    for (const [i, result] of results.entries())
+      expect(result, commands[i]!.join(' ')).toEqual({ code: 0, stderr: '' });
   });
 });

@@ -37,7 +37,13 @@ describe('usage report from the CLI', () => {
     }
     // Yesterday to tomorrow: the calls are inside whatever the daemon's clock says today is.
     const range = ['--from', day(-1), '--to', day(1), '--group-by', 'user'];
-    const csv = await cli('usage', 'report', ...range, '--csv');
+    // Reads of the same records: all at once.
+    const [csv, asJson, table, byTag] = await Promise.all([
+      cli('usage', 'report', ...range, '--csv'),
+      cli('usage', 'report', ...range, '--json'),
+      cli('usage', 'report', ...range),
+      cli('usage', 'report', '--from', day(-1), '--to', day(1), '--group-by', 'tag:project', '--json'),
+    ]);
     expect(csv.code).toBe(0);
     const lines = csv.stdout.trimEnd().split('\r\n');
     expect(lines[0]).toBe('key,spend_usd,tokens,calls,unpriced_calls');
@@ -47,24 +53,12 @@ describe('usage report from the CLI', () => {
         .map((line) => line.split(',')[0])
         .sort(),
     ).toEqual(['ana', 'bo']);
-    const json = JSON.parse((await cli('usage', 'report', ...range, '--json')).stdout);
+    const json = JSON.parse(asJson.stdout);
     const csvMicros = lines.slice(1).reduce((sum, line) => sum + Math.round(Number(line.split(',')[1]) * 1e6), 0);
     expect(csvMicros).toBe(Math.round(json.total.spend_usd * 1e6));
     expect(json.total).toMatchObject({ tokens: 100 + 101 + 66, calls: 2, unpriced_calls: 0 });
-    const table = await cli('usage', 'report', ...range);
     expect(table.stdout).toMatch(/^TOTAL\s+\$0\.00073\s+267\s+2\s+0$/m);
     // By a tag: ana's run carries project=search, bo's none (the row whose key is null, first: it spent more).
-    const byTag = await cli(
-      'usage',
-      'report',
-      '--from',
-      day(-1),
-      '--to',
-      day(1),
-      '--group-by',
-      'tag:project',
-      '--json',
-    );
     expect(JSON.parse(byTag.stdout).rows.map((row: { key: string | null }) => row.key)).toEqual([null, 'search']);
   });
 

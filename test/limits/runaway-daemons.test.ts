@@ -110,22 +110,26 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)('two daemons on %s', 
   it('when runguard limits set is given the runaway limits, then the workspace holds them, and none turns one off', async () => {
     const { api } = await newWorkspaceVia(daemonA);
     const env = { RUNGUARD_URL: daemonB.url, RUNGUARD_API_KEY: api.apiKey };
-    const set = await runCli(
-      [
-        'limits',
-        'set',
-        '--run-max-steps',
-        '40',
-        '--run-max-cost',
-        '1.25',
-        '--run-max-identical-calls',
-        '3',
-        '--user-steps-per-minute',
-        '90',
-        '--json',
-      ],
-      env,
-    );
+    // A refused value changes nothing: it is tried beside the first change.
+    const [set, bad] = await Promise.all([
+      runCli(
+        [
+          'limits',
+          'set',
+          '--run-max-steps',
+          '40',
+          '--run-max-cost',
+          '1.25',
+          '--run-max-identical-calls',
+          '3',
+          '--user-steps-per-minute',
+          '90',
+          '--json',
+        ],
+        env,
+      ),
+      runCli(['limits', 'set', '--run-max-steps', '0'], env),
+    ]);
     expect(set.stderr).toBe('');
     expect(JSON.parse(set.stdout)).toMatchObject({
       run_max_steps: 40,
@@ -142,7 +146,6 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)('two daemons on %s', 
       user_steps_per_minute: null,
       run_max_identical_calls: 3,
     });
-    const bad = await runCli(['limits', 'set', '--run-max-steps', '0'], env);
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toContain("must be a whole number of at least 1, or 'none'.");
   });

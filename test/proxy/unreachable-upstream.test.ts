@@ -46,20 +46,23 @@ describe('an unreachable upstream', { timeout: 60_000 }, () => {
     expect(summary).toContain(`1 failed (UPSTREAM_UNAVAILABLE: ${named(host)})`);
     const runId = /^runguard: run (\S+)/.exec(summary!)![1]!;
 
-    const shown = await runCli(['runs', 'show', runId], env);
+    const [shown, asJson] = await Promise.all([
+      runCli(['runs', 'show', runId], env),
+      runCli(['runs', 'show', runId, '--json'], env),
+    ]);
     expect(shown.stdout).toContain(`Step 1 failed: UPSTREAM_UNAVAILABLE: ${named(host)}`);
-    const run = JSON.parse((await runCli(['runs', 'show', runId, '--json'], env)).stdout);
+    const run = JSON.parse(asJson.stdout);
     expect(run.steps[0].output_data).toMatchObject({ error: 'UPSTREAM_UNAVAILABLE', detail: named(host) });
   });
 
   it('when status is run, then it shows each upstream and the variable that sets it', async () => {
-    const status = await runCli(['status'], env);
+    const [status, asJson] = await Promise.all([runCli(['status'], env), runCli(['status', '--json'], env)]);
     expect(status.code).toBe(0);
     expect(status.stdout).toMatch(new RegExp(`^upstream openai\\s+${upstream} \\(RUNGUARD_OPENAI_UPSTREAM\\)$`, 'm'));
     expect(status.stdout).toMatch(
       /^upstream anthropic\s+https:\/\/api\.anthropic\.com \(RUNGUARD_ANTHROPIC_UPSTREAM\)$/m,
     );
-    const json = JSON.parse((await runCli(['status', '--json'], env)).stdout);
+    const json = JSON.parse(asJson.stdout);
     expect(json.providers).toContainEqual({
       name: 'openai',
       type: 'openai',
