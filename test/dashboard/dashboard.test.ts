@@ -69,9 +69,14 @@ async function goTo(path: string, heading: string) {
 beforeAll(async () => {
   // A cheap scrypt: the daemon's default is tuned for production, not for two shared cores.
   // Webhooks to a receiver on loopback: allowed here only (the default refuses private addresses).
-  daemon = await startDaemonProcess({
-    env: { RUNGUARD_SCRYPT_COST: '1024', RUNGUARD_WEBHOOK_ALLOW_PRIVATE: 'true' },
-  });
+  // The daemon and the browser start at once (neither needs the other yet), each kept as it
+  // starts, so that afterAll closes the one that did when the other failed.
+  await Promise.all([
+    startDaemonProcess({
+      env: { RUNGUARD_SCRYPT_COST: '1024', RUNGUARD_WEBHOOK_ALLOW_PRIVATE: 'true' },
+    }).then((started) => (daemon = started)),
+    launchChromium().then((started) => (browser = started)),
+  ]);
   receiver = createServer((req, res) => {
     let body = '';
     req.setEncoding('utf8');
@@ -84,7 +89,6 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks/runguard`;
   api = caller(daemon.url, daemon.apiKey);
-  browser = await launchChromium();
   context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   page = await context.newPage();
   page.on('dialog', (dialog) => {
