@@ -111,6 +111,7 @@ describe('operator commands', { timeout: 60_000 }, () => {
     await setKillSwitch(false);
   });
 
+  // Eleven CLI processes, most one after another (each regeneration needs the last): 120 s.
   it('when keys are listed and regenerated, then the old key stops working and the new one is printed once', async () => {
     const [list, unconfirmed] = await Promise.all([cli('keys', 'list', '--json'), cli('keys', 'regenerate')]);
     expect(JSON.parse(list.stdout)).toHaveLength(1);
@@ -171,7 +172,7 @@ describe('operator commands', { timeout: 60_000 }, () => {
     } finally {
       await rm(blocker, { recursive: true, force: true });
     }
-  });
+  }, 120_000);
 
   it('when the counters drift from the records, then reconcile reports it, repairs it, and finds none after', async () => {
     const db = new pg.Client({ connectionString: fixture.daemon.database.url });
