@@ -4,11 +4,18 @@
  */
 import type { TestProject } from 'vitest/node';
 import { ensureEmbeddedTemplate } from './embedded-template.js';
-import { ensurePostgresTemplate } from './postgres-template.js';
+import { dropStaleTemplates, usePostgresTemplate } from './postgres-template.js';
 import type {} from './provided-context.js';
 
-export default async function setup(project: TestProject): Promise<void> {
-  const [embedded, postgres] = await Promise.all([ensureEmbeddedTemplate(), ensurePostgresTemplate()]);
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const [embedded, postgres] = await Promise.all([ensureEmbeddedTemplate(), usePostgresTemplate()]);
+  // Each new migration leaves the last template behind: without this they pile up run after run.
+  // Housekeeping only: a failure is said, and the run goes on.
+  await dropStaleTemplates(postgres.name).catch((error: unknown) =>
+    console.warn(`stale Postgres templates not dropped: ${(error as Error).message}`),
+  );
   project.provide('embeddedTemplate', embedded);
-  project.provide('postgresTemplate', postgres);
+  project.provide('postgresTemplate', postgres.name);
+  // The teardown: the template is no longer this run's.
+  return () => postgres.release();
 }
