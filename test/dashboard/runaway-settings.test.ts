@@ -5,31 +5,24 @@
  * test-artifacts/dashboard/ (git-ignored).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
-import { startDaemonProcess, type DaemonProcess } from '../support/daemon-process.js';
-import { caller, type Caller } from '../support/harness.js';
-import { runCli } from '../support/daemon.js';
-import { axeViolations, launchChromium, screenshot } from '../support/browser.js';
+import type { Page } from 'playwright-core';
+import type { DaemonProcess } from '../support/daemon-process.js';
+import { signedInDashboard, type DashboardSession } from '../support/dashboard-session.js';
+import type { Caller } from '../support/harness.js';
+import { axeViolations, screenshot } from '../support/browser.js';
 
+let session: DashboardSession;
 let daemon: DaemonProcess;
-let browser: Browser;
 let page: Page;
 let api: Caller;
 
 beforeAll(async () => {
-  daemon = await startDaemonProcess({ env: { RUNGUARD_SCRYPT_COST: '1024' } });
-  api = caller(daemon.url, daemon.apiKey);
-  browser = await launchChromium();
-  page = await (await browser.newContext({ viewport: { width: 1280, height: 1400 } })).newPage();
-  const result = await runCli(['dashboard', '--json', '--url', daemon.url, '--api-key', daemon.apiKey]);
-  expect(result.code).toBe(0);
-  await page.goto((JSON.parse(result.stdout) as { url: string }).url);
-  await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+  session = await signedInDashboard({ viewport: { width: 1280, height: 1400 } });
+  ({ daemon, page, api } = session);
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
-  await daemon?.close();
+  await session?.close();
 });
 
 describe('runaway limits on the dashboard', { timeout: 120_000 }, () => {
