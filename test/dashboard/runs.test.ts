@@ -123,3 +123,20 @@ describe('run costs in the dashboard', { timeout: 120_000 }, () => {
     expect(await axeViolations(page)).toEqual([]);
   });
 });
+
+describe('the header', { timeout: 120_000 }, () => {
+  it('when the window is 1280 px wide, then the brand, the nine pages and the account fit on one line', async () => {
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.getByRole('textbox', { name: 'Owner email', exact: true }).fill('platform-operations@example.com');
+    await page.getByLabel('Password (8 or more characters)').fill('a long enough password');
+    await page.getByRole('button', { name: 'Set owner' }).click();
+    await page.locator('header.top').getByText('platform-operations@example.com', { exact: false }).waitFor();
+    const tops = await page
+      .locator('header.top .brand, header.top nav a, header.top .who button')
+      .evaluateAll((elements) => elements.map((element) => Math.round(element.getBoundingClientRect().top)));
+    await screenshot(page, 'header-1280');
+    expect(tops).toHaveLength(11);
+    // One line: every item starts within a few pixels of the first.
+    expect(Math.max(...tops) - Math.min(...tops)).toBeLessThan(12);
+  });
+});

@@ -74,7 +74,8 @@ function Shell({ me, onSignOut, onOwnerSet }: { me: Me; onSignOut: () => void; o
         </div>
         <Nav />
         <div class="who">
-          <span class="muted">
+          {/* Cut short when the header is full: the whole of it on hover. */}
+          <span class="muted" title={`${me.email ?? 'owner not set'} · ${me.workspace.name} (${me.workspace.plan})`}>
             {me.email ?? 'owner not set'} · {me.workspace.name} ({me.workspace.plan})
           </span>
           <button type="button" onClick={onSignOut}>
