@@ -477,35 +477,43 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
 
     it('when ten results are finished at once and one carries output the database refuses, then only that one fails', async () => {
       const { guard: watchedGuard, batches } = watched();
-      const ws = await workspace();
-      const runId = await startRun(ws);
-      const ids: string[] = [];
-      for (let i = 1; i <= 10; i++) ids.push(await allowedStep(ws, runId, i));
       const bad = 4;
+      // The case needs the bad result in a statement with good ones. Which results share one
+      // depends on when each reaches the group commit (its reads before it may answer in any
+      // order); a try where the bad one went alone is checked all the same, then tried again.
+      let shared = false;
+      for (let attempt = 1; attempt <= 5 && !shared; attempt++) {
+        const ws = await workspace();
+        const runId = await startRun(ws);
+        const ids: string[] = [];
+        for (let i = 1; i <= 10; i++) ids.push(await allowedStep(ws, runId, i));
+        batches.finishes.length = 0;
 
-      const outcomes = await Promise.all(
-        ids.map((id, i) =>
-          outcome(
-            watchedGuard.finishStep(
-              ws,
-              runId,
-              id,
-              result(100 + i, i, i === bad ? { text: 'nul \u0000 here' } : { text: 'fine' }),
+        const outcomes = await Promise.all(
+          ids.map((id, i) =>
+            outcome(
+              watchedGuard.finishStep(
+                ws,
+                runId,
+                id,
+                result(100 + i, i, i === bad ? { text: 'nul \u0000 here' } : { text: 'fine' }),
+              ),
             ),
           ),
-        ),
-      );
+        );
 
-      expect(outcomes[bad]).toEqual({ code: expect.stringMatching(/^22/) });
-      expect(outcomes.filter((_, i) => i !== bad)).toEqual(ids.filter((_, i) => i !== bad));
-      // The bad result shared a statement with good ones: they were saved by being retried alone.
-      expect(batches.finishes.some((b) => b.length > 1 && b.includes(ids[bad]!))).toBe(true);
-      const written = await stepsOf(runId);
-      expect(written.map((s) => s.status)).toEqual(ids.map((_, i) => (i === bad ? 'ALLOWED' : 'COMPLETED')));
-      const expected = ids.reduce((sum, _, i) => (i === bad ? sum : sum + PRICES.a.micros(100 + i, i)), 0);
-      const both = { workspaceDailySpendMicros: expected, userDailySpendMicros: expected };
-      expect(await spend(ws, 'u')).toEqual(both);
-      expect(await stores.counters.readSpend(scopeAt(NOW, ws, 'u'))).toEqual(both);
+        expect(outcomes[bad]).toEqual({ code: expect.stringMatching(/^22/) });
+        expect(outcomes.filter((_, i) => i !== bad)).toEqual(ids.filter((_, i) => i !== bad));
+        const written = await stepsOf(runId);
+        expect(written.map((s) => s.status)).toEqual(ids.map((_, i) => (i === bad ? 'ALLOWED' : 'COMPLETED')));
+        const expected = ids.reduce((sum, _, i) => (i === bad ? sum : sum + PRICES.a.micros(100 + i, i)), 0);
+        const both = { workspaceDailySpendMicros: expected, userDailySpendMicros: expected };
+        expect(await spend(ws, 'u')).toEqual(both);
+        expect(await stores.counters.readSpend(scopeAt(NOW, ws, 'u'))).toEqual(both);
+        // When the bad result shared a statement with good ones, they were saved by being retried alone.
+        shared = batches.finishes.some((b) => b.length > 1 && b.includes(ids[bad]!));
+      }
+      expect(shared).toBe(true);
     });
 
     it('when ten steps are created at once and one carries input the database refuses, then only that one fails', async () => {
