@@ -21,6 +21,14 @@ export interface CellResult {
   latency: LatencySummary;
   errors: number;
   non2xx: number;
+  /** Each alternating piece on its own (absent before 2026-11-29): a before/after is judged per round. */
+  pieces?: PieceResult[];
+}
+
+export interface PieceResult {
+  rps: number;
+  p50: number;
+  p99: number;
 }
 
 /**
@@ -65,12 +73,15 @@ export function pooledCell(target: Target, connections: number, warmupS = 1): Po
   let seconds = 0;
   let errors = 0;
   let non2xx = 0;
-  let pieces = 0;
+  const pieces: PieceResult[] = [];
   return {
     async run(durationS) {
-      const warm = pieces++ === 0 ? warmupS : Math.min(warmupS, 0.25);
+      const warm = pieces.length === 0 ? warmupS : Math.min(warmupS, 0.25);
       if (warm > 0) await once(target, connections, warm);
+      const first = samples.length;
       const piece = await once(target, connections, durationS, (ms) => samples.push(ms));
+      const own = summarize(samples.slice(first));
+      pieces.push({ rps: own.count / piece.durationS, p50: own.p50, p99: own.p99 });
       seconds += piece.durationS;
       errors += piece.errors;
       non2xx += piece.non2xx;
@@ -82,6 +93,7 @@ export function pooledCell(target: Target, connections: number, warmupS = 1): Po
       latency: summarize(samples),
       errors,
       non2xx,
+      pieces,
     }),
   };
 }

@@ -185,6 +185,8 @@ export interface ProxyRow {
   /** The `--baseline-root` build's sidecar, into a run. */
   sidecarBaseline?: CellResult;
   sidecarBaselineAdded?: Added;
+  /** This build against the baseline build round by round: calls/s ratio, p50 and p99 differences (ms). */
+  sidecarVsBaselineByRound?: { rps: number[]; p50: number[]; p99: number[] };
   floorAdded: Added;
   httpFloorAdded?: Added;
   ioFloorAdded: Added;
@@ -246,7 +248,13 @@ export async function proxyScenario(options: ProxyScenarioOptions): Promise<Prox
             sidecarVsFloorRps: round(sidecar.rps / floor.rps, 3),
           }
         : {}),
-      ...(baseline ? { sidecarBaseline: baseline, sidecarBaselineAdded: added(baseline, direct) } : {}),
+      ...(baseline
+        ? {
+            sidecarBaseline: baseline,
+            sidecarBaselineAdded: added(baseline, direct),
+            ...(sidecar ? { sidecarVsBaselineByRound: byRound(sidecar, baseline) } : {}),
+          }
+        : {}),
     };
     rows.push(row);
     const part = (name: string, cell: CellResult, add: Added) =>
@@ -270,8 +278,27 @@ export async function proxyScenario(options: ProxyScenarioOptions): Promise<Prox
           ? ' (ERRORS: see JSON)'
           : ''),
     );
+    const paired = row.sidecarVsBaselineByRound;
+    if (paired) {
+      const list = (xs: number[], f: (x: number) => string) => xs.map(f).join(' ');
+      log(
+        `  this build / baseline build by round: calls/s x ${list(paired.rps, (x) => x.toFixed(3))}; ` +
+          `p50 ${list(paired.p50, signed)} ms; p99 ${list(paired.p99, signed)} ms`,
+      );
+    }
   }
   return rows;
+}
+
+/** Round r of one cell against round r of another: the same minute of the machine for both. */
+function byRound(cell: CellResult, base: CellResult): { rps: number[]; p50: number[]; p99: number[] } {
+  const theirs = base.pieces ?? [];
+  const pairs = (cell.pieces ?? []).flatMap((mine, r) => (theirs[r] ? [[mine, theirs[r]] as const] : []));
+  return {
+    rps: pairs.map(([a, b]) => round(a.rps / b.rps, 3)),
+    p50: pairs.map(([a, b]) => round(a.p50 - b.p50, 3)),
+    p99: pairs.map(([a, b]) => round(a.p99 - b.p99, 3)),
+  };
 }
 
 export interface StreamAdded {
