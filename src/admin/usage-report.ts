@@ -3,7 +3,7 @@ import type { Usage } from '../contract/index.js';
 import { microsToUsd } from '../money/decimal.js';
 import type { Clock } from '../clock.js';
 import { localDay } from '../periods.js';
-import { runCounts, scopeAt, type CounterStore } from '../store/counters/counters.js';
+import { runCounts, workspaceScopeAt, type CounterStore } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import { unpricedUsage } from '../store/unpriced-usage.js';
 import { dailyUsage } from '../store/users.js';
@@ -21,7 +21,7 @@ export class UsageReport {
   async read(workspaceId: string, days: number): Promise<Usage> {
     const now = this.clock.now();
     const workspace = await this.settings.workspace(workspaceId);
-    const scope = scopeAt(now, workspaceId, '', workspace.time_zone);
+    const scope = workspaceScopeAt(now, workspaceId, workspace.time_zone);
     const [spend, counts, daily, unpriced] = await Promise.all([
       this.counters.readSpend(scope),
       runCounts(this.db, scope),

@@ -5,6 +5,7 @@
  */
 import { ApiError } from '../errors.js';
 import { callCostMicros, isPriced } from '../money/cost.js';
+import { localDay } from '../periods.js';
 import { scopeAt, SPEND_CAP_MICROS } from '../store/counters/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
@@ -49,7 +50,7 @@ export async function finishStep(
     stepId,
     result,
     now,
-    day: scopeAt(now, workspaceId, '', zone).day,
+    day: localDay(now, zone).day,
   };
   const release = holdSpend(context, finish, zone);
   const written = replayOnConflict(context, idempotency, async () => {
@@ -103,7 +104,7 @@ function submitResult(
     stepId,
     result,
     now,
-    day: scopeAt(now, workspaceId, '', zone).day,
+    day: localDay(now, zone).day,
   };
   const release = holdSpend(context, finish, zone);
   const written = context.lingeringResults

@@ -12,9 +12,10 @@ import { lockForTransaction, tryLockForTransaction } from '../store/advisory-loc
 import {
   recordedSpend,
   scopeAt,
-  type CounterScope,
+  workspaceScopeAt,
   type CounterStore,
   type DailySpend,
+  type WorkspaceScope,
 } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import { periodic } from './periodic.js';
@@ -196,13 +197,13 @@ async function refreshSpendCopy(db: Db, counters: CounterStore, now: Date, repai
   return drifts;
 }
 
-/** Today's recorded spend by workspace (with its local day's scope) and subject. */
+/** Today's recorded spend by workspace (with its local day's scope, of no user) and subject. */
 async function todaysSubjectSpend(db: Db, now: Date) {
-  const byWorkspace = new Map<string, { scope: CounterScope; spend: Map<string, number> }>();
+  const byWorkspace = new Map<string, { scope: WorkspaceScope; spend: Map<string, number> }>();
   for (const row of await readTodaysSubjectSpend(db, now)) {
     let found = byWorkspace.get(row.workspace_id);
     if (!found) {
-      found = { scope: scopeAt(now, row.workspace_id, '', row.time_zone), spend: new Map() };
+      found = { scope: workspaceScopeAt(now, row.workspace_id, row.time_zone), spend: new Map() };
       byWorkspace.set(row.workspace_id, found);
     }
     found.spend.set(row.subject, Number(row.spend));

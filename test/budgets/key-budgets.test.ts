@@ -70,6 +70,16 @@ describe.each(BACKENDS)('key budgets on %s', (backend) => {
     }
   };
 
+  /** The Redis copy's counters of a user with no id in the workspace (there is no such user). */
+  const countersOfNoUser = async (workspaceId: string) => {
+    const found: string[] = [];
+    if (!redis) return found;
+    const match = `${api.stores.redisKeyPrefix}{${workspaceId}}:uspend:*`;
+    for await (const keys of redis.scanStream({ match, count: 1_000 }))
+      found.push(...(keys as string[]).filter((key) => key.endsWith(':')));
+    return found;
+  };
+
   async function workspace() {
     const ws = await api.newWorkspace();
     expect((await ws.api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
@@ -205,6 +215,11 @@ describe.each(BACKENDS)('key budgets on %s', (backend) => {
       found: 'spend=0',
     });
     expect(await keySpendMicros(api, ws.workspaceId, agent.id)).toBe(2_000);
+    // The subjects' copies were checked and repaired with a scope of no user: none was written,
+    // nor by the usage report, which reads the workspace's spend so too.
+    expect(await countersOfNoUser(ws.workspaceId)).toEqual([]);
+    expect((await ws.api.request('GET', '/v1/usage')).body.workspace_daily_spend_usd).toBe(0.002);
+    expect(await countersOfNoUser(ws.workspaceId)).toEqual([]);
     // A budget set now counts what the key spent before it.
     expect(
       (

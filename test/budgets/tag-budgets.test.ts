@@ -58,6 +58,16 @@ describe.each(BACKENDS)('tag budgets on %s', (backend) => {
     }
   };
 
+  /** The Redis copy's counters of a user with no id in the workspace (there is no such user). */
+  const countersOfNoUser = async (workspaceId: string) => {
+    const found: string[] = [];
+    if (!redis) return found;
+    const match = `${api.stores.redisKeyPrefix}{${workspaceId}}:uspend:*`;
+    for await (const keys of redis.scanStream({ match, count: 1_000 }))
+      found.push(...(keys as string[]).filter((key) => key.endsWith(':')));
+    return found;
+  };
+
   async function workspace() {
     const ws = await api.newWorkspace();
     expect((await ws.api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
@@ -188,6 +198,8 @@ describe.each(BACKENDS)('tag budgets on %s', (backend) => {
       found: 'spend=7',
     });
     expect(await tagSpendMicros(api, ws.workspaceId, 'project:search')).toBe(2_000);
+    // The subjects' copies were checked and repaired with a scope of no user: none was written.
+    expect(await countersOfNoUser(ws.workspaceId)).toEqual([]);
     const again = await reconcile(api.stores.db, api.stores.counters, { now, days: 2, repair: false });
     expect(again.drifts.filter((drift) => drift.key.startsWith(ws.workspaceId))).toEqual([]);
   });

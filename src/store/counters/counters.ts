@@ -37,6 +37,16 @@ export interface CounterScope {
   subjects?: readonly string[];
 }
 
+/**
+ * A scope with no user: a workspace's day, as the usage report and the reconcile read its counters.
+ * Read, it answers the workspace's spend and its subjects' (a user's: 0); raised or set, it touches
+ * its subjects' counters alone (the workspace's are raised with a user's). No user's is written.
+ */
+export type WorkspaceScope = Omit<CounterScope, 'userId'> & { userId?: undefined };
+
+/** What the spend of the counters is read and written for: a user's scope, or a workspace's alone. */
+export type SpendScope = CounterScope | WorkspaceScope;
+
 /** A key or tag budget's subject as the counters name it: `key:<api key id>`, `tag:<name>:<value>`. */
 export const subjectOf = (scope: 'key' | 'tag', subject: string): string => `${scope}:${subject}`;
 
@@ -83,16 +93,16 @@ export interface DecisionCounters {
 
 export interface CounterStore {
   readonly kind: 'redis' | 'sql';
-  readSpend(scope: CounterScope): Promise<DailySpend>;
+  readSpend(scope: SpendScope): Promise<DailySpend>;
   /** The day's spend and the workspace's state version, read together. */
   readDecisionInputs(scope: CounterScope): Promise<DecisionCounters>;
   /**
    * A step's cost committed. `totals` are the day's totals right after it, read back from the
    * records in the same statement, so a copy can take the larger of what it has and these.
    */
-  spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void>;
+  spendRecorded(scope: SpendScope, totals: DailySpend): Promise<void>;
   /** Sets a copy to the records' totals exactly, down as well as up (reconciliation only). */
-  resyncSpend(scope: CounterScope, totals: DailySpend): Promise<void>;
+  resyncSpend(scope: SpendScope, totals: DailySpend): Promise<void>;
   /**
    * A change to what the rules read from a workspace's records committed: every copy of it
    * remembered at an earlier version is out of date.
@@ -111,6 +121,12 @@ export interface CounterStore {
 export function scopeAt(now: Date, workspaceId: string, userId: string, timeZone: string): CounterScope {
   const { day, month } = localDay(now, timeZone);
   return { workspaceId, userId, day, month };
+}
+
+/** The scope of a moment with no user (`WorkspaceScope`): its day and month in the workspace's time zone. */
+export function workspaceScopeAt(now: Date, workspaceId: string, timeZone: string): WorkspaceScope {
+  const { day, month } = localDay(now, timeZone);
+  return { workspaceId, day, month };
 }
 
 /** The sum of a daily table's spend from the local day `from` to today ($2), where `from` is given. */
@@ -145,10 +161,10 @@ export const SPEND_COLUMNS = `
   ${windowSum('user_usage_daily', true, '$5')} AS usr_month,
   ${SUBJECTS_SPEND} AS subjects`;
 
-export const spendParams = (scope: CounterScope) => [
+export const spendParams = (scope: SpendScope) => [
   scope.workspaceId,
   scope.day,
-  scope.userId,
+  scope.userId ?? null,
   scope.weekStart ?? null,
   scope.monthStart ?? null,
   scope.subjects ?? [],
@@ -161,7 +177,7 @@ type SpendRow = Record<'ws' | 'usr' | 'ws_week' | 'usr_week' | 'ws_month' | 'usr
 type SubjectsRow = Record<string, [number | string, number | string | null, number | string | null]>;
 
 /** Each subject of the scope with its spend, 0 where the records have none. */
-export function subjectsSpend(scope: CounterScope, value: unknown): Record<string, SubjectSpend> | undefined {
+export function subjectsSpend(scope: SpendScope, value: unknown): Record<string, SubjectSpend> | undefined {
   if (!scope.subjects?.length) return undefined;
   const found = ((typeof value === 'string' ? JSON.parse(value) : value) ?? {}) as SubjectsRow;
   const spend: Record<string, SubjectSpend> = {};
@@ -176,7 +192,7 @@ export function subjectsSpend(scope: CounterScope, value: unknown): Record<strin
   return spend;
 }
 
-export function toSpend(row: SpendRow, scope?: CounterScope): DailySpend {
+export function toSpend(row: SpendRow, scope?: SpendScope): DailySpend {
   const spend: DailySpend = {
     workspaceDailySpendMicros: Number(row.ws ?? 0),
     userDailySpendMicros: Number(row.usr ?? 0),
@@ -189,7 +205,7 @@ export function toSpend(row: SpendRow, scope?: CounterScope): DailySpend {
 }
 
 /** Today's spend (and the scope's windows') from the records: the truth every copy is rebuilt from. */
-export async function recordedSpend(db: Queryable, scope: CounterScope): Promise<DailySpend> {
+export async function recordedSpend(db: Queryable, scope: SpendScope): Promise<DailySpend> {
   const { rows } = await db.query<SpendRow>(`SELECT ${SPEND_COLUMNS}`, spendParams(scope));
   return toSpend(rows[0]!, scope);
 }
@@ -203,7 +219,7 @@ export async function lockAdmissions(tx: Queryable, workspaceId: string): Promis
 }
 
 /** Allowed runs this month (at most 31 usage rows) and RUNNING runs (a partial index). */
-export async function runCounts(db: Queryable, scope: CounterScope): Promise<RunCounts> {
+export async function runCounts(db: Queryable, scope: Pick<CounterScope, 'workspaceId' | 'month'>): Promise<RunCounts> {
   const { rows } = await db.query<{ monthly: string | number; running: string | number }>(
     `SELECT
        (SELECT coalesce(sum(runs), 0) FROM usage_daily

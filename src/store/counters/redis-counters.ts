@@ -24,7 +24,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../db.js';
 import { takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
-import { spendKeys, stateKey, stepRateKey, subjectKeys } from './redis-keys.js';
+import { spendKeys, stateKey, stepRateKey, subjectKeys, workspaceSpendKey } from './redis-keys.js';
 import { raiseCopyToRecords } from './redis-rebuild.js';
 import { raiseArgs, sealArgs, stepSlotArgs, withCounterScripts, type CounterScripts } from './redis-scripts.js';
 import { addDays } from '../../periods.js';
@@ -35,6 +35,8 @@ import {
   type CounterStore,
   type DailySpend,
   type DecisionCounters,
+  type SpendScope,
+  type WorkspaceScope,
 } from './counters.js';
 
 export interface RedisCountersOptions {
@@ -69,7 +71,7 @@ interface PendingRaise {
 
 /** The copy's spend of today, as read; null where a key is missing. */
 function copiedSpend(
-  scope: CounterScope,
+  scope: SpendScope,
   ws: string | null,
   user: string | null,
   subjects: (string | null)[],
@@ -148,8 +150,25 @@ export class RedisCounters implements CounterStore {
       });
   }
 
-  async readSpend(scope: CounterScope): Promise<DailySpend> {
+  async readSpend(scope: SpendScope): Promise<DailySpend> {
+    if (scope.userId === undefined) return this.readWorkspaceSpend(scope);
     return (await this.readDecisionInputs(scope)).spend;
+  }
+
+  /**
+   * A scope with no user: the workspace's key and its subjects', or where one is missing (or a
+   * window is asked for), the records.
+   */
+  private async readWorkspaceSpend(scope: WorkspaceScope): Promise<DailySpend> {
+    const fromRecords = () => recordedSpend(this.db, scope);
+    if (this.stale || scope.weekStart !== undefined || scope.monthStart !== undefined) return fromRecords();
+    return this.guarded(async () => {
+      const [ws = null, ...subjects] = await this.redis.mget(
+        workspaceSpendKey(scope),
+        ...subjectKeys(scope.workspaceId, scope.day, scope.subjects),
+      );
+      return copiedSpend(scope, ws, '0', subjects) ?? (await this.spendFromRecords(scope));
+    }, fromRecords);
   }
 
   async readDecisionInputs(scope: CounterScope): Promise<DecisionCounters> {
@@ -203,7 +222,7 @@ export class RedisCounters implements CounterStore {
   }
 
   /** Today's spend where a key of the copy is missing: the records', the copy raised to them. */
-  private async spendFromRecords(scope: CounterScope): Promise<DailySpend> {
+  private async spendFromRecords(scope: SpendScope): Promise<DailySpend> {
     const truth = await recordedSpend(this.db, { ...scope, weekStart: undefined, monthStart: undefined });
     await this.raise(scope, truth);
     return truth;
@@ -215,7 +234,13 @@ export class RedisCounters implements CounterStore {
    * to the largest totals: one script call where there were as many as results. Each caller still
    * resolves only once its totals are in Redis.
    */
-  spendRecorded(scope: CounterScope, totals: DailySpend): Promise<void> {
+  spendRecorded(scope: SpendScope, totals: DailySpend): Promise<void> {
+    // A scope with no user (the reconcile's): raised at once, apart from the hot path's raises.
+    if (scope.userId === undefined)
+      return this.guarded(
+        () => this.raise(scope, totals),
+        async () => {},
+      );
     const userKey = spendKeys(scope)[1];
     const pending = this.pendingRaises.get(userKey);
     if (pending) {
@@ -249,7 +274,7 @@ export class RedisCounters implements CounterStore {
     }
   }
 
-  async resyncSpend(scope: CounterScope, totals: DailySpend): Promise<void> {
+  async resyncSpend(scope: SpendScope, totals: DailySpend): Promise<void> {
     await this.raise(scope, totals, 'set');
   }
 
@@ -288,7 +313,7 @@ export class RedisCounters implements CounterStore {
   }
 
   /** Raises (or sets) the scope's day keys to `totals`: one script call. */
-  private async raise(scope: CounterScope, totals: DailySpend, mode: 'raise' | 'set' = 'raise'): Promise<void> {
+  private async raise(scope: SpendScope, totals: DailySpend, mode: 'raise' | 'set' = 'raise'): Promise<void> {
     await this.redis.rgRaiseTo(...raiseArgs(scope, totals, mode));
   }
 

@@ -6,8 +6,12 @@ import type { CounterScope } from './counters.js';
 
 /** The workspace's and the user's spend of the scope's day. */
 export function spendKeys(scope: Pick<CounterScope, 'workspaceId' | 'userId' | 'day'>): [string, string] {
-  const tag = `{${scope.workspaceId}}`;
-  return [`${tag}:spend:${scope.day}`, `${tag}:uspend:${scope.day}:${scope.userId}`];
+  return [workspaceSpendKey(scope), `{${scope.workspaceId}}:uspend:${scope.day}:${scope.userId}`];
+}
+
+/** The workspace's spend of the scope's day. */
+export function workspaceSpendKey(scope: Pick<CounterScope, 'workspaceId' | 'day'>): string {
+  return `{${scope.workspaceId}}:spend:${scope.day}`;
 }
 
 /** The spend on `day` of `subjects` (key and tag budgets'), in their order. */

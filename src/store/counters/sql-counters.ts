@@ -6,6 +6,7 @@ import {
   type CounterStore,
   type DailySpend,
   type DecisionCounters,
+  type SpendScope,
 } from './counters.js';
 import { takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
 
@@ -14,7 +15,7 @@ export class SqlCounters implements CounterStore {
 
   constructor(private readonly db: Queryable) {}
 
-  readSpend(scope: CounterScope): Promise<DailySpend> {
+  readSpend(scope: SpendScope): Promise<DailySpend> {
     return recordedSpend(this.db, scope);
   }
 
