@@ -5,28 +5,18 @@
  * key's budgets deleted with it; and 50 calls racing through two daemons in reserve mode never
  * over the key's budget.
  */
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reconcile } from '../../src/jobs/reconcile.js';
-import { RedisCounters, redisClient } from '../../src/store/counters/redis-counters.js';
-import { SqlCounters } from '../../src/store/counters/sql-counters.js';
-import type { CounterStore } from '../../src/store/counters/counters.js';
+import { subjectOf } from '../../src/store/counters/counters.js';
+import { MODEL, PRICES, settled, subjectSpendMicros, useBudgetsApi, WEDNESDAY } from '../support/budgets-api.js';
+import { useDaemonPair } from '../support/daemon-pair.js';
 import {
   BACKENDS,
   caller,
   startProxyTestApi,
-  startSecondApp,
-  startTestApi,
   type Caller,
   type ProxyTestApi,
-  type SecondApp,
   type TestApi,
 } from '../support/harness.js';
-import { REDIS_URL } from '../support/services.js';
-
-const MODEL = 'gpt-4o-mini';
-const PRICES = { input_cost_per_token: 0.00001, output_cost_per_token: 0.00004 };
-const call = { type: 'MODEL_CALL', model: MODEL, tool_name: null };
 
 /** A second key of the workspace, with its own caller. */
 async function newKey(api: TestApi, ws: Caller, role: 'agent' | 'admin' = 'agent') {
@@ -40,72 +30,18 @@ async function newKey(api: TestApi, ws: Caller, role: 'agent' | 'admin' = 'agent
 }
 
 /** The recorded spend of a key (all days), in microdollars. */
-async function keySpendMicros(api: TestApi, workspaceId: string, keyId: string): Promise<number> {
-  const { rows } = await api.stores.db.query<{ spend: string | null }>(
-    'SELECT sum(spend_micros) AS spend FROM subject_usage_daily WHERE workspace_id = $1 AND subject = $2',
-    [workspaceId, `key:${keyId}`],
-  );
-  return Number(rows[0]!.spend ?? 0);
-}
+const keySpendMicros = (api: TestApi, workspaceId: string, keyId: string) =>
+  subjectSpendMicros(api, workspaceId, subjectOf('key', keyId));
 
 describe.each(BACKENDS)('key budgets on %s', (backend) => {
-  let api: TestApi;
-  // A Wednesday in Kolkata: its week started on Monday 2026-11-23, its month on the 1st.
-  let now = new Date('2026-11-25T06:00:00Z');
-  let redis: Redis | null = null;
-
-  beforeAll(async () => {
-    api = await startTestApi(backend, { clock: { now: () => now } });
-    if (backend === 'postgres+redis') redis = new Redis(REDIS_URL);
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await api?.close();
-  });
-
-  const flushRedis = async () => {
-    if (!redis) return;
-    for await (const keys of redis.scanStream({ match: `${api.stores.redisKeyPrefix}*`, count: 1_000 })) {
-      if ((keys as string[]).length > 0) await redis.unlink(...(keys as string[]));
-    }
-  };
-
-  /** The Redis copy's counters of a user with no id in the workspace (there is no such user). */
-  const countersOfNoUser = async (workspaceId: string) => {
-    const found: string[] = [];
-    if (!redis) return found;
-    const match = `${api.stores.redisKeyPrefix}{${workspaceId}}:uspend:*`;
-    for await (const keys of redis.scanStream({ match, count: 1_000 }))
-      found.push(...(keys as string[]).filter((key) => key.endsWith(':')));
-    return found;
-  };
-
-  async function workspace() {
-    const ws = await api.newWorkspace();
-    expect((await ws.api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
-    expect((await ws.api.request('PATCH', '/v1/workspace', { time_zone: 'Asia/Kolkata' })).status).toBe(200);
-    return ws;
-  }
-
-  let sequence = 0;
-  /** A step of $0.002 (100 prompt and 25 completion tokens) when allowed; the step as created. */
-  async function spend(as: Caller, runId: string) {
-    const step = (await as.request('POST', `/v1/runs/${runId}/steps`, { ...call, sequence: ++sequence })).body;
-    expect(step.status, JSON.stringify(step)).toBeDefined();
-    if (step.status === 'ALLOWED')
-      await as.request('PATCH', `/v1/runs/${runId}/steps/${step.id}`, {
-        status: 'COMPLETED',
-        prompt_tokens: 100,
-        completion_tokens: 25,
-      });
-    return step;
-  }
+  const fixture = useBudgetsApi(backend);
+  const { workspace, spend } = fixture;
 
   it("when a key budget names no key, another workspace's, or a revoked one, then it is a 422 naming body.subject", async () => {
     const ws = await workspace();
     const other = await workspace();
-    const foreign = await newKey(api, other.api);
-    const revoked = await newKey(api, ws.api);
+    const foreign = await newKey(fixture.api, other.api);
+    const revoked = await newKey(fixture.api, ws.api);
     expect((await ws.api.request('DELETE', `/v1/api-keys/${revoked.id}`)).status).toBe(204);
     for (const subject of [
       undefined,
@@ -127,9 +63,9 @@ describe.each(BACKENDS)('key budgets on %s', (backend) => {
   });
 
   it('when a key spends through the API, then its day, week and month budgets deny it in turn, and other keys go on', async () => {
-    now = new Date('2026-11-25T06:00:00Z');
+    fixture.now = WEDNESDAY;
     const ws = await workspace();
-    const agent = await newKey(api, ws.api);
+    const agent = await newKey(fixture.api, ws.api);
     const budgets: Record<string, string> = {};
     for (const [period, limit_usd] of [
       ['day', 0.003],
@@ -172,8 +108,8 @@ describe.each(BACKENDS)('key budgets on %s', (backend) => {
     expect(listed.map((budget: { spend_usd: number }) => budget.spend_usd)).toEqual([0.004, 0.004, 0.004]);
 
     // Thursday: a new day; the week holds $0.004 of $0.005.
-    now = new Date('2026-11-26T06:00:00Z');
-    await flushRedis();
+    fixture.now = new Date('2026-11-26T06:00:00Z');
+    await fixture.flushRedis();
     expect((await spend(agent.api, runId)).status).toBe('ALLOWED');
     expect((await spend(agent.api, runId)).decision.detail).toMatchObject({
       budget_id: budgets.week,
@@ -182,44 +118,42 @@ describe.each(BACKENDS)('key budgets on %s', (backend) => {
     });
 
     // Next Monday: a new week; the month holds $0.006 of $0.007.
-    now = new Date('2026-11-30T06:00:00Z');
+    fixture.now = new Date('2026-11-30T06:00:00Z');
     expect((await spend(agent.api, runId)).status).toBe('ALLOWED');
-    await flushRedis();
+    await fixture.flushRedis();
     expect((await spend(agent.api, runId)).decision.detail).toMatchObject({
       budget_id: budgets.month,
       period: 'month',
       spend_usd: 0.008,
     });
-    expect(await keySpendMicros(api, ws.workspaceId, agent.id)).toBe(8_000);
+    expect(await keySpendMicros(fixture.api, ws.workspaceId, agent.id)).toBe(8_000);
   });
 
   it('when the key records drift, then reconcile finds and repairs them, and decisions read the repair', async () => {
-    now = new Date('2026-11-25T06:00:00Z');
+    fixture.now = WEDNESDAY;
     const ws = await workspace();
-    const agent = await newKey(api, ws.api);
+    const agent = await newKey(fixture.api, ws.api);
     const runId = (await agent.api.request('POST', '/v1/runs', { user_id: 'ci' })).body.id;
     expect((await spend(agent.api, runId)).status).toBe('ALLOWED');
     expect(
-      (await reconcile(api.stores.db, api.stores.counters, { now, days: 2, repair: false })).drifts.filter((drift) =>
-        drift.key.startsWith(ws.workspaceId),
-      ),
+      (await fixture.reconcile({ repair: false })).drifts.filter((drift) => drift.key.startsWith(ws.workspaceId)),
     ).toEqual([]);
-    await api.stores.db.query('UPDATE subject_usage_daily SET spend_micros = 0 WHERE workspace_id = $1', [
+    await fixture.api.stores.db.query('UPDATE subject_usage_daily SET spend_micros = 0 WHERE workspace_id = $1', [
       ws.workspaceId,
     ]);
-    const report = await reconcile(api.stores.db, api.stores.counters, { now, days: 2, repair: true });
+    const report = await fixture.reconcile({ repair: true });
     expect(report.drifts).toContainEqual({
       kind: 'subject_usage',
       key: `${ws.workspaceId}/key:${agent.id}/2026-11-25`,
       expected: 'spend=2000',
       found: 'spend=0',
     });
-    expect(await keySpendMicros(api, ws.workspaceId, agent.id)).toBe(2_000);
+    expect(await keySpendMicros(fixture.api, ws.workspaceId, agent.id)).toBe(2_000);
     // The subjects' copies were checked and repaired with a scope of no user: none was written,
     // nor by the usage report, which reads the workspace's spend so too.
-    expect(await countersOfNoUser(ws.workspaceId)).toEqual([]);
+    expect(await fixture.countersOfNoUser(ws.workspaceId)).toEqual([]);
     expect((await ws.api.request('GET', '/v1/usage')).body.workspace_daily_spend_usd).toBe(0.002);
-    expect(await countersOfNoUser(ws.workspaceId)).toEqual([]);
+    expect(await fixture.countersOfNoUser(ws.workspaceId)).toEqual([]);
     // A budget set now counts what the key spent before it.
     expect(
       (
@@ -236,7 +170,7 @@ describe.each(BACKENDS)('key budgets on %s', (backend) => {
 
   it('when a key is revoked, then its budgets are deleted with it', async () => {
     const ws = await workspace();
-    const agent = await newKey(api, ws.api);
+    const agent = await newKey(fixture.api, ws.api);
     const budget = await ws.api.request('POST', '/v1/budgets', {
       scope: 'key',
       subject: agent.id,
@@ -266,19 +200,6 @@ function proxied(url: string, headers: Record<string, string>) {
     headers: { 'content-type': 'application/json', authorization: 'Bearer sk-provider', ...headers },
     body: JSON.stringify(chat),
   });
-}
-
-/** Waits until no step of the workspace is unfinished (every result written). */
-async function settled(api: TestApi, workspaceId: string): Promise<void> {
-  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
-    const { rows } = await api.stores.db.query<{ open: string | number }>(
-      "SELECT count(*) AS open FROM steps WHERE workspace_id = $1 AND status = 'ALLOWED'",
-      [workspaceId],
-    );
-    if (Number(rows[0]!.open) === 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error('steps still unfinished after 20 s');
 }
 
 describe.each(BACKENDS)('proxied calls against their key on %s', (backend) => {
@@ -345,32 +266,14 @@ describe.each(BACKENDS)('proxied calls against their key on %s', (backend) => {
 describe.each(['postgres+redis', 'postgres+sql'] as const)(
   'a key budget in reserve mode with two daemons on %s',
   (backend) => {
-    let daemonA: ProxyTestApi;
-    let daemonB: SecondApp;
-
-    beforeAll(async () => {
-      daemonA = await startProxyTestApi(backend, { upstream: { delayMs: 40, completionTokens: COMPLETION_TOKENS } });
-      let countersB: CounterStore;
-      if (backend === 'postgres+redis') {
-        const client = redisClient({ url: REDIS_URL, keyPrefix: daemonA.stores.redisKeyPrefix! });
-        await client.connect();
-        countersB = new RedisCounters(client, daemonA.stores.db);
-      } else {
-        countersB = new SqlCounters(daemonA.stores.db);
-      }
-      daemonB = await startSecondApp(daemonA, { counters: countersB });
-    });
-    afterAll(async () => {
-      await daemonB?.close();
-      await daemonA?.close();
-    });
+    const pair = useDaemonPair(backend, { upstream: { delayMs: 40, completionTokens: COMPLETION_TOKENS } });
 
     it('when 50 calls with one key race through two daemons, then the key spends within its budget', async () => {
       const BUDGET_MICROS = 10_000;
-      const ws = await daemonA.newWorkspace('scale');
+      const ws = await pair.a.newWorkspace('scale');
       expect((await ws.api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
       expect((await ws.api.request('PATCH', '/v1/workspace', { budget_mode: 'reserve' })).status).toBe(200);
-      const agent = await newKey(daemonA, ws.api);
+      const agent = await newKey(pair.a, ws.api);
       const created = await ws.api.request('POST', '/v1/budgets', {
         scope: 'key',
         subject: agent.id,
@@ -380,7 +283,7 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)(
       expect(created.status).toBe(201);
       const answers = await Promise.all(
         Array.from({ length: 50 }, async (_, i) => {
-          const base = i % 2 === 0 ? daemonA.url : daemonB.url;
+          const base = i % 2 === 0 ? pair.a.url : pair.b.url;
           const res = await proxied(`${base}/proxy/openai/v1/chat/completions`, {
             'x-runguard-key': agent.secret,
             'x-runguard-user-id': `racer-${i}`,
@@ -394,8 +297,8 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)(
         Array(50 - allowed).fill({ status: 403, code: 'BUDGET_EXCEEDED' }),
       );
       expect(allowed).toBeGreaterThan(0);
-      await settled(daemonA, ws.workspaceId);
-      const spent = await keySpendMicros(daemonA, ws.workspaceId, agent.id);
+      await settled(pair.a, ws.workspaceId);
+      const spent = await keySpendMicros(pair.a, ws.workspaceId, agent.id);
       expect(spent).toBeLessThanOrEqual(BUDGET_MICROS);
       expect((await ws.api.request('GET', `/v1/budgets/${created.body.id}`)).body.spend_usd).toBe(spent / 1e6);
     }, 60_000);

@@ -4,90 +4,19 @@
  * seen; its counters rebuilt after a Redis flush and reconciled; and 50 steps racing through two
  * daemons in reserve mode never over the tag's budget.
  */
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reconcile } from '../../src/jobs/reconcile.js';
-import { RedisCounters, redisClient } from '../../src/store/counters/redis-counters.js';
-import { SqlCounters } from '../../src/store/counters/sql-counters.js';
-import type { CounterStore } from '../../src/store/counters/counters.js';
-import {
-  BACKENDS,
-  caller,
-  startProxyTestApi,
-  startSecondApp,
-  startTestApi,
-  type Caller,
-  type ProxyTestApi,
-  type SecondApp,
-  type TestApi,
-} from '../support/harness.js';
-import { REDIS_URL } from '../support/services.js';
-
-const MODEL = 'gpt-4o-mini';
-const PRICES = { input_cost_per_token: 0.00001, output_cost_per_token: 0.00004 };
-const call = { type: 'MODEL_CALL', model: MODEL, tool_name: null };
+import { describe, expect, it } from 'vitest';
+import { subjectOf } from '../../src/store/counters/counters.js';
+import { MODEL, MODEL_CALL, PRICES, subjectSpendMicros, useBudgetsApi, WEDNESDAY } from '../support/budgets-api.js';
+import { useDaemonPair } from '../support/daemon-pair.js';
+import { BACKENDS, caller, type TestApi } from '../support/harness.js';
 
 /** The recorded spend of a tag pair (all days), in microdollars. */
-async function tagSpendMicros(api: TestApi, workspaceId: string, pair: string): Promise<number> {
-  const { rows } = await api.stores.db.query<{ spend: string | null }>(
-    'SELECT sum(spend_micros) AS spend FROM subject_usage_daily WHERE workspace_id = $1 AND subject = $2',
-    [workspaceId, `tag:${pair}`],
-  );
-  return Number(rows[0]!.spend ?? 0);
-}
+const tagSpendMicros = (api: TestApi, workspaceId: string, pair: string) =>
+  subjectSpendMicros(api, workspaceId, subjectOf('tag', pair));
 
 describe.each(BACKENDS)('tag budgets on %s', (backend) => {
-  let api: TestApi;
-  // A Wednesday in Kolkata: its week started on Monday 2026-11-23, its month on the 1st.
-  let now = new Date('2026-11-25T06:00:00Z');
-  let redis: Redis | null = null;
-
-  beforeAll(async () => {
-    api = await startTestApi(backend, { clock: { now: () => now } });
-    if (backend === 'postgres+redis') redis = new Redis(REDIS_URL);
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await api?.close();
-  });
-
-  const flushRedis = async () => {
-    if (!redis) return;
-    for await (const keys of redis.scanStream({ match: `${api.stores.redisKeyPrefix}*`, count: 1_000 })) {
-      if ((keys as string[]).length > 0) await redis.unlink(...(keys as string[]));
-    }
-  };
-
-  /** The Redis copy's counters of a user with no id in the workspace (there is no such user). */
-  const countersOfNoUser = async (workspaceId: string) => {
-    const found: string[] = [];
-    if (!redis) return found;
-    const match = `${api.stores.redisKeyPrefix}{${workspaceId}}:uspend:*`;
-    for await (const keys of redis.scanStream({ match, count: 1_000 }))
-      found.push(...(keys as string[]).filter((key) => key.endsWith(':')));
-    return found;
-  };
-
-  async function workspace() {
-    const ws = await api.newWorkspace();
-    expect((await ws.api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
-    expect((await ws.api.request('PATCH', '/v1/workspace', { time_zone: 'Asia/Kolkata' })).status).toBe(200);
-    return ws;
-  }
-
-  let sequence = 0;
-  /** A step of $0.002 (100 prompt and 25 completion tokens) when allowed; the step as created. */
-  async function spend(as: Caller, runId: string) {
-    const step = (await as.request('POST', `/v1/runs/${runId}/steps`, { ...call, sequence: ++sequence })).body;
-    expect(step.status, JSON.stringify(step)).toBeDefined();
-    if (step.status === 'ALLOWED')
-      await as.request('PATCH', `/v1/runs/${runId}/steps/${step.id}`, {
-        status: 'COMPLETED',
-        prompt_tokens: 100,
-        completion_tokens: 25,
-      });
-    return step;
-  }
+  const fixture = useBudgetsApi(backend);
+  const { workspace, spend } = fixture;
 
   it('when a tag budget names no pair or one out of bounds, then it is a 422 naming body.subject', async () => {
     const ws = await workspace();
@@ -120,7 +49,7 @@ describe.each(BACKENDS)('tag budgets on %s', (backend) => {
   });
 
   it("when runs tagged with a pair spend, then the tag's day, week and month budgets deny them in turn, and other runs go on", async () => {
-    now = new Date('2026-11-25T06:00:00Z');
+    fixture.now = WEDNESDAY;
     const ws = await workspace();
     // Budgeted before any run carries the tag.
     const budgets: Record<string, string> = {};
@@ -162,8 +91,8 @@ describe.each(BACKENDS)('tag budgets on %s', (backend) => {
     expect((await ws.api.request('GET', `/v1/budgets/${budgets.day}`)).body.spend_usd).toBe(0.004);
 
     // Thursday: the week holds $0.004 of $0.005.
-    now = new Date('2026-11-26T06:00:00Z');
-    await flushRedis();
+    fixture.now = new Date('2026-11-26T06:00:00Z');
+    await fixture.flushRedis();
     expect((await spend(ws.api, second.id)).status).toBe('ALLOWED');
     expect((await spend(ws.api, second.id)).decision.detail).toMatchObject({
       budget_id: budgets.week,
@@ -171,36 +100,36 @@ describe.each(BACKENDS)('tag budgets on %s', (backend) => {
     });
 
     // Next Monday: the month holds $0.006 of $0.007.
-    now = new Date('2026-11-30T06:00:00Z');
+    fixture.now = new Date('2026-11-30T06:00:00Z');
     expect((await spend(ws.api, first.id)).status).toBe('ALLOWED');
-    await flushRedis();
+    await fixture.flushRedis();
     expect((await spend(ws.api, first.id)).decision.detail).toMatchObject({
       budget_id: budgets.month,
       spend_usd: 0.008,
     });
-    expect(await tagSpendMicros(api, ws.workspaceId, 'project:search')).toBe(8_000);
-    expect(await tagSpendMicros(api, ws.workspaceId, 'team:growth')).toBe(4_000);
+    expect(await tagSpendMicros(fixture.api, ws.workspaceId, 'project:search')).toBe(8_000);
+    expect(await tagSpendMicros(fixture.api, ws.workspaceId, 'team:growth')).toBe(4_000);
   });
 
   it('when the tag records drift, then reconcile finds and repairs them', async () => {
-    now = new Date('2026-11-25T06:00:00Z');
+    fixture.now = WEDNESDAY;
     const ws = await workspace();
     const run = (await ws.api.request('POST', '/v1/runs', { user_id: 'ana', tags: { project: 'search' } })).body;
     expect((await spend(ws.api, run.id)).status).toBe('ALLOWED');
-    await api.stores.db.query(`UPDATE subject_usage_daily SET spend_micros = 7 WHERE workspace_id = $1`, [
+    await fixture.api.stores.db.query(`UPDATE subject_usage_daily SET spend_micros = 7 WHERE workspace_id = $1`, [
       ws.workspaceId,
     ]);
-    const report = await reconcile(api.stores.db, api.stores.counters, { now, days: 2, repair: true });
+    const report = await fixture.reconcile({ repair: true });
     expect(report.drifts).toContainEqual({
       kind: 'subject_usage',
       key: `${ws.workspaceId}/tag:project:search/2026-11-25`,
       expected: 'spend=2000',
       found: 'spend=7',
     });
-    expect(await tagSpendMicros(api, ws.workspaceId, 'project:search')).toBe(2_000);
+    expect(await tagSpendMicros(fixture.api, ws.workspaceId, 'project:search')).toBe(2_000);
     // The subjects' copies were checked and repaired with a scope of no user: none was written.
-    expect(await countersOfNoUser(ws.workspaceId)).toEqual([]);
-    const again = await reconcile(api.stores.db, api.stores.counters, { now, days: 2, repair: false });
+    expect(await fixture.countersOfNoUser(ws.workspaceId)).toEqual([]);
+    const again = await fixture.reconcile({ repair: false });
     expect(again.drifts.filter((drift) => drift.key.startsWith(ws.workspaceId))).toEqual([]);
   });
 });
@@ -208,29 +137,11 @@ describe.each(BACKENDS)('tag budgets on %s', (backend) => {
 describe.each(['postgres+redis', 'postgres+sql'] as const)(
   'a tag budget in reserve mode with two daemons on %s',
   (backend) => {
-    let daemonA: ProxyTestApi;
-    let daemonB: SecondApp;
-
-    beforeAll(async () => {
-      daemonA = await startProxyTestApi(backend);
-      let countersB: CounterStore;
-      if (backend === 'postgres+redis') {
-        const client = redisClient({ url: REDIS_URL, keyPrefix: daemonA.stores.redisKeyPrefix! });
-        await client.connect();
-        countersB = new RedisCounters(client, daemonA.stores.db);
-      } else {
-        countersB = new SqlCounters(daemonA.stores.db);
-      }
-      daemonB = await startSecondApp(daemonA, { counters: countersB });
-    });
-    afterAll(async () => {
-      await daemonB?.close();
-      await daemonA?.close();
-    });
+    const pair = useDaemonPair(backend);
 
     it("when 50 steps of the tag's runs race through two daemons, then the tag spends within its budget", async () => {
       const BUDGET_MICROS = 10_000;
-      const ws = await daemonA.newWorkspace('scale');
+      const ws = await pair.a.newWorkspace('scale');
       expect((await ws.api.request('PUT', `/v1/model-pricing/${MODEL}`, PRICES)).status).toBe(200);
       expect((await ws.api.request('PATCH', '/v1/workspace', { budget_mode: 'reserve' })).status).toBe(200);
       const created = await ws.api.request('POST', '/v1/budgets', {
@@ -240,7 +151,7 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)(
         limit_usd: BUDGET_MICROS / 1e6,
       });
       expect(created.status).toBe(201);
-      const daemons = [caller(daemonA.url, ws.apiKey), caller(daemonB.url, ws.apiKey)];
+      const daemons = [caller(pair.a.url, ws.apiKey), caller(pair.b.url, ws.apiKey)];
       const runs: string[] = [];
       for (let i = 0; i < 10; i++)
         runs.push(
@@ -253,7 +164,7 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)(
           // Each reserves $0.002 and costs $0.0015 (100 prompt and 12.5 completion tokens' worth).
           const step = (
             await via.request('POST', `/v1/runs/${runId}/steps`, {
-              ...call,
+              ...MODEL_CALL,
               sequence: Math.floor(i / runs.length) + 1,
               max_cost_usd: 0.002,
             })
@@ -273,7 +184,7 @@ describe.each(['postgres+redis', 'postgres+sql'] as const)(
       );
       expect(allowed).toBeGreaterThan(0);
       expect(allowed).toBeLessThan(50);
-      const spent = await tagSpendMicros(daemonA, ws.workspaceId, 'project:search');
+      const spent = await tagSpendMicros(pair.a, ws.workspaceId, 'project:search');
       expect(spent).toBe(allowed * 1_500);
       expect(spent).toBeLessThanOrEqual(BUDGET_MICROS);
     }, 60_000);
