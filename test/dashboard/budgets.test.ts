@@ -4,35 +4,21 @@
  * daemon (built dist/), opened by its own URL, reloaded, and from the navigation. Screenshots go to
  * test-artifacts/dashboard/ (git-ignored).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
-import type { DaemonProcess } from '../support/daemon-process.js';
-import { signedInDashboard, type DashboardSession } from '../support/dashboard-session.js';
-import type { Caller } from '../support/harness.js';
+import { describe, expect, it } from 'vitest';
+import { useSignedInDashboard } from '../support/dashboard-session.js';
 import { axeViolations, controlsTabCannotReach, screenshot } from '../support/browser.js';
 
-let session: DashboardSession;
-let daemon: DaemonProcess;
-let page: Page;
-let api: Caller;
-
-beforeAll(async () => {
-  // An embedded daemon opens slowly on a loaded machine: give its start a minute.
-  session = await signedInDashboard({ viewport: { width: 1280, height: 800 }, startTimeoutMs: 60_000 });
-  ({ daemon, page, api } = session);
-}, 120_000);
-
-afterAll(async () => {
-  await session?.close();
-});
+// An embedded daemon opens slowly on a loaded machine: give its start a minute.
+const dashboard = useSignedInDashboard({ viewport: { width: 1280, height: 800 }, startTimeoutMs: 60_000 });
 
 /** A completed model call of `usd` (1,000 prompt tokens a dollar) by `user`. */
 async function spend(user: string, usd: number) {
-  const run = (await api.request('POST', '/v1/runs', { user_id: user })).body;
-  const step = (await api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', model: 'm1', sequence: 1 }))
-    .body;
+  const run = (await dashboard.api.request('POST', '/v1/runs', { user_id: user })).body;
+  const step = (
+    await dashboard.api.request('POST', `/v1/runs/${run.id}/steps`, { type: 'MODEL_CALL', model: 'm1', sequence: 1 })
+  ).body;
   expect(step.status).toBe('ALLOWED');
-  const done = await api.request('PATCH', `/v1/runs/${run.id}/steps/${step.id}`, {
+  const done = await dashboard.api.request('PATCH', `/v1/runs/${run.id}/steps/${step.id}`, {
     status: 'COMPLETED',
     prompt_tokens: Math.round(usd * 1000),
   });
@@ -41,7 +27,7 @@ async function spend(user: string, usd: number) {
 
 /** Each row's cells as text, and its bar's value. */
 const rows = () =>
-  page.locator('main table tbody tr').evaluateAll((trs) =>
+  dashboard.page.locator('main table tbody tr').evaluateAll((trs) =>
     trs.map((tr) => ({
       cells: [...tr.querySelectorAll('td')].slice(0, 4).map((td) => td.textContent?.trim()),
       bar: Number(tr.querySelector('progress')?.getAttribute('value') ?? NaN),
@@ -50,6 +36,7 @@ const rows = () =>
 
 describe('the Budgets page', { timeout: 180_000 }, () => {
   it('when budgets are spent, then the page shows each with its spend as a bar, its action and reset, on reload too', async () => {
+    const { page, api, daemon } = dashboard;
     expect(
       (await api.request('PUT', '/v1/model-pricing/m1', { input_cost_per_token: 0.001, output_cost_per_token: 0 }))
         .status,
@@ -98,6 +85,7 @@ describe('the Budgets page', { timeout: 180_000 }, () => {
   });
 
   it('when a budget is added and one deleted from the page, then the API has them so, and bad input is said', async () => {
+    const { page, api, daemon } = dashboard;
     await page.goto(`${daemon.url}/budgets`);
     await page.getByRole('heading', { level: 1, name: 'Budgets' }).waitFor();
     const form = page.getByRole('form', { name: 'Add a budget' });

@@ -4,29 +4,15 @@
  * after is held to them, and its detail page shows the limits that applied. Screenshots go to
  * test-artifacts/dashboard/ (git-ignored).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
-import type { DaemonProcess } from '../support/daemon-process.js';
-import { signedInDashboard, type DashboardSession } from '../support/dashboard-session.js';
-import type { Caller } from '../support/harness.js';
+import { describe, expect, it } from 'vitest';
+import { useSignedInDashboard } from '../support/dashboard-session.js';
 import { axeViolations, screenshot } from '../support/browser.js';
 
-let session: DashboardSession;
-let daemon: DaemonProcess;
-let page: Page;
-let api: Caller;
-
-beforeAll(async () => {
-  session = await signedInDashboard({ viewport: { width: 1280, height: 1400 } });
-  ({ daemon, page, api } = session);
-}, 120_000);
-
-afterAll(async () => {
-  await session?.close();
-});
+const dashboard = useSignedInDashboard({ viewport: { width: 1280, height: 1400 } });
 
 describe('runaway limits on the dashboard', { timeout: 120_000 }, () => {
   it('when the limits are set on the Settings page, then the API holds them and a new run is held to them', async () => {
+    const { page, api, daemon } = dashboard;
     await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: 'Settings', exact: true }).click();
     await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
     await page.getByLabel('Steps per run').fill('2');

@@ -3,31 +3,17 @@
  * (issue #51) as text chips, and its unpriced calls (issue #54) said, never hidden in $0.00, in the
  * run list and the run detail. Screenshots go to test-artifacts/dashboard/ (git-ignored).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
-import type { DaemonProcess } from '../support/daemon-process.js';
-import { signedInDashboard, type DashboardSession } from '../support/dashboard-session.js';
-import type { Caller } from '../support/harness.js';
+import { describe, expect, it } from 'vitest';
+import { useSignedInDashboard } from '../support/dashboard-session.js';
 import { axeViolations, screenshot } from '../support/browser.js';
-
-let session: DashboardSession;
-let daemon: DaemonProcess;
-let page: Page;
-let api: Caller;
 
 const XSS = '<img src=x onerror=alert(1)>';
 
-beforeAll(async () => {
-  session = await signedInDashboard();
-  ({ daemon, page, api } = session);
-}, 120_000);
-
-afterAll(async () => {
-  await session?.close();
-});
+const dashboard = useSignedInDashboard();
 
 describe('run tags in the dashboard', { timeout: 120_000 }, () => {
   it('when runs carry tags, then the list and the detail show them as text chips, and an untagged run says none', async () => {
+    const { page, api, daemon } = dashboard;
     const dialogs: string[] = [];
     page.on('dialog', (dialog) => {
       dialogs.push(dialog.message());
@@ -72,9 +58,13 @@ describe('run costs in the dashboard', { timeout: 120_000 }, () => {
   async function modelCall(runId: string, model: string) {
     const sequence = (sequences.get(runId) ?? 0) + 1;
     sequences.set(runId, sequence);
-    const step = await api.request('POST', `/v1/runs/${runId}/steps`, { type: 'MODEL_CALL', model, sequence });
+    const step = await dashboard.api.request('POST', `/v1/runs/${runId}/steps`, {
+      type: 'MODEL_CALL',
+      model,
+      sequence,
+    });
     expect(step.body.status, JSON.stringify(step.body)).toBe('ALLOWED');
-    const ended = await api.request('PATCH', `/v1/runs/${runId}/steps/${step.body.id}`, {
+    const ended = await dashboard.api.request('PATCH', `/v1/runs/${runId}/steps/${step.body.id}`, {
       status: 'COMPLETED',
       prompt_tokens: 100,
       completion_tokens: 25,
@@ -83,6 +73,7 @@ describe('run costs in the dashboard', { timeout: 120_000 }, () => {
   }
 
   it('when a run has calls without a price, then the list and the detail say how many beside the cost, not $0.00 alone', async () => {
+    const { page, api, daemon } = dashboard;
     const priced = 'gpt-4o-mini';
     const prices = { input_cost_per_token: 0.00001, output_cost_per_token: 0.00004 };
     expect((await api.request('PUT', `/v1/model-pricing/${priced}`, prices)).status).toBe(200);
@@ -126,6 +117,7 @@ describe('run costs in the dashboard', { timeout: 120_000 }, () => {
 
 describe('the header', { timeout: 120_000 }, () => {
   it('when the window is 1280 px wide, then the brand, the nine pages and the account fit on one line', async () => {
+    const { page } = dashboard;
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.getByRole('textbox', { name: 'Owner email', exact: true }).fill('platform-operations@example.com');
     await page.getByLabel('Password (8 or more characters)').fill('a long enough password');

@@ -3,29 +3,14 @@
  * against the real daemon (built dist/), opened by its own URL and from the navigation.
  * Screenshots go to test-artifacts/dashboard/ (git-ignored).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
-import type { DaemonProcess } from '../support/daemon-process.js';
-import { signedInDashboard, type DashboardSession } from '../support/dashboard-session.js';
-import type { Caller } from '../support/harness.js';
+import { describe, expect, it } from 'vitest';
+import { useSignedInDashboard } from '../support/dashboard-session.js';
 import { axeViolations, screenshot } from '../support/browser.js';
 
-let session: DashboardSession;
-let daemon: DaemonProcess;
-let page: Page;
-let api: Caller;
-
-beforeAll(async () => {
-  session = await signedInDashboard();
-  ({ daemon, page, api } = session);
-}, 120_000);
-
-afterAll(async () => {
-  await session?.close();
-});
+const dashboard = useSignedInDashboard();
 
 async function toolCall(runId: string, sequence: number, toolName: string, finish?: 'COMPLETED' | 'FAILED') {
-  const res = await api.request('POST', `/v1/runs/${runId}/steps`, {
+  const res = await dashboard.api.request('POST', `/v1/runs/${runId}/steps`, {
     type: 'TOOL_CALL',
     sequence,
     tool_name: toolName,
@@ -34,12 +19,18 @@ async function toolCall(runId: string, sequence: number, toolName: string, finis
   expect(res.status).toBe(201);
   if (finish)
     expect(
-      (await api.request('PATCH', `/v1/runs/${runId}/steps/${res.body.id}`, { status: finish, duration_ms: 2 })).status,
+      (
+        await dashboard.api.request('PATCH', `/v1/runs/${runId}/steps/${res.body.id}`, {
+          status: finish,
+          duration_ms: 2,
+        })
+      ).status,
     ).toBe(200);
 }
 
 describe('the Tools page', { timeout: 120_000 }, () => {
   it('when tools were called, denied and failed today, then the page lists each tool with its counts and spend', async () => {
+    const { page, api, daemon } = dashboard;
     expect((await api.request('PUT', '/v1/tool-pricing/github.*', { per_call_usd: 0.25 })).status).toBe(200);
     expect(
       (await api.request('PATCH', '/v1/workspace', { tool_policy: { deny: ['github.delete_*'], allow: null } })).status,

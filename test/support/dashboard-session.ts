@@ -1,10 +1,10 @@
 /**
  * A signed-in dashboard for the browser tests: the real daemon (built dist/) as a child process,
  * a real Chromium, and a page signed in with the one-time link `runguard dashboard` prints, on
- * the Overview page.
+ * the Overview page. A file's tests share one (`useSignedInDashboard`).
  */
 import type { Browser, Page } from 'playwright-core';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { launchChromium } from './browser.js';
 import { runCli } from './daemon.js';
 import { startDaemonProcess, type DaemonProcess } from './daemon-process.js';
@@ -57,4 +57,21 @@ export async function signedInDashboard(options: DashboardOptions = {}): Promise
     await daemon.close();
     throw error;
   }
+}
+
+/**
+ * The file's signed-in dashboard: started in its `beforeAll` (given two minutes: a daemon and a
+ * browser start on a loaded machine), closed in its `afterAll`. The fields are set once the first ran.
+ */
+export function useSignedInDashboard(options: DashboardOptions = {}): DashboardSession {
+  const fixture = {} as DashboardSession;
+  let started: DashboardSession | undefined;
+  beforeAll(async () => {
+    started = await signedInDashboard(options);
+    Object.assign(fixture, started);
+  }, 120_000);
+  afterAll(async () => {
+    await started?.close();
+  });
+  return fixture;
 }
