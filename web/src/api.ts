@@ -44,6 +44,11 @@ export async function api<T>(method: string, path: string, body?: unknown, token
       !path.startsWith('/v1/auth/login') &&
       !path.startsWith('/v1/auth/sign-in-links')
     ) {
+      // Sent with a token the session has replaced since (the owner named, a sign-in): the 401 is
+      // that token's, which the server ended with the change, not the session's. The request was
+      // refused before anything was done: ask again with the session's token.
+      const current = getToken();
+      if (current !== null && current !== token) return api<T>(method, path, body, current);
       clearToken();
       onSignedOut();
     }
