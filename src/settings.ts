@@ -329,6 +329,12 @@ const webhooks = {
     [1_000, 86_400_000],
     'denials are sent as one counted event per subject and reason per window of this length',
   ),
+  webhookDenialSettleMs: integer(
+    'RUNGUARD_WEBHOOK_DENIAL_SETTLE_MS',
+    10_000,
+    [0, 600_000],
+    "a denial window is counted this long after it ends, for denials still committing (one committed later is left out of its window's count)",
+  ),
   webhookBudgetThresholds: Type.Array(Type.Number({ exclusiveMinimum: 0, maximum: 10 }), {
     env: 'RUNGUARD_WEBHOOK_BUDGET_THRESHOLDS',
     default: [0.5, 0.8, 1],

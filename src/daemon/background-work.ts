@@ -120,7 +120,7 @@ function webhookDispatcher(config: Config, { stores, webhookPolicy, logger }: Ba
     retryBaseMs: config.webhookRetryBaseMs,
     maxAgeMs: 24 * 3_600_000,
     scanIntervalMs: config.webhookScanIntervalMs,
-    denialWindowMs: config.webhookDenialWindowMs,
+    denials: { windowMs: config.webhookDenialWindowMs, settleMs: config.webhookDenialSettleMs },
     thresholdsPpm: config.webhookBudgetThresholds.map((fraction) => Math.round(fraction * 1_000_000)),
     retentionMs: config.webhookRetentionDays * 86_400_000,
   });

@@ -24,7 +24,7 @@ import {
 import { parseRetryAfter, retryDelayMs } from './backoff.js';
 import type { OutboundPolicy } from './outbound-policy.js';
 import { body } from './payload.js';
-import { scanDenials, scanFailedRuns, scanThresholds } from './scans.js';
+import { type DenialWindows, scanDenials, scanFailedRuns, scanThresholds } from './scans.js';
 import { attemptDelivery, type AttemptResult } from './sender.js';
 import { periodic, type Periodic } from '../jobs/periodic.js';
 
@@ -46,7 +46,8 @@ export interface DispatcherOptions {
   maxAgeMs: number;
   /** How often thresholds, denial windows and failed runs are scanned for. */
   scanIntervalMs: number;
-  denialWindowMs: number;
+  /** How denials are counted into `guard.denied` and `tool.denied` events. */
+  denials: DenialWindows;
   /** Fractions of a daily budget, in parts per million (0.8 = 800,000). */
   thresholdsPpm: number[];
   /** Finished deliveries and their events are kept this long. */
@@ -145,7 +146,7 @@ export class WebhookDispatcher {
     // Each scan on its own: one failing does not stop the others.
     const scans: [string, () => Promise<number>][] = [
       ['thresholds', () => scanThresholds(this.options.db, now, this.options.thresholdsPpm)],
-      ['denials', () => scanDenials(this.options.db, now, this.options.denialWindowMs)],
+      ['denials', () => scanDenials(this.options.db, now, this.options.denials)],
       ['failed runs', () => scanFailedRuns(this.options.db, now)],
     ];
     for (const [name, run] of scans) {

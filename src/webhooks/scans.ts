@@ -21,12 +21,6 @@ import {
 
 /** Failed runs are looked for up to this long ago: their end has committed by then, nearly always. */
 const SETTLE_MS = 2_000;
-/**
- * A denial window is counted this long after it ends: a denial committed later than that (a
- * database stalled for longer) is not in its window's count. Windows cannot be recounted without
- * sending a second event for them; minutes-long windows make the wait unnoticeable.
- */
-const DENIAL_SETTLE_MS = 10_000;
 /** Failed runs are looked for this far behind the cursor too: a late commit is still found (once). */
 const FAILED_RUN_OVERLAP_MS = 60_000;
 /** At most this many denial windows are emitted per scan; a cursor further behind skips ahead. */
@@ -75,16 +69,28 @@ async function scanBudgetThresholds(db: Db, now: Date, fractionsPpm: number[]): 
   return insertBudgetThresholdEvents(db, windows, fractionsPpm, now);
 }
 
+/** How denials are aggregated (the settings `webhookDenialWindowMs` and `webhookDenialSettleMs`). */
+export interface DenialWindows {
+  /** One counted event per subject and reason per window of this length. */
+  windowMs: number;
+  /**
+   * A window is counted this long after it ends: a denial committed later than that (a database
+   * stalled for longer) is not in its window's count. Windows cannot be recounted without sending a
+   * second event for them; minutes-long windows make the wait unnoticeable.
+   */
+  settleMs: number;
+}
+
 /**
  * Sends each window's first denial of a subject and reason at once, then closes the denial windows
  * that ended (and settled) since the last scan with their counts, each once across daemons.
  */
-export async function scanDenials(db: Db, now: Date, windowMs: number): Promise<number> {
+export async function scanDenials(db: Db, now: Date, windows: DenialWindows): Promise<number> {
   let emitted = 0;
   // Every denial as guard.denied; tool calls' also per tool, as tool.denied (docs/mcp.md).
   for (const type of ['guard.denied', 'tool.denied'] as const) {
-    emitted += await scanFirstDenials(db, now, windowMs, type);
-    emitted += await closeDenialWindows(db, now, windowMs, type);
+    emitted += await scanFirstDenials(db, now, windows.windowMs, type);
+    emitted += await closeDenialWindows(db, now, windows, type);
   }
   return emitted;
 }
@@ -114,7 +120,12 @@ async function scanFirstDenials(db: Db, now: Date, windowMs: number, type: Denia
   return emitted;
 }
 
-async function closeDenialWindows(db: Db, now: Date, windowMs: number, type: DenialEventType): Promise<number> {
+async function closeDenialWindows(
+  db: Db,
+  now: Date,
+  { windowMs, settleMs }: DenialWindows,
+  type: DenialEventType,
+): Promise<number> {
   const current = Math.floor(now.getTime() / windowMs) * windowMs;
   return db.transaction(async (tx) => {
     const position = await lockCursor(tx, type, new Date(current));
@@ -124,7 +135,7 @@ async function closeDenialWindows(db: Db, now: Date, windowMs: number, type: Den
     const earliest = Math.floor((now.getTime() - DAY_MS) / windowMs) * windowMs;
     if (from < earliest) from = earliest;
     let emitted = 0;
-    for (let windows = 0; windows < MAX_WINDOWS && from + windowMs + DENIAL_SETTLE_MS <= now.getTime(); windows++) {
+    for (let windows = 0; windows < MAX_WINDOWS && from + windowMs + settleMs <= now.getTime(); windows++) {
       const [windowStart, windowEnd] = [new Date(from), new Date(from + windowMs)];
       emitted += await insertDenialEvents(
         tx,

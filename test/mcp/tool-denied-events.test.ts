@@ -7,6 +7,8 @@ import { scanDenials } from '../../src/webhooks/scans.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 
 const WINDOW_MS = 300_000;
+/** The default settle time: a window is counted 10 s after it ends. */
+const DENIALS = { windowMs: WINDOW_MS, settleMs: 10_000 };
 const WINDOW = Date.UTC(2026, 10, 28, 12, 0, 0);
 
 let api: TestApi;
@@ -43,14 +45,14 @@ describe('tool.denied', () => {
       expect(step.body.decision.reason).toBe('TOOL_NOT_ALLOWED');
     }
     now += 1_000;
-    await scanDenials(api.stores.db, at(now), WINDOW_MS);
+    await scanDenials(api.stores.db, at(now), DENIALS);
     expect(await events('tool.denied')).toEqual([
       expect.objectContaining({ tool: 'fs.delete_file', reason: 'TOOL_NOT_ALLOWED', first: true, count: 1 }),
     ]);
     // guard.denied still counts them, with no tool.
     expect((await events('guard.denied'))[0]).not.toHaveProperty('tool');
     now = WINDOW + WINDOW_MS + 11_000;
-    await scanDenials(api.stores.db, at(now), WINDOW_MS);
+    await scanDenials(api.stores.db, at(now), DENIALS);
     expect((await events('tool.denied')).at(-1)).toMatchObject({ tool: 'fs.delete_file', first: false, count: 3 });
   });
 });

@@ -8,6 +8,8 @@ import { scanDenials } from '../../src/webhooks/scans.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 
 const WINDOW_MS = 300_000;
+/** The default settle time: a window is counted 10 s after it ends. */
+const DENIALS = { windowMs: WINDOW_MS, settleMs: 10_000 };
 /** A window's start, on the test clock. */
 const WINDOW = Date.UTC(2026, 10, 28, 12, 0, 0);
 
@@ -35,7 +37,7 @@ describe('guard.denied timing', () => {
     expect(blocked.body.decision.reason).toBe('USER_BLOCKED');
     // A scan a second later, minutes before the window ends: the first denial is already news.
     now += 1_000;
-    await scanDenials(api.stores.db, at(now), WINDOW_MS);
+    await scanDenials(api.stores.db, at(now), DENIALS);
     expect(await deniedEvents()).toEqual([
       expect.objectContaining({ first: true, count: 1, first_at: at(WINDOW + 60_000).toISOString() }),
     ]);
@@ -49,14 +51,14 @@ describe('guard.denied timing', () => {
     );
     for (const step of [10_000, 100_000]) {
       now += step;
-      await scanDenials(api.stores.db, at(now), WINDOW_MS);
+      await scanDenials(api.stores.db, at(now), DENIALS);
     }
     expect(await deniedEvents()).toHaveLength(1);
 
     // The window ended (and settled): its count, in one more event.
     now = WINDOW + WINDOW_MS + 11_000;
-    await scanDenials(api.stores.db, at(now), WINDOW_MS);
-    await scanDenials(api.stores.db, at(now + 5_000), WINDOW_MS);
+    await scanDenials(api.stores.db, at(now), DENIALS);
+    await scanDenials(api.stores.db, at(now + 5_000), DENIALS);
     const events = await deniedEvents();
     expect(events).toEqual([
       expect.objectContaining({ first: true, count: 1 }),
@@ -68,8 +70,27 @@ describe('guard.denied timing', () => {
     const before = (await deniedEvents()).length;
     now = WINDOW + 2 * WINDOW_MS + 1_000;
     expect((await api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.decision.reason).toBe('USER_BLOCKED');
-    await scanDenials(api.stores.db, at(now + 1_000), WINDOW_MS);
-    await scanDenials(api.stores.db, at(WINDOW + 3 * WINDOW_MS + 11_000), WINDOW_MS);
+    await scanDenials(api.stores.db, at(now + 1_000), DENIALS);
+    await scanDenials(api.stores.db, at(WINDOW + 3 * WINDOW_MS + 11_000), DENIALS);
     expect((await deniedEvents()).slice(before)).toEqual([expect.objectContaining({ first: true, count: 1 })]);
+  });
+
+  it('when the settle time is set shorter, then an ended window is counted that much sooner', async () => {
+    const before = (await deniedEvents()).length;
+    const start = WINDOW + 5 * WINDOW_MS;
+    now = start + 1_000;
+    for (let i = 0; i < 2; i++) {
+      expect((await api.request('POST', '/v1/runs', { user_id: 'mallory' })).body.decision.reason).toBe('USER_BLOCKED');
+    }
+    await scanDenials(api.stores.db, at(now + 1_000), DENIALS);
+    // A second after the window ended: not yet counted with the default 10 s, counted with 500 ms.
+    const ended = start + WINDOW_MS + 1_000;
+    await scanDenials(api.stores.db, at(ended), DENIALS);
+    expect((await deniedEvents()).slice(before)).toEqual([expect.objectContaining({ first: true, count: 1 })]);
+    await scanDenials(api.stores.db, at(ended), { windowMs: WINDOW_MS, settleMs: 500 });
+    expect((await deniedEvents()).slice(before)).toEqual([
+      expect.objectContaining({ first: true, count: 1 }),
+      expect.objectContaining({ first: false, count: 2, window_start: at(start).toISOString() }),
+    ]);
   });
 });

@@ -66,7 +66,7 @@ function dispatcherFor(
     retryBaseMs,
     maxAgeMs: 86_400_000,
     scanIntervalMs: 60_000,
-    denialWindowMs: 60_000,
+    denials: { windowMs: 60_000, settleMs: 10_000 },
     thresholdsPpm: [],
     retentionMs: 86_400_000,
   });
