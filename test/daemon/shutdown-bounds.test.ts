@@ -8,15 +8,16 @@
 import { connect, type Socket } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { spawnDaemon, spawnDaemonOnPostgres, type SpawnedDaemon } from '../support/daemon.js';
 import { caller } from '../support/harness.js';
 import { startTcpRelay, type TcpRelay } from '../support/private-services.js';
 import { createTestDatabase, type TestDatabase } from '../support/services.js';
 
 const GRACE_MS = 500;
+// The tests run at once (below): what they started is closed once all are done.
 const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
+afterAll(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
 });
 
@@ -65,7 +66,9 @@ async function onPostgres(env: Record<string, string>) {
   return daemon;
 }
 
-describe('a stopping daemon', { timeout: 90_000 }, () => {
+// Each case has a daemon, a database and a silent peer of its own, and spends most of its time
+// waiting for a bound to pass (5 s for a WebSocket, 10 s past the grace for Postgres): all at once.
+describe('a stopping daemon', { timeout: 90_000, concurrent: true }, () => {
   it('when an MCP server never answers a call the proxy reads whole, then the daemon still exits 0 just past its grace', async () => {
     const mcp = await silentServer();
     const daemon = await onPostgres({});
