@@ -141,19 +141,23 @@ describe.each(BACKENDS)('reserve mode on %s', (backend) => {
     // Room for one reservation only.
     const ws = await reserveWorkspace(api, { daily_budget_usd: (estimateMicros + 100) / 1e6 });
     const seen = api.upstream.requests.length;
-    // Held upstream long enough for the next call's decision, on a loaded machine too.
-    const failing = proxied(api.url, ws.apiKey, 'failer', { 'x-fake-status': '500', 'x-fake-delay-ms': '2000' });
-    // A call is forwarded only once its reservation is held: the upstream having it is the sign.
-    for (const deadline = Date.now() + 20_000; api.upstream.requests.length === seen;) {
-      if (Date.now() > deadline) throw new Error('the failing call was never forwarded');
-      await new Promise((resolve) => setTimeout(resolve, 10));
+    // Held upstream until the next call's decision is made, then answered 500.
+    const failing = proxied(api.url, ws.apiKey, 'failer', { 'x-fake-status': '500', 'x-fake-hold': 'failing' });
+    try {
+      // A call is forwarded only once its reservation is held: the upstream having it is the sign.
+      for (const deadline = Date.now() + 20_000; api.upstream.requests.length === seen;) {
+        if (Date.now() > deadline) throw new Error('the failing call was never forwarded');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      // While the first call is in flight, its reservation holds the budget.
+      const held = await proxied(api.url, ws.apiKey, 'waiter');
+      const heldBody = (await held.json()) as { error: { code: string; message: string } };
+      expect(held.status).toBe(403);
+      expect(heldBody.error.code).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
+      expect(heldBody.error.message).toContain('reserved');
+    } finally {
+      api.upstream.release('failing');
     }
-    // While the first call is in flight, its reservation holds the budget.
-    const held = await proxied(api.url, ws.apiKey, 'waiter');
-    const heldBody = (await held.json()) as { error: { code: string; message: string } };
-    expect(held.status).toBe(403);
-    expect(heldBody.error.code).toBe('WORKSPACE_DAILY_BUDGET_EXCEEDED');
-    expect(heldBody.error.message).toContain('reserved');
     const failed = await failing;
     await failed.text();
     expect(failed.status).toBe(500);
