@@ -14,7 +14,7 @@ import {
 } from '../store/counters/counters.js';
 import type { StepSlot } from '../store/counters/step-rate.js';
 import type { Queryable } from '../store/db.js';
-import type { Reserved } from '../store/reservations.js';
+import { NO_RESERVATIONS, outstandingReservations, type Reserved } from '../store/reservations.js';
 import { lockRunUsage, type RunUsage } from '../store/run-usage.js';
 import type { AdmissionLocks, AdmissionPlan } from './admission-plan.js';
 import type { Decided } from './decided.js';
@@ -50,8 +50,8 @@ export interface AdmissionTask<D> {
   takesSlot(decided: D): boolean;
   /** Writes the decided records in `tx` (and what they count), with the answer to remember. */
   write(tx: Queryable, decided: D, reads: AdmissionReads, remember: boolean): Promise<void>;
-  /** Submits the decided records to their group commit; settles once durable. */
-  submit(decided: D): Promise<void>;
+  /** Submits the decided records to their group commit; resolves once durable, with them as written. */
+  submit(decided: D): Promise<D>;
 }
 
 export async function admit<D>(
@@ -60,9 +60,11 @@ export async function admit<D>(
   task: AdmissionTask<D>,
 ): Promise<Decided<D>> {
   if (plan.kind === 'batched') {
-    const { counted, reserved } = await budgetCounts(context.db, task.scope, task.spend, false, plan.readsReservations);
-    const decided = task.decide({ counted, reserved, runCounts: NOT_COUNTED, usage: null });
-    return { decided, recorded: task.submit(decided).then(() => decided) };
+    const reserved = plan.readsReservations
+      ? await outstandingReservations(context.db, task.scope.workspaceId, task.scope.userId, task.scope.subjects)
+      : NO_RESERVATIONS;
+    const decided = task.decide({ counted: task.spend, reserved, runCounts: NOT_COUNTED, usage: null });
+    return { decided, recorded: task.submit(decided) };
   }
   const rateSlot = plan.kind === 'guarded' ? plan.rateSlot : null;
   const slot: { taken: StepSlot | null } = { taken: null };

@@ -142,7 +142,7 @@ function runStartTask(
       await runs.insertRuns(tx, [decided.run]);
       if (rememberAnswer) await remember(tx, idempotency, decided.started, now);
     },
-    submit: (decided) => context.runInserts.submit(decided.run).then(() => undefined),
+    submit: (decided) => context.runInserts.submit(decided.run).then(() => decided),
   };
 }
 

@@ -6,15 +6,18 @@
 import type { StepCreated } from '../contract/runs.js';
 import { ApiError } from '../errors.js';
 import { evaluate, type Decision, type GuardSnapshot } from '../rules/engine.js';
+import type { CounterScope, DailySpend } from '../store/counters/counters.js';
+import type { Queryable } from '../store/db.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
-import { countAllowedStep } from '../store/run-usage.js';
+import { countAllowedStep, type RunUsage } from '../store/run-usage.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
+import type { GuardState } from '../store/workspaces.js';
 import { admit, type AdmissionReads, type AdmissionTask } from './admission.js';
 import { planAdmission, type AdmissionPlan } from './admission-plan.js';
 import type { Decided } from './decided.js';
 import { callSubjects, stepCheckInputs } from './decision-inputs.js';
-import type { GuardContext } from './guard-context.js';
+import type { GuardContext, RunFacts } from './guard-context.js';
 import { NOT_COUNTED, toSnapshot, type DecisionFacts } from './guard-snapshot.js';
 import { createdView } from './guard-views.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
@@ -70,7 +73,6 @@ export async function admitStep(
   const now = context.clock.now();
   const keyId = input.apiKeyId ?? null;
   const [state, spend, run, scope] = await stepCheckInputs(context, workspaceId, runId, now, keyId, agentKeyId);
-  const call = { userId: run.userId, subjects: callSubjects(keyId, run.tags) };
   const modelPriced = await modelPricedInput(context, state, workspaceId, input);
   const estimate = await stepEstimate(context, state, workspaceId, input);
   const plan = planAdmission({
@@ -82,54 +84,10 @@ export async function admitStep(
   });
   // The run's budget reads its recorded cost: results of this run still on their way count.
   if (run.limits?.maxCostMicros != null) await resultsWritten(context, runId);
-  const id = timeOrderedId(now.getTime());
-  const hash = loopHash(run.limits, input);
-  const facts: DecisionFacts = { call, estimateMicros: estimate, now };
-  const toolPolicy = toolPolicyInput(state, input);
-  const decide = (reads: AdmissionReads, userRate?: GuardSnapshot['userRate']): Decision => {
-    const { counted, reserved, usage } = reads;
-    const snapshot = toSnapshot(state, facts, counted, reserved, NOT_COUNTED);
-    snapshot.modelPriced = modelPriced;
-    snapshot.toolPolicy = toolPolicy;
-    snapshot.userRate = userRate;
-    if (run.limits && usage) {
-      const identicalCalls = hash !== null && usage.lastCallHash === hash ? usage.identicalCalls : 0;
-      addRunRuleInputs(snapshot, run.limits, usage, identicalCalls);
-    }
-    return evaluate('step', snapshot);
-  };
-  const task = (sequence: number): AdmissionTask<runs.NewStep> => ({
-    workspaceId,
-    runId,
-    scope,
-    spend,
-    now,
-    stepId: id,
-    decide: (reads, userRate) =>
-      newStep(context, workspaceId, runId, sequence, input, decide(reads, userRate), now, estimate, id),
-    takesSlot: (step) => step.status === 'ALLOWED',
-    write: async (tx, step, { usage }, rememberAnswer) => {
-      const [outcome] = await runs.insertSteps(tx, [step]);
-      throwOnConflict(outcome!);
-      if (usage && step.status === 'ALLOWED') {
-        const identicalCalls = hash !== null && usage.lastCallHash === hash ? usage.identicalCalls : 0;
-        await countAllowedStep(tx, runId, { hash, identicalCalls: identicalCalls + 1 });
-      }
-      if (rememberAnswer) await remember(tx, idempotency, createdView(step), now);
-    },
-    submit: async (step) => throwOnConflict(await context.stepInserts.submit(step)),
-  });
-  const given = input.sequence ?? null;
-  const admitted =
-    given === null ? await withAllocatedSequence(context, runId, plan, task) : await admit(context, plan, task(given));
-  const recorded = admitted.recorded.then(async (written) => {
-    if (given !== null) await context.sequences.observe(runId, given);
-    rememberStep(context, written, run.userId, run.tags);
-    const answer = createdView(written);
-    context.observe('step', answer.decision);
-    return answer;
-  });
-  return { decided: createdView(admitted.decided), recorded };
+  const facts: DecisionFacts = { call: { userId: run.userId, subjects: callSubjects(keyId, run.tags) }, estimateMicros: estimate, now };
+  const step = new StepAdmission(context, workspaceId, runId, input, idempotency, state, run, scope, spend, facts, modelPriced);
+  const admitted = step.allocated ? await withAllocatedSequence(context, plan, step) : await admit(context, plan, step);
+  return { decided: createdView(admitted.decided), recorded: step.answer(admitted.recorded) };
 }
 
 function throwOnConflict(outcome: runs.StepInsertOutcome): void {
@@ -138,41 +96,132 @@ function throwOnConflict(outcome: runs.StepInsertOutcome): void {
 }
 
 /**
- * Admits with the run's next sequence; when another writer took that number, with the next. A
- * batched step's decision was told before its insert failed: it is written again as decided.
+ * A step as the executor (admission.ts) admits it: what its rules are decided on, read once, and
+ * its write. Its work is in its methods, not in closures made for each step: a proxied call
+ * admits one, and the closures were the largest allocation of its admission. `sequence` is the
+ * number it is admitted with: the caller's, or the run's next, moved on when another writer took it.
+ */
+class StepAdmission implements AdmissionTask<runs.NewStep> {
+  readonly stepId: string;
+  /** The caller named no sequence: this daemon allocates it, and takes the next on a collision. */
+  readonly allocated: boolean;
+  readonly now: Date;
+  sequence: number;
+  private readonly toolPolicy: GuardSnapshot['toolPolicy'];
+  /** The loop rule's hash of the call (null: the run has no such limit). */
+  private readonly hash: string | null;
+
+  constructor(
+    private readonly context: GuardContext,
+    readonly workspaceId: string,
+    readonly runId: string,
+    private readonly input: StepInput,
+    private readonly idempotency: IdempotencyClaim | undefined,
+    private readonly state: GuardState,
+    private readonly run: RunFacts,
+    readonly scope: CounterScope,
+    readonly spend: DailySpend,
+    /** Who makes the call, its estimate, the moment. */
+    private readonly facts: DecisionFacts,
+    private readonly modelPriced: GuardSnapshot['modelPriced'],
+  ) {
+    this.now = facts.now;
+    this.stepId = timeOrderedId(facts.now.getTime());
+    this.sequence = input.sequence ?? 0;
+    this.allocated = input.sequence === undefined || input.sequence === null;
+    this.toolPolicy = toolPolicyInput(state, input);
+    this.hash = loopHash(run.limits, input);
+  }
+
+  decide(reads: AdmissionReads, userRate?: GuardSnapshot['userRate']): runs.NewStep {
+    const { context, input, now, facts } = this;
+    const decision = this.evaluate(reads, userRate);
+    const estimate = facts.estimateMicros;
+    return newStep(context, this.workspaceId, this.runId, this.sequence, input, decision, now, estimate, this.stepId);
+  }
+
+  takesSlot(step: runs.NewStep): boolean {
+    return step.status === 'ALLOWED';
+  }
+
+  async write(tx: Queryable, step: runs.NewStep, { usage }: AdmissionReads, rememberAnswer: boolean): Promise<void> {
+    const [outcome] = await runs.insertSteps(tx, [step]);
+    throwOnConflict(outcome!);
+    if (usage && step.status === 'ALLOWED')
+      await countAllowedStep(tx, this.runId, { hash: this.hash, identicalCalls: this.identicalCalls(usage) + 1 });
+    if (rememberAnswer) await remember(tx, this.idempotency, createdView(step), this.now);
+  }
+
+  /**
+   * Into the steps' group commit. An allocated number another writer took meanwhile: the step
+   * was decided and told with it, and is written again as decided with the run's next number.
+   */
+  async submit(step: runs.NewStep): Promise<runs.NewStep> {
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.context.stepInserts.submit(step);
+      if (outcome !== 'duplicate_sequence' || !this.allocated) {
+        throwOnConflict(outcome);
+        return step;
+      }
+      step = { ...step, sequence: await this.nextAfter(new SequenceTaken(), attempt) };
+    }
+  }
+
+  /** The run's next number, without a wait when this daemon knows its highest. */
+  async next(): Promise<number> {
+    const { sequences } = this.context;
+    return (this.sequence = sequences.next(this.runId) ?? (await sequences.allocate(this.runId)));
+  }
+
+  /** The next number after `error`, another writer's taking the last (else `error` is thrown). */
+  async nextAfter(error: unknown, attempt: number): Promise<number> {
+    if (!(error instanceof SequenceTaken) || attempt >= SEQUENCE_ATTEMPTS) throw error;
+    await this.context.sequences.resync(this.runId);
+    return this.next();
+  }
+
+  /** The answer once the step is written; what this daemon then knows of the run. */
+  async answer(recorded: Promise<runs.NewStep>): Promise<StepCreated> {
+    const written = await recorded;
+    const { context, run } = this;
+    if (!this.allocated) await context.sequences.observe(this.runId, written.sequence);
+    rememberStep(context, written, run.userId, run.tags);
+    const answer = createdView(written);
+    context.observe('step', answer.decision);
+    return answer;
+  }
+
+  private evaluate(reads: AdmissionReads, userRate: GuardSnapshot['userRate']): Decision {
+    const { state, run } = this;
+    const snapshot = toSnapshot(state, this.facts, reads.counted, reads.reserved, NOT_COUNTED);
+    snapshot.modelPriced = this.modelPriced;
+    snapshot.toolPolicy = this.toolPolicy;
+    snapshot.userRate = userRate;
+    if (run.limits && reads.usage) addRunRuleInputs(snapshot, run.limits, reads.usage, this.identicalCalls(reads.usage));
+    return evaluate('step', snapshot);
+  }
+
+  private identicalCalls(usage: RunUsage): number {
+    return this.hash !== null && usage.lastCallHash === this.hash ? usage.identicalCalls : 0;
+  }
+}
+
+/**
+ * Admits with the run's next sequence; when another writer took that number, with the next. (A
+ * batched step's insert moves on to the next number itself: see `StepAdmission.submit`.)
  */
 async function withAllocatedSequence(
   context: GuardContext,
-  runId: string,
   plan: AdmissionPlan,
-  task: (sequence: number) => AdmissionTask<runs.NewStep>,
+  step: StepAdmission,
 ): Promise<Decided<runs.NewStep>> {
-  const nextSequence = async () => context.sequences.next(runId) ?? (await context.sequences.allocate(runId));
-  const again = async (error: unknown, attempt: number): Promise<number> => {
-    if (!(error instanceof SequenceTaken) || attempt >= SEQUENCE_ATTEMPTS) throw error;
-    await context.sequences.resync(runId);
-    return nextSequence();
-  };
-  if (plan.kind !== 'batched') {
-    for (let attempt = 1, sequence = await nextSequence(); ; attempt++) {
-      try {
-        return await admit(context, plan, task(sequence));
-      } catch (error) {
-        sequence = await again(error, attempt);
-      }
+  await step.next();
+  if (plan.kind === 'batched') return admit(context, plan, step);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await admit(context, plan, step);
+    } catch (error) {
+      await step.nextAfter(error, attempt);
     }
   }
-  const first = await admit(context, plan, task(await nextSequence()));
-  const resubmit = async (step: runs.NewStep, attempt: number): Promise<runs.NewStep> => {
-    try {
-      await task(step.sequence).submit(step);
-      return step;
-    } catch (error) {
-      return resubmit({ ...step, sequence: await again(error, attempt) }, attempt + 1);
-    }
-  };
-  const recorded = first.recorded.catch(async (error: unknown) =>
-    resubmit({ ...first.decided, sequence: await again(error, 1) }, 2),
-  );
-  return { decided: first.decided, recorded };
 }
