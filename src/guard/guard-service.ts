@@ -85,12 +85,8 @@ export class GuardService {
    * A step of a call forwarded while its record commits (the proxy): createStep with a sequence
    * of the server's, answering once decided, the insert under way (see `Decided`).
    */
-  async decideStep(
-    workspaceId: string,
-    runId: string,
-    input: Omit<StepInput, 'sequence'>,
-  ): Promise<Decided<StepCreated>> {
-    return admitStep(this.context, workspaceId, runId, { ...input, sequence: null });
+  decideStep(workspaceId: string, runId: string, input: Omit<StepInput, 'sequence'>): Promise<Decided<StepCreated>> {
+    return admitStep(this.context, workspaceId, runId, input);
   }
 
   createStep(

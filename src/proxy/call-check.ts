@@ -41,21 +41,7 @@ export function namedRunRefusal(target: Target, error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }
 
-/** Decides the step of a named run; its insert fails as the run was named when the run ended meanwhile. */
-async function stepOfNamedRun(
-  guard: StepRecorder,
-  target: Target,
-  runId: string,
-  input: Omit<StepInput, 'sequence'>,
-): Promise<Decided<StepCreated>> {
-  try {
-    const { decided, recorded } = await guard.decideStep(target.workspaceId, runId, input);
-    const refused = (error: unknown) => Promise.reject(namedRunRefusal(target, error));
-    return { decided, recorded: recorded.then(undefined, refused) };
-  } catch (error) {
-    throw namedRunRefusal(target, error);
-  }
-}
+const nothing = (): void => undefined;
 
 /** The allowed call's step, its record under way; throws a ProxyRefusal when the guard denies the call. */
 export async function checkCall(
@@ -67,7 +53,7 @@ export async function checkCall(
 ): Promise<CheckedCall> {
   let runId: string;
   let step: StepCreated;
-  let recorded: Promise<unknown>;
+  let recorded: Promise<void>;
   if (target.runId === null) {
     // A run for this call alone: started with its step, in one commit. The step's rules are the
     // first four of the start's, read from the same inputs, and the step-only rules (below).
@@ -90,13 +76,20 @@ export async function checkCall(
     }
     runId = run.id;
     step = started.decided.step!;
-    recorded = started.recorded;
+    recorded = started.recorded.then(nothing);
   } else {
     runId = target.runId;
-    ({ decided: step, recorded } = await stepOfNamedRun(guard, target, runId, {
-      ...stepInput,
-      apiKeyId: target.apiKeyId,
-    }));
+    let decided: Decided<StepCreated>;
+    try {
+      decided = await guard.decideStep(target.workspaceId, runId, { ...stepInput, apiKeyId: target.apiKeyId });
+    } catch (error) {
+      throw namedRunRefusal(target, error);
+    }
+    step = decided.decided;
+    // Its insert fails as the run was named when the run ended meanwhile.
+    recorded = decided.recorded.then(nothing, (error: unknown) => {
+      throw namedRunRefusal(target, error);
+    });
   }
   if (step.status === 'BLOCKED') {
     await recorded;
@@ -116,6 +109,7 @@ export async function checkCall(
       model: stepInput.model ?? null,
       userId: target.userId,
     },
-    recorded: recorded.then(() => undefined),
+    recorded,
   };
 }
+

@@ -15,7 +15,7 @@ import type { Db } from '../store/db.js';
 import type { AuditOptions } from './audit-summary.js';
 import { BodyBudget, exposeBodyBudget } from './body-budget.js';
 import type { CallsInProgress } from './calls-in-progress.js';
-import { checkCall } from './call-check.js';
+import { checkCall, type CheckedCall } from './call-check.js';
 import { checkRunStillRunning, isModelCall, relayUnmetered } from './call-unmetered.js';
 import { callHeadHooks } from './call-head.js';
 import { callInput } from './call-input.js';
@@ -144,12 +144,14 @@ export const proxyRoutes: FastifyPluginAsync<{
           traceparent: traceparentOf(request.headers.traceparent),
         }
       : null;
-    const { step, recorded } = await checkCall(guard, target, provider.name, input.stepInput, request.log).catch(
-      (error: unknown) => {
-        if (traced) traceDenial(telemetry, traced.start, target.runId, error, traced.traceparent);
-        throw error;
-      },
-    );
+    let checked: CheckedCall;
+    try {
+      checked = await checkCall(guard, target, provider.name, input.stepInput, request.log);
+    } catch (error) {
+      if (traced) traceDenial(telemetry, traced.start, target.runId, error, traced.traceparent);
+      throw error;
+    }
+    const { step, recorded } = checked;
     const body = input.bytesToForward();
     // Forwarded now, while the step's record commits; the answer is held until it is durable.
     const timer = new ProxyCallTimer(metrics, provider.name, arrived);
