@@ -5,7 +5,13 @@
  */
 import { ApiError } from '../errors.js';
 import { localDay } from '../periods.js';
-import { scopeAt, subjectOf, type CounterScope, type DailySpend } from '../store/counters/counters.js';
+import {
+  scopeAt,
+  subjectOf,
+  type CounterScope,
+  type DailySpend,
+  type DecisionCounters,
+} from '../store/counters/counters.js';
 import type { Queryable } from '../store/db.js';
 import {
   lockReservations,
@@ -77,8 +83,10 @@ export function scopeFor(
   subjects: readonly string[] = [],
 ): CounterScope {
   const scope = scopeAt(now, workspaceId, userId, shape.timeZone);
-  const budgeted = subjects.filter((subject) => shape.subjects.includes(subject));
-  if (budgeted.length) scope.subjects = budgeted;
+  if (subjects.length > 0 && shape.subjects.length > 0) {
+    const budgeted = subjects.filter((subject) => shape.subjects.includes(subject));
+    if (budgeted.length) scope.subjects = budgeted;
+  }
   if (!shape.week && !shape.month) return scope;
   const local = localDay(now, shape.timeZone);
   return {
@@ -125,9 +133,7 @@ export async function decisionInputs(
       context.shapes.remember(workspaceId, shape);
     }
     const scope = scopeFor(now, workspaceId, userId, shape, subjects);
-    const { spend, stateVersion } = await withPendingSpend(context, scope, () =>
-      context.counters.readDecisionInputs(scope),
-    );
+    const { spend, stateVersion } = await withPendingSpend(context, scope, true);
     let state = context.states.get(workspaceId, userId, stateVersion);
     if (!state) {
       state = await loadGuardState(context.db, workspaceId, userId);
@@ -157,7 +163,7 @@ export async function stepCheckInputs(
   const known = context.runFacts.get(runKey);
   if (known !== undefined) {
     if (agentKeyId !== null && known.apiKeyId !== agentKeyId) throw new ApiError('RUN_NOT_FOUND');
-    const subjects = callSubjects(keyId, known.tags);
+    const subjects = subjectsOfCall(known, keyId);
     const [state, spend, scope] = await decisionInputs(context, workspaceId, known.userId, now, subjects);
     return [state, spend, known, scope];
   }
@@ -173,11 +179,24 @@ export async function stepCheckInputs(
   context.runFacts.remember(runKey, facts);
   const shape = countingShape(found);
   learnShape(context, workspaceId, shape);
-  const scope = scopeFor(now, workspaceId, found.userId, shape, callSubjects(keyId, facts.tags));
-  const { spend } = await withPendingSpend(context, scope, async () => ({
-    spend: await context.counters.readSpend(scope),
-  }));
+  const scope = scopeFor(now, workspaceId, found.userId, shape, subjectsOfCall(facts, keyId));
+  const { spend } = await withPendingSpend(context, scope, false);
   return [found, spend, facts, scope];
+}
+
+/** The last subjects made for a run's calls, with the key they were made for. */
+const runSubjects = new WeakMap<RunFacts, { keyId: string | null; subjects: readonly string[] }>();
+
+/**
+ * `callSubjects` of a call in a run this daemon remembers: made once per run and key, not at each
+ * of a step's three uses (its scope, its rules, its result's spend). Never changed once made.
+ */
+export function subjectsOfCall(run: RunFacts, keyId: string | null): readonly string[] {
+  const made = runSubjects.get(run);
+  if (made !== undefined && made.keyId === keyId) return made.subjects;
+  const subjects = callSubjects(keyId, run.tags);
+  runSubjects.set(run, { keyId, subjects });
+  return subjects;
 }
 
 /** A call's subjects (`subjectOf`): the key that makes it, and each of its run's tags (`name:value`). */
@@ -187,21 +206,24 @@ export function callSubjects(keyId: string | null | undefined, tags: Readonly<Re
 }
 
 /**
- * Reads the counters with `read`, and adds the spend this daemon released and has not written
- * yet. A held cost that reached the counters during the read may be in it or not: read again.
+ * Reads the counters (with the state's version, `withVersion`, else the spend alone), and adds
+ * the spend this daemon released and has not written yet. A held cost that reached the counters
+ * during the read may be in it or not: read again.
  */
-async function withPendingSpend<T extends { spend: DailySpend }>(
+async function withPendingSpend(
   context: GuardContext,
   scope: CounterScope,
-  read: () => Promise<T>,
-): Promise<T> {
+  withVersion: boolean,
+): Promise<DecisionCounters> {
   for (let attempt = 1; ; attempt++) {
     const held = context.pending.held(scope);
-    const got = await read();
+    const got = withVersion
+      ? await context.counters.readDecisionInputs(scope)
+      : { spend: await context.counters.readSpend(scope), stateVersion: null };
     if (held.overtaken() && attempt < PENDING_READ_ATTEMPTS) continue;
     const priced = held.priced();
     if (priced) await priced;
-    return { ...got, spend: held.addTo(got.spend) };
+    return { spend: held.addTo(got.spend), stateVersion: got.stateVersion };
   }
 }
 

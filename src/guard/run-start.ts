@@ -227,7 +227,7 @@ function afterStart(start: RunStart, decided: DecidedRun): RunBegun {
   // allocator would fill with runs that take no proxied step, and forget those that do.)
   if (step) {
     context.sequences.started(run.id, 1);
-    rememberStep(context, step, input.user_id, input.tags ?? {});
+    rememberStep(context, step, input.user_id, callSubjects(step.apiKeyId, input.tags ?? {}));
   }
   context.observe('run_start', run.decision);
   const answer = answerOf(decided);

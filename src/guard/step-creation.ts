@@ -16,7 +16,7 @@ import type { GuardState } from '../store/workspaces.js';
 import { admit, type AdmissionReads, type AdmissionTask } from './admission.js';
 import { planAdmission, type AdmissionPlan } from './admission-plan.js';
 import type { Decided } from './decided.js';
-import { callSubjects, stepCheckInputs } from './decision-inputs.js';
+import { stepCheckInputs, subjectsOfCall } from './decision-inputs.js';
 import type { GuardContext, RunFacts } from './guard-context.js';
 import { NOT_COUNTED, toSnapshot, type DecisionFacts } from './guard-snapshot.js';
 import { createdView } from './guard-views.js';
@@ -84,8 +84,24 @@ export async function admitStep(
   });
   // The run's budget reads its recorded cost: results of this run still on their way count.
   if (run.limits?.maxCostMicros != null) await resultsWritten(context, runId);
-  const facts: DecisionFacts = { call: { userId: run.userId, subjects: callSubjects(keyId, run.tags) }, estimateMicros: estimate, now };
-  const step = new StepAdmission(context, workspaceId, runId, input, idempotency, state, run, scope, spend, facts, modelPriced);
+  const facts: DecisionFacts = {
+    call: { userId: run.userId, subjects: subjectsOfCall(run, keyId) },
+    estimateMicros: estimate,
+    now,
+  };
+  const step = new StepAdmission(
+    context,
+    workspaceId,
+    runId,
+    input,
+    idempotency,
+    state,
+    run,
+    scope,
+    spend,
+    facts,
+    modelPriced,
+  );
   const admitted = step.allocated ? await withAllocatedSequence(context, plan, step) : await admit(context, plan, step);
   return { decided: createdView(admitted.decided), recorded: step.answer(admitted.recorded) };
 }
@@ -185,7 +201,7 @@ class StepAdmission implements AdmissionTask<runs.NewStep> {
     const written = await recorded;
     const { context, run } = this;
     if (!this.allocated) await context.sequences.observe(this.runId, written.sequence);
-    rememberStep(context, written, run.userId, run.tags);
+    rememberStep(context, written, run.userId, this.facts.call.subjects);
     const answer = createdView(written);
     context.observe('step', answer.decision);
     return answer;
@@ -197,7 +213,8 @@ class StepAdmission implements AdmissionTask<runs.NewStep> {
     snapshot.modelPriced = this.modelPriced;
     snapshot.toolPolicy = this.toolPolicy;
     snapshot.userRate = userRate;
-    if (run.limits && reads.usage) addRunRuleInputs(snapshot, run.limits, reads.usage, this.identicalCalls(reads.usage));
+    if (run.limits && reads.usage)
+      addRunRuleInputs(snapshot, run.limits, reads.usage, this.identicalCalls(reads.usage));
     return evaluate('step', snapshot);
   }
 

@@ -10,7 +10,7 @@ import { scopeAt, SPEND_CAP_MICROS } from '../store/counters/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { type FinishedStep, finishSteps, type StepFinish, type StepResult } from '../store/step-finish.js';
-import { callSubjects, zoneOf } from './decision-inputs.js';
+import { zoneOf } from './decision-inputs.js';
 import type { GuardContext } from './guard-context.js';
 import type { StepUpdated } from '../contract/runs.js';
 import { remember, replayOnConflict, storedAnswer } from './idempotent-answers.js';
@@ -24,10 +24,11 @@ export function rememberStep(
   context: GuardContext,
   step: runs.NewStep,
   userId: string,
-  runTags: Readonly<Record<string, string>>,
+  /** The call's subjects (`callSubjects`: its key's, its run's tags'). */
+  subjects: readonly string[],
 ): void {
   if (step.status === 'ALLOWED' && step.type === 'MODEL_CALL')
-    context.stepFacts.remember(step.id, { userId, model: step.model, subjects: callSubjects(step.apiKeyId, runTags) });
+    context.stepFacts.remember(step.id, { userId, model: step.model, subjects });
 }
 
 export async function finishStep(
