@@ -14,8 +14,10 @@ RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json ./
 COPY src ./src
 COPY web ./web
-# The API, then the web dashboard (dist/dashboard, served at /).
-RUN npx tsc -p tsconfig.json && node web/build.mjs
+COPY scripts/bundle-typebox.mjs ./scripts/
+# The API (with TypeBox bundled into one module, as `npm run build` does), then the web dashboard
+# (dist/dashboard, served at /).
+RUN npx tsc -p tsconfig.json && node scripts/bundle-typebox.mjs && node web/build.mjs
 
 # --- production dependencies only -------------------------------------------------------------
 FROM node:20-slim AS deps

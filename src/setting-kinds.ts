@@ -2,7 +2,7 @@
  * The kinds of setting src/settings.ts declares (an integer in bounds, a flag, a base URL, ...),
  * built with TypeBox. What they accept, and the formats they use, are in src/setting-formats.ts.
  */
-import { Type, type TSchema } from 'typebox';
+import { Type, type TSchema } from './contract/typebox.js';
 import type { FormatName } from './setting-formats.js';
 
 export const integer = (env: string, fallback: number, [minimum, maximum]: [number, number], description: string) =>

@@ -5,7 +5,7 @@
  * to config/settings.schema.json, which the loader reads, and a test fails when that is stale.
  * The kinds of setting are in src/setting-kinds.ts, what each accepts in src/setting-formats.ts.
  */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './contract/typebox.js';
 import type { FormatName } from './setting-formats.js';
 import { flag, integer, oneOf, optional, text, url } from './setting-kinds.js';
 import { PLAN_NAMES } from './contract/usage.js';

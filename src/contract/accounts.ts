@@ -2,7 +2,7 @@
  * Dashboard accounts on the wire: register, log in, `/v1/auth/me`, a password change, and the
  * dashboard token they answer.
  */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable, Timestamp, Uuid } from './common.js';
 
 export const WorkspaceRef = Type.Object({ id: Uuid, name: Type.String(), plan: Type.String() });

@@ -1,5 +1,5 @@
 /** API keys on the wire: what `/v1/api-keys` answers (never a secret or hash, but once at issue). */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable, Timestamp, Uuid, UuidParam } from './common.js';
 
 export const KeyRole = Type.Enum(['admin', 'agent']);

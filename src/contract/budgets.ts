@@ -1,5 +1,5 @@
 /** Budgets on the wire: what `/v1/budgets` takes and answers (rule 13 `budgets`, docs/budgets.md). */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable, Timestamp, Usd, Uuid, UuidParam } from './common.js';
 
 export const BUDGET_SCOPES = ['workspace', 'user', 'key', 'tag'] as const;

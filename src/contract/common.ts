@@ -1,5 +1,5 @@
 /** Schemas every resource shares: ids, counts, money, the error body. */
-import { Type, type Static, type TSchema } from 'typebox';
+import { Type, type Static, type TSchema } from './typebox.js';
 
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 

@@ -1,5 +1,5 @@
 /** What the web dashboard added to the API: sign-in links, the owner, the overview. See docs/dashboard.md. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { AccessToken, Email, Password } from './accounts.js';
 import { Count, Timestamp } from './common.js';
 

@@ -1,5 +1,5 @@
 /** A guardrail decision as the wire carries it. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { DENY_REASONS, RULE_KEYS } from './deny-reasons.js';
 import { Nullable } from './common.js';
 

@@ -1,5 +1,5 @@
 /** What a deletion answers with, where it has more to say than 204. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Count } from './common.js';
 import { RETENTION_MIN_DAYS } from './retention.js';
 

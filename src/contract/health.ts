@@ -1,5 +1,5 @@
 /** `/health` on the wire: the daemon, its database and its counter store (503 with the same body). */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 
 const Check = Type.Enum(['ok', 'unavailable']);
 

@@ -2,7 +2,7 @@
  * MCP on the wire: the upstream servers a workspace registers, tool prices and the tool policy
  * (docs/mcp.md).
  */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable, Timestamp } from './common.js';
 
 /** A server's name: what follows `/mcp/` in its sidecar URL, and the `{server}` of `{server}.{tool}`. */

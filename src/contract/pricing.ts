@@ -1,5 +1,5 @@
 /** Model pricing on the wire. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable, Uuid } from './common.js';
 import { MAX_TOKEN_COUNT } from './provider-usage.js';
 

@@ -1,5 +1,5 @@
 /** A run's proxy token on the wire: what `POST /v1/runs/:run_id/proxy-token` answers. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable, Timestamp } from './common.js';
 
 /** The token, and each provider's SDK base URL that carries it; `mcp`: the run's MCP base (add `/{server}`). */

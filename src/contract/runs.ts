@@ -1,5 +1,5 @@
 /** Runs and steps on the wire: what `/v1/runs` takes and answers. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Count, JsonObject, Nullable, Page, Timestamp, Usd, Uuid, UuidParam } from './common.js';
 import { DecisionSchema, DenyReason } from './decision.js';
 import { MAX_RUN_TAGS, TAG_KEY_PATTERN, TAG_VALUE_MAX_LENGTH, TAG_VALUE_PATTERN } from './tag-pairs.js';

@@ -1,5 +1,5 @@
 /** Usage against budgets and limits, and the plan tiers, on the wire: `/v1/usage`, `/v1/billing`. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable } from './common.js';
 import { REPORT_GROUPS, type ReportGroup } from './report-groups.js';
 

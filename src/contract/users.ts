@@ -1,5 +1,5 @@
 /** SDK users on the wire: what `/v1/users` takes and answers. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable, Page, Timestamp, Usd } from './common.js';
 
 /** A user of the SDK (the `user_id` runs are started for), with today's spend. */

@@ -1,5 +1,5 @@
 /** Webhook endpoints, their deliveries, and the events they carry, on the wire. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable, Timestamp, Uuid, UuidParam } from './common.js';
 
 export const WEBHOOK_EVENT_TYPES = [

@@ -1,5 +1,5 @@
 /** A workspace's configuration on the wire: what `/v1/workspace` answers and its PATCH takes. */
-import { Type, type Static } from 'typebox';
+import { Type, type Static } from './typebox.js';
 import { Nullable, Timestamp, Usd, Uuid } from './common.js';
 import { RetentionDays } from './deletion.js';
 import { ToolPolicy } from './mcp.js';

@@ -1,5 +1,5 @@
 /** API keys: listed without secrets; regeneration revokes every earlier key at once. */
-import { Type } from 'typebox';
+import { Type } from '../../contract/typebox.js';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ApiKeys } from '../../admin/api-keys.js';

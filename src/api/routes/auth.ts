@@ -1,5 +1,5 @@
 /** Dashboard accounts: register, login, me, password change. Login and register are rate limited. */
-import { Type } from 'typebox';
+import { Type } from '../../contract/typebox.js';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ApiError, isApiError } from '../../errors.js';

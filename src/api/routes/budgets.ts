@@ -1,7 +1,7 @@
 /** Budgets (`/v1/budgets`): caps on spend by workspace, user, key or tag, per day, week or month. */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
+import { Type } from '../../contract/typebox.js';
 import type { BudgetsAdmin } from '../../admin/budgets-admin.js';
 import {
   Budget,

@@ -2,7 +2,7 @@
  * The dashboard's sign-in link (minted with an API key, redeemed once for a token), naming the
  * owner of the account a link made, and sign-out. See docs/dashboard.md.
  */
-import { Type } from 'typebox';
+import { Type } from '../../contract/typebox.js';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Clock } from '../../clock.js';

@@ -1,5 +1,5 @@
 /** MCP: the upstream servers a workspace registers, and tool prices (docs/mcp.md). */
-import { Type } from 'typebox';
+import { Type } from '../../contract/typebox.js';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { McpServerRegistry } from '../../mcp/server-registry.js';

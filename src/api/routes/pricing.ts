@@ -1,5 +1,5 @@
 /** Model pricing: USD per token, per workspace. */
-import { Type } from 'typebox';
+import { Type } from '../../contract/typebox.js';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { PricingTable } from '../../admin/pricing-table.js';

@@ -1,5 +1,5 @@
 /** `GET /v1/providers`: the upstreams the proxy forwards to, and what sets each. */
-import { Type } from 'typebox';
+import { Type } from '../../contract/typebox.js';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { UpstreamProvider } from '../../contract/index.js';

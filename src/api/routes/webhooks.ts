@@ -1,5 +1,5 @@
 /** Webhook endpoints: create (the secret shown once), list, update, delete, ping, deliveries, replay. */
-import { Type } from 'typebox';
+import { Type } from '../../contract/typebox.js';
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
