@@ -39,6 +39,7 @@ import { registerOriginChecks } from './request-origin.js';
 import { registerUnreadBodyLinger } from './unread-body.js';
 import { registerJsonBody } from './json-body.js';
 import { registerMetrics } from './metrics.js';
+import { createSchemaCompilers, useSchemaCompilers, type SchemaCompilers } from './schema-compilers.js';
 import { registerValidation } from './validation.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import type { LocalKeyFile } from '../daemon/local-key.js';
@@ -106,6 +107,11 @@ export interface AppDeps {
   instance?: DaemonInstanceId;
   /** Where runs and steps are traced (OpenTelemetry). @default none */
   telemetry?: RunTelemetry;
+  /**
+   * What compiles the routes' schemas. @default a set of the app's own; apps built in one
+   * process may share one (schema-compilers.ts), as the tests do
+   */
+  schemaCompilers?: SchemaCompilers;
 }
 
 export interface AuthSettings {
@@ -139,6 +145,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // First of the hooks: a request for another host name, or from another site's page, is
   // answered before anything else looks at it.
   registerOriginChecks(app, { publicUrl: deps.publicUrl ?? null, ...deps.origins });
+  useSchemaCompilers(app, deps.schemaCompilers ?? createSchemaCompilers());
   registerValidation(app);
   registerErrorHandler(app);
   registerJsonBody(app);

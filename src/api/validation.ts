@@ -1,22 +1,14 @@
 /**
  * Request validation. Fastify's defaults coerce body types and can drop unknown properties; the
  * contract wants a 422 for both, so bodies get a strict Ajv. Paths and query strings arrive as
- * text and need coercion to integers and booleans.
+ * text and need coercion to integers and booleans. The validators themselves are compiled by the
+ * app's schema compilers (schema-compilers.ts); this adds what no schema can see.
  */
-import { Ajv, type Options } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { ApiError, type FieldError } from '../errors.js';
 import { TAG_FILTER_PATTERN, TAG_KEY_PATTERN, TAG_VALUE_PATTERN, UUID_PATTERN } from './schemas.js';
 
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
-
-const common: Options = { allErrors: true, removeAdditional: false, useDefaults: true, strict: false };
-
 export function registerValidation(app: FastifyInstance) {
-  const strict = addFormats(new Ajv({ ...common, coerceTypes: false }));
-  const coercing = addFormats(new Ajv({ ...common, coerceTypes: true }));
-  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema));
   // A callback hook, not an async one: every request passes here, and a promise each is waste.
   app.addHook('preValidation', (request, _reply, done) => {
     const problem = request.body === undefined || Buffer.isBuffer(request.body) ? null : jsonBodyProblem(request.body);
