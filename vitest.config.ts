@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import SlowestFilesReport from './test/support/slowest-files-report.js';
 import SlowestFirst from './test/support/slowest-first.js';
 
 /**
@@ -21,6 +22,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     // The slowest files start first, on a fresh clone too (test/support/slowest-first.ts).
     sequence: { sequencer: SlowestFirst },
+    // A run of many files ends with its slowest, slowest first (test/support/slowest-files-report.ts).
+    reporters: ['default', new SlowestFilesReport()],
     projects: [
       {
         extends: true,
