@@ -149,7 +149,9 @@ async function setUp(daemon: DaemonProcess, receiver: Receiver) {
   receiver.secrets.set('/lost', endpoint.body.secret);
 }
 
-describe('a daemon on Postgres and Redis killed with calls in flight, then restarted', () => {
+// The three settings below share nothing (each its database, upstream, receiver and daemons), and
+// spend most of their time in daemons' starts and leases: they run at once.
+describe('a daemon on Postgres and Redis killed with calls in flight, then restarted', { concurrent: true }, () => {
   let upstream: FakeUpstream;
   let receiver: Receiver;
   let daemon: DaemonProcess;
@@ -269,7 +271,7 @@ describe('a daemon on Postgres and Redis killed with calls in flight, then resta
   );
 });
 
-describe('two daemons on one Postgres and Redis, one killed with calls in flight', () => {
+describe('two daemons on one Postgres and Redis, one killed with calls in flight', { concurrent: true }, () => {
   let upstream: FakeUpstream;
   let receiver: Receiver;
   let first: DaemonProcess;
@@ -298,7 +300,7 @@ describe('two daemons on one Postgres and Redis, one killed with calls in flight
     receiver.received.length = 0;
   });
 
-  it(
+  it.sequential(
     "when one is killed, then the survivor recovers the dead one's steps and never touches its own in flight",
     { timeout: 2 * START_MS },
     async () => {
@@ -361,7 +363,7 @@ describe('two daemons on one Postgres and Redis, one killed with calls in flight
     },
   );
 
-  it(
+  it.sequential(
     'when one stops answering but lives (SIGSTOP), then its lease lapses, its calls are recovered, and it goes on as a new instance',
     { timeout: 2 * START_MS },
     async () => {
@@ -423,7 +425,7 @@ describe('two daemons on one Postgres and Redis, one killed with calls in flight
   );
 });
 
-describe('an embedded daemon killed with calls in flight, then restarted', () => {
+describe('an embedded daemon killed with calls in flight, then restarted', { concurrent: true }, () => {
   let upstream: FakeUpstream;
   let receiver: Receiver;
   let daemon: DaemonProcess;
