@@ -2,7 +2,6 @@
  * The Fastify server itself: its timeouts and limits, request ids, one log line per request, and
  * the headers every answer the daemon writes carries. Routes are registered by the app factory.
  */
-import { randomUUID } from 'node:crypto';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -12,6 +11,7 @@ import Fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import type { Principal } from '../admin/principal.js';
+import { randomUuid } from '../uuid-text.js';
 import { deferredChildLogger, loggedAsCall, loggedUrl, logPlainInfo, requestOutcomes } from '../logger.js';
 
 /** What one client may hold of the HTTP server. */
@@ -82,7 +82,7 @@ export function createFastify(logger: Logger, bodyLimitBytes: number, http?: Htt
     },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
+      return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUuid();
     },
   });
   // Callback hooks, not async ones: every request passes here, and a promise each is waste.
