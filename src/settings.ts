@@ -86,6 +86,12 @@ const server = {
     [0, 10 * 60_000],
     'how long a stopping daemon lets in-flight requests and streams finish before cutting them',
   ),
+  shutdownAfterGraceMs: integer(
+    'RUNGUARD_SHUTDOWN_AFTER_GRACE_MS',
+    10_000,
+    [0, 10 * 60_000],
+    'how long a stopping daemon may take past its grace for its last writes and closing its pools; past it (a database that stopped answering), it exits with status 1',
+  ),
 };
 
 const storage = {

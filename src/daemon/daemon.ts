@@ -13,7 +13,7 @@ import { VERSION } from '../version.js';
 import type { OutboundPolicy } from '../webhooks/outbound-policy.js';
 import { backgroundWork, type BackgroundWork } from './background-work.js';
 import { buildDaemonApp, type DaemonApp } from './daemon-app.js';
-import { AFTER_GRACE_MS, closedWithin, closeWithin } from './graceful-close.js';
+import { closedWithin, closeWithin } from './graceful-close.js';
 import { recordDaemon } from './local-daemon.js';
 import { openStores, type Stores } from './stores.js';
 import { noticeDashboard, noticeFirstSignInLink } from './terminal-notices.js';
@@ -95,10 +95,13 @@ export async function startDaemon(
     url: address,
     stores,
     close() {
-      // Bounded, whatever stops answering meanwhile.
+      // Bounded, whatever stops answering meanwhile: the last writes of results (one attempt each,
+      // bounded by a statement's timeout) and the pools' close get `shutdownAfterGraceMs` past the
+      // grace. A database or Redis that stopped answering, without refusing or timing out, must not
+      // keep a stopping daemon alive: past that, the close fails, and `runguard start` exits 1.
       closing ??= closedWithin(
         stopDaemon(config, logger, { ...served, stores, background, instance, forget }),
-        config.shutdownGraceMs + AFTER_GRACE_MS,
+        config.shutdownGraceMs + config.shutdownAfterGraceMs,
       );
       return closing;
     },

@@ -22,14 +22,6 @@ export async function closeWithin(app: FastifyInstance, graceMs: number, logger:
   }
 }
 
-/**
- * What a daemon's close may take past its grace period: the last writes of results (one attempt
- * each, bounded by a statement's timeout) and the pools' close. A database or Redis that stopped
- * answering, without refusing or timing out, must not keep a stopping daemon alive: past this, the
- * close fails, and `runguard start` exits with status 1, saying so.
- */
-export const AFTER_GRACE_MS = 10_000;
-
 /** `closing`, or a failure once `ms` have passed. */
 export async function closedWithin(closing: Promise<void>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
