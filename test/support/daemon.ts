@@ -60,9 +60,11 @@ export interface DaemonOptions {
   startTimeoutMs?: number;
 }
 
+/** The URL in the daemon's `runguard listening` line (JSON logs, at info or below). */
+const LISTENING = /"url":"(http:\/\/[^"]+)"[^\n]*"msg":"runguard listening"/;
+
 export async function spawnDaemon(options: DaemonOptions = {}): Promise<SpawnedDaemon> {
   assertBuilt();
-  const port = await freePort();
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'rg-daemon-')));
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
@@ -76,7 +78,9 @@ export async function spawnDaemon(options: DaemonOptions = {}): Promise<SpawnedD
   };
   const child = spawn(
     process.execPath,
-    [BIN, 'start', '--port', String(port), '--host', '127.0.0.1', ...(options.args ?? [])],
+    // Port 0: the daemon binds one itself and names it. A port picked here and bound later could be
+    // taken meanwhile by another test's server or daemon, whose /health would then answer for it.
+    [BIN, 'start', '--port', '0', '--host', '127.0.0.1', ...(options.args ?? [])],
     {
       cwd: dataDir,
       env,
@@ -90,21 +94,22 @@ export async function spawnDaemon(options: DaemonOptions = {}): Promise<SpawnedD
   const exited = new Promise<number | string>((resolve) =>
     child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),
   );
-  const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + (options.startTimeoutMs ?? 45_000);
   let ended: number | string | null = null;
   void exited.then((code) => (ended = code));
+  let url: string | undefined;
   for (;;) {
     if (ended !== null) throw new Error(`the daemon exited (${ended}) before it was healthy:\n${out}\n${err}`);
+    url ??= (LISTENING.exec(out) ?? LISTENING.exec(err))?.[1];
     try {
-      const res = await fetch(`${url}/health`);
-      if (res.status === 200) break;
+      if (url && (await fetch(`${url}/health`)).status === 200) break;
     } catch {
-      /* not listening yet */
+      /* not answering yet */
     }
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`the daemon was not healthy in time:\n${out}\n${err}`);
+      const why = url ? 'not healthy' : 'no `runguard listening` line (a log level above info?)';
+      throw new Error(`the daemon was ${why} in time:\n${out}\n${err}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -114,7 +119,7 @@ export async function spawnDaemon(options: DaemonOptions = {}): Promise<SpawnedD
   );
   return {
     url,
-    port,
+    port: Number(new URL(url).port),
     dataDir,
     apiKey,
     process: child,
