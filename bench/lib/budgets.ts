@@ -69,6 +69,11 @@ export interface BudgetsResult {
   loadavgAtStart: number[];
   loadavgAtEnd: number[];
   rows: BudgetsRow[];
+  /**
+   * Systems not measured, and why: a build from before `/v1/budgets` (issue #51) has no budgets
+   * to set, so it has no 5-budget case (absent from runs before 2026-11-29 08:00).
+   */
+  leftOut?: { system: string; reason: string }[];
   /** Where a baseline was measured: the first system's calls/s over the baseline's, by case. */
   versusBaseline?: { cell: Cell; connections: number; budgets: number; ratio: Spread; cpuRatio: Spread }[];
 }
@@ -102,6 +107,23 @@ async function cpuUs(pid: number): Promise<number> {
   return ns / 1000;
 }
 
+/**
+ * Whether a daemon serves `/v1/budgets`: a build from before issue #51 answers 404 (no such route),
+ * where a build with budgets lists them.
+ */
+export async function servesBudgets(daemon: DaemonProcess): Promise<boolean> {
+  const admin = pool(daemon.url, 1);
+  try {
+    const res = await admin.request({ method: 'GET', path: '/v1/budgets', headers: apiHeaders(daemon) });
+    const text = await res.body.text();
+    if (res.statusCode === 200) return true;
+    if (res.statusCode === 404) return false;
+    throw new Error(`GET /v1/budgets: ${res.statusCode} ${text.slice(0, 200)}`);
+  } finally {
+    await admin.close();
+  }
+}
+
 export async function budgetsScenario(options: {
   systems: BudgetsSystem[];
   connections: number[];
@@ -109,7 +131,17 @@ export async function budgetsScenario(options: {
   pieceS: number;
   log: (line: string) => void;
 }): Promise<BudgetsResult> {
-  const { systems, connections, rounds, pieceS, log } = options;
+  const { connections, rounds, pieceS, log } = options;
+  // A build without budgets (a baseline from before #51) is left out, and the report says so.
+  const leftOut: { system: string; reason: string }[] = [];
+  const systems: BudgetsSystem[] = [];
+  for (const system of options.systems) {
+    if (await servesBudgets(system.daemon)) systems.push(system);
+    else {
+      leftOut.push({ system: system.label, reason: 'no /v1/budgets in this build (GET answered 404)' });
+      log(`budgets: ${system.label} left out: its build has no /v1/budgets`);
+    }
+  }
   const loadavgAtStart = loadavg();
   /** By system, cell, connections and case: each round's piece. */
   const pieces = new Map<string, Piece[]>();
@@ -244,6 +276,7 @@ export async function budgetsScenario(options: {
     loadavgAtStart,
     loadavgAtEnd: loadavg(),
     rows,
+    ...(leftOut.length ? { leftOut } : {}),
   };
   if (systems.length > 1) {
     const [first, baseline] = systems;
@@ -283,6 +316,7 @@ export function budgetsMarkdown(result: BudgetsResult): string[] {
       `| ${row.system} | ${row.cell} | ${row.connections} | ${row.zeroOps.toFixed(0)} | ${row.fiveOps.toFixed(0)} | ${range(row.ratio)} | ` +
         `${row.zeroCpuUs}, ${row.fiveCpuUs} | ${range(row.cpuRatio)} | ${row.errors.join(', ')} |`,
     );
+  for (const { system, reason } of result.leftOut ?? []) out.push('', `Not measured: ${system}: ${reason}.`);
   if (result.versusBaseline) {
     out.push(
       '',
