@@ -4,7 +4,7 @@
  * stored only as SHA-256; valid only while the run is RUNNING (the step insert checks that
  * atomically), and only for that run.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import type { Queryable } from '../store/db.js';
 import { findProxyToken, insertProxyToken } from '../store/proxy-tokens.js';
 
@@ -18,14 +18,14 @@ export interface TokenTarget {
   apiKeyId: string | null;
 }
 
-const hash = (token: string): Buffer => createHash('sha256').update(token).digest();
+const tokenDigest = (token: string): Buffer => hash('sha256', token, 'buffer');
 
 export function newProxyToken(): string {
   return `rgp_${randomBytes(32).toString('base64url')}`;
 }
 
 export async function saveProxyToken(db: Queryable, token: string, target: TokenTarget, now: Date): Promise<void> {
-  await insertProxyToken(db, hash(token), target, now);
+  await insertProxyToken(db, tokenDigest(token), target, now);
 }
 
 export interface ProxyTokenStore {
@@ -43,7 +43,7 @@ export function proxyTokenStore(db: Queryable, options: { cacheSize?: number } =
   return {
     async resolve(token) {
       if (!PROXY_TOKEN_PATTERN.test(token)) return null;
-      const digest = hash(token);
+      const digest = tokenDigest(token);
       const key = digest.toString('base64');
       const hit = cache.get(key);
       if (hit) return hit;
