@@ -216,7 +216,8 @@ async function withPendingSpend(
   withVersion: boolean,
 ): Promise<DecisionCounters> {
   for (let attempt = 1; ; attempt++) {
-    const held = context.pending.held(scope);
+    // The last read counts what it holds anyway: a copy, so an entry released meanwhile still counts.
+    const held = attempt < PENDING_READ_ATTEMPTS ? context.pending.held(scope) : context.pending.heldCopy(scope);
     const got = withVersion
       ? await context.counters.readDecisionInputs(scope)
       : { spend: await context.counters.readSpend(scope), stateVersion: null };

@@ -17,16 +17,28 @@ interface Entry {
   userId: string;
   /** Its subjects (key and tag budgets'), as `CounterScope.subjects`. */
   subjects: readonly string[];
-  /** The counters hold it now. */
-  released: boolean;
   /** Null while the price is being read; then the entry's `known` settles. */
   micros: number | null;
   known: Promise<void>;
 }
 
+/**
+ * A workspace's day of entries, in the order they were added, and how many were released so
+ * far: a check notes both when it starts reading, and while no entry has been released since,
+ * the entries it holds are the first it noted, without a copy of them a check. (An array, not a
+ * Set: a check's loops over it then allocate nothing; a release's search is over the few
+ * results in flight.)
+ */
+class DayEntries {
+  readonly entries: Entry[] = [];
+  releases = 0;
+}
+
+const PRICED = Promise.resolve();
+
 export class PendingSpend {
   /** By workspace and day. */
-  private readonly entries = new Map<string, Set<Entry>>();
+  private readonly days = new Map<string, DayEntries>();
 
   /**
    * Counts `cost` (microdollars, or a promise of them while the price is read) for the scope's
@@ -34,13 +46,7 @@ export class PendingSpend {
    */
   add(scope: CounterScope, cost: number | Promise<number>): () => void {
     const key = dayKey(scope);
-    const entry: Entry = {
-      userId: scope.userId,
-      subjects: scope.subjects ?? [],
-      released: false,
-      micros: null,
-      known: Promise.resolve(),
-    };
+    const entry: Entry = { userId: scope.userId, subjects: scope.subjects ?? [], micros: null, known: PRICED };
     if (typeof cost === 'number') entry.micros = cost;
     else
       entry.known = cost.then(
@@ -51,13 +57,15 @@ export class PendingSpend {
           entry.micros = 0;
         },
       );
-    let set = this.entries.get(key);
-    if (!set) this.entries.set(key, (set = new Set()));
-    set.add(entry);
+    let day = this.days.get(key);
+    if (!day) this.days.set(key, (day = new DayEntries()));
+    day.entries.push(entry);
     return () => {
-      entry.released = true;
-      set.delete(entry);
-      if (set.size === 0 && this.entries.get(key) === set) this.entries.delete(key);
+      const at = day.entries.indexOf(entry);
+      if (at === -1) return;
+      day.entries.splice(at, 1);
+      day.releases++;
+      if (day.entries.length === 0 && this.days.get(key) === day) this.days.delete(key);
     };
   }
 
@@ -66,26 +74,52 @@ export class PendingSpend {
    * Take it before reading the counters.
    */
   held(scope: CounterScope): HeldSpend {
-    const set = this.entries.get(dayKey(scope));
-    return set ? new HeldSpend(scope.userId, [...set]) : NOTHING_HELD;
+    const day = this.days.get(dayKey(scope));
+    return day ? new HeldSpend(scope.userId, day, null) : NOTHING_HELD;
+  }
+
+  /**
+   * As `held`, the entries copied: counted as they are now even once released (a read that
+   * counts its entries anyway, after it was overtaken a few times, may only count one twice).
+   */
+  heldCopy(scope: CounterScope): HeldSpend {
+    const day = this.days.get(dayKey(scope));
+    return day ? new HeldSpend(scope.userId, day, day.entries.slice()) : NOTHING_HELD;
   }
 }
 
 export class HeldSpend {
+  /** How many entries are held: the day's first, as it was taken (or the copy's). */
+  private readonly count: number;
+  private readonly releasesBefore: number;
+
   constructor(
     private readonly userId: string,
-    private readonly entries: readonly Entry[],
-  ) {}
+    private readonly day: DayEntries,
+    private readonly copy: readonly Entry[] | null,
+  ) {
+    this.count = copy ? copy.length : day.entries.length;
+    this.releasesBefore = day.releases;
+  }
 
-  /** Some cost held reached the counters since: a read made meanwhile may hold it already. */
+  /**
+   * Some cost of the day reached the counters since (one held, or one added since: either way
+   * the day's first entries may no longer be those held): a read made meanwhile may hold it.
+   */
   overtaken(): boolean {
-    return this.entries.some((entry) => entry.released);
+    return this.day.releases !== this.releasesBefore;
+  }
+
+  /** The entries held: the copy, else (while not `overtaken`) the day's first `count`. */
+  private get entries(): readonly Entry[] {
+    return this.copy ?? this.day.entries;
   }
 
   /** Settles once every cost held has its price; null when all have one already. */
   priced(): Promise<unknown> | null {
     let unknown: Promise<void>[] | null = null;
-    for (const entry of this.entries) if (entry.micros === null) (unknown ??= []).push(entry.known);
+    const { entries } = this;
+    for (let i = 0; i < this.count; i++) if (entries[i]!.micros === null) (unknown ??= []).push(entries[i]!.known);
     return unknown && Promise.all(unknown);
   }
 
@@ -94,10 +128,12 @@ export class HeldSpend {
    * (once `priced`). Written with loops, not spreads: every decision adds it.
    */
   addTo(spend: DailySpend): DailySpend {
-    if (this.entries.length === 0) return spend;
+    if (this.count === 0) return spend;
     let workspace = 0;
     let user = 0;
-    for (const entry of this.entries) {
+    const { entries } = this;
+    for (let i = 0; i < this.count; i++) {
+      const entry = entries[i]!;
       workspace += entry.micros ?? 0;
       if (entry.userId === this.userId) user += entry.micros ?? 0;
     }
@@ -117,7 +153,8 @@ export class HeldSpend {
     const added: Record<string, SubjectSpend> = {};
     for (const [subject, spend] of Object.entries(subjects)) {
       let held = 0;
-      for (const entry of this.entries) if (entry.subjects.includes(subject)) held += entry.micros ?? 0;
+      const { entries } = this;
+      for (let i = 0; i < this.count; i++) if (entries[i]!.subjects.includes(subject)) held += entries[i]!.micros ?? 0;
       const total: SubjectSpend = { day: capped(spend.day + held) };
       if (spend.week !== undefined) total.week = capped(spend.week + held);
       if (spend.month !== undefined) total.month = capped(spend.month + held);
@@ -134,6 +171,6 @@ const windowAdded = (window: WindowSpend, workspace: number, user: number): Wind
   userMicros: capped(window.userMicros + user),
 });
 
-const NOTHING_HELD = new HeldSpend('', []);
+const NOTHING_HELD = new HeldSpend('', new DayEntries(), null);
 
 const dayKey = (scope: CounterScope) => `${scope.workspaceId}\u0000${scope.day}`;
