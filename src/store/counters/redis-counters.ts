@@ -36,6 +36,7 @@ import {
   type DailySpend,
   type DecisionCounters,
   type SpendScope,
+  type SubjectSpend,
   type WorkspaceScope,
 } from './counters.js';
 
@@ -69,17 +70,27 @@ interface PendingRaise {
   resolve: () => void;
 }
 
-/** The copy's spend of today, as read; null where a key is missing. */
+/**
+ * The copy's spend of today, as read; null where a key is missing. The subjects' values are
+ * `values` from `subjectsAt` on, in the scope's order.
+ */
 function copiedSpend(
   scope: SpendScope,
-  ws: string | null,
-  user: string | null,
-  subjects: (string | null)[],
+  ws: string | null | undefined,
+  user: string | null | undefined,
+  values: readonly (string | null)[],
+  subjectsAt: number,
 ): DailySpend | null {
-  if (ws === null || user === null || subjects.includes(null)) return null;
+  if (ws === null || ws === undefined || user === null || user === undefined) return null;
   const spend: DailySpend = { workspaceDailySpendMicros: Number(ws), userDailySpendMicros: Number(user) };
-  if (scope.subjects?.length)
-    spend.subjects = Object.fromEntries(scope.subjects.map((subject, i) => [subject, { day: Number(subjects[i]) }]));
+  if (!scope.subjects?.length) return spend;
+  const subjects: Record<string, SubjectSpend> = {};
+  for (let i = 0; i < scope.subjects.length; i++) {
+    const value = values[subjectsAt + i];
+    if (value === null || value === undefined) return null;
+    subjects[scope.subjects[i]!] = { day: Number(value) };
+  }
+  spend.subjects = subjects;
   return spend;
 }
 
@@ -163,35 +174,54 @@ export class RedisCounters implements CounterStore {
     const fromRecords = () => recordedSpend(this.db, scope);
     if (this.stale || scope.weekStart !== undefined || scope.monthStart !== undefined) return fromRecords();
     return this.guarded(async () => {
-      const [ws = null, ...subjects] = await this.redis.mget(
+      const values = await this.redis.mget(
         workspaceSpendKey(scope),
         ...subjectKeys(scope.workspaceId, scope.day, scope.subjects),
       );
-      return copiedSpend(scope, ws, '0', subjects) ?? (await this.spendFromRecords(scope));
+      return copiedSpend(scope, values[0], '0', values, 1) ?? (await this.spendFromRecords(scope));
     }, fromRecords);
   }
 
-  async readDecisionInputs(scope: CounterScope): Promise<DecisionCounters> {
+  readDecisionInputs(scope: CounterScope): Promise<DecisionCounters> {
     if (this.stale && Date.now() >= this.bypassUntil) this.startRebuild();
     // After a failure, a change may have gone unannounced: nothing remembered is trusted (no
     // version) until Redis is known whole again.
     if (this.stale || Date.now() < this.bypassUntil) return this.fromRecords(scope);
-    // Written out rather than through `guarded`: this read is every decision's, and its common
-    // case (every key there, no window) awaits Redis once.
+    // Chained, not async: this read is every decision's, and its common case (every key there,
+    // no window) is one round trip and one callback.
+    const versionKey = stateKey(scope.workspaceId);
+    const [ws, user] = spendKeys(scope);
+    // One round trip: the version and today's spend, the subjects' too (a window's past days
+    // are remembered).
+    const read = scope.subjects?.length
+      ? this.redis.mget(versionKey, ws, user, ...subjectKeys(scope.workspaceId, scope.day, scope.subjects))
+      : this.redis.mget(versionKey, ws, user);
+    return read.then(
+      (values) => {
+        const version = values[0] ?? null;
+        const today = copiedSpend(scope, values[1], values[2], values, 3);
+        if (version !== null && today !== null && scope.weekStart === undefined && scope.monthStart === undefined)
+          return { spend: today, stateVersion: version };
+        return this.completeDecisionInputs(scope, versionKey, version, today);
+      },
+      (error: unknown) => {
+        this.failed(error);
+        return this.fromRecords(scope);
+      },
+    );
+  }
+
+  /** The read's less common cases: no version yet, a missing key, a window to add. */
+  private async completeDecisionInputs(
+    scope: CounterScope,
+    versionKey: string,
+    version: string | null,
+    copied: DailySpend | null,
+  ): Promise<DecisionCounters> {
     try {
-      const versionKey = stateKey(scope.workspaceId);
-      const [ws, user] = spendKeys(scope);
-      // One round trip: the version and today's spend, the subjects' too (a window's past days
-      // are remembered).
-      const [version = null, wsSpend = null, userSpend = null, ...subjects] = await this.redis.mget(
-        versionKey,
-        ws,
-        user,
-        ...subjectKeys(scope.workspaceId, scope.day, scope.subjects),
-      );
       // First use, or Redis lost it: a random start, so no version read before the loss recurs.
       if (version === null) await this.redis.set(versionKey, randomInt(2 ** 47), 'NX');
-      const today = copiedSpend(scope, wsSpend, userSpend, subjects) ?? (await this.spendFromRecords(scope));
+      const today = copied ?? (await this.spendFromRecords(scope));
       const spend =
         scope.weekStart === undefined && scope.monthStart === undefined
           ? today
