@@ -54,18 +54,33 @@ export interface AdmissionTask<D> {
   submit(decided: D): Promise<D>;
 }
 
-export async function admit<D>(
+/**
+ * Admits as planned. A batched admission with nothing to read decides at once, without a
+ * promise of its own (most proxied calls' steps come this way).
+ */
+export function admit<D>(
   context: GuardContext,
   plan: AdmissionPlan,
   task: AdmissionTask<D>,
+): Decided<D> | Promise<Decided<D>> {
+  if (plan.kind !== 'batched') return admitInTransaction(context, plan, task);
+  if (plan.readsReservations)
+    return outstandingReservations(context.db, task.scope.workspaceId, task.scope.userId, task.scope.subjects).then(
+      (reserved) => decideBatched(task, reserved),
+    );
+  return decideBatched(task, NO_RESERVATIONS);
+}
+
+function decideBatched<D>(task: AdmissionTask<D>, reserved: Reserved): Decided<D> {
+  const decided = task.decide({ counted: task.spend, reserved, runCounts: NOT_COUNTED, usage: null });
+  return { decided, recorded: task.submit(decided) };
+}
+
+async function admitInTransaction<D>(
+  context: GuardContext,
+  plan: Exclude<AdmissionPlan, { kind: 'batched' }>,
+  task: AdmissionTask<D>,
 ): Promise<Decided<D>> {
-  if (plan.kind === 'batched') {
-    const reserved = plan.readsReservations
-      ? await outstandingReservations(context.db, task.scope.workspaceId, task.scope.userId, task.scope.subjects)
-      : NO_RESERVATIONS;
-    const decided = task.decide({ counted: task.spend, reserved, runCounts: NOT_COUNTED, usage: null });
-    return { decided, recorded: task.submit(decided) };
-  }
   const rateSlot = plan.kind === 'guarded' ? plan.rateSlot : null;
   const slot: { taken: StepSlot | null } = { taken: null };
   const decideAndWrite = (tx: Queryable) =>

@@ -146,27 +146,34 @@ export async function decisionInputs(
 }
 
 /**
- * What a step check reads: the rules' state and the day's spend. A run's workspace and user
- * never change: once this daemon has seen the run, both are read at once, and whether it still
- * runs is left to the step's insert. `agentKeyId`: the caller is an agent key, and a run it did
- * not start is not found (read from what is loaded anyway: no round trip of its own).
+ * A run as this daemon knows it (its workspace and user never change), or undefined the first
+ * time. `agentKeyId`: the caller is an agent key, and a run it did not start is not found.
  */
-export async function stepCheckInputs(
+export function knownRun(
+  context: GuardContext,
+  workspaceId: string,
+  runId: string,
+  agentKeyId: string | null,
+): RunFacts | undefined {
+  const known = context.runFacts.get(`${workspaceId}/${runId}`);
+  if (known !== undefined && agentKeyId !== null && known.apiKeyId !== agentKeyId) throw new ApiError('RUN_NOT_FOUND');
+  return known;
+}
+
+/**
+ * What the first check of a step in a run this daemon has not seen reads: the run (is it the
+ * caller's, does it still run), the rules' state and the day's spend. Later checks take the run
+ * from `knownRun` and read `decisionInputs`; whether it still runs is left to the step's insert.
+ * `agentKeyId`: as in `knownRun` (read from what is loaded anyway: no round trip of its own).
+ */
+export async function firstStepCheckInputs(
   context: GuardContext,
   workspaceId: string,
   runId: string,
   now: Date,
   keyId: string | null,
-  agentKeyId: string | null = null,
-): Promise<[GuardState, DailySpend, RunFacts, CounterScope]> {
-  const runKey = `${workspaceId}/${runId}`;
-  const known = context.runFacts.get(runKey);
-  if (known !== undefined) {
-    if (agentKeyId !== null && known.apiKeyId !== agentKeyId) throw new ApiError('RUN_NOT_FOUND');
-    const subjects = subjectsOfCall(known, keyId);
-    const [state, spend, scope] = await decisionInputs(context, workspaceId, known.userId, now, subjects);
-    return [state, spend, known, scope];
-  }
+  agentKeyId: string | null,
+): Promise<[GuardState, DailySpend, CounterScope, RunFacts]> {
   const found = await loadStepGuardState(context.db, workspaceId, runId);
   if (!found || (agentKeyId !== null && found.runApiKeyId !== agentKeyId)) throw new ApiError('RUN_NOT_FOUND');
   if (found.runStatus !== 'RUNNING') throw new ApiError('RUN_NOT_RUNNING');
@@ -176,12 +183,12 @@ export async function stepCheckInputs(
     tags: found.runTags,
     apiKeyId: found.runApiKeyId,
   };
-  context.runFacts.remember(runKey, facts);
+  context.runFacts.remember(`${workspaceId}/${runId}`, facts);
   const shape = countingShape(found);
   learnShape(context, workspaceId, shape);
   const scope = scopeFor(now, workspaceId, found.userId, shape, subjectsOfCall(facts, keyId));
   const { spend } = await withPendingSpend(context, scope, false);
-  return [found, spend, facts, scope];
+  return [found, spend, scope, facts];
 }
 
 /** The last subjects made for a run's calls, with the key they were made for. */
@@ -208,24 +215,27 @@ export function callSubjects(keyId: string | null | undefined, tags: Readonly<Re
 /**
  * Reads the counters (with the state's version, `withVersion`, else the spend alone), and adds
  * the spend this daemon released and has not written yet. A held cost that reached the counters
- * during the read may be in it or not: read again.
+ * during the read may be in it or not: read again. Chained rather than async: every decision
+ * reads through it, and an async frame of its own cost more than the one callback.
  */
-async function withPendingSpend(
+function withPendingSpend(
   context: GuardContext,
   scope: CounterScope,
   withVersion: boolean,
+  attempt = 1,
 ): Promise<DecisionCounters> {
-  for (let attempt = 1; ; attempt++) {
-    // The last read counts what it holds anyway: a copy, so an entry released meanwhile still counts.
-    const held = attempt < PENDING_READ_ATTEMPTS ? context.pending.held(scope) : context.pending.heldCopy(scope);
-    const got = withVersion
-      ? await context.counters.readDecisionInputs(scope)
-      : { spend: await context.counters.readSpend(scope), stateVersion: null };
-    if (held.overtaken() && attempt < PENDING_READ_ATTEMPTS) continue;
+  // The last read counts what it holds anyway: a copy, so an entry released meanwhile still counts.
+  const held = attempt < PENDING_READ_ATTEMPTS ? context.pending.held(scope) : context.pending.heldCopy(scope);
+  const read = withVersion
+    ? context.counters.readDecisionInputs(scope)
+    : context.counters.readSpend(scope).then((spend) => ({ spend, stateVersion: null }));
+  return read.then((got) => {
+    if (held.overtaken() && attempt < PENDING_READ_ATTEMPTS)
+      return withPendingSpend(context, scope, withVersion, attempt + 1);
     const priced = held.priced();
-    if (priced) await priced;
+    if (priced) return priced.then(() => ({ spend: held.addTo(got.spend), stateVersion: got.stateVersion }));
     return { spend: held.addTo(got.spend), stateVersion: got.stateVersion };
-  }
+  });
 }
 
 /**

@@ -19,7 +19,7 @@ import { NOT_COUNTED, toSnapshot, type DecisionFacts } from './guard-snapshot.js
 import { createdView, view } from './guard-views.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
 import { addRunRuleInputs, FRESH_RUN, loopHash, resolveRunLimits, runLimitsView } from './run-limits.js';
-import { modelPricedInput, newStep, stepEstimate, toolPolicyInput, type StepInput } from './step-input.js';
+import { modelPricedInput, newStep, stepEstimate, stepPrices, toolPolicyInput, type StepInput } from './step-input.js';
 import { rememberStep } from './step-results.js';
 import type { GuardState } from '../store/workspaces.js';
 import type { CounterScope } from '../store/counters/counters.js';
@@ -71,7 +71,9 @@ export async function beginRun(
   const now = context.clock.now();
   const subjects = callSubjects(input.apiKeyId, input.tags ?? {});
   const [state, spend, scope] = await decisionInputs(context, workspaceId, input.user_id, now, subjects);
-  const estimate = firstStep ? await stepEstimate(context, state, workspaceId, firstStep) : null;
+  const pricing = firstStep && stepPrices(context, state, workspaceId, firstStep);
+  const prices = pricing && (await pricing);
+  const estimate = firstStep ? stepEstimate(state, firstStep, prices) : null;
   const start: RunStart = {
     context,
     workspaceId,
@@ -82,7 +84,7 @@ export async function beginRun(
     estimate,
     facts: { call: { userId: input.user_id, subjects }, estimateMicros: estimate, now },
     firstStep,
-    modelPriced: firstStep ? await modelPricedInput(context, state, workspaceId, firstStep) : undefined,
+    modelPriced: firstStep ? modelPricedInput(state, firstStep, prices) : undefined,
     limits: resolveRunLimits(state.workspace, input.limits),
     id: timeOrderedId(now.getTime()),
   };

@@ -16,13 +16,13 @@ import type { GuardState } from '../store/workspaces.js';
 import { admit, type AdmissionReads, type AdmissionTask } from './admission.js';
 import { planAdmission, type AdmissionPlan } from './admission-plan.js';
 import type { Decided } from './decided.js';
-import { stepCheckInputs, subjectsOfCall } from './decision-inputs.js';
+import { decisionInputs, firstStepCheckInputs, knownRun, subjectsOfCall } from './decision-inputs.js';
 import type { GuardContext, RunFacts } from './guard-context.js';
 import { NOT_COUNTED, toSnapshot, type DecisionFacts } from './guard-snapshot.js';
 import { createdView } from './guard-views.js';
 import { IdempotencyRace, remember, storedAnswer } from './idempotent-answers.js';
 import { addRunRuleInputs, loopHash } from './run-limits.js';
-import { modelPricedInput, newStep, stepEstimate, toolPolicyInput, type StepInput } from './step-input.js';
+import { modelPricedInput, newStep, stepEstimate, stepPrices, toolPolicyInput, type StepInput } from './step-input.js';
 import { rememberStep, resultsWritten } from './step-results.js';
 
 /** Tries at taking an allocated sequence before giving up (each collision resyncs first). */
@@ -72,9 +72,17 @@ export async function admitStep(
 ): Promise<Decided<StepCreated>> {
   const now = context.clock.now();
   const keyId = input.apiKeyId ?? null;
-  const [state, spend, run, scope] = await stepCheckInputs(context, workspaceId, runId, now, keyId, agentKeyId);
-  const modelPriced = await modelPricedInput(context, state, workspaceId, input);
-  const estimate = await stepEstimate(context, state, workspaceId, input);
+  // A run seen before: its user and limits are known, whether it still runs is left to the insert.
+  const known = knownRun(context, workspaceId, runId, agentKeyId);
+  let state: GuardState, spend: DailySpend, scope: CounterScope, run: RunFacts;
+  if (known) {
+    [state, spend, scope] = await decisionInputs(context, workspaceId, known.userId, now, subjectsOfCall(known, keyId));
+    run = known;
+  } else [state, spend, scope, run] = await firstStepCheckInputs(context, workspaceId, runId, now, keyId, agentKeyId);
+  const pricing = stepPrices(context, state, workspaceId, input);
+  const prices = pricing && (await pricing);
+  const modelPriced = modelPricedInput(state, input, prices);
+  const estimate = stepEstimate(state, input, prices);
   const plan = planAdmission({
     subject: 'step',
     state,
@@ -102,7 +110,11 @@ export async function admitStep(
     facts,
     modelPriced,
   );
-  const admitted = step.allocated ? await withAllocatedSequence(context, plan, step) : await admit(context, plan, step);
+  // A batched step whose number this daemon knows at once is admitted without a wait.
+  const admitted =
+    step.allocated && !(plan.kind === 'batched' && step.nextAtOnce())
+      ? await withAllocatedSequence(context, plan, step)
+      : await admit(context, plan, step);
   return { decided: createdView(admitted.decided), recorded: step.answer(admitted.recorded) };
 }
 
@@ -181,6 +193,14 @@ class StepAdmission implements AdmissionTask<runs.NewStep> {
       }
       step = { ...step, sequence: await this.nextAfter(new SequenceTaken(), attempt) };
     }
+  }
+
+  /** Takes the run's next number when this daemon knows its highest; false: `next` waits for it. */
+  nextAtOnce(): boolean {
+    const next = this.context.sequences.next(this.runId);
+    if (next === undefined) return false;
+    this.sequence = next;
+    return true;
   }
 
   /** The run's next number, without a wait when this daemon knows its highest. */

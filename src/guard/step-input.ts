@@ -4,6 +4,7 @@
  * and the record written with its decision.
  */
 import { estimateCallMicros, type CallBounds } from '../money/call-estimate.js';
+import type { TokenPrices } from '../money/cost.js';
 import { usdToMicros } from '../money/decimal.js';
 import type { Decision, GuardSnapshot } from '../rules/engine.js';
 import { SPEND_CAP_MICROS } from '../store/counters/counters.js';
@@ -40,18 +41,34 @@ export interface StepInput {
 }
 
 /**
- * With `unpriced_models: "deny"`, whether a MODEL_CALL step's model has an active price (the
- * rule model_priced); undefined where the rule is not evaluated.
+ * The active prices of a MODEL_CALL step's model, where its check reads them: for its estimate
+ * (a proxied call's bounds) or for rule model_priced; null where nothing reads them. Read once
+ * for both, and awaited only where needed: every proxied call's check comes here.
  */
-export async function modelPricedInput(
+export function stepPrices(
   context: GuardContext,
   state: GuardState,
   workspaceId: string,
   input: Omit<StepInput, 'sequence'>,
-): Promise<GuardSnapshot['modelPriced']> {
+): Promise<TokenPrices | null> | null {
+  if (input.type !== 'MODEL_CALL' || input.model === undefined || input.model === null) return null;
+  const estimated = input.bounds && (input.max_cost_usd === undefined || input.max_cost_usd === null);
+  if (!estimated && state.workspace.unpriced_models !== 'deny') return null;
+  return context.prices.prices(workspaceId, input.model);
+}
+
+/**
+ * With `unpriced_models: "deny"`, whether a MODEL_CALL step's model has an active price (the
+ * rule model_priced; `prices` as `stepPrices` read them); undefined where the rule is not evaluated.
+ */
+export function modelPricedInput(
+  state: GuardState,
+  input: Omit<StepInput, 'sequence'>,
+  prices: TokenPrices | null,
+): GuardSnapshot['modelPriced'] {
   if (input.type !== 'MODEL_CALL' || state.workspace.unpriced_models !== 'deny') return undefined;
   const model = input.model ?? null;
-  return { model, priced: model !== null && (await context.prices.prices(workspaceId, model)) !== null };
+  return { model, priced: model !== null && prices !== null };
 }
 
 /** A TOOL_CALL step in a workspace with a tool policy: what rule tool_allowed reads; undefined elsewhere. */
@@ -64,20 +81,19 @@ export function toolPolicyInput(state: GuardState, input: Omit<StepInput, 'seque
 /**
  * The upper bound of a step's cost, in microdollars, stored with the step: the caller's own
  * (`max_cost_usd`), or a proxied model call's, estimated from its request and its model's active
- * prices (none for an unpriced model: its cost is unknown). Null: no bound is known.
+ * prices (`prices`, as `stepPrices` read them; none for an unpriced model: its cost is unknown).
+ * Null: no bound is known.
  */
-export async function stepEstimate(
-  context: GuardContext,
+export function stepEstimate(
   state: GuardState,
-  workspaceId: string,
   input: Omit<StepInput, 'sequence'>,
-): Promise<number | null> {
+  prices: TokenPrices | null,
+): number | null {
   if (input.max_cost_usd !== undefined && input.max_cost_usd !== null) return usdToMicros(input.max_cost_usd);
   if (input.type !== 'MODEL_CALL') return null;
   const model = input.model ?? null;
   if (input.bounds) {
     if (model === null) return null;
-    const prices = await context.prices.prices(workspaceId, model);
     return prices ? estimateCallMicros(input.bounds, model, prices, SPEND_CAP_MICROS) : null;
   }
   // An API step says nothing of its size: in reserve mode it reserves the workspace's default.
