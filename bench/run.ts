@@ -5,11 +5,14 @@
  *
  *   --duration <s>          seconds per measured cell (default 5, in --rounds pieces; each cell also warms up)
  *   --connections <list>    concurrent connections (default 1,16,64)
- *   --only <list>           any of api, proxy, sse, budgets, history, otel (default: the first five);
+ *   --only <list>           any of api, proxy, sse, budgets, history, otel, soak (default: the first five);
  *                           `targets` is proxy,sse on the cells the targets read (--cells 20@16,0@64), and
  *                           budgets; `otel` is the proxy path with OpenTelemetry off, on, and (--baseline-root)
  *                           before it
- *   --soak <minutes>        add a soak: RSS sampled under steady load for that long
+ *   --soak <minutes>        add issue #49's soak: the proxy at half its maximum calls/s (this run's 0 ms,
+ *                           64-connection sidecar cell, else measured first), paced, for that long; RSS,
+ *                           p50/p99, errors per minute; flat, no error, every call recorded (bench/lib/soak.ts);
+ *                           `--only soak` runs it alone (30 minutes unless --soak says)
  *   --upstream-delay <list> the fake upstreams' fixed delays before answering, in ms (default 0,20);
  *                           proxy and SSE cells are measured at each delay and connection count
  *   --cells <list>          instead: only these proxy and SSE cells, as <delay ms>@<connections>
@@ -29,8 +32,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { budgetsScenario } from './lib/budgets.js';
 import { createServices, type BenchServices } from './lib/database.js';
 import { historyScenario, prepareHistory } from './lib/history.js';
-import { loop, pool } from './lib/loops.js';
-import { runCell } from './lib/load.js';
+import { pool } from './lib/loops.js';
 import {
   buildDaemon,
   startPortkey,
@@ -45,7 +47,8 @@ import {
   type Child,
   type DaemonProcess,
 } from './lib/processes.js';
-import { checkTargets, writeReport, type BenchReport, type SoakResult } from './lib/report.js';
+import { checkTargets, writeReport, type BenchReport } from './lib/report.js';
+import { soak, type SoakResult } from './lib/soak.js';
 import {
   apiHeaders,
   apiScenario,
@@ -55,15 +58,15 @@ import {
   setPricing,
   sseScenario,
   startRuns,
-  stepPairLoop,
   type Endpoints,
   type ProxyCell,
+  type ProxyRow,
   type UpstreamEndpoints,
 } from './lib/scenarios.js';
 import { round } from './lib/stats.js';
 import { otelCell, startOtlpSink, type OtelArm, type OtelReport } from './lib/otel.js';
 
-const SCENARIOS = ['api', 'proxy', 'sse', 'budgets', 'history', 'otel'] as const;
+const SCENARIOS = ['api', 'proxy', 'sse', 'budgets', 'history', 'otel', 'soak'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 /** What a run measures unless told: `otel` is asked for by name (bench/lib/otel.ts). */
 const DEFAULT_SCENARIOS: readonly Scenario[] = ['api', 'proxy', 'sse', 'budgets', 'history'];
@@ -99,7 +102,8 @@ const onlyTargets = flags.only.trim() === 'targets';
 const only = new Set((onlyTargets ? 'proxy,sse,budgets' : flags.only).split(',').map((s) => s.trim()) as Scenario[]);
 for (const s of only)
   if (!SCENARIOS.includes(s)) throw new Error(`--only takes ${SCENARIOS.join('|')} or targets (got ${s})`);
-const soakMinutes = flags.soak === undefined ? 0 : positive('soak', flags.soak);
+/** Issue #49's soak lasts 30 minutes: `--only soak` runs it alone, for that long unless told. */
+const soakMinutes = flags.soak !== undefined ? positive('soak', flags.soak) : only.has('soak') ? 30 : 0;
 const delay = (raw: string): number => {
   const ms = Number(raw);
   if (!Number.isInteger(ms) || ms < 0)
@@ -293,7 +297,10 @@ async function main(): Promise<void> {
     );
     log(`  idle after the load: ${formatBreakdown(afterLoadBreakdown)}`);
 
-    if (soakMinutes > 0) report.soak = await soak(endpoints, probe.available, soakMinutes);
+    if (soakMinutes > 0) {
+      if (!probe.available) log('soak: not run: this build has no proxy route');
+      else report.soak = await soakAtHalf(endpoints, services.databaseUrl, report.proxy);
+    }
     await daemon.stop();
     if (profileDir) log(`CPU profile written to ${profileDir} (summarize: npx tsx bench/profile-summary.ts <file>)`);
   }
@@ -315,6 +322,35 @@ async function main(): Promise<void> {
     log(`${t.pass === null ? 'n/a ' : t.pass ? 'pass' : 'FAIL'}  ${t.target}: ${t.measured} (${t.limit})`);
   const file = await writeReport(join(ROOT, 'bench'), report);
   log(`results: ${file} and bench/README.md`);
+}
+
+/** Connections of the cell the soak's maximum is read from (issue #49: "half the measured maximum"). */
+const SOAK_CONNECTIONS = 64;
+
+/**
+ * Issue #49's soak (bench/lib/soak.ts) on the fastest upstream, at half the sidecar's calls/s in
+ * this run's own cell at that upstream and 64 connections, or, without that cell, at half of what
+ * the soak measures first.
+ */
+async function soakAtHalf(e: Endpoints, databaseUrl: string, proxy: ProxyRow[] | undefined): Promise<SoakResult> {
+  const delayMs = Math.min(...upstreamDelaysMs);
+  const cell = proxy?.find((row) => row.upstreamDelayMs === delayMs && row.connections === SOAK_CONNECTIONS);
+  return soak({
+    daemon: e.daemon,
+    databaseUrl,
+    provider: providerName(delayMs),
+    minutes: soakMinutes,
+    connections: SOAK_CONNECTIONS,
+    ...(cell?.sidecar
+      ? {
+          maximum: {
+            callsPerSecond: round(cell.sidecar.rps, 1),
+            source: `this run's sidecar cell, ${delayMs} ms upstream, ${SOAK_CONNECTIONS} connections`,
+          },
+        }
+      : {}),
+    log,
+  });
 }
 
 /**
@@ -362,67 +398,6 @@ async function otelComparison(upstreams: Child[]): Promise<OtelReport> {
     collector: { ...sink.received },
     loadavg: { start, end: loadavg() },
   };
-}
-
-/** Steady load (sidecar at 16 connections, else step pairs) while RSS is sampled every 5 s. */
-async function soak(e: Endpoints, proxy: boolean, minutes: number): Promise<SoakResult> {
-  const scenario = proxy
-    ? 'sidecar chat completions, 16 connections'
-    : 'step create+patch pairs, 16 connections (no proxy route in this build)';
-  log(`soak: ${minutes} min of ${scenario}`);
-  const samples: { at: number; mb: number }[] = [];
-  const t0 = Date.now();
-  const timer = setInterval(
-    () => void rssMb(e.daemon.pid).then((mb) => samples.push({ at: Date.now() - t0, mb })),
-    5_000,
-  );
-  let ops: number;
-  try {
-    if (proxy) {
-      const cell = await runCell(
-        {
-          url: `${e.daemon.url}/proxy/runs/${e.runId}/openai/chat/completions`,
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            authorization: 'Bearer sk-bench',
-            'x-runguard-key': e.daemon.apiKey,
-          },
-          body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
-        },
-        16,
-        minutes * 60,
-        0,
-      );
-      ops = cell.rps;
-    } else {
-      const api = pool(e.daemon.url, 16);
-      const runIds = await startRuns(api, apiHeaders(e.daemon), 16, 'soak');
-      const result = await loop(
-        16,
-        minutes * 60,
-        stepPairLoop(
-          api,
-          apiHeaders(e.daemon),
-          runIds,
-          runIds.map(() => 0),
-        ),
-      );
-      ops = result.ops;
-      await api.close();
-    }
-  } finally {
-    clearInterval(timer);
-  }
-  const perMinuteMb: number[] = [];
-  for (let m = 0; m < Math.ceil(minutes); m++) {
-    const inMinute = samples.filter((s) => s.at >= m * 60_000 && s.at < (m + 1) * 60_000).map((s) => s.mb);
-    if (inMinute.length) perMinuteMb.push(round(inMinute.reduce((a, b) => a + b, 0) / inMinute.length, 1));
-  }
-  const reference = perMinuteMb[1] ?? perMinuteMb[0]!;
-  const growthRatio = round(perMinuteMb[perMinuteMb.length - 1]! / reference, 3);
-  log(`soak: RSS per minute ${perMinuteMb.join(', ')} MB; last / second minute ${growthRatio}`);
-  return { minutes, scenario, perMinuteMb, growthRatio, ops: round(ops, 1) };
 }
 
 try {

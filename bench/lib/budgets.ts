@@ -11,9 +11,8 @@
  * Beside calls/s, the daemon's CPU time per call (all its threads, from schedstat): on a machine
  * shared with other work, calls/s follows the machine's load, CPU time per call far less.
  */
-import { readdir, readFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
-import type { DaemonProcess } from './processes.js';
+import { cpuUs, type DaemonProcess } from './processes.js';
 import { json, loop, pool } from './loops.js';
 import { apiHeaders, chatTarget, MODEL } from './scenarios.js';
 import { round } from './stats.js';
@@ -95,16 +94,6 @@ interface Piece {
   seconds: number;
   errors: number;
   cpuUsPerCall: number;
-}
-
-/** CPU time a process's threads have run so far, in µs (schedstat's first field, ns). */
-async function cpuUs(pid: number): Promise<number> {
-  let ns = 0;
-  for (const task of await readdir(`/proc/${pid}/task`)) {
-    const stat = await readFile(`/proc/${pid}/task/${task}/schedstat`, 'utf8').catch(() => '0');
-    ns += Number(stat.split(' ')[0]);
-  }
-  return ns / 1000;
 }
 
 /**

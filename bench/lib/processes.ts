@@ -3,7 +3,7 @@
  * `READY <url>` when listening, and the real daemon (`node bin/runguard start`).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { freePort } from '../../test/support/daemon.js';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -150,6 +150,16 @@ export async function rssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? NaN);
   return kb / 1024;
+}
+
+/** CPU time a process's threads have run so far, in µs (schedstat's first field, ns). */
+export async function cpuUs(pid: number): Promise<number> {
+  let ns = 0;
+  for (const task of await readdir(`/proc/${pid}/task`)) {
+    const stat = await readFile(`/proc/${pid}/task/${task}/schedstat`, 'utf8').catch(() => '0');
+    ns += Number(stat.split(' ')[0]);
+  }
+  return ns / 1000;
 }
 
 /** Where a daemon's resident memory is, in MB: what an RSS reading alone cannot tell. */
