@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { isTimeZone, localDay, periodWindow, scannedWindows, startOfLocalDate } from '../../src/periods.js';
+import { describe, expect, it, vi } from 'vitest';
+import { isTimeZone, localDate, localDay, periodWindow, scannedWindows, startOfLocalDate } from '../../src/periods.js';
 
 const at = (iso: string) => new Date(iso);
 
@@ -92,6 +92,33 @@ describe('periods in a time zone', () => {
       resetsAt: '2026-12-06T18:30:00Z',
     });
     expect(scannedWindows(monday, 'month')).toHaveLength(1);
+  });
+
+  it("when the zone is UTC, then each date is ICU's (Etc/UTC), around midnights, leap days and the years' ends", () => {
+    const instants = [
+      '1970-01-01T00:00:00.000Z',
+      '1999-12-31T23:59:59.999Z',
+      '2000-01-01T00:00:00.000Z',
+      '2024-02-29T12:00:00.000Z',
+      '2026-11-29T23:59:59.999Z',
+      '2026-11-30T00:00:00.000Z',
+      '9999-12-31T23:59:59.999Z',
+      '+010000-01-01T00:00:00.000Z',
+    ].map((iso) => Date.parse(iso));
+    for (let ms = Date.parse('2026-01-01T00:00:00Z'); ms < Date.parse('2027-01-01T00:00:00Z'); ms += 7 * 3_600_000 + 1)
+      instants.push(ms);
+    for (const ms of instants) expect(localDate(ms, 'UTC')).toBe(localDate(ms, 'Etc/UTC'));
+  });
+
+  it('when the zone is UTC, then no DateTimeFormat is made: ICU stays out of the daemon', () => {
+    const made = vi.spyOn(Intl, 'DateTimeFormat');
+    try {
+      expect(isTimeZone('UTC')).toBe(true);
+      expect(localDay(at('2031-05-17T10:00:00Z'), 'UTC')).toMatchObject({ day: '2031-05-17', weekStart: '2031-05-12' });
+      expect(made).not.toHaveBeenCalled();
+    } finally {
+      made.mockRestore();
+    }
   });
 
   it('when a name is not a zone, then it is refused', () => {
