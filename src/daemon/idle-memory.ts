@@ -30,14 +30,30 @@ export interface IdleMemory {
   stop(): void;
 }
 
-/** The `gc` function, without launching Node with --expose-gc: exposed in a context of its own. */
+/**
+ * A full collection that compacts: the `gc` function, without launching Node with --expose-gc
+ * (exposed in a context of its own), run with compaction on. A plain full collection frees the
+ * old generation's dead objects but leaves its pages where they are, each holding a few live
+ * ones: after a load the old generation stayed ~7 MB above its size at start, committed but
+ * mostly empty. Compacting moves the live objects together and gives the emptied pages back.
+ * Only this collection compacts: under load V8's own full collections keep their cheaper choice.
+ */
 function collector(): () => void {
   setFlagsFromString('--expose-gc');
+  let gc: () => void;
   try {
-    return runInNewContext('gc') as () => void;
+    gc = runInNewContext('gc') as () => void;
   } finally {
     setFlagsFromString('--no-expose-gc');
   }
+  return () => {
+    setFlagsFromString('--compact-on-every-full-gc');
+    try {
+      gc();
+    } finally {
+      setFlagsFromString('--no-compact-on-every-full-gc');
+    }
+  };
 }
 
 const heapBytes = () => getHeapStatistics().total_heap_size;
