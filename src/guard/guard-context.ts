@@ -11,6 +11,7 @@ import { isStatementRefusal, type Db } from '../store/db.js';
 import { GroupCommit } from '../store/group-commit.js';
 import * as runs from '../store/runs.js';
 import { type FinishedStep, finishSteps, type StepFinish } from '../store/step-finish.js';
+import { TableStatistics } from '../store/table-statistics.js';
 import type { RunLimitValues } from '../store/workspaces.js';
 import type { CountingShape } from './decision-inputs.js';
 import { GuardStateCache } from './guard-state-cache.js';
@@ -88,6 +89,9 @@ export class GuardContext {
   readonly lingeringResults: GroupCommit<StepFinish, FinishedStep | null>;
   readonly runInserts: GroupCommit<runs.NewRun, undefined>;
   readonly runEnds: GroupCommit<runs.RunEnd, runs.EndedRun | null>;
+  /** The steps and runs tables' statistics, taken again as this daemon's batches grow them. */
+  private readonly stepStatistics: TableStatistics;
+  private readonly runStatistics: TableStatistics;
 
   constructor(
     readonly db: Db,
@@ -99,8 +103,18 @@ export class GuardContext {
   ) {
     this.sequences = new SequenceAllocator((runId) => runs.maxSequence(db, runId));
     this.prices = new PriceBook(db);
+    const analyzeFailed = (error: unknown) => log.debug({ err: error }, 'ANALYZE failed');
+    this.stepStatistics = new TableStatistics(db, 'steps', analyzeFailed);
+    this.runStatistics = new TableStatistics(db, 'runs', analyzeFailed);
     const finish = (finishes: StepFinish[]) => finishSteps(db, finishes);
-    this.stepInserts = new GroupCommit((steps) => runs.insertSteps(db, steps), { retryAlone: isStatementRefusal });
+    this.stepInserts = new GroupCommit(
+      async (steps) => {
+        const outcomes = await runs.insertSteps(db, steps);
+        this.stepStatistics.wrote(steps.length);
+        return outcomes;
+      },
+      { retryAlone: isStatementRefusal },
+    );
     this.stepFinishes = new GroupCommit(finish, { retryAlone: isStatementRefusal });
     this.lingeringResults = new GroupCommit(finish, {
       retryAlone: isStatementRefusal,
@@ -110,6 +124,7 @@ export class GuardContext {
     this.runInserts = new GroupCommit(
       async (batch) => {
         await runs.insertRuns(db, batch);
+        this.runStatistics.wrote(batch.length);
         return batch.map(() => undefined);
       },
       { retryAlone: isStatementRefusal },
@@ -135,5 +150,6 @@ export class GuardContext {
       this.lingeringResults.settled(),
       this.runEnds.settled(),
     ]);
+    await Promise.all([this.stepStatistics.settled(), this.runStatistics.settled()]);
   }
 }
