@@ -6,7 +6,7 @@
 import { ApiError } from '../errors.js';
 import { callCostMicros, isPriced } from '../money/cost.js';
 import { localDay } from '../periods.js';
-import { scopeAt, SPEND_CAP_MICROS } from '../store/counters/counters.js';
+import { scopeAt, SPEND_CAP_MICROS, type CounterScope } from '../store/counters/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
 import * as runs from '../store/runs.js';
 import { type FinishedStep, finishSteps, type StepFinish, type StepResult } from '../store/step-finish.js';
@@ -99,20 +99,30 @@ function submitResult(
   now: Date,
   zone: string,
 ): Promise<StepUpdated> {
-  const finish: StepFinish = {
-    workspaceId,
-    runId,
-    stepId,
-    result,
-    now,
-    day: localDay(now, zone).day,
-  };
+  return inFlight(context, runId, lingeringResult(context, workspaceId, runId, stepId, result, now, zone));
+}
+
+/**
+ * A result into the lingering group commit, its cost held meanwhile. One async function, where
+ * a chain of `then` and `finally` made promises and callbacks: every proxied call's result
+ * comes here.
+ */
+async function lingeringResult(
+  context: GuardContext,
+  workspaceId: string,
+  runId: string,
+  stepId: string,
+  result: StepResult,
+  now: Date,
+  zone: string,
+): Promise<StepUpdated> {
+  const finish: StepFinish = { workspaceId, runId, stepId, result, now, day: localDay(now, zone).day };
   const release = holdSpend(context, finish, zone);
-  const written = context.lingeringResults
-    .submit(finish)
-    .then((finished) => afterFinish(context, finish, finished, zone))
-    .finally(release);
-  return inFlight(context, runId, written);
+  try {
+    return await afterFinish(context, finish, await context.lingeringResults.submit(finish), zone);
+  } finally {
+    release();
+  }
 }
 
 /**
@@ -123,25 +133,33 @@ function submitResult(
 function holdSpend(context: GuardContext, finish: StepFinish, zone: string): () => void {
   const facts = context.stepFacts.get(finish.stepId);
   const { result } = finish;
+  const model = facts?.model ?? result.model ?? null;
+  if (!facts || model === null) return NOTHING_HELD;
   const tokens = {
     promptTokens: result.promptTokens,
     completionTokens: result.completionTokens,
     cacheReadTokens: result.cacheReadTokens ?? null,
     cacheWriteTokens: result.cacheWriteTokens ?? null,
   };
-  const model = facts?.model ?? result.model ?? null;
-  if (!facts || model === null || !isPriced(tokens)) return () => {};
+  if (!isPriced(tokens)) return NOTHING_HELD;
   const cost = context.prices.prices(finish.workspaceId, model).then((prices) => {
     // Priced as the record will be (src/money/cost.ts is the one definition), capped as the counters are.
     if (prices) return Math.min(Number(callCostMicros(tokens, prices)!), SPEND_CAP_MICROS);
     unpricedCall(context, finish.workspaceId, model);
     return 0;
   });
-  return context.pending.add(
-    { ...scopeAt(finish.now, finish.workspaceId, facts.userId, zone), subjects: facts.subjects },
-    cost,
-  );
+  const { day, month } = localDay(finish.now, zone);
+  const scope: CounterScope = {
+    workspaceId: finish.workspaceId,
+    userId: facts.userId,
+    day,
+    month,
+    subjects: facts.subjects,
+  };
+  return context.pending.add(scope, cost);
 }
+
+const NOTHING_HELD = (): void => undefined;
 
 /** Unpriced spend is invisible to budgets: say so (a metric per call, a warning per model and workspace). */
 function unpricedCall(context: GuardContext, workspaceId: string, model: string): void {
@@ -165,31 +183,36 @@ export interface RecordedStep extends StepUpdated {
   costMicros: number;
 }
 
-/** A result's statement answered: why nothing was finished, or the spend copy raised and the answer. */
-async function afterFinish(
+/**
+ * A result's statement answered: why nothing was finished, or the spend copy raised and the
+ * answer. Not async: a result that cost nothing is answered at once, and one that did after
+ * its raise alone.
+ */
+function afterFinish(
   context: GuardContext,
   finish: StepFinish,
   finished: FinishedStep | null,
   zone: string,
-): Promise<StepUpdated> {
-  if (!finished) {
-    if (await runs.stepExists(context.db, finish.workspaceId, finish.runId, finish.stepId))
-      throw new ApiError('STEP_ALREADY_FINISHED');
-    throw new ApiError('STEP_NOT_FOUND');
-  }
+): RecordedStep | Promise<RecordedStep> {
+  if (!finished) return notFinished(context, finish);
   context.stepFacts.forget(finish.stepId);
-  if (finished.totals)
-    await context.counters.spendRecorded(
-      scopeAt(finish.now, finish.workspaceId, finished.user_id, zone),
-      finished.totals,
-    );
   const recorded: RecordedStep = {
     id: finished.id,
     status: finished.status,
     userId: finished.user_id,
     costMicros: finished.cost_micros,
   };
-  return recorded;
+  if (!finished.totals) return recorded;
+  return context.counters
+    .spendRecorded(scopeAt(finish.now, finish.workspaceId, finished.user_id, zone), finished.totals)
+    .then(() => recorded);
+}
+
+/** Why a result's statement finished nothing: the step is finished already, or is not there. */
+async function notFinished(context: GuardContext, finish: StepFinish): Promise<never> {
+  if (await runs.stepExists(context.db, finish.workspaceId, finish.runId, finish.stepId))
+    throw new ApiError('STEP_ALREADY_FINISHED');
+  throw new ApiError('STEP_NOT_FOUND');
 }
 
 /** Keeps `result` among the run's results in flight until it settles. */
