@@ -11,6 +11,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { isApiError } from '../errors.js';
 import type { GuardService } from '../guard/guard-service.js';
 import type { RecordedStep } from '../guard/step-results.js';
+import type { StepResult } from '../store/step-finish.js';
 import { logPlainInfo } from '../logger.js';
 import { isDatabaseDown } from '../store/db.js';
 import type { CallsInProgress } from './calls-in-progress.js';
@@ -88,18 +89,24 @@ export async function untilStored<T>(
   stopping: AbortSignal,
   retrying: (error: unknown) => void,
   retryForMs: number = RECORD_RETRY_FOR_MS,
+  /** A first attempt, made by the caller, failed with this: the next waits first. */
+  failed: { error: unknown } | null = null,
 ): Promise<T> {
   const giveUpAt = performance.now() + retryForMs;
   for (let attempt = 0; ; attempt++) {
-    try {
-      return await write();
-    } catch (error) {
-      // The API's own reading of a failure (it answers 503): the database is down, for now.
-      if (!isDatabaseDown(error) || stopping.aborted || performance.now() > giveUpAt) throw error;
-      retrying(error);
-      const delay = RECORD_RETRY_DELAYS_MS[Math.min(attempt, RECORD_RETRY_DELAYS_MS.length - 1)]!;
-      await sleep(delay, undefined, { signal: stopping }).catch(() => {});
-    }
+    let error: unknown;
+    if (attempt === 0 && failed) error = failed.error;
+    else
+      try {
+        return await write();
+      } catch (caught) {
+        error = caught;
+      }
+    // The API's own reading of a failure (it answers 503): the database is down, for now.
+    if (!isDatabaseDown(error) || stopping.aborted || performance.now() > giveUpAt) throw error;
+    retrying(error);
+    const delay = RECORD_RETRY_DELAYS_MS[Math.min(attempt, RECORD_RETRY_DELAYS_MS.length - 1)]!;
+    await sleep(delay, undefined, { signal: stopping }).catch(() => {});
   }
 }
 
@@ -117,68 +124,123 @@ export function resultRecorder(
   /** Told once the result is written (the result's lag, in metrics). */
   onWritten: () => void = () => {},
 ): RecordResult {
-  const started = performance.now();
-  const recorded = calls.begin();
-  let stepDurable = false;
+  const recording = new ResultRecording(guard, calls, step, log, onWritten);
   // Never recorded: the call was refused, and nothing is left to write for it.
-  stepRecorded.then(() => (stepDurable = true), recorded);
+  stepRecorded.then(() => (recording.stepDurable = true), recording.done);
   return (status, usage, outcome, answerModel = null, notReached = false) => {
-    const result = {
+    const result: StepResult & { status: CallStatus; model: string | null; durationMs: number } = {
       status,
       model: answerModel,
-      durationMs: Math.round(performance.now() - started),
+      durationMs: Math.round(performance.now() - recording.started),
       promptTokens: usage.promptTokens,
       completionTokens: usage.completionTokens,
       cacheReadTokens: usage.cacheReadTokens,
       cacheWriteTokens: usage.cacheWriteTokens,
       reasoningTokens: usage.reasoningTokens,
       outputData: outcome,
-      ...(notReached ? { toolNotReached: true } : {}),
     };
-    const retried = (what: string) => (error: unknown) =>
-      log.warn({ err: error, stepId: step.stepId }, `${what} failed; retrying`);
-    const written = async () => {
-      // A run started for this call alone ends right after its result: that result goes at once, not with
-      // the results that wait for company, so the run stops counting against the concurrent-run
-      // limit as soon as it can. A result already taken (an attempt whose answer was lost) is final.
-      let attempts = 0;
-      const stored = await untilStored(
-        () => {
-          attempts++;
-          return step.endRun
-            ? guard.finishStep(step.workspaceId, step.runId, step.stepId, result)
-            : guard.recordResult(step.workspaceId, step.runId, step.stepId, result);
-        },
-        calls.stopping,
-        retried('recording a proxied call'),
-      ).catch((error: unknown) => {
-        if (!(isApiError(error) && error.code === 'STEP_ALREADY_FINISHED')) throw error;
-        // After a retry, our own earlier attempt landed; at the first, someone else finished the step.
-        if (attempts === 1)
-          log.warn({ stepId: step.stepId }, "a proxied call's step was already finished; its result was not recorded");
-        return null;
-      });
-      if (stored) logCall(log, step, result, stored);
-      onWritten();
-      if (step.endRun) {
-        await untilStored(
-          () => guard.endRun(step.workspaceId, step.runId, status),
-          calls.stopping,
-          retried("ending a proxied call's run"),
-        ).catch((error: unknown) => {
-          if (!(isApiError(error) && error.code === 'RUN_NOT_RUNNING')) throw error;
-        });
-      }
-    };
-    const afterStep = () => {
-      // A run started for this call alone stops holding a concurrency slot now; its end follows.
-      if (step.endRun) guard.runAnswered(step.workspaceId, step.runId);
-      return written();
-    };
+    if (notReached) result.toolNotReached = true;
     // An answer is released only once its step is durable: then this goes at once. A call that
     // ended before (its client left while the record committed) waits for it; no step, no result.
-    (stepDurable ? afterStep() : stepRecorded.then(afterStep, () => {}))
-      .catch((error: unknown) => log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed'))
-      .finally(recorded);
+    if (recording.stepDurable) void recording.record(result);
+    else stepRecorded.then(() => recording.record(result), recording.done);
   };
+}
+
+/**
+ * One call's result on its way: its work in methods rather than in closures made for each call
+ * (every proxied call has one), its writes retried while the database is down.
+ */
+class ResultRecording {
+  readonly started = performance.now();
+  /** Ends the call's count in progress (`calls`). */
+  readonly done: () => void;
+  stepDurable = false;
+  /** Attempts at writing the result so far. */
+  private attempts = 0;
+
+  constructor(
+    private readonly guard: ResultWriter,
+    private readonly calls: CallsInProgress,
+    private readonly step: CallStep,
+    private readonly log: FastifyBaseLogger,
+    private readonly onWritten: () => void,
+  ) {
+    this.done = calls.begin();
+  }
+
+  /**
+   * Writes the result (and ends a run of the call's own); never rejects. A run started for this
+   * call alone ends right after its result: that result goes at once, not with the results that
+   * wait for company, so the run stops counting against the concurrent-run limit as soon as it
+   * can. The first attempt is made here: only a failed one goes on in `untilStored`'s loop.
+   */
+  async record(result: StepResult & { status: CallStatus; model: string | null; durationMs: number }): Promise<void> {
+    const { guard, step, log } = this;
+    try {
+      // A run started for this call alone stops holding a concurrency slot now; its end follows.
+      if (step.endRun) guard.runAnswered(step.workspaceId, step.runId);
+      let stored: RecordedStep | null;
+      try {
+        stored = (await this.writeResult(result)) as RecordedStep;
+      } catch (error) {
+        stored = await this.retryResult(result, error);
+      }
+      if (stored) logCall(log, step, result, stored);
+      this.onWritten();
+      if (step.endRun) await this.endRun(result.status);
+    } catch (error) {
+      log.error({ err: error, stepId: step.stepId }, 'recording a proxied call failed');
+    } finally {
+      this.done();
+    }
+  }
+
+  /**
+   * The result's first attempt failed: retried while the database is down. A result already
+   * taken (an attempt whose answer was lost) is final.
+   */
+  private async retryResult(result: StepResult, first: unknown): Promise<RecordedStep | null> {
+    try {
+      return (await untilStored(
+        () => this.writeResult(result),
+        this.calls.stopping,
+        (error) => this.retried('recording a proxied call', error),
+        RECORD_RETRY_FOR_MS,
+        { error: first },
+      )) as RecordedStep;
+    } catch (error) {
+      if (!(isApiError(error) && error.code === 'STEP_ALREADY_FINISHED')) throw error;
+      // After a retry, our own earlier attempt landed; at the first, someone else finished the step.
+      if (this.attempts === 1)
+        this.log.warn(
+          { stepId: this.step.stepId },
+          "a proxied call's step was already finished; its result was not recorded",
+        );
+      return null;
+    }
+  }
+
+  private writeResult(result: StepResult) {
+    const { guard, step } = this;
+    this.attempts++;
+    return step.endRun
+      ? guard.finishStep(step.workspaceId, step.runId, step.stepId, result)
+      : guard.recordResult(step.workspaceId, step.runId, step.stepId, result);
+  }
+
+  private async endRun(status: CallStatus): Promise<void> {
+    const { guard, step } = this;
+    await untilStored(
+      () => guard.endRun(step.workspaceId, step.runId, status),
+      this.calls.stopping,
+      (error) => this.retried("ending a proxied call's run", error),
+    ).catch((error: unknown) => {
+      if (!(isApiError(error) && error.code === 'RUN_NOT_RUNNING')) throw error;
+    });
+  }
+
+  private retried(what: string, error: unknown): void {
+    this.log.warn({ err: error, stepId: this.step.stepId }, `${what} failed; retrying`);
+  }
 }
