@@ -24,7 +24,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../db.js';
 import { takeSqlStepSlot, type StepSlot, type StepSlotRequest } from './step-rate.js';
-import { spendKeys, stateKey, stepRateKey, subjectKeys, workspaceSpendKey } from './redis-keys.js';
+import { spendKeys, stateKey, stepRateKey, subjectKeys, userSpendKey, workspaceSpendKey } from './redis-keys.js';
 import { raiseCopyToRecords } from './redis-rebuild.js';
 import { raiseArgs, sealArgs, stepSlotArgs, withCounterScripts, type CounterScripts } from './redis-scripts.js';
 import { addDays } from '../../periods.js';
@@ -65,9 +65,37 @@ export function redisClient(options: RedisCountersOptions): Redis {
 /** Raises of one workspace's and user's keys asked for in one tick, written as one. */
 interface PendingRaise {
   scope: CounterScope;
+  /** The first caller's totals until a second raise comes; from then a copy of this raise's own. */
   totals: DailySpend;
+  merged: boolean;
   written: Promise<void>;
   resolve: () => void;
+}
+
+/**
+ * Takes a pending raise's totals to the larger of theirs and `totals`, in place once they are the
+ * raise's own copy: the results of one shared commit (tens of them under load) each merge theirs.
+ */
+function raiseTotals(pending: PendingRaise, totals: DailySpend): void {
+  if (!pending.merged) {
+    const first = pending.totals;
+    pending.totals = {
+      workspaceDailySpendMicros: first.workspaceDailySpendMicros,
+      userDailySpendMicros: first.userDailySpendMicros,
+    };
+    if (first.subjects) pending.totals.subjects = { ...first.subjects };
+    pending.merged = true;
+  }
+  const own = pending.totals;
+  own.workspaceDailySpendMicros = Math.max(own.workspaceDailySpendMicros, totals.workspaceDailySpendMicros);
+  own.userDailySpendMicros = Math.max(own.userDailySpendMicros, totals.userDailySpendMicros);
+  if (!totals.subjects) return;
+  const subjects = (own.subjects ??= {});
+  for (const subject in totals.subjects) {
+    const day = totals.subjects[subject]!.day;
+    const held = subjects[subject]?.day ?? 0;
+    if (day > held || subjects[subject] === undefined) subjects[subject] = { day: Math.max(held, day) };
+  }
 }
 
 /**
@@ -271,24 +299,17 @@ export class RedisCounters implements CounterStore {
         () => this.raise(scope, totals),
         async () => {},
       );
-    const userKey = spendKeys(scope)[1];
+    const userKey = userSpendKey(scope);
     const pending = this.pendingRaises.get(userKey);
     if (pending) {
-      const subjects = { ...pending.totals.subjects };
-      for (const [subject, spend] of Object.entries(totals.subjects ?? {}))
-        subjects[subject] = { day: Math.max(subjects[subject]?.day ?? 0, spend.day) };
-      pending.totals = {
-        workspaceDailySpendMicros: Math.max(pending.totals.workspaceDailySpendMicros, totals.workspaceDailySpendMicros),
-        userDailySpendMicros: Math.max(pending.totals.userDailySpendMicros, totals.userDailySpendMicros),
-        ...(Object.keys(subjects).length > 0 && { subjects }),
-      };
+      raiseTotals(pending, totals);
       return pending.written;
     }
     // After the microtasks of this tick: every result of a commit has been handed out by then.
     if (this.pendingRaises.size === 0) process.nextTick(() => this.writeRaises());
     let resolve!: () => void;
     const written = new Promise<void>((resolveWritten) => (resolve = resolveWritten));
-    this.pendingRaises.set(userKey, { scope, totals, written, resolve });
+    this.pendingRaises.set(userKey, { scope, totals, merged: false, written, resolve });
     return written;
   }
 

@@ -6,7 +6,12 @@ import type { CounterScope } from './counters.js';
 
 /** The workspace's and the user's spend of the scope's day. */
 export function spendKeys(scope: Pick<CounterScope, 'workspaceId' | 'userId' | 'day'>): [string, string] {
-  return [workspaceSpendKey(scope), `{${scope.workspaceId}}:uspend:${scope.day}:${scope.userId}`];
+  return [workspaceSpendKey(scope), userSpendKey(scope)];
+}
+
+/** The user's spend of the scope's day. */
+export function userSpendKey(scope: Pick<CounterScope, 'workspaceId' | 'userId' | 'day'>): string {
+  return `{${scope.workspaceId}}:uspend:${scope.day}:${scope.userId}`;
 }
 
 /** The workspace's spend of the scope's day. */
