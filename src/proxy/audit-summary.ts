@@ -57,13 +57,35 @@ function lastMessageText(body: Json): string | undefined {
   return undefined;
 }
 
+const withoutQuery = (path: string): string => {
+  const query = path.indexOf('?');
+  return query === -1 ? path : path.slice(0, query);
+};
+
+/** JSON writes a UTF-16 unit in at most 6 bytes (`\u001f`); a key with a number or a flag in fewer than 64. */
+const MAX_BYTES_PER_UNIT = 6;
+const MAX_BYTES_PER_FIELD = 64;
+
+/**
+ * Whether a summary's JSON could be longer than `maxBytes`, from its texts' lengths: most are far
+ * shorter, and are then not written out to be measured (every proxied call has a summary).
+ */
+function mayExceed(summary: Json, maxBytes: number): boolean {
+  let bound = 2;
+  for (const key in summary) {
+    const value = summary[key];
+    bound += MAX_BYTES_PER_FIELD + (typeof value === 'string' ? value.length * MAX_BYTES_PER_UNIT : 0);
+  }
+  return bound > maxBytes;
+}
+
 export function auditSummary(input: AuditInput, options: AuditOptions = {}): Json {
   const maxBytes = options.maxBytes ?? 2048;
   const body = isObject(input.body) ? input.body : {};
   const summary: Json = {
     provider: input.provider,
     method: input.method,
-    path: clip(input.path.split('?')[0] ?? '', 256),
+    path: clip(withoutQuery(input.path), 256),
     model: input.inspected.model === null ? null : clip(input.inspected.model, 128),
     stream: input.inspected.stream,
     body_bytes: input.bodyBytes,
@@ -89,7 +111,7 @@ export function auditSummary(input: AuditInput, options: AuditOptions = {}): Jso
       if (excerpt) summary.prompt_excerpt = excerpt;
     }
   }
-  if (size(summary) > maxBytes) {
+  if (mayExceed(summary, maxBytes) && size(summary) > maxBytes) {
     // Only a tiny limit gets here: keep the essentials.
     return { provider: input.provider, model: summary.model, truncated: true };
   }
