@@ -96,7 +96,7 @@ export class HeldSpend {
   constructor(
     private readonly userId: string,
     private readonly day: DayEntries,
-    private readonly copy: readonly Entry[] | null,
+    private copy: readonly Entry[] | null,
   ) {
     this.count = copy ? copy.length : day.entries.length;
     this.releasesBefore = day.releases;
@@ -115,12 +115,19 @@ export class HeldSpend {
     return this.copy ?? this.day.entries;
   }
 
-  /** Settles once every cost held has its price; null when all have one already. */
+  /**
+   * Settles once every cost held has its price; null when all have one already. Ask it once the
+   * read is answered and not `overtaken`: while it waits, costs may be released and the day's
+   * first entries change, so the entries held are copied first (one released meanwhile then
+   * counts twice at worst, as a cost counted anyway does).
+   */
   priced(): Promise<unknown> | null {
     let unknown: Promise<void>[] | null = null;
     const { entries } = this;
     for (let i = 0; i < this.count; i++) if (entries[i]!.micros === null) (unknown ??= []).push(entries[i]!.known);
-    return unknown && Promise.all(unknown);
+    if (unknown === null) return null;
+    this.copy ??= entries.slice(0, this.count);
+    return Promise.all(unknown);
   }
 
   /**

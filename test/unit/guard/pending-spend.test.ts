@@ -56,6 +56,21 @@ describe('pending spend', () => {
     expect(pending.held(scope('a')).priced()).toBeNull();
   });
 
+  it('when costs are released while a check waits for a price, then it still adds those it held', async () => {
+    const pending = new PendingSpend();
+    const first = pending.add(scope('a'), 10);
+    let price!: (micros: number) => void;
+    pending.add(scope('a'), new Promise<number>((resolve) => (price = resolve)));
+    const held = pending.held(scope('a'));
+    expect(held.overtaken()).toBe(false);
+    const priced = held.priced();
+    first(); // released during the wait: the day's first entry is no longer this one
+    pending.add(scope('b'), 1_000);
+    price(50);
+    await priced;
+    expect(held.addTo(read)).toEqual({ workspaceDailySpendMicros: 1_060, userDailySpendMicros: 160 });
+  });
+
   it('when every cost of the day is released, then nothing is held', () => {
     const pending = new PendingSpend();
     pending.add(scope('a'), 10)();
