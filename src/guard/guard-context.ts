@@ -125,6 +125,8 @@ export class GuardContext {
       async (batch) => {
         await runs.insertRuns(db, batch);
         this.runStatistics.wrote(batch.length);
+        // A proxied call without a run writes its run and its step in this statement.
+        this.stepStatistics.wrote(batch.filter((run) => run.firstStep).length);
         return batch.map(() => undefined);
       },
       { retryAlone: isStatementRefusal },
