@@ -2,7 +2,8 @@
  * The app factory: builds the HTTP API from its dependencies. Nothing happens at import time,
  * and nothing here reads the environment; the daemon and the tests pass everything in.
  */
-import type { FastifyInstance } from 'fastify';
+import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
@@ -30,15 +31,15 @@ import type { CounterStore } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
 import { observeCounters, observeDb } from '../store/observed.js';
 import { registerAuth } from './auth.js';
-import { createFastify, type HttpLimits } from './http-server.js';
+import { createFastify, logAnswered, ownAnswerHeaders, requestIdOf, type HttpLimits } from './http-server.js';
 import { guardConnections } from './connection-guard.js';
 import { registerErrorHandler } from './error-handler.js';
-import { FailedAuthLimiter, registerFailedAuthLimit } from './failed-auth-limit.js';
+import { failedAuthAccounting, FailedAuthLimiter, registerFailedAuthLimit } from './failed-auth-limit.js';
 import { listenUrl } from './public-url.js';
 import { registerOriginChecks } from './request-origin.js';
 import { registerUnreadBodyLinger } from './unread-body.js';
 import { registerJsonBody } from './json-body.js';
-import { registerMetrics } from './metrics.js';
+import { observeAnswer, registerMetrics } from './metrics.js';
 import { createSchemaCompilers, useSchemaCompilers, type SchemaCompilers } from './schema-compilers.js';
 import { registerValidation } from './validation.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -63,6 +64,8 @@ import { webhookRoutes } from './routes/webhooks.js';
 import { CallsInProgress } from '../proxy/calls-in-progress.js';
 import { Counter, type Registry } from 'prom-client';
 import { proxyRoutes, type ProxyOptions } from '../proxy/proxy-routes.js';
+import type { AppHooks } from '../proxy/direct-calls.js';
+import { deferredChildLogger } from '../logger.js';
 import { NO_TELEMETRY, pricedSteps, type RunTelemetry } from '../telemetry/telemetry.js';
 import { ProxyTokenIssuer } from '../proxy/proxy-token-issuer.js';
 import { mcpProxyRoutes, type McpProxyOptions } from '../mcp/mcp-routes.js';
@@ -144,7 +147,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerUnreadBodyLinger(app);
   // First of the hooks: a request for another host name, or from another site's page, is
   // answered before anything else looks at it.
-  registerOriginChecks(app, { publicUrl: deps.publicUrl ?? null, ...deps.origins });
+  const originAdmits = registerOriginChecks(app, { publicUrl: deps.publicUrl ?? null, ...deps.origins });
   useSchemaCompilers(app, deps.schemaCompilers ?? createSchemaCompilers());
   registerValidation(app);
   registerErrorHandler(app);
@@ -154,11 +157,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (metrics) registerMetrics(app, metrics);
   const keys = new ApiKeyVerifier(db);
   // Before the auth hook: an address over its failures is answered without a credential lookup.
-  registerFailedAuthLimit(
-    app,
-    new FailedAuthLimiter(deps.auth.failedAuthPerMinute ?? 60),
-    (request) => request.principal !== null || Boolean(request.proxyCall?.target) || Boolean(request.mcpCall?.target),
-  );
+  const failedAuth = new FailedAuthLimiter(deps.auth.failedAuthPerMinute ?? 60);
+  const authenticated = (request: FastifyRequest) =>
+    request.principal !== null || Boolean(request.proxyCall?.target) || Boolean(request.mcpCall?.target);
+  registerFailedAuthLimit(app, failedAuth, authenticated);
+  const appHooks = directCallHooks(originAdmits, failedAuth, authenticated, metrics);
   registerAuth(app, { keys, clock: deps.clock, verifyJwt: (token) => accounts.verifyToken(token) });
   // Only routes that ask for it (login, register) are limited.
   await app.register(rateLimit, { global: false });
@@ -206,9 +209,36 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       metrics,
       calls: proxyCalls,
       telemetry,
+      appHooks,
     });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
+}
+
+/**
+ * The hooks above, for a proxied call that skips Fastify (proxy/direct-calls.ts): each is the
+ * hook's own function, in the order Fastify runs them.
+ */
+function directCallHooks(
+  originAdmits: (raw: IncomingMessage) => boolean,
+  failedAuth: FailedAuthLimiter,
+  authenticated: (request: FastifyRequest) => boolean,
+  metrics: Metrics | null,
+): AppHooks {
+  const failedAuthAnswered = failedAuthAccounting(failedAuth, authenticated);
+  return {
+    admits: (raw) => originAdmits(raw) && !failedAuth.overLimit(raw.socket.remoteAddress ?? ''),
+    requestId: requestIdOf,
+    requestLog: (parent, id) => deferredChildLogger(parent, { reqId: id }, {}),
+    arrived: (request) => request.log.debug({ req: request }, 'incoming request'),
+    ownHeaders: ownAnswerHeaders,
+    answered(request, answer, route) {
+      const asFastify = request as unknown as FastifyRequest;
+      logAnswered(asFastify, answer);
+      if (metrics) observeAnswer(metrics, request.method, route, answer);
+      failedAuthAnswered(asFastify, answer.statusCode);
+    },
+  };
 }
 
 /** The OpenAPI document's header; the routes' schemas fill in the rest (`/openapi.json`). */
@@ -286,6 +316,7 @@ interface ProxyParts {
   metrics: Metrics | null;
   calls: CallsInProgress;
   telemetry: RunTelemetry;
+  appHooks: AppHooks;
 }
 
 /** Proxy mode: the provider list, proxy tokens, and the model and MCP proxies. */
@@ -295,7 +326,7 @@ async function registerProxies(
   proxyOptions: ProxyOptions,
   parts: ProxyParts,
 ): Promise<void> {
-  const { guard, db, keys, servers: mcpServers, mcpOptions, metrics, calls: proxyCalls, telemetry } = parts;
+  const { guard, db, keys, servers: mcpServers, mcpOptions, metrics, calls: proxyCalls, telemetry, appHooks } = parts;
   const configuredUrl = deps.publicUrl ?? null;
   await app.register(providerRoutes, { providers: proxyOptions.providers });
   await app.register(proxyTokenRoutes, {
@@ -310,6 +341,7 @@ async function registerProxies(
     metrics,
     calls: proxyCalls,
     telemetry,
+    appHooks,
   });
   await app.register(mcpProxyRoutes, {
     guard,

@@ -168,10 +168,21 @@ export function registerFailedAuthLimit(
     void reply.header('retry-after', String(Math.max(1, Math.ceil(waitMs / 1000))));
     done(new ApiError('RATE_LIMITED', 'Too many failed authentication attempts from this address; try again later.'));
   });
+  const answered = failedAuthAccounting(limiter, authenticated);
   app.addHook('onResponse', (request, reply, done) => {
-    const credential = presentedCredential(request);
-    if (reply.statusCode === 401) limiter.failed(request.ip, credential);
-    else if (credential !== null && authenticated(request)) limiter.succeeded(credential);
+    answered(request, reply.statusCode);
     done();
   });
+}
+
+/** The limit's `onResponse`: a 401 counts against the address, a verified credential is known. */
+export function failedAuthAccounting(
+  limiter: FailedAuthLimiter,
+  authenticated: (request: FastifyRequest) => boolean,
+): (request: FastifyRequest, statusCode: number) => void {
+  return (request, statusCode) => {
+    const credential = presentedCredential(request);
+    if (statusCode === 401) limiter.failed(request.ip, credential);
+    else if (credential !== null && authenticated(request)) limiter.succeeded(credential);
+  };
 }

@@ -9,6 +9,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
+import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import type { Principal } from '../admin/principal.js';
 import { randomUuid } from '../uuid-text.js';
@@ -28,7 +29,7 @@ export interface HttpLimits {
  * A request's one `info` line at its answer; a proxied call's is written when its step is
  * recorded (call-result.ts), so its answer is logged at `debug` only.
  */
-function logAnswered(request: FastifyRequest, reply: FastifyReply): void {
+export function logAnswered(request: FastifyRequest, reply: Pick<FastifyReply, 'statusCode' | 'elapsedTime'>): void {
   const ms = Math.round(reply.elapsedTime);
   if (loggedAsCall.has(request)) {
     request.log.debug({ status: reply.statusCode, ms }, 'request completed');
@@ -46,6 +47,26 @@ function logAnswered(request: FastifyRequest, reply: FastifyReply): void {
     status: reply.statusCode,
     ms,
   }));
+}
+
+/** A request's id: the client's `x-request-id` when it is a plain token, else a new one. */
+export function requestIdOf(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUuid();
+}
+
+/**
+ * The headers of an answer the daemon writes itself. What @fastify/helmet would set for a JSON
+ * API, without the dependency; a proxied answer carries the provider's headers instead. No HSTS:
+ * the daemon speaks plain HTTP (TLS, where used, ends in front of it).
+ */
+export function ownAnswerHeaders(requestId: string): Record<string, string> {
+  return {
+    'x-request-id': requestId,
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+  };
 }
 
 /** A Fastify instance with the daemon's server settings and request hooks, no routes yet. */
@@ -80,10 +101,7 @@ export function createFastify(logger: Logger, bodyLimitBytes: number, http?: Htt
         .status(400)
         .send({ detail: 'The request path is not a valid URL (a malformed percent-escape).', code: 'BAD_REQUEST' });
     },
-    genReqId: (req) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUuid();
-    },
+    genReqId: requestIdOf,
   });
   // Callback hooks, not async ones: every request passes here, and a promise each is waste.
   app.addHook('onRequest', (request, _reply, done) => {
@@ -95,13 +113,8 @@ export function createFastify(logger: Logger, bodyLimitBytes: number, http?: Htt
     done();
   });
   app.addHook('onSend', async (request, reply) => {
-    reply.header('x-request-id', request.id);
-    // What @fastify/helmet would set for a JSON API, without the dependency. Only answers the daemon
-    // writes itself get them: a proxied answer is hijacked past this hook and carries the provider's
-    // headers. No HSTS: the daemon speaks plain HTTP (TLS, where used, ends in front of it).
-    reply.header('x-content-type-options', 'nosniff');
-    reply.header('x-frame-options', 'DENY');
-    reply.header('referrer-policy', 'no-referrer');
+    // Only answers the daemon writes itself: a proxied answer is hijacked past this hook.
+    reply.headers(ownAnswerHeaders(request.id));
     // API answers hold workspace data and credentials (a new key, a token): never in a cache.
     if ((request.routeOptions.url ?? request.url).startsWith('/v1/')) reply.header('cache-control', 'no-store');
   });

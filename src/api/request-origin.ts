@@ -13,6 +13,7 @@
  *   unless its origin is in `allowedOrigins`. Clients that are not browsers send neither header
  *   and are not affected; the daemon's own dashboard is its own origin.
  */
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { BlockList, isIP } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
@@ -65,7 +66,11 @@ const guardedRoute = (request: FastifyRequest) => {
   return route.startsWith('/v1/') || route.startsWith('/proxy/');
 };
 
-export function registerOriginChecks(app: FastifyInstance, settings: OriginSettings): void {
+/**
+ * The checks' refusal of a request (null: none), `guarded` when its route is the API's or the
+ * proxy's. Made once per app from its settings.
+ */
+function originRefusals(settings: OriginSettings): (raw: IncomingMessage, guarded: boolean) => ApiError | null {
   const publicUrl = settings.publicUrl ? new URL(settings.publicUrl) : null;
   const servedNames = new Set((settings.allowedHosts ?? []).map(bareName));
   if (publicUrl) servedNames.add(bareName(publicUrl.hostname));
@@ -85,12 +90,12 @@ export function registerOriginChecks(app: FastifyInstance, settings: OriginSetti
     return reading;
   };
 
-  const servesHost = (request: FastifyRequest, host: string): boolean => {
+  const servesHost = (raw: IncomingMessage, host: string): boolean => {
     const { name, served } = readHost(host);
     if (name === null) return false;
     if (served) return true;
     // An address (never a name) the client connected to: a daemon bound to 0.0.0.0, reached by IP.
-    const local = request.raw.socket.localAddress;
+    const local = raw.socket.localAddress;
     return isIP(name) !== 0 && local !== undefined && unmapped(name) === unmapped(bareName(local));
   };
 
@@ -105,10 +110,10 @@ export function registerOriginChecks(app: FastifyInstance, settings: OriginSetti
     }
   };
 
-  const fromAnotherSite = (request: FastifyRequest): boolean => {
-    const origin = request.headers.origin;
+  const fromAnotherSite = (headers: IncomingHttpHeaders): boolean => {
+    const origin = headers.origin;
     if (origin === undefined) {
-      const site = request.headers['sec-fetch-site'];
+      const site = headers['sec-fetch-site'];
       return (site === 'cross-site' || site === 'same-site') && allowedOrigins.size === 0;
     }
     let parsed: URL;
@@ -117,31 +122,42 @@ export function registerOriginChecks(app: FastifyInstance, settings: OriginSetti
     } catch {
       return true; // `null` (a sandboxed page, a file) or garbage: no origin we could trust
     }
-    return !allowedOrigins.has(parsed.origin) && !isOwnOrigin(parsed, request.headers.host);
+    return !allowedOrigins.has(parsed.origin) && !isOwnOrigin(parsed, headers.host);
   };
 
+  return (raw, guarded) => {
+    const host = raw.headers.host;
+    // No Host at all (HTTP/1.0): not a browser, which always sends one.
+    if (host !== undefined && !servesHost(raw, host)) {
+      return new ApiError(
+        'MISDIRECTED_REQUEST',
+        'This daemon does not serve that host name: use its address, or add the name to allowedHosts (RUNGUARD_ALLOWED_HOSTS).',
+      );
+    }
+    if (guarded && fromAnotherSite(raw.headers)) {
+      return new ApiError(
+        'CROSS_SITE_REFUSED',
+        'A page of another site may not call runguard from a browser: add its origin to allowedOrigins (RUNGUARD_ALLOWED_ORIGINS) if it should.',
+      );
+    }
+    return null;
+  };
+}
+
+/**
+ * Registers the checks on every route of `app`. Answers whether a request to a guarded route (the
+ * API, the proxy) passes them, for a call that does not pass the hook (proxy/direct-calls.ts).
+ */
+export function registerOriginChecks(
+  app: FastifyInstance,
+  settings: OriginSettings,
+): (raw: IncomingMessage) => boolean {
+  const refusal = originRefusals(settings);
   // A callback hook, not an async one: every request passes here, and a promise each is waste.
   app.addHook('onRequest', (request, _reply, done) => {
-    const host = request.headers.host;
-    // No Host at all (HTTP/1.0): not a browser, which always sends one.
-    if (host !== undefined && !servesHost(request, host)) {
-      done(
-        new ApiError(
-          'MISDIRECTED_REQUEST',
-          'This daemon does not serve that host name: use its address, or add the name to allowedHosts (RUNGUARD_ALLOWED_HOSTS).',
-        ),
-      );
-      return;
-    }
-    if (guardedRoute(request) && fromAnotherSite(request)) {
-      done(
-        new ApiError(
-          'CROSS_SITE_REFUSED',
-          'A page of another site may not call runguard from a browser: add its origin to allowedOrigins (RUNGUARD_ALLOWED_ORIGINS) if it should.',
-        ),
-      );
-      return;
-    }
-    done();
+    const refused = refusal(request.raw, guardedRoute(request));
+    if (refused) done(refused);
+    else done();
   });
+  return (raw) => refusal(raw, true) === null;
 }

@@ -22,6 +22,7 @@ import { callInput } from './call-input.js';
 import { relayCall } from './call-relay.js';
 import { resultRecorder } from './call-result.js';
 import { segmentsBeforeUpstreamPath, targetResolver, type ProxyParams } from './call-target.js';
+import { directCalls, dispatchBeforeFastify, type AppHooks } from './direct-calls.js';
 import type { ProviderRegistry } from './provider-registry.js';
 import { refusalAnswer, ProxyRefusal } from './proxy-refusal.js';
 import { loggedAsCall, requestOutcomes } from '../logger.js';
@@ -61,6 +62,8 @@ export const proxyRoutes: FastifyPluginAsync<{
   tokens?: ProxyTokenStore;
   /** Where each call's step is traced. @default none */
   telemetry?: RunTelemetry;
+  /** What the app's hooks do for a call: with it, model calls into a named run skip Fastify (direct-calls.ts). */
+  appHooks?: AppHooks;
   // eslint-disable-next-line max-lines-per-function -- a route declaration, as src/api/routes/
 }> = async (app, deps) => {
   const { guard, db, keys, clock, options, metrics, calls } = deps;
@@ -112,13 +115,16 @@ export const proxyRoutes: FastifyPluginAsync<{
   });
 
   // Errors before forwarding answer in the provider's own format, so its SDK raises the right error.
-  app.setErrorHandler((error: FastifyError | ProxyRefusal, request, reply) => {
+  const refused = (error: FastifyError | ProxyRefusal, request: { params?: unknown; log: FastifyRequest['log'] }) => {
     const provider = registry.get((request.params as Partial<ProxyParams> | undefined)?.provider ?? '');
-    const answer = refusalAnswer(error, provider, request.log);
     requestOutcomes.set(request, {
       decision: error instanceof ProxyRefusal && error.stepId ? 'DENIED' : 'REFUSED',
       reason: error.code ?? 'ERROR',
     });
+    return refusalAnswer(error, provider, request.log);
+  };
+  app.setErrorHandler((error: FastifyError | ProxyRefusal, request, reply) => {
+    const answer = refused(error, request);
     void reply.headers(answer.headers).status(answer.status).send(answer.body);
   });
 
@@ -172,6 +178,28 @@ export const proxyRoutes: FastifyPluginAsync<{
     // From here the answer is ours to write, and the step's result ours to record.
     reply.hijack();
     held?.release();
+  }
+
+  if (deps.appHooks) {
+    const namedRunCalls = directCalls({
+      route: '/proxy/runs/:run_id/:provider/*',
+      registry,
+      bodyLimitBytes,
+      hooks: deps.appHooks,
+      log: app.log,
+      readCallHead,
+      handle,
+      refused,
+    });
+    // Fastify answers 503 once the app is closing: from then on every request goes to it.
+    app.addHook('preClose', (done) => {
+      namedRunCalls.close();
+      done();
+    });
+    app.addHook('onReady', (done) => {
+      dispatchBeforeFastify(app.server, namedRunCalls.take);
+      done();
+    });
   }
 
   for (const pattern of ['/proxy/runs/:run_id/:provider/*', '/proxy/t/:token/:provider/*', '/proxy/:provider/*']) {
