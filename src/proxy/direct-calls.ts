@@ -82,6 +82,14 @@ export function directCalls(options: DirectCallOptions) {
   let closing = false;
 
   const take = (req: IncomingMessage, res: ServerResponse, toFastify: () => void): boolean => {
+    try {
+      return takeCall(req, res, toFastify);
+    } catch {
+      return false; // anything unexpected in the head: Fastify reads it
+    }
+  };
+
+  const takeCall = (req: IncomingMessage, res: ServerResponse, toFastify: () => void): boolean => {
     if (req.method !== 'POST' || closing) return false;
     const match = NAMED_RUN_CALL.exec(req.url ?? '');
     if (!match) return false;
@@ -99,7 +107,7 @@ export function directCalls(options: DirectCallOptions) {
       return false; // a dot segment: the route refuses it
     }
     if (!isModelCall(provider, 'POST', path) || !hooks.admits(req)) return false;
-    void runCall(
+    runCall(
       options,
       skip,
       req,
@@ -107,7 +115,10 @@ export function directCalls(options: DirectCallOptions) {
       { run_id: match[1]!, provider: match[2]!, '*': match[3]! },
       declared,
       toFastify,
-    );
+    ).catch((error: unknown) => {
+      options.log.error({ err: error }, 'a proxied call failed outside its handler');
+      res.destroy();
+    });
     return true;
   };
 
@@ -197,7 +208,11 @@ async function runCall(
   const answered = () => {
     res.off('finish', answered);
     res.off('error', answered);
-    hooks.answered(request, { statusCode: res.statusCode, elapsedTime: performance.now() - startedAt }, route);
+    try {
+      hooks.answered(request, { statusCode: res.statusCode, elapsedTime: performance.now() - startedAt }, route);
+    } catch (error) {
+      request.log.error({ err: error }, 'a request hook failed'); // as Fastify logs an onResponse hook's error
+    }
   };
   res.on('finish', answered);
   res.on('error', answered);
@@ -210,17 +225,26 @@ async function runCall(
   try {
     await options.handle(asFastify, reply);
   } catch (error) {
-    const answer = options.refused(error as FastifyError, request);
+    answerRefusal(options, request, res, error as FastifyError);
+  }
+}
+
+/** A call refused past its head, answered as the routes' error handler and Fastify's `send` answer it. */
+function answerRefusal(options: DirectCallOptions, request: DirectRequest, res: ServerResponse, error: FastifyError) {
+  try {
+    const answer = options.refused(error, request);
     if (res.headersSent || res.destroyed) return;
-    // As Fastify's `send` writes it, with the `onSend` hook's headers.
     const json = typeof answer.body !== 'string';
     const payload = json ? JSON.stringify(answer.body) : (answer.body as string);
     res.writeHead(answer.status, {
       'content-type': json ? 'application/json; charset=utf-8' : 'text/plain; charset=utf-8',
       ...answer.headers,
-      ...hooks.ownHeaders(id),
+      ...options.hooks.ownHeaders(request.id),
       'content-length': Buffer.byteLength(payload),
     });
     res.end(payload);
+  } catch (failure) {
+    request.log.error({ err: failure }, 'a proxied call could not be answered');
+    res.destroy();
   }
 }
