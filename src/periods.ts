@@ -63,9 +63,9 @@ const YEAR_10000_MS = 253_402_300_800_000;
 
 /**
  * The local date of an instant, `YYYY-MM-DD`. In UTC (the default zone) it is the ISO form's
- * date, and ICU is never asked: its first DateTimeFormat maps ~6 MB of ICU's data into the
- * daemon's resident memory (and ~2 MB more of its own), for a daemon whose workspaces all count
- * in UTC. A zone of their own, or a year past the ISO form's four digits, takes ICU's way.
+ * date, and ICU is never asked: its first DateTimeFormat makes ICU's data resident in the daemon
+ * (docs/performance.md, "The daemon's memory"), for a daemon whose workspaces may all count in
+ * UTC. A zone of their own, or a year past the ISO form's four digits, takes ICU's way.
  */
 export function localDate(ms: number, timeZone: string): string {
   if (timeZone === 'UTC' && ms >= 0 && ms < YEAR_10000_MS) return new Date(ms).toISOString().slice(0, 10);

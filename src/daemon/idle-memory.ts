@@ -34,8 +34,8 @@ export interface IdleMemory {
  * A full collection that compacts: the `gc` function, without launching Node with --expose-gc
  * (exposed in a context of its own), run with compaction on. A plain full collection frees the
  * old generation's dead objects but leaves its pages where they are, each holding a few live
- * ones: after a load the old generation stayed ~7 MB above its size at start, committed but
- * mostly empty. Compacting moves the live objects together and gives the emptied pages back.
+ * ones: after a load the old generation could stay megabytes above its size at start, committed
+ * but mostly empty. Compacting moves the live objects together and gives the emptied pages back.
  * Only this collection compacts: under load V8's own full collections keep their cheaper choice.
  */
 function collector(): () => void {
