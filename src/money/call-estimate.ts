@@ -69,8 +69,22 @@ export const MODEL_MAX_OUTPUT_TOKENS: Readonly<Record<string, number>> = Object.
  */
 export const FALLBACK_MAX_OUTPUT_TOKENS = 32_768;
 
+/** Models' maximum outputs as looked up (every proxied call's estimate asks), up to MAX_OUTPUTS_KEPT. */
+const maxOutputs = new Map<string, number>();
+const MAX_OUTPUTS_KEPT = 1_000;
+
 /** The model's maximum output by the table, else the fallback. */
 export function maxOutputTokens(model: string): number {
+  let tokens = maxOutputs.get(model);
+  if (tokens === undefined) {
+    tokens = lookUpMaxOutput(model);
+    if (maxOutputs.size >= MAX_OUTPUTS_KEPT) maxOutputs.clear();
+    maxOutputs.set(model, tokens);
+  }
+  return tokens;
+}
+
+function lookUpMaxOutput(model: string): number {
   const id = model.toLowerCase().replace(/^.*\//, ''); // "openai/gpt-4o" as "gpt-4o"
   let best: string | null = null;
   for (const prefix of Object.keys(MODEL_MAX_OUTPUT_TOKENS)) {
