@@ -17,7 +17,9 @@ interface Entry {
 }
 
 export class PriceBook {
-  private readonly entries = new Map<string, Entry>();
+  /** By workspace, then model: no key string made at each look-up (two a proxied call). */
+  private readonly entries = new Map<string, Map<string, Entry>>();
+  private size = 0;
   /** Bumped by `changed`: a load that began before a change does not outlive it. */
   private generation = 0;
 
@@ -25,31 +27,40 @@ export class PriceBook {
 
   /** The model's active prices; null when it has none (an unpriced model). */
   prices(workspaceId: string, model: string): Promise<TokenPrices | null> {
-    const key = `${workspaceId}\u0000${model}`;
-    const entry = this.entries.get(key);
+    let models = this.entries.get(workspaceId);
+    const entry = models?.get(model);
     if (entry && performance.now() - entry.loadedAt <= MAX_AGE_MS) return entry.prices;
     const generation = this.generation;
     const prices = this.load(workspaceId, model);
     const fresh = { loadedAt: performance.now(), prices };
-    this.entries.delete(key);
-    if (this.entries.size >= CAPACITY) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, fresh);
+    // Full: forget everything (at most one load a model follows), rather than keep an order.
+    if (!entry && this.size >= CAPACITY) {
+      this.entries.clear();
+      this.size = 0;
+      models = undefined;
+    }
+    if (!models) this.entries.set(workspaceId, (models = new Map<string, Entry>()));
+    if (!models.has(model)) this.size++;
+    models.set(model, fresh);
+    const forget = () => {
+      const current = this.entries.get(workspaceId);
+      if (current?.get(model) !== fresh) return;
+      current.delete(model);
+      this.size--;
+      if (current.size === 0) this.entries.delete(workspaceId);
+    };
     // A failed read is not remembered; nor one that a change overtook.
-    prices.then(
-      () => {
-        if (generation !== this.generation && this.entries.get(key) === fresh) this.entries.delete(key);
-      },
-      () => {
-        if (this.entries.get(key) === fresh) this.entries.delete(key);
-      },
-    );
+    prices.then(() => {
+      if (generation !== this.generation) forget();
+    }, forget);
     return prices;
   }
 
   /** A workspace's prices changed (through this daemon): forget what was read before. */
   changed(workspaceId: string): void {
     this.generation++;
-    for (const key of this.entries.keys()) if (key.startsWith(`${workspaceId}\u0000`)) this.entries.delete(key);
+    this.size -= this.entries.get(workspaceId)?.size ?? 0;
+    this.entries.delete(workspaceId);
   }
 
   /** Exact decimal text as Postgres writes a numeric: what callCost takes, digit for digit. */
