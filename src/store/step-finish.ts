@@ -57,8 +57,8 @@ export interface FinishedStep {
 
 type FinishRow = {
   id: string;
-  run_id: string;
-  workspace_id: string;
+  /** The finish's place in the statement's document. */
+  ordinal: number;
   status: StepResult['status'];
   cost_micros: string | number | null;
   user_id: string;
@@ -80,7 +80,7 @@ const FINISH_STEPS = `WITH v AS MATERIALIZED (
        SELECT * FROM json_to_recordset($1::json)
          AS v(workspace_id uuid, run_id uuid, step_id uuid, status text, duration_ms bigint, prompt_tokens bigint,
            completion_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, reasoning_tokens bigint,
-           output_json json, finished_at timestamptz, day date, model text, tool_not_reached boolean)
+           output_json json, finished_at timestamptz, day date, model text, tool_not_reached boolean, ordinal int)
        LIMIT $2
      ), step AS (
        UPDATE steps s SET status = v.status, duration_ms = v.duration_ms, prompt_tokens = v.prompt_tokens,
@@ -95,7 +95,7 @@ const FINISH_STEPS = `WITH v AS MATERIALIZED (
            WHERE p.workspace_id = s.workspace_id AND p.model = coalesce(s.model, v.model) AND p.is_active) END
        FROM v
        WHERE s.id = v.step_id AND s.run_id = v.run_id AND s.workspace_id = v.workspace_id AND s.status = 'ALLOWED'
-       RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day, s.cost_usd, s.api_key_id,
+       RETURNING s.id, s.run_id, s.workspace_id, s.status, v.day, v.ordinal, s.cost_usd, s.api_key_id,
          coalesce(s.prompt_tokens, 0) + coalesce(s.completion_tokens, 0) AS tokens,
          CASE WHEN s.cost_usd IS NOT NULL THEN least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS}) END AS cost_micros,
          ${unpricedCall('s')} AS unpriced
@@ -134,15 +134,15 @@ const FINISH_STEPS = `WITH v AS MATERIALIZED (
        ON CONFLICT (workspace_id, subject, day) DO UPDATE SET spend_micros = least(d.spend_micros + EXCLUDED.spend_micros, ${SPEND_CAP_MICROS})
        RETURNING workspace_id, subject, day, spend_micros
      )
-     SELECT p.id, p.run_id, p.workspace_id, p.status, p.cost_micros, p.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total,
+     SELECT p.id, p.ordinal, p.status, p.cost_micros, p.user_id, w.spend_micros AS workspace_total, u.spend_micros AS user_total,
        (SELECT json_object_agg(d.subject, d.spend_micros) FROM subject_day d
          WHERE d.workspace_id = p.workspace_id AND d.day = p.day AND d.subject = ANY(p.subjects)) AS subject_totals
      FROM priced p
      LEFT JOIN workspace_day w ON w.workspace_id = p.workspace_id AND w.day = p.day
      LEFT JOIN user_day u ON u.workspace_id = p.workspace_id AND u.user_id = p.user_id AND u.day = p.day`;
 
-/** A finish as a row of the statement's JSON document. */
-const finishRecord = (finish: StepFinish) => ({
+/** A finish as a row of the statement's JSON document, at `ordinal` in it. */
+const finishRecord = (finish: StepFinish, ordinal: number) => ({
   workspace_id: finish.workspaceId,
   run_id: finish.runId,
   step_id: finish.stepId,
@@ -158,6 +158,7 @@ const finishRecord = (finish: StepFinish) => ({
   day: finish.day,
   model: finish.result.model?.toWellFormed() ?? null,
   tool_not_reached: finish.result.toolNotReached ?? null,
+  ordinal,
 });
 
 /**
@@ -168,17 +169,18 @@ const finishRecord = (finish: StepFinish) => ({
  * mention only.
  */
 export async function finishSteps(db: Queryable, finishes: readonly StepFinish[]): Promise<(FinishedStep | null)[]> {
-  // Keyed as the statement matches a step: a mention under another workspace or run must not take
-  // the step's own finish.
+  // A step named twice goes into the document once, keyed as the statement matches a step: a
+  // mention under another workspace or run is another step's, and must not take this one's finish.
   const key = (workspaceId: string, runId: string, stepId: string) => `${workspaceId}/${runId}/${stepId}`.toLowerCase();
-  const { unique, keys, isFirst } = firstMentions(finishes, (finish) =>
-    key(finish.workspaceId, finish.runId, finish.stepId),
-  );
-  // One JSON document for the batch, as in insertSteps.
+  const { unique, isFirst } = firstMentions(finishes, (finish) => key(finish.workspaceId, finish.runId, finish.stepId));
+  // One JSON document for the batch, as in insertSteps; a row answers with its finish's place in it.
   const { rows } = await db.query<FinishRow>(FINISH_STEPS, [JSON.stringify(unique.map(finishRecord)), unique.length]);
-  const byKey = new Map(rows.map((row) => [key(row.workspace_id, row.run_id, row.id), row]));
+  const found: (FinishRow | undefined)[] = new Array(unique.length);
+  for (const row of rows) found[row.ordinal] = row;
+  // Each finish's place in the document: its own, unless a step named twice left some out.
+  const places = unique === finishes ? null : new Map(unique.map((finish, place) => [finish, place]));
   return finishes.map((finish, i) => {
-    const step = isFirst(i) ? byKey.get(keys[i]!) : undefined;
+    const step = isFirst(i) ? found[places ? places.get(finish)! : i] : undefined;
     if (!step) return null;
     const costMicros = Number(step.cost_micros ?? 0);
     if (costMicros === 0)

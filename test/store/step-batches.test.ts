@@ -290,6 +290,23 @@ describe.each(BACKENDS)('step batch statements on %s', (backend) => {
     expect(Number(first.cost_usd)).toBeCloseTo(1.5e-6, 12);
   });
 
+  it('when a step is named twice before others in a batch, then each of the others still gets its own answer', async () => {
+    const ws = await workspace();
+    const runId = await startRun(ws);
+    const [a, b, c] = [
+      await allowedStep(ws, runId, 1),
+      await allowedStep(ws, runId, 2),
+      await allowedStep(ws, runId, 3),
+    ];
+    const results = await finishSteps(stores.db, [
+      finish(ws, runId, a, 10, 10),
+      finish(ws, runId, a.toUpperCase(), 20, 20), // the same step again, spelled otherwise
+      finish(ws, runId, b, 10, 10),
+      finish(ws, runId, c, 10, 10),
+    ]);
+    expect(results.map((result) => result?.id ?? null)).toEqual([a, null, b, c]);
+  });
+
   it("when a batch names a step from another workspace or run first, then that mention does not take the step's own finish", async () => {
     const [ws, other] = [await workspace(), await workspace()];
     const runId = await startRun(ws);
