@@ -278,6 +278,13 @@ async function main(): Promise<void> {
         log,
       });
     }
+    // A soak alone is the run's load: the peak is its, and the idle reading after it is after the soak.
+    const soakIsTheLoad = !(['api', 'proxy', 'sse', 'budgets'] as const).some((s) => only.has(s));
+    const runSoak = async () => {
+      if (!probe.available) log('soak: not run: this build has no proxy route');
+      else report.soak = await soakAtHalf(endpoints, services.databaseUrl, report.proxy);
+    };
+    if (soakMinutes > 0 && soakIsTheLoad) await runSoak();
     const { peak } = sampler.stop();
     const afterLoad = await idleRssMb(daemon.pid);
     const afterLoadBreakdown = await memoryBreakdown(daemon);
@@ -297,10 +304,7 @@ async function main(): Promise<void> {
     );
     log(`  idle after the load: ${formatBreakdown(afterLoadBreakdown)}`);
 
-    if (soakMinutes > 0) {
-      if (!probe.available) log('soak: not run: this build has no proxy route');
-      else report.soak = await soakAtHalf(endpoints, services.databaseUrl, report.proxy);
-    }
+    if (soakMinutes > 0 && !soakIsTheLoad) await runSoak();
     await daemon.stop();
     if (profileDir) log(`CPU profile written to ${profileDir} (summarize: npx tsx bench/profile-summary.ts <file>)`);
   }
