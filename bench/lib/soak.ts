@@ -174,11 +174,19 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
         .request(request)
         .then(
           async (res) => {
-            await res.body.dump();
             if (res.statusCode >= 200 && res.statusCode < 300) {
+              await res.body.dump();
               latencies[second]!.push(performance.now() - due);
               answered++;
-            } else fail(second, `HTTP ${res.statusCode}`, `answered ${res.statusCode}`);
+            } else {
+              // The first failure's answer is kept whole enough to say what failed.
+              const text = firstError === undefined ? await res.body.text() : (await res.body.dump(), '');
+              fail(
+                second,
+                `HTTP ${res.statusCode}`,
+                `answered ${res.statusCode} at ${second} s: ${text.slice(0, 300)}`,
+              );
+            }
           },
           (error: Error & { code?: string }) => fail(second, error.code ?? error.name, error.message),
         )
