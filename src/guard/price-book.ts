@@ -14,6 +14,8 @@ const CAPACITY = 10_000;
 interface Entry {
   loadedAt: number;
   prices: Promise<TokenPrices | null>;
+  /** The prices once read (undefined until then). */
+  value?: TokenPrices | null;
 }
 
 export class PriceBook {
@@ -32,7 +34,7 @@ export class PriceBook {
     if (entry && performance.now() - entry.loadedAt <= MAX_AGE_MS) return entry.prices;
     const generation = this.generation;
     const prices = this.load(workspaceId, model);
-    const fresh = { loadedAt: performance.now(), prices };
+    const fresh: Entry = { loadedAt: performance.now(), prices };
     // Full: forget everything (at most one load a model follows), rather than keep an order.
     if (!entry && this.size >= CAPACITY) {
       this.entries.clear();
@@ -50,10 +52,21 @@ export class PriceBook {
       if (current.size === 0) this.entries.delete(workspaceId);
     };
     // A failed read is not remembered; nor one that a change overtook.
-    prices.then(() => {
+    prices.then((value) => {
       if (generation !== this.generation) forget();
+      else fresh.value = value;
     }, forget);
     return prices;
+  }
+
+  /**
+   * The model's active prices when already read and fresh, without a promise (every proxied
+   * call asks twice: its estimate, its result's pending spend); undefined: ask `prices`.
+   */
+  known(workspaceId: string, model: string): TokenPrices | null | undefined {
+    const entry = this.entries.get(workspaceId)?.get(model);
+    if (entry === undefined || performance.now() - entry.loadedAt > MAX_AGE_MS) return undefined;
+    return entry.value;
   }
 
   /** A workspace's prices changed (through this daemon): forget what was read before. */

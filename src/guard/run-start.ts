@@ -72,7 +72,7 @@ export async function beginRun(
   const subjects = callSubjects(input.apiKeyId, input.tags ?? {});
   const [state, spend, scope] = await decisionInputs(context, workspaceId, input.user_id, now, subjects);
   const pricing = firstStep && stepPrices(context, state, workspaceId, firstStep);
-  const prices = pricing && (await pricing);
+  const prices = pricing instanceof Promise ? await pricing : pricing;
   const estimate = firstStep ? stepEstimate(state, firstStep, prices) : null;
   const start: RunStart = {
     context,

@@ -80,7 +80,7 @@ export async function admitStep(
     run = known;
   } else [state, spend, scope, run] = await firstStepCheckInputs(context, workspaceId, runId, now, keyId, agentKeyId);
   const pricing = stepPrices(context, state, workspaceId, input);
-  const prices = pricing && (await pricing);
+  const prices = pricing instanceof Promise ? await pricing : pricing;
   const modelPriced = modelPricedInput(state, input, prices);
   const estimate = stepEstimate(state, input, prices);
   const plan = planAdmission({

@@ -43,18 +43,19 @@ export interface StepInput {
 /**
  * The active prices of a MODEL_CALL step's model, where its check reads them: for its estimate
  * (a proxied call's bounds) or for rule model_priced; null where nothing reads them. Read once
- * for both, and awaited only where needed: every proxied call's check comes here.
+ * for both, and awaited only when not read yet: every proxied call's check comes here.
  */
 export function stepPrices(
   context: GuardContext,
   state: GuardState,
   workspaceId: string,
   input: Omit<StepInput, 'sequence'>,
-): Promise<TokenPrices | null> | null {
+): TokenPrices | null | Promise<TokenPrices | null> {
   if (input.type !== 'MODEL_CALL' || input.model === undefined || input.model === null) return null;
   const estimated = input.bounds && (input.max_cost_usd === undefined || input.max_cost_usd === null);
   if (!estimated && state.workspace.unpriced_models !== 'deny') return null;
-  return context.prices.prices(workspaceId, input.model);
+  const known = context.prices.known(workspaceId, input.model);
+  return known !== undefined ? known : context.prices.prices(workspaceId, input.model);
 }
 
 /**

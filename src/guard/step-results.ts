@@ -4,7 +4,7 @@
  * daemon's pending spend and the write kept among its run's results in flight.
  */
 import { ApiError } from '../errors.js';
-import { callCostMicros, isPriced } from '../money/cost.js';
+import { callCostMicros, isPriced, type TokenPrices } from '../money/cost.js';
 import { localDay } from '../periods.js';
 import { scopeAt, SPEND_CAP_MICROS, type CounterScope } from '../store/counters/counters.js';
 import type { IdempotencyClaim } from '../store/idempotency.js';
@@ -142,12 +142,15 @@ function holdSpend(context: GuardContext, finish: StepFinish, zone: string): () 
     cacheWriteTokens: result.cacheWriteTokens ?? null,
   };
   if (!isPriced(tokens)) return NOTHING_HELD;
-  const cost = context.prices.prices(finish.workspaceId, model).then((prices) => {
-    // Priced as the record will be (src/money/cost.ts is the one definition), capped as the counters are.
+  // Priced as the record will be (src/money/cost.ts is the one definition), capped as the counters
+  // are; at once when the prices are read already (the step's check read them).
+  const costAt = (prices: TokenPrices | null) => {
     if (prices) return Math.min(Number(callCostMicros(tokens, prices)!), SPEND_CAP_MICROS);
     unpricedCall(context, finish.workspaceId, model);
     return 0;
-  });
+  };
+  const known = context.prices.known(finish.workspaceId, model);
+  const cost = known !== undefined ? costAt(known) : context.prices.prices(finish.workspaceId, model).then(costAt);
   const { day, month } = localDay(finish.now, zone);
   const scope: CounterScope = {
     workspaceId: finish.workspaceId,

@@ -37,6 +37,20 @@ describe('price book', () => {
     expect(reads).toEqual(['w/gpt', 'v/gpt', 'w/other']);
   });
 
+  it('when a model’s prices were read, then they are known without a promise until a change', async () => {
+    const { db } = pricing();
+    const book = new PriceBook(db);
+    expect(book.known('w', 'gpt')).toBeUndefined();
+    const read = book.prices('w', 'gpt');
+    expect(book.known('w', 'gpt')).toBeUndefined(); // still being read
+    await read;
+    expect(book.known('w', 'gpt')?.input).toBe('0.000001');
+    await book.prices('v', 'gpt');
+    expect(book.known('v', 'gpt')).toBeNull(); // read: no price
+    book.changed('w');
+    expect(book.known('w', 'gpt')).toBeUndefined();
+  });
+
   it('when a workspace’s prices change, then its models are read again and the others are not', async () => {
     const { db, reads } = pricing();
     const book = new PriceBook(db);
