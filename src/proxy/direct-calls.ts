@@ -161,7 +161,7 @@ export function readBody(req: IncomingMessage, length: number): Promise<Buffer> 
       else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
     });
     req.once('close', () => {
-      if (!req.complete) reject(new Error('The client left before its body arrived.'));
+      if (!req.complete) reject(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
     });
     req.once('error', reject);
   });
@@ -218,8 +218,11 @@ async function runCall(
   res.on('error', answered);
   try {
     request.body = await readBody(req, length);
-  } catch {
-    res.destroy(); // the client left mid-body: nothing was checked, nothing to answer
+  } catch (error) {
+    // As Fastify's body reader tags it (a 4xx: the client left), and answers it, if it still can.
+    const failure = error as FastifyError;
+    if (!(typeof failure.statusCode === 'number' && failure.statusCode >= 400)) failure.statusCode = 400;
+    answerRefusal(options, request, res, failure);
     return;
   }
   try {
