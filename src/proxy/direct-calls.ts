@@ -1,17 +1,16 @@
 /**
- * Model calls into a named run, dispatched before Fastify's router. Each such call otherwise passed
- * Fastify's routing, its request and reply objects, its body parser and a dozen hooks that do
- * nothing for it; past them, the handler hijacks the reply anyway. A call taken here runs the same
- * handler (proxy-routes.ts) and what the app's hooks do for it (`AppHooks`, wired in api/app.ts to
- * the hooks' own functions), and nothing else.
+ * Proxied model calls dispatched before Fastify's router. Each call otherwise passed Fastify's
+ * routing, its request and reply objects, its body parser and a dozen hooks that do nothing for
+ * it; past them, the handler hijacks the reply anyway. A call taken here runs the same route
+ * `onRequest` and handler (proxy-routes.ts) and what the app's hooks do for it (`AppHooks`, wired
+ * in api/app.ts to the hooks' own functions), and nothing else.
  *
- * Only a request that the routes would answer the ordinary way is taken: a POST to
- * `/proxy/runs/{run_id}/{provider}/...` without a percent-escape, for a configured provider's
- * model endpoint, with a declared body within the limit, no Upgrade, Transfer-Encoding or
- * Content-Encoding, from a served host and no other site's page, from an address under its
- * failed-auth limit, while the app is not closing. Every other request goes to Fastify untouched,
- * and so does a call whose head is refused (a bad key or run, a full body budget), its body still
- * unread: Fastify answers it as before.
+ * Only a request that the routes would answer the ordinary way is taken: a POST to a proxy route
+ * without a percent-escape, for a configured provider's model endpoint, with a declared body
+ * within the limit, no Upgrade, Transfer-Encoding or Content-Encoding, from a served host and no
+ * other site's page, from an address under its failed-auth limit, while the app is not closing.
+ * Every other request goes to Fastify untouched, and so does a call whose head is refused (a bad
+ * key, token or run, a full body budget), its body still unread: Fastify answers it as before.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
@@ -30,7 +29,7 @@ export interface DirectRequest {
   headers: IncomingMessage['headers'];
   socket: IncomingMessage['socket'];
   ip: string;
-  params: { run_id: string; provider: string; '*': string };
+  params: { run_id?: string; token?: string; provider: string; '*': string };
   log: FastifyBaseLogger;
   body: Buffer | null;
   proxyCall: null;
@@ -72,13 +71,31 @@ export interface DirectCallOptions {
   refused(error: FastifyError | ProxyRefusal, request: DirectRequest): RefusalAnswer;
 }
 
-/** A named run's call whose run id, provider and path need no decoding. */
-const NAMED_RUN_CALL = /^\/proxy\/runs\/([0-9A-Fa-f-]{36})\/([a-z0-9_-]+)\/([^?%#]*)(\?[^%#]*)?$/;
+/**
+ * A route pattern (`/proxy/t/:token/:provider/*`) as a matcher of the URLs it routes that need no
+ * decoding (no percent-escape) and the names of its parameters, in order.
+ */
+export function routeMatcher(pattern: string): { matcher: RegExp; names: string[] } {
+  const names: string[] = [];
+  const parts = pattern.split('/').map((part) => {
+    if (part === '*') {
+      names.push('*');
+      return '([^?%#]*)';
+    }
+    if (part.startsWith(':')) {
+      names.push(part.slice(1));
+      return '([^/?%#]+)';
+    }
+    return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  });
+  return { matcher: new RegExp(`^${parts.join('/')}(\\?[^%#]*)?$`), names };
+}
 
 /** The calls into a named run that skip Fastify: `take` for `dispatchBeforeFastify`; `close` when the app closes. */
 export function directCalls(options: DirectCallOptions) {
   const { registry, bodyLimitBytes, hooks } = options;
   const skip = segmentsBeforeUpstreamPath(options.route);
+  const { matcher, names } = routeMatcher(options.route);
   let closing = false;
 
   const take = (req: IncomingMessage, res: ServerResponse, toFastify: () => void): boolean => {
@@ -91,14 +108,16 @@ export function directCalls(options: DirectCallOptions) {
 
   const takeCall = (req: IncomingMessage, res: ServerResponse, toFastify: () => void): boolean => {
     if (req.method !== 'POST' || closing) return false;
-    const match = NAMED_RUN_CALL.exec(req.url ?? '');
+    const match = matcher.exec(req.url ?? '');
     if (!match) return false;
+    const params: Record<string, string> = {};
+    for (let i = 0; i < names.length; i++) params[names[i]!] = match[i + 1]!;
     const { headers } = req;
     if (headers.upgrade !== undefined || headers['transfer-encoding'] !== undefined) return false;
     if (headers['content-encoding'] !== undefined) return false;
     const declared = declaredLength(req);
     if (declared === null || declared === 0 || declared > bodyLimitBytes) return false;
-    const provider = registry.get(match[2]!);
+    const provider = registry.get(params.provider!);
     if (!provider) return false;
     let path: string;
     try {
@@ -107,15 +126,7 @@ export function directCalls(options: DirectCallOptions) {
       return false; // a dot segment: the route refuses it
     }
     if (!isModelCall(provider, 'POST', path) || !hooks.admits(req)) return false;
-    runCall(
-      options,
-      skip,
-      req,
-      res,
-      { run_id: match[1]!, provider: match[2]!, '*': match[3]! },
-      declared,
-      toFastify,
-    ).catch((error: unknown) => {
+    runCall(options, skip, req, res, params as DirectRequest['params'], declared, toFastify).catch((error: unknown) => {
       options.log.error({ err: error }, 'a proxied call failed outside its handler');
       res.destroy();
     });

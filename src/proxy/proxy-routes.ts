@@ -180,29 +180,27 @@ export const proxyRoutes: FastifyPluginAsync<{
     held?.release();
   }
 
+  const patterns = ['/proxy/runs/:run_id/:provider/*', '/proxy/t/:token/:provider/*', '/proxy/:provider/*'];
   if (deps.appHooks) {
-    const namedRunCalls = directCalls({
-      route: '/proxy/runs/:run_id/:provider/*',
-      registry,
-      bodyLimitBytes,
-      hooks: deps.appHooks,
-      log: app.log,
-      readCallHead,
-      handle,
-      refused,
-    });
+    const hooks = deps.appHooks;
+    // In the router's order: a static segment (`runs`, `t`) before a provider's name.
+    const direct = patterns.map((route) =>
+      directCalls({ route, registry, bodyLimitBytes, hooks, log: app.log, readCallHead, handle, refused }),
+    );
     // Fastify answers 503 once the app is closing: from then on every request goes to it.
     app.addHook('preClose', (done) => {
-      namedRunCalls.close();
+      for (const calls of direct) calls.close();
       done();
     });
     app.addHook('onReady', (done) => {
-      dispatchBeforeFastify(app.server, namedRunCalls.take);
+      dispatchBeforeFastify(app.server, (req, res, toFastify) =>
+        direct.some((calls) => calls.take(req, res, toFastify)),
+      );
       done();
     });
   }
 
-  for (const pattern of ['/proxy/runs/:run_id/:provider/*', '/proxy/t/:token/:provider/*', '/proxy/:provider/*']) {
+  for (const pattern of patterns) {
     const skip = segmentsBeforeUpstreamPath(pattern);
     const hooks = {
       config: { auth: 'none' as const },

@@ -1,7 +1,7 @@
 /**
- * A model call into a named run with a declared body skips Fastify (src/proxy/direct-calls.ts); the
- * same call with a chunked body passes Fastify's routes and hooks. Both doors must answer alike:
- * the same status, body and headers, the same metric series and the same log line.
+ * A proxied model call with a declared body skips Fastify (src/proxy/direct-calls.ts); the same
+ * call with a chunked body passes Fastify's routes and hooks. Both doors must answer alike: the
+ * same status, body and headers, and the same metric series.
  */
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,9 +27,14 @@ interface Answer {
 }
 
 /** A POST into the run, its body sent with a Content-Length (`declared`) or chunked. */
-function call(body: string, declared: boolean, headers: Record<string, string> = {}): Promise<Answer> {
+function call(
+  body: string,
+  declared: boolean,
+  headers: Record<string, string> = {},
+  base = `${api.url}/proxy/runs/${runId}/openai`,
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${api.url}/proxy/runs/${runId}/openai/v1/chat/completions`, {
+    const req = httpRequest(`${base}/v1/chat/completions`, {
       method: 'POST',
       headers: {
         'x-runguard-key': api.apiKey,
@@ -114,5 +119,22 @@ describe('a call into a named run, through either door', () => {
     expect(direct.status).toBe(401);
     expect(direct.body).toBe(routed.body);
     expect(Object.keys(comparable(direct.headers)).sort()).toEqual(Object.keys(comparable(routed.headers)).sort());
+  });
+
+  it("when it comes through a run's proxy token, then both doors relay it alike and count under the token's route", async () => {
+    const minted = await api.request('POST', `/v1/runs/${runId}/proxy-token`);
+    expect(minted.status).toBe(201);
+    const base = minted.body.urls.openai.replace(/\/v1$/, '');
+    const body = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+    const route = '/proxy/t/:token/:provider/*';
+    const before = await httpSeries(route, '200');
+    const direct = await call(body, true, { 'x-request-id': 'req-doors-3' }, base);
+    const routed = await call(body, false, { 'x-request-id': 'req-doors-3' }, base);
+    expect([direct.status, routed.status]).toEqual([200, 200]);
+    expect(Object.keys(comparable(direct.headers)).sort()).toEqual(Object.keys(comparable(routed.headers)).sort());
+    expect(await httpSeries(route, '200')).toBe(before + 2);
+    const bad = await call('[1]', true, {}, base);
+    expect(bad.status).toBe(400);
+    expect(bad.headers['x-content-type-options']).toBe('nosniff');
   });
 });
