@@ -17,24 +17,32 @@ interface Entry {
 }
 
 export class GuardStateCache {
-  private readonly entries = new Map<string, Entry>();
+  /** By workspace, then user: no key string made at each decision's look-up. */
+  private readonly entries = new Map<string, Map<string, Entry>>();
+  private size = 0;
 
   /** The state remembered at `version`; undefined when there is none, or none that current. */
   get(workspaceId: string, userId: string, version: string | null): GuardState | undefined {
     if (version === null) return undefined;
-    const entry = this.entries.get(key(workspaceId, userId));
+    const entry = this.entries.get(workspaceId)?.get(userId);
     if (!entry || entry.version !== version || performance.now() - entry.storedAt > MAX_AGE_MS) return undefined;
     return entry.state;
   }
 
-  /** `version` must have been read before `state` was: then a change in between shows as a new version. */
+  /**
+   * `version` must have been read before `state` was: then a change in between shows as a new
+   * version. Full, it forgets everything (an entry serves for MAX_AGE_MS at most anyway).
+   */
   set(workspaceId: string, userId: string, version: string | null, state: GuardState): void {
     if (version === null) return;
-    const cacheKey = key(workspaceId, userId);
-    this.entries.delete(cacheKey);
-    if (this.entries.size >= CAPACITY) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(cacheKey, { version, storedAt: performance.now(), state });
+    let users = this.entries.get(workspaceId);
+    if (!users?.has(userId) && this.size >= CAPACITY) {
+      this.entries.clear();
+      this.size = 0;
+      users = undefined;
+    }
+    if (!users) this.entries.set(workspaceId, (users = new Map<string, Entry>()));
+    if (!users.has(userId)) this.size++;
+    users.set(userId, { version, storedAt: performance.now(), state });
   }
 }
-
-const key = (workspaceId: string, userId: string) => `${workspaceId}\u0000${userId}`;
