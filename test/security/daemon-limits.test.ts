@@ -112,9 +112,11 @@ describe('what an unauthenticated client can cost the real daemon', () => {
       clearInterval(sampler);
     }
     peak = Math.max(peak, rss());
-    // Answered 401 (or, under the failed-auth limit, 429) before the body, or cut while sending it.
-    for (const outcome of outcomes) expect([401, 429, 'closed']).toContain(outcome);
-    expect(outcomes.filter((o) => o !== 'closed').length).toBeGreaterThan(0);
+    // Answered 401 (or, under the failed-auth limit, 429) before the body, or cut while sending it:
+    // closed, or, on a machine so busy that the daemon read the head after this file's 2 s request
+    // timeout, 408 (seen at load average 15). At least one must be the credential's refusal.
+    for (const outcome of outcomes) expect([401, 429, 408, 'closed']).toContain(outcome);
+    expect(outcomes.filter((o) => o === 401 || o === 429).length).toBeGreaterThan(0);
     expect(peak - idle).toBeLessThan(50 * MiB);
     expect(upstream.requests).toHaveLength(0);
     expect(daemon.running).toBe(true);
