@@ -8,11 +8,18 @@
  * external) is printed at each reading, and at the moment of each build's peak.
  *
  *   npx tsx bench/rss-profile.ts [--roots /tmp/base,.] [--connections 64] [--rounds 3] [--seconds 3]
- *                                [--idle 60] [--no-build] [--node-flags="..."]
+ *                                [--idle 60] [--no-build] [--node-flags="..."] [--cells chat,auto,sse]
+ *
+ * `--node-flags` replaces the daemon's V8 flags; with `;` between sets, each set goes to the root
+ * in the same place, so two flag sets of one build alternate with `--roots .,. --node-flags="A;B"`.
+ * `--cells chat` keeps only the 64-connection chat completions into a run (the proxy-profile
+ * load). Each build's CPU per call over its pieces (user + system, /proc/<pid>/stat) is printed
+ * beside its peak, so a setting's memory and CPU are read in the same rounds.
  *
  * The load is lighter than the bench's (no floors or Portkey take turns with the daemon), so read
  * the builds against each other, in the same run.
  */
+import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
@@ -38,6 +45,7 @@ const { values: flags } = parseArgs({
     idle: { type: 'string', default: '60' },
     'no-build': { type: 'boolean', default: false },
     'node-flags': { type: 'string' },
+    cells: { type: 'string', default: 'chat,auto,sse' },
   },
 });
 const connections = Number(flags.connections);
@@ -45,11 +53,20 @@ const rounds = Number(flags.rounds);
 const pieceS = Number(flags.seconds);
 const idleS = Number(flags.idle);
 const roots = flags.roots.split(',');
+const flagSets = flags['node-flags']?.split(';').map((set) => set.split(/\s+/).filter(Boolean));
+if (flagSets && flagSets.length > 1 && flagSets.length !== roots.length)
+  throw new Error('--node-flags: one set, or one per root');
+const cellNames = flags.cells.split(',');
+for (const name of cellNames) if (!['chat', 'auto', 'sse'].includes(name)) throw new Error(`--cells: ${name}?`);
 
 interface Build {
   root: string;
   stack: ProxyStack;
+  flags?: string[];
   cells: Pooled<unknown>[];
+  /** Calls answered and the daemon's CPU seconds over its pieces of load. */
+  calls: number;
+  cpuS: number;
   peakMb: number;
   atPeak?: MemoryBreakdown;
   closers: (() => Promise<void>)[];
@@ -77,14 +94,28 @@ function streams(daemon: DaemonProcess, runId: string, closers: (() => Promise<v
   );
 }
 
+/** User + system CPU seconds a process has used so far. */
+async function cpuSeconds(pid: number): Promise<number> {
+  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+  // utime and stime are fields 14 and 15 of stat(5); 12 and 13 past the command name. Ticks of 1/100 s.
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** A cell whose calls are counted as they are answered (latency samples or streams). */
+function counted<R>(cell: Pooled<R>, answered: (r: R) => number): Pooled<R> & { answered(): number } {
+  // Before its first piece a cell has run 0 s, and its rates are NaN.
+  return { ...cell, answered: () => answered(cell.result()) || 0 };
+}
+
 if (!flags['no-build']) buildDaemon();
 const builds: Build[] = [];
 try {
-  for (const root of roots) {
+  for (const [i, root] of roots.entries()) {
+    const nodeFlags = flagSets?.[flagSets.length === 1 ? 0 : i];
     const stack = await startProxyStack(
       {
         ...(root === '.' ? {} : { root }),
-        ...(flags['node-flags'] === undefined ? {} : { nodeFlags: flags['node-flags'].split(/\s+/).filter(Boolean) }),
+        ...(nodeFlags === undefined ? {} : { nodeFlags }),
       },
       0,
     );
@@ -94,14 +125,18 @@ try {
     const runId = (await startRuns(api, apiHeaders(daemon), 1, 'rss-profile'))[0]!;
     await api.close();
     const closers: (() => Promise<void>)[] = [];
+    const all = {
+      chat: () => counted(pooledCell(chatTarget(daemon, runId), connections), (r) => r.rps * r.durationS),
+      auto: () => counted(pooledCell(chatTarget(daemon, null), connections), (r) => r.rps * r.durationS),
+      sse: () => counted(streams(daemon, runId, closers), (r) => r.streams),
+    };
     builds.push({
       root,
+      ...(nodeFlags ? { flags: nodeFlags } : {}),
       stack,
-      cells: [
-        pooledCell(chatTarget(daemon, runId), connections),
-        pooledCell(chatTarget(daemon, null), connections),
-        streams(daemon, runId, closers),
-      ],
+      cells: cellNames.map((name) => all[name as keyof typeof all]()),
+      calls: 0,
+      cpuS: 0,
       peakMb: 0,
       closers,
     });
@@ -126,18 +161,29 @@ try {
     }
   })();
   for (let r = 0; r < rounds; r++) {
-    for (const b of builds) for (const cell of b.cells) await cell.run(pieceS);
+    for (const b of builds) {
+      for (const cell of b.cells as ReturnType<typeof counted>[]) {
+        const [cpuBefore, answeredBefore] = [await cpuSeconds(b.stack.daemon.pid), cell.answered()];
+        await cell.run(pieceS);
+        // The piece's warm-up is in the CPU and not in the calls: a small overcount, alike for every build.
+        b.cpuS += (await cpuSeconds(b.stack.daemon.pid)) - cpuBefore;
+        b.calls += cell.answered() - answeredBefore;
+      }
+    }
   }
   sampling = false;
   await sampler;
   const afterLoad = await idleAll(builds, idleS);
   for (const [i, b] of builds.entries()) {
     const after = await memoryBreakdown(b.stack.daemon);
-    console.log(`\n${b.root}:`);
+    console.log(`\n${b.root}${b.flags ? ` (${b.flags.join(' ')})` : ''}:`);
     console.log(
       `  RSS ${atStart[i]!.toFixed(1)} MB 2 s after start; idle ${idle[i]!.at(-1)} MB ` +
         `(every 5 s: ${idle[i]!.join(', ')}); peak under load ${b.peakMb.toFixed(1)} MB; ` +
         `idle after the load ${afterLoad[i]!.at(-1)} MB (every 5 s: ${afterLoad[i]!.join(', ')})`,
+    );
+    console.log(
+      `  CPU ${((b.cpuS / b.calls) * 1e6).toFixed(0)} µs per call (${b.calls.toFixed(0)} calls, ${b.cpuS.toFixed(2)} s)`,
     );
     console.log(`  idle:            ${formatBreakdown(idleBreakdowns[i]!)}`);
     if (b.atPeak) console.log(`  at the peak:     ${formatBreakdown(b.atPeak)}`);
