@@ -67,8 +67,10 @@ interface Build {
   /** Calls answered and the daemon's CPU seconds over its pieces of load. */
   calls: number;
   cpuS: number;
+  /** The peak while this build takes its load, and while it waits for the others' pieces. */
   peakMb: number;
   atPeak?: MemoryBreakdown;
+  waitingPeakMb: number;
   closers: (() => Promise<void>)[];
 }
 
@@ -138,6 +140,7 @@ try {
       calls: 0,
       cpuS: 0,
       peakMb: 0,
+      waitingPeakMb: 0,
       closers,
     });
   }
@@ -147,12 +150,16 @@ try {
   const idleBreakdowns = await Promise.all(builds.map((b) => memoryBreakdown(b.stack.daemon)));
 
   // Every 250 ms, as the bench's sampler; a breakdown is read when a build passes its peak.
+  // A build waiting for the others may make its idle collection (src/daemon/idle-memory.ts) then:
+  // that peak is read apart from the one under its own load.
   let sampling = true;
+  let loaded: Build | undefined;
   const sampler = (async () => {
     while (sampling) {
       for (const b of builds) {
         const mb = await rssMb(b.stack.daemon.pid);
-        if (mb > b.peakMb) {
+        if (b !== loaded) b.waitingPeakMb = Math.max(b.waitingPeakMb, mb);
+        else if (mb > b.peakMb) {
           b.peakMb = mb;
           b.atPeak = await memoryBreakdown(b.stack.daemon).catch(() => b.atPeak);
         }
@@ -162,6 +169,7 @@ try {
   })();
   for (let r = 0; r < rounds; r++) {
     for (const b of builds) {
+      loaded = b;
       for (const cell of b.cells as ReturnType<typeof counted>[]) {
         const [cpuBefore, answeredBefore] = [await cpuSeconds(b.stack.daemon.pid), cell.answered()];
         await cell.run(pieceS);
@@ -179,7 +187,8 @@ try {
     console.log(`\n${b.root}${b.flags ? ` (${b.flags.join(' ')})` : ''}:`);
     console.log(
       `  RSS ${atStart[i]!.toFixed(1)} MB 2 s after start; idle ${idle[i]!.at(-1)} MB ` +
-        `(every 5 s: ${idle[i]!.join(', ')}); peak under load ${b.peakMb.toFixed(1)} MB; ` +
+        `(every 5 s: ${idle[i]!.join(', ')}); peak under load ${b.peakMb.toFixed(1)} MB ` +
+        `(${b.waitingPeakMb.toFixed(1)} while the others took theirs); ` +
         `idle after the load ${afterLoad[i]!.at(-1)} MB (every 5 s: ${afterLoad[i]!.join(', ')})`,
     );
     console.log(
