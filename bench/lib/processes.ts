@@ -28,9 +28,17 @@ function stopper(proc: ChildProcess, graceMs = 10_000): () => Promise<void> {
   };
 }
 
-/** Starts `bench/<script>` under tsx; resolves with the URL it announces on stdout. */
-export async function startHelper(script: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<Child> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', script), ...args], {
+/**
+ * Starts `bench/<script>` under tsx (with `nodeFlags` before it); resolves with the URL it
+ * announces on stdout.
+ */
+export async function startHelper(
+  script: string,
+  args: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+  nodeFlags: string[] = [],
+): Promise<Child> {
+  const proc = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', join(ROOT, 'bench', script), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -85,7 +93,7 @@ export interface DaemonProcess extends Child {
 }
 
 /** The V8 flags the daemon is launched with everywhere (see bin/runguard), so the bench measures that. */
-const DAEMON_NODE_FLAGS = [
+export const DAEMON_NODE_FLAGS = [
   '--heap-growing-percent=50',
   '--incremental-marking-soft-trigger=70',
   '--incremental-marking-hard-trigger=90',

@@ -1,0 +1,157 @@
+/**
+ * The HTTP layers a proxied call passes, alone: a `node:http` server that answers a fixed JSON
+ * (`bare`), or forwards each request to `<upstream>` through an undici pool with one of undici's
+ * APIs and relays the answer. No guard, no record: what `bench/http-layers.ts` measures is what
+ * Node's server and undici cost a call, and how much of it a leaner use of them saves.
+ *
+ *   node --import tsx bench/http-layers-server.ts <mode> <upstream origin>
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { pipeline } from 'node:stream';
+import { Pool, type Dispatcher } from 'undici';
+import { HOP_BY_HOP } from './lib/hop-by-hop.js';
+
+const MODES = ['bare', 'request', 'stream', 'pipeline', 'dispatch', 'dispatch-legacy'] as const;
+type Mode = (typeof MODES)[number];
+const [mode, upstream] = process.argv.slice(2) as [Mode, string | undefined];
+if (!MODES.includes(mode)) throw new Error(`usage: http-layers-server.ts <${MODES.join('|')}> <upstream origin>`);
+const pool = upstream ? new Pool(upstream, { connections: 256 }) : null;
+
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'host', 'content-length']);
+const ANSWER = JSON.stringify({
+  id: 'chatcmpl-1',
+  object: 'chat.completion',
+  model: 'gpt-4o-mini',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'Hello there, how are you?' }, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
+});
+
+function forwardable(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const kept: Record<string, string | string[]> = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value !== undefined && !NOT_FORWARDED.has(name)) kept[name] = value;
+  }
+  return kept;
+}
+
+/** The same filter on raw header arrays (`[name, value, ...]`), no object either way. */
+function forwardableRaw(raw: readonly (string | Buffer)[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = String(raw[i]);
+    if (!NOT_FORWARDED.has(name.toLowerCase())) kept.push(name, String(raw[i + 1]));
+  }
+  return kept;
+}
+
+function readBody(req: IncomingMessage, then: (body: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => then(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+}
+
+function failed(res: ServerResponse): void {
+  if (!res.headersSent) res.writeHead(502).end();
+  else res.destroy();
+}
+
+const options = (req: IncomingMessage, body: Buffer | null) => ({
+  method: 'POST' as const,
+  path: req.url ?? '/',
+  headers: forwardable(req.headers),
+  body,
+});
+
+/** A handler in undici's own (legacy) form: raw header arrays both ways, no parsed object. */
+class LegacyRelay implements Dispatcher.DispatchHandler {
+  constructor(private readonly res: ServerResponse) {}
+  onConnect(): void {}
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true;
+    this.res.writeHead(statusCode, forwardableRaw(rawHeaders));
+    this.res.on('drain', resume);
+    return true;
+  }
+  onData(chunk: Buffer): boolean {
+    return this.res.write(chunk);
+  }
+  onComplete(): void {
+    this.res.end();
+  }
+  onError(): void {
+    failed(this.res);
+  }
+}
+
+/** A handler in undici 7's form, as src/proxy/forwarder.ts writes it. */
+class Relay implements Dispatcher.DispatchHandler {
+  constructor(private readonly res: ServerResponse) {}
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.res.on('drain', () => controller.resume());
+  }
+  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>) {
+    if (statusCode >= 200) this.res.writeHead(statusCode, forwardable(headers));
+  }
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (!this.res.write(chunk)) controller.pause();
+  }
+  onResponseEnd(): void {
+    this.res.end();
+  }
+  onResponseError(): void {
+    failed(this.res);
+  }
+}
+
+const handlers: Record<Mode, (req: IncomingMessage, res: ServerResponse) => void> = {
+  bare: (req, res) =>
+    readBody(req, () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(ANSWER) });
+      res.end(ANSWER);
+    }),
+  request: (req, res) =>
+    readBody(req, (body) => {
+      pool!.request(options(req, body)).then(
+        (answer) => {
+          res.writeHead(answer.statusCode, forwardable(answer.headers));
+          pipeline(answer.body, res, () => {});
+        },
+        () => failed(res),
+      );
+    }),
+  stream: (req, res) =>
+    readBody(req, (body) => {
+      pool!
+        .stream(options(req, body), ({ statusCode, headers }) => {
+          res.writeHead(statusCode, forwardable(headers));
+          return res;
+        })
+        .catch(() => failed(res));
+    }),
+  // The request's body streamed too: nothing read whole.
+  pipeline: (req, res) => {
+    const duplex = pool!.pipeline({ ...options(req, null), body: undefined }, ({ statusCode, headers, body }) => {
+      res.writeHead(statusCode, forwardable(headers));
+      return body;
+    });
+    pipeline(req, duplex, res, () => {});
+  },
+  dispatch: (req, res) => readBody(req, (body) => pool!.dispatch(options(req, body), new Relay(res))),
+  'dispatch-legacy': (req, res) =>
+    readBody(req, (body) =>
+      pool!.dispatch(
+        { method: 'POST', path: req.url ?? '/', headers: forwardableRaw(req.rawHeaders), body },
+        new LegacyRelay(res),
+      ),
+    ),
+};
+
+const server = createServer(handlers[mode]);
+server.keepAliveTimeout = 75_000;
+server.listen(0, '127.0.0.1', () => {
+  const { port } = server.address() as AddressInfo;
+  process.stdout.write(`READY http://127.0.0.1:${port}\n`);
+});
+process.on('SIGTERM', () => process.exit(0));
