@@ -4,15 +4,29 @@
  * APIs and relays the answer. No guard, no record: what `bench/http-layers.ts` measures is what
  * Node's server and undici cost a call, and how much of it a leaner use of them saves.
  *
+ * The `net-` modes bound what no HTTP library at all would cost: plain sockets that find a
+ * message's end from its `content-length` or its last chunk (enough for the bench's own calls, nothing more: a
+ * measuring stub, not an HTTP implementation), answering a fixed JSON (`net-bare`) or passing the
+ * request's and the answer's bytes through unchanged (`net-forward`).
+ *
  *   node --import tsx bench/http-layers-server.ts <mode> <upstream origin>
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { pipeline } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
 import { HOP_BY_HOP } from './lib/hop-by-hop.js';
 
-const MODES = ['bare', 'request', 'stream', 'pipeline', 'dispatch', 'dispatch-legacy'] as const;
+const MODES = [
+  'bare',
+  'request',
+  'stream',
+  'pipeline',
+  'dispatch',
+  'dispatch-legacy',
+  'net-bare',
+  'net-forward',
+] as const;
 type Mode = (typeof MODES)[number];
 const [mode, upstream] = process.argv.slice(2) as [Mode, string | undefined];
 if (!MODES.includes(mode)) throw new Error(`usage: http-layers-server.ts <${MODES.join('|')}> <upstream origin>`);
@@ -105,7 +119,10 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 }
 
-const handlers: Record<Mode, (req: IncomingMessage, res: ServerResponse) => void> = {
+const handlers: Record<
+  Exclude<Mode, 'net-bare' | 'net-forward'>,
+  (req: IncomingMessage, res: ServerResponse) => void
+> = {
   bare: (req, res) =>
     readBody(req, () => {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(ANSWER) });
@@ -148,8 +165,68 @@ const handlers: Record<Mode, (req: IncomingMessage, res: ServerResponse) => void
     ),
 };
 
-const server = createServer(handlers[mode]);
-server.keepAliveTimeout = 75_000;
+/**
+ * Calls `onMessage` with each whole message (head and body) read from `socket`; the bench's
+ * messages only (no pipelining, no chunk that looks like the last one).
+ */
+function onMessages(socket: Socket, onMessage: (message: Buffer) => void): void {
+  let pending: Buffer | null = null;
+  socket.on('error', () => socket.destroy()); // autocannon closes its connections at the end
+  socket.on('data', (chunk: Buffer) => {
+    let data = pending ? Buffer.concat([pending, chunk]) : chunk;
+    for (;;) {
+      const headEnd = data.indexOf('\r\n\r\n');
+      if (headEnd === -1) break;
+      const head = data.toString('latin1', 0, headEnd);
+      let end: number;
+      if (/transfer-encoding: *chunked/i.test(head)) {
+        const last = data.indexOf('\r\n0\r\n\r\n', headEnd + 2);
+        if (last === -1) break;
+        end = last + 7;
+      } else {
+        end = headEnd + 4 + Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        if (data.length < end) break;
+      }
+      onMessage(data.subarray(0, end));
+      data = data.subarray(end);
+    }
+    pending = data.length > 0 ? data : null;
+  });
+}
+
+const NET_ANSWER = Buffer.from(
+  `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(ANSWER)}\r\n\r\n${ANSWER}`,
+);
+const idle: Socket[] = [];
+/** Who waits for each upstream connection's answer: one exchange at a time on each. */
+const awaiting = new Map<Socket, (answer: Buffer) => void>();
+
+/** Sends `message` upstream on an idle connection (or a new one); `answered` gets the whole answer. */
+function upstreamExchange(message: Buffer, answered: (answer: Buffer) => void): void {
+  let socket = idle.pop();
+  if (!socket) {
+    const { hostname, port } = new URL(upstream!);
+    const fresh = connect({ host: hostname, port: Number(port), noDelay: true });
+    onMessages(fresh, (answer) => {
+      const waiting = awaiting.get(fresh)!;
+      idle.push(fresh);
+      waiting(answer);
+    });
+    socket = fresh;
+  }
+  awaiting.set(socket, answered);
+  socket.write(message);
+}
+
+const server =
+  mode === 'net-bare' || mode === 'net-forward'
+    ? createNetServer({ noDelay: true }, (socket) =>
+        onMessages(socket, (message) => {
+          if (mode === 'net-bare') socket.write(NET_ANSWER);
+          else upstreamExchange(message, (answer) => socket.write(answer));
+        }),
+      )
+    : createServer({ keepAliveTimeout: 75_000 }, handlers[mode]);
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address() as AddressInfo;
   process.stdout.write(`READY http://127.0.0.1:${port}\n`);

@@ -8,7 +8,7 @@
  * profiler, garbage included). Modes alternate within each round, so all see the same machine.
  *
  *   npx tsx bench/http-layers.ts [--connections 64] [--duration 5] [--rounds 2] [--alloc-prof]
- *                                [--modes bare,request,stream,pipeline,dispatch,dispatch-legacy]
+ *                                [--modes net-bare,bare,net-forward,request,stream,pipeline,dispatch,dispatch-legacy]
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -22,7 +22,7 @@ const { values: flags } = parseArgs({
     duration: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '2' },
     'alloc-prof': { type: 'boolean', default: false },
-    modes: { type: 'string', default: 'bare,request,stream,pipeline,dispatch,dispatch-legacy' },
+    modes: { type: 'string', default: 'net-bare,bare,net-forward,request,stream,pipeline,dispatch,dispatch-legacy' },
   },
 });
 const connections = Number(flags.connections);
