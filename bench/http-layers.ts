@@ -2,8 +2,9 @@
  * What the HTTP layers alone cost a call (`bench/http-layers-server.ts`): a bare `node:http`
  * server answering a fixed JSON, and the same server forwarding to the fake upstream (0 ms) with
  * undici's `request`, `stream`, `pipeline` and `dispatch` (its handler in undici 7's form and in
- * its own older form, raw header arrays both ways). Each mode's server runs with the daemon's V8
- * flags and is measured as the daemon is in `proxy-profile.ts`: CPU per call from
+ * its own older form, raw header arrays both ways), and over plain sockets with no HTTP library
+ * at all (the `net-` modes: a bound, see http-layers-server.ts). Each mode's server runs with the
+ * daemon's V8 flags and is measured as the daemon is in `proxy-profile.ts`: CPU per call from
  * /proc/<pid>/stat, and with `--alloc-prof` the bytes allocated per call (V8's sampling heap
  * profiler, garbage included). Modes alternate within each round, so all see the same machine.
  *
