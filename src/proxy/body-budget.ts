@@ -63,7 +63,7 @@ export class BodyReservation {
     private readonly budget: BodyBudget,
     response: ServerResponse,
   ) {
-    response.once('close', () => this.release());
+    response.on('close', () => this.release()); // `release` runs once: no `once` wrapper needed
   }
 
   take(bytes: number): boolean {

@@ -158,7 +158,10 @@ export function dispatchBeforeFastify(
   });
 }
 
-/** A request's body of `length` declared bytes, whole; rejects when the client leaves first. */
+/**
+ * A request's body of `length` declared bytes, whole; rejects when the client leaves first.
+ * `on`, not `once`: each event comes once to a request, and `once` wraps every listener.
+ */
 export function readBody(req: IncomingMessage, length: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -167,14 +170,14 @@ export function readBody(req: IncomingMessage, length: number): Promise<Buffer> 
       chunks.push(chunk);
       received += chunk.length;
     });
-    req.once('end', () => {
+    req.on('end', () => {
       if (received !== length) reject(new Error('The body did not match its Content-Length.'));
       else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
     });
-    req.once('close', () => {
+    req.on('close', () => {
       if (!req.complete) reject(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
     });
-    req.once('error', reject);
+    req.on('error', reject);
   });
 }
 

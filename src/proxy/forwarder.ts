@@ -37,8 +37,9 @@ const GUARDRAIL_KEY = /\blg_[a-z0-9]{12}_/;
 const NONE_LISTED: ReadonlySet<string> = new Set();
 
 function connectionListed(value: string | string[] | undefined): ReadonlySet<string> {
-  // Most calls name none (HTTP/1.1 keep-alive needs no header): no Set made for them.
-  if (value === undefined || value === '') return NONE_LISTED;
+  // Most calls name none, or only `keep-alive` (SDKs and providers send it), hop-by-hop already:
+  // no Set made for them.
+  if (value === undefined || value === '' || value === 'keep-alive') return NONE_LISTED;
   const text = Array.isArray(value) ? value.join(',') : (value ?? '');
   return new Set(
     text
@@ -207,6 +208,7 @@ class ResponseRelay implements Dispatcher.DispatchHandler, HeldAnswer {
   /** Why the exchange was called off before it was released (`cancel`). */
   private cancelled: Error | null = null;
   private held: HeldState | null;
+  private drainWatched = false;
 
   constructor(
     private readonly res: ServerResponse,
@@ -215,7 +217,6 @@ class ResponseRelay implements Dispatcher.DispatchHandler, HeldAnswer {
   ) {
     this.held = held ? { head: null, chunks: [], bytes: 0, paused: false, end: null } : null;
     res.on('close', () => this.clientClosed());
-    res.on('drain', () => this.controller?.resume());
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -254,7 +255,7 @@ class ResponseRelay implements Dispatcher.DispatchHandler, HeldAnswer {
       }
       return;
     }
-    if (!this.res.write(chunk)) controller.pause();
+    if (!this.res.write(chunk)) this.pauseUntilDrained();
   }
 
   onResponseEnd(): void {
@@ -287,7 +288,7 @@ class ResponseRelay implements Dispatcher.DispatchHandler, HeldAnswer {
     else if (end) this.onResponseError(this.controller, end);
     // Paused for holding too much: it goes on now, or once the client has drained what was kept.
     else if (paused && flowing) this.controller?.resume();
-    else if (!flowing) this.controller?.pause();
+    else if (!flowing) this.pauseUntilDrained();
   }
 
   cancel(reason: Error): void {
@@ -296,6 +297,14 @@ class ResponseRelay implements Dispatcher.DispatchHandler, HeldAnswer {
     this.held = null;
     this.cancelled = reason;
     this.controller?.abort(reason);
+  }
+
+  /** Pauses the upstream until the client's socket drains; most answers never fill it, and need no listener. */
+  private pauseUntilDrained(): void {
+    this.controller?.pause();
+    if (this.drainWatched) return;
+    this.drainWatched = true;
+    this.res.on('drain', () => this.controller?.resume());
   }
 
   private clientClosed(): void {

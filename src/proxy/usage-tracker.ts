@@ -93,7 +93,7 @@ function sseTracker(reader: StreamUsageReader, maxEventLength: number): UsageTra
 }
 
 function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: number): UsageTracker {
-  let chunks: Uint8Array[] = [];
+  let chunks: Buffer[] = [];
   let size = 0;
   let overflow = false;
   let result: TokenFields | undefined;
@@ -101,7 +101,9 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
   return {
     push(chunk) {
       if (result !== undefined) return;
-      chunks.push(new Uint8Array(chunk)); // a copy: the caller owns and may reuse its buffer
+      // A copy: the caller owns and may reuse its buffer. `Buffer.from` copies a small one into
+      // Node's shared pool instead of a memory block of its own.
+      chunks.push(Buffer.from(chunk));
       size += chunk.length;
       if (size > maxBytes) overflow = true;
       if (!overflow) return;
@@ -111,7 +113,7 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
       const excess = size - tailBytes;
       const first = chunks[0];
       if (excess > 0 && first) {
-        chunks[0] = first.slice(excess);
+        chunks[0] = first.subarray(excess);
         size -= excess;
       }
     },
@@ -119,7 +121,8 @@ function jsonTracker(extractor: UsageExtractor, maxBytes: number, tailBytes: num
     current: () => result ?? NO_TOKENS,
     end() {
       if (result !== undefined) return result;
-      const text = Buffer.concat(chunks).toString('utf8');
+      // An answer is mostly one chunk: decoded from its copy, not copied again.
+      const text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString('utf8');
       chunks = [];
       const key = extractor.usageKey ?? 'usage';
       const body = overflow ? { [key]: lastObjectOfKey(text, key) } : parseJson(text);
