@@ -5,11 +5,14 @@
  * (from its /metrics, before and after each cell), and its RSS at the end.
  *
  *   npx tsx bench/detail-reads.ts [--roots /tmp/base,.] [--connections 1] [--rounds 6] [--history-runs 50000] [--interleave]
+ *                                 [--node-flags="A;B"]
  *
  * `--roots`: built checkouts to run (`.` is this one); build the other with `npx tsc` first.
  * `--history-runs`: seed each database with that many runs of history first (50,000: ~1M steps).
  * `--interleave` (two roots, one connection): the sides' reads take turns, read by read, instead of
  * 5 s cells each; on a machine whose load moves from second to second, the fairer comparison.
+ * `--node-flags`: V8 flags instead of the daemon's; with `;` between sets, one set per root, so two
+ * flag sets of one build compare with `--roots .,. --node-flags="A;B"`.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -29,9 +32,14 @@ const { values: flags } = parseArgs({
     rounds: { type: 'string', default: '6' },
     'history-runs': { type: 'string', default: '0' },
     interleave: { type: 'boolean', default: false },
+    'node-flags': { type: 'string' },
   },
 });
 const connections = Number(flags.connections);
+const roots = flags.roots.split(',');
+const flagSets = flags['node-flags']?.split(';').map((set) => set.split(/\s+/).filter(Boolean));
+if (flagSets && flagSets.length > 1 && flagSets.length !== roots.length)
+  throw new Error('--node-flags: one set, or one per root');
 
 /** GC counts and seconds by kind, and the process's CPU seconds, from the daemon's /metrics. */
 async function counters(daemon: { url: string; apiKey: string }): Promise<Map<string, number>> {
@@ -59,7 +67,8 @@ interface Side {
 }
 
 const sides: Side[] = [];
-for (const root of flags.roots.split(',')) {
+for (const [index, root] of roots.entries()) {
+  const nodeFlags = flagSets?.[flagSets.length === 1 ? 0 : index];
   const services = await createServices();
   const dataDir = await mkdtemp(join(tmpdir(), 'runguard-bench-'));
   const daemon = await startDaemon({
@@ -69,6 +78,7 @@ for (const root of flags.roots.split(',')) {
     dataDir,
     openaiUpstream: 'http://127.0.0.1:9',
     ...(root === '.' ? {} : { root }),
+    ...(nodeFlags ? { nodeFlags } : {}),
   });
   const db = await connect(services.databaseUrl);
   const workspaceId = await workspaceOf(db);
@@ -78,7 +88,7 @@ for (const root of flags.roots.split(',')) {
   await db.query('VACUUM ANALYZE');
   await db.end();
   sides.push({
-    root,
+    root: nodeFlags && flagSets && flagSets.length > 1 ? `${root} (${nodeFlags.join(' ')})` : root,
     services,
     dataDir,
     daemon,
