@@ -7,6 +7,7 @@
  * hand edit or triggers switched off (`session_replication_role = replica`, a restore with
  * `--disable-triggers`); the Redis copy of spend can lag behind (a write lost in a crash) and is raised to the records.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { lockForTransaction, tryLockForTransaction } from '../store/advisory-locks.js';
 import {
@@ -18,6 +19,7 @@ import {
   type WorkspaceScope,
 } from '../store/counters/counters.js';
 import type { Db } from '../store/db.js';
+import { readOneSnapshot, tallyDrift } from '../store/reconcile-tally.js';
 import { periodic } from './periodic.js';
 import {
   addCountDifferences,
@@ -100,12 +102,43 @@ export async function reconcile(
       found: `runs=${row.found_runs}`,
     });
   }
-  // The Redis copy of today's spend, for every workspace and user who spent today.
-  if (counters.kind === 'redis') {
-    drifts.push(...(await refreshSpendCopy(db, counters, options.now, options.repair)));
-    drifts.push(...(await refreshSubjectCopies(db, counters, options.now, options.repair)));
-  }
+  drifts.push(...(await checkSpendCopies(db, counters, options.now, options.repair)));
   return { checkedFrom: from, drifts, repaired: options.repair };
+}
+
+/** The Redis copy of today's spend, for every workspace, user and subject who spent today. */
+async function checkSpendCopies(db: Db, counters: CounterStore, now: Date, repair: boolean): Promise<Drift[]> {
+  if (counters.kind !== 'redis') return [];
+  return [
+    ...(await refreshSpendCopy(db, counters, now, repair)),
+    ...(await refreshSubjectCopies(db, counters, now, repair)),
+  ];
+}
+
+/**
+ * The periodic pass: `reconcile`'s check and repair, its recount read in slices
+ * (`store/reconcile-tally.ts`) under the reconcile lock, with `between` awaited between them, so
+ * a day of millions of steps does not hold Postgres's cores for seconds at once. No counter row
+ * is locked for the check; only a drift found (a bug, a hand edit) runs `reconcile` itself, whose
+ * one-statement checks repair it. The Redis copies are checked as `reconcile` checks them.
+ */
+export async function reconcileInSlices(
+  db: Db,
+  counters: CounterStore,
+  options: { now: Date; days: number; between?: (sliceMs: number) => Promise<void>; perSlice?: number },
+): Promise<ReconcileReport & { slices?: number; records?: number }> {
+  const from = new Date(options.now.getTime() - (options.days - 1) * 86_400_000).toISOString().slice(0, 10);
+  const tally = await db.transaction(async (tx) => {
+    await readOneSnapshot(tx);
+    // Another daemon's pass (or the CLI's reconcile) is doing the same work: not waiting for it.
+    if (!(await tryLockForTransaction(tx, 'reconcile'))) return null;
+    return tallyDrift(tx, options.now, { from, between: options.between, perSlice: options.perSlice });
+  });
+  if (!tally) return { checkedFrom: from, drifts: [], repaired: false, skipped: true };
+  if (tally.usage.length + tally.userUsage.length + tally.subjectUsage.length > 0)
+    return reconcile(db, counters, { now: options.now, days: options.days, repair: true, waitForLock: false });
+  const drifts = await checkSpendCopies(db, counters, options.now, true);
+  return { checkedFrom: from, drifts, repaired: true, slices: tally.slices, records: tally.records };
 }
 
 /**
@@ -266,7 +299,7 @@ export interface PeriodicReconcile {
 
 /**
  * Checks and repairs today's and yesterday's counters every `intervalMs` (0: never), logging what
- * it found. Several daemons may run it: a pass that finds another's check under way (its lock
+ * it found: `reconcileInSlices`, pausing between slices on Postgres. Several daemons may run it: a pass that finds another's check under way (its lock
  * held) skips, rather than wait to do the same work again.
  */
 export function periodicReconcile(options: {
@@ -276,15 +309,20 @@ export function periodicReconcile(options: {
   logger: Logger;
   intervalMs: number;
 }): PeriodicReconcile {
+  // Between slices, a pause as long as the slice (on Postgres: the pass takes at most about half
+  // of one core); none once the daemon stops, and none on the embedded database, whose one
+  // connection the pass holds until it ends.
+  const between = async (sliceMs: number) => {
+    if (options.db.kind === 'postgres' && !job.stopped) await sleep(Math.min(sliceMs, 1_000));
+  };
   const once = async () => {
     try {
       // Not waiting for another daemon's (or the CLI's) reconcile: it is doing the same work, and
       // a pass waiting on its lock would hold up this daemon's shutdown.
-      const report = await reconcile(options.db, options.counters, {
+      const report = await reconcileInSlices(options.db, options.counters, {
         now: options.clock.now(),
         days: 2,
-        repair: true,
-        waitForLock: false,
+        between,
       });
       // Debug only: a fleet skips most passes by design; an operator tracing one may want to see it.
       if (report.skipped) options.logger.debug('reconcile pass skipped: another reconcile holds its lock');
