@@ -19,6 +19,8 @@ import { HOP_BY_HOP } from './lib/hop-by-hop.js';
 
 const MODES = [
   'bare',
+  'bare-chunked',
+  'bare-length',
   'request',
   'stream',
   'pipeline',
@@ -40,6 +42,8 @@ const ANSWER = JSON.stringify({
   choices: [{ index: 0, message: { role: 'assistant', content: 'Hello there, how are you?' }, finish_reason: 'stop' }],
   usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
 });
+
+const ANSWER_BYTES = Buffer.from(ANSWER);
 
 function forwardable(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
   const kept: Record<string, string | string[]> = {};
@@ -127,6 +131,20 @@ const handlers: Record<
     readBody(req, () => {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(ANSWER) });
       res.end(ANSWER);
+    }),
+  // An answer relayed from a chunked upstream, written as the relay writes it: its head, its body
+  // in one chunk, its end; chunked by Node, or with the length the relay knows once it holds it whole.
+  'bare-chunked': (req, res) =>
+    readBody(req, () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write(ANSWER_BYTES);
+      res.end();
+    }),
+  'bare-length': (req, res) =>
+    readBody(req, () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(ANSWER_BYTES.length) });
+      res.write(ANSWER_BYTES);
+      res.end();
     }),
   request: (req, res) =>
     readBody(req, (body) => {
