@@ -280,9 +280,6 @@ class ResponseRelay implements Dispatcher.DispatchHandler, HeldAnswer {
     const { head, chunks, end, paused } = held;
     let flowing = true;
     if (head) {
-      // An answer held whole goes out with its length: one write, no chunk framing of Node's.
-      if (end === true && !head.stream && this.lengthMayBeSet(head.statusCode, head.headers))
-        head.headers['content-length'] = String(held.bytes);
       this.res.writeHead(head.statusCode, head.headers);
       if (head.stream && chunks.length === 0) this.res.flushHeaders();
       for (const chunk of chunks) flowing = this.res.write(chunk);
@@ -300,16 +297,6 @@ class ResponseRelay implements Dispatcher.DispatchHandler, HeldAnswer {
     this.held = null;
     this.cancelled = reason;
     this.controller?.abort(reason);
-  }
-
-  /** Whether an answer may be given the length of the body it has: not a HEAD's, a 204's or a 304's (RFC 9110 8.6). */
-  private lengthMayBeSet(statusCode: number, headers: Record<string, string | string[]>): boolean {
-    return (
-      headers['content-length'] === undefined &&
-      statusCode !== 204 &&
-      statusCode !== 304 &&
-      this.res.req.method !== 'HEAD'
-    );
   }
 
   /** Pauses the upstream until the client's socket drains; most answers never fill it, and need no listener. */

@@ -1,19 +1,6 @@
-/**
- * Header hygiene of the forwarder, both ways: a table of what crosses and what does not; and the
- * framing of an answer it held.
- */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { Dispatcher } from 'undici';
+/** Header hygiene of the forwarder, both ways: a table of what crosses and what does not. */
 import { describe, expect, it } from 'vitest';
-import {
-  clientHeaders,
-  forward,
-  upstreamFailure,
-  upstreamHeaders,
-  type RelayHooks,
-  type Upstream,
-} from '../../../src/proxy/forwarder.js';
+import { clientHeaders, upstreamFailure, upstreamHeaders } from '../../../src/proxy/forwarder.js';
 
 describe('upstreamHeaders', () => {
   it('when a client request has hop-by-hop, guardrail and credential headers, then only end-to-end ones cross', () => {
@@ -84,51 +71,5 @@ describe('upstreamFailure', () => {
     [new Error('other side closed'), 502, 'UPSTREAM_UNAVAILABLE'],
   ])('when forwarding fails with %o, then %i %s', (error, status, code) => {
     expect(upstreamFailure(error)).toMatchObject({ status, code });
-  });
-});
-
-describe('forward, held', () => {
-  /** Relays through a pool that answers at once with `headers` and `chunks`, held until the whole answer is in. */
-  async function relayedHead(headers: Record<string, string>, chunks: string[], status = 200, method = 'POST') {
-    const pool: Upstream['pool'] = {
-      dispatch(_options, handler) {
-        const controller = { pause() {}, resume() {}, abort() {} } as unknown as Dispatcher.DispatchController;
-        handler.onRequestStart?.(controller, {});
-        handler.onResponseStart?.(controller, status, headers, 'OK');
-        for (const chunk of chunks) handler.onResponseData?.(controller, Buffer.from(chunk));
-        handler.onResponseEnd?.(controller, {});
-        return true;
-      },
-    };
-    const hooks: RelayHooks = { answered: (_status, upstream) => clientHeaders(upstream), chunk() {}, ended() {} };
-    const server = createServer((_req, res) => {
-      const request = { method, path: '/', headers: {}, body: null };
-      forward({ origin: 'http://upstream', basePath: '', pool }, request, res, hooks, { held: true }).release();
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    try {
-      const { port } = server.address() as AddressInfo;
-      const res = await fetch(`http://127.0.0.1:${port}/`, { method });
-      return { headers: res.headers, body: await res.text() };
-    } finally {
-      server.close();
-    }
-  }
-
-  it('when a held answer came whole without a length, then the client gets it with its length, not chunked', async () => {
-    const { headers, body } = await relayedHead({ 'content-type': 'application/json' }, ['{"a":', '1}']);
-    expect(headers.get('content-length')).toBe('7');
-    expect(headers.get('transfer-encoding')).toBeNull();
-    expect(body).toBe('{"a":1}');
-  });
-
-  it('when a held answer is a stream, a 204 or a HEAD, then no length is made up for it', async () => {
-    const stream = await relayedHead({ 'content-type': 'text/event-stream' }, ['data: 1\n\n']);
-    expect(stream.headers.get('content-length')).toBeNull();
-    expect(stream.body).toBe('data: 1\n\n');
-    expect((await relayedHead({}, [], 204)).headers.get('content-length')).toBeNull();
-    expect(
-      (await relayedHead({ 'content-type': 'application/json' }, [], 200, 'HEAD')).headers.get('content-length'),
-    ).toBeNull();
   });
 });
