@@ -10,7 +10,7 @@
  */
 import { SPEND_CAP_MICROS } from './counters/counters.js';
 import type { Queryable } from './db.js';
-import type { DriftRow } from './reconcile.js';
+import { driftStatement, localDay, SUBJECT_USAGE, USER_USAGE, WORKSPACE_USAGE, type DriftRow } from './reconcile.js';
 import { STEP_SUBJECTS } from './subject-usage.js';
 
 /** Steps (or runs) a slice aims at: tens of milliseconds of one core. */
@@ -41,7 +41,7 @@ const TALLY_STEPS = `
   ), edge AS (
     SELECT CASE WHEN $2::int IS NULL OR count(*) < $2 THEN 'infinity'::timestamptz ELSE max(finished_at) END AS hi FROM c
   ), s AS (
-    SELECT c.workspace_id, c.run_id, c.api_key_id, (c.finished_at AT TIME ZONE w.time_zone)::date AS day,
+    SELECT c.workspace_id, c.run_id, c.api_key_id, ${localDay('c.finished_at')} AS day,
       least(round(c.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend
     FROM c JOIN workspaces w ON w.id = c.workspace_id, edge WHERE c.finished_at < edge.hi
   ), tallied AS (
@@ -54,7 +54,7 @@ const TALLY_STEPS = `
 /** The priced steps finished at the instant $1 exactly (more than a slice's limit of them), and the instant after it. */
 const TALLY_STEPS_AT = `
   WITH s AS (
-    SELECT s.workspace_id, s.run_id, s.api_key_id, (s.finished_at AT TIME ZONE w.time_zone)::date AS day,
+    SELECT s.workspace_id, s.run_id, s.api_key_id, ${localDay('s.finished_at')} AS day,
       least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend
     FROM steps s JOIN workspaces w ON w.id = s.workspace_id
     WHERE s.cost_usd IS NOT NULL AND s.finished_at = $1::timestamptz
@@ -68,7 +68,7 @@ const TALLY_STEPS_AT = `
 /** A slice of the runs started in [$1, $2), each counted once on its local day (blocked ones not). */
 const TALLY_RUNS = `
   WITH r AS (
-    SELECT r.workspace_id, r.id AS run_id, (r.started_at AT TIME ZONE w.time_zone)::date AS day
+    SELECT r.workspace_id, r.id AS run_id, ${localDay('r.started_at')} AS day
     FROM workspaces w JOIN runs r ON r.workspace_id = w.id
     WHERE r.status <> 'BLOCKED' AND r.started_at >= $1 AND r.started_at < $2
   ), tallied AS (
@@ -78,45 +78,27 @@ const TALLY_RUNS = `
   SELECT count(*)::int AS records FROM r`;
 
 /** The tally's sums by workspace and day, against usage_daily's: the drifted rows, as USAGE_DRIFT's. */
-const TALLY_USAGE_DRIFT = `
-  WITH expected AS (
-    SELECT workspace_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs
-    FROM ${TALLY} GROUP BY workspace_id, day
-  )
-  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.day, d.day)::text AS day,
-    coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
-    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
-  FROM expected e FULL JOIN (SELECT * FROM usage_daily WHERE day >= $1::date) d
-    ON d.workspace_id = e.workspace_id AND d.day = e.day
-  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
+const TALLY_USAGE_DRIFT = driftStatement(
+  WORKSPACE_USAGE,
+  `SELECT workspace_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs
+   FROM ${TALLY} GROUP BY workspace_id, day`,
+);
 
-const TALLY_USER_USAGE_DRIFT = `
-  WITH expected AS (
-    SELECT t.workspace_id, r.user_id, t.day, least(sum(t.spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(t.runs) AS runs
-    FROM ${TALLY} t JOIN runs r ON r.id = t.run_id GROUP BY t.workspace_id, r.user_id, t.day
-  )
-  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.user_id, d.user_id) AS user_id,
-    coalesce(e.day, d.day)::text AS day, coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
-    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
-  FROM expected e FULL JOIN (SELECT * FROM user_usage_daily WHERE day >= $1::date) d
-    ON d.workspace_id = e.workspace_id AND d.user_id = e.user_id AND d.day = e.day
-  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
+const TALLY_USER_USAGE_DRIFT = driftStatement(
+  USER_USAGE,
+  `SELECT t.workspace_id, r.user_id, t.day, least(sum(t.spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(t.runs) AS runs
+   FROM ${TALLY} t JOIN runs r ON r.id = t.run_id GROUP BY t.workspace_id, r.user_id, t.day`,
+);
 
 /** The key and tag subjects' spend: the tally's step rows (a run's steps of one key, one row a day) expanded to their subjects. */
-const TALLY_SUBJECT_USAGE_DRIFT = `
-  WITH expected AS (
-    SELECT t.workspace_id, x.subject, t.day, least(sum(t.spend), ${SPEND_CAP_MICROS}) AS spend_micros
-    FROM (SELECT workspace_id, run_id, api_key_id, day, sum(spend) AS spend FROM ${TALLY} WHERE runs = 0
-          GROUP BY workspace_id, run_id, api_key_id, day) t
-      JOIN runs r ON r.id = t.run_id CROSS JOIN LATERAL unnest(${STEP_SUBJECTS('t', 'r')}) AS x(subject)
-    GROUP BY t.workspace_id, x.subject, t.day
-  )
-  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.subject, d.subject) AS subject,
-    coalesce(e.day, d.day)::text AS day, coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
-    0 AS expected_runs, 0 AS found_runs
-  FROM expected e FULL JOIN (SELECT * FROM subject_usage_daily WHERE day >= $1::date) d
-    ON d.workspace_id = e.workspace_id AND d.subject = e.subject AND d.day = e.day
-  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0)`;
+const TALLY_SUBJECT_USAGE_DRIFT = driftStatement(
+  SUBJECT_USAGE,
+  `SELECT t.workspace_id, x.subject, t.day, least(sum(t.spend), ${SPEND_CAP_MICROS}) AS spend_micros
+   FROM (SELECT workspace_id, run_id, api_key_id, day, sum(spend) AS spend FROM ${TALLY} WHERE runs = 0
+         GROUP BY workspace_id, run_id, api_key_id, day) t
+     JOIN runs r ON r.id = t.run_id CROSS JOIN LATERAL unnest(${STEP_SUBJECTS('t', 'r')}) AS x(subject)
+   GROUP BY t.workspace_id, x.subject, t.day`,
+);
 
 export interface TallyOptions {
   /** The first UTC day checked (its records are read from a day earlier: its local days start then in some zones). */

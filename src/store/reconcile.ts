@@ -11,32 +11,66 @@ import { STEP_SUBJECTS } from './subject-usage.js';
 export type DriftRow = Record<string, string>;
 
 /** The local day of a timestamp column in its workspace's time zone (`w`), whatever the session's. */
-const localDay = (column: string) => `(${column} AT TIME ZONE w.time_zone)::date`;
+export const localDay = (column: string) => `(${column} AT TIME ZONE w.time_zone)::date`;
 /**
  * An instant before the first instant of the local day $1 in any zone (UTC-12 to UTC+14): the
  * records are read from there, and counted from their local day $1 on.
  */
 const FROM_INSTANT = `(($1::date - 1)::timestamp AT TIME ZONE 'UTC')`;
 
-export const USAGE_DRIFT = `
-  WITH expected AS (
+/** A daily counter table: the columns that key a row besides its day, and whether it counts runs. */
+export interface DailyCounter {
+  table: string;
+  keys: readonly string[];
+  runs: boolean;
+}
+
+export const WORKSPACE_USAGE: DailyCounter = { table: 'usage_daily', keys: ['workspace_id'], runs: true };
+export const USER_USAGE: DailyCounter = { table: 'user_usage_daily', keys: ['workspace_id', 'user_id'], runs: true };
+/** The daily spend of key and tag budgets' subjects (`STEP_SUBJECTS`): spend only, no runs. */
+export const SUBJECT_USAGE: DailyCounter = {
+  table: 'subject_usage_daily',
+  keys: ['workspace_id', 'subject'],
+  runs: false,
+};
+
+/**
+ * The rows of `counter` (from the local day $1 on) that differ from `expected`, a query of its keys,
+ * `day`, `spend_micros` and (counting runs) `runs`: one statement, so one snapshot, each row as a
+ * `DriftRow` of expected and found values.
+ */
+export function driftStatement(counter: DailyCounter, expected: string): string {
+  const keys = [...counter.keys, 'day'];
+  const keyColumns = counter.keys.map((key) => `coalesce(e.${key}, d.${key}) AS ${key}`);
+  keyColumns.push('coalesce(e.day, d.day)::text AS day');
+  const runs = counter.runs
+    ? 'coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs'
+    : '0 AS expected_runs, 0 AS found_runs';
+  const runsDiffer = counter.runs ? ' OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)' : '';
+  return `
+  WITH expected AS (${expected})
+  SELECT ${keyColumns.join(', ')},
+    coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend, ${runs}
+  FROM expected e FULL JOIN (SELECT * FROM ${counter.table} WHERE day >= $1::date) d
+    ON ${keys.map((key) => `d.${key} = e.${key}`).join(' AND ')}
+  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0)${runsDiffer}`;
+}
+
+export const USAGE_DRIFT = driftStatement(
+  WORKSPACE_USAGE,
+  `
     SELECT workspace_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
       SELECT s.workspace_id, ${localDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
         FROM steps s JOIN workspaces w ON w.id = s.workspace_id WHERE s.cost_usd IS NOT NULL AND s.finished_at >= ${FROM_INSTANT}
       UNION ALL
       SELECT r.workspace_id, ${localDay('r.started_at')}, 0, 1 FROM runs r JOIN workspaces w ON w.id = r.workspace_id
         WHERE r.status <> 'BLOCKED' AND r.started_at >= ${FROM_INSTANT}
-    ) x WHERE day >= $1::date GROUP BY workspace_id, day
-  )
-  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.day, d.day)::text AS day,
-    coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
-    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
-  FROM expected e FULL JOIN (SELECT * FROM usage_daily WHERE day >= $1::date) d
-    ON d.workspace_id = e.workspace_id AND d.day = e.day
-  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
+    ) x WHERE day >= $1::date GROUP BY workspace_id, day`,
+);
 
-export const USER_USAGE_DRIFT = `
-  WITH expected AS (
+export const USER_USAGE_DRIFT = driftStatement(
+  USER_USAGE,
+  `
     SELECT workspace_id, user_id, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros, sum(runs) AS runs FROM (
       SELECT s.workspace_id, r.user_id, ${localDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend, 0 AS runs
         FROM steps s JOIN runs r ON r.id = s.run_id JOIN workspaces w ON w.id = s.workspace_id
@@ -44,31 +78,19 @@ export const USER_USAGE_DRIFT = `
       UNION ALL
       SELECT r.workspace_id, r.user_id, ${localDay('r.started_at')}, 0, 1 FROM runs r JOIN workspaces w ON w.id = r.workspace_id
         WHERE r.status <> 'BLOCKED' AND r.started_at >= ${FROM_INSTANT}
-    ) x WHERE day >= $1::date GROUP BY workspace_id, user_id, day
-  )
-  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.user_id, d.user_id) AS user_id,
-    coalesce(e.day, d.day)::text AS day, coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
-    coalesce(e.runs, 0) AS expected_runs, coalesce(d.runs, 0) AS found_runs
-  FROM expected e FULL JOIN (SELECT * FROM user_usage_daily WHERE day >= $1::date) d
-    ON d.workspace_id = e.workspace_id AND d.user_id = e.user_id AND d.day = e.day
-  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0) OR coalesce(e.runs, 0) <> coalesce(d.runs, 0)`;
+    ) x WHERE day >= $1::date GROUP BY workspace_id, user_id, day`,
+);
 
-/** The daily spend of key and tag budgets' subjects (`STEP_SUBJECTS`): spend only, no runs. */
-export const SUBJECT_USAGE_DRIFT = `
-  WITH expected AS (
+export const SUBJECT_USAGE_DRIFT = driftStatement(
+  SUBJECT_USAGE,
+  `
     SELECT workspace_id, subject, day, least(sum(spend), ${SPEND_CAP_MICROS}) AS spend_micros FROM (
       SELECT s.workspace_id, x.subject, ${localDay('s.finished_at')} AS day, least(round(s.cost_usd * 1000000), ${SPEND_CAP_MICROS})::bigint AS spend
         FROM steps s JOIN runs r ON r.id = s.run_id JOIN workspaces w ON w.id = s.workspace_id
           CROSS JOIN LATERAL unnest(${STEP_SUBJECTS('s', 'r')}) AS x(subject)
         WHERE s.cost_usd IS NOT NULL AND s.finished_at >= ${FROM_INSTANT}
-    ) x WHERE day >= $1::date GROUP BY workspace_id, subject, day
-  )
-  SELECT coalesce(e.workspace_id, d.workspace_id) AS workspace_id, coalesce(e.subject, d.subject) AS subject,
-    coalesce(e.day, d.day)::text AS day, coalesce(e.spend_micros, 0) AS expected_spend, coalesce(d.spend_micros, 0) AS found_spend,
-    0 AS expected_runs, 0 AS found_runs
-  FROM expected e FULL JOIN (SELECT * FROM subject_usage_daily WHERE day >= $1::date) d
-    ON d.workspace_id = e.workspace_id AND d.subject = e.subject AND d.day = e.day
-  WHERE coalesce(e.spend_micros, 0) <> coalesce(d.spend_micros, 0)`;
+    ) x WHERE day >= $1::date GROUP BY workspace_id, subject, day`,
+);
 
 /**
  * The run list's counts (migration 8) against the runs, by workspace and status: one statement,
